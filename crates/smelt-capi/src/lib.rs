@@ -1,0 +1,1 @@
+//! C API (being written).

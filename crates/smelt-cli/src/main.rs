@@ -1,0 +1,70 @@
+//! `smelt`: measure this machine, build broadcast trees tuned to it, and run collectives.
+//!
+//! Every subcommand prints human output by default; those that produce data take
+//! `--json`. A user mistake (bad file, unknown CPU, ...) prints one `error:` line and
+//! exits with status 2.
+
+mod cmd_bench;
+mod cmd_model;
+mod cmd_probe;
+mod cmd_run;
+mod cmd_tree;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "smelt",
+    version,
+    about = "Machine-aware broadcast trees and collectives for multicores",
+    long_about = "smelt measures the machine it runs on (pairwise send/receive costs between \
+                  CPUs), builds broadcast trees tuned to it (Smelt's adaptive tree and the \
+                  classic static trees), predicts their latency, and runs broadcast, reduce \
+                  and barrier over cache-line message channels.\n\n\
+                  Typical flow:\n  smelt probe -o model.json\n  smelt model show model.json\n  \
+                  smelt tree --model model.json --format svg > tree.svg\n  \
+                  smelt evaluate --model model.json\n  smelt bench --model model.json"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Probe this machine, build its trees, benchmark the collectives against the
+    /// peers, print the comparison (the main job).
+    Run(cmd_run::RunArgs),
+    /// Measure pairwise send/receive/round-trip costs between CPUs and write a model.
+    Probe(cmd_probe::ProbeArgs),
+    /// Import another tool's measurements (Smelt machine database, core-to-core-latency CSV).
+    Import(cmd_model::ImportArgs),
+    /// Inspect a model file.
+    #[command(subcommand)]
+    Model(cmd_model::ModelCmd),
+    /// Build a broadcast tree from a model and print or draw it.
+    Tree(cmd_tree::TreeArgs),
+    /// Predict every topology's time for every operation from a model.
+    Evaluate(cmd_tree::EvaluateArgs),
+    /// Measure collectives on this machine over every topology, next to the peers.
+    Bench(cmd_bench::BenchArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let res = match cli.cmd {
+        Cmd::Run(a) => cmd_run::run(a),
+        Cmd::Probe(a) => cmd_probe::run(a),
+        Cmd::Import(a) => cmd_model::import(a),
+        Cmd::Model(c) => cmd_model::run(c),
+        Cmd::Tree(a) => cmd_tree::tree(a),
+        Cmd::Evaluate(a) => cmd_tree::evaluate(a),
+        Cmd::Bench(a) => cmd_bench::run(a),
+    };
+    if let Err(e) = res {
+        // One line, no backtrace: these are user-facing errors.
+        let msg = format!("{e:#}").replace('\n', " ");
+        eprintln!("error: {msg}");
+        std::process::exit(2);
+    }
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what smelt needs on a Debian machine, only what is missing.
+#   hwloc (topology), pkg-config, graphviz (tree drawings), fontconfig/freetype (plots),
+#   gcc/clang + OpenMP runtimes and Open MPI (the peers `smelt bench` compares against).
+# Set SMELT_NO_INSTALL=1 to skip (then missing peers are reported as skipped).
+set -euo pipefail
+[ -n "${SMELT_NO_INSTALL:-}" ] && exit 0
+need=()
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+for p in pkg-config libhwloc-dev hwloc graphviz libfontconfig1-dev libfreetype-dev gcc clang libomp-dev openmpi-bin libopenmpi-dev; do
+    have_pkg "$p" || need+=("$p")
+done
+if ! command -v cargo >/dev/null; then
+    echo "smelt needs a Rust toolchain (cargo); install it with rustup first" >&2
+    exit 1
+fi
+if [ ${#need[@]} -gt 0 ]; then
+    SUDO=""
+    [ "$(id -u)" = 0 ] || SUDO="sudo"
+    echo "[smelt] installing Debian packages: ${need[*]}" >&2
+    $SUDO apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
+fi
