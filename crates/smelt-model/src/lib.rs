@@ -183,10 +183,7 @@ impl Model {
             .map(|&c| {
                 self.position(c).ok_or_else(|| ModelError::UnknownCpu {
                     cpu: c,
-                    where_: format!(
-                        "in the model (it has CPUs {})",
-                        format_cpu_list(&self.cpus)
-                    ),
+                    where_: format!("in the model (it has CPUs {})", format_cpu_list(&self.cpus)),
                 })
             })
             .collect()
@@ -392,17 +389,17 @@ impl Model {
 
     /// Parses and validates model JSON; `path` is used in error messages only.
     pub fn from_json(text: &str, path: Option<&Path>) -> Result<Model, ModelError> {
-        let p = path.map(Path::to_path_buf).unwrap_or_else(|| "<model>".into());
+        let p = path
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| "<model>".into());
         if text.trim().is_empty() {
             return Err(ModelError::parse(p, None, "the file is empty"));
         }
         let m: Model = serde_json::from_str(text).map_err(|e| {
             ModelError::parse(p.clone(), Some(e.line()), format!("not a smelt model: {e}"))
         })?;
-        m.validate().map_err(|why| ModelError::Invalid {
-            path: Some(p),
-            why,
-        })?;
+        m.validate()
+            .map_err(|why| ModelError::Invalid { path: Some(p), why })?;
         Ok(m)
     }
 
