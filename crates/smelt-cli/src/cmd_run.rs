@@ -1,8 +1,103 @@
-//! `smelt run` (being written).
+//! `smelt run`: the main job. Probes this machine, shows its model, builds its trees,
+//! predicts their latency, then measures the collectives against the peers and prints
+//! the comparison. Each step is one of smelt's own subcommands, run as a user would
+//! run it, so what `smelt run` prints is reproducible step by step.
+
+use anyhow::{bail, Context, Result};
+use std::path::PathBuf;
+use std::process::Command;
 
 #[derive(clap::Args)]
-pub struct RunArgs {}
+pub struct RunArgs {
+    /// Directory for the model, trees and bench results.
+    #[arg(long, default_value = "smelt-out")]
+    pub out: PathBuf,
+    /// CPUs to use (e.g. `0-7,12`); default: every CPU this process may use.
+    #[arg(long)]
+    pub cpus: Option<String>,
+    /// Use this model instead of probing the machine.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Longer probe and benchmark (default: the quick passes).
+    #[arg(long)]
+    pub full: bool,
+    /// Skip the peer programs (pthread, OpenMP, MPI).
+    #[arg(long)]
+    pub no_peers: bool,
+}
 
-pub fn run(_args: RunArgs) -> anyhow::Result<()> {
-    anyhow::bail!("'smelt run' is not implemented yet")
+/// One step: `smelt <args>`, its output passed through; fails with the step named.
+fn step(title: &str, args: &[String]) -> Result<()> {
+    let exe = std::env::current_exe().context("cannot find the smelt executable")?;
+    println!("\n=== {title}\n$ smelt {}", args.join(" "));
+    let status = Command::new(&exe)
+        .args(args)
+        .status()
+        .with_context(|| format!("cannot run smelt {}", args.join(" ")))?;
+    if !status.success() {
+        bail!("step '{title}' failed ({status})");
+    }
+    Ok(())
+}
+
+pub fn run(a: RunArgs) -> Result<()> {
+    std::fs::create_dir_all(&a.out)
+        .with_context(|| format!("cannot create {}", a.out.display()))?;
+    let s = |p: &str| a.out.join(p).display().to_string();
+    let cpus: Vec<String> = a
+        .cpus
+        .iter()
+        .flat_map(|c| ["--cpus".to_string(), c.clone()])
+        .collect();
+    let model = match &a.model {
+        Some(m) => m.display().to_string(),
+        None => {
+            let mut args = vec!["probe".into(), "-o".into(), s("model.json")];
+            if !a.full {
+                args.push("--quick".into());
+            }
+            args.extend(cpus.iter().cloned());
+            step("1. probe this machine (pairwise send/receive/round-trip costs)", &args)?;
+            s("model.json")
+        }
+    };
+    step(
+        "2. the machine model",
+        &["model".into(), "show".into(), model.clone()],
+    )?;
+    let mut tree = vec![
+        "tree".into(),
+        "--model".into(),
+        model.clone(),
+        "--algo".into(),
+        "adaptive-shuffled".into(),
+    ];
+    tree.extend(cpus.iter().cloned());
+    step("3. Smelt's adaptive tree for this machine", &tree)?;
+    let mut eval = vec!["evaluate".into(), "--model".into(), model.clone()];
+    eval.extend(cpus.iter().cloned());
+    step("4. predicted latency of every topology (simulator)", &eval)?;
+    let mut bench = vec![
+        "bench".into(),
+        "--model".into(),
+        model.clone(),
+        "--json-out".into(),
+        s("bench.json"),
+    ];
+    if !a.full {
+        bench.push("--quick".into());
+    }
+    if a.no_peers {
+        bench.push("--no-peers".into());
+    }
+    bench.extend(cpus.iter().cloned());
+    step(
+        "5. measured collectives vs the peers, in one run (ratios)",
+        &bench,
+    )?;
+    println!(
+        "\nmodel: {model}\nbench results: {}\nnext: smelt model heatmap {model} -o costs.png; smelt tree --model {model} --format svg > tree.svg",
+        s("bench.json")
+    );
+    Ok(())
 }
