@@ -1,0 +1,57 @@
+/* mpi.c - MPI_Barrier, MPI_Bcast of 1 byte and MPI_Reduce of 1 int (root 0), the
+ * collectives an HPC user would reach for. Launched by the harness with
+ *   mpirun --bind-to none ... -np N mpi CPUS N BATCH_US RUNS
+ * Rank i pins itself to CPUS[i % ncpus] (when N <= ncpus). Timing: a batch is n
+ * back-to-back operations; its time is the maximum over ranks of the loop time
+ * (rooted operations may pipeline across iterations, as they do in applications).
+ * Rank 0 prints the RESULT lines (see peer.h). */
+#include "peer.h"
+#include <mpi.h>
+
+static int rank, size;
+
+static void one(int kind) {
+    static char byte;
+    static int in = 1, out;
+    if (kind == 0)
+        MPI_Barrier(MPI_COMM_WORLD);
+    else if (kind == 1)
+        MPI_Bcast(&byte, 1, MPI_CHAR, 0, MPI_COMM_WORLD);
+    else
+        MPI_Reduce(&in, &out, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+}
+
+/* One batch of n ops; returns the slowest rank's time (valid everywhere). */
+static uint64_t batch(int kind, uint64_t n) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    uint64_t t0 = peer_now();
+    for (uint64_t i = 0; i < n; i++) one(kind);
+    uint64_t took = peer_now() - t0, worst = 0;
+    MPI_Allreduce(&took, &worst, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    return worst;
+}
+
+static void run(const peer_cfg *cfg, int kind, const char *name) {
+    uint64_t n = 1;
+    int done = 0;
+    while (!done) n = peer_next_n(n, batch(kind, n), cfg->batch_ns, &done);
+    double v[MAX_RUNS];
+    for (int r = 0; r < cfg->runs; r++) v[r] = (double)batch(kind, n) / (double)n;
+    if (rank == 0) peer_report(name, size, v, cfg->runs);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    peer_cfg cfg;
+    if (peer_parse(argc, argv, &cfg) != 0) MPI_Abort(MPI_COMM_WORLD, 2);
+    cfg.threads = size;
+    if (size > cfg.ncpus) peer_spin_limit = 8;
+    peer_pin(&cfg, rank);
+    run(&cfg, 0, "mpi_barrier");
+    run(&cfg, 1, "mpi_bcast_1B");
+    run(&cfg, 2, "mpi_reduce_int");
+    MPI_Finalize();
+    return 0;
+}
