@@ -1,0 +1,74 @@
+//! The physical floor: one cache line bounced between two pinned threads with plain
+//! atomics. Every message-passing figure is reported as a ratio to this floor taken in
+//! the same run, because core-to-core latency on a virtual machine drifts with the
+//! host's placement of virtual CPUs.
+
+use crate::harness::{run_team, Budget, Worker};
+use crate::stats::Summary;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[repr(align(128))]
+struct Line(AtomicU64);
+
+/// One-way cache-line latency between OS CPUs `a` and `b` in ns (round trip / 2).
+/// With a single CPU (`a == b`) both threads share it and the figure measures a
+/// thread switch rather than a cache-line transfer.
+pub fn pingpong(a: u32, b: u32, budget: &Budget) -> Result<Summary, String> {
+    let ping = Line(AtomicU64::new(0));
+    let pong = Line(AtomicU64::new(0));
+    let (pi, po) = (&ping, &pong);
+    let w: Vec<Worker> = vec![
+        Box::new(move |n, d| {
+            let base = pi.0.load(Ordering::Relaxed);
+            for k in 1..=n {
+                pi.0.store(base + k, Ordering::Release);
+                d.wait_until(|| po.0.load(Ordering::Acquire) == base + k)?;
+            }
+            Ok(())
+        }),
+        Box::new(move |n, d| {
+            let base = po.0.load(Ordering::Relaxed);
+            for k in 1..=n {
+                d.wait_until(|| pi.0.load(Ordering::Acquire) == base + k)?;
+                po.0.store(base + k, Ordering::Release);
+            }
+            Ok(())
+        }),
+    ];
+    let cpus: Vec<u32> = if a == b { vec![a] } else { vec![a, b] };
+    let s = run_team(&cpus, budget, w)?;
+    Ok(halve(s))
+}
+
+/// A summary of round trips turned into one-way figures.
+pub fn halve(s: Summary) -> Summary {
+    Summary {
+        median: s.median / 2.0,
+        mad: s.mad / 2.0,
+        p10: s.p10 / 2.0,
+        p90: s.p90 / 2.0,
+        min: s.min / 2.0,
+        max: s.max / 2.0,
+        ..s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn floor_is_positive_on_the_first_cpus() {
+        let cpus = crate::affinity::allowed_cpus();
+        let b = Budget {
+            batch: Duration::from_micros(300),
+            runs: 3,
+            timeout: Duration::from_secs(20),
+        };
+        let (a, c) = (cpus[0], *cpus.last().unwrap());
+        let s = pingpong(a, c, &b).unwrap();
+        assert!(s.median > 0.0 && s.median.is_finite());
+        assert!(s.p10 <= s.p90);
+    }
+}

@@ -1,0 +1,546 @@
+//! The C peers: sources embedded in the binary, compiled at run time into a cache
+//! directory with whatever compilers exist, run under a timeout.
+//!
+//! Every program follows the protocol of `bench/peers/peer.h`: arguments
+//! `CPUS THREADS BATCH_US RUNS`, output lines `RESULT name threads median p10 p90`
+//! (ns per operation).
+
+use super::{Metric, PeerResult, Status};
+use crate::harness::Budget;
+use crate::stats::Summary;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const PEER_H: &str = include_str!("../../../../bench/peers/peer.h");
+const BARRIERS_C: &str = include_str!("../../../../bench/peers/barriers.c");
+const OMP_C: &str = include_str!("../../../../bench/peers/omp.c");
+const UMP_C: &str = include_str!("../../../../bench/peers/ump.c");
+const MPI_C: &str = include_str!("../../../../bench/peers/mpi.c");
+
+/// Compile time limit per program.
+const COMPILE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Finds an executable on `PATH`.
+pub fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+fn first_of(names: &[&str]) -> Option<PathBuf> {
+    names.iter().find_map(|n| which(n))
+}
+
+/// The default cache directory for compiled peers: `$SMELT_PEERS_DIR`, else
+/// `$XDG_CACHE_HOME/smelt/peers`, else `$HOME/.cache/smelt/peers`, else
+/// `<tmp>/smelt-peers`.
+pub fn default_cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("SMELT_PEERS_DIR") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(d).join("smelt").join("peers");
+    }
+    if let Some(h) = std::env::var_os("HOME") {
+        return PathBuf::from(h).join(".cache").join("smelt").join("peers");
+    }
+    std::env::temp_dir().join("smelt-peers")
+}
+
+fn fnv(parts: &[&str]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for p in parts {
+        for b in p.bytes().chain([0u8]) {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x100000001b3);
+        }
+    }
+    h
+}
+
+/// Outcome of running a child process under a deadline.
+struct Ran {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+    timed_out: bool,
+}
+
+/// Runs `cmd` in its own process group; kills the whole group at the deadline.
+fn run_bounded(mut cmd: Command, timeout: Duration) -> std::io::Result<Ran> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = cmd.spawn()?;
+    // Drain the pipes on threads so a chatty child cannot block on a full pipe.
+    let mut out = child.stdout.take();
+    let mut err = child.stderr.take();
+    let to = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(o) = out.as_mut() {
+            let _ = o.read_to_string(&mut s);
+        }
+        s
+    });
+    let te = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(e) = err.as_mut() {
+            let _ = e.read_to_string(&mut s);
+        }
+        s
+    });
+    let start = Instant::now();
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break Some(st);
+        }
+        if start.elapsed() >= timeout {
+            timed_out = true;
+            // Kill the process group (mpirun and its ranks), then the child itself.
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", child.id())])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let stdout = to.join().unwrap_or_default();
+    let stderr = te.join().unwrap_or_default();
+    Ok(Ran {
+        ok: status.is_some_and(|s| s.success()),
+        stdout,
+        stderr,
+        timed_out,
+    })
+}
+
+fn last_line(s: &str) -> String {
+    s.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .chars()
+        .take(200)
+        .collect()
+}
+
+/// Parses `RESULT name threads median p10 p90` lines.
+pub fn parse_results(out: &str) -> Vec<(String, usize, Summary)> {
+    out.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() != 6 || f[0] != "RESULT" {
+                return None;
+            }
+            let t: usize = f[2].parse().ok()?;
+            let v: Vec<f64> = f[3..]
+                .iter()
+                .map(|x| x.parse().ok())
+                .collect::<Option<_>>()?;
+            if v.iter().any(|x| !x.is_finite()) {
+                return None;
+            }
+            Some((
+                f[1].to_string(),
+                t,
+                Summary {
+                    median: v[0],
+                    mad: (v[2] - v[1]) / 2.563,
+                    p10: v[1],
+                    p90: v[2],
+                    min: v[1],
+                    max: v[2],
+                    n: 0,
+                    rejected: 0,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// A C peer program: its source, how to compile it, and what it reports.
+struct Program {
+    /// Label used in the peer names, e.g. `gcc` for the OpenMP built with gcc.
+    label: &'static str,
+    file: &'static str,
+    source: &'static str,
+    /// Compiler candidates (first found wins) and flags.
+    compilers: &'static [&'static str],
+    flags: &'static [&'static str],
+    /// Reported names, their metric, and whether the value is a round trip to halve.
+    outputs: &'static [(&'static str, Metric, bool)],
+}
+
+const BARRIERS: Program = Program {
+    label: "",
+    file: "barriers.c",
+    source: BARRIERS_C,
+    compilers: &["cc", "gcc", "clang"],
+    flags: &["-O2", "-pthread"],
+    outputs: &[
+        ("pthread_barrier", Metric::Barrier, false),
+        ("dissemination_barrier", Metric::Barrier, false),
+    ],
+};
+
+const OMP_GCC: Program = Program {
+    label: "GOMP",
+    file: "omp.c",
+    source: OMP_C,
+    compilers: &["gcc"],
+    flags: &["-O2", "-fopenmp"],
+    outputs: &[
+        ("omp_barrier", Metric::Barrier, false),
+        ("omp_reduction", Metric::Reduce, false),
+    ],
+};
+
+const OMP_CLANG: Program = Program {
+    label: "libomp",
+    file: "omp.c",
+    source: OMP_C,
+    compilers: &["clang"],
+    flags: &["-O2", "-fopenmp"],
+    outputs: &[
+        ("omp_barrier", Metric::Barrier, false),
+        ("omp_reduction", Metric::Reduce, false),
+    ],
+};
+
+const UMP: Program = Program {
+    label: "",
+    file: "ump.c",
+    source: UMP_C,
+    compilers: &["cc", "gcc", "clang"],
+    flags: &["-O2", "-pthread"],
+    outputs: &[
+        ("ump_rtt", Metric::Latency, true),
+        ("ump_stream", Metric::Throughput, false),
+    ],
+};
+
+const MPI: Program = Program {
+    label: "Open MPI",
+    file: "mpi.c",
+    source: MPI_C,
+    compilers: &["mpicc.openmpi", "mpicc"],
+    flags: &["-O2"],
+    outputs: &[
+        ("mpi_barrier", Metric::Barrier, false),
+        ("mpi_bcast_1B", Metric::Broadcast, false),
+        ("mpi_reduce_int", Metric::Reduce, false),
+    ],
+};
+
+fn display_name(p: &Program, raw: &str) -> String {
+    let base = match raw {
+        "ump_rtt" | "ump_stream" => "UMP ring (C)",
+        other => other,
+    };
+    if p.label.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base} ({})", p.label)
+    }
+}
+
+/// Compiles and runs the C peers. Build products are cached per source and compiler.
+pub struct CPeers {
+    dir: PathBuf,
+}
+
+impl CPeers {
+    /// Peers compiled into `dir` (created on first use).
+    pub fn new(dir: impl Into<PathBuf>) -> CPeers {
+        CPeers { dir: dir.into() }
+    }
+
+    /// The cache directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn all_status(p: &Program, threads: usize, status: Status) -> Vec<PeerResult> {
+        p.outputs
+            .iter()
+            .map(|(n, m, _)| PeerResult {
+                name: display_name(p, n),
+                metric: *m,
+                threads,
+                status: status.clone(),
+            })
+            .collect()
+    }
+
+    /// Compiles `p` if needed; `Err(status)` is the Skipped/Failed to report.
+    fn build(&self, p: &Program) -> Result<PathBuf, Status> {
+        let Some(cc) = first_of(p.compilers) else {
+            return Err(Status::Skipped {
+                reason: format!("no {}", p.compilers.last().copied().unwrap_or("compiler")),
+            });
+        };
+        let ccs = cc.display().to_string();
+        let mut key = vec![PEER_H, p.source, ccs.as_str()];
+        key.extend(p.flags.iter().copied());
+        let h = fnv(&key);
+        let stem = p.file.trim_end_matches(".c");
+        let exe = self.dir.join(format!("{stem}-{}-{h:016x}", p.compilers[0]));
+        if exe.is_file() {
+            return Ok(exe);
+        }
+        let fail = |why: String| Status::Failed { reason: why };
+        let src = self.dir.join(format!("src-{h:016x}"));
+        std::fs::create_dir_all(&src)
+            .map_err(|e| fail(format!("cannot create {}: {e}", src.display())))?;
+        for (name, text) in [("peer.h", PEER_H), (p.file, p.source)] {
+            std::fs::write(src.join(name), text)
+                .map_err(|e| fail(format!("cannot write {}: {e}", src.join(name).display())))?;
+        }
+        // Compile to a temporary name, then rename: concurrent runs never see half a binary.
+        let tmp = self
+            .dir
+            .join(format!("{stem}-{h:016x}.tmp{}", std::process::id()));
+        let mut cmd = Command::new(&cc);
+        cmd.args(p.flags)
+            .arg("-o")
+            .arg(&tmp)
+            .arg(src.join(p.file))
+            .arg("-I")
+            .arg(&src);
+        let ran = run_bounded(cmd, COMPILE_TIMEOUT)
+            .map_err(|e| fail(format!("cannot run {ccs}: {e}")))?;
+        if !ran.ok {
+            let _ = std::fs::remove_file(&tmp);
+            let msg = if ran.timed_out {
+                "compiler timed out".to_string()
+            } else {
+                last_line(&ran.stderr)
+            };
+            // A compiler without OpenMP/MPI support is a missing toolchain, not a bug.
+            return Err(Status::Skipped {
+                reason: format!("{} cannot build {}: {msg}", cc.display(), p.file),
+            });
+        }
+        std::fs::rename(&tmp, &exe)
+            .map_err(|e| fail(format!("cannot install {}: {e}", exe.display())))?;
+        Ok(exe)
+    }
+
+    fn run_program(
+        &self,
+        p: &Program,
+        launcher: Option<Vec<String>>,
+        cpus: &[u32],
+        threads: usize,
+        budget: &Budget,
+        env: &[(&str, &str)],
+    ) -> Vec<PeerResult> {
+        let exe = match self.build(p) {
+            Ok(e) => e,
+            Err(s) => return Self::all_status(p, threads, s),
+        };
+        let list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
+        let args = [
+            list.join(","),
+            threads.to_string(),
+            (budget.batch.as_micros().max(1)).to_string(),
+            budget.runs.max(1).to_string(),
+        ];
+        let mut cmd = match &launcher {
+            Some(l) => {
+                let mut c = Command::new(&l[0]);
+                c.args(&l[1..]).arg(&exe);
+                c
+            }
+            None => Command::new(&exe),
+        };
+        cmd.args(&args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let ran = match run_bounded(cmd, budget.timeout) {
+            Ok(r) => r,
+            Err(e) => {
+                return Self::all_status(
+                    p,
+                    threads,
+                    Status::Failed {
+                        reason: format!("cannot run {}: {e}", exe.display()),
+                    },
+                )
+            }
+        };
+        let got = parse_results(&ran.stdout);
+        p.outputs
+            .iter()
+            .map(|(raw, metric, halve)| {
+                let status = match got.iter().find(|(n, _, _)| n == raw) {
+                    Some((_, _, s)) => Status::Ok {
+                        ns: if *halve { crate::floor::halve(*s) } else { *s },
+                    },
+                    None if ran.timed_out => Status::Failed {
+                        reason: format!(
+                            "killed after {:.0} s timeout",
+                            budget.timeout.as_secs_f64()
+                        ),
+                    },
+                    None => Status::Failed {
+                        reason: format!(
+                            "no result ({}){}",
+                            if ran.ok {
+                                "exit 0"
+                            } else {
+                                "crashed or exited with an error"
+                            },
+                            match last_line(&ran.stderr) {
+                                s if s.is_empty() => String::new(),
+                                s => format!(": {s}"),
+                            }
+                        ),
+                    },
+                };
+                PeerResult {
+                    name: display_name(p, raw),
+                    metric: *metric,
+                    threads,
+                    status,
+                }
+            })
+            .collect()
+    }
+
+    /// `pthread_barrier_wait` and the dissemination barrier with `threads` threads.
+    pub fn barriers(&self, cpus: &[u32], threads: usize, budget: &Budget) -> Vec<PeerResult> {
+        self.run_program(&BARRIERS, None, cpus, threads, budget, &[])
+    }
+
+    /// OpenMP barrier and reduction, built with gcc (libgomp) and clang (LLVM libomp).
+    pub fn openmp(&self, cpus: &[u32], threads: usize, budget: &Budget) -> Vec<PeerResult> {
+        let env = [("OMP_PROC_BIND", "false"), ("OMP_DYNAMIC", "false")];
+        let mut v = self.run_program(&OMP_GCC, None, cpus, threads, budget, &env);
+        v.extend(self.run_program(&OMP_CLANG, None, cpus, threads, budget, &env));
+        v
+    }
+
+    /// The UMP-style C ring between two CPUs: one-way latency and streaming ns/message.
+    pub fn ump(&self, a: u32, b: u32, budget: &Budget) -> Vec<PeerResult> {
+        let cpus = if a == b { vec![a] } else { vec![a, b] };
+        self.run_program(&UMP, None, &cpus, 2, budget, &[])
+    }
+
+    /// Open MPI `MPI_Barrier`, `MPI_Bcast` (1 B) and `MPI_Reduce` (1 int) with `ranks`
+    /// ranks over shared memory (ob1 + vader), ranks pinned like smelt's members.
+    pub fn mpi(&self, cpus: &[u32], ranks: usize, budget: &Budget) -> Vec<PeerResult> {
+        let Some(mpirun) = first_of(&["mpirun.openmpi", "mpirun"]) else {
+            return Self::all_status(
+                &MPI,
+                ranks,
+                Status::Skipped {
+                    reason: "no mpirun".into(),
+                },
+            );
+        };
+        let launcher: Vec<String> = [
+            mpirun.display().to_string().as_str(),
+            "--allow-run-as-root",
+            "--bind-to",
+            "none",
+            "--mca",
+            "pml",
+            "ob1",
+            "--mca",
+            "btl",
+            "self,vader",
+            "--oversubscribe",
+            "-np",
+            &ranks.to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let env = [
+            ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+            ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+            ("OMPI_MCA_rmaps_base_oversubscribe", "1"),
+        ];
+        self.run_program(&MPI, Some(launcher), cpus, ranks, budget, &env)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_result_lines() {
+        let out =
+            "noise\nRESULT pthread_barrier 2 100.5 90 120\nRESULT bad 2 x 1 2\nRESULT short 1 2\n";
+        let r = parse_results(out);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].0, "pthread_barrier");
+        assert_eq!(r[0].1, 2);
+        assert_eq!(r[0].2.median, 100.5);
+        assert_eq!((r[0].2.p10, r[0].2.p90), (90.0, 120.0));
+    }
+
+    #[test]
+    fn a_hung_program_is_killed() {
+        let mut c = Command::new("sh");
+        c.args(["-c", "sleep 30"]);
+        let t = Instant::now();
+        let r = run_bounded(c, Duration::from_millis(200)).unwrap();
+        assert!(r.timed_out && !r.ok);
+        assert!(t.elapsed() < Duration::from_secs(20));
+    }
+
+    #[test]
+    fn missing_compiler_is_skipped_not_failed() {
+        let p = Program {
+            label: "x",
+            file: "barriers.c",
+            source: BARRIERS_C,
+            compilers: &["smelt-no-such-compiler"],
+            flags: &[],
+            outputs: &[("pthread_barrier", Metric::Barrier, false)],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let peers = CPeers::new(dir.path());
+        let r = peers.run_program(&p, None, &[0], 2, &Budget::quick(), &[]);
+        assert_eq!(r.len(), 1);
+        assert!(
+            matches!(&r[0].status, Status::Skipped { reason } if reason.contains("no smelt-no-such-compiler")),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn barrier_peers_run_when_a_compiler_exists() {
+        if first_of(BARRIERS.compilers).is_none() {
+            return; // covered by missing_compiler_is_skipped_not_failed
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let peers = CPeers::new(dir.path());
+        let cpus = crate::affinity::allowed_cpus();
+        let b = Budget {
+            batch: Duration::from_micros(500),
+            runs: 3,
+            timeout: Duration::from_secs(30),
+        };
+        let r = peers.barriers(&cpus, 2, &b);
+        assert_eq!(r.len(), 2);
+        for x in &r {
+            assert!(x.median().is_some_and(|m| m > 0.0), "{x:?}");
+        }
+    }
+}

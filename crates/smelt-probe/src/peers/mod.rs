@@ -1,0 +1,78 @@
+//! The peers `smelt bench` compares against: what a user would pick instead of smelt.
+//!
+//! * [`rust`]: in-process Rust peers — `rtrb` and `crossbeam-channel` latency and
+//!   throughput, `std::sync::Barrier`.
+//! * [`c`]: C programs embedded in this crate (`bench/peers/*.c`), compiled at run time
+//!   with whatever compilers exist: `pthread_barrier_wait`, a dissemination barrier,
+//!   OpenMP barrier and reduction (gcc → libgomp, clang → LLVM libomp), a UMP-style
+//!   ring, and Open MPI `MPI_Barrier` / `MPI_Bcast` / `MPI_Reduce`.
+//!
+//! A missing toolchain makes a peer [`Status::Skipped`], a crash or timeout makes it
+//! [`Status::Failed`]; neither is an error of the benchmark as a whole.
+
+pub mod c;
+pub mod rust;
+
+use crate::stats::Summary;
+use serde::{Deserialize, Serialize};
+
+/// What a figure measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// One-way latency of a message, ns.
+    Latency,
+    /// ns per message when streaming (inverse throughput).
+    Throughput,
+    /// ns per barrier.
+    Barrier,
+    /// ns per broadcast of one small message.
+    Broadcast,
+    /// ns per reduction of one integer.
+    Reduce,
+}
+
+/// The outcome of one peer measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Status {
+    /// Measured: ns per operation.
+    Ok {
+        /// Robust summary of ns per operation over the timed batches.
+        ns: Summary,
+    },
+    /// Not run, with the reason (e.g. "no mpicc").
+    Skipped {
+        /// Why.
+        reason: String,
+    },
+    /// Ran but failed (crash, timeout, unparsable output).
+    Failed {
+        /// What happened.
+        reason: String,
+    },
+}
+
+/// One peer figure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerResult {
+    /// Peer name, e.g. `pthread_barrier`, `omp_barrier(gcc)`, `mpi_bcast_1B`.
+    pub name: String,
+    /// What it measures.
+    pub metric: Metric,
+    /// Threads or ranks taking part.
+    pub threads: usize,
+    /// Outcome.
+    #[serde(flatten)]
+    pub status: Status,
+}
+
+impl PeerResult {
+    /// The median ns per operation, if measured.
+    pub fn median(&self) -> Option<f64> {
+        match &self.status {
+            Status::Ok { ns } => Some(ns.median),
+            _ => None,
+        }
+    }
+}
