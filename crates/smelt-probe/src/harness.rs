@@ -36,7 +36,7 @@ impl Deadline {
             if spins < 128 {
                 std::hint::spin_loop();
             } else {
-                if spins % 64 == 0 && self.expired() {
+                if spins.is_multiple_of(64) && self.expired() {
                     return Err(Timeout);
                 }
                 std::thread::yield_now();

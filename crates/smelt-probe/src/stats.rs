@@ -44,7 +44,7 @@ pub fn median_sorted(v: &[f64]) -> f64 {
     if n == 0 {
         return f64::NAN;
     }
-    if n % 2 == 1 {
+    if !n.is_multiple_of(2) {
         v[n / 2]
     } else {
         0.5 * (v[n / 2 - 1] + v[n / 2])
