@@ -3,7 +3,25 @@
 //!
 //! Members are identified by OS CPU id in files and on the command line; inside a
 //! [`Tree`] they are *member indices* (positions in [`Tree::members`]).
+//!
+//! - [`Topology`]: every generator (static trees, Smelt's adaptive trees, the
+//!   `optimized` local search) behind one interface.
+//! - [`sim`]: the event-based simulator predicting broadcast, AB, reduce, barrier and
+//!   two-phase commit times.
+//! - [`optimum`]: exhaustive branch-and-bound search for the optimal broadcast tree
+//!   of small groups.
+//! - [`stats`]: Spearman rank correlation, for comparing predictions with
+//!   measurements.
 
+pub mod costs;
+pub mod optimize;
+pub mod optimum;
+pub mod sim;
+pub mod stats;
+pub mod topology;
 pub mod tree;
 
+pub use costs::Costs;
+pub use sim::{predict, Op, Payload, Prediction};
+pub use topology::Topology;
 pub use tree::{Tree, TreeError};

@@ -1,0 +1,210 @@
+//! Beyond the paper: the `optimized` generator, an iterated local search over each
+//! member's parent, with the send order of every member always re-sorted by
+//! receiving-subtree cost (optimal for a fixed shape, see [`sort_sends`]).
+//!
+//! It starts from the best of several seeds (adaptive-shuffled, adaptive-sorted,
+//! adaptive, cluster, the static shapes, all re-sorted) and only ever replaces its
+//! best tree by a strictly faster one, so its broadcast is never slower than any
+//! seed's, in particular the adaptive trees'. Deterministic: a fixed-seed PRNG and
+//! an evaluation budget instead of a clock.
+
+use crate::costs::Costs;
+use crate::sim;
+use crate::topology::{adaptive, shuffle, sort_sends, subtree_mask, Topology};
+
+/// Knobs of the search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// PRNG seed (the result is a pure function of the costs, root and options).
+    pub seed: u64,
+    /// Maximum number of candidate trees to evaluate; `None` scales with the group
+    /// size (about 4·10⁶ / n, between 200 and 50 000).
+    pub max_evals: Option<usize>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            seed: 0x5eed_5e17,
+            max_evals: None,
+        }
+    }
+}
+
+/// SplitMix64: small, fast, deterministic.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+struct Eval<'a> {
+    c: &'a Costs,
+    root: usize,
+    evals: usize,
+    stack: Vec<usize>,
+    at: Vec<f64>,
+}
+
+impl Eval<'_> {
+    /// (broadcast latency, sum of arrival times) after re-sorting every send list.
+    fn score(&mut self, ch: &mut [Vec<usize>]) -> (f64, f64) {
+        self.evals += 1;
+        sort_sends(self.c, self.root, ch);
+        let lat = sim::broadcast_latency_with(self.c, self.root, ch, &mut self.stack, &mut self.at);
+        (lat, self.at.iter().sum())
+    }
+}
+
+fn better(a: (f64, f64), b: (f64, f64)) -> bool {
+    let eps = 1e-9 * b.0.abs().max(1.0);
+    a.0 < b.0 - eps || (a.0 <= b.0 + eps && a.1 < b.1 - eps * a.1.abs().max(1.0))
+}
+
+fn parents(ch: &[Vec<usize>]) -> Vec<usize> {
+    let mut p = vec![usize::MAX; ch.len()];
+    for (v, kids) in ch.iter().enumerate() {
+        for &k in kids {
+            p[k] = v;
+        }
+    }
+    p
+}
+
+fn moved(ch: &[Vec<usize>], x: usize, from: usize, to: usize) -> Vec<Vec<usize>> {
+    let mut next = ch.to_vec();
+    next[from].retain(|&k| k != x);
+    next[to].push(x);
+    next
+}
+
+/// The `optimized` tree over `c` rooted at `root` (local indices, send order).
+pub fn optimized(c: &Costs, root: usize, opts: &Options) -> Vec<Vec<usize>> {
+    let n = c.len();
+    if n <= 2 {
+        return Topology::Sequential.children(c, root);
+    }
+    let budget = opts
+        .max_evals
+        .unwrap_or_else(|| (4_000_000 / n).clamp(200, 50_000));
+    let mut ev = Eval {
+        c,
+        root,
+        evals: 0,
+        stack: Vec::with_capacity(n),
+        at: Vec::with_capacity(n),
+    };
+    // Seeds, best first on ties: the adaptive-shuffled tree wins ties.
+    let mut seeds: Vec<Vec<Vec<usize>>> = Vec::new();
+    let mut a = adaptive(c, root);
+    sort_sends(c, root, &mut a);
+    let mut shuffled = a.clone();
+    shuffle(c, root, &mut shuffled);
+    seeds.push(shuffled);
+    seeds.push(a);
+    seeds.push(adaptive(c, root));
+    for t in [
+        Topology::Cluster,
+        Topology::Fibonacci,
+        Topology::Binary,
+        Topology::Knomial(2),
+        Topology::Knomial(4),
+        Topology::Mst,
+        Topology::Sequential,
+    ] {
+        seeds.push(t.children(c, root));
+    }
+    let mut best = seeds[0].clone();
+    let mut best_score = (sim::broadcast_latency(c, root, &best), f64::INFINITY);
+    for mut s in seeds {
+        // Unsorted seeds (plain adaptive) are scored as they are, then re-sorted.
+        let plain = sim::broadcast_latency(c, root, &s);
+        if plain < best_score.0 {
+            best = s.clone();
+            best_score = (plain, f64::INFINITY);
+        }
+        let sc = ev.score(&mut s);
+        if better(sc, best_score) {
+            best = s;
+            best_score = sc;
+        }
+    }
+    let mut rng = Rng(opts.seed ^ (n as u64).wrapping_mul(0x100_0000_01b3) ^ root as u64);
+    let mut cur = best.clone();
+    let mut cur_score = best_score;
+    while ev.evals < budget {
+        // Descent: move a member on the critical path under another parent.
+        let improved = descend(&mut ev, &mut cur, &mut cur_score, budget);
+        if better(cur_score, best_score) {
+            best = cur.clone();
+            best_score = cur_score;
+        }
+        if !improved {
+            // Kick: a few random re-parentings from the best tree so far.
+            cur = best.clone();
+            for _ in 0..1 + rng.below(3) {
+                let x = loop {
+                    let x = rng.below(n);
+                    if x != root {
+                        break x;
+                    }
+                };
+                let mask = subtree_mask(&cur, x);
+                let p = parents(&cur);
+                let choices: Vec<usize> = (0..n).filter(|&v| !mask[v] && v != p[x]).collect();
+                if choices.is_empty() {
+                    continue;
+                }
+                let to = choices[rng.below(choices.len())];
+                cur = moved(&cur, x, p[x], to);
+            }
+            cur_score = ev.score(&mut cur);
+        }
+    }
+    best
+}
+
+/// One first-improvement pass over the critical path; true if it improved.
+fn descend(ev: &mut Eval, cur: &mut Vec<Vec<usize>>, score: &mut (f64, f64), budget: usize) -> bool {
+    let c = ev.c;
+    let n = c.len();
+    let at = sim::broadcast_arrivals(c, ev.root, cur, 1.0, 0.0);
+    let mut e = ev.root;
+    for v in 0..n {
+        if at[v] > at[e] {
+            e = v;
+        }
+    }
+    let p = parents(cur);
+    let mut x = e;
+    while x != ev.root {
+        let mask = subtree_mask(cur, x);
+        let mut cands: Vec<(f64, usize)> = (0..n)
+            .filter(|&v| !mask[v] && v != p[x])
+            .map(|v| (at[v] + c.sr(v, x), v))
+            .collect();
+        cands.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for (_, to) in cands {
+            if ev.evals >= budget {
+                return false;
+            }
+            let mut next = moved(cur, x, p[x], to);
+            let sc = ev.score(&mut next);
+            if better(sc, *score) {
+                *cur = next;
+                *score = sc;
+                return true;
+            }
+        }
+        x = p[x];
+    }
+    false
+}

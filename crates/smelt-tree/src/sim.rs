@@ -1,0 +1,327 @@
+//! Event-based simulator: the predicted time of broadcast, atomic broadcast with
+//! acknowledgement ("AB"), reduce, barrier and two-phase commit over a tree, under
+//! the Smelt machine model (§3.1 of the paper).
+//!
+//! # The model and its assumptions
+//! - A member sending to `c` is blocked for `t_send(p, c)`; sends of one member are
+//!   sequential, in the tree's send order. Members run in parallel.
+//! - A message is available to its receiver as soon as the send ends (propagation
+//!   time is 0, as in the paper). Taking it blocks the receiver for `t_receive(p, c)`;
+//!   only then does the receiver hold the message and may forward it.
+//! - Broadcast (the paper's `lat(T)`): child `c` of `p`, the k-th in send order,
+//!   holds the message at `lat(p) + Σ_{i≤k} t_send(p, c_i) + t_receive(p, c)`; the
+//!   broadcast time is the latest such time. A pure tree walk, O(n).
+//! - AB (as the original Smelt Simulator): broadcast, then the member that received
+//!   last sends a completion message back to the root: `+ t_send(last, root) +
+//!   t_receive(last, root)`.
+//! - Reduce: leaves start at 0 and send to their parent. A parent takes its
+//!   children's messages in order of arrival (ties: send order), each costing
+//!   `t_receive(c, p)` and starting no earlier than both the arrival and the end of
+//!   the previous receive; after the last child it sends upward (`t_send(p,
+//!   parent)`). The reduce time is when the root has taken its last child's message.
+//!   Simulated with a binary heap of arrival events: O(n log n).
+//! - Barrier: a reduce (everybody enters at 0) followed by a broadcast from the root
+//!   that starts when the reduce ends; the time is when the last member is released.
+//! - Two-phase commit: broadcast `prepare`; each member votes (joins a reduce) once
+//!   it has forwarded `prepare` to all its children; the root broadcasts `commit`
+//!   when the vote reduce ends; the time is when the last member holds `commit`.
+//! - Payload: a message of `lines` cache lines costs `1 + (lines − 1) ×
+//!   extra_line_factor` times the measured one-line costs, on both the send and the
+//!   receive side. The default factor 1.0 assumes every extra line is another full
+//!   coherence transfer (no pipelining or prefetching): an upper bound; measure and
+//!   pass a smaller factor where lines overlap.
+//! - No contention on the interconnect, no interference between concurrent
+//!   messages, no write-buffer effects (the paper's assumptions).
+
+use crate::costs::Costs;
+use crate::tree::{Tree, TreeError};
+use serde::Serialize;
+use smelt_model::Model;
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// Size of the messages of an operation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Payload {
+    /// Cache lines per message (≥ 1; 0 is treated as 1).
+    pub lines: u32,
+    /// Cost of each extra line as a fraction of the one-line cost.
+    pub extra_line_factor: f64,
+}
+
+impl Default for Payload {
+    fn default() -> Self {
+        Payload {
+            lines: 1,
+            extra_line_factor: 1.0,
+        }
+    }
+}
+
+impl Payload {
+    /// A payload of `lines` cache lines with the default per-line factor (1.0).
+    pub fn lines(lines: u32) -> Payload {
+        Payload {
+            lines,
+            ..Default::default()
+        }
+    }
+
+    /// The factor every send and receive cost is multiplied with.
+    pub fn scale(&self) -> f64 {
+        1.0 + (self.lines.max(1) - 1) as f64 * self.extra_line_factor.max(0.0)
+    }
+}
+
+/// An operation the simulator predicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    /// Time until the last member holds the message (`lat(T)`).
+    Broadcast,
+    /// Broadcast plus the last member's completion message to the root.
+    AtomicBroadcast,
+    /// Children-to-parent combining up to the root.
+    Reduce,
+    /// Reduce, then broadcast.
+    Barrier,
+    /// Broadcast prepare, reduce votes, broadcast commit.
+    TwoPhaseCommit,
+}
+
+impl Op {
+    /// Every operation, in display order.
+    pub const ALL: [Op; 5] = [
+        Op::Broadcast,
+        Op::AtomicBroadcast,
+        Op::Reduce,
+        Op::Barrier,
+        Op::TwoPhaseCommit,
+    ];
+
+    /// Short name used in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Broadcast => "broadcast",
+            Op::AtomicBroadcast => "ab",
+            Op::Reduce => "reduce",
+            Op::Barrier => "barrier",
+            Op::TwoPhaseCommit => "2pc",
+        }
+    }
+}
+
+/// Predicted time of every operation, in the model's unit (ns for model files).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Prediction {
+    pub broadcast: f64,
+    pub ab: f64,
+    pub reduce: f64,
+    pub barrier: f64,
+    #[serde(rename = "2pc")]
+    pub two_pc: f64,
+}
+
+impl Prediction {
+    /// The time of one operation.
+    pub fn get(&self, op: Op) -> f64 {
+        match op {
+            Op::Broadcast => self.broadcast,
+            Op::AtomicBroadcast => self.ab,
+            Op::Reduce => self.reduce,
+            Op::Barrier => self.barrier,
+            Op::TwoPhaseCommit => self.two_pc,
+        }
+    }
+}
+
+/// Time at which every member holds a message broadcast from `root`, which holds
+/// it at `t0`. `children` are local indices into `c`.
+pub fn broadcast_arrivals(
+    c: &Costs,
+    root: usize,
+    children: &[Vec<usize>],
+    scale: f64,
+    t0: f64,
+) -> Vec<f64> {
+    let mut at = vec![f64::NAN; c.len()];
+    at[root] = t0;
+    let mut stack = Vec::with_capacity(c.len());
+    stack.push(root);
+    while let Some(p) = stack.pop() {
+        let mut t = at[p];
+        for &ch in &children[p] {
+            t += c.s(p, ch) * scale;
+            at[ch] = t + c.r(p, ch) * scale;
+            stack.push(ch);
+        }
+    }
+    at
+}
+
+/// `lat(T)` for a one-line message: the broadcast time. Allocation-light, for search
+/// loops. `stack` and `at` are scratch buffers.
+pub fn broadcast_latency_with(
+    c: &Costs,
+    root: usize,
+    children: &[Vec<usize>],
+    stack: &mut Vec<usize>,
+    at: &mut Vec<f64>,
+) -> f64 {
+    at.clear();
+    at.resize(c.len(), 0.0);
+    stack.clear();
+    stack.push(root);
+    let mut max = 0.0f64;
+    while let Some(p) = stack.pop() {
+        let mut t = at[p];
+        for &ch in &children[p] {
+            t += c.s(p, ch);
+            let a = t + c.r(p, ch);
+            at[ch] = a;
+            if a > max {
+                max = a;
+            }
+            stack.push(ch);
+        }
+    }
+    max
+}
+
+/// `lat(T)` for a one-line message.
+pub fn broadcast_latency(c: &Costs, root: usize, children: &[Vec<usize>]) -> f64 {
+    broadcast_latency_with(c, root, children, &mut Vec::new(), &mut Vec::new())
+}
+
+#[derive(PartialEq)]
+struct Ev {
+    t: f64,
+    /// Tie-break: the sender's position in its parent's send order.
+    rank: usize,
+    from: usize,
+}
+impl Eq for Ev {}
+impl Ord for Ev {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // Min-heap on (t, rank, from).
+        o.t.total_cmp(&self.t)
+            .then(o.rank.cmp(&self.rank))
+            .then(o.from.cmp(&self.from))
+    }
+}
+impl PartialOrd for Ev {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+/// Reduce up the tree; member `v` may start taking its children's messages (or,
+/// for a leaf, sending its own) at `ready[v]`. Returns when the root has taken the
+/// last message. Event-driven: arrivals are processed in global time order.
+pub fn reduce_time(
+    c: &Costs,
+    root: usize,
+    children: &[Vec<usize>],
+    ready: &[f64],
+    scale: f64,
+) -> f64 {
+    let n = c.len();
+    let mut parent = vec![usize::MAX; n];
+    let mut rank = vec![0usize; n];
+    for (p, cs) in children.iter().enumerate() {
+        for (k, &ch) in cs.iter().enumerate() {
+            parent[ch] = p;
+            rank[ch] = k;
+        }
+    }
+    let mut pending: Vec<usize> = children.iter().map(Vec::len).collect();
+    let mut cur: Vec<f64> = ready.to_vec();
+    let mut heap = BinaryHeap::with_capacity(n);
+    for v in 0..n {
+        if pending[v] == 0 && v != root && parent[v] != usize::MAX {
+            heap.push(Ev {
+                t: cur[v] + c.s(v, parent[v]) * scale,
+                rank: rank[v],
+                from: v,
+            });
+        }
+    }
+    if pending[root] == 0 {
+        return ready[root];
+    }
+    while let Some(ev) = heap.pop() {
+        let v = ev.from;
+        let p = parent[v];
+        cur[p] = cur[p].max(ev.t) + c.r(v, p) * scale;
+        pending[p] -= 1;
+        if pending[p] == 0 {
+            if p == root {
+                return cur[p];
+            }
+            heap.push(Ev {
+                t: cur[p] + c.s(p, parent[p]) * scale,
+                rank: rank[p],
+                from: p,
+            });
+        }
+    }
+    // Unreachable for a valid tree: the root always completes.
+    cur[root]
+}
+
+fn max_of(v: &[f64]) -> (usize, f64) {
+    let mut best = (0, f64::NEG_INFINITY);
+    for (i, &x) in v.iter().enumerate() {
+        if x > best.1 {
+            best = (i, x);
+        }
+    }
+    best
+}
+
+/// Predicts one operation over a tree given as local child lists.
+pub fn simulate(c: &Costs, root: usize, children: &[Vec<usize>], op: Op, pl: Payload) -> f64 {
+    let k = pl.scale();
+    let n = c.len();
+    match op {
+        Op::Broadcast => max_of(&broadcast_arrivals(c, root, children, k, 0.0)).1,
+        Op::AtomicBroadcast => {
+            let (last, t) = max_of(&broadcast_arrivals(c, root, children, k, 0.0));
+            if last == root {
+                t
+            } else {
+                t + c.sr(last, root) * k
+            }
+        }
+        Op::Reduce => reduce_time(c, root, children, &vec![0.0; n], k),
+        Op::Barrier => {
+            let r = reduce_time(c, root, children, &vec![0.0; n], k);
+            max_of(&broadcast_arrivals(c, root, children, k, r)).1
+        }
+        Op::TwoPhaseCommit => {
+            let at = broadcast_arrivals(c, root, children, k, 0.0);
+            let ready: Vec<f64> = (0..n)
+                .map(|v| at[v] + children[v].iter().map(|&ch| c.s(v, ch) * k).sum::<f64>())
+                .collect();
+            let r = reduce_time(c, root, children, &ready, k);
+            max_of(&broadcast_arrivals(c, root, children, k, r)).1
+        }
+    }
+}
+
+/// Predicts every operation over a tree given as local child lists.
+pub fn predict_local(c: &Costs, root: usize, children: &[Vec<usize>], pl: Payload) -> Prediction {
+    Prediction {
+        broadcast: simulate(c, root, children, Op::Broadcast, pl),
+        ab: simulate(c, root, children, Op::AtomicBroadcast, pl),
+        reduce: simulate(c, root, children, Op::Reduce, pl),
+        barrier: simulate(c, root, children, Op::Barrier, pl),
+        two_pc: simulate(c, root, children, Op::TwoPhaseCommit, pl),
+    }
+}
+
+/// Predicts every operation over `tree` (validated first) under `model`.
+pub fn predict(model: &Model, tree: &Tree, pl: Payload) -> Result<Prediction, TreeError> {
+    tree.validate()?;
+    let c = Costs::for_tree(model, tree)?;
+    Ok(predict_local(&c, tree.root, &tree.children, pl))
+}
