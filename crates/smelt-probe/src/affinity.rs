@@ -1,21 +1,14 @@
-//! Which CPUs this process may use, and pinning the calling thread to one of them.
+//! Which CPUs this process may use, and pinning the calling thread to one of them
+//! (thin wrappers over `smelt_transport`'s helpers, with messages naming the CPU).
 
-/// OS CPU ids this process may run on (its `sched_getaffinity` mask), sorted.
+/// OS CPU ids this process may run on (its `sched_getaffinity` mask), sorted. Empty if
+/// the OS cannot say.
 pub fn allowed_cpus() -> Vec<u32> {
-    let mut v: Vec<u32> = core_affinity::get_core_ids()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|c| c.id as u32)
-        .collect();
-    v.sort_unstable();
-    v
+    smelt_transport::allowed_cpus().unwrap_or_default()
 }
 
 /// Pins the calling thread to OS CPU `cpu`; an error names the CPU.
 pub fn pin_current_thread(cpu: u32) -> Result<(), String> {
-    if core_affinity::set_for_current(core_affinity::CoreId { id: cpu as usize }) {
-        Ok(())
-    } else {
-        Err(format!("cannot pin a thread to CPU {cpu}"))
-    }
+    smelt_transport::pin_current_thread(cpu)
+        .map_err(|e| format!("cannot pin a thread to CPU {cpu}: {e}"))
 }

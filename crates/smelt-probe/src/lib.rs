@@ -11,6 +11,7 @@ pub mod affinity;
 pub mod floor;
 pub mod harness;
 pub mod peers;
+pub mod probe;
 pub mod stats;
 
 pub use harness::{Budget, Deadline, Timeout};

@@ -1,0 +1,549 @@
+//! The pairwise probe (Smelt paper §3.2): for every ordered pair of CPUs, two pinned
+//! threads exchange word messages over the runtime's own transport (a
+//! `smelt_transport::queuepair`) and time
+//!
+//! * `t_send` — the sender's blocked time per message, averaged over batches of 8
+//!   back-to-back sends while the receiver is polling;
+//! * `t_receive` — the receiver's time to take one message that is already queued
+//!   (the sender raises a flag after sending; the receiver times only the receive);
+//! * round-trip time — a message there and one back, averaged over 8 round trips.
+//!
+//! Each figure is the median of `reps` samples after MAD outlier rejection
+//! ([`crate::stats`]); the clock's own overhead is measured once and subtracted.
+//! `--sample` measures a few representative pairs per *relationship class* (which
+//! hierarchy levels the two CPUs share) and fills the others with the class median.
+
+use crate::harness::{Deadline, Timeout};
+use crate::stats::{median_sorted, summarize, Summary};
+use smelt_model::Hierarchy;
+use smelt_transport::{Consumer, Producer};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Messages per `t_send` batch and per round-trip sample.
+pub const BATCH: usize = 8;
+/// Slots of the probe's queuepair.
+pub const CHANNEL_SLOTS: usize = 64;
+
+/// What to probe and how hard.
+#[derive(Debug, Clone)]
+pub struct ProbeConfig {
+    /// OS CPU ids to probe, in matrix order.
+    pub cpus: Vec<u32>,
+    /// Samples per figure per pair.
+    pub reps: usize,
+    /// Unrecorded warm-up samples per figure per pair.
+    pub warmup: usize,
+    /// Bound on the whole sweep: repetitions are scaled down to fit, and pairs not
+    /// reached in time are filled in (and say so in the notes).
+    pub time_limit: Option<Duration>,
+    /// Measure at most this many representative pairs per relationship class of
+    /// `hierarchy` and fill the rest (`None`: measure every pair).
+    pub sample: Option<usize>,
+    /// The OS hierarchy of `cpus` (used only to classify pairs for `sample`).
+    pub hierarchy: Hierarchy,
+    /// Show a progress bar on stderr (only when it is a terminal).
+    pub progress: bool,
+    /// Give up on one pair after this long (a stuck thread is reported, not waited for).
+    pub pair_timeout: Duration,
+}
+
+impl ProbeConfig {
+    /// Defaults for the given CPUs: 64 samples after 8 warm-up rounds, no sampling.
+    pub fn new(cpus: Vec<u32>) -> ProbeConfig {
+        ProbeConfig {
+            cpus,
+            reps: 64,
+            warmup: 8,
+            time_limit: None,
+            sample: None,
+            hierarchy: Hierarchy::default(),
+            progress: false,
+            pair_timeout: Duration::from_secs(20),
+        }
+    }
+
+    /// The quick pass: 16 samples after 4 warm-up rounds.
+    pub fn quick(cpus: Vec<u32>) -> ProbeConfig {
+        ProbeConfig {
+            reps: 16,
+            warmup: 4,
+            ..ProbeConfig::new(cpus)
+        }
+    }
+}
+
+/// The three figures of one ordered pair, ns.
+#[derive(Debug, Clone, Copy)]
+pub struct PairCosts {
+    /// Sender's blocked time per message.
+    pub send: Summary,
+    /// Receiver's time to take one queued message.
+    pub receive: Summary,
+    /// Round-trip time.
+    pub rtt: Summary,
+}
+
+/// The outcome of a sweep: n×n matrices (diagonal 0) indexed by position in
+/// [`ProbeConfig::cpus`], and notes for the model's provenance.
+#[derive(Debug, Clone)]
+pub struct ProbeResult {
+    /// OS CPU ids, matrix order.
+    pub cpus: Vec<u32>,
+    /// `t_send`, ns.
+    pub send: Vec<Vec<f64>>,
+    /// `t_receive`, ns.
+    pub receive: Vec<Vec<f64>>,
+    /// Round trip, ns.
+    pub rtt: Vec<Vec<f64>>,
+    /// Ordered pairs measured / in total.
+    pub measured: usize,
+    /// Ordered pairs in total (n·(n−1)).
+    pub pairs: usize,
+    /// Samples per figure actually used (after time-limit scaling).
+    pub reps: usize,
+    /// Wall time of the sweep.
+    pub elapsed: Duration,
+    /// Median over measured pairs of the relative spread (MAD / median) of send,
+    /// receive and rtt samples.
+    pub spread: [f64; 3],
+    /// Parameters and everything filled in, for `provenance.notes`.
+    pub notes: Vec<String>,
+}
+
+/// Median cost of reading the clock twice, ns (subtracted from every sample).
+pub fn timer_overhead() -> f64 {
+    let mut v: Vec<f64> = (0..2001)
+        .map(|_| {
+            let a = Instant::now();
+            let b = Instant::now();
+            (b - a).as_nanos() as f64
+        })
+        .collect();
+    v.sort_by(f64::total_cmp);
+    median_sorted(&v)
+}
+
+fn send_word(tx: &mut Producer, w: u64, d: &Deadline) -> Result<(), Timeout> {
+    let mut r = Ok(());
+    d.wait_until(|| {
+        r = tx.try_send_word(w);
+        !matches!(r, Err(smelt_transport::TransportError::Full))
+    })?;
+    r.map_err(|_| Timeout)
+}
+
+fn recv_word(rx: &mut Consumer, d: &Deadline) -> Result<u64, Timeout> {
+    let mut r = Err(smelt_transport::TransportError::Empty);
+    d.wait_until(|| {
+        r = rx.try_recv_word();
+        !matches!(r, Err(smelt_transport::TransportError::Empty))
+    })?;
+    r.map_err(|_| Timeout)
+}
+
+fn ns(d: Duration) -> f64 {
+    d.as_nanos() as f64
+}
+
+/// Measures one ordered pair: the sender on OS CPU `s`, the receiver on `r`.
+pub fn measure_pair(
+    s: u32,
+    r: u32,
+    reps: usize,
+    warmup: usize,
+    overhead: f64,
+    timeout: Duration,
+) -> Result<PairCosts, String> {
+    let reps = reps.max(1);
+    let total = warmup + reps;
+    let (a, b) = smelt_transport::queuepair(CHANNEL_SLOTS);
+    let (mut s_tx, mut s_rx) = a.split();
+    let (mut r_tx, mut r_rx) = b.split();
+    let flag = AtomicU64::new(0);
+    let d = Deadline::after(timeout);
+    let stuck = |_| format!("pair CPU {s} -> CPU {r}: timed out after {timeout:?}");
+    let (sender, receiver) = std::thread::scope(|sc| {
+        let flag = &flag;
+        let sender = sc.spawn(move || -> Result<(Vec<f64>, Vec<f64>), String> {
+            crate::affinity::pin_current_thread(s)?;
+            let mut send = Vec::with_capacity(reps);
+            let mut rtt = Vec::with_capacity(reps);
+            // t_send: batches of 8 back-to-back sends; the receiver acks each batch.
+            for it in 0..total {
+                let t0 = Instant::now();
+                for k in 0..BATCH {
+                    send_word(&mut s_tx, k as u64, &d).map_err(stuck)?;
+                }
+                let dt = ns(t0.elapsed());
+                if it >= warmup {
+                    send.push(((dt - overhead) / BATCH as f64).max(0.0));
+                }
+                recv_word(&mut s_rx, &d).map_err(stuck)?;
+            }
+            // t_receive: one message queued, then the flag; the receiver acks.
+            for it in 0..total {
+                send_word(&mut s_tx, it as u64, &d).map_err(stuck)?;
+                flag.store(it as u64 + 1, Ordering::Release);
+                recv_word(&mut s_rx, &d).map_err(stuck)?;
+            }
+            // Round trips.
+            for it in 0..total {
+                let t0 = Instant::now();
+                for k in 0..BATCH {
+                    send_word(&mut s_tx, k as u64, &d).map_err(stuck)?;
+                    recv_word(&mut s_rx, &d).map_err(stuck)?;
+                }
+                let dt = ns(t0.elapsed());
+                if it >= warmup {
+                    rtt.push(((dt - overhead) / BATCH as f64).max(0.0));
+                }
+            }
+            Ok((send, rtt))
+        });
+        let receiver = sc.spawn(move || -> Result<Vec<f64>, String> {
+            crate::affinity::pin_current_thread(r)?;
+            let mut recv = Vec::with_capacity(reps);
+            for _ in 0..total {
+                for _ in 0..BATCH {
+                    recv_word(&mut r_rx, &d).map_err(stuck)?;
+                }
+                send_word(&mut r_tx, 0, &d).map_err(stuck)?;
+            }
+            for it in 0..total {
+                d.wait_until(|| flag.load(Ordering::Acquire) == it as u64 + 1)
+                    .map_err(stuck)?;
+                let t0 = Instant::now();
+                let got = r_rx.try_recv_word();
+                let dt = ns(t0.elapsed());
+                if got.is_err() {
+                    // Cannot happen with a FIFO channel: the flag follows the send.
+                    recv_word(&mut r_rx, &d).map_err(stuck)?;
+                } else if it >= warmup {
+                    recv.push((dt - overhead).max(0.0));
+                }
+                send_word(&mut r_tx, 0, &d).map_err(stuck)?;
+            }
+            for _ in 0..total {
+                for _ in 0..BATCH {
+                    let w = recv_word(&mut r_rx, &d).map_err(stuck)?;
+                    send_word(&mut r_tx, w, &d).map_err(stuck)?;
+                }
+            }
+            Ok(recv)
+        });
+        (sender.join(), receiver.join())
+    });
+    let panicked = || format!("pair CPU {s} -> CPU {r}: a probe thread panicked");
+    let (send, rtt) = sender.map_err(|_| panicked())??;
+    let recv = receiver.map_err(|_| panicked())??;
+    let sum = |v: &[f64], what: &str| {
+        summarize(v).ok_or_else(|| format!("pair CPU {s} -> CPU {r}: no valid {what} sample"))
+    };
+    Ok(PairCosts {
+        send: sum(&send, "send")?,
+        receive: sum(&recv, "receive")?,
+        rtt: sum(&rtt, "round-trip")?,
+    })
+}
+
+/// The relationship class of positions `i`, `j`: for every level of `h`, whether the
+/// two CPUs share a group.
+pub fn pair_class(h: &Hierarchy, a: u32, b: u32) -> Vec<bool> {
+    h.levels
+        .iter()
+        .map(|l| l.groups.iter().any(|g| g.contains(&a) && g.contains(&b)))
+        .collect()
+}
+
+/// Chooses the ordered pairs to measure: all of them, or with `sample = Some(k)` at
+/// most `k` per relationship class (evenly spread over the class). Returns the
+/// pairs to measure and the class of every ordered pair.
+pub fn plan_pairs(
+    cpus: &[u32],
+    h: &Hierarchy,
+    sample: Option<usize>,
+) -> (Vec<(usize, usize)>, BTreeMap<(usize, usize), Vec<bool>>) {
+    let n = cpus.len();
+    let mut class_of = BTreeMap::new();
+    let mut classes: BTreeMap<Vec<bool>, Vec<(usize, usize)>> = BTreeMap::new();
+    for i in 0..n {
+        for j in 0..n {
+            if i != j {
+                let c = pair_class(h, cpus[i], cpus[j]);
+                classes.entry(c.clone()).or_default().push((i, j));
+                class_of.insert((i, j), c);
+            }
+        }
+    }
+    let all: Vec<(usize, usize)> = class_of.keys().copied().collect();
+    let Some(k) = sample else {
+        return (all, class_of);
+    };
+    let k = k.max(1);
+    let mut chosen = Vec::new();
+    for members in classes.values() {
+        if members.len() <= k {
+            chosen.extend(members.iter().copied());
+        } else {
+            for t in 0..k {
+                chosen.push(members[t * members.len() / k]);
+            }
+        }
+    }
+    chosen.sort_unstable();
+    (chosen, class_of)
+}
+
+/// Runs the sweep. Errors: a CPU this process may not use, or a stuck pair.
+pub fn probe(cfg: &ProbeConfig) -> Result<ProbeResult, String> {
+    let start = Instant::now();
+    let cpus = cfg.cpus.clone();
+    let n = cpus.len();
+    if n == 0 {
+        return Err("no CPU to probe".into());
+    }
+    let allowed = crate::affinity::allowed_cpus();
+    if let Some(bad) = cpus.iter().find(|c| !allowed.contains(c)) {
+        return Err(format!(
+            "CPU {bad} is not available to this process (it may use CPUs {})",
+            smelt_model::format_cpu_list(&allowed)
+        ));
+    }
+    let mut notes = Vec::new();
+    let useful = cfg
+        .hierarchy
+        .levels
+        .iter()
+        .any(|l| l.groups.len() > 1 && l.groups.len() < n);
+    let sample = match cfg.sample {
+        Some(_) if !useful => {
+            notes.push(
+                "--sample ignored: the hierarchy does not split the CPUs into classes, so every pair was measured".into(),
+            );
+            None
+        }
+        s => s,
+    };
+    let (plan, class_of) = plan_pairs(&cpus, &cfg.hierarchy, sample);
+    let pairs = n * (n - 1);
+    let overhead = timer_overhead();
+    let mut reps = cfg.reps.max(1);
+    let mut warmup = cfg.warmup;
+    let bar = progress_bar(cfg.progress, plan.len() as u64);
+    let mut got: BTreeMap<(usize, usize), PairCosts> = BTreeMap::new();
+    let mut stopped_at = None;
+    for (idx, &(i, j)) in plan.iter().enumerate() {
+        if let Some(limit) = cfg.time_limit {
+            let spent = start.elapsed();
+            if idx > 0 && spent >= limit {
+                stopped_at = Some(idx);
+                break;
+            }
+            if idx == 1 {
+                // Scale repetitions so that the remaining pairs fit the limit.
+                let per_pair = spent.as_secs_f64();
+                let left = limit.as_secs_f64() * 0.9 - spent.as_secs_f64();
+                let need = per_pair * (plan.len() - 1) as f64;
+                if need > left && left > 0.0 {
+                    let f = left / need;
+                    reps = ((reps as f64 * f) as usize).max(3);
+                    warmup = ((warmup as f64 * f) as usize).max(1);
+                    notes.push(format!(
+                        "time limit {:.1} s: repetitions scaled from {} to {reps} after the first pair",
+                        limit.as_secs_f64(),
+                        cfg.reps
+                    ));
+                }
+            }
+        }
+        let c = measure_pair(cpus[i], cpus[j], reps, warmup, overhead, cfg.pair_timeout)?;
+        got.insert((i, j), c);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    // Fill the matrices: measured pairs, else the median of their class, else the
+    // median of everything measured.
+    let mut by_class: BTreeMap<&Vec<bool>, [Vec<f64>; 3]> = BTreeMap::new();
+    for (k, c) in &got {
+        let e = by_class.entry(&class_of[k]).or_default();
+        e[0].push(c.send.median);
+        e[1].push(c.receive.median);
+        e[2].push(c.rtt.median);
+    }
+    let med = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        median_sorted(&v)
+    };
+    let global: [f64; 3] = {
+        let all = |f: fn(&PairCosts) -> f64| got.values().map(f).collect::<Vec<_>>();
+        [
+            med(&all(|c| c.send.median)),
+            med(&all(|c| c.receive.median)),
+            med(&all(|c| c.rtt.median)),
+        ]
+    };
+    let mut m = [
+        vec![vec![0.0; n]; n],
+        vec![vec![0.0; n]; n],
+        vec![vec![0.0; n]; n],
+    ];
+    let mut filled = 0;
+    for (k, class) in &class_of {
+        let vals = match got.get(k) {
+            Some(c) => [c.send.median, c.receive.median, c.rtt.median],
+            None => {
+                filled += 1;
+                match by_class.get(class) {
+                    Some(v) => [med(&v[0]), med(&v[1]), med(&v[2])],
+                    None => global,
+                }
+            }
+        };
+        for (t, v) in vals.iter().enumerate() {
+            m[t][k.0][k.1] = if v.is_finite() { *v } else { 0.0 };
+        }
+    }
+    let rel = |f: fn(&PairCosts) -> Summary| {
+        let v: Vec<f64> = got
+            .values()
+            .map(f)
+            .filter(|s| s.median > 0.0)
+            .map(|s| s.mad / s.median)
+            .collect();
+        if v.is_empty() {
+            0.0
+        } else {
+            med(&v)
+        }
+    };
+    let spread = [rel(|c| c.send), rel(|c| c.receive), rel(|c| c.rtt)];
+    notes.insert(
+        0,
+        format!(
+            "probe: transport queuepair ({CHANNEL_SLOTS} slots, word messages); t_send = sender's time per message over batches of {BATCH}; t_receive = time to take one queued message; rtt over {BATCH} round trips; {reps} samples after {warmup} warm-up per figure; median after MAD outlier rejection (k = 3.5); clock overhead {overhead:.0} ns subtracted"
+        ),
+    );
+    notes.push(format!(
+        "measured {} of {pairs} ordered pairs in {:.2} s; median relative spread (MAD/median): send {:.0}%, receive {:.0}%, rtt {:.0}%",
+        got.len(),
+        start.elapsed().as_secs_f64(),
+        spread[0] * 100.0,
+        spread[1] * 100.0,
+        spread[2] * 100.0
+    ));
+    if let Some(k) = sample {
+        notes.push(format!(
+            "--sample {k}: at most {k} pairs measured per relationship class ({} classes by shared hierarchy levels); the other pairs were filled with their class median",
+            by_class.len()
+        ));
+    }
+    if let Some(at) = stopped_at {
+        notes.push(format!(
+            "time limit reached after {at} of {} planned pairs; {filled} pairs filled with class (or overall) medians",
+            plan.len()
+        ));
+    } else if filled > 0 && sample.is_none() {
+        notes.push(format!("{filled} pairs filled with class medians"));
+    }
+    let [send, receive, rtt] = m;
+    Ok(ProbeResult {
+        cpus,
+        send,
+        receive,
+        rtt,
+        measured: got.len(),
+        pairs,
+        reps,
+        elapsed: start.elapsed(),
+        spread,
+        notes,
+    })
+}
+
+fn progress_bar(enabled: bool, len: u64) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !enabled || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "probing {bar:30} {pos}/{len} pairs, {elapsed} elapsed, ETA {eta}",
+    ) {
+        bar.set_style(style);
+    }
+    bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smelt_model::Level;
+
+    fn two_by_two() -> Hierarchy {
+        Hierarchy {
+            source: "test".into(),
+            levels: vec![
+                Level {
+                    name: "Package".into(),
+                    groups: vec![vec![0, 1], vec![2, 3]],
+                },
+                Level {
+                    name: "Core".into(),
+                    groups: vec![vec![0], vec![1], vec![2], vec![3]],
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn classes_follow_the_hierarchy() {
+        let h = two_by_two();
+        assert_eq!(pair_class(&h, 0, 1), vec![true, false]);
+        assert_eq!(pair_class(&h, 1, 2), vec![false, false]);
+        let (all, class_of) = plan_pairs(&[0, 1, 2, 3], &h, None);
+        assert_eq!(all.len(), 12);
+        assert_eq!(class_of.len(), 12);
+        let (some, _) = plan_pairs(&[0, 1, 2, 3], &h, Some(1));
+        assert_eq!(some.len(), 2, "{some:?}");
+        assert_ne!(class_of[&some[0]], class_of[&some[1]]);
+    }
+
+    #[test]
+    fn one_pair_gives_positive_costs() {
+        let cpus = crate::affinity::allowed_cpus();
+        let (a, b) = (cpus[0], *cpus.last().unwrap());
+        let c = measure_pair(a, b, 5, 1, timer_overhead(), Duration::from_secs(20)).unwrap();
+        assert!(c.rtt.median > 0.0);
+        assert!(c.send.median >= 0.0 && c.receive.median >= 0.0);
+    }
+
+    #[test]
+    fn sweep_fills_every_off_diagonal_entry() {
+        let cpus = crate::affinity::allowed_cpus();
+        let mut cfg = ProbeConfig::quick(cpus.clone());
+        cfg.reps = 4;
+        cfg.warmup = 1;
+        let r = probe(&cfg).unwrap();
+        let n = cpus.len();
+        assert_eq!(r.pairs, n * (n - 1));
+        assert_eq!(r.measured, r.pairs);
+        for i in 0..n {
+            assert_eq!(r.rtt[i][i], 0.0);
+            for j in 0..n {
+                if i != j {
+                    assert!(r.rtt[i][j] > 0.0);
+                }
+            }
+        }
+        assert!(r.notes[0].contains("queuepair"));
+    }
+
+    #[test]
+    fn refuses_a_cpu_it_may_not_use() {
+        let e = probe(&ProbeConfig::quick(vec![100_000])).unwrap_err();
+        assert!(e.contains("CPU 100000"), "{e}");
+    }
+}
