@@ -7,11 +7,20 @@
 //! indexed by *position* in [`Model::cpus`], never by OS CPU id.
 
 pub mod cpuset;
+#[cfg(feature = "plot")]
+pub mod heatmap;
+pub mod host;
+pub mod import;
+pub mod infer;
+pub mod stats;
+#[cfg(feature = "hwloc")]
+pub mod topology;
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 pub use cpuset::{format_cpu_list, parse_cpu_list};
+pub use infer::infer_hierarchy;
 
 /// The value of the `format` field of every model file.
 pub const FORMAT: &str = "smelt-model";

@@ -1,0 +1,466 @@
+//! Hierarchy inferred from measured costs.
+//!
+//! The OS tells which CPUs share a package, a NUMA node or a cache, but not what it
+//! *costs* to talk across those boundaries, and it does not know about every boundary
+//! that matters (AMD CCX/CCD, mesh quadrants, tiles). This module groups CPUs by what
+//! the measurements say:
+//!
+//! 1. A symmetric distance per CPU pair: `d(i,j) = (send[i][j] + receive[i][j] +
+//!    send[j][i] + receive[j][i]) / 2`, i.e. the mean cost of one message between
+//!    the two, counted at both ends (see [`symmetric_cost`]).
+//! 2. Average-linkage agglomerative clustering (UPGMA) on that distance. Pairs whose
+//!    cost is unknown (NaN) are left out of the averages.
+//! 3. A gap criterion decides which levels are real: the merge heights are sorted and
+//!    the dendrogram is cut wherever the next merge is at least [`GAP_RATIO`] times as
+//!    high as the previous one *and* the step is at least [`MIN_STEP`] of the highest
+//!    merge. Each cut that leaves between 2 and n-1 groups becomes a level.
+//!
+//! Levels are named `Cluster1` (outermost, fewest groups) … `ClusterK` (innermost).
+//! Because the dendrogram is monotone the levels nest. The result is deterministic
+//! (ties are broken by position).
+
+use crate::{format_cpu_list, Hierarchy, Level, Model};
+
+/// A merge must be at least this many times as high as the previous one to start a
+/// new level.
+pub const GAP_RATIO: f64 = 1.3;
+/// ... and higher by at least this fraction of the highest merge (so that jumps
+/// between tiny costs, e.g. 2 ns → 3 ns, are not taken for structure).
+pub const MIN_STEP: f64 = 0.04;
+
+/// The symmetric cost the inference clusters on, by position: the mean of
+/// `send[i][j] + receive[i][j]` and `send[j][i] + receive[j][i]`, 0 on the diagonal.
+/// A direction with an unknown (NaN) term is left out; a pair with neither direction
+/// known is NaN, which the clustering skips.
+pub fn symmetric_cost(model: &Model) -> Vec<Vec<f64>> {
+    let n = model.len();
+    let mut d = vec![vec![0.0; n]; n];
+    for i in 0..n {
+        for j in 0..n {
+            if i != j {
+                let a = model.send[i][j] + model.receive[i][j];
+                let b = model.send[j][i] + model.receive[j][i];
+                d[i][j] = match (a.is_finite(), b.is_finite()) {
+                    (true, true) => (a + b) / 2.0,
+                    (true, false) => a,
+                    (false, true) => b,
+                    (false, false) => f64::NAN,
+                };
+            }
+        }
+    }
+    d
+}
+
+/// One merge of the dendrogram: clusters (by their smallest member position) and the
+/// average distance between them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Merge {
+    /// Smallest position in the first cluster.
+    pub a: usize,
+    /// Smallest position in the second cluster.
+    pub b: usize,
+    /// Average-linkage distance at which they merged.
+    pub height: f64,
+}
+
+/// Average-linkage clustering of `n` items with the symmetric distance `d` (NaN =
+/// unknown, skipped). Returns the merges in order; fewer than `n-1` when some
+/// clusters have no known distance between them.
+pub fn average_linkage(d: &[Vec<f64>]) -> Vec<Merge> {
+    let n = d.len();
+    // Sum and count of known pairwise distances between live clusters.
+    let mut sum = vec![vec![0.0f64; n]; n];
+    let mut cnt = vec![vec![0u32; n]; n];
+    for i in 0..n {
+        for j in 0..n {
+            if i != j {
+                let v = if d[i][j].is_finite() && d[j][i].is_finite() {
+                    (d[i][j] + d[j][i]) / 2.0
+                } else if d[i][j].is_finite() {
+                    d[i][j]
+                } else {
+                    d[j][i]
+                };
+                if v.is_finite() {
+                    sum[i][j] = v;
+                    cnt[i][j] = 1;
+                }
+            }
+        }
+    }
+    let mut alive: Vec<bool> = vec![true; n];
+    let mut min_member: Vec<usize> = (0..n).collect();
+    let mut merges = Vec::with_capacity(n.saturating_sub(1));
+    for _ in 1..n {
+        let mut best: Option<(f64, usize, usize)> = None;
+        for i in 0..n {
+            if !alive[i] {
+                continue;
+            }
+            for j in (i + 1)..n {
+                if !alive[j] || cnt[i][j] == 0 {
+                    continue;
+                }
+                let v = sum[i][j] / cnt[i][j] as f64;
+                if best.is_none_or(|(b, _, _)| v < b) {
+                    best = Some((v, i, j));
+                }
+            }
+        }
+        let Some((h, i, j)) = best else { break };
+        merges.push(Merge {
+            a: min_member[i],
+            b: min_member[j],
+            height: h,
+        });
+        // Fold cluster j into cluster i.
+        alive[j] = false;
+        min_member[i] = min_member[i].min(min_member[j]);
+        for k in 0..n {
+            if k != i && k != j && alive[k] {
+                let s = sum[i][k] + sum[j][k];
+                let c = cnt[i][k] + cnt[j][k];
+                sum[i][k] = s;
+                sum[k][i] = s;
+                cnt[i][k] = c;
+                cnt[k][i] = c;
+            }
+        }
+    }
+    merges
+}
+
+/// Partition of positions `0..n` after applying the first `k` merges, as groups of
+/// positions, each sorted, groups ordered by their smallest member.
+fn partition_after(n: usize, merges: &[Merge], k: usize) -> Vec<Vec<usize>> {
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn find(p: &mut [usize], mut x: usize) -> usize {
+        while p[x] != x {
+            p[x] = p[p[x]];
+            x = p[x];
+        }
+        x
+    }
+    for m in &merges[..k] {
+        let (ra, rb) = (find(&mut parent, m.a), find(&mut parent, m.b));
+        if ra != rb {
+            parent[ra.max(rb)] = ra.min(rb);
+        }
+    }
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut index = vec![usize::MAX; n];
+    for x in 0..n {
+        let r = find(&mut parent, x);
+        if index[r] == usize::MAX {
+            index[r] = groups.len();
+            groups.push(Vec::new());
+        }
+        groups[index[r]].push(x);
+    }
+    groups
+}
+
+/// The numbers of merges (k) after which the dendrogram is cut, innermost first.
+fn cut_points(merges: &[Merge], n: usize) -> Vec<usize> {
+    let mut cuts = Vec::new();
+    if merges.is_empty() {
+        return cuts;
+    }
+    let hmax = merges.iter().map(|m| m.height).fold(0.0f64, f64::max);
+    for k in 1..merges.len() {
+        let (lo, hi) = (merges[k - 1].height, merges[k].height);
+        let big_ratio = if lo > 0.0 {
+            hi / lo >= GAP_RATIO
+        } else {
+            hi > 0.0
+        };
+        if big_ratio && hi - lo >= MIN_STEP * hmax {
+            cuts.push(k);
+        }
+    }
+    // A dendrogram that could not be completed (unknown distances between some
+    // clusters) leaves several groups at the top: that is a level too.
+    if merges.len() < n - 1 {
+        cuts.push(merges.len());
+    }
+    cuts.retain(|&k| {
+        let groups = n - k;
+        groups >= 2 && groups < n
+    });
+    cuts
+}
+
+/// Infers a hierarchy from a symmetric distance matrix over `cpus` (same order).
+/// NaN entries are unknown and skipped. Levels `Cluster1` (outermost) … .
+pub fn infer_from_costs(cpus: &[u32], d: &[Vec<f64>]) -> Hierarchy {
+    let n = cpus.len();
+    let merges = average_linkage(d);
+    let mut levels: Vec<Level> = cut_points(&merges, n)
+        .into_iter()
+        .rev()
+        .map(|k| Level {
+            name: String::new(),
+            groups: partition_after(n, &merges, k)
+                .into_iter()
+                .map(|g| g.into_iter().map(|p| cpus[p]).collect())
+                .collect(),
+        })
+        .collect();
+    for (i, l) in levels.iter_mut().enumerate() {
+        l.name = format!("Cluster{}", i + 1);
+    }
+    Hierarchy {
+        source: "inferred".into(),
+        levels,
+    }
+}
+
+/// The hierarchy the model's costs show (see the module docs). Uses send + receive,
+/// which every model has; a model with one CPU gets an empty hierarchy.
+pub fn infer_hierarchy(model: &Model) -> Hierarchy {
+    infer_from_costs(&model.cpus, &symmetric_cost(model))
+}
+
+/// Human-readable lines on where the OS hierarchy and the inferred one agree and
+/// disagree: OS levels that the costs reproduce exactly, inferred levels that split
+/// an OS group or merge several, and OS levels the costs do not show at all. Levels
+/// whose groups are all single CPUs (e.g. `Core` without SMT) and levels with a
+/// single group are skipped: they carry no grouping to compare.
+pub fn compare(os: &Hierarchy, inferred: &Hierarchy) -> Vec<String> {
+    const MAX_LISTED: usize = 4;
+    let interesting = |l: &&Level| l.groups.len() > 1 && l.groups.iter().any(|g| g.len() > 1);
+    let os_levels: Vec<&Level> = os.levels.iter().filter(interesting).collect();
+    let inf_levels: Vec<&Level> = inferred.levels.iter().collect();
+    let mut out = Vec::new();
+    if os_levels.is_empty() {
+        out.push("the OS hierarchy has no grouping to compare with".to_string());
+    }
+    if inf_levels.is_empty() {
+        out.push("the costs show no grouping: every pair costs about the same".to_string());
+    }
+    if os_levels.is_empty() || inf_levels.is_empty() {
+        return out;
+    }
+    let norm = |l: &Level| {
+        let mut g: Vec<Vec<u32>> = l
+            .groups
+            .iter()
+            .map(|g| {
+                let mut g = g.clone();
+                g.sort_unstable();
+                g
+            })
+            .collect();
+        g.sort();
+        g
+    };
+    let mut matched_os = vec![false; os_levels.len()];
+    for il in &inf_levels {
+        let ng = norm(il);
+        if let Some((oi, ol)) = os_levels
+            .iter()
+            .enumerate()
+            .find(|(_, ol)| norm(ol) == ng)
+        {
+            matched_os[oi] = true;
+            out.push(format!(
+                "{} matches {} ({} groups)",
+                il.name,
+                ol.name,
+                il.groups.len()
+            ));
+            continue;
+        }
+        // Compare with the OS level closest in group count.
+        let ol = os_levels
+            .iter()
+            .min_by_key(|ol| (ol.groups.len() as i64 - il.groups.len() as i64).abs())
+            .expect("non-empty");
+        let owner = |lvl: &Level, c: u32| lvl.groups.iter().position(|g| g.contains(&c));
+        let mut splits = Vec::new();
+        for (gi, g) in ol.groups.iter().enumerate() {
+            let mut parts: Vec<Vec<u32>> = Vec::new();
+            let mut seen: Vec<Option<usize>> = Vec::new();
+            for &c in g {
+                let o = owner(il, c);
+                match seen.iter().position(|&s| s == o) {
+                    Some(p) => parts[p].push(c),
+                    None => {
+                        seen.push(o);
+                        parts.push(vec![c]);
+                    }
+                }
+            }
+            if parts.len() > 1 {
+                let text: Vec<String> = parts.iter().map(|p| format_cpu_list(p)).collect();
+                splits.push(format!(
+                    "{} splits {} {gi} (CPUs {}) into {}",
+                    il.name,
+                    ol.name,
+                    format_cpu_list(g),
+                    text.join(" | ")
+                ));
+            }
+        }
+        let mut merges = Vec::new();
+        for (gi, g) in il.groups.iter().enumerate() {
+            let mut owners: Vec<usize> = g.iter().filter_map(|&c| owner(ol, c)).collect();
+            owners.sort_unstable();
+            owners.dedup();
+            if owners.len() > 1 {
+                let text: Vec<String> = owners
+                    .iter()
+                    .map(|&o| format_cpu_list(&ol.groups[o]))
+                    .collect();
+                merges.push(format!(
+                    "{} group {gi} (CPUs {}) merges {} groups {}",
+                    il.name,
+                    format_cpu_list(g),
+                    ol.name,
+                    text.join(" + ")
+                ));
+            }
+        }
+        for (what, list) in [("split", splits), ("merge", merges)] {
+            let total = list.len();
+            out.extend(list.into_iter().take(MAX_LISTED));
+            if total > MAX_LISTED {
+                out.push(format!(
+                    "{}: ... and {} more {what}s like these",
+                    il.name,
+                    total - MAX_LISTED
+                ));
+            }
+        }
+    }
+    for (oi, ol) in os_levels.iter().enumerate() {
+        if !matched_os[oi] {
+            out.push(format!(
+                "{} ({} groups) does not show in the measured costs",
+                ol.name,
+                ol.groups.len()
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synthetic;
+
+    #[test]
+    fn finds_sockets_of_a_synthetic_machine() {
+        let m = synthetic(2, 4, 50.0, 100.0, 3.0);
+        let h = infer_hierarchy(&m);
+        assert_eq!(h.source, "inferred");
+        assert_eq!(h.levels.len(), 1, "{h:?}");
+        assert_eq!(h.levels[0].name, "Cluster1");
+        assert_eq!(h.levels[0].groups, vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
+        let lines = compare(&m.hierarchy, &h);
+        assert!(lines[0].contains("Cluster1 matches Package"), "{lines:?}");
+    }
+
+    #[test]
+    fn uniform_costs_give_no_level() {
+        let m = synthetic(1, 6, 50.0, 100.0, 1.0);
+        assert!(infer_hierarchy(&m).levels.is_empty());
+        assert!(infer_hierarchy(&synthetic(1, 1, 1.0, 1.0, 1.0))
+            .levels
+            .is_empty());
+    }
+
+    /// Three levels: pairs (SMT), quads (CCX), halves (socket).
+    fn three_level(n: usize) -> Vec<Vec<f64>> {
+        (0..n)
+            .map(|i| {
+                (0..n)
+                    .map(|j| {
+                        if i == j {
+                            0.0
+                        } else if i / 2 == j / 2 {
+                            10.0
+                        } else if i / 4 == j / 4 {
+                            40.0 + ((i * 7 + j * 3) % 5) as f64
+                        } else if i / (n / 2) == j / (n / 2) {
+                            100.0 + ((i + j) % 7) as f64
+                        } else {
+                            300.0
+                        }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn finds_nested_levels() {
+        let cpus: Vec<u32> = (0..16).collect();
+        let h = infer_from_costs(&cpus, &three_level(16));
+        let counts: Vec<usize> = h.levels.iter().map(|l| l.groups.len()).collect();
+        assert_eq!(counts, vec![2, 4, 8], "{h:?}");
+        assert_eq!(h.levels[2].groups[3], vec![6, 7]);
+        assert_eq!(h.levels[0].groups[1], (8..16).collect::<Vec<u32>>());
+    }
+
+    #[test]
+    fn unknown_pairs_are_skipped() {
+        let cpus: Vec<u32> = (0..16).collect();
+        let mut d = three_level(16);
+        for (i, j) in [(0, 1), (3, 9), (12, 5), (15, 14)] {
+            d[i][j] = f64::NAN;
+            d[j][i] = f64::NAN;
+        }
+        let h = infer_from_costs(&cpus, &d);
+        assert_eq!(h.levels[0].groups.len(), 2, "{h:?}");
+        assert_eq!(h.levels[0].groups[0], (0..8).collect::<Vec<u32>>());
+    }
+
+    #[test]
+    fn disconnected_clusters_form_the_top_level() {
+        let nan = f64::NAN;
+        let d = vec![
+            vec![0.0, 1.0, nan, nan],
+            vec![1.0, 0.0, nan, nan],
+            vec![nan, nan, 0.0, 1.0],
+            vec![nan, nan, 1.0, 0.0],
+        ];
+        let h = infer_from_costs(&[0, 1, 2, 3], &d);
+        assert_eq!(h.levels.len(), 1);
+        assert_eq!(h.levels[0].groups, vec![vec![0, 1], vec![2, 3]]);
+    }
+
+    #[test]
+    fn compare_reports_splits_and_merges() {
+        let os = Hierarchy {
+            source: "hwloc".into(),
+            levels: vec![Level {
+                name: "NUMANode".into(),
+                groups: vec![vec![0, 1, 2, 3], vec![4, 5], vec![6, 7]],
+            }],
+        };
+        let inf = Hierarchy {
+            source: "inferred".into(),
+            levels: vec![Level {
+                name: "Cluster1".into(),
+                groups: vec![vec![0, 1], vec![2, 3], vec![4, 5, 6, 7]],
+            }],
+        };
+        let lines = compare(&os, &inf);
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("splits NUMANode 0 (CPUs 0-3) into 0-1 | 2-3")),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("merges NUMANode groups 4-5 + 6-7")),
+            "{lines:?}"
+        );
+        assert!(lines.iter().any(|l| l.contains("does not show")), "{lines:?}");
+    }
+}
