@@ -14,6 +14,8 @@
 //!   measurements.
 
 pub mod costs;
+pub mod evaluate;
+pub mod plot;
 pub mod optimize;
 pub mod optimum;
 pub mod sim;

@@ -1,0 +1,179 @@
+//! Grouped bar charts (speedup per machine and topology, Figure 9 style), drawn
+//! with plotters as SVG or PNG. Text layout needs a TrueType font from the usual
+//! system directories (e.g. Debian's DejaVu, pulled in by fontconfig).
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// A grouped bar chart: one group of bars per entry of `groups`, one bar per
+/// series in each group.
+#[derive(Debug, Clone)]
+pub struct BarChart {
+    pub title: String,
+    pub y_label: String,
+    /// Group labels along x (e.g. machine names).
+    pub groups: Vec<String>,
+    /// (series name, one value per group).
+    pub series: Vec<(String, Vec<f64>)>,
+    /// A horizontal reference line (e.g. speedup 1.0), if any.
+    pub reference: Option<f64>,
+}
+
+const FAMILY: &str = "sans-serif";
+
+fn font_ready() -> bool {
+    static READY: OnceLock<bool> = OnceLock::new();
+    *READY.get_or_init(|| {
+        let candidates = [
+            "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+            "/usr/share/fonts/TTF/DejaVuSans.ttf",
+            "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+            "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+            "/usr/share/fonts/truetype/freefont/FreeSans.ttf",
+        ];
+        for p in candidates {
+            if let Ok(bytes) = std::fs::read(p) {
+                // plotters keeps registered fonts for the life of the process.
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                if plotters::style::register_font(FAMILY, FontStyle::Normal, bytes).is_ok() {
+                    return true;
+                }
+            }
+        }
+        false
+    })
+}
+
+const COLORS: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &BarChart) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("drawing failed: {e}");
+    root.fill(&WHITE).map_err(err)?;
+    let ng = c.groups.len().max(1);
+    let ymax = c
+        .series
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .chain(c.reference)
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, f64::max)
+        * 1.15;
+    let ymax = if ymax > 0.0 { ymax } else { 1.0 };
+    let groups = c.groups.clone();
+    let mut chart = ChartBuilder::on(&root)
+        .caption(&c.title, (FAMILY, 22))
+        .margin(12)
+        .x_label_area_size(90)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..ng as f64, 0f64..ymax)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(ng * 2 + 1)
+        .x_label_formatter(&|x| {
+            let i = x.floor() as usize;
+            if (x - i as f64 - 0.5).abs() < 0.26 && i < groups.len() {
+                groups[i].clone()
+            } else {
+                String::new()
+            }
+        })
+        .x_label_style((FAMILY, 11).into_font().transform(FontTransform::Rotate90))
+        .y_desc(&c.y_label)
+        .label_style((FAMILY, 13))
+        .draw()
+        .map_err(err)?;
+    let ns = c.series.len().max(1);
+    let width = 0.8 / ns as f64;
+    for (si, (name, vals)) in c.series.iter().enumerate() {
+        let color = COLORS[si % COLORS.len()];
+        chart
+            .draw_series(vals.iter().enumerate().filter(|(_, v)| v.is_finite()).map(|(g, &v)| {
+                let x0 = g as f64 + 0.1 + si as f64 * width;
+                Rectangle::new([(x0, 0.0), (x0 + width * 0.9, v)], color.filled())
+            }))
+            .map_err(err)?
+            .label(name.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+    }
+    if let Some(r) = c.reference {
+        chart
+            .draw_series(LineSeries::new([(0.0, r), (ng as f64, r)], BLACK.stroke_width(1)))
+            .map_err(err)?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FAMILY, 13))
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// Writes the chart to `path`: `.svg` or `.png` by extension.
+pub fn render(c: &BarChart, path: &Path) -> Result<(), String> {
+    let w = (160 + 60 * c.groups.len().max(1) as u32 * (c.series.len().max(1) as u32 + 1) / 2).clamp(640, 2400);
+    let size = (w, 560);
+    let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    if !matches!(ext.as_deref(), Some("svg") | Some("png")) {
+        return Err(format!("{}: the plot file must end in .svg or .png", path.display()));
+    }
+    if !font_ready() {
+        return Err(format!(
+            "{}: no TrueType font found under /usr/share/fonts (install fonts-dejavu-core)",
+            path.display()
+        ));
+    }
+    if ext.as_deref() == Some("svg") {
+        draw(SVGBackend::new(path, size).into_drawing_area(), c)
+    } else {
+        draw(BitMapBackend::new(path, size).into_drawing_area(), c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_svg_and_rejects_other_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = BarChart {
+            title: "t".into(),
+            y_label: "speedup".into(),
+            groups: vec!["a".into(), "b".into()],
+            series: vec![("x".into(), vec![1.0, 2.0]), ("y".into(), vec![0.5, f64::NAN])],
+            reference: Some(1.0),
+        };
+        let p = dir.path().join("p.svg");
+        if font_ready() {
+            render(&c, &p).unwrap();
+            let s = std::fs::read_to_string(&p).unwrap();
+            assert!(s.contains("<svg") && s.contains("<rect"));
+            let png = dir.path().join("p.png");
+            render(&c, &png).unwrap();
+            assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+        } else {
+            assert!(render(&c, &p).unwrap_err().contains("font"));
+        }
+        assert!(render(&c, &dir.path().join("p.gif")).is_err());
+    }
+}
