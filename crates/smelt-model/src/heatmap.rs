@@ -202,7 +202,7 @@ pub fn render_png(model: &Model) -> Result<Vec<u8>, ModelError> {
                     };
                     let (cx, cy) = (x0 + (j as u32 * cell) as i32, y0 + (i as u32 * cell) as i32);
                     root.draw(&Rectangle::new(
-                        [(cx, cy), (cx + cell as i32 - 1, cy + cell as i32 - 1)],
+                        [(cx, cy), (cx + cell as i32, cy + cell as i32)],
                         color.filled(),
                     ))
                     .map_err(draw_err)?;
@@ -247,7 +247,7 @@ pub fn render_png(model: &Model) -> Result<Vec<u8>, ModelError> {
         for y in 0..p {
             let t = 1.0 - y as f64 / (p - 1).max(1) as f64;
             root.draw(&Rectangle::new(
-                [(bx, by + y as i32), (bx + bar_w as i32 - 1, by + y as i32)],
+                [(bx, by + y as i32), (bx + bar_w as i32, by + y as i32 + 1)],
                 colormap(t).filled(),
             ))
             .map_err(draw_err)?;

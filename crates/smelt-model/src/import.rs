@@ -711,7 +711,7 @@ pub fn import_machinedb(dir: &Path, ghz: Option<f64>) -> Result<Model, ModelErro
     // Clock.
     let (ghz, clock_from) = match (ghz, lscpu.as_ref().and_then(|l| l.mhz)) {
         (Some(g), _) => (g, "--ghz".to_string()),
-        (None, Some(mhz)) => (mhz / 1000.0, format!("'CPU MHz' of {}", lscpu_path.display())),
+        (None, Some(mhz)) => ((mhz * 1e6).round() / 1e9, format!("'CPU MHz' of {}", lscpu_path.display())),
         (None, None) => {
             let why = if lscpu.is_some() {
                 "lscpu.txt has no 'CPU MHz' line"

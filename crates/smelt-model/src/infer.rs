@@ -222,27 +222,10 @@ pub fn infer_hierarchy(model: &Model) -> Hierarchy {
     infer_from_costs(&model.cpus, &symmetric_cost(model))
 }
 
-/// Human-readable lines on where the OS hierarchy and the inferred one agree and
-/// disagree: OS levels that the costs reproduce exactly, inferred levels that split
-/// an OS group or merge several, and OS levels the costs do not show at all. Levels
-/// whose groups are all single CPUs (e.g. `Core` without SMT) and levels with a
-/// single group are skipped: they carry no grouping to compare.
-pub fn compare(os: &Hierarchy, inferred: &Hierarchy) -> Vec<String> {
-    const MAX_LISTED: usize = 4;
-    let interesting = |l: &&Level| l.groups.len() > 1 && l.groups.iter().any(|g| g.len() > 1);
-    let os_levels: Vec<&Level> = os.levels.iter().filter(interesting).collect();
-    let inf_levels: Vec<&Level> = inferred.levels.iter().collect();
-    let mut out = Vec::new();
-    if os_levels.is_empty() {
-        out.push("the OS hierarchy has no grouping to compare with".to_string());
-    }
-    if inf_levels.is_empty() {
-        out.push("the costs show no grouping: every pair costs about the same".to_string());
-    }
-    if os_levels.is_empty() || inf_levels.is_empty() {
-        return out;
-    }
-    let norm = |l: &Level| {
+/// True when two levels group the CPUs the same way (order of groups and of CPUs
+/// within a group does not matter).
+pub fn same_partition(a: &Level, b: &Level) -> bool {
+    fn norm(l: &Level) -> Vec<Vec<u32>> {
         let mut g: Vec<Vec<u32>> = l
             .groups
             .iter()
@@ -254,20 +237,55 @@ pub fn compare(os: &Hierarchy, inferred: &Hierarchy) -> Vec<String> {
             .collect();
         g.sort();
         g
-    };
+    }
+    norm(a) == norm(b)
+}
+
+/// The levels of `h` with identical partitions folded into one, named by all their
+/// names joined with ` = ` (e.g. `Package = NUMANode = L3Cache`), outermost first.
+pub fn distinct_levels(h: &Hierarchy) -> Vec<Level> {
+    let mut out: Vec<Level> = Vec::new();
+    for l in &h.levels {
+        match out.iter_mut().find(|o| same_partition(o, l)) {
+            Some(o) => o.name = format!("{} = {}", o.name, l.name),
+            None => out.push(l.clone()),
+        }
+    }
+    out
+}
+
+/// Human-readable lines on where the OS hierarchy and the inferred one agree and
+/// disagree: OS levels that the costs reproduce exactly, inferred levels that split
+/// an OS group or merge several, and OS levels the costs do not show at all. OS
+/// levels with identical groups are treated as one (`Package = NUMANode`). Levels
+/// whose groups are all single CPUs (e.g. `Core` without SMT) and levels with a
+/// single group are skipped: they carry no grouping to compare.
+pub fn compare(os: &Hierarchy, inferred: &Hierarchy) -> Vec<String> {
+    const MAX_LISTED: usize = 4;
+    let interesting = |l: &Level| l.groups.len() > 1 && l.groups.iter().any(|g| g.len() > 1);
+    let os_levels: Vec<Level> = distinct_levels(os)
+        .into_iter()
+        .filter(|l| interesting(l))
+        .collect();
+    let inf_levels: Vec<&Level> = inferred.levels.iter().collect();
+    let mut out = Vec::new();
+    if os_levels.is_empty() {
+        out.push("the OS hierarchy has no grouping to compare with".to_string());
+    }
+    if inf_levels.is_empty() {
+        out.push("the costs show no grouping: every pair costs about the same".to_string());
+    }
+    if os_levels.is_empty() || inf_levels.is_empty() {
+        return out;
+    }
     let mut matched_os = vec![false; os_levels.len()];
     for il in &inf_levels {
-        let ng = norm(il);
-        if let Some((oi, ol)) = os_levels
-            .iter()
-            .enumerate()
-            .find(|(_, ol)| norm(ol) == ng)
-        {
+        if let Some(oi) = os_levels.iter().position(|ol| same_partition(ol, il)) {
             matched_os[oi] = true;
             out.push(format!(
                 "{} matches {} ({} groups)",
                 il.name,
-                ol.name,
+                os_levels[oi].name,
                 il.groups.len()
             ));
             continue;

@@ -1,7 +1,7 @@
 //! Summaries of a model: group counts per hierarchy level and cost statistics per
 //! level (what `smelt model show` prints).
 
-use crate::infer::compare;
+use crate::infer::{compare, distinct_levels};
 use crate::{format_cpu_list, Hierarchy, Model, Provenance};
 use serde::Serialize;
 
@@ -38,7 +38,8 @@ impl MinMedMax {
 /// Costs of the ordered CPU pairs whose innermost shared group is at one level.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LevelCosts {
-    /// The level name, or `(none)` for pairs that share no group at all.
+    /// The level name (`A = B` for levels with identical groups), or `(machine)` for
+    /// pairs that share no group at all.
     pub level: String,
     /// Number of ordered pairs.
     pub pairs: usize,
@@ -49,11 +50,13 @@ pub struct LevelCosts {
 }
 
 /// For each level of `h` (outermost first) the costs of the ordered pairs whose
-/// innermost common group is at that level, preceded by `(none)` for pairs in no
-/// common group. Levels with no such pair are left out.
+/// innermost common group is at that level, preceded by `(machine)` for pairs in no
+/// common group. Levels with identical groups count as one, named `A = B`. Levels
+/// with no such pair are left out.
 pub fn level_costs(model: &Model, h: &Hierarchy) -> Vec<LevelCosts> {
     let n = model.len();
-    let ids: Vec<Vec<usize>> = h.levels.iter().map(|l| model.group_ids_of(l)).collect();
+    let levels = distinct_levels(h);
+    let ids: Vec<Vec<usize>> = levels.iter().map(|l| model.group_ids_of(l)).collect();
     let nl = ids.len();
     // bucket 0 = (none), bucket k+1 = level k.
     let mut buckets: Vec<[Vec<f64>; 3]> = vec![Default::default(); nl + 1];
@@ -77,9 +80,9 @@ pub fn level_costs(model: &Model, h: &Hierarchy) -> Vec<LevelCosts> {
         .filter(|(_, b)| !b[0].is_empty())
         .map(|(k, b)| LevelCosts {
             level: if k == 0 {
-                "(none)".into()
+                "(machine)".into()
             } else {
-                h.levels[k - 1].name.clone()
+                levels[k - 1].name.clone()
             },
             pairs: b[0].len(),
             send: MinMedMax::of(&b[0]),
@@ -185,7 +188,7 @@ mod tests {
         let m = synthetic(2, 3, 10.0, 30.0, 4.0);
         let c = level_costs(&m, &m.hierarchy);
         assert_eq!(c.len(), 2, "{c:?}");
-        assert_eq!(c[0].level, "(none)");
+        assert_eq!(c[0].level, "(machine)");
         assert_eq!(c[0].pairs, 18);
         assert_eq!(c[0].send.unwrap().median, 40.0);
         assert_eq!(c[1].level, "Package");
