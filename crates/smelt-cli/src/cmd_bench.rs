@@ -1,8 +1,565 @@
-//! `smelt bench` (being written).
+//! `smelt bench`: measure smelt's collectives over every topology on this machine,
+//! next to the simulator's predictions, smelt's transport, and the peers a user would
+//! pick instead (pthread, OpenMP, a dissemination barrier, a UMP ring, rtrb,
+//! crossbeam, Open MPI), all in one run and each figure paired with a raw cache-line
+//! floor taken right before and after it, so that ratios stay meaningful on a
+//! machine whose core-to-core latency drifts.
 
+#[path = "bench_report.rs"]
+mod report;
+#[path = "bench_smelt.rs"]
+mod smelt;
+
+use anyhow::{bail, Context, Result};
+use report::{Collective, Figure, FloorInfo, Ratio, Report};
+use smelt_model::{format_cpu_list, parse_cpu_list, Model};
+use smelt_probe::peers::{c::CPeers, rust as rpeers, Metric, PeerResult, Status};
+use smelt_probe::Budget;
+use smelt_tree::{Op, Topology};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arguments of `smelt bench`.
 #[derive(clap::Args)]
-pub struct BenchArgs {}
+#[command(
+    after_help = "Examples:\n  smelt bench --quick\n  smelt bench --model model.json --ops barrier,reduce --json\n  \
+                  smelt bench --quick --csv > ab-bench.csv\n  smelt bench --topologies binary,adaptive-shuffled --rounds 2000\n\n\
+                  Every figure is paired with a raw cache-line ping-pong (the floor) measured right \
+                  before and after it; compare figures through their ratios, which survive the drift \
+                  of core-to-core latency on virtual machines. C peers are compiled on first use into \
+                  $SMELT_PEERS_DIR (default ~/.cache/smelt/peers); a missing compiler shows the peer \
+                  as skipped."
+)]
+pub struct BenchArgs {
+    /// Model to build the trees from; default: probe this machine quickly.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// CPUs to use (e.g. `0-7,12`); default: every CPU of the model.
+    #[arg(long)]
+    pub cpus: Option<String>,
+    /// Members of the collective groups (threads); default: one per CPU. More members
+    /// than CPUs are placed round-robin on the CPUs.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Operations: broadcast, reduce, barrier, 2pc.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "broadcast,reduce,barrier,2pc"
+    )]
+    pub ops: Vec<String>,
+    /// Topologies (`smelt tree --algo` names); default: every static tree and smelt's.
+    #[arg(long, value_delimiter = ',')]
+    pub topologies: Vec<String>,
+    /// Rounds per collective figure (default 1000, 200 with --quick).
+    #[arg(long)]
+    pub rounds: Option<usize>,
+    /// Shorter runs (the main job uses it; well under a minute on a small machine).
+    #[arg(long)]
+    pub quick: bool,
+    /// Print the report as JSON.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print the collectives as CSV in the layout of the Smelt machine database's
+    /// ab-bench.csv (µs, a _stderr column per topology).
+    #[arg(long)]
+    pub csv: bool,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    pub json_out: Option<PathBuf>,
+    /// Skip the peers (pthread, OpenMP, MPI, rtrb, crossbeam); smelt and the floor only.
+    #[arg(long)]
+    pub no_peers: bool,
+    /// Thread counts for the barrier comparison (default 2,8,16; 2,8 with --quick).
+    #[arg(long, value_delimiter = ',')]
+    pub peer_threads: Vec<usize>,
+    /// Kill a peer (or give up on a figure) after this many seconds.
+    #[arg(long, default_value_t = 60.0)]
+    pub timeout: f64,
+}
 
-pub fn run(_args: BenchArgs) -> anyhow::Result<()> {
-    anyhow::bail!("'smelt bench' is not implemented yet")
+fn parse_op(s: &str) -> Result<Op> {
+    Ok(match s.trim().to_ascii_lowercase().as_str() {
+        "broadcast" | "bcast" => Op::Broadcast,
+        "reduce" | "reduction" => Op::Reduce,
+        "barrier" | "barriers" => Op::Barrier,
+        "2pc" | "agreement" | "two-phase-commit" => Op::TwoPhaseCommit,
+        other => bail!(
+            "option --ops: unknown operation '{other}' (known: broadcast, reduce, barrier, 2pc)"
+        ),
+    })
+}
+
+/// Default topologies: the static trees and smelt's.
+fn default_topologies() -> Vec<Topology> {
+    Topology::EVALUATED.to_vec()
+}
+
+/// Floors measured during the run.
+struct Floors {
+    a: u32,
+    b: u32,
+    budget: Budget,
+    all: Vec<f64>,
+}
+
+impl Floors {
+    fn take(&mut self) -> Option<f64> {
+        let s = smelt_probe::floor::pingpong(self.a, self.b, &self.budget).ok()?;
+        self.all.push(s.median);
+        Some(s.median)
+    }
+
+    /// Runs `f` between two floor measurements; returns its result and the mean floor.
+    fn around<T>(&mut self, f: impl FnOnce() -> T) -> (T, Option<f64>) {
+        let f0 = self.take();
+        let r = f();
+        let f1 = self.take();
+        let floor = match (f0, f1) {
+            (Some(x), Some(y)) => Some((x + y) / 2.0),
+            (x, y) => x.or(y),
+        };
+        (r, floor)
+    }
+
+    fn figure(&mut self, f: impl FnOnce() -> PeerResult) -> Figure {
+        let (peer, floor) = self.around(f);
+        let vs = match (peer.median(), floor) {
+            (Some(m), Some(fl)) if fl > 0.0 => Some(m / fl),
+            _ => None,
+        };
+        Figure {
+            peer,
+            floor_ns: floor,
+            vs_floor: vs,
+        }
+    }
+
+    fn figures(&mut self, f: impl FnOnce() -> Vec<PeerResult>) -> Vec<Figure> {
+        let (peers, floor) = self.around(f);
+        peers
+            .into_iter()
+            .map(|peer| {
+                let vs = match (peer.median(), floor) {
+                    (Some(m), Some(fl)) if fl > 0.0 => Some(m / fl),
+                    _ => None,
+                };
+                Figure {
+                    peer,
+                    floor_ns: floor,
+                    vs_floor: vs,
+                }
+            })
+            .collect()
+    }
+}
+
+fn load_model(a: &BenchArgs, requested: Option<&[u32]>) -> Result<(Model, String)> {
+    match &a.model {
+        Some(p) => Ok((Model::load(p)?, p.display().to_string())),
+        None => {
+            let disc = smelt_model::topology::discover(requested)?;
+            let mut cfg = smelt_probe::probe::ProbeConfig::quick(disc.cpus.clone());
+            cfg.hierarchy = disc.hierarchy.clone();
+            let r = smelt_probe::probe::probe(&cfg).map_err(anyhow::Error::msg)?;
+            let mut m = disc.to_model_skeleton();
+            m.provenance.method = "probe".into();
+            m.send = r.send;
+            m.receive = r.receive;
+            m.rtt = Some(r.rtt);
+            m.provenance.notes = r.notes;
+            Ok((m, "probe --quick".into()))
+        }
+    }
+}
+
+/// Runs `smelt bench`.
+pub fn run(a: BenchArgs) -> Result<()> {
+    let requested = match &a.cpus {
+        Some(s) => Some(parse_cpu_list(s).context("option --cpus")?),
+        None => None,
+    };
+    let ops: Vec<Op> = a.ops.iter().map(|s| parse_op(s)).collect::<Result<_>>()?;
+    let topologies: Vec<Topology> = if a.topologies.is_empty() {
+        default_topologies()
+    } else {
+        a.topologies
+            .iter()
+            .map(|s| {
+                s.parse::<Topology>()
+                    .map_err(|e| anyhow::anyhow!("option --topologies: {e}"))
+            })
+            .collect::<Result<_>>()?
+    };
+    if a.rounds == Some(0) {
+        bail!("option --rounds: must be at least 1");
+    }
+    if a.threads == Some(0) {
+        bail!("option --threads: must be at least 1");
+    }
+    if a.peer_threads.contains(&0) {
+        bail!("option --peer-threads: thread counts must be at least 1");
+    }
+    if !(a.timeout.is_finite() && a.timeout > 0.0) {
+        bail!(
+            "option --timeout: '{}' is not a positive number of seconds",
+            a.timeout
+        );
+    }
+    let (model, model_src) = load_model(&a, requested.as_deref())?;
+    let model = match &requested {
+        Some(c) => model.restrict(c).context("option --cpus")?,
+        None => model,
+    };
+    let allowed = smelt_probe::affinity::allowed_cpus();
+    if let Some(bad) = model.cpus.iter().find(|c| !allowed.contains(c)) {
+        bail!(
+            "the model's CPU {bad} is not available to this process (it may use CPUs {}); pick CPUs with --cpus",
+            format_cpu_list(&allowed)
+        );
+    }
+    let cpus = model.cpus.clone();
+    let members = a.threads.unwrap_or(cpus.len());
+    let rounds = a.rounds.unwrap_or(if a.quick { 200 } else { 1000 });
+    let timeout = Duration::from_secs_f64(a.timeout);
+    let budget = if a.quick {
+        Budget {
+            batch: Duration::from_millis(2),
+            runs: 5,
+            timeout,
+        }
+    } else {
+        Budget {
+            batch: Duration::from_millis(20),
+            runs: 11,
+            timeout,
+        }
+    };
+    let peer_threads = if a.peer_threads.is_empty() {
+        if a.quick {
+            vec![2, 8]
+        } else {
+            vec![2, 8, 16]
+        }
+    } else {
+        a.peer_threads.clone()
+    };
+    let (fa, fb) = (cpus[0], *cpus.get(1).unwrap_or(&cpus[0]));
+    let mut floors = Floors {
+        a: fa,
+        b: fb,
+        budget: Budget {
+            batch: Duration::from_micros(500),
+            runs: 5,
+            timeout,
+        },
+        all: Vec::new(),
+    };
+    let sm = smelt::Smelt {
+        model: &model,
+        rounds,
+        timeout,
+    };
+
+    // 1. smelt's collectives over every topology.
+    let mut collectives = Vec::new();
+    for &t in &topologies {
+        let plan = sm.plan(t, members);
+        for &op in &ops {
+            let (res, floor) = floors.around(|| match &plan {
+                Ok(p) => sm.measure(p, op),
+                Err(e) => Err(e.clone()),
+            });
+            let predicted = plan
+                .as_ref()
+                .ok()
+                .and_then(|p| p.prediction)
+                .map(|p| p.get(op));
+            let status = match res {
+                Ok(ns) => Status::Ok { ns },
+                Err(reason) => Status::Failed { reason },
+            };
+            let vs = match (&status, floor) {
+                (Status::Ok { ns }, Some(f)) if f > 0.0 => Some(ns.median / f),
+                _ => None,
+            };
+            collectives.push(Collective {
+                topology: t.to_string(),
+                op: op_name(op).into(),
+                members,
+                status,
+                predicted_ns: predicted,
+                floor_ns: floor,
+                vs_floor: vs,
+            });
+        }
+    }
+
+    // 2. Transport: latency and streaming, smelt's queuepair vs the floor and the peers.
+    let cpeers = CPeers::new(smelt_probe::peers::c::default_cache_dir());
+    let mut transport = Vec::new();
+    transport.push(floors.figure(|| {
+        let r = smelt_probe::floor::pingpong(fa, fb, &budget);
+        PeerResult {
+            name: "raw cache line (atomics)".into(),
+            metric: Metric::Latency,
+            threads: 2,
+            status: match r {
+                Ok(ns) => Status::Ok { ns },
+                Err(reason) => Status::Failed { reason },
+            },
+        }
+    }));
+    transport.push(floors.figure(|| smelt_probe::transport::qp_latency(fa, fb, &budget)));
+    if !a.no_peers {
+        transport.push(floors.figure(|| rpeers::rtrb_latency(fa, fb, &budget)));
+        transport.push(floors.figure(|| rpeers::crossbeam_latency(fa, fb, &budget)));
+    }
+    let mut ump = if a.no_peers {
+        vec![]
+    } else {
+        floors.figures(|| cpeers.ump(fa, fb, &budget))
+    };
+    if let Some(i) = ump.iter().position(|f| f.peer.metric == Metric::Latency) {
+        transport.push(ump.remove(i));
+    }
+    transport.push(floors.figure(|| smelt_probe::transport::qp_throughput(fa, fb, &budget)));
+    transport.extend(ump);
+    if !a.no_peers {
+        transport.push(floors.figure(|| rpeers::rtrb_throughput(fa, fb, &budget)));
+        transport.push(floors.figure(|| rpeers::crossbeam_throughput(fa, fb, &budget)));
+    }
+
+    // 3. Collectives vs the peers: barriers at several thread counts, broadcast and
+    //    reduce with 2 members.
+    let mut peers = Vec::new();
+    let best_barrier = best_topology(&collectives, "barrier").unwrap_or(Topology::AdaptiveShuffled);
+    for &t in &peer_threads {
+        peers.push(floors.figure(|| sm.peer_figure(best_barrier, t, Op::Barrier)));
+        if a.no_peers {
+            continue;
+        }
+        peers.push(floors.figure(|| rpeers::std_barrier(&cpus, t, &budget)));
+        peers.extend(floors.figures(|| cpeers.barriers(&cpus, t, &budget)));
+        peers.extend(
+            floors
+                .figures(|| cpeers.openmp(&cpus, t, &budget))
+                .into_iter()
+                .filter(|f| f.peer.metric == Metric::Barrier),
+        );
+        peers.extend(
+            floors
+                .figures(|| cpeers.mpi(&cpus, t, &budget))
+                .into_iter()
+                .filter(|f| f.peer.metric == Metric::Barrier),
+        );
+    }
+    let two = 2usize;
+    let best_bcast = best_topology(&collectives, "broadcast").unwrap_or(Topology::AdaptiveShuffled);
+    let best_reduce = best_topology(&collectives, "reduce").unwrap_or(Topology::AdaptiveShuffled);
+    peers.push(floors.figure(|| sm.peer_figure(best_bcast, two, Op::Broadcast)));
+    peers.push(floors.figure(|| sm.peer_figure(best_reduce, two, Op::Reduce)));
+    if !a.no_peers {
+        peers.extend(
+            floors
+                .figures(|| cpeers.mpi(&cpus, two, &budget))
+                .into_iter()
+                .filter(|f| f.peer.metric != Metric::Barrier),
+        );
+        peers.extend(
+            floors
+                .figures(|| cpeers.openmp(&cpus, two, &budget))
+                .into_iter()
+                .filter(|f| f.peer.metric == Metric::Reduce),
+        );
+    }
+    peers.sort_by_key(|f| (metric_order(f.peer.metric), f.peer.threads));
+
+    let ratios = ratios(&collectives, &transport, &peers);
+    let mut warnings = Vec::new();
+    if cfg!(debug_assertions) {
+        warnings.push(
+            "this smelt is a debug build: the Rust figures (smelt, rtrb, crossbeam) are not representative; build with --release".into(),
+        );
+    }
+    if members > cpus.len() {
+        warnings.push(format!(
+            "{members} members share {} CPUs: waiting threads yield, so figures include scheduling",
+            cpus.len()
+        ));
+    }
+    let mut all = floors.all.clone();
+    all.sort_by(f64::total_cmp);
+    let floor = FloorInfo {
+        cpus: [fa, fb],
+        median_ns: smelt_probe::stats::median_sorted(&all),
+        min_ns: all.first().copied().unwrap_or(f64::NAN),
+        max_ns: all.last().copied().unwrap_or(f64::NAN),
+        probes: all.len(),
+    };
+    let report = Report {
+        tool: format!("smelt {}", env!("CARGO_PKG_VERSION")),
+        date: smelt_model::host::now_rfc3339(),
+        host: smelt_model::host::host_name(),
+        cpu_model: smelt_model::host::cpu_model_from_proc().unwrap_or_else(|| "unknown".into()),
+        model: model_src,
+        cpus,
+        members,
+        rounds,
+        quick: a.quick,
+        floor,
+        collectives,
+        transport,
+        peers,
+        ratios,
+        warnings,
+    };
+    let json = serde_json::to_string_pretty(&report).context("cannot serialise the report")?;
+    if let Some(p) = &a.json_out {
+        smelt_model::write_atomic(p, json.as_bytes())?;
+    }
+    if a.json {
+        println!("{json}");
+    } else if a.csv {
+        print!("{}", report.to_csv());
+    } else {
+        print!("{}", report.to_table());
+    }
+    Ok(())
+}
+
+fn op_name(op: Op) -> &'static str {
+    op.name()
+}
+
+fn metric_order(m: Metric) -> u8 {
+    match m {
+        Metric::Barrier => 0,
+        Metric::Broadcast => 1,
+        Metric::Reduce => 2,
+        Metric::Latency => 3,
+        Metric::Throughput => 4,
+    }
+}
+
+/// The topology with the lowest measured median for `op`.
+fn best_topology(c: &[Collective], op: &str) -> Option<Topology> {
+    c.iter()
+        .filter(|x| x.op == op)
+        .filter_map(|x| match &x.status {
+            Status::Ok { ns } => Some((ns.median, &x.topology)),
+            _ => None,
+        })
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .and_then(|(_, t)| t.parse().ok())
+}
+
+fn is_smelt(f: &Figure) -> bool {
+    f.peer.name.starts_with("smelt")
+}
+
+/// The comparisons the run exists for.
+fn ratios(col: &[Collective], transport: &[Figure], peers: &[Figure]) -> Vec<Ratio> {
+    let mut out = Vec::new();
+    let med = |f: &Figure| f.peer.median();
+    let find = |figs: &[Figure], name: &str, m: Metric| {
+        figs.iter()
+            .find(|f| f.peer.name == name && f.peer.metric == m)
+            .and_then(|f| med(f).map(|v| (v, f.floor_ns)))
+    };
+    if let Some((q, fl)) = find(transport, "smelt queuepair", Metric::Latency) {
+        if let Some(fl) = fl {
+            out.push(Ratio {
+                what: "queuepair latency / floor".into(),
+                value: q / fl,
+                detail: format!("{q:.1} ns vs {fl:.1} ns"),
+            });
+        }
+        for other in ["rtrb", "crossbeam-channel", "UMP ring (C)"] {
+            if let Some((o, _)) = find(transport, other, Metric::Latency) {
+                out.push(Ratio {
+                    what: format!("queuepair latency / {other} latency"),
+                    value: q / o,
+                    detail: format!("{q:.1} ns vs {o:.1} ns"),
+                });
+            }
+        }
+    }
+    if let Some((q, _)) = find(transport, "smelt queuepair", Metric::Throughput) {
+        for other in ["UMP ring (C)", "rtrb", "crossbeam-channel"] {
+            if let Some((o, _)) = find(transport, other, Metric::Throughput) {
+                out.push(Ratio {
+                    what: format!("queuepair throughput / {other} throughput"),
+                    value: o / q,
+                    detail: format!("{:.1} vs {:.1} Mmsg/s", 1000.0 / q, 1000.0 / o),
+                });
+            }
+        }
+    }
+    // Smelt vs the best peer, per metric and thread count.
+    let mut keys: Vec<(Metric, usize)> = peers
+        .iter()
+        .map(|f| (f.peer.metric, f.peer.threads))
+        .collect();
+    keys.dedup();
+    for (m, t) in keys {
+        let group: Vec<&Figure> = peers
+            .iter()
+            .filter(|f| f.peer.metric == m && f.peer.threads == t)
+            .collect();
+        let Some(s) = group.iter().find(|f| is_smelt(f)).and_then(|f| med(f)) else {
+            continue;
+        };
+        let best = group
+            .iter()
+            .filter(|f| !is_smelt(f))
+            .filter_map(|f| med(f).map(|v| (v, &f.peer.name)))
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((b, name)) = best {
+            out.push(Ratio {
+                what: format!(
+                    "smelt {} speedup over best peer, {t} threads",
+                    metric_label(m)
+                ),
+                value: b / s,
+                detail: format!("smelt {:.2} µs vs {name} {:.2} µs", s / 1000.0, b / 1000.0),
+            });
+        }
+    }
+    // Smelt's adaptive tree vs the best static tree, per operation.
+    let mut ops: Vec<&str> = col.iter().map(|c| c.op.as_str()).collect();
+    ops.dedup();
+    for op in ops {
+        let ok = |smelt_side: bool| {
+            col.iter()
+                .filter(|c| c.op == op)
+                .filter(|c| {
+                    let t: Option<Topology> = c.topology.parse().ok();
+                    t.is_some_and(|t| t.is_static() != smelt_side)
+                })
+                .filter_map(|c| match &c.status {
+                    Status::Ok { ns } => Some((ns.median, c.topology.clone())),
+                    _ => None,
+                })
+                .min_by(|a, b| a.0.total_cmp(&b.0))
+        };
+        if let (Some((s, st)), Some((b, bt))) = (ok(true), ok(false)) {
+            out.push(Ratio {
+                what: format!("{op}: best static tree / best smelt tree"),
+                value: b / s,
+                detail: format!("{bt} {:.2} µs vs {st} {:.2} µs", b / 1000.0, s / 1000.0),
+            });
+        }
+    }
+    out
+}
+
+fn metric_label(m: Metric) -> &'static str {
+    match m {
+        Metric::Barrier => "barrier",
+        Metric::Broadcast => "broadcast",
+        Metric::Reduce => "reduce",
+        Metric::Latency => "latency",
+        Metric::Throughput => "throughput",
+    }
 }

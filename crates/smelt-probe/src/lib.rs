@@ -13,6 +13,7 @@ pub mod harness;
 pub mod peers;
 pub mod probe;
 pub mod stats;
+pub mod transport;
 
 pub use harness::{Budget, Deadline, Timeout};
 pub use stats::Summary;

@@ -1,0 +1,183 @@
+//! CLI tests of `smelt probe` and `smelt bench`: they run the built `smelt` binary as a
+//! user would and check what comes out (a valid model, a parsable report naming every
+//! topology and operation, exit status 2 on bad input). No timing assertions.
+
+use std::process::Command;
+
+fn smelt() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_smelt"))
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = smelt().args(args).output().expect("cannot run smelt");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn probe_writes_a_valid_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.json");
+    let (code, _, err) = run(&["probe", "--quick", "-q", "-o", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let m = smelt_model::Model::load(&path).unwrap();
+    assert_eq!(m.provenance.method, "probe");
+    assert!(!m.provenance.notes.is_empty());
+    assert!(!m.provenance.date.is_empty() && !m.provenance.host.is_empty());
+    let n = m.len();
+    assert!(n >= 1);
+    let rtt = m.rtt.as_ref().expect("the probe records round trips");
+    for i in 0..n {
+        for j in 0..n {
+            if i != j {
+                assert!(rtt[i][j] > 0.0, "rtt[{i}][{j}] = {}", rtt[i][j]);
+            }
+        }
+    }
+    if n > 1 {
+        assert!(m.inferred_hierarchy.is_some());
+    }
+}
+
+#[test]
+fn probe_prints_the_model_without_output_file() {
+    let (code, out, err) = run(&[
+        "probe",
+        "--quick",
+        "--quiet",
+        "--reps",
+        "3",
+        "--time-limit",
+        "30",
+        "--sample",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let m = smelt_model::Model::from_json(&out, None).unwrap();
+    assert!(m.provenance.notes.iter().any(|n| n.contains("--sample")));
+}
+
+#[test]
+fn probe_rejects_bad_cpus_with_exit_2() {
+    for cpus in ["100000", "3-1", "x"] {
+        let (code, out, err) = run(&["probe", "--quick", "--cpus", cpus]);
+        assert_eq!(code, 2, "--cpus {cpus}: {err}");
+        assert!(out.is_empty());
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with("error:"), "{err}");
+    }
+    let (code, _, err) = run(&["probe", "--time-limit", "-3"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn bench_quick_json_names_every_topology_and_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.json");
+    let (code, _, err) = run(&["probe", "--quick", "-q", "-o", model.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let out_file = dir.path().join("bench.json");
+    let out = smelt()
+        .args([
+            "bench",
+            "--quick",
+            "--json",
+            "--rounds",
+            "20",
+            "--peer-threads",
+            "2,3",
+            "--model",
+            model.to_str().unwrap(),
+            "--json-out",
+            out_file.to_str().unwrap(),
+        ])
+        .env("SMELT_PEERS_DIR", dir.path().join("peers"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out_file).unwrap()).unwrap();
+    assert_eq!(saved["collectives"], j["collectives"]);
+    let cols = j["collectives"].as_array().unwrap();
+    for t in smelt_tree::Topology::EVALUATED {
+        for op in ["broadcast", "reduce", "barrier", "2pc"] {
+            let c = cols
+                .iter()
+                .find(|c| c["topology"] == t.to_string().as_str() && c["op"] == op)
+                .unwrap_or_else(|| panic!("no {t} {op} in the report"));
+            assert!(
+                ["ok", "failed", "skipped"].contains(&c["status"].as_str().unwrap()),
+                "{c}"
+            );
+        }
+    }
+    // Peers are present, measured or explicitly skipped/failed with a reason.
+    let peers = j["peers"].as_array().unwrap();
+    for name in [
+        "pthread_barrier",
+        "dissemination_barrier",
+        "std::sync::Barrier",
+    ] {
+        assert!(peers.iter().any(|p| p["name"] == name), "no {name}");
+    }
+    assert!(peers
+        .iter()
+        .any(|p| p["name"].as_str().unwrap().starts_with("mpi_barrier")));
+    assert!(peers
+        .iter()
+        .any(|p| p["name"].as_str().unwrap().starts_with("omp_barrier")));
+    for p in peers.iter().chain(j["transport"].as_array().unwrap()) {
+        match p["status"].as_str().unwrap() {
+            "ok" => assert!(p["ns"]["median"].as_f64().unwrap() > 0.0, "{p}"),
+            "skipped" | "failed" => assert!(!p["reason"].as_str().unwrap().is_empty()),
+            s => panic!("status {s}"),
+        }
+    }
+    let transport = j["transport"].as_array().unwrap();
+    assert!(transport
+        .iter()
+        .any(|p| p["name"] == "smelt queuepair" && p["status"] == "ok"));
+    assert!(j["floor"]["probes"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn bench_csv_has_the_machinedb_header() {
+    let (code, out, err) = run(&[
+        "bench",
+        "--quick",
+        "--csv",
+        "--no-peers",
+        "--rounds",
+        "10",
+        "--ops",
+        "barrier,broadcast",
+        "--topologies",
+        "binary,adaptive",
+        "--peer-threads",
+        "2",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "algorithm,bintree,bintree_stderr,AT,AT_stderr");
+    assert!(lines[1].starts_with("barriers,"));
+    assert!(lines[2].starts_with("ab,"));
+}
+
+#[test]
+fn bench_rejects_bad_options_with_exit_2() {
+    for args in [
+        vec!["bench", "--ops", "gossip", "--no-peers"],
+        vec!["bench", "--topologies", "spiral", "--no-peers"],
+        vec!["bench", "--model", "/nonexistent/model.json"],
+        vec!["bench", "--rounds", "0"],
+        vec!["bench", "--cpus", "100000", "--no-peers"],
+    ] {
+        let (code, _, err) = run(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.starts_with("error:"), "{args:?}: {err}");
+    }
+}
