@@ -1,15 +1,879 @@
-//! `smelt tree` and `smelt evaluate` (being written).
+//! `smelt tree` (build, print or draw one tree) and `smelt evaluate` (predict every
+//! topology's time for every operation; across machines; scaling; exhaustive
+//! optimum; rank correlation with measured times).
 
-#[derive(clap::Args)]
-pub struct TreeArgs {}
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Map, Value};
+use smelt_model::{format_cpu_list, parse_cpu_list, Model};
+use smelt_tree::evaluate::{
+    best_static, correlate, evaluate_group, read_ab_bench, round_robin_groups, speedup, Row,
+};
+use smelt_tree::optimum::optimum;
+use smelt_tree::plot::{render, BarChart};
+use smelt_tree::sim::{broadcast_arrivals, broadcast_latency, predict_local};
+use smelt_tree::{Costs, Op, Payload, Prediction, Topology, Tree};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-#[derive(clap::Args)]
-pub struct EvaluateArgs {}
-
-pub fn tree(_a: TreeArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+/// Output format of `smelt tree`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TreeFormat {
+    /// Indented drawing with the time each CPU holds the message.
+    Text,
+    /// `{"root", "children", "predicted_ns"}` with OS CPU ids.
+    Json,
+    /// Graphviz source (clusters = NUMA nodes, edge labels = send order).
+    Dot,
+    /// The Graphviz drawing as SVG (runs `dot -Tsvg`).
+    Svg,
 }
 
-pub fn evaluate(_a: EvaluateArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+/// Arguments of `smelt tree`.
+#[derive(clap::Args)]
+#[command(after_help = "Topologies: sequential (star), binary (bintree), fibonacci, knomial:K \
+    (chain = knomial:1, binomial = knomial:2), mst, cluster, bad, adaptive, adaptive-sorted, \
+    adaptive-shuffled, optimized.\n\n\
+    Examples:\n  smelt tree --model m.json\n  smelt tree --model m.json --algo mst --cpus 0-7 --root 3\n  \
+    smelt tree --model m.json --format svg -o tree.svg\n  smelt tree --model m.json --format json")]
+pub struct TreeArgs {
+    /// Model JSON file (from `smelt probe` or `smelt import`).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Topology to build.
+    #[arg(long, default_value = "adaptive-shuffled")]
+    pub algo: String,
+    /// CPUs of the group as a list (e.g. 0-7,16-23); default: every CPU of the model.
+    #[arg(long)]
+    pub cpus: Option<String>,
+    /// Root CPU (OS id); default: the CPU with the lowest average send cost.
+    #[arg(long)]
+    pub root: Option<u32>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = TreeFormat::Text)]
+    pub format: TreeFormat,
+    /// Message size in cache lines for the predicted times.
+    #[arg(long, default_value_t = 1)]
+    pub lines: u32,
+    /// Cost of each extra cache line, as a fraction of the one-line cost.
+    #[arg(long, default_value_t = 1.0)]
+    pub line_factor: f64,
+    /// Write the output to this file instead of standard output.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+}
+
+/// Arguments of `smelt evaluate`.
+#[derive(clap::Args)]
+#[command(after_help = "Modes:\n  \
+    smelt evaluate --model m.json                 every topology x operation, best static tree, speedups\n  \
+    smelt evaluate --models DIR [--plot f.png]    the same for every model JSON in DIR (Figure 9)\n  \
+    smelt evaluate --model m.json --scaling       group sizes 2..n, round-robin over NUMA nodes (Figure 10)\n  \
+    smelt evaluate --model m.json --optimum --cpus 0-7   exhaustive optimum vs adaptive vs optimized\n  \
+    smelt evaluate --model m.json --optimum --subsets 10 the same on 10 pseudo-random 8-CPU subsets\n  \
+    smelt evaluate --model m.json --ab-bench ab-bench.csv   Spearman rank correlation with measured times\n\n\
+    ab-bench.csv is also used automatically when the model was imported from a directory that has one.")]
+pub struct EvaluateArgs {
+    /// Model JSON file.
+    #[arg(long, required_unless_present = "models", conflicts_with = "models")]
+    pub model: Option<PathBuf>,
+    /// Directory of model JSON files: compare machines.
+    #[arg(long)]
+    pub models: Option<PathBuf>,
+    /// CPUs of the group (default: all).
+    #[arg(long)]
+    pub cpus: Option<String>,
+    /// Root CPU (OS id); default: the lowest average send cost, for every topology.
+    #[arg(long)]
+    pub root: Option<u32>,
+    /// Comma-separated topologies to compare (default: all).
+    #[arg(long)]
+    pub algos: Option<String>,
+    /// Operation for --scaling and --plot: broadcast, ab, reduce, barrier, 2pc.
+    #[arg(long, default_value = "broadcast")]
+    pub op: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Predicted time per topology for group sizes 2..=n placed round-robin over nodes.
+    #[arg(long)]
+    pub scaling: bool,
+    /// Exhaustive optimum (at most 8 CPUs; use --cpus or --subsets).
+    #[arg(long)]
+    pub optimum: bool,
+    /// With --optimum: this many pseudo-random 8-CPU subsets (fixed seed).
+    #[arg(long)]
+    pub subsets: Option<usize>,
+    /// Time limit of one exhaustive search, seconds.
+    #[arg(long, default_value_t = 60.0)]
+    pub time_limit: f64,
+    /// A machine database ab-bench.csv with measured times to correlate with.
+    #[arg(long)]
+    pub ab_bench: Option<PathBuf>,
+    /// Draw speedups over the best static tree (.png or .svg).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Message size in cache lines.
+    #[arg(long, default_value_t = 1)]
+    pub lines: u32,
+    /// Cost of each extra cache line, as a fraction of the one-line cost.
+    #[arg(long, default_value_t = 1.0)]
+    pub line_factor: f64,
+}
+
+fn payload(lines: u32, factor: f64) -> Result<Payload> {
+    if lines == 0 {
+        bail!("--lines must be at least 1");
+    }
+    if !(factor.is_finite() && factor >= 0.0) {
+        bail!("--line-factor must be a finite number >= 0, got {factor}");
+    }
+    Ok(Payload {
+        lines,
+        extra_line_factor: factor,
+    })
+}
+
+fn load(path: &Path) -> Result<Model> {
+    Model::load(path).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// Model positions of the group (`--cpus`, default all), in CPU-list order.
+fn group(model: &Model, cpus: Option<&str>) -> Result<Vec<usize>> {
+    match cpus {
+        None => Ok((0..model.len()).collect()),
+        Some(s) => {
+            let list = parse_cpu_list(s).map_err(|e| anyhow::anyhow!("--cpus: {e}"))?;
+            if list.is_empty() {
+                bail!("--cpus: the CPU set is empty");
+            }
+            model
+                .positions(&list)
+                .map_err(|e| anyhow::anyhow!("--cpus: {e}"))
+        }
+    }
+}
+
+fn root_pos(model: &Model, members: &[usize], root: Option<u32>) -> Result<Option<usize>> {
+    let Some(r) = root else { return Ok(None) };
+    let p = model.position(r).with_context(|| {
+        format!(
+            "--root: CPU {r} is not in the model (it has CPUs {})",
+            format_cpu_list(&model.cpus)
+        )
+    })?;
+    if !members.contains(&p) {
+        bail!("--root: CPU {r} is not in the group");
+    }
+    Ok(Some(p))
+}
+
+fn parse_topology(s: &str) -> Result<Topology> {
+    s.parse::<Topology>().map_err(|e| anyhow::anyhow!("--algo: {e}"))
+}
+
+fn units(model: &Model) -> String {
+    if model.provenance.units.is_empty() {
+        "ns".into()
+    } else {
+        model.provenance.units.clone()
+    }
+}
+
+fn emit(output: Option<&Path>, text: &str) -> Result<()> {
+    match output {
+        Some(p) => smelt_model::write_atomic(p, text.as_bytes()).map_err(|e| anyhow::anyhow!("{e}")),
+        None => {
+            let mut out = std::io::stdout().lock();
+            // A closed pipe (e.g. `| head`) is not an error worth reporting.
+            let _ = out.write_all(text.as_bytes());
+            Ok(())
+        }
+    }
+}
+
+fn prediction_json(p: &Prediction) -> Value {
+    json!({
+        "broadcast": p.broadcast,
+        "ab": p.ab,
+        "reduce": p.reduce,
+        "barrier": p.barrier,
+        "2pc": p.two_pc,
+    })
+}
+
+/// `smelt tree`.
+pub fn tree(a: TreeArgs) -> Result<()> {
+    let topo = parse_topology(&a.algo)?;
+    let pl = payload(a.lines, a.line_factor)?;
+    let model = load(&a.model)?;
+    let members = group(&model, a.cpus.as_deref())?;
+    let root = root_pos(&model, &members, a.root)?;
+    let tree = topo
+        .generate(&model, &members, root)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let c = Costs::new(&model, &members).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let pred = predict_local(&c, tree.root, &tree.children, pl);
+    let at = broadcast_arrivals(&c, tree.root, &tree.children, pl.scale(), 0.0);
+    let text = match a.format {
+        TreeFormat::Json => {
+            let j = tree.to_json();
+            let mut v = serde_json::to_value(&j)?;
+            v["algo"] = json!(topo.to_string());
+            v["units"] = json!(units(&model));
+            v["predicted_ns"] = prediction_json(&pred);
+            serde_json::to_string_pretty(&v)? + "\n"
+        }
+        TreeFormat::Text => text_drawing(&model, &c, &tree, topo, &pred, &at),
+        TreeFormat::Dot => dot(&c, &tree, topo, &at, &units(&model)),
+        TreeFormat::Svg => {
+            let src = dot(&c, &tree, topo, &at, &units(&model));
+            run_dot(&src)?
+        }
+    };
+    emit(a.output.as_deref(), &text)
+}
+
+fn text_drawing(
+    model: &Model,
+    c: &Costs,
+    t: &Tree,
+    topo: Topology,
+    p: &Prediction,
+    at: &[f64],
+) -> String {
+    let u = units(model);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{topo} tree over {} CPUs ({}), root CPU {}; times in {u} (when each CPU holds the message)",
+        t.len(),
+        format_cpu_list(&{
+            let mut v = t.members.clone();
+            v.sort_unstable();
+            v
+        }),
+        t.members[t.root]
+    );
+    let _ = writeln!(s, "{}", t.members[t.root]);
+    fn walk(s: &mut String, c: &Costs, t: &Tree, at: &[f64], v: usize, prefix: &str) {
+        let k = t.children[v].len();
+        for (i, &ch) in t.children[v].iter().enumerate() {
+            let last = i + 1 == k;
+            let remote = if c.node[ch] != c.node[v] { "  (remote)" } else { "" };
+            let _ = writeln!(
+                s,
+                "{prefix}{}{}  @ {:.1}{remote}",
+                if last { "└── " } else { "├── " },
+                t.members[ch],
+                at[ch]
+            );
+            let next = format!("{prefix}{}", if last { "    " } else { "│   " });
+            walk(s, c, t, at, ch, &next);
+        }
+    }
+    walk(&mut s, c, t, at, t.root, "");
+    let _ = writeln!(
+        s,
+        "predicted ({u}): broadcast {:.1}  ab {:.1}  reduce {:.1}  barrier {:.1}  2pc {:.1}",
+        p.broadcast, p.ab, p.reduce, p.barrier, p.two_pc
+    );
+    s
+}
+
+fn dot(c: &Costs, t: &Tree, topo: Topology, at: &[f64], units: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "digraph smelt {{");
+    let _ = writeln!(
+        s,
+        "  label=\"{topo} tree, root {}, times in {units}\";\n  labelloc=t;\n  node [shape=circle, fontsize=10];\n  edge [fontsize=9];",
+        t.members[t.root]
+    );
+    let mut nodes: Vec<usize> = c.node.clone();
+    nodes.sort_unstable();
+    nodes.dedup();
+    for g in nodes {
+        let _ = writeln!(s, "  subgraph cluster_{g} {{\n    label=\"node {g}\"; style=rounded; color=gray;");
+        for v in 0..t.len() {
+            if c.node[v] == g {
+                let shape = if v == t.root { ", shape=doublecircle" } else { "" };
+                let _ = writeln!(
+                    s,
+                    "    \"{}\" [label=\"{}\\n{:.0}\"{shape}];",
+                    t.members[v], t.members[v], at[v]
+                );
+            }
+        }
+        let _ = writeln!(s, "  }}");
+    }
+    for (p, kids) in t.children.iter().enumerate() {
+        for (k, &ch) in kids.iter().enumerate() {
+            let style = if c.node[p] != c.node[ch] { ", color=red" } else { "" };
+            let _ = writeln!(
+                s,
+                "  \"{}\" -> \"{}\" [label=\"{}\"{style}];",
+                t.members[p],
+                t.members[ch],
+                k + 1
+            );
+        }
+    }
+    let _ = writeln!(s, "}}");
+    s
+}
+
+fn run_dot(src: &str) -> Result<String> {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("dot")
+        .arg("-Tsvg")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            anyhow::anyhow!("cannot run graphviz 'dot' ({e}); install graphviz or use --format dot")
+        })?;
+    let mut stdin = child.stdin.take().context("dot: no stdin")?;
+    let src = src.to_string();
+    let writer = std::thread::spawn(move || stdin.write_all(src.as_bytes()));
+    let out = child.wait_with_output().context("dot failed")?;
+    let _ = writer.join();
+    if !out.status.success() {
+        bail!(
+            "dot -Tsvg failed: {}",
+            String::from_utf8_lossy(&out.stderr).lines().next().unwrap_or("")
+        );
+    }
+    String::from_utf8(out.stdout).context("dot produced non-UTF-8 output")
+}
+
+fn parse_op(s: &str) -> Result<Op> {
+    Op::ALL
+        .into_iter()
+        .find(|o| o.name() == s)
+        .with_context(|| format!("--op: unknown operation '{s}' (known: broadcast, ab, reduce, barrier, 2pc)"))
+}
+
+fn topologies(list: Option<&str>) -> Result<Vec<Topology>> {
+    match list {
+        None => Ok(Topology::EVALUATED.to_vec()),
+        Some(s) => {
+            let v = s
+                .split(',')
+                .filter(|x| !x.trim().is_empty())
+                .map(parse_topology)
+                .collect::<Result<Vec<_>>>()?;
+            if v.is_empty() {
+                bail!("--algos: no topology given");
+            }
+            Ok(v)
+        }
+    }
+}
+
+/// `smelt evaluate`.
+pub fn evaluate(a: EvaluateArgs) -> Result<()> {
+    let pl = payload(a.lines, a.line_factor)?;
+    let op = parse_op(&a.op)?;
+    let topos = topologies(a.algos.as_deref())?;
+    if !(a.time_limit.is_finite() && a.time_limit > 0.0) {
+        bail!("--time-limit must be a positive number of seconds");
+    }
+    if let Some(dir) = &a.models {
+        return evaluate_models(dir, &a, &topos, pl, op);
+    }
+    let path = a.model.as_ref().context("--model or --models is required")?;
+    let model = load(path)?;
+    let members = group(&model, a.cpus.as_deref())?;
+    let root = root_pos(&model, &members, a.root)?;
+    if a.optimum {
+        return evaluate_optimum(&model, &members, root, &a);
+    }
+    if a.scaling {
+        return evaluate_scaling(&model, &members, &topos, pl, op, a.json);
+    }
+    let rows = evaluate_group(&model, &members, root, &topos, pl).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let bench = match &a.ab_bench {
+        Some(p) => Some(p.clone()),
+        None => model
+            .provenance
+            .source
+            .as_ref()
+            .map(|s| Path::new(s).join("ab-bench.csv"))
+            .filter(|p| p.is_file()),
+    };
+    let corr = match &bench {
+        Some(p) => {
+            let b = read_ab_bench(p).map_err(|e| anyhow::anyhow!("{e}"))?;
+            Some(correlations(&model, &members, &b, pl)?)
+        }
+        None => None,
+    };
+    if let Some(plot) = &a.plot {
+        let smelt: Vec<&Row> = rows.iter().filter(|r| !r.topology.is_static()).collect();
+        let chart = BarChart {
+            title: format!("{}: speedup over the best static tree", machine_name(&model, path)),
+            y_label: "speedup".into(),
+            groups: Op::ALL.iter().map(|o| o.name().to_string()).collect(),
+            series: smelt
+                .iter()
+                .map(|r| {
+                    (
+                        r.topology.to_string(),
+                        Op::ALL
+                            .iter()
+                            .map(|&o| speedup(&rows, r, o).unwrap_or(f64::NAN))
+                            .collect(),
+                    )
+                })
+                .collect(),
+            reference: Some(1.0),
+        };
+        render(&chart, plot).map_err(|e| anyhow::anyhow!("--plot: {e}"))?;
+    }
+    if a.json {
+        let mut v = group_json(&model, &rows);
+        if let Some((file, c)) = bench.as_ref().zip(corr.as_ref()) {
+            v["ab_bench"] = json!({ "file": file.display().to_string(), "correlations": c });
+        }
+        return emit(None, &(serde_json::to_string_pretty(&v)? + "\n"));
+    }
+    let mut s = group_text(&model, &rows);
+    if let Some((file, c)) = bench.as_ref().zip(corr.as_ref()) {
+        s.push_str(&correlation_text(file, c));
+    }
+    emit(None, &s)
+}
+
+fn machine_name(model: &Model, path: &Path) -> String {
+    if !model.provenance.host.is_empty() {
+        model.provenance.host.clone()
+    } else {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+}
+
+fn group_json(model: &Model, rows: &[Row]) -> Value {
+    let mut topo = Map::new();
+    for r in rows {
+        topo.insert(
+            r.topology.to_string(),
+            json!({
+                "root": r.tree.members[r.tree.root],
+                "predicted": prediction_json(&r.prediction),
+            }),
+        );
+    }
+    let mut best = Map::new();
+    let mut speed = Map::new();
+    for op in Op::ALL {
+        if let Some(b) = best_static(rows, op) {
+            best.insert(
+                op.name().into(),
+                json!({"topology": b.topology.to_string(), "time": b.prediction.get(op)}),
+            );
+        }
+    }
+    for r in rows.iter().filter(|r| !r.topology.is_static()) {
+        let mut m = Map::new();
+        for op in Op::ALL {
+            if let Some(x) = speedup(rows, r, op) {
+                m.insert(op.name().into(), json!(x));
+            }
+        }
+        speed.insert(r.topology.to_string(), Value::Object(m));
+    }
+    let mut cpus: Vec<u32> = rows.first().map(|r| r.tree.members.clone()).unwrap_or_default();
+    cpus.sort_unstable();
+    json!({
+        "host": model.provenance.host,
+        "units": units(model),
+        "cpus": format_cpu_list(&cpus),
+        "topologies": topo,
+        "best_static": best,
+        "speedup_over_best_static": speed,
+    })
+}
+
+fn group_text(model: &Model, rows: &[Row]) -> String {
+    let mut s = String::new();
+    let mut cpus: Vec<u32> = rows.first().map(|r| r.tree.members.clone()).unwrap_or_default();
+    cpus.sort_unstable();
+    let _ = writeln!(
+        s,
+        "Predicted times ({}) on {} ({} CPUs: {}), one-line messages unless --lines",
+        units(model),
+        if model.provenance.host.is_empty() { "?" } else { &model.provenance.host },
+        cpus.len(),
+        format_cpu_list(&cpus)
+    );
+    let _ = write!(s, "{:<20}{:>6}", "topology", "root");
+    for op in Op::ALL {
+        let _ = write!(s, "{:>12}", op.name());
+    }
+    s.push('\n');
+    for r in rows {
+        let _ = write!(s, "{:<20}{:>6}", r.topology.to_string(), r.tree.members[r.tree.root]);
+        for op in Op::ALL {
+            let _ = write!(s, "{:>12.1}", r.prediction.get(op));
+        }
+        s.push('\n');
+    }
+    let _ = write!(s, "\n{:<26}", "best static tree");
+    for op in Op::ALL {
+        let name = best_static(rows, op).map(|b| b.topology.to_string()).unwrap_or("-".into());
+        let _ = write!(s, "{:>12}", name);
+    }
+    s.push('\n');
+    for r in rows.iter().filter(|r| !r.topology.is_static()) {
+        let _ = write!(s, "{:<26}", format!("speedup {}", r.topology));
+        for op in Op::ALL {
+            match speedup(rows, r, op) {
+                Some(x) => {
+                    let _ = write!(s, "{:>11.3}x", x);
+                }
+                None => {
+                    let _ = write!(s, "{:>12}", "-");
+                }
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
+fn correlations(
+    model: &Model,
+    members: &[usize],
+    b: &smelt_tree::evaluate::AbBench,
+    pl: Payload,
+) -> Result<Vec<smelt_tree::evaluate::Correlation>> {
+    // As measured by the machine database (and its Simulator): static trees rooted
+    // at the first CPU of the group, the adaptive tree at its default root.
+    let c = Costs::new(model, members).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(correlate(b, |t| {
+        let r = if t.is_static() { 0 } else { c.default_root() };
+        predict_local(&c, r, &t.children(&c, r), pl)
+    }))
+}
+
+fn correlation_text(file: &Path, cs: &[smelt_tree::evaluate::Correlation]) -> String {
+    let mut s = format!(
+        "\nRank correlation with measured times in {} (static trees rooted at the first CPU):\n",
+        file.display()
+    );
+    for c in cs {
+        let _ = writeln!(
+            s,
+            "  {:<10} vs predicted {:<10} Spearman {}",
+            c.operation,
+            c.op,
+            c.spearman.map(|x| format!("{x:+.2}")).unwrap_or("undefined".into())
+        );
+        let mut m: Vec<&(String, f64, f64)> = c.pairs.iter().collect();
+        m.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let mut p: Vec<&(String, f64, f64)> = c.pairs.iter().collect();
+        p.sort_by(|a, b| a.2.total_cmp(&b.2));
+        let names = |v: &[&(String, f64, f64)]| v.iter().map(|x| x.0.as_str()).collect::<Vec<_>>().join(" < ");
+        let _ = writeln!(s, "    measured:  {}", names(&m));
+        let _ = writeln!(s, "    predicted: {}", names(&p));
+    }
+    s
+}
+
+fn evaluate_scaling(
+    model: &Model,
+    members: &[usize],
+    topos: &[Topology],
+    pl: Payload,
+    op: Op,
+    as_json: bool,
+) -> Result<()> {
+    let groups = round_robin_groups(model, members);
+    if groups.is_empty() {
+        bail!("--scaling needs at least 2 CPUs");
+    }
+    let mut table: Vec<(usize, Vec<f64>)> = Vec::new();
+    for g in &groups {
+        let rows = evaluate_group(model, g, None, topos, pl).map_err(|e| anyhow::anyhow!("{e}"))?;
+        table.push((g.len(), rows.iter().map(|r| r.prediction.get(op)).collect()));
+    }
+    if as_json {
+        let v: Vec<Value> = table
+            .iter()
+            .map(|(n, t)| {
+                let mut m = Map::new();
+                m.insert("cpus".into(), json!(n));
+                for (tp, x) in topos.iter().zip(t) {
+                    m.insert(tp.to_string(), json!(x));
+                }
+                Value::Object(m)
+            })
+            .collect();
+        let out = json!({"operation": op.name(), "units": units(model), "sizes": v});
+        return emit(None, &(serde_json::to_string_pretty(&out)? + "\n"));
+    }
+    let mut s = format!(
+        "Predicted {} time ({}) by group size, CPUs added round-robin over nodes\n{:>5}",
+        op.name(),
+        units(model),
+        "cpus"
+    );
+    for t in topos {
+        let _ = write!(s, "{:>19}", t.to_string());
+    }
+    s.push('\n');
+    for (n, t) in &table {
+        let _ = write!(s, "{n:>5}");
+        for x in t {
+            let _ = write!(s, "{x:>19.1}");
+        }
+        s.push('\n');
+    }
+    emit(None, &s)
+}
+
+/// Deterministic pseudo-random subsets of `k` of `members`.
+fn subsets(members: &[usize], k: usize, count: usize) -> Vec<Vec<usize>> {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    (0..count)
+        .map(|_| {
+            let mut v = members.to_vec();
+            for i in 0..k.min(v.len()) {
+                let j = i + (next() % (v.len() - i) as u64) as usize;
+                v.swap(i, j);
+            }
+            v.truncate(k);
+            v.sort_unstable();
+            v
+        })
+        .collect()
+}
+
+fn evaluate_optimum(model: &Model, members: &[usize], root: Option<usize>, a: &EvaluateArgs) -> Result<()> {
+    const MAX: usize = 8;
+    let groups = match a.subsets {
+        Some(0) => bail!("--subsets must be at least 1"),
+        Some(k) => subsets(members, MAX.min(members.len()), k),
+        None => {
+            if members.len() > MAX {
+                bail!(
+                    "--optimum searches at most {MAX} CPUs, the group has {}; pick some with --cpus or use --subsets N",
+                    members.len()
+                );
+            }
+            vec![members.to_vec()]
+        }
+    };
+    let limit = Duration::from_secs_f64(a.time_limit);
+    let mut results = Vec::new();
+    for g in &groups {
+        let c = Costs::new(model, g).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let r = match root.and_then(|p| g.iter().position(|&m| m == p)) {
+            Some(r) => r,
+            None => c.default_root(),
+        };
+        let lat = |t: Topology| broadcast_latency(&c, r, &t.children(&c, r));
+        let opt_tree = Topology::Optimized.children(&c, r);
+        let o = optimum(&c, r, limit, Some(&opt_tree)).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut cpus: Vec<u32> = g.iter().map(|&p| model.cpus[p]).collect();
+        cpus.sort_unstable();
+        let best_static = Topology::EVALUATED
+            .iter()
+            .filter(|t| t.is_static())
+            .map(|&t| lat(t))
+            .fold(f64::INFINITY, f64::min);
+        results.push(json!({
+            "cpus": format_cpu_list(&cpus),
+            "root": model.cpus[g[r]],
+            "optimum": o.latency,
+            "proven_optimal": o.proven,
+            "search_nodes": o.visited,
+            "search_seconds": o.elapsed.as_secs_f64(),
+            "adaptive": lat(Topology::Adaptive),
+            "adaptive-sorted": lat(Topology::AdaptiveSorted),
+            "adaptive-shuffled": lat(Topology::AdaptiveShuffled),
+            "optimized": broadcast_latency(&c, r, &opt_tree),
+            "best_static": best_static,
+            "optimum_tree": c.tree(r, o.children.clone()).to_json(),
+        }));
+    }
+    let gap = |v: &Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN) / v["optimum"].as_f64().unwrap_or(f64::NAN) - 1.0;
+    let keys = ["adaptive", "adaptive-sorted", "adaptive-shuffled", "optimized", "best_static"];
+    let mean_gap = |k: &str| results.iter().map(|v| gap(v, k)).sum::<f64>() / results.len() as f64;
+    if a.json {
+        let mut means = Map::new();
+        for k in keys {
+            means.insert(k.into(), json!(mean_gap(k)));
+        }
+        let out = json!({"units": units(model), "groups": results, "mean_gap_over_optimum": means});
+        return emit(None, &(serde_json::to_string_pretty(&out)? + "\n"));
+    }
+    let mut s = format!(
+        "Broadcast latency ({}) vs the exhaustive optimum (gap = latency / optimum - 1)\n{:<16}{:>5}{:>11}{:>7}",
+        units(model),
+        "cpus",
+        "root",
+        "optimum",
+        "proven"
+    );
+    for k in keys {
+        let _ = write!(s, "{:>19}", k);
+    }
+    s.push('\n');
+    for v in &results {
+        let _ = write!(
+            s,
+            "{:<16}{:>5}{:>11.1}{:>7}",
+            v["cpus"].as_str().unwrap_or(""),
+            v["root"],
+            v["optimum"].as_f64().unwrap_or(f64::NAN),
+            if v["proven_optimal"].as_bool() == Some(true) { "yes" } else { "no" }
+        );
+        for k in keys {
+            let _ = write!(
+                s,
+                "{:>19}",
+                format!("{:.1} ({:+.1}%)", v[k].as_f64().unwrap_or(f64::NAN), 100.0 * gap(v, k))
+            );
+        }
+        s.push('\n');
+    }
+    let _ = write!(s, "{:<39}", "mean gap");
+    for k in keys {
+        let _ = write!(s, "{:>19}", format!("{:+.2}%", 100.0 * mean_gap(k)));
+    }
+    s.push('\n');
+    emit(None, &s)
+}
+
+fn evaluate_models(dir: &Path, a: &EvaluateArgs, topos: &[Topology], pl: Payload, op: Op) -> Result<()> {
+    if a.model.is_some() || a.scaling || a.optimum || a.cpus.is_some() || a.root.is_some() {
+        bail!("--models compares whole machines; it takes no --model, --cpus, --root, --scaling or --optimum");
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("{}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("json")))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!("{}: no model JSON files (*.json) in this directory", dir.display());
+    }
+    let smelt: Vec<Topology> = topos.iter().copied().filter(|t| !t.is_static()).collect();
+    if smelt.is_empty() || smelt.len() == topos.len() {
+        bail!("--algos must name at least one static and one smelt (adaptive*/optimized) topology");
+    }
+    // machine -> (n, best static per op, speedups[smelt][op])
+    let mut machines = Vec::new();
+    for f in &files {
+        let m = load(f)?;
+        let all: Vec<usize> = (0..m.len()).collect();
+        let rows = evaluate_group(&m, &all, None, topos, pl).map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
+        let name = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let best: Vec<String> = Op::ALL
+            .iter()
+            .map(|&o| best_static(&rows, o).map(|b| b.topology.to_string()).unwrap_or_default())
+            .collect();
+        let sp: Vec<Vec<f64>> = smelt
+            .iter()
+            .map(|t| {
+                let r = rows.iter().find(|r| r.topology == *t).expect("evaluated");
+                Op::ALL.iter().map(|&o| speedup(&rows, r, o).unwrap_or(f64::NAN)).collect()
+            })
+            .collect();
+        machines.push((name, m.len(), best, sp));
+    }
+    let oi = |o: Op| Op::ALL.iter().position(|&x| x == o).unwrap_or(0);
+    let mean = |si: usize, o: usize| {
+        let v: Vec<f64> = machines.iter().map(|m| m.3[si][o]).filter(|x| x.is_finite()).collect();
+        v.iter().sum::<f64>() / v.len().max(1) as f64
+    };
+    if let Some(plot) = &a.plot {
+        let chart = BarChart {
+            title: format!("{} speedup over the best static tree", op.name()),
+            y_label: "speedup".into(),
+            groups: machines.iter().map(|m| m.0.clone()).chain(["mean".to_string()]).collect(),
+            series: smelt
+                .iter()
+                .enumerate()
+                .map(|(si, t)| {
+                    (
+                        t.to_string(),
+                        machines.iter().map(|m| m.3[si][oi(op)]).chain([mean(si, oi(op))]).collect(),
+                    )
+                })
+                .collect(),
+            reference: Some(1.0),
+        };
+        render(&chart, plot).map_err(|e| anyhow::anyhow!("--plot: {e}"))?;
+    }
+    if a.json {
+        let ms: Vec<Value> = machines
+            .iter()
+            .map(|(name, n, best, sp)| {
+                let mut b = Map::new();
+                let mut s = Map::new();
+                for (k, o) in Op::ALL.iter().enumerate() {
+                    b.insert(o.name().into(), json!(best[k]));
+                }
+                for (si, t) in smelt.iter().enumerate() {
+                    let mut m = Map::new();
+                    for (k, o) in Op::ALL.iter().enumerate() {
+                        m.insert(o.name().into(), json!(sp[si][k]));
+                    }
+                    s.insert(t.to_string(), Value::Object(m));
+                }
+                json!({"machine": name, "cpus": n, "best_static": b, "speedup": s})
+            })
+            .collect();
+        let mut means = Map::new();
+        for (si, t) in smelt.iter().enumerate() {
+            let mut m = Map::new();
+            for (k, o) in Op::ALL.iter().enumerate() {
+                m.insert(o.name().into(), json!(mean(si, k)));
+            }
+            means.insert(t.to_string(), Value::Object(m));
+        }
+        let out = json!({"machines": ms, "mean_speedup": means});
+        return emit(None, &(serde_json::to_string_pretty(&out)? + "\n"));
+    }
+    let mut s = String::from("Speedup of each smelt topology over the best static tree (>1 = faster), per operation\n");
+    for (k, o) in Op::ALL.iter().enumerate() {
+        let _ = write!(s, "\n[{}]\n{:<48}{:>5}{:>14}", o.name(), "machine", "cpus", "best static");
+        for t in &smelt {
+            let _ = write!(s, "{:>19}", t.to_string());
+        }
+        s.push('\n');
+        for (name, n, best, sp) in &machines {
+            let _ = write!(s, "{:<48}{:>5}{:>14}", truncate(name, 47), n, best[k]);
+            for row in sp {
+                let _ = write!(s, "{:>18.3}x", row[k]);
+            }
+            s.push('\n');
+        }
+        let _ = write!(s, "{:<67}", "mean");
+        for si in 0..smelt.len() {
+            let _ = write!(s, "{:>18.3}x", mean(si, k));
+        }
+        s.push('\n');
+    }
+    emit(None, &s)
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        s.chars().take(n - 1).collect::<String>() + "…"
+    }
 }
