@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use smelt_model::import::{import as import_model, Format, ImportOptions};
-use smelt_model::stats::{summarize, sizes_text, HierarchySummary, LevelCosts, MinMedMax};
+use smelt_model::stats::{sizes_text, summarize, HierarchySummary, LevelCosts, MinMedMax};
 use smelt_model::Model;
 use std::path::PathBuf;
 
@@ -186,7 +186,13 @@ fn print_hierarchy(title: &str, h: &HierarchySummary) {
     }
     println!("  costs by innermost shared level, ns (min / median / max):");
     let has_rtt = h.costs.iter().any(|c| c.rtt.is_some());
-    let w = h.costs.iter().map(|c| c.level.len()).max().unwrap_or(0).max(10);
+    let w = h
+        .costs
+        .iter()
+        .map(|c| c.level.len())
+        .max()
+        .unwrap_or(0)
+        .max(10);
     println!(
         "    {:<w$} {:>6}  {:<22} {:<22}{}",
         "level",

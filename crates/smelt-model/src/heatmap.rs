@@ -62,10 +62,7 @@ fn font_candidates() -> Vec<PathBuf> {
         for p in entries {
             if p.is_dir() {
                 walk(&p, depth + 1, out);
-            } else if p
-                .extension()
-                .is_some_and(|e| e.eq_ignore_ascii_case("ttf"))
-            {
+            } else if p.extension().is_some_and(|e| e.eq_ignore_ascii_case("ttf")) {
                 out.push(p);
             }
         }
@@ -89,7 +86,11 @@ pub fn colormap(t: f64) -> RGBColor {
         (170, 220, 50),
         (253, 231, 37),
     ];
-    let t = if t.is_finite() { t.clamp(0.0, 1.0) } else { 0.0 };
+    let t = if t.is_finite() {
+        t.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
     let x = t * (STOPS.len() - 1) as f64;
     let k = (x.floor() as usize).min(STOPS.len() - 2);
     let f = x - k as f64;
@@ -100,7 +101,7 @@ pub fn colormap(t: f64) -> RGBColor {
 
 /// "Nice" tick values covering [lo, hi] (about `count` of them).
 fn ticks(lo: f64, hi: f64, count: usize) -> Vec<f64> {
-    if !(hi > lo) {
+    if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
         return vec![lo];
     }
     let raw = (hi - lo) / count.max(1) as f64;
@@ -131,7 +132,8 @@ pub fn render_png(model: &Model) -> Result<Vec<u8>, ModelError> {
     }
     let cell = (640 / n as u32).max(2);
     let p = cell * n as u32; // panel side, px
-    let (left, top, bottom, gap, bar_gap, bar_w, right) = (70u32, 70u32, 60u32, 50u32, 30u32, 24u32, 80u32);
+    let (left, top, bottom, gap, bar_gap, bar_w, right) =
+        (70u32, 70u32, 60u32, 50u32, 30u32, 24u32, 80u32);
     let w = left + p + gap + left + p + bar_gap + bar_w + right;
     let h = top + p + bottom;
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
@@ -168,9 +170,7 @@ pub fn render_png(model: &Model) -> Result<Vec<u8>, ModelError> {
         };
         let title = format!(
             "{} ({}): {} CPUs, costs in ns",
-            model.provenance.host,
-            model.provenance.method,
-            n
+            model.provenance.host, model.provenance.method, n
         );
         label(&title, 10, 8, 18, (HPos::Left, VPos::Top))?;
         let tick_every = {
@@ -257,7 +257,13 @@ pub fn render_png(model: &Model) -> Result<Vec<u8>, ModelError> {
             BLACK.stroke_width(1),
         ))
         .map_err(draw_err)?;
-        label("ns", bx + bar_w as i32 / 2, by - 8, 13, (HPos::Center, VPos::Bottom))?;
+        label(
+            "ns",
+            bx + bar_w as i32 / 2,
+            by - 8,
+            13,
+            (HPos::Center, VPos::Bottom),
+        )?;
         for t in ticks(lo, hi, 6) {
             let y = by + ((1.0 - (t - lo) / (hi - lo)) * (p - 1) as f64).round() as i32;
             root.draw(&PathElement::new(
@@ -299,7 +305,10 @@ mod tests {
         assert_eq!(colormap(0.0), RGBColor(68, 1, 84));
         assert_eq!(colormap(1.0), RGBColor(253, 231, 37));
         assert_eq!(colormap(f64::NAN), colormap(0.0));
-        assert_eq!(ticks(0.0, 100.0, 5), vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
+        assert_eq!(
+            ticks(0.0, 100.0, 5),
+            vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]
+        );
         assert_eq!(ticks(13.0, 14.0, 4), vec![13.0, 13.25, 13.5, 13.75, 14.0]);
     }
 

@@ -15,6 +15,9 @@
 //! pairs from it ([`fill_gaps`]) and records what it did in the provenance. Bad
 //! input is a [`ModelError::Parse`] naming the file, the line and the problem.
 
+// Cost matrices are indexed by position pairs; index loops read best here.
+#![allow(clippy::needless_range_loop)]
+
 use crate::host::now_rfc3339;
 use crate::infer::{infer_from_costs, infer_hierarchy, symmetric_cost};
 use crate::{format_cpu_list, parse_cpu_list, Hierarchy, Level, Model, ModelError};
@@ -125,12 +128,17 @@ fn read_text(path: &Path) -> Result<String, ModelError> {
         path: path.into(),
         source: e,
     })?;
-    String::from_utf8(bytes).map_err(|_| ModelError::parse(path, None, "the file is not UTF-8 text"))
+    String::from_utf8(bytes)
+        .map_err(|_| ModelError::parse(path, None, "the file is not UTF-8 text"))
 }
 
 fn positive_cost(path: &Path, line: usize, what: &str, text: &str) -> Result<f64, ModelError> {
     let v: f64 = text.trim().parse().map_err(|_| {
-        ModelError::parse(path, Some(line), format!("{what} '{}' is not a number", text.trim()))
+        ModelError::parse(
+            path,
+            Some(line),
+            format!("{what} '{}' is not a number", text.trim()),
+        )
     })?;
     if v.is_nan() || v.is_infinite() {
         return Err(ModelError::parse(
@@ -211,7 +219,10 @@ pub fn read_c2c_matrix(path: &Path) -> Result<Vec<Vec<f64>>, ModelError> {
                 return Err(ModelError::parse(
                     path,
                     Some(ln),
-                    format!("column {}: the diagonal (CPU {i} to itself) must be empty", j + 1),
+                    format!(
+                        "column {}: the diagonal (CPU {i} to itself) must be empty",
+                        j + 1
+                    ),
                 ));
             }
             let v = positive_cost(path, ln, &what, cell)?;
@@ -253,9 +264,8 @@ pub fn import_c2c_csv(path: &Path) -> Result<Model, ModelError> {
     let cpus: Vec<u32> = (0..n as u32).collect();
     let missing = count_missing(&lat);
     let classes = infer_from_costs(&cpus, &lat);
-    let filled = fill_gaps(&mut lat, &cpus, &classes)
-        .map_err(|why| ModelError::parse(path, None, why))?
-        / 2;
+    let filled =
+        fill_gaps(&mut lat, &cpus, &classes).map_err(|why| ModelError::parse(path, None, why))? / 2;
     let r = C2C_RECEIVE_PER_SEND;
     let f = C2C_COST_PER_ONE_WAY;
     let scale = |k: f64| -> Vec<Vec<f64>> {
@@ -356,7 +366,11 @@ pub fn fill_gaps(m: &mut [Vec<f64>], cpus: &[u32], hierarchy: &Hierarchy) -> Res
     let class = |i: usize, j: usize| -> (usize, usize, usize) {
         match (0..nl).find(|&k| gid[k][i] != gid[k][j]) {
             Some(k) => (k, gid[k][i], gid[k][j]),
-            None => (nl, gid.last().map_or(0, |g| g[i]), gid.last().map_or(0, |g| g[j])),
+            None => (
+                nl,
+                gid.last().map_or(0, |g| g[i]),
+                gid.last().map_or(0, |g| g[j]),
+            ),
         }
     };
     let mut fine: HashMap<(usize, usize, usize), Vec<f64>> = HashMap::new();
@@ -383,15 +397,14 @@ pub fn fill_gaps(m: &mut [Vec<f64>], cpus: &[u32], hierarchy: &Hierarchy) -> Res
     };
     let mut fine_med: HashMap<(usize, usize, usize), f64> =
         fine.iter_mut().map(|(k, v)| (*k, median(v))).collect();
-    let coarse_med: HashMap<usize, f64> =
-        coarse.iter_mut().map(|(k, v)| (*k, median(v))).collect();
+    let coarse_med: HashMap<usize, f64> = coarse.iter_mut().map(|(k, v)| (*k, median(v))).collect();
     let all_med = median(&mut all);
     for &(i, j) in &todo {
         let c = class(i, j);
         let v = *fine_med
             .entry(c)
             .or_insert_with(|| coarse_med.get(&c.0).copied().unwrap_or(all_med));
-        if !(v > 0.0) {
+        if v.is_nan() || v <= 0.0 {
             return Err(format!(
                 "cannot fill CPU {} -> CPU {}: no positive measured cost to take it from",
                 cpus[i], cpus[j]
@@ -429,10 +442,7 @@ fn read_pair_file(path: &Path) -> Result<PairFile, ModelError> {
             return Err(ModelError::parse(
                 path,
                 Some(ln),
-                format!(
-                    "{} columns, expected 4 (SRC DST MEAN STDERR)",
-                    f.len()
-                ),
+                format!("{} columns, expected 4 (SRC DST MEAN STDERR)", f.len()),
             ));
         }
         let cpu = |s: &str, what: &str| -> Result<u32, ModelError> {
@@ -560,7 +570,11 @@ fn parse_paren_groups(path: &Path, ln: usize, s: &str) -> Result<Vec<Vec<u32>>, 
             ));
         };
         let Some((inner, after)) = open.split_once(')') else {
-            return Err(ModelError::parse(path, Some(ln), "unclosed '(' in a CPU group"));
+            return Err(ModelError::parse(
+                path,
+                Some(ln),
+                "unclosed '(' in a CPU group",
+            ));
         };
         let g = inner
             .split_whitespace()
@@ -630,7 +644,8 @@ fn read_likwid(path: &Path) -> Result<Likwid, ModelError> {
                     "'Cache groups' without a preceding 'Level' line",
                 ));
             };
-            out.caches.push((level, parse_paren_groups(path, ln, v)?, ln));
+            out.caches
+                .push((level, parse_paren_groups(path, ln, v)?, ln));
         }
     }
     Ok(out)
@@ -711,7 +726,10 @@ pub fn import_machinedb(dir: &Path, ghz: Option<f64>) -> Result<Model, ModelErro
     // Clock.
     let (ghz, clock_from) = match (ghz, lscpu.as_ref().and_then(|l| l.mhz)) {
         (Some(g), _) => (g, "--ghz".to_string()),
-        (None, Some(mhz)) => ((mhz * 1e6).round() / 1e9, format!("'CPU MHz' of {}", lscpu_path.display())),
+        (None, Some(mhz)) => (
+            (mhz * 1e6).round() / 1e9,
+            format!("'CPU MHz' of {}", lscpu_path.display()),
+        ),
         (None, None) => {
             let why = if lscpu.is_some() {
                 "lscpu.txt has no 'CPU MHz' line"
@@ -788,7 +806,13 @@ pub fn import_machinedb(dir: &Path, ghz: Option<f64>) -> Result<Model, ModelErro
     if let Some(lk) = &likwid {
         if !lk.sockets.is_empty() {
             let groups: Vec<Vec<u32>> = lk.sockets.iter().map(|(g, _)| g.clone()).collect();
-            check_partition(&likwid_path, lk.sockets[0].1, "the 'Socket' lines", &groups, &cpus)?;
+            check_partition(
+                &likwid_path,
+                lk.sockets[0].1,
+                "the 'Socket' lines",
+                &groups,
+                &cpus,
+            )?;
             levels.push(Level {
                 name: "Package".into(),
                 groups,
@@ -800,7 +824,13 @@ pub fn import_machinedb(dir: &Path, ghz: Option<f64>) -> Result<Model, ModelErro
             let mut numa = l.numa.clone();
             numa.sort_by_key(|(id, _, _)| *id);
             let groups: Vec<Vec<u32>> = numa.iter().map(|(_, g, _)| g.clone()).collect();
-            check_partition(&lscpu_path, numa[0].2, "the 'NUMA node' lines", &groups, &cpus)?;
+            check_partition(
+                &lscpu_path,
+                numa[0].2,
+                "the 'NUMA node' lines",
+                &groups,
+                &cpus,
+            )?;
             levels.push(Level {
                 name: "NUMANode".into(),
                 groups,
@@ -864,7 +894,8 @@ pub fn import_machinedb(dir: &Path, ghz: Option<f64>) -> Result<Model, ModelErro
     let classes = infer_from_costs(&cpus, &symmetric_cost(&probe_model));
     let mut notes = Vec::new();
     let mut fill = |m: &mut Vec<Vec<f64>>, f: &PairFile| -> Result<(), ModelError> {
-        let k = fill_gaps(m, &cpus, &classes).map_err(|why| ModelError::parse(&f.path, None, why))?;
+        let k =
+            fill_gaps(m, &cpus, &classes).map_err(|why| ModelError::parse(&f.path, None, why))?;
         if k > 0 {
             notes.push(format!(
                 "{}: {k} of {} ordered pairs missing, filled with the median of measured \

@@ -19,6 +19,9 @@
 //! Because the dendrogram is monotone the levels nest. The result is deterministic
 //! (ties are broken by position).
 
+// Cost matrices are indexed by position pairs; index loops read best here.
+#![allow(clippy::needless_range_loop)]
+
 use crate::{format_cpu_list, Hierarchy, Level, Model};
 
 /// A merge must be at least this many times as high as the previous one to start a
@@ -479,6 +482,9 @@ mod tests {
                 .any(|l| l.contains("merges NUMANode groups 4-5 + 6-7")),
             "{lines:?}"
         );
-        assert!(lines.iter().any(|l| l.contains("does not show")), "{lines:?}");
+        assert!(
+            lines.iter().any(|l| l.contains("does not show")),
+            "{lines:?}"
+        );
     }
 }

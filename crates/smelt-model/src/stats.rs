@@ -1,6 +1,9 @@
 //! Summaries of a model: group counts per hierarchy level and cost statistics per
 //! level (what `smelt model show` prints).
 
+// Cost matrices are indexed by position pairs; index loops read best here.
+#![allow(clippy::needless_range_loop)]
+
 use crate::infer::{compare, distinct_levels};
 use crate::{format_cpu_list, Hierarchy, Model, Provenance};
 use serde::Serialize;
@@ -197,7 +200,11 @@ mod tests {
         let s = summarize(&m);
         assert_eq!(s.cpus, "0-5");
         assert_eq!(s.hierarchy.levels[0].sizes, vec![3, 3]);
-        assert!(s.comparison[0].contains("matches Package"), "{:?}", s.comparison);
+        assert!(
+            s.comparison[0].contains("matches Package"),
+            "{:?}",
+            s.comparison
+        );
         assert_eq!(sizes_text(&[3, 3]), "2 x 3");
         assert_eq!(sizes_text(&[3, 1]), "3,1");
     }

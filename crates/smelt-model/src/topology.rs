@@ -134,7 +134,10 @@ pub fn discover(requested: Option<&[u32]>) -> Result<Discovered, ModelError> {
     let numa_distances = numa_distances(&topo, &numa_objs);
     let cpu_model = topo
         .objects_with_type(ObjectType::Package)
-        .find_map(|p| p.info("CPUModel").map(|s| s.to_string_lossy().trim().to_string()))
+        .find_map(|p| {
+            p.info("CPUModel")
+                .map(|s| s.to_string_lossy().trim().to_string())
+        })
         .filter(|s| !s.is_empty())
         .or_else(cpu_model_from_proc)
         .unwrap_or_else(|| "unknown".into());
@@ -157,17 +160,14 @@ fn numa_distances(topo: &Topology, nodes: &[&TopologyObject]) -> Option<Vec<Vec<
     if nodes.is_empty() {
         return None;
     }
-    let all = topo
-        .distances_with_type(None, ObjectType::NUMANode)
-        .ok()?;
+    let all = topo.distances_with_type(None, ObjectType::NUMANode).ok()?;
     for d in all {
         let objs: Vec<Option<&TopologyObject>> = d.objects().collect();
         let idx: Option<Vec<usize>> = nodes
             .iter()
             .map(|n| {
-                objs.iter().position(|o| {
-                    o.is_some_and(|o| o.logical_index() == n.logical_index())
-                })
+                objs.iter()
+                    .position(|o| o.is_some_and(|o| o.logical_index() == n.logical_index()))
             })
             .collect();
         let Some(idx) = idx else { continue };

@@ -1,6 +1,8 @@
 //! Imports the real machine files in `testdata/machines/` and checks what the
 //! importers and the hierarchy inference make of them, plus every kind of bad input.
 
+#![allow(clippy::needless_range_loop)]
+
 use smelt_model::import::{
     fill_gaps, import, import_c2c_csv, import_machinedb, Format, ImportOptions,
     C2C_COST_PER_ONE_WAY, C2C_RECEIVE_PER_SEND,
@@ -18,7 +20,9 @@ fn xeon_dir() -> PathBuf {
 }
 
 fn csv(name: &str) -> PathBuf {
-    machines().join("core-to-core-latency").join(format!("{name}.csv"))
+    machines()
+        .join("core-to-core-latency")
+        .join(format!("{name}.csv"))
 }
 
 fn groups(list: &[&str]) -> Vec<Vec<u32>> {
@@ -76,7 +80,9 @@ fn machinedb_xeon_imports_with_clock_hierarchy_and_sockets() {
         "{lines:?}"
     );
     assert!(
-        lines.iter().any(|l| l.contains("L2Cache (10 groups) does not show")),
+        lines
+            .iter()
+            .any(|l| l.contains("L2Cache (10 groups) does not show")),
         "{lines:?}"
     );
 }
@@ -232,7 +238,11 @@ fn csv_gaps_are_filled_from_the_inferred_groups() {
     let m = import_c2c_csv(&p).unwrap();
     let k = (C2C_COST_PER_ONE_WAY) / (1.0 + C2C_RECEIVE_PER_SEND);
     // Local pairs of socket 3-5 measured: (5,3)=28, (5,4)=29 → median 28.5.
-    assert!((m.send[4][3] / k - 28.5).abs() < 1e-9, "{}", m.send[4][3] / k);
+    assert!(
+        (m.send[4][3] / k - 28.5).abs() < 1e-9,
+        "{}",
+        m.send[4][3] / k
+    );
     assert_eq!(m.send[3][4], m.send[4][3]);
     // Remote pairs between the two groups, median of the 8 measured.
     let mut remote = Vec::new();
@@ -351,12 +361,7 @@ fn bad_csv_files_are_refused_with_file_line_and_problem() {
         Some(1),
         "diagonal",
     );
-    expect_parse(
-        imp(write(d, "one.csv", "\n")),
-        "one.csv",
-        None,
-        "empty",
-    );
+    expect_parse(imp(write(d, "one.csv", "\n")), "one.csv", None, "empty");
     expect_parse(
         imp(write(d, "none.csv", ",,\n,,\n,,\n")),
         "none.csv",
@@ -422,16 +427,76 @@ fn small_machinedb_imports_and_fills_missing_pairs() {
 fn bad_machinedb_files_are_refused_with_file_line_and_problem() {
     let cases: Vec<(&str, &str, &str, Option<usize>, &str)> = vec![
         // (file, search, replace, expected line, expected text)
-        ("pairwise-nsend_send", "0 1 50 1.5", "0 1 50", Some(1), "3 columns, expected 4"),
-        ("pairwise-nsend_send", "0 1 50 1.5", "0 1 -50 1.5", Some(1), "negative"),
-        ("pairwise-nsend_send", "0 1 50 1.5", "0 1 nan 1.5", Some(1), "finite"),
-        ("pairwise-nsend_send", "0 2 150 1.5", "0 1 150 1.5", Some(2), "duplicate pair 0 -> 1"),
-        ("pairwise-nsend_receive", "0 1 180 2.5", "0 9 180 2.5", Some(1), "unknown CPU 9"),
-        ("pairwise-nsend_send", "0 1 50 1.5", "0 0 50 1.5", Some(1), "paired with itself"),
-        ("pairwise-nsend_send", "0 1 50 1.5", "x 1 50 1.5", Some(1), "not a CPU number"),
-        ("lscpu.txt", "CPU MHz:  1000.000", "CPU MHz:  fast", Some(3), "not a number"),
-        ("lscpu.txt", "NUMA node1 CPU(s): 2,3", "NUMA node1 CPU(s): 2,3,7", Some(4), "CPU 7"),
-        ("lscpu.txt", "NUMA node1 CPU(s): 2,3", "NUMA node1 CPU(s): 2", Some(4), "leaves out CPUs 3"),
+        (
+            "pairwise-nsend_send",
+            "0 1 50 1.5",
+            "0 1 50",
+            Some(1),
+            "3 columns, expected 4",
+        ),
+        (
+            "pairwise-nsend_send",
+            "0 1 50 1.5",
+            "0 1 -50 1.5",
+            Some(1),
+            "negative",
+        ),
+        (
+            "pairwise-nsend_send",
+            "0 1 50 1.5",
+            "0 1 nan 1.5",
+            Some(1),
+            "finite",
+        ),
+        (
+            "pairwise-nsend_send",
+            "0 2 150 1.5",
+            "0 1 150 1.5",
+            Some(2),
+            "duplicate pair 0 -> 1",
+        ),
+        (
+            "pairwise-nsend_receive",
+            "0 1 180 2.5",
+            "0 9 180 2.5",
+            Some(1),
+            "unknown CPU 9",
+        ),
+        (
+            "pairwise-nsend_send",
+            "0 1 50 1.5",
+            "0 0 50 1.5",
+            Some(1),
+            "paired with itself",
+        ),
+        (
+            "pairwise-nsend_send",
+            "0 1 50 1.5",
+            "x 1 50 1.5",
+            Some(1),
+            "not a CPU number",
+        ),
+        (
+            "lscpu.txt",
+            "CPU MHz:  1000.000",
+            "CPU MHz:  fast",
+            Some(3),
+            "not a number",
+        ),
+        (
+            "lscpu.txt",
+            "NUMA node1 CPU(s): 2,3",
+            "NUMA node1 CPU(s): 2,3,7",
+            Some(4),
+            "CPU 7",
+        ),
+        (
+            "lscpu.txt",
+            "NUMA node1 CPU(s): 2,3",
+            "NUMA node1 CPU(s): 2",
+            Some(4),
+            "leaves out CPUs 3",
+        ),
     ];
     for (file, from, to, line, what) in cases {
         let dir = tempfile::tempdir().unwrap();
@@ -476,7 +541,9 @@ fn bad_machinedb_files_are_refused_with_file_line_and_problem() {
     // No clock anywhere.
     let dir = tempfile::tempdir().unwrap();
     small_db(dir.path());
-    edit(&dir.path().join("lscpu.txt"), |t| t.replace("CPU MHz:  1000.000\n", ""));
+    edit(&dir.path().join("lscpu.txt"), |t| {
+        t.replace("CPU MHz:  1000.000\n", "")
+    });
     let e = import(dir.path(), &ImportOptions::default()).unwrap_err();
     assert!(e.to_string().contains("pass --ghz"), "{e}");
     let m = import(
