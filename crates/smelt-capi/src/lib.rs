@@ -1,1 +1,570 @@
-//! C API (being written).
+//! The C API of smelt: `include/smelt.h`, built as `libsmelt.so` / `libsmelt.a`.
+//!
+//! Every exported function returns an [`smelt_status`] code (`SMELT_OK` = 0) and
+//! leaves a message for [`smelt_last_error`] on failure; none lets a Rust panic cross
+//! the FFI boundary (each body runs under `catch_unwind`, a panic becomes
+//! `SMELT_ERR_PANIC`). Objects are opaque pointers created by `*_load` / `*_build` /
+//! `*_create` and released by the matching `*_free`.
+//!
+//! # `unsafe`
+//! A C API cannot avoid `unsafe`: it dereferences raw pointers handed over by C. This
+//! crate is therefore the one exception to "unsafe only in smelt-transport". Every
+//! dereference goes through a small helper ([`cstr`], [`slice`], [`out`], [`obj`])
+//! whose single `unsafe` block states, in a `// SAFETY:` comment, what the caller of
+//! the C function promised in `smelt.h`.
+
+#![allow(non_camel_case_types)]
+
+mod group;
+
+use ::smelt_model::{Model, ModelError};
+use ::smelt_tree::{Payload, Topology, Tree};
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+#[allow(unused_imports)]
+pub use group::*;
+
+/// Status codes of every function (see `smelt.h`).
+pub type smelt_status = c_int;
+/// Success.
+pub const SMELT_OK: smelt_status = 0;
+/// A NULL pointer, an unknown name, an out-of-range number.
+pub const SMELT_ERR_INVALID_ARGUMENT: smelt_status = 1;
+/// A file could not be read.
+pub const SMELT_ERR_IO: smelt_status = 2;
+/// A model file is malformed or invalid.
+pub const SMELT_ERR_MODEL: smelt_status = 3;
+/// A tree could not be built (e.g. a CPU not in the model).
+pub const SMELT_ERR_TREE: smelt_status = 4;
+/// The runtime failed (a member disconnected, a thread could not be pinned).
+pub const SMELT_ERR_RUNTIME: smelt_status = 5;
+/// An operation did not complete in time.
+pub const SMELT_ERR_TIMEOUT: smelt_status = 6;
+/// A caller-provided buffer is too small.
+pub const SMELT_ERR_BUFFER: smelt_status = 7;
+/// An internal error (a bug in smelt); the object involved should not be used again.
+pub const SMELT_ERR_PANIC: smelt_status = 8;
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// An error: a status code and a message.
+pub(crate) struct Error(pub smelt_status, pub String);
+
+pub(crate) type Res<T> = Result<T, Error>;
+
+pub(crate) fn err<T>(code: smelt_status, msg: impl Into<String>) -> Res<T> {
+    Err(Error(code, msg.into()))
+}
+
+fn set_last_error(msg: &str) {
+    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+}
+
+/// Runs `f`, turning errors and panics into a status code and a message.
+pub(crate) fn guard(f: impl FnOnce() -> Res<()>) -> smelt_status {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => {
+            set_last_error("");
+            SMELT_OK
+        }
+        Ok(Err(Error(code, msg))) => {
+            set_last_error(&msg);
+            code
+        }
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            set_last_error(&format!("internal error: {what}"));
+            SMELT_ERR_PANIC
+        }
+    }
+}
+
+/// A C string argument as `&str`.
+pub(crate) fn cstr<'a>(p: *const c_char, what: &str) -> Res<&'a str> {
+    if p.is_null() {
+        return err(SMELT_ERR_INVALID_ARGUMENT, format!("{what} is NULL"));
+    }
+    // SAFETY: smelt.h requires string arguments to be NUL-terminated and valid for the
+    // duration of the call; p is not NULL.
+    let s = unsafe { CStr::from_ptr(p) };
+    s.to_str()
+        .map_err(|_| Error(SMELT_ERR_INVALID_ARGUMENT, format!("{what} is not UTF-8")))
+}
+
+/// An array argument of `len` elements as a slice (empty for len 0, whatever `p`).
+pub(crate) fn slice<'a, T>(p: *const T, len: usize, what: &str) -> Res<&'a [T]> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return err(SMELT_ERR_INVALID_ARGUMENT, format!("{what} is NULL"));
+    }
+    // SAFETY: smelt.h requires array arguments to point to `len` initialised elements
+    // that stay valid and unmodified during the call; p is not NULL.
+    Ok(unsafe { std::slice::from_raw_parts(p, len) })
+}
+
+/// A mutable buffer argument of `len` bytes.
+pub(crate) fn slice_mut<'a>(p: *mut u8, len: usize, what: &str) -> Res<&'a mut [u8]> {
+    if len == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() {
+        return err(SMELT_ERR_INVALID_ARGUMENT, format!("{what} is NULL"));
+    }
+    // SAFETY: smelt.h requires buffer arguments to point to `len` writable bytes that no
+    // other thread touches during the call; p is not NULL.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p, len) })
+}
+
+/// Stores `v` through an output pointer.
+pub(crate) fn out<T>(p: *mut T, v: T, what: &str) -> Res<()> {
+    if p.is_null() {
+        return err(SMELT_ERR_INVALID_ARGUMENT, format!("{what} is NULL"));
+    }
+    // SAFETY: smelt.h requires output pointers to point to writable storage of their
+    // type; p is not NULL. `write` does not read or drop the old (maybe uninitialised)
+    // value.
+    unsafe { p.write(v) };
+    Ok(())
+}
+
+/// Borrows an opaque object.
+pub(crate) fn obj<'a, T>(p: *const T, what: &str) -> Res<&'a T> {
+    if p.is_null() {
+        return err(SMELT_ERR_INVALID_ARGUMENT, format!("{what} is NULL"));
+    }
+    // SAFETY: opaque pointers are only created by this library (Box::into_raw) and
+    // smelt.h forbids using them after their *_free; p is not NULL.
+    Ok(unsafe { &*p })
+}
+
+/// Borrows an opaque object mutably.
+pub(crate) fn obj_mut<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
+    if p.is_null() {
+        return err(SMELT_ERR_INVALID_ARGUMENT, format!("{what} is NULL"));
+    }
+    // SAFETY: as `obj`; smelt.h also forbids using one object from two threads at once
+    // where the function takes it non-const.
+    Ok(unsafe { &mut *p })
+}
+
+/// Releases an object created by `Box::into_raw` (NULL is ignored).
+pub(crate) fn free<T>(p: *mut T) {
+    if !p.is_null() {
+        // SAFETY: p came from Box::into_raw in this library and smelt.h says each object
+        // is freed once; after this call C no longer uses it.
+        drop(unsafe { Box::from_raw(p) });
+    }
+}
+
+/// A loaded machine model (opaque to C).
+pub struct smelt_model {
+    pub(crate) model: Model,
+}
+
+/// A broadcast tree over some CPUs of a model (opaque to C).
+pub struct smelt_tree {
+    pub(crate) tree: Tree,
+    pub(crate) model: Model,
+}
+
+/// The message of the last failed call on this thread ("" after a success). The
+/// string stays valid until the next smelt call on the same thread.
+#[no_mangle]
+pub extern "C" fn smelt_last_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+static VERSION: &[u8] = concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes();
+
+/// The library version, e.g. "0.1.0" (static storage).
+#[no_mangle]
+pub extern "C" fn smelt_version() -> *const c_char {
+    VERSION.as_ptr() as *const c_char
+}
+
+/// Loads and validates a model file (`smelt probe -o model.json`).
+#[no_mangle]
+pub extern "C" fn smelt_model_load(
+    path: *const c_char,
+    model: *mut *mut smelt_model,
+) -> smelt_status {
+    guard(|| {
+        let p = cstr(path, "path")?;
+        let m = Model::load(p).map_err(|e| {
+            let code = match e {
+                ModelError::Io { .. } => SMELT_ERR_IO,
+                _ => SMELT_ERR_MODEL,
+            };
+            Error(code, e.to_string())
+        })?;
+        out(
+            model,
+            Box::into_raw(Box::new(smelt_model { model: m })),
+            "model",
+        )
+    })
+}
+
+/// A synthetic model: `sockets × cores_per_socket` CPUs numbered from 0, costs
+/// `send_ns`/`recv_ns` inside a socket and `remote_factor` times that across.
+#[no_mangle]
+pub extern "C" fn smelt_model_synthetic(
+    sockets: u32,
+    cores_per_socket: u32,
+    send_ns: f64,
+    recv_ns: f64,
+    remote_factor: f64,
+    model: *mut *mut smelt_model,
+) -> smelt_status {
+    guard(|| {
+        if sockets == 0
+            || cores_per_socket == 0
+            || sockets as u64 * cores_per_socket as u64 > 65_536
+        {
+            return err(
+                SMELT_ERR_INVALID_ARGUMENT,
+                "sockets and cores_per_socket must be >= 1 (at most 65536 CPUs)",
+            );
+        }
+        if [send_ns, recv_ns, remote_factor]
+            .iter()
+            .any(|x| !x.is_finite() || *x < 0.0)
+        {
+            return err(SMELT_ERR_INVALID_ARGUMENT, "costs must be finite and >= 0");
+        }
+        let m = ::smelt_model::synthetic(
+            sockets as usize,
+            cores_per_socket as usize,
+            send_ns,
+            recv_ns,
+            remote_factor,
+        );
+        out(
+            model,
+            Box::into_raw(Box::new(smelt_model { model: m })),
+            "model",
+        )
+    })
+}
+
+/// Number of CPUs of a model.
+#[no_mangle]
+pub extern "C" fn smelt_model_ncpus(model: *const smelt_model, n: *mut usize) -> smelt_status {
+    guard(|| out(n, obj(model, "model")?.model.len(), "n"))
+}
+
+/// Copies the model's OS CPU ids into `cpus` (room for `len`); `SMELT_ERR_BUFFER` if
+/// `len` is smaller than `smelt_model_ncpus`.
+#[no_mangle]
+pub extern "C" fn smelt_model_cpus(
+    model: *const smelt_model,
+    cpus: *mut u32,
+    len: usize,
+) -> smelt_status {
+    guard(|| {
+        let m = &obj(model, "model")?.model;
+        if len < m.len() {
+            return err(
+                SMELT_ERR_BUFFER,
+                format!(
+                    "the buffer has room for {len} CPUs, the model has {}",
+                    m.len()
+                ),
+            );
+        }
+        for (i, &c) in m.cpus.iter().enumerate() {
+            // The pointer arithmetic stays inside the `len` elements checked above.
+            out(cpus.wrapping_add(i), c, "cpus")?;
+        }
+        Ok(())
+    })
+}
+
+/// Releases a model (NULL is ignored).
+#[no_mangle]
+pub extern "C" fn smelt_model_free(model: *mut smelt_model) {
+    let _ = catch_unwind(|| free(model));
+}
+
+/// Builds a tree with algorithm `algo` (a `smelt tree --algo` name such as
+/// "adaptive-shuffled", "binary", "knomial:4"; NULL = "adaptive-shuffled") over the
+/// given OS CPU ids (all CPUs of the model when `cpus` is NULL and `ncpus` is 0),
+/// rooted at OS CPU `root` (or the cheapest root when `root` is -1).
+#[no_mangle]
+pub extern "C" fn smelt_tree_build(
+    model: *const smelt_model,
+    algo: *const c_char,
+    cpus: *const u32,
+    ncpus: usize,
+    root: i64,
+    tree: *mut *mut smelt_tree,
+) -> smelt_status {
+    guard(|| {
+        let m = &obj(model, "model")?.model;
+        let algo = if algo.is_null() {
+            "adaptive-shuffled"
+        } else {
+            cstr(algo, "algo")?
+        };
+        let topo: Topology = algo
+            .parse()
+            .map_err(|e: String| Error(SMELT_ERR_INVALID_ARGUMENT, e))?;
+        let list = slice(cpus, ncpus, "cpus")?;
+        let list: Vec<u32> = if list.is_empty() {
+            m.cpus.clone()
+        } else {
+            list.to_vec()
+        };
+        let pos = m
+            .positions(&list)
+            .map_err(|e| Error(SMELT_ERR_TREE, e.to_string()))?;
+        let mut uniq = pos.clone();
+        uniq.sort_unstable();
+        uniq.dedup();
+        if uniq.len() != pos.len() {
+            return err(SMELT_ERR_TREE, "a CPU is listed twice");
+        }
+        let root_pos = match root {
+            -1 => None,
+            r if r >= 0 && r <= u32::MAX as i64 => {
+                let r = r as u32;
+                if !list.contains(&r) {
+                    return err(
+                        SMELT_ERR_TREE,
+                        format!("the root CPU {r} is not one of the tree's CPUs"),
+                    );
+                }
+                m.position(r)
+            }
+            r => {
+                return err(
+                    SMELT_ERR_INVALID_ARGUMENT,
+                    format!("root {r} is neither a CPU id nor -1"),
+                )
+            }
+        };
+        let t = topo
+            .generate(m, &pos, root_pos)
+            .map_err(|e| Error(SMELT_ERR_TREE, e.to_string()))?;
+        out(
+            tree,
+            Box::into_raw(Box::new(smelt_tree {
+                tree: t,
+                model: m.clone(),
+            })),
+            "tree",
+        )
+    })
+}
+
+/// Number of members of a tree.
+#[no_mangle]
+pub extern "C" fn smelt_tree_size(tree: *const smelt_tree, n: *mut usize) -> smelt_status {
+    guard(|| out(n, obj(tree, "tree")?.tree.len(), "n"))
+}
+
+/// OS CPU id of member `index` (members are numbered 0..size in the tree's order).
+#[no_mangle]
+pub extern "C" fn smelt_tree_member_cpu(
+    tree: *const smelt_tree,
+    index: usize,
+    cpu: *mut u32,
+) -> smelt_status {
+    guard(|| {
+        let t = &obj(tree, "tree")?.tree;
+        match t.members.get(index) {
+            Some(&c) => out(cpu, c, "cpu"),
+            None => err(
+                SMELT_ERR_INVALID_ARGUMENT,
+                format!("member {index} out of range (the tree has {})", t.len()),
+            ),
+        }
+    })
+}
+
+/// Member index of the root.
+#[no_mangle]
+pub extern "C" fn smelt_tree_root(tree: *const smelt_tree, index: *mut usize) -> smelt_status {
+    guard(|| out(index, obj(tree, "tree")?.tree.root, "index"))
+}
+
+/// The simulator's predicted time in ns of `op` ("broadcast", "ab", "reduce",
+/// "barrier", "2pc") over the tree, under the model it was built from.
+#[no_mangle]
+pub extern "C" fn smelt_tree_predict(
+    tree: *const smelt_tree,
+    op: *const c_char,
+    ns: *mut f64,
+) -> smelt_status {
+    guard(|| {
+        let t = obj(tree, "tree")?;
+        let op = cstr(op, "op")?;
+        let p = ::smelt_tree::predict(&t.model, &t.tree, Payload::default())
+            .map_err(|e| Error(SMELT_ERR_TREE, e.to_string()))?;
+        let v =
+            match op {
+                "broadcast" => p.broadcast,
+                "ab" => p.ab,
+                "reduce" => p.reduce,
+                "barrier" => p.barrier,
+                "2pc" => p.two_pc,
+                other => return err(
+                    SMELT_ERR_INVALID_ARGUMENT,
+                    format!(
+                        "unknown operation '{other}' (known: broadcast, ab, reduce, barrier, 2pc)"
+                    ),
+                ),
+            };
+        out(ns, v, "ns")
+    })
+}
+
+/// Writes the tree as JSON (`{"root": cpu, "children": {"cpu": [cpus...]}}`) into
+/// `buf` (room for `len` bytes, NUL included) and its length without NUL into
+/// `*needed` (may be NULL). `SMELT_ERR_BUFFER` when it does not fit; call with
+/// `len` 0 to learn the size.
+#[no_mangle]
+pub extern "C" fn smelt_tree_to_json(
+    tree: *const smelt_tree,
+    buf: *mut c_char,
+    len: usize,
+    needed: *mut usize,
+) -> smelt_status {
+    guard(|| {
+        let t = &obj(tree, "tree")?.tree;
+        let j = serde_json::to_string(&t.to_json())
+            .map_err(|e| Error(SMELT_ERR_PANIC, e.to_string()))?;
+        if !needed.is_null() {
+            out(needed, j.len(), "needed")?;
+        }
+        if len < j.len() + 1 {
+            return err(
+                SMELT_ERR_BUFFER,
+                format!(
+                    "the tree's JSON needs {} bytes, the buffer has {len}",
+                    j.len() + 1
+                ),
+            );
+        }
+        let dst = slice_mut(buf as *mut u8, len, "buf")?;
+        dst[..j.len()].copy_from_slice(j.as_bytes());
+        dst[j.len()] = 0;
+        Ok(())
+    })
+}
+
+/// Releases a tree (NULL is ignored).
+#[no_mangle]
+pub extern "C" fn smelt_tree_free(tree: *mut smelt_tree) {
+    let _ = catch_unwind(|| free(tree));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ptr;
+
+    fn last() -> String {
+        // SAFETY: smelt_last_error returns a valid NUL-terminated string.
+        unsafe { CStr::from_ptr(smelt_last_error()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    #[test]
+    fn model_and_tree_round_trip() {
+        let mut m = ptr::null_mut();
+        assert_eq!(
+            smelt_model_synthetic(2, 4, 50.0, 80.0, 3.0, &mut m),
+            SMELT_OK
+        );
+        let mut n = 0;
+        assert_eq!(smelt_model_ncpus(m, &mut n), SMELT_OK);
+        assert_eq!(n, 8);
+        let mut t = ptr::null_mut();
+        let algo = CString::new("binary").unwrap();
+        let cpus = [0u32, 1, 4, 5];
+        assert_eq!(
+            smelt_tree_build(m, algo.as_ptr(), cpus.as_ptr(), 4, 4, &mut t),
+            SMELT_OK,
+            "{}",
+            last()
+        );
+        let mut size = 0;
+        assert_eq!(smelt_tree_size(t, &mut size), SMELT_OK);
+        assert_eq!(size, 4);
+        let mut root = 9;
+        assert_eq!(smelt_tree_root(t, &mut root), SMELT_OK);
+        let mut cpu = 0;
+        assert_eq!(smelt_tree_member_cpu(t, root, &mut cpu), SMELT_OK);
+        assert_eq!(cpu, 4);
+        let mut ns = 0.0;
+        let op = CString::new("broadcast").unwrap();
+        assert_eq!(smelt_tree_predict(t, op.as_ptr(), &mut ns), SMELT_OK);
+        assert!(ns > 0.0);
+        let mut need = 0;
+        assert_eq!(
+            smelt_tree_to_json(t, ptr::null_mut(), 0, &mut need),
+            SMELT_ERR_BUFFER
+        );
+        let mut buf = vec![0 as c_char; need + 1];
+        assert_eq!(
+            smelt_tree_to_json(t, buf.as_mut_ptr(), buf.len(), &mut need),
+            SMELT_OK
+        );
+        // SAFETY: the buffer was NUL-terminated by the call.
+        let s = unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_str()
+            .unwrap()
+            .to_string();
+        assert!(s.contains("\"root\":4"), "{s}");
+        smelt_tree_free(t);
+        smelt_model_free(m);
+    }
+
+    #[test]
+    fn errors_are_codes_with_messages() {
+        let mut m = ptr::null_mut();
+        let p = CString::new("/nonexistent/m.json").unwrap();
+        assert_eq!(smelt_model_load(p.as_ptr(), &mut m), SMELT_ERR_IO);
+        assert!(last().contains("/nonexistent/m.json"), "{}", last());
+        assert_eq!(
+            smelt_model_load(ptr::null(), &mut m),
+            SMELT_ERR_INVALID_ARGUMENT
+        );
+        assert!(last().contains("path"));
+        assert_eq!(smelt_model_synthetic(1, 2, 1.0, 1.0, 1.0, &mut m), SMELT_OK);
+        assert_eq!(last(), "");
+        let mut t = ptr::null_mut();
+        let bad = CString::new("spiral").unwrap();
+        assert_eq!(
+            smelt_tree_build(m, bad.as_ptr(), ptr::null(), 0, -1, &mut t),
+            SMELT_ERR_INVALID_ARGUMENT
+        );
+        assert!(last().contains("spiral"));
+        let cpus = [7u32];
+        assert_eq!(
+            smelt_tree_build(m, ptr::null(), cpus.as_ptr(), 1, -1, &mut t),
+            SMELT_ERR_TREE
+        );
+        assert!(last().contains("CPU 7"), "{}", last());
+        assert_eq!(
+            smelt_tree_build(m, ptr::null(), ptr::null(), 0, 5, &mut t),
+            SMELT_ERR_TREE
+        );
+        smelt_model_free(m);
+        smelt_model_free(ptr::null_mut());
+        smelt_tree_free(ptr::null_mut());
+    }
+}

@@ -1,0 +1,1 @@
+//! Groups, members and collectives (waiting for the runtime API).
