@@ -47,6 +47,23 @@ fn font_ready() -> bool {
     })
 }
 
+/// A group label short enough to sit under its bars.
+fn short(s: &str) -> String {
+    const MAX: usize = 18;
+    let spaced = s.replace(['_', '-'], " ");
+    let words: Vec<&str> = spaced
+        .split_whitespace()
+        .filter(|w| !matches!(*w, "R" | "TM" | "CPU" | "Processor" | "Intel" | "Core"))
+        .filter(|w| !w.contains("GHz"))
+        .collect();
+    let t = words.join(" ");
+    if t.chars().count() <= MAX {
+        t.to_string()
+    } else {
+        t.chars().take(MAX - 1).collect::<String>() + "…"
+    }
+}
+
 const COLORS: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
@@ -78,7 +95,7 @@ where
     let mut chart = ChartBuilder::on(&root)
         .caption(&c.title, (FAMILY, 22))
         .margin(12)
-        .x_label_area_size(90)
+        .x_label_area_size(40)
         .y_label_area_size(60)
         .build_cartesian_2d(0f64..ng as f64, 0f64..ymax)
         .map_err(err)?;
@@ -89,12 +106,12 @@ where
         .x_label_formatter(&|x| {
             let i = x.floor() as usize;
             if (x - i as f64 - 0.5).abs() < 0.26 && i < groups.len() {
-                groups[i].clone()
+                short(&groups[i])
             } else {
                 String::new()
             }
         })
-        .x_label_style((FAMILY, 11).into_font().transform(FontTransform::Rotate90))
+        .x_label_style((FAMILY, 11))
         .y_desc(&c.y_label)
         .label_style((FAMILY, 13))
         .draw()
@@ -119,6 +136,7 @@ where
     }
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font((FAMILY, 13))
@@ -130,7 +148,7 @@ where
 
 /// Writes the chart to `path`: `.svg` or `.png` by extension.
 pub fn render(c: &BarChart, path: &Path) -> Result<(), String> {
-    let w = (160 + 60 * c.groups.len().max(1) as u32 * (c.series.len().max(1) as u32 + 1) / 2).clamp(640, 2400);
+    let w = (160 + 130 * c.groups.len().max(1) as u32).clamp(640, 3000);
     let size = (w, 560);
     let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
     if !matches!(ext.as_deref(), Some("svg") | Some("png")) {
