@@ -64,8 +64,8 @@ pub fn import(a: ImportArgs) -> anyhow::Result<()> {
         format: a.format.as_deref().and_then(Format::from_name),
         ghz: a.ghz,
     };
-    let model = import_model(&a.path, &opts)?;
-    model.save(&a.output)?;
+    let model = import_model(&a.path, &opts).map_err(flat)?;
+    model.save(&a.output).map_err(flat)?;
     println!(
         "imported {} CPUs ({}) from {} -> {}",
         model.len(),
@@ -104,8 +104,14 @@ pub fn run(c: ModelCmd) -> anyhow::Result<()> {
     }
 }
 
+/// A model error as one flat message: its text already names the file and the
+/// cause, so the cause must not be chained a second time.
+fn flat(e: smelt_model::ModelError) -> anyhow::Error {
+    anyhow::anyhow!("{e}")
+}
+
 fn load(path: &PathBuf) -> anyhow::Result<Model> {
-    Ok(Model::load(path)?)
+    Model::load(path).map_err(flat)
 }
 
 fn show(a: ShowArgs) -> anyhow::Result<()> {
@@ -230,7 +236,7 @@ fn print_costs(c: &LevelCosts, has_rtt: bool, w: usize) {
 
 fn heatmap(a: HeatmapArgs) -> anyhow::Result<()> {
     let model = load(&a.model)?;
-    smelt_model::heatmap::save_png(&model, &a.output)?;
+    smelt_model::heatmap::save_png(&model, &a.output).map_err(flat)?;
     println!(
         "heat map of {} CPUs (send | receive) -> {}",
         model.len(),

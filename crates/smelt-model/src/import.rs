@@ -112,6 +112,18 @@ pub fn import(path: &Path, opts: &ImportOptions) -> Result<Model, ModelError> {
         Some(f) => f,
         None => detect_format(path)?,
     };
+    if path.exists() && path.is_dir() != (format == Format::MachineDb) {
+        return Err(ModelError::Other(format!(
+            "{}: a {} input is {}",
+            path.display(),
+            format.name(),
+            if format == Format::MachineDb {
+                "a directory (with pairwise-nsend_send, pairwise-nsend_receive, ...)"
+            } else {
+                "a .csv file, not a directory"
+            }
+        )));
+    }
     let model = match format {
         Format::MachineDb => import_machinedb(path, opts.ghz)?,
         Format::C2cCsv => import_c2c_csv(path)?,
