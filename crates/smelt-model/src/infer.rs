@@ -426,6 +426,112 @@ mod tests {
         assert_eq!(h.levels[0].groups[1], (8..16).collect::<Vec<u32>>());
     }
 
+    /// Random machines (sockets × groups × SMT, costs ×2.5 per level with ±10 %
+    /// noise, shuffled CPU ids): the inference finds exactly the real levels.
+    /// `SMELT_STRESS` scales the number of machines.
+    #[test]
+    fn recovers_random_noisy_hierarchies() {
+        let stress: usize = std::env::var("SMELT_STRESS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1)
+            .max(1);
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..20 * stress {
+            let sockets = [1, 2, 4][(rnd() % 3) as usize];
+            let per = [1, 2, 3, 4][(rnd() % 4) as usize];
+            let smt = [1, 2][(rnd() % 2) as usize];
+            let cores = 2 + (rnd() % 3) as usize;
+            let n = sockets * per * cores * smt;
+            // Position p: socket, group, core, thread (thread fastest).
+            let key = |p: usize| {
+                let c = (p / smt) % cores;
+                let g = (p / smt / cores) % per;
+                let s = p / smt / cores / per;
+                (s, g, c)
+            };
+            let mut ids: Vec<u32> = (0..n as u32).collect();
+            for i in (1..n).rev() {
+                ids.swap(i, (rnd() % (i as u64 + 1)) as usize);
+            }
+            let mut d = vec![vec![0.0; n]; n];
+            for i in 0..n {
+                for j in (i + 1)..n {
+                    let (a, b) = (key(i), key(j));
+                    let base = if a.0 != b.0 {
+                        390.0
+                    } else if a.1 != b.1 {
+                        156.0
+                    } else if a.2 != b.2 {
+                        62.5
+                    } else {
+                        25.0
+                    };
+                    let noise = 0.9 + 0.2 * (rnd() % 1000) as f64 / 1000.0;
+                    d[i][j] = base * noise;
+                    d[j][i] = d[i][j];
+                }
+            }
+            let h = infer_from_costs(&ids, &d);
+            // Expected levels: sockets, groups, cores (SMT pairs), when non-trivial
+            // and distinct.
+            let mut want: Vec<Vec<Vec<u32>>> = Vec::new();
+            for depth in 0..3 {
+                let mut groups: Vec<Vec<u32>> = Vec::new();
+                let mut keys: Vec<(usize, usize, usize)> = Vec::new();
+                for p in 0..n {
+                    let k = key(p);
+                    let k = match depth {
+                        0 => (k.0, 0, 0),
+                        1 => (k.0, k.1, 0),
+                        _ => k,
+                    };
+                    match keys.iter().position(|x| *x == k) {
+                        Some(g) => groups[g].push(ids[p]),
+                        None => {
+                            keys.push(k);
+                            groups.push(vec![ids[p]]);
+                        }
+                    }
+                }
+                for g in &mut groups {
+                    g.sort_unstable();
+                }
+                groups.sort();
+                if groups.len() > 1 && groups.len() < n && !want.contains(&groups) {
+                    want.push(groups);
+                }
+            }
+            let got: Vec<Vec<Vec<u32>>> = h
+                .levels
+                .iter()
+                .map(|l| {
+                    let mut g: Vec<Vec<u32>> = l
+                        .groups
+                        .iter()
+                        .map(|g| {
+                            let mut g = g.clone();
+                            g.sort_unstable();
+                            g
+                        })
+                        .collect();
+                    g.sort();
+                    g
+                })
+                .collect();
+            assert_eq!(
+                got, want,
+                "sockets {sockets} groups {per} cores {cores} smt {smt}"
+            );
+        }
+    }
+
     #[test]
     fn unknown_pairs_are_skipped() {
         let cpus: Vec<u32> = (0..16).collect();
