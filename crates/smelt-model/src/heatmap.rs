@@ -153,20 +153,22 @@ pub fn render_png(model: &Model) -> Result<Vec<u8>, ModelError> {
     if hi <= lo {
         hi = lo + 1.0;
     }
-    let text = font_ready();
+    // Labels are drawn while a font works; if text drawing fails (no font, or a
+    // plotters build whose font backend cannot find ours) the rest is still drawn.
+    let text = std::cell::Cell::new(font_ready());
     let mut buf = vec![255u8; (w * h * 3) as usize];
     {
         let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
         root.fill(&WHITE).map_err(draw_err)?;
         let font = |size: u32| (FAMILY, size).into_font().color(&BLACK);
         let label = |s: &str, x: i32, y: i32, size: u32, anchor: (HPos, VPos)| {
-            if text {
+            if text.get() {
                 let style = font(size).pos(Pos::new(anchor.0, anchor.1));
-                root.draw(&Text::new(s.to_string(), (x, y), style))
-                    .map_err(draw_err)
-            } else {
-                Ok(())
+                if root.draw(&Text::new(s.to_string(), (x, y), style)).is_err() {
+                    text.set(false);
+                }
             }
+            Ok::<(), ModelError>(())
         };
         let title = format!(
             "{} ({}): {} CPUs, costs in ns",

@@ -211,6 +211,7 @@ mod tests {
     #[test]
     fn discovers_this_machine() {
         let d = discover(None).unwrap();
+        eprintln!("{d:?}");
         assert!(!d.cpus.is_empty());
         assert_eq!(d.cpus, d.allowed);
         assert_eq!(d.hierarchy.source, "hwloc");
