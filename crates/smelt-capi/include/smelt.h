@@ -1,0 +1,178 @@
+/*
+ * smelt.h - C API of smelt: machine-aware broadcast trees and collectives for
+ * multicores (after Kaestle et al., "Machine-Aware Atomic Broadcast Trees for
+ * Multicores", OSDI 2016).
+ *
+ * Link with -lsmelt (libsmelt.so or libsmelt.a built by `cargo build -p smelt-capi`;
+ * the static library also needs -lpthread -ldl -lm). C99; usable from C++ (the
+ * declarations are extern "C") and from Fortran through iso_c_binding (every type is
+ * an opaque pointer, a fixed-width integer, size_t, double or a C string).
+ *
+ * Conventions
+ *  - Every function returns an int status: SMELT_OK (0) or one of SMELT_ERR_*. On
+ *    failure smelt_last_error() describes the problem in one line.
+ *  - Objects (smelt_model, smelt_tree, smelt_group) are opaque; create them with
+ *    the *_load / *_build / *_create functions and release each exactly once with
+ *    the matching *_free (which accepts NULL). Do not use an object after its free.
+ *  - Strings are NUL-terminated UTF-8. Arrays are (pointer, count) pairs and must be
+ *    valid for the duration of the call. Output pointers must not be NULL.
+ *  - CPUs are OS CPU ids (as in /proc/cpuinfo, hwloc PU os_index, taskset).
+ *  - No function lets an internal error unwind into C: an internal bug becomes
+ *    SMELT_ERR_PANIC.
+ *
+ * Typical use
+ *     smelt_model *m;   smelt_model_load("model.json", &m);     // smelt probe -o model.json
+ *     smelt_tree  *t;   smelt_tree_build(m, "adaptive-shuffled", NULL, 0, -1, &t);
+ *     smelt_group *g;   smelt_group_create(t, &g);
+ *     smelt_group_run(g, body, &state);   // body(member, &state) on one pinned thread per member
+ *     ... inside body: smelt_barrier(member); smelt_broadcast(member, buf, len); ...
+ *     smelt_group_free(g); smelt_tree_free(t); smelt_model_free(m);
+ */
+#ifndef SMELT_H
+#define SMELT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status codes ------------------------------------------------------------- */
+
+#define SMELT_OK 0
+#define SMELT_ERR_INVALID_ARGUMENT 1 /* NULL pointer, unknown name, number out of range */
+#define SMELT_ERR_IO 2               /* a file could not be read */
+#define SMELT_ERR_MODEL 3            /* a model file is malformed or invalid */
+#define SMELT_ERR_TREE 4             /* a tree could not be built (CPU not in the model...) */
+#define SMELT_ERR_RUNTIME 5          /* the runtime failed (member gone, pinning failed...) */
+#define SMELT_ERR_TIMEOUT 6          /* an operation did not complete in time */
+#define SMELT_ERR_BUFFER 7           /* a caller buffer is too small */
+#define SMELT_ERR_PANIC 8            /* internal error (a bug); do not reuse the object */
+
+/* The message of the last failed call on the calling thread ("" after a success).
+ * Valid until the next smelt call on the same thread. Never NULL. */
+const char *smelt_last_error(void);
+
+/* The library version, e.g. "0.1.0" (static storage). */
+const char *smelt_version(void);
+
+/* ---- models --------------------------------------------------------------------- */
+
+/* A machine model: CPUs, their hierarchy, pairwise send/receive costs. */
+typedef struct smelt_model smelt_model;
+
+/* Loads and validates a model file written by `smelt probe -o` or `smelt import`. */
+int smelt_model_load(const char *path, smelt_model **model);
+
+/* A synthetic model: sockets x cores_per_socket CPUs numbered 0.., costs send_ns /
+ * recv_ns within a socket and remote_factor times that across sockets. */
+int smelt_model_synthetic(uint32_t sockets, uint32_t cores_per_socket, double send_ns,
+                          double recv_ns, double remote_factor, smelt_model **model);
+
+/* Number of CPUs of the model. */
+int smelt_model_ncpus(const smelt_model *model, size_t *n);
+
+/* Copies the model's OS CPU ids into cpus[0..len); SMELT_ERR_BUFFER if len is smaller
+ * than smelt_model_ncpus. */
+int smelt_model_cpus(const smelt_model *model, uint32_t *cpus, size_t len);
+
+/* Releases a model (NULL is ignored). Trees built from it stay valid. */
+void smelt_model_free(smelt_model *model);
+
+/* ---- trees ---------------------------------------------------------------------- */
+
+/* A broadcast tree: members (OS CPU ids, numbered 0..size), a root, and each member's
+ * children in send order. */
+typedef struct smelt_tree smelt_tree;
+
+/* Builds a tree over ncpus OS CPU ids (all CPUs of the model when cpus is NULL and
+ * ncpus is 0) with algorithm `algo`: "adaptive-shuffled" (Smelt's tree; also used when
+ * algo is NULL), "adaptive", "adaptive-sorted", "optimized", "sequential", "binary",
+ * "fibonacci", "knomial:K", "mst", "cluster", "bad". root is the OS CPU id of the
+ * root, or -1 for the cheapest one. */
+int smelt_tree_build(const smelt_model *model, const char *algo, const uint32_t *cpus,
+                     size_t ncpus, int64_t root, smelt_tree **tree);
+
+/* Number of members. */
+int smelt_tree_size(const smelt_tree *tree, size_t *n);
+
+/* OS CPU id of member `index`. */
+int smelt_tree_member_cpu(const smelt_tree *tree, size_t index, uint32_t *cpu);
+
+/* Member index of the root. */
+int smelt_tree_root(const smelt_tree *tree, size_t *index);
+
+/* The simulator's predicted time in ns of op ("broadcast", "ab", "reduce", "barrier",
+ * "2pc") over the tree, under the model the tree was built from. */
+int smelt_tree_predict(const smelt_tree *tree, const char *op, double *ns);
+
+/* Writes the tree as JSON ({"root": cpu, "children": {"cpu": [cpu, ...]}}) into buf
+ * (len bytes including the NUL) and its length without NUL into *needed (if needed is
+ * not NULL). SMELT_ERR_BUFFER if it does not fit: call with len 0 to learn the size. */
+int smelt_tree_to_json(const smelt_tree *tree, char *buf, size_t len, size_t *needed);
+
+/* Releases a tree (NULL is ignored). */
+void smelt_tree_free(smelt_tree *tree);
+
+/* ---- groups and collectives ----------------------------------------------------- */
+
+/* A group: one member per tree member, connected by queuepairs along the tree edges. */
+typedef struct smelt_group smelt_group;
+
+/* One member's handle, used by exactly one thread. */
+typedef struct smelt_member smelt_member;
+
+/* Creates a group over the tree (the tree may be freed afterwards). */
+int smelt_group_create(const smelt_tree *tree, smelt_group **group);
+
+/* Number of members. */
+int smelt_group_size(const smelt_group *group, size_t *n);
+
+/* Body run by each member: fn(member, arg). */
+typedef void (*smelt_member_fn)(smelt_member *member, void *arg);
+
+/* Runs fn once per member, each on its own thread pinned to the member's CPU, and
+ * returns when all have returned. Every member must take part in every collective, in
+ * the same order. Returns the first error of a member's thread, if any. */
+int smelt_group_run(smelt_group *group, smelt_member_fn fn, void *arg);
+
+/* Attaches the calling thread as member `index` (and pins it to the member's CPU):
+ * for applications that manage their own threads. Each member is attached at most
+ * once at a time; release it with smelt_member_detach before smelt_group_free. */
+int smelt_group_attach(smelt_group *group, size_t index, smelt_member **member);
+
+/* Detaches a member attached with smelt_group_attach (NULL is ignored). */
+void smelt_member_detach(smelt_member *member);
+
+/* Member index (0..size) and OS CPU of a member; is_root is 1 at the root, else 0. */
+int smelt_member_index(const smelt_member *member, size_t *index);
+int smelt_member_cpu(const smelt_member *member, uint32_t *cpu);
+int smelt_member_is_root(const smelt_member *member, int *is_root);
+
+/* Barrier: returns once every member has entered it. */
+int smelt_barrier(smelt_member *member);
+
+/* Broadcast: the root's len bytes of buf are copied into every member's buf (len must
+ * be the same on every member). */
+int smelt_broadcast(smelt_member *member, void *buf, size_t len);
+
+/* Reduction operator: combine `in` into `inout` (len bytes each), e.g. element-wise
+ * sum of integers. Must be associative and commutative. arg is passed through. */
+typedef void (*smelt_reduce_op)(void *inout, const void *in, size_t len, void *arg);
+
+/* Reduce: combines every member's len bytes of buf with op along the tree; the result
+ * is in the root's buf (other members' buf contents are unspecified afterwards). */
+int smelt_reduce(smelt_member *member, void *buf, size_t len, smelt_reduce_op op, void *arg);
+
+/* Allreduce: reduce, then broadcast of the result to every member's buf. */
+int smelt_allreduce(smelt_member *member, void *buf, size_t len, smelt_reduce_op op, void *arg);
+
+/* Releases a group (NULL is ignored). No member may be attached or running. */
+void smelt_group_free(smelt_group *group);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SMELT_H */

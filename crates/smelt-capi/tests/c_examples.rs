@@ -1,0 +1,116 @@
+//! Builds the C examples in `examples/c/` against the libsmelt that cargo built for
+//! this test (found next to the test executable), runs them, and checks their output.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The directory holding libsmelt.so: the test exe is `<target>/<profile>/deps/x-hash`.
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    let profile = deps.parent().unwrap();
+    for d in [profile, deps] {
+        if d.join("libsmelt.so").exists() || d.join("libsmelt.a").exists() {
+            return d.to_path_buf();
+        }
+    }
+    panic!("libsmelt.so not found next to {}", exe.display());
+}
+
+fn cc() -> Option<String> {
+    ["cc", "gcc", "clang"]
+        .into_iter()
+        .find(|c| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .map(String::from)
+}
+
+/// Compiles `examples/c/<name>.c` and runs it with `args`; returns stdout.
+fn build_and_run(name: &str, args: &[&str]) -> Option<String> {
+    let Some(cc) = cc() else {
+        eprintln!("no C compiler: skipping the C example {name}");
+        return None;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join(name);
+    let lib = lib_dir();
+    let out = Command::new(&cc)
+        .arg("-std=c11")
+        .arg("-Wall")
+        .arg("-I")
+        .arg(repo_root().join("crates/smelt-capi/include"))
+        .arg(repo_root().join(format!("examples/c/{name}.c")))
+        .arg("-L")
+        .arg(&lib)
+        .arg("-lsmelt")
+        .arg("-lpthread")
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{cc} failed on {name}.c:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = Command::new(&exe)
+        .args(args)
+        .env("LD_LIBRARY_PATH", &lib)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(
+        run.status.success(),
+        "{name} failed ({}):\n{stdout}\n{}",
+        run.status,
+        String::from_utf8_lossy(&run.stderr)
+    );
+    Some(stdout)
+}
+
+#[test]
+fn c_barrier_example_runs() {
+    if let Some(out) = build_and_run("barrier", &["", "200"]) {
+        assert!(out.contains("barrier ok:"), "{out}");
+        assert!(out.contains("x 200 rounds"), "{out}");
+    }
+}
+
+#[test]
+fn c_bcast_reduce_example_runs() {
+    if let Some(out) = build_and_run("bcast_reduce", &[]) {
+        assert!(out.contains("broadcast ok"), "{out}");
+        assert!(out.contains("reduce ok: sum = "), "{out}");
+    }
+}
+
+#[test]
+fn c_example_reports_a_missing_model_file() {
+    let Some(cc) = cc() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("barrier");
+    let lib = lib_dir();
+    let ok = Command::new(&cc)
+        .arg("-I")
+        .arg(repo_root().join("crates/smelt-capi/include"))
+        .arg(repo_root().join("examples/c/barrier.c"))
+        .arg("-L")
+        .arg(&lib)
+        .arg("-lsmelt")
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let run = Command::new(&exe)
+        .arg("/nonexistent/model.json")
+        .env("LD_LIBRARY_PATH", &lib)
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(err.contains("/nonexistent/model.json"), "{err}");
+}
