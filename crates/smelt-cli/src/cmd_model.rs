@@ -6,6 +6,15 @@ use smelt_model::stats::{sizes_text, summarize, HierarchySummary, LevelCosts, Mi
 use smelt_model::Model;
 use std::path::PathBuf;
 
+/// `println!` that ignores a closed stdout (`smelt model show m.json | head`)
+/// instead of panicking.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 /// Arguments of `smelt import`.
 #[derive(clap::Args)]
 #[command(after_help = "Formats:\n  \
@@ -66,7 +75,7 @@ pub fn import(a: ImportArgs) -> anyhow::Result<()> {
     };
     let model = import_model(&a.path, &opts).map_err(flat)?;
     model.save(&a.output).map_err(flat)?;
-    println!(
+    say!(
         "imported {} CPUs ({}) from {} -> {}",
         model.len(),
         model.provenance.method,
@@ -74,10 +83,10 @@ pub fn import(a: ImportArgs) -> anyhow::Result<()> {
         a.output.display()
     );
     if let Some(h) = &model.inferred_hierarchy {
-        println!("inferred hierarchy: {}", describe_levels(h));
+        say!("inferred hierarchy: {}", describe_levels(h));
     }
     for n in &model.provenance.notes {
-        println!("note: {n}");
+        say!("note: {n}");
     }
     Ok(())
 }
@@ -118,33 +127,33 @@ fn show(a: ShowArgs) -> anyhow::Result<()> {
     let model = load(&a.model)?;
     let s = summarize(&model);
     if a.json {
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&s).context("serializing the summary")?
         );
         return Ok(());
     }
     let p = &s.provenance;
-    println!("model {}", a.model.display());
-    println!("  host:        {}", p.host);
-    println!("  CPU model:   {}", p.cpu_model);
-    println!("  date:        {}", p.date);
-    println!("  tool:        {}", p.tool);
-    println!("  method:      {}", p.method);
-    println!("  units:       {}", p.units);
+    say!("model {}", a.model.display());
+    say!("  host:        {}", p.host);
+    say!("  CPU model:   {}", p.cpu_model);
+    say!("  date:        {}", p.date);
+    say!("  tool:        {}", p.tool);
+    say!("  method:      {}", p.method);
+    say!("  units:       {}", p.units);
     if let Some(src) = &p.source {
-        println!("  source:      {src}");
+        say!("  source:      {src}");
     }
     if let Some(g) = p.clock_ghz {
-        println!("  clock:       {g} GHz");
+        say!("  clock:       {g} GHz");
     }
     if let Some(d) = &p.derivation {
-        println!("  derivation:  {d}");
+        say!("  derivation:  {d}");
     }
     for n in &p.notes {
-        println!("  note:        {n}");
+        say!("  note:        {n}");
     }
-    println!(
+    say!(
         "CPUs ({}): {}{}",
         s.cpu_count,
         s.cpus,
@@ -154,24 +163,24 @@ fn show(a: ShowArgs) -> anyhow::Result<()> {
     if let Some(h) = &s.inferred_hierarchy {
         print_hierarchy("Inferred hierarchy", h);
     }
-    println!("OS vs inferred:");
+    say!("OS vs inferred:");
     for l in &s.comparison {
-        println!("  - {l}");
+        say!("  - {l}");
     }
     if let Some(d) = &s.numa_distances {
-        println!("NUMA distances:");
+        say!("NUMA distances:");
         for row in d {
             let r: Vec<String> = row.iter().map(|v| format!("{v:>4}")).collect();
-            println!("  {}", r.join(" "));
+            say!("  {}", r.join(" "));
         }
     }
     Ok(())
 }
 
 fn print_hierarchy(title: &str, h: &HierarchySummary) {
-    println!("{title} (source: {}):", h.source);
+    say!("{title} (source: {}):", h.source);
     if h.levels.is_empty() {
-        println!("  (no levels)");
+        say!("  (no levels)");
     }
     for l in &h.levels {
         let members = if l.groups <= 8 {
@@ -179,7 +188,7 @@ fn print_hierarchy(title: &str, h: &HierarchySummary) {
         } else {
             String::new()
         };
-        println!(
+        say!(
             "  {:<10} {:>4} groups, sizes {}{}",
             l.name,
             l.groups,
@@ -190,7 +199,7 @@ fn print_hierarchy(title: &str, h: &HierarchySummary) {
     if h.costs.is_empty() {
         return;
     }
-    println!("  costs by innermost shared level, ns (min / median / max):");
+    say!("  costs by innermost shared level, ns (min / median / max):");
     let has_rtt = h.costs.iter().any(|c| c.rtt.is_some());
     let w = h
         .costs
@@ -199,7 +208,7 @@ fn print_hierarchy(title: &str, h: &HierarchySummary) {
         .max()
         .unwrap_or(0)
         .max(10);
-    println!(
+    say!(
         "    {:<w$} {:>6}  {:<22} {:<22}{}",
         "level",
         "pairs",
@@ -220,7 +229,7 @@ fn mmm(m: &Option<MinMedMax>) -> String {
 }
 
 fn print_costs(c: &LevelCosts, has_rtt: bool, w: usize) {
-    println!(
+    say!(
         "    {:<w$} {:>6}  {:<22} {:<22}{}",
         c.level,
         c.pairs,
@@ -237,7 +246,7 @@ fn print_costs(c: &LevelCosts, has_rtt: bool, w: usize) {
 fn heatmap(a: HeatmapArgs) -> anyhow::Result<()> {
     let model = load(&a.model)?;
     smelt_model::heatmap::save_png(&model, &a.output).map_err(flat)?;
-    println!(
+    say!(
         "heat map of {} CPUs (send | receive) -> {}",
         model.len(),
         a.output.display()

@@ -2,9 +2,13 @@
 
 use crate::ModelError;
 
+/// The most CPUs one range of a CPU list may span (guards against `0-4294967295`).
+pub const MAX_RANGE: u32 = 1 << 16;
+
 /// Parses a CPU list such as `0-7,12` into a sorted list of unique CPU ids.
 ///
-/// An empty string, a reversed range (`7-3`), or a non-number is an error.
+/// An empty string, a reversed range (`7-3`), a range of more than [`MAX_RANGE`]
+/// CPUs, or a non-number is an error.
 pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, ModelError> {
     let bad = |why: String| ModelError::CpuList {
         input: s.to_string(),
@@ -26,6 +30,11 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, ModelError> {
                 let (a, b) = (num(a)?, num(b)?);
                 if a > b {
                     return Err(bad(format!("range {a}-{b} is reversed")));
+                }
+                if b - a >= MAX_RANGE {
+                    return Err(bad(format!(
+                        "range {a}-{b} is too large (at most {MAX_RANGE} CPUs per range)"
+                    )));
                 }
                 out.extend(a..=b);
             }
@@ -77,6 +86,8 @@ mod tests {
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("a").is_err());
         assert!(parse_cpu_list("1,,2").is_err());
+        assert!(parse_cpu_list("0-4294967295").is_err());
+        assert_eq!(parse_cpu_list("0-65535").unwrap().len(), 65536);
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub const C2C_RECEIVE_PER_SEND: f64 = 3.56;
 /// `send = 0.88 × L / (1 + 3.56)` and `receive = 0.88 × L × 3.56 / (1 + 3.56)`.
 pub const C2C_COST_PER_ONE_WAY: f64 = 0.88;
 
+/// The most CPUs an import accepts (the cost matrices grow with the square).
+pub const MAX_CPUS: usize = 8192;
+
 /// The input formats [`import`] understands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -196,6 +199,13 @@ pub fn read_c2c_matrix(path: &Path) -> Result<Vec<Vec<f64>>, ModelError> {
     }
     let lines: Vec<&str> = lines.iter().map(|l| l.trim_end_matches('\r')).collect();
     let n = lines.len();
+    if n > MAX_CPUS {
+        return Err(ModelError::parse(
+            path,
+            Some(MAX_CPUS + 1),
+            format!("{n} rows: at most {MAX_CPUS} CPUs are supported"),
+        ));
+    }
     if n < 2 {
         return Err(ModelError::parse(
             path,
@@ -771,6 +781,13 @@ pub fn import_machinedb(dir: &Path, ghz: Option<f64>) -> Result<Model, ModelErro
         Some(list) => list,
         None => measured.clone(),
     };
+    if cpus.len() > MAX_CPUS {
+        return Err(ModelError::Other(format!(
+            "{}: {} CPUs: at most {MAX_CPUS} are supported",
+            dir.display(),
+            cpus.len()
+        )));
+    }
     if cpus.len() < 2 {
         return Err(ModelError::Other(format!(
             "{}: at least 2 CPUs are needed, found {}",

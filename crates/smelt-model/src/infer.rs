@@ -67,12 +67,9 @@ pub struct Merge {
     pub height: f64,
 }
 
-/// Average-linkage clustering of `n` items with the symmetric distance `d` (NaN =
-/// unknown, skipped). Returns the merges in order; fewer than `n-1` when some
-/// clusters have no known distance between them.
-pub fn average_linkage(d: &[Vec<f64>]) -> Vec<Merge> {
+/// Sum and count of the known distances between items (the start of every linkage).
+fn known_sums(d: &[Vec<f64>]) -> (Vec<Vec<f64>>, Vec<Vec<u32>>) {
     let n = d.len();
-    // Sum and count of known pairwise distances between live clusters.
     let mut sum = vec![vec![0.0f64; n]; n];
     let mut cnt = vec![vec![0u32; n]; n];
     for i in 0..n {
@@ -92,45 +89,91 @@ pub fn average_linkage(d: &[Vec<f64>]) -> Vec<Merge> {
             }
         }
     }
-    let mut alive: Vec<bool> = vec![true; n];
+    (sum, cnt)
+}
+
+/// Average-linkage clustering (UPGMA) of `n` items with the symmetric distance `d`
+/// (NaN = unknown, left out of the averages). Returns the merges sorted by height;
+/// fewer than `n-1` when some clusters have no known distance between them.
+///
+/// Uses the nearest-neighbour-chain algorithm: O(n²) time, so thousands of CPUs
+/// take well under a second. Average linkage is reducible, so with complete data
+/// this yields exactly the merges of the greedy "merge the closest pair" algorithm.
+pub fn average_linkage(d: &[Vec<f64>]) -> Vec<Merge> {
+    let n = d.len();
+    let (mut sum, mut cnt) = known_sums(d);
+    // live: still a cluster; stuck: has no known distance to any other live cluster.
+    let mut live = vec![true; n];
+    let mut stuck = vec![false; n];
     let mut min_member: Vec<usize> = (0..n).collect();
     let mut merges = Vec::with_capacity(n.saturating_sub(1));
-    for _ in 1..n {
-        let mut best: Option<(f64, usize, usize)> = None;
-        for i in 0..n {
-            if !alive[i] {
+    let mut chain: Vec<usize> = Vec::new();
+    let mut open = n; // live and not stuck
+    while open > 1 {
+        if chain.is_empty() {
+            let first = (0..n).find(|&i| live[i] && !stuck[i]).expect("open > 1");
+            chain.push(first);
+        }
+        let a = *chain.last().expect("non-empty chain");
+        let prev = chain.len().checked_sub(2).map(|k| chain[k]);
+        // Nearest known neighbour of a; ties go to the chain's previous element
+        // (so the chain cannot cycle), then to the lowest index.
+        let mut best: Option<(f64, usize)> = None;
+        for k in 0..n {
+            if k == a || !live[k] || stuck[k] || cnt[a][k] == 0 {
                 continue;
             }
-            for j in (i + 1)..n {
-                if !alive[j] || cnt[i][j] == 0 {
-                    continue;
-                }
-                let v = sum[i][j] / cnt[i][j] as f64;
-                if best.is_none_or(|(b, _, _)| v < b) {
-                    best = Some((v, i, j));
-                }
+            let v = sum[a][k] / cnt[a][k] as f64;
+            if best.is_none_or(|(b, _)| v < b) {
+                best = Some((v, k));
             }
         }
-        let Some((h, i, j)) = best else { break };
+        let Some((mut h, mut b)) = best else {
+            // Nothing known around a: it stays a cluster of its own.
+            stuck[a] = true;
+            open -= 1;
+            chain.clear();
+            continue;
+        };
+        if let Some(p) = prev {
+            if cnt[a][p] > 0 && sum[a][p] / cnt[a][p] as f64 <= h {
+                h = sum[a][p] / cnt[a][p] as f64;
+                b = p;
+            }
+        }
+        if Some(b) != prev {
+            chain.push(b);
+            continue;
+        }
+        // a and b are reciprocal nearest neighbours: merge b into a.
+        chain.truncate(chain.len() - 2);
         merges.push(Merge {
-            a: min_member[i],
-            b: min_member[j],
+            a: min_member[a].min(min_member[b]),
+            b: min_member[a].max(min_member[b]),
             height: h,
         });
-        // Fold cluster j into cluster i.
-        alive[j] = false;
-        min_member[i] = min_member[i].min(min_member[j]);
+        live[b] = false;
+        open -= 1;
+        min_member[a] = min_member[a].min(min_member[b]);
         for k in 0..n {
-            if k != i && k != j && alive[k] {
-                let s = sum[i][k] + sum[j][k];
-                let c = cnt[i][k] + cnt[j][k];
-                sum[i][k] = s;
-                sum[k][i] = s;
-                cnt[i][k] = c;
-                cnt[k][i] = c;
+            if k != a && k != b && live[k] {
+                let s = sum[a][k] + sum[b][k];
+                let c = cnt[a][k] + cnt[b][k];
+                sum[a][k] = s;
+                sum[k][a] = s;
+                cnt[a][k] = c;
+                cnt[k][a] = c;
+            }
+        }
+        // A cluster that merged may now know distances others lacked.
+        for k in 0..n {
+            if stuck[k] && live[k] && cnt[a][k] > 0 {
+                stuck[k] = false;
+                open += 1;
             }
         }
     }
+    merges.sort_by(|x, y| x.height.total_cmp(&y.height));
     merges
 }
 
@@ -529,6 +572,80 @@ mod tests {
                 got, want,
                 "sockets {sockets} groups {per} cores {cores} smt {smt}"
             );
+        }
+    }
+
+    /// The textbook O(n³) greedy average linkage, as a reference.
+    fn greedy_linkage(d: &[Vec<f64>]) -> Vec<Merge> {
+        let n = d.len();
+        let (mut sum, mut cnt) = known_sums(d);
+        let mut alive = vec![true; n];
+        let mut min_member: Vec<usize> = (0..n).collect();
+        let mut merges = Vec::new();
+        loop {
+            let mut best: Option<(f64, usize, usize)> = None;
+            for i in 0..n {
+                for j in (i + 1)..n {
+                    if alive[i] && alive[j] && cnt[i][j] > 0 {
+                        let v = sum[i][j] / cnt[i][j] as f64;
+                        if best.is_none_or(|(b, _, _)| v < b) {
+                            best = Some((v, i, j));
+                        }
+                    }
+                }
+            }
+            let Some((h, i, j)) = best else { break };
+            merges.push(Merge {
+                a: min_member[i].min(min_member[j]),
+                b: min_member[i].max(min_member[j]),
+                height: h,
+            });
+            alive[j] = false;
+            min_member[i] = min_member[i].min(min_member[j]);
+            for k in 0..n {
+                if alive[k] && k != i {
+                    sum[i][k] += sum[j][k];
+                    sum[k][i] = sum[i][k];
+                    cnt[i][k] += cnt[j][k];
+                    cnt[k][i] = cnt[i][k];
+                }
+            }
+        }
+        merges
+    }
+
+    #[test]
+    fn nn_chain_matches_greedy_linkage() {
+        let mut seed = 12345u64;
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % 10_000) as f64 / 100.0 + 1.0
+        };
+        for n in [2usize, 3, 5, 9, 17, 40] {
+            let mut d = vec![vec![0.0; n]; n];
+            for i in 0..n {
+                for j in (i + 1)..n {
+                    d[i][j] = rnd();
+                    d[j][i] = d[i][j];
+                }
+            }
+            let (fast, slow) = (average_linkage(&d), greedy_linkage(&d));
+            assert_eq!(fast.len(), n - 1);
+            for k in 0..n - 1 {
+                assert!(
+                    (fast[k].height - slow[k].height).abs() < 1e-9,
+                    "n {n} merge {k}"
+                );
+                for m in 0..=k {
+                    assert_eq!(
+                        partition_after(n, &fast, m),
+                        partition_after(n, &slow, m),
+                        "n {n} after {m}"
+                    );
+                }
+            }
         }
     }
 
