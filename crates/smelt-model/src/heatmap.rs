@@ -124,14 +124,47 @@ fn draw_err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> M
     ModelError::Other(format!("drawing the heat map failed: {e}"))
 }
 
+/// The most cells drawn per side of a panel.
+const MAX_CELLS: usize = 512;
+
+/// Mean of the off-diagonal finite entries of block (bi, bj) of side `step`; `None`
+/// for a block that holds only the diagonal.
+fn block_mean(m: &[Vec<f64>], bi: usize, bj: usize, step: usize) -> Option<f64> {
+    let n = m.len();
+    let (mut s, mut k) = (0.0, 0usize);
+    for (i, row) in m
+        .iter()
+        .enumerate()
+        .take(((bi + 1) * step).min(n))
+        .skip(bi * step)
+    {
+        for (j, &v) in row
+            .iter()
+            .enumerate()
+            .take(((bj + 1) * step).min(n))
+            .skip(bj * step)
+        {
+            if i != j && v.is_finite() {
+                s += v;
+                k += 1;
+            }
+        }
+    }
+    (k > 0).then(|| s / k as f64)
+}
+
 /// Renders the heat map and returns the PNG bytes.
 pub fn render_png(model: &Model) -> Result<Vec<u8>, ModelError> {
     let n = model.len();
     if n == 0 {
         return Err(ModelError::Other("the model has no CPU to draw".into()));
     }
-    let cell = (640 / n as u32).max(2);
-    let p = cell * n as u32; // panel side, px
+    // Up to MAX_CELLS cells per side; bigger models are drawn in blocks of `step`
+    // CPUs (block color = mean cost of the block) so the picture stays bounded.
+    let step = n.div_ceil(MAX_CELLS);
+    let nb = n.div_ceil(step);
+    let cell = (640 / nb as u32).max(1);
+    let p = cell * nb as u32; // panel side, px
     let (left, top, bottom, gap, bar_gap, bar_w, right) =
         (70u32, 70u32, 60u32, 50u32, 30u32, 24u32, 80u32);
     let w = left + p + gap + left + p + bar_gap + bar_w + right;
@@ -171,12 +204,19 @@ pub fn render_png(model: &Model) -> Result<Vec<u8>, ModelError> {
             Ok::<(), ModelError>(())
         };
         let title = format!(
-            "{} ({}): {} CPUs, costs in ns",
-            model.provenance.host, model.provenance.method, n
+            "{} ({}): {} CPUs, costs in ns{}",
+            model.provenance.host,
+            model.provenance.method,
+            n,
+            if step > 1 {
+                format!(", each cell the mean of {step}x{step} CPU pairs")
+            } else {
+                String::new()
+            }
         );
         label(&title, 10, 8, 18, (HPos::Left, VPos::Top))?;
         let tick_every = {
-            let want = (n / 16).max(1);
+            let want = (nb / 16).max(1);
             [1usize, 2, 4, 5, 8, 10, 16, 20, 32, 50, 64, 100]
                 .into_iter()
                 .find(|&s| s >= want)
@@ -195,19 +235,22 @@ pub fn render_png(model: &Model) -> Result<Vec<u8>, ModelError> {
                 16,
                 (HPos::Center, VPos::Bottom),
             )?;
-            for (i, row) in m.iter().enumerate() {
-                for (j, &v) in row.iter().enumerate() {
-                    let color = if i == j {
-                        RGBColor(200, 200, 200)
-                    } else {
-                        colormap((v - lo) / (hi - lo))
+            for i in 0..nb {
+                for j in 0..nb {
+                    let color = match block_mean(m, i, j, step) {
+                        None => RGBColor(200, 200, 200),
+                        Some(v) => colormap((v - lo) / (hi - lo)),
                     };
                     let (cx, cy) = (x0 + (j as u32 * cell) as i32, y0 + (i as u32 * cell) as i32);
-                    root.draw(&Rectangle::new(
-                        [(cx, cy), (cx + cell as i32, cy + cell as i32)],
-                        color.filled(),
-                    ))
-                    .map_err(draw_err)?;
+                    if cell == 1 {
+                        root.draw_pixel((cx, cy), &color).map_err(draw_err)?;
+                    } else {
+                        root.draw(&Rectangle::new(
+                            [(cx, cy), (cx + cell as i32, cy + cell as i32)],
+                            color.filled(),
+                        ))
+                        .map_err(draw_err)?;
+                    }
                 }
             }
             root.draw(&Rectangle::new(
@@ -215,8 +258,8 @@ pub fn render_png(model: &Model) -> Result<Vec<u8>, ModelError> {
                 BLACK.stroke_width(1),
             ))
             .map_err(draw_err)?;
-            for idx in (0..n).step_by(tick_every) {
-                let c = model.cpus[idx].to_string();
+            for idx in (0..nb).step_by(tick_every) {
+                let c = model.cpus[idx * step].to_string();
                 let mid = (idx as u32 * cell + cell / 2) as i32;
                 label(&c, x0 + mid, y0 - 4, 11, (HPos::Center, VPos::Bottom))?;
                 label(&c, x0 - 5, y0 + mid, 11, (HPos::Right, VPos::Center))?;
@@ -323,5 +366,17 @@ mod tests {
         let p = dir.path().join("h.png");
         save_png(&m, &p).unwrap();
         assert!(std::fs::metadata(&p).unwrap().len() > 1000);
+    }
+
+    #[test]
+    fn big_models_are_drawn_in_blocks() {
+        let m = crate::synthetic(2, 260, 10.0, 30.0, 4.0);
+        let png = render_png(&m).unwrap();
+        // IHDR width/height: 520 CPUs in blocks of 2 = 260 cells of 2 px.
+        let w = u32::from_be_bytes(png[16..20].try_into().unwrap());
+        let h = u32::from_be_bytes(png[20..24].try_into().unwrap());
+        assert_eq!(h, 70 + 520 + 60, "{w}x{h}");
+        assert_eq!(block_mean(&m.send, 0, 0, 2), Some(10.0));
+        assert_eq!(block_mean(&[vec![0.0]], 0, 0, 1), None);
     }
 }
