@@ -18,7 +18,8 @@ pub struct Options {
     /// PRNG seed (the result is a pure function of the costs, root and options).
     pub seed: u64,
     /// Maximum number of candidate trees to evaluate; `None` scales with the group
-    /// size (about 4·10⁶ / n, between 200 and 50 000).
+    /// size (about 4·10⁶ / n, between 200 and 50 000). The search also stops after
+    /// a fifth of the budget (at least 1000 evaluations) without a new best tree.
     pub max_evals: Option<usize>,
 }
 
@@ -140,12 +141,16 @@ pub fn optimized(c: &Costs, root: usize, opts: &Options) -> Vec<Vec<usize>> {
     let mut rng = Rng(opts.seed ^ (n as u64).wrapping_mul(0x100_0000_01b3) ^ root as u64);
     let mut cur = best.clone();
     let mut cur_score = best_score;
-    while ev.evals < budget {
+    // Give up after a long stretch without a new best tree.
+    let stall = (budget / 5).max(1000);
+    let mut last_best = ev.evals;
+    while ev.evals < budget && ev.evals - last_best < stall {
         // Descent: move a member on the critical path under another parent.
         let improved = descend(&mut ev, &mut cur, &mut cur_score, budget);
         if better(cur_score, best_score) {
             best = cur.clone();
             best_score = cur_score;
+            last_best = ev.evals;
         }
         if !improved {
             // Kick: a few random re-parentings from the best tree so far.

@@ -258,59 +258,55 @@ fn fibonacci(n: usize, root: usize) -> Vec<Vec<usize>> {
     ranked(n, root, |r, _| kids[r].clone())
 }
 
-#[derive(PartialEq)]
-struct Edge {
-    w: f64,
-    pv: usize,
-    p: usize,
-    x: usize,
-}
-impl Eq for Edge {}
-impl Ord for Edge {
-    fn cmp(&self, o: &Self) -> Ordering {
-        o.w.total_cmp(&self.w)
-            .then(o.pv.cmp(&self.pv))
-            .then(o.x.cmp(&self.x))
-    }
-}
-impl PartialOrd for Edge {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-
 /// Prim's algorithm from `root` on `t_send + t_receive` (negated when `invert`),
 /// at most two children per member; ties go to the earlier-visited parent, then
-/// the lower index. Lazy edge heap: O(n² log n).
+/// the lower index. Every visited member keeps its candidates sorted by cost and a
+/// cursor to the first one still unvisited, so a step scans the visited members
+/// once: O(n² log n) time in cache-friendly sorts, O(n²) memory.
 fn prim2(c: &Costs, root: usize, invert: bool) -> Vec<Vec<usize>> {
     const MAX_CHILDREN: usize = 2;
     let n = c.len();
     let w = |p: usize, x: usize| if invert { -c.sr(p, x) } else { c.sr(p, x) };
     let mut ch = vec![Vec::new(); n];
     let mut visited = vec![false; n];
-    let mut heap = BinaryHeap::new();
-    let mut visits = 0usize;
-    let visit = |p: usize, visited: &mut Vec<bool>, heap: &mut BinaryHeap<Edge>, visits: &mut usize| {
+    let mut order: Vec<usize> = Vec::with_capacity(n);
+    let mut cands: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut cursor = vec![0usize; n];
+    let visit = |p: usize, visited: &mut Vec<bool>, order: &mut Vec<usize>, cands: &mut Vec<Vec<u32>>| {
         visited[p] = true;
-        for x in 0..n {
-            if !visited[x] {
-                heap.push(Edge {
-                    w: w(p, x),
-                    pv: *visits,
-                    p,
-                    x,
-                });
+        order.push(p);
+        let mut v: Vec<u32> = (0..n).filter(|&x| !visited[x]).map(|x| x as u32).collect();
+        v.sort_by(|&a, &b| w(p, a as usize).total_cmp(&w(p, b as usize)).then(a.cmp(&b)));
+        cands[p] = v;
+    };
+    visit(root, &mut visited, &mut order, &mut cands);
+    for _ in 1..n {
+        let mut best: Option<(f64, usize, usize)> = None;
+        for &p in &order {
+            if ch[p].len() >= MAX_CHILDREN {
+                continue;
+            }
+            let list = &cands[p];
+            let mut k = cursor[p];
+            while k < list.len() && visited[list[k] as usize] {
+                k += 1;
+            }
+            cursor[p] = k;
+            if let Some(&x) = list.get(k) {
+                let x = x as usize;
+                let wx = w(p, x);
+                if best.is_none_or(|(bw, _, _)| wx < bw) {
+                    best = Some((wx, p, x));
+                }
             }
         }
-        *visits += 1;
-    };
-    visit(root, &mut visited, &mut heap, &mut visits);
-    while let Some(e) = heap.pop() {
-        if visited[e.x] || ch[e.p].len() >= MAX_CHILDREN {
-            continue;
+        // Every visited member saturated (only possible with MAX_CHILDREN < 1).
+        let Some((_, p, x)) = best else { break };
+        ch[p].push(x);
+        if ch[p].len() >= MAX_CHILDREN {
+            cands[p] = Vec::new();
         }
-        ch[e.p].push(e.x);
-        visit(e.x, &mut visited, &mut heap, &mut visits);
+        visit(x, &mut visited, &mut order, &mut cands);
     }
     ch
 }
