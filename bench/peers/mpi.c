@@ -34,7 +34,11 @@ static uint64_t batch(int kind, uint64_t n) {
 static void run(const peer_cfg *cfg, int kind, const char *name) {
     uint64_t n = 1;
     int done = 0;
-    while (!done) n = peer_next_n(n, batch(kind, n), cfg->batch_ns, &done);
+    while (!done) {
+        uint64_t took = batch(kind, n);
+        took = peer_min(took, batch(kind, n));
+        n = peer_next_n(n, took, cfg->batch_ns, &done);
+    }
     double v[MAX_RUNS];
     for (int r = 0; r < cfg->runs; r++) v[r] = (double)batch(kind, n) / (double)n;
     if (rank == 0) peer_report(name, size, v, cfg->runs);

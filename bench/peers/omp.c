@@ -12,7 +12,8 @@ static void run(const peer_cfg *cfg, const char *name, int kind) {
     long red = 0; /* shared reduction target */
     uint64_t shared_n = 1;
     uint64_t t0 = 0;
-    int done = 0, r = 0;
+    int done = 0, r = 0, tries = 0;
+    uint64_t fastest = UINT64_MAX;
 #pragma omp parallel num_threads(cfg->threads)
     {
         int tid = omp_get_thread_num();
@@ -37,7 +38,13 @@ static void run(const peer_cfg *cfg, const char *name, int kind) {
             {
                 uint64_t took = peer_now() - t0;
                 if (!done) {
-                    shared_n = peer_next_n(shared_n, took, cfg->batch_ns, &done);
+                    /* two batches per size; the faster one decides */
+                    fastest = peer_min(fastest, took);
+                    if (++tries == 2) {
+                        shared_n = peer_next_n(shared_n, fastest, cfg->batch_ns, &done);
+                        tries = 0;
+                        fastest = UINT64_MAX;
+                    }
                 } else {
                     vals[r++] = (double)took / (double)shared_n;
                     if (r == cfg->runs) shared_n = 0;

@@ -115,7 +115,9 @@ static void peer_report(const char *name, int threads, double *v, int n) {
     fflush(stdout);
 }
 
-/* Next batch size while calibrating: doubles until a batch of `n` took `batch_ns`. */
+/* Next batch size while calibrating: doubles until a batch of `n` took `batch_ns`.
+ * Callers pass the faster of two batches of the same size, so that one preemption
+ * does not end the calibration with a tiny batch. */
 static uint64_t peer_next_n(uint64_t n, uint64_t took, uint64_t batch_ns, int *done) {
     if (took >= batch_ns || n >= (1ull << 40)) {
         *done = 1;
@@ -124,6 +126,8 @@ static uint64_t peer_next_n(uint64_t n, uint64_t took, uint64_t batch_ns, int *d
     *done = 0;
     return n * 2;
 }
+
+static uint64_t peer_min(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
 /* ---- a team of pinned pthreads running `op(tid)` N times per batch ---------------- */
 
@@ -200,7 +204,11 @@ __attribute__((unused)) static int peer_team_run(const peer_cfg *cfg, const char
     peer_pin(cfg, 0);
     uint64_t n = 1;
     int done = 0;
-    while (!done) n = peer_next_n(n, peer_team_batch(t, n), cfg->batch_ns, &done);
+    while (!done) {
+        uint64_t took = peer_team_batch(t, n);
+        took = peer_min(took, peer_team_batch(t, n));
+        n = peer_next_n(n, took, cfg->batch_ns, &done);
+    }
     double v[MAX_RUNS];
     for (int r = 0; r < cfg->runs; r++) v[r] = (double)peer_team_batch(t, n) / (double)n;
     atomic_store(&t->n, 0);

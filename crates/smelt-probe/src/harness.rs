@@ -99,6 +99,8 @@ struct Ctl {
     stop: AtomicBool,
     failed: AtomicBool,
     done: AtomicU64,
+    /// Workers that reached the start line of the current batch.
+    ready: AtomicU64,
     start: Vec<AtomicU64>,
     end: Vec<AtomicU64>,
 }
@@ -133,6 +135,7 @@ pub fn run_team(
         stop: AtomicBool::new(false),
         failed: AtomicBool::new(false),
         done: AtomicU64::new(0),
+        ready: AtomicU64::new(0),
         start: (0..threads).map(|_| AtomicU64::new(0)).collect(),
         end: (0..threads).map(|_| AtomicU64::new(0)).collect(),
     };
@@ -156,6 +159,17 @@ pub fn run_team(
                     }
                     seen = ctl.seq.load(Ordering::Acquire);
                     let n = ctl.n.load(Ordering::Acquire);
+                    // Start line: nobody starts before every worker is awake, so a
+                    // late wake-up is not counted as operation time.
+                    ctl.ready.fetch_add(1, Ordering::AcqRel);
+                    if deadline
+                        .wait_until(|| ctl.ready.load(Ordering::Acquire) >= threads as u64)
+                        .is_err()
+                    {
+                        ctl.failed.store(true, Ordering::Release);
+                        ctl.done.fetch_add(1, Ordering::AcqRel);
+                        continue;
+                    }
                     ctl.start[i].store(now_ns(), Ordering::Relaxed);
                     if w(n, &deadline).is_err() {
                         ctl.failed.store(true, Ordering::Release);
@@ -168,6 +182,7 @@ pub fn run_team(
         // One batch of n operations; ns per operation.
         let batch = |n: u64| -> Result<f64, String> {
             ctl.done.store(0, Ordering::Release);
+            ctl.ready.store(0, Ordering::Release);
             ctl.n.store(n, Ordering::Release);
             ctl.seq.fetch_add(1, Ordering::AcqRel);
             while ctl.done.load(Ordering::Acquire) < threads as u64 {
@@ -200,19 +215,24 @@ pub fn run_team(
             Ok(e.saturating_sub(s) as f64 / n as f64)
         };
         let result = (|| {
+            // Calibration (also the warm-up): double n until a batch lasts the target.
+            // A preemption can make a tiny batch look long, so each size is tried
+            // twice (the faster counts), and n is finally raised towards what the
+            // fastest ns/op seen says the target needs (at most 4x).
             let target = budget.batch.as_nanos() as f64;
             let mut n = 1u64;
+            let mut best = f64::INFINITY;
             loop {
-                let per = batch(n)?;
+                let per = batch(n)?.min(batch(n)?);
+                best = best.min(per);
                 if per * n as f64 >= target || n >= 1 << 40 {
                     break;
                 }
-                // Double, or jump close to the target once a batch is long enough to trust.
-                n = if per * n as f64 > target / 16.0 {
-                    ((target / per.max(0.01)).ceil() as u64).clamp(n + 1, n * 16)
-                } else {
-                    n * 2
-                };
+                n *= 2;
+            }
+            if best > 0.0 && best.is_finite() {
+                let want = (target / best).ceil() as u64;
+                n = want.clamp(n, n.saturating_mul(4));
             }
             let mut v = Vec::with_capacity(budget.runs);
             for _ in 0..budget.runs.max(1) {
