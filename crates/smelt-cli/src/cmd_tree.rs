@@ -32,11 +32,13 @@ pub enum TreeFormat {
 
 /// Arguments of `smelt tree`.
 #[derive(clap::Args)]
-#[command(after_help = "Topologies: sequential (star), binary (bintree), fibonacci, knomial:K \
+#[command(
+    after_help = "Topologies: sequential (star), binary (bintree), fibonacci, knomial:K \
     (chain = knomial:1, binomial = knomial:2), mst, cluster, bad, adaptive, adaptive-sorted, \
     adaptive-shuffled, optimized.\n\n\
     Examples:\n  smelt tree --model m.json\n  smelt tree --model m.json --algo mst --cpus 0-7 --root 3\n  \
-    smelt tree --model m.json --format svg -o tree.svg\n  smelt tree --model m.json --format json")]
+    smelt tree --model m.json --format svg -o tree.svg\n  smelt tree --model m.json --format json"
+)]
 pub struct TreeArgs {
     /// Model JSON file (from `smelt probe` or `smelt import`).
     #[arg(long)]
@@ -170,7 +172,8 @@ fn root_pos(model: &Model, members: &[usize], root: Option<u32>) -> Result<Optio
 }
 
 fn parse_topology(s: &str) -> Result<Topology> {
-    s.parse::<Topology>().map_err(|e| anyhow::anyhow!("--algo: {e}"))
+    s.parse::<Topology>()
+        .map_err(|e| anyhow::anyhow!("--algo: {e}"))
 }
 
 fn units(model: &Model) -> String {
@@ -183,7 +186,9 @@ fn units(model: &Model) -> String {
 
 fn emit(output: Option<&Path>, text: &str) -> Result<()> {
     match output {
-        Some(p) => smelt_model::write_atomic(p, text.as_bytes()).map_err(|e| anyhow::anyhow!("{e}")),
+        Some(p) => {
+            smelt_model::write_atomic(p, text.as_bytes()).map_err(|e| anyhow::anyhow!("{e}"))
+        }
         None => {
             let mut out = std::io::stdout().lock();
             // A closed pipe (e.g. `| head`) is not an error worth reporting.
@@ -261,7 +266,11 @@ fn text_drawing(
         let k = t.children[v].len();
         for (i, &ch) in t.children[v].iter().enumerate() {
             let last = i + 1 == k;
-            let remote = if c.node[ch] != c.node[v] { "  (remote)" } else { "" };
+            let remote = if c.node[ch] != c.node[v] {
+                "  (remote)"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 s,
                 "{prefix}{}{}  @ {:.1}{remote}",
@@ -294,14 +303,21 @@ fn dot(c: &Costs, t: &Tree, topo: Topology, at: &[f64], units: &str) -> String {
     nodes.sort_unstable();
     nodes.dedup();
     for g in nodes {
-        let _ = writeln!(s, "  subgraph cluster_{g} {{\n    label=\"node {g}\"; style=rounded; color=gray;");
-        for v in 0..t.len() {
+        let _ = writeln!(
+            s,
+            "  subgraph cluster_{g} {{\n    label=\"node {g}\"; style=rounded; color=gray;"
+        );
+        for (v, &time) in at.iter().enumerate() {
             if c.node[v] == g {
-                let shape = if v == t.root { ", shape=doublecircle" } else { "" };
+                let shape = if v == t.root {
+                    ", shape=doublecircle"
+                } else {
+                    ""
+                };
                 let _ = writeln!(
                     s,
                     "    \"{}\" [label=\"{}\\n{:.0}\"{shape}];",
-                    t.members[v], t.members[v], at[v]
+                    t.members[v], t.members[v], time
                 );
             }
         }
@@ -309,7 +325,11 @@ fn dot(c: &Costs, t: &Tree, topo: Topology, at: &[f64], units: &str) -> String {
     }
     for (p, kids) in t.children.iter().enumerate() {
         for (k, &ch) in kids.iter().enumerate() {
-            let style = if c.node[p] != c.node[ch] { ", color=red" } else { "" };
+            let style = if c.node[p] != c.node[ch] {
+                ", color=red"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 s,
                 "  \"{}\" -> \"{}\" [label=\"{}\"{style}];",
@@ -342,7 +362,10 @@ fn run_dot(src: &str) -> Result<String> {
     if !out.status.success() {
         bail!(
             "dot -Tsvg failed: {}",
-            String::from_utf8_lossy(&out.stderr).lines().next().unwrap_or("")
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .next()
+                .unwrap_or("")
         );
     }
     String::from_utf8(out.stdout).context("dot produced non-UTF-8 output")
@@ -352,7 +375,9 @@ fn parse_op(s: &str) -> Result<Op> {
     Op::ALL
         .into_iter()
         .find(|o| o.name() == s)
-        .with_context(|| format!("--op: unknown operation '{s}' (known: broadcast, ab, reduce, barrier, 2pc)"))
+        .with_context(|| {
+            format!("--op: unknown operation '{s}' (known: broadcast, ab, reduce, barrier, 2pc)")
+        })
 }
 
 fn topologies(list: Option<&str>) -> Result<Vec<Topology>> {
@@ -383,7 +408,10 @@ pub fn evaluate(a: EvaluateArgs) -> Result<()> {
     if let Some(dir) = &a.models {
         return evaluate_models(dir, &a, &topos, pl, op);
     }
-    let path = a.model.as_ref().context("--model or --models is required")?;
+    let path = a
+        .model
+        .as_ref()
+        .context("--model or --models is required")?;
     let model = load(path)?;
     let members = group(&model, a.cpus.as_deref())?;
     let root = root_pos(&model, &members, a.root)?;
@@ -393,7 +421,8 @@ pub fn evaluate(a: EvaluateArgs) -> Result<()> {
     if a.scaling {
         return evaluate_scaling(&model, &members, &topos, pl, op, a.json);
     }
-    let rows = evaluate_group(&model, &members, root, &topos, pl).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let rows =
+        evaluate_group(&model, &members, root, &topos, pl).map_err(|e| anyhow::anyhow!("{e}"))?;
     let bench = match &a.ab_bench {
         Some(p) => Some(p.clone()),
         None => model
@@ -413,7 +442,10 @@ pub fn evaluate(a: EvaluateArgs) -> Result<()> {
     if let Some(plot) = &a.plot {
         let smelt: Vec<&Row> = rows.iter().filter(|r| !r.topology.is_static()).collect();
         let chart = BarChart {
-            title: format!("{}: speedup over the best static tree", machine_name(&model, path)),
+            title: format!(
+                "{}: speedup over the best static tree",
+                machine_name(&model, path)
+            ),
             y_label: "speedup".into(),
             groups: Op::ALL.iter().map(|o| o.name().to_string()).collect(),
             series: smelt
@@ -486,7 +518,10 @@ fn group_json(model: &Model, rows: &[Row]) -> Value {
         }
         speed.insert(r.topology.to_string(), Value::Object(m));
     }
-    let mut cpus: Vec<u32> = rows.first().map(|r| r.tree.members.clone()).unwrap_or_default();
+    let mut cpus: Vec<u32> = rows
+        .first()
+        .map(|r| r.tree.members.clone())
+        .unwrap_or_default();
     cpus.sort_unstable();
     json!({
         "host": model.provenance.host,
@@ -500,13 +535,20 @@ fn group_json(model: &Model, rows: &[Row]) -> Value {
 
 fn group_text(model: &Model, rows: &[Row]) -> String {
     let mut s = String::new();
-    let mut cpus: Vec<u32> = rows.first().map(|r| r.tree.members.clone()).unwrap_or_default();
+    let mut cpus: Vec<u32> = rows
+        .first()
+        .map(|r| r.tree.members.clone())
+        .unwrap_or_default();
     cpus.sort_unstable();
     let _ = writeln!(
         s,
         "Predicted times ({}) on {} ({} CPUs: {}), one-line messages unless --lines",
         units(model),
-        if model.provenance.host.is_empty() { "?" } else { &model.provenance.host },
+        if model.provenance.host.is_empty() {
+            "?"
+        } else {
+            &model.provenance.host
+        },
         cpus.len(),
         format_cpu_list(&cpus)
     );
@@ -516,7 +558,12 @@ fn group_text(model: &Model, rows: &[Row]) -> String {
     }
     s.push('\n');
     for r in rows {
-        let _ = write!(s, "{:<20}{:>6}", r.topology.to_string(), r.tree.members[r.tree.root]);
+        let _ = write!(
+            s,
+            "{:<20}{:>6}",
+            r.topology.to_string(),
+            r.tree.members[r.tree.root]
+        );
         for op in Op::ALL {
             let _ = write!(s, "{:>12.1}", r.prediction.get(op));
         }
@@ -524,7 +571,9 @@ fn group_text(model: &Model, rows: &[Row]) -> String {
     }
     let _ = write!(s, "\n{:<26}", "best static tree");
     for op in Op::ALL {
-        let name = best_static(rows, op).map(|b| b.topology.to_string()).unwrap_or("-".into());
+        let name = best_static(rows, op)
+            .map(|b| b.topology.to_string())
+            .unwrap_or("-".into());
         let _ = write!(s, "{:>12}", name);
     }
     s.push('\n');
@@ -571,13 +620,20 @@ fn correlation_text(file: &Path, cs: &[smelt_tree::evaluate::Correlation]) -> St
             "  {:<10} vs predicted {:<10} Spearman {}",
             c.operation,
             c.op,
-            c.spearman.map(|x| format!("{x:+.2}")).unwrap_or("undefined".into())
+            c.spearman
+                .map(|x| format!("{x:+.2}"))
+                .unwrap_or("undefined".into())
         );
         let mut m: Vec<&(String, f64, f64)> = c.pairs.iter().collect();
         m.sort_by(|a, b| a.1.total_cmp(&b.1));
         let mut p: Vec<&(String, f64, f64)> = c.pairs.iter().collect();
         p.sort_by(|a, b| a.2.total_cmp(&b.2));
-        let names = |v: &[&(String, f64, f64)]| v.iter().map(|x| x.0.as_str()).collect::<Vec<_>>().join(" < ");
+        let names = |v: &[&(String, f64, f64)]| {
+            v.iter()
+                .map(|x| x.0.as_str())
+                .collect::<Vec<_>>()
+                .join(" < ")
+        };
         let _ = writeln!(s, "    measured:  {}", names(&m));
         let _ = writeln!(s, "    predicted: {}", names(&p));
     }
@@ -659,7 +715,12 @@ fn subsets(members: &[usize], k: usize, count: usize) -> Vec<Vec<usize>> {
         .collect()
 }
 
-fn evaluate_optimum(model: &Model, members: &[usize], root: Option<usize>, a: &EvaluateArgs) -> Result<()> {
+fn evaluate_optimum(
+    model: &Model,
+    members: &[usize],
+    root: Option<usize>,
+    a: &EvaluateArgs,
+) -> Result<()> {
     const MAX: usize = 8;
     let groups = match a.subsets {
         Some(0) => bail!("--subsets must be at least 1"),
@@ -707,8 +768,16 @@ fn evaluate_optimum(model: &Model, members: &[usize], root: Option<usize>, a: &E
             "optimum_tree": c.tree(r, o.children.clone()).to_json(),
         }));
     }
-    let gap = |v: &Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN) / v["optimum"].as_f64().unwrap_or(f64::NAN) - 1.0;
-    let keys = ["adaptive", "adaptive-sorted", "adaptive-shuffled", "optimized", "best_static"];
+    let gap = |v: &Value, k: &str| {
+        v[k].as_f64().unwrap_or(f64::NAN) / v["optimum"].as_f64().unwrap_or(f64::NAN) - 1.0
+    };
+    let keys = [
+        "adaptive",
+        "adaptive-sorted",
+        "adaptive-shuffled",
+        "optimized",
+        "best_static",
+    ];
     let mean_gap = |k: &str| results.iter().map(|v| gap(v, k)).sum::<f64>() / results.len() as f64;
     if a.json {
         let mut means = Map::new();
@@ -737,13 +806,21 @@ fn evaluate_optimum(model: &Model, members: &[usize], root: Option<usize>, a: &E
             v["cpus"].as_str().unwrap_or(""),
             v["root"],
             v["optimum"].as_f64().unwrap_or(f64::NAN),
-            if v["proven_optimal"].as_bool() == Some(true) { "yes" } else { "no" }
+            if v["proven_optimal"].as_bool() == Some(true) {
+                "yes"
+            } else {
+                "no"
+            }
         );
         for k in keys {
             let _ = write!(
                 s,
                 "{:>19}",
-                format!("{:.1} ({:+.1}%)", v[k].as_f64().unwrap_or(f64::NAN), 100.0 * gap(v, k))
+                format!(
+                    "{:.1} ({:+.1}%)",
+                    v[k].as_f64().unwrap_or(f64::NAN),
+                    100.0 * gap(v, k)
+                )
             );
         }
         s.push('\n');
@@ -756,18 +833,30 @@ fn evaluate_optimum(model: &Model, members: &[usize], root: Option<usize>, a: &E
     emit(None, &s)
 }
 
-fn evaluate_models(dir: &Path, a: &EvaluateArgs, topos: &[Topology], pl: Payload, op: Op) -> Result<()> {
+fn evaluate_models(
+    dir: &Path,
+    a: &EvaluateArgs,
+    topos: &[Topology],
+    pl: Payload,
+    op: Op,
+) -> Result<()> {
     if a.model.is_some() || a.scaling || a.optimum || a.cpus.is_some() || a.root.is_some() {
         bail!("--models compares whole machines; it takes no --model, --cpus, --root, --scaling or --optimum");
     }
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("{}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("json")))
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+        })
         .collect();
     files.sort();
     if files.is_empty() {
-        bail!("{}: no model JSON files (*.json) in this directory", dir.display());
+        bail!(
+            "{}: no model JSON files (*.json) in this directory",
+            dir.display()
+        );
     }
     let smelt: Vec<Topology> = topos.iter().copied().filter(|t| !t.is_static()).collect();
     if smelt.is_empty() || smelt.len() == topos.len() {
@@ -778,38 +867,61 @@ fn evaluate_models(dir: &Path, a: &EvaluateArgs, topos: &[Topology], pl: Payload
     for f in &files {
         let m = load(f)?;
         let all: Vec<usize> = (0..m.len()).collect();
-        let rows = evaluate_group(&m, &all, None, topos, pl).map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
-        let name = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let rows = evaluate_group(&m, &all, None, topos, pl)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
+        let name = f
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let best: Vec<String> = Op::ALL
             .iter()
-            .map(|&o| best_static(&rows, o).map(|b| b.topology.to_string()).unwrap_or_default())
+            .map(|&o| {
+                best_static(&rows, o)
+                    .map(|b| b.topology.to_string())
+                    .unwrap_or_default()
+            })
             .collect();
         let sp: Vec<Vec<f64>> = smelt
             .iter()
             .map(|t| {
                 let r = rows.iter().find(|r| r.topology == *t).expect("evaluated");
-                Op::ALL.iter().map(|&o| speedup(&rows, r, o).unwrap_or(f64::NAN)).collect()
+                Op::ALL
+                    .iter()
+                    .map(|&o| speedup(&rows, r, o).unwrap_or(f64::NAN))
+                    .collect()
             })
             .collect();
         machines.push((name, m.len(), best, sp));
     }
     let oi = |o: Op| Op::ALL.iter().position(|&x| x == o).unwrap_or(0);
     let mean = |si: usize, o: usize| {
-        let v: Vec<f64> = machines.iter().map(|m| m.3[si][o]).filter(|x| x.is_finite()).collect();
+        let v: Vec<f64> = machines
+            .iter()
+            .map(|m| m.3[si][o])
+            .filter(|x| x.is_finite())
+            .collect();
         v.iter().sum::<f64>() / v.len().max(1) as f64
     };
     if let Some(plot) = &a.plot {
         let chart = BarChart {
             title: format!("{} speedup over the best static tree", op.name()),
             y_label: "speedup".into(),
-            groups: machines.iter().map(|m| m.0.clone()).chain(["mean".to_string()]).collect(),
+            groups: machines
+                .iter()
+                .map(|m| m.0.clone())
+                .chain(["mean".to_string()])
+                .collect(),
             series: smelt
                 .iter()
                 .enumerate()
                 .map(|(si, t)| {
                     (
                         t.to_string(),
-                        machines.iter().map(|m| m.3[si][oi(op)]).chain([mean(si, oi(op))]).collect(),
+                        machines
+                            .iter()
+                            .map(|m| m.3[si][oi(op)])
+                            .chain([mean(si, oi(op))])
+                            .collect(),
                     )
                 })
                 .collect(),
@@ -847,9 +959,18 @@ fn evaluate_models(dir: &Path, a: &EvaluateArgs, topos: &[Topology], pl: Payload
         let out = json!({"machines": ms, "mean_speedup": means});
         return emit(None, &(serde_json::to_string_pretty(&out)? + "\n"));
     }
-    let mut s = String::from("Speedup of each smelt topology over the best static tree (>1 = faster), per operation\n");
+    let mut s = String::from(
+        "Speedup of each smelt topology over the best static tree (>1 = faster), per operation\n",
+    );
     for (k, o) in Op::ALL.iter().enumerate() {
-        let _ = write!(s, "\n[{}]\n{:<48}{:>5}{:>14}", o.name(), "machine", "cpus", "best static");
+        let _ = write!(
+            s,
+            "\n[{}]\n{:<48}{:>5}{:>14}",
+            o.name(),
+            "machine",
+            "cpus",
+            "best static"
+        );
         for t in &smelt {
             let _ = write!(s, "{:>19}", t.to_string());
         }

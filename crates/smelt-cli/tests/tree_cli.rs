@@ -48,10 +48,15 @@ fn tree_prints_text_json_and_dot() {
     let m = model(dir.path(), "m.json", 2, 4);
     let m = m.to_str().unwrap();
     let text = ok(&["tree", "--model", m]);
-    assert!(text.contains("root CPU") && text.contains("predicted"), "{text}");
+    assert!(
+        text.contains("root CPU") && text.contains("predicted"),
+        "{text}"
+    );
     assert!(text.contains("└── "));
 
-    let j = ok(&["tree", "--model", m, "--algo", "binary", "--root", "5", "--format", "json"]);
+    let j = ok(&[
+        "tree", "--model", m, "--algo", "binary", "--root", "5", "--format", "json",
+    ]);
     let v: serde_json::Value = serde_json::from_str(&j).unwrap();
     assert_eq!(v["root"], 5);
     for op in ["broadcast", "ab", "reduce", "barrier", "2pc"] {
@@ -62,7 +67,17 @@ fn tree_prints_text_json_and_dot() {
     assert_eq!(tree.len(), 8);
     assert_eq!(v["children"]["5"], serde_json::json!([0, 1]));
 
-    let sub = ok(&["tree", "--model", m, "--algo", "knomial:3", "--cpus", "1-3,6", "--format", "json"]);
+    let sub = ok(&[
+        "tree",
+        "--model",
+        m,
+        "--algo",
+        "knomial:3",
+        "--cpus",
+        "1-3,6",
+        "--format",
+        "json",
+    ]);
     let v: serde_json::Value = serde_json::from_str(&sub).unwrap();
     let t: smelt_tree::tree::TreeJson = serde_json::from_value(v).unwrap();
     let mut cpus = smelt_tree::Tree::from_json(&t).unwrap().members;
@@ -72,7 +87,15 @@ fn tree_prints_text_json_and_dot() {
     let dot = ok(&["tree", "--model", m, "--format", "dot"]);
     assert!(dot.starts_with("digraph") && dot.contains("cluster_1") && dot.contains("->"));
     let out = dir.path().join("t.dot");
-    ok(&["tree", "--model", m, "--format", "dot", "-o", out.to_str().unwrap()]);
+    ok(&[
+        "tree",
+        "--model",
+        m,
+        "--format",
+        "dot",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(std::fs::read_to_string(&out).unwrap(), dot);
     if Command::new("dot").arg("-V").output().is_ok() {
         let svg = ok(&["tree", "--model", m, "--format", "svg"]);
@@ -85,18 +108,30 @@ fn tree_errors_are_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let m = model(dir.path(), "m.json", 2, 4);
     let m = m.to_str().unwrap();
-    fails(&["tree", "--model", m, "--algo", "nope"], "unknown topology 'nope'");
+    fails(
+        &["tree", "--model", m, "--algo", "nope"],
+        "unknown topology 'nope'",
+    );
     fails(&["tree", "--model", m, "--algo", "knomial:0"], "radix");
     fails(&["tree", "--model", m, "--cpus", "3,99"], "CPU 99");
     fails(&["tree", "--model", m, "--cpus", ""], "--cpus");
-    fails(&["tree", "--model", m, "--cpus", "0-3", "--root", "6"], "not in the group");
+    fails(
+        &["tree", "--model", m, "--cpus", "0-3", "--root", "6"],
+        "not in the group",
+    );
     fails(&["tree", "--model", m, "--root", "42"], "CPU 42");
-    fails(&["tree", "--model", "/nonexistent/m.json"], "/nonexistent/m.json");
+    fails(
+        &["tree", "--model", "/nonexistent/m.json"],
+        "/nonexistent/m.json",
+    );
     fails(&["tree", "--model", m, "--lines", "0"], "--lines");
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, "{}").unwrap();
     fails(&["tree", "--model", bad.to_str().unwrap()], "bad.json");
-    fails(&["evaluate", "--model", m, "--algos", "adaptive,zzz"], "zzz");
+    fails(
+        &["evaluate", "--model", m, "--algos", "adaptive,zzz"],
+        "zzz",
+    );
     fails(&["evaluate", "--model", m, "--op", "gather"], "gather");
 }
 
@@ -106,11 +141,25 @@ fn evaluate_tables_json_scaling_and_optimum() {
     let m = model(dir.path(), "m.json", 2, 4);
     let m = m.to_str().unwrap();
     let text = ok(&["evaluate", "--model", m]);
-    assert!(text.contains("best static tree") && text.contains("speedup adaptive"), "{text}");
-    let v: serde_json::Value = serde_json::from_str(&ok(&["evaluate", "--model", m, "--json"])).unwrap();
-    assert!(v["topologies"]["adaptive"]["predicted"]["barrier"].as_f64().unwrap() > 0.0);
+    assert!(
+        text.contains("best static tree") && text.contains("speedup adaptive"),
+        "{text}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&["evaluate", "--model", m, "--json"])).unwrap();
+    assert!(
+        v["topologies"]["adaptive"]["predicted"]["barrier"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
     assert!(v["best_static"]["broadcast"]["topology"].is_string());
-    assert!(v["speedup_over_best_static"]["optimized"]["broadcast"].as_f64().unwrap() > 0.0);
+    assert!(
+        v["speedup_over_best_static"]["optimized"]["broadcast"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
 
     let v: serde_json::Value =
         serde_json::from_str(&ok(&["evaluate", "--model", m, "--scaling", "--json"])).unwrap();
@@ -119,7 +168,13 @@ fn evaluate_tables_json_scaling_and_optimum() {
     assert_eq!(sizes[0]["cpus"], 2);
 
     let v: serde_json::Value = serde_json::from_str(&ok(&[
-        "evaluate", "--model", m, "--optimum", "--cpus", "0-2,4-6", "--json",
+        "evaluate",
+        "--model",
+        m,
+        "--optimum",
+        "--cpus",
+        "0-2,4-6",
+        "--json",
     ]))
     .unwrap();
     let g = &v["groups"][0];
@@ -129,9 +184,19 @@ fn evaluate_tables_json_scaling_and_optimum() {
         assert!(g[k].as_f64().unwrap() >= opt - 1e-9, "{k}");
     }
     let big = model(dir.path(), "big.json", 2, 8);
-    fails(&["evaluate", "--model", big.to_str().unwrap(), "--optimum"], "at most 8");
+    fails(
+        &["evaluate", "--model", big.to_str().unwrap(), "--optimum"],
+        "at most 8",
+    );
     let text = ok(&[
-        "evaluate", "--model", big.to_str().unwrap(), "--optimum", "--subsets", "2", "--time-limit", "20",
+        "evaluate",
+        "--model",
+        big.to_str().unwrap(),
+        "--optimum",
+        "--subsets",
+        "2",
+        "--time-limit",
+        "20",
     ]);
     assert!(text.contains("mean gap"), "{text}");
 }
@@ -144,31 +209,51 @@ fn evaluate_across_models_with_a_plot() {
     model(&models, "a.json", 2, 4);
     model(&models, "b.json", 4, 3);
     let text = ok(&["evaluate", "--models", models.to_str().unwrap()]);
-    assert!(text.contains("[broadcast]") && text.contains("mean"), "{text}");
+    assert!(
+        text.contains("[broadcast]") && text.contains("mean"),
+        "{text}"
+    );
     // The plot needs a system font; without one the command says so (exit 2).
     let plot = dir.path().join("fig9.svg");
     let o = smelt(&[
-        "evaluate", "--models", models.to_str().unwrap(), "--plot", plot.to_str().unwrap(),
+        "evaluate",
+        "--models",
+        models.to_str().unwrap(),
+        "--plot",
+        plot.to_str().unwrap(),
     ]);
     if o.status.success() {
         assert!(std::fs::read_to_string(&plot).unwrap().contains("<svg"));
     } else {
         assert!(String::from_utf8_lossy(&o.stderr).contains("font"));
     }
-    let v: serde_json::Value =
-        serde_json::from_str(&ok(&["evaluate", "--models", models.to_str().unwrap(), "--json"])).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&ok(&[
+        "evaluate",
+        "--models",
+        models.to_str().unwrap(),
+        "--json",
+    ]))
+    .unwrap();
     assert_eq!(v["machines"].as_array().unwrap().len(), 2);
     assert!(v["mean_speedup"]["adaptive"]["broadcast"].as_f64().unwrap() > 0.0);
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    fails(&["evaluate", "--models", empty.to_str().unwrap()], "no model JSON");
+    fails(
+        &["evaluate", "--models", empty.to_str().unwrap()],
+        "no model JSON",
+    );
 }
 
 #[test]
 fn evaluate_correlates_with_ab_bench() {
     let dir = tempfile::tempdir().unwrap();
     let m = dir.path().join("xeon.json");
-    ok(&["import", machinedb().to_str().unwrap(), "-o", m.to_str().unwrap()]);
+    ok(&[
+        "import",
+        machinedb().to_str().unwrap(),
+        "-o",
+        m.to_str().unwrap(),
+    ]);
     // ab-bench.csv next to the imported directory is found automatically.
     let v: serde_json::Value =
         serde_json::from_str(&ok(&["evaluate", "--model", m.to_str().unwrap(), "--json"])).unwrap();
@@ -185,7 +270,13 @@ fn evaluate_correlates_with_ab_bench() {
     let bad = dir.path().join("ab.csv");
     std::fs::write(&bad, "algorithm,bintree\nab,oops\n").unwrap();
     fails(
-        &["evaluate", "--model", m.to_str().unwrap(), "--ab-bench", bad.to_str().unwrap()],
+        &[
+            "evaluate",
+            "--model",
+            m.to_str().unwrap(),
+            "--ab-bench",
+            bad.to_str().unwrap(),
+        ],
         "ab.csv:2",
     );
 }

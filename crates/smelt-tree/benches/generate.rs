@@ -82,7 +82,11 @@ fn bench(c: &mut Criterion) {
     let subset: Vec<usize> = (0..64).filter(|i| i % 2 == 1).collect();
     let all: Vec<usize> = (0..64).collect();
     let mut g = c.benchmark_group("rebuild-64");
-    for t in [Topology::Adaptive, Topology::AdaptiveSorted, Topology::AdaptiveShuffled] {
+    for t in [
+        Topology::Adaptive,
+        Topology::AdaptiveSorted,
+        Topology::AdaptiveShuffled,
+    ] {
         g.bench_function(format!("{t}/subset-32"), |b| {
             b.iter(|| black_box(t.generate(&m, black_box(&subset), Some(17)).unwrap()))
         });

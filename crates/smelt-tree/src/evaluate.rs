@@ -125,7 +125,10 @@ pub fn ab_bench_op(row: &str) -> Option<Op> {
 /// Reads an `ab-bench.csv`. Errors name the file and line.
 pub fn read_ab_bench(path: &Path) -> Result<AbBench, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
     let (_, head) = lines
         .next()
         .ok_or_else(|| format!("{}: the file is empty", path.display()))?;
@@ -134,7 +137,10 @@ pub fn read_ab_bench(path: &Path) -> Result<AbBench, String> {
         .filter(|&i| !head[i].ends_with("_stderr"))
         .collect();
     if keep.is_empty() {
-        return Err(format!("{}:1: no topology columns in the header", path.display()));
+        return Err(format!(
+            "{}:1: no topology columns in the header",
+            path.display()
+        ));
     }
     let mut rows = Vec::new();
     for (ln, line) in lines {
@@ -151,9 +157,12 @@ pub fn read_ab_bench(path: &Path) -> Result<AbBench, String> {
         let vals = keep
             .iter()
             .map(|&i| {
-                f[i].parse::<f64>().ok().filter(|v| v.is_finite()).ok_or_else(|| {
-                    format!("{}:{}: '{}' is not a number", path.display(), ln + 1, f[i])
-                })
+                f[i].parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite())
+                    .ok_or_else(|| {
+                        format!("{}:{}: '{}' is not a number", path.display(), ln + 1, f[i])
+                    })
             })
             .collect::<Result<Vec<_>, _>>()?;
         rows.push((f[0].to_string(), vals));
@@ -229,7 +238,11 @@ mod tests {
     fn ab_bench_parses_and_rejects() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("ab.csv");
-        std::fs::write(&p, "algorithm,bintree,bintree_stderr,AT,AT_stderr\nab,3,0.1,2,0.1\n").unwrap();
+        std::fs::write(
+            &p,
+            "algorithm,bintree,bintree_stderr,AT,AT_stderr\nab,3,0.1,2,0.1\n",
+        )
+        .unwrap();
         let b = read_ab_bench(&p).unwrap();
         assert_eq!(b.columns, vec!["bintree", "AT"]);
         assert_eq!(b.rows, vec![("ab".to_string(), vec![3.0, 2.0])]);

@@ -15,9 +15,9 @@
 
 pub mod costs;
 pub mod evaluate;
-pub mod plot;
 pub mod optimize;
 pub mod optimum;
+pub mod plot;
 pub mod sim;
 pub mod stats;
 pub mod topology;

@@ -178,7 +178,12 @@ pub fn optimized(c: &Costs, root: usize, opts: &Options) -> Vec<Vec<usize>> {
 }
 
 /// One first-improvement pass over the critical path; true if it improved.
-fn descend(ev: &mut Eval, cur: &mut Vec<Vec<usize>>, score: &mut (f64, f64), budget: usize) -> bool {
+fn descend(
+    ev: &mut Eval,
+    cur: &mut Vec<Vec<usize>>,
+    score: &mut (f64, f64),
+    budget: usize,
+) -> bool {
     let c = ev.c;
     let n = c.len();
     let at = sim::broadcast_arrivals(c, ev.root, cur, 1.0, 0.0);

@@ -78,7 +78,10 @@ impl Search<'_> {
         loop {
             let mut m = None;
             for u in 0..n {
-                if !self.informed[u] && !self.fixed[u] && m.is_none_or(|b: usize| self.dist[u] < self.dist[b]) {
+                if !self.informed[u]
+                    && !self.fixed[u]
+                    && m.is_none_or(|b: usize| self.dist[u] < self.dist[b])
+                {
                     m = Some(u);
                 }
             }
@@ -117,7 +120,10 @@ impl Search<'_> {
         }
         let mut v = usize::MAX;
         for p in 0..self.n {
-            if self.informed[p] && !self.stopped[p] && (v == usize::MAX || self.free[p] < self.free[v]) {
+            if self.informed[p]
+                && !self.stopped[p]
+                && (v == usize::MAX || self.free[p] < self.free[v])
+            {
                 v = p;
             }
         }
@@ -159,7 +165,9 @@ pub fn optimum(
         )));
     }
     if root >= n {
-        return Err(TreeError::Invalid(format!("root index {root} out of range")));
+        return Err(TreeError::Invalid(format!(
+            "root index {root} out of range"
+        )));
     }
     let (best, best_ch) = match incumbent {
         Some(ch) => (crate::sim::broadcast_latency(c, root, ch), ch.to_vec()),

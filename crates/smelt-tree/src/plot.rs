@@ -121,17 +121,25 @@ where
     for (si, (name, vals)) in c.series.iter().enumerate() {
         let color = COLORS[si % COLORS.len()];
         chart
-            .draw_series(vals.iter().enumerate().filter(|(_, v)| v.is_finite()).map(|(g, &v)| {
-                let x0 = g as f64 + 0.1 + si as f64 * width;
-                Rectangle::new([(x0, 0.0), (x0 + width * 0.9, v)], color.filled())
-            }))
+            .draw_series(
+                vals.iter()
+                    .enumerate()
+                    .filter(|(_, v)| v.is_finite())
+                    .map(|(g, &v)| {
+                        let x0 = g as f64 + 0.1 + si as f64 * width;
+                        Rectangle::new([(x0, 0.0), (x0 + width * 0.9, v)], color.filled())
+                    }),
+            )
             .map_err(err)?
             .label(name.clone())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
     }
     if let Some(r) = c.reference {
         chart
-            .draw_series(LineSeries::new([(0.0, r), (ng as f64, r)], BLACK.stroke_width(1)))
+            .draw_series(LineSeries::new(
+                [(0.0, r), (ng as f64, r)],
+                BLACK.stroke_width(1),
+            ))
             .map_err(err)?;
     }
     chart
@@ -150,9 +158,15 @@ where
 pub fn render(c: &BarChart, path: &Path) -> Result<(), String> {
     let w = (160 + 130 * c.groups.len().max(1) as u32).clamp(640, 3000);
     let size = (w, 560);
-    let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
     if !matches!(ext.as_deref(), Some("svg") | Some("png")) {
-        return Err(format!("{}: the plot file must end in .svg or .png", path.display()));
+        return Err(format!(
+            "{}: the plot file must end in .svg or .png",
+            path.display()
+        ));
     }
     if !font_ready() {
         return Err(format!(
@@ -178,7 +192,10 @@ mod tests {
             title: "t".into(),
             y_label: "speedup".into(),
             groups: vec!["a".into(), "b".into()],
-            series: vec![("x".into(), vec![1.0, 2.0]), ("y".into(), vec![0.5, f64::NAN])],
+            series: vec![
+                ("x".into(), vec![1.0, 2.0]),
+                ("y".into(), vec![0.5, f64::NAN]),
+            ],
             reference: Some(1.0),
         };
         let p = dir.path().join("p.svg");

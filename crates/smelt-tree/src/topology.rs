@@ -104,11 +104,20 @@ impl Topology {
     pub fn children(self, c: &Costs, root: usize) -> Vec<Vec<usize>> {
         let n = c.len();
         match self {
-            Topology::Sequential => ranked(n, root, |r, n| if r == 0 { (1..n).collect() } else { vec![] }),
+            Topology::Sequential => ranked(
+                n,
+                root,
+                |r, n| if r == 0 { (1..n).collect() } else { vec![] },
+            ),
             Topology::Binary => ranked(n, root, |r, n| {
-                [2 * r + 1, 2 * r + 2].into_iter().filter(|&x| x < n).collect()
+                [2 * r + 1, 2 * r + 2]
+                    .into_iter()
+                    .filter(|&x| x < n)
+                    .collect()
             }),
-            Topology::Knomial(k) => ranked(n, root, |r, n| knomial_children(r, n, k.max(1) as usize)),
+            Topology::Knomial(k) => {
+                ranked(n, root, |r, n| knomial_children(r, n, k.max(1) as usize))
+            }
             Topology::Fibonacci => fibonacci(n, root),
             Topology::Mst => prim2(c, root, false),
             Topology::Bad => prim2(c, root, true),
@@ -208,7 +217,7 @@ fn knomial_children(r: usize, n: usize, k: usize) -> Vec<usize> {
     }
     let mut dists = Vec::new();
     let mut d = 1usize;
-    while d < n && r % d.saturating_mul(k) == 0 {
+    while d < n && r.is_multiple_of(d.saturating_mul(k)) {
         dists.push(d);
         d = d.saturating_mul(k);
     }
@@ -272,13 +281,18 @@ fn prim2(c: &Costs, root: usize, invert: bool) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = Vec::with_capacity(n);
     let mut cands: Vec<Vec<u32>> = vec![Vec::new(); n];
     let mut cursor = vec![0usize; n];
-    let visit = |p: usize, visited: &mut Vec<bool>, order: &mut Vec<usize>, cands: &mut Vec<Vec<u32>>| {
-        visited[p] = true;
-        order.push(p);
-        let mut v: Vec<u32> = (0..n).filter(|&x| !visited[x]).map(|x| x as u32).collect();
-        v.sort_by(|&a, &b| w(p, a as usize).total_cmp(&w(p, b as usize)).then(a.cmp(&b)));
-        cands[p] = v;
-    };
+    let visit =
+        |p: usize, visited: &mut Vec<bool>, order: &mut Vec<usize>, cands: &mut Vec<Vec<u32>>| {
+            visited[p] = true;
+            order.push(p);
+            let mut v: Vec<u32> = (0..n).filter(|&x| !visited[x]).map(|x| x as u32).collect();
+            v.sort_by(|&a, &b| {
+                w(p, a as usize)
+                    .total_cmp(&w(p, b as usize))
+                    .then(a.cmp(&b))
+            });
+            cands[p] = v;
+        };
     visit(root, &mut visited, &mut order, &mut cands);
     for _ in 1..n {
         let mut best: Option<(f64, usize, usize)> = None;
@@ -394,8 +408,8 @@ pub fn adaptive(c: &Costs, root: usize) -> Vec<Vec<usize>> {
         if c.node[x] != ni {
             let g = c.node[x];
             let mut cheap = (f64::INFINITY, x);
-            for y in 0..n {
-                if c.node[y] == g && !core_active[y] && c.s(i, y) < cheap.0 {
+            for (y, &ny) in c.node.iter().enumerate() {
+                if ny == g && !core_active[y] && c.s(i, y) < cheap.0 {
                     cheap = (c.s(i, y), y);
                 }
             }

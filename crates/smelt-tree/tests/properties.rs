@@ -13,7 +13,11 @@ use std::time::Duration;
 
 fn all_topologies() -> Vec<Topology> {
     let mut v = Topology::EVALUATED.to_vec();
-    v.extend([Topology::Knomial(1), Topology::Knomial(3), Topology::Knomial(8)]);
+    v.extend([
+        Topology::Knomial(1),
+        Topology::Knomial(3),
+        Topology::Knomial(8),
+    ]);
     v
 }
 
@@ -51,7 +55,9 @@ fn every_generator_builds_a_valid_tree_for_any_subset_and_root() {
                 assert!(p.broadcast >= 0.0 && p.broadcast.is_finite());
                 assert!(p.ab >= p.broadcast && p.barrier >= p.reduce, "{t} {p:?}");
                 assert!(p.two_pc >= p.broadcast, "{t} {p:?}");
-                assert!((p.broadcast - recursive_lat(&m, &tree)).abs() < 1e-6 * p.broadcast.max(1.0));
+                assert!(
+                    (p.broadcast - recursive_lat(&m, &tree)).abs() < 1e-6 * p.broadcast.max(1.0)
+                );
             }
         }
     }
@@ -65,7 +71,10 @@ fn generator_errors_are_reported() {
     assert!(Topology::Adaptive.generate(&m, &[1, 99], None).is_err());
     assert!(Topology::Binary.generate(&m, &[1, 2], Some(3)).is_err());
     assert!("knomial:0".parse::<Topology>().is_err());
-    assert!("nope".parse::<Topology>().unwrap_err().contains("unknown topology"));
+    assert!("nope"
+        .parse::<Topology>()
+        .unwrap_err()
+        .contains("unknown topology"));
     for t in all_topologies() {
         assert_eq!(t.to_string().parse::<Topology>().unwrap(), t);
     }
@@ -81,7 +90,12 @@ fn random_tree(rng: &mut Rng, m: &Model, members: &[usize]) -> Tree {
         let at = rng.below(children[p].len() + 1);
         children[p].insert(at, perm[i]);
     }
-    Tree::new(members.iter().map(|&p| m.cpus[p]).collect(), perm[0], children).unwrap()
+    Tree::new(
+        members.iter().map(|&p| m.cpus[p]).collect(),
+        perm[0],
+        children,
+    )
+    .unwrap()
 }
 
 /// Reduce written as a recursion, independently of the event simulator.
@@ -119,12 +133,18 @@ fn simulator_matches_the_recursive_formulas() {
             let b = simulate(&c, t.root, &t.children, Op::Broadcast, one);
             assert!((b - recursive_lat(&m, &t)).abs() < 1e-6 * b.max(1.0));
             let r = simulate(&c, t.root, &t.children, Op::Reduce, one);
-            assert!((r - recursive_reduce(&m, &t)).abs() < 1e-6 * r.max(1.0), "{r}");
+            assert!(
+                (r - recursive_reduce(&m, &t)).abs() < 1e-6 * r.max(1.0),
+                "{r}"
+            );
             // Barrier = reduce, then a broadcast starting when the reduce ends.
             let bar = simulate(&c, t.root, &t.children, Op::Barrier, one);
             assert!((bar - (r + b)).abs() < 1e-6 * bar.max(1.0));
             // Payload: every cost scales with 1 + (lines-1) * factor.
-            let three = Payload { lines: 3, extra_line_factor: 0.5 };
+            let three = Payload {
+                lines: 3,
+                extra_line_factor: 0.5,
+            };
             for op in Op::ALL {
                 let x = simulate(&c, t.root, &t.children, op, one);
                 let y = simulate(&c, t.root, &t.children, op, three);
@@ -165,7 +185,10 @@ fn optimized_is_never_worse_than_the_adaptive_trees() {
             let s = lat(Topology::AdaptiveSorted);
             let sh = lat(Topology::AdaptiveShuffled);
             let o = lat(Topology::Optimized);
-            assert!(s <= a + 1e-9 && sh <= s + 1e-9 && o <= sh + 1e-9, "{a} {s} {sh} {o}");
+            assert!(
+                s <= a + 1e-9 && sh <= s + 1e-9 && o <= sh + 1e-9,
+                "{a} {s} {sh} {o}"
+            );
         }
     }
 }
@@ -252,7 +275,11 @@ fn exhaustive_search_is_optimal_and_beats_every_heuristic() {
         let opt = optimum(&c, root, Duration::from_secs(60), None).unwrap();
         assert!(opt.proven);
         let bf = brute_force(&c, root);
-        assert!((opt.latency - bf).abs() < 1e-6, "round {round}: {} vs {bf}", opt.latency);
+        assert!(
+            (opt.latency - bf).abs() < 1e-6,
+            "round {round}: {} vs {bf}",
+            opt.latency
+        );
         assert!((sim::broadcast_latency(&c, root, &opt.children) - opt.latency).abs() < 1e-6);
         // On 7 members it is at most every heuristic.
         let members = rng.subset(m.len(), 7);
@@ -262,7 +289,11 @@ fn exhaustive_search_is_optimal_and_beats_every_heuristic() {
         assert!(opt.proven);
         for t in all_topologies() {
             let h = sim::broadcast_latency(&c, root, &t.children(&c, root));
-            assert!(opt.latency <= h + 1e-9, "{t}: {h} < optimum {}", opt.latency);
+            assert!(
+                opt.latency <= h + 1e-9,
+                "{t}: {h} < optimum {}",
+                opt.latency
+            );
         }
     }
 }
@@ -277,5 +308,15 @@ fn exhaustive_search_respects_its_time_limit() {
     // Either finished or stopped early; the result is never worse than the incumbent.
     assert!(opt.latency <= sim::broadcast_latency(&c, 0, &inc) + 1e-9);
     assert!(opt.elapsed < Duration::from_secs(30));
-    assert!(optimum(&Costs::new(&smelt_model::synthetic(2, 8, 1.0, 1.0, 2.0), &(0..16).collect::<Vec<_>>()).unwrap(), 0, Duration::from_secs(1), None).is_err());
+    assert!(optimum(
+        &Costs::new(
+            &smelt_model::synthetic(2, 8, 1.0, 1.0, 2.0),
+            &(0..16).collect::<Vec<_>>()
+        )
+        .unwrap(),
+        0,
+        Duration::from_secs(1),
+        None
+    )
+    .is_err());
 }

@@ -83,7 +83,13 @@ fn listed_trees_match_the_reference_simulator() {
         Some(2940.0),
     );
     check(
-        &tree(0, &[(0, &[10, 1, 2, 3, 4, 5, 6, 7, 8, 9]), (10, &[11, 12, 13, 14, 15, 16, 17, 18, 19])]),
+        &tree(
+            0,
+            &[
+                (0, &[10, 1, 2, 3, 4, 5, 6, 7, 8, 9]),
+                (10, &[11, 12, 13, 14, 15, 16, 17, 18, 19]),
+            ],
+        ),
         1757.0,
         2554.0,
         Some(2937.0),
@@ -91,7 +97,15 @@ fn listed_trees_match_the_reference_simulator() {
     check(&mst_ref(), 2377.0, 3182.0, Some(2396.0));
     // Binary tree (i → 2i+1, 2i+2) and sequential (0 → 1..19) in rank order.
     let bin: Vec<(usize, Vec<usize>)> = (0..20)
-        .map(|i| (i, [2 * i + 1, 2 * i + 2].into_iter().filter(|&c| c < 20).collect()))
+        .map(|i| {
+            (
+                i,
+                [2 * i + 1, 2 * i + 2]
+                    .into_iter()
+                    .filter(|&c| c < 20)
+                    .collect(),
+            )
+        })
         .collect();
     let bin: Vec<(usize, &[usize])> = bin.iter().map(|(p, c)| (*p, c.as_slice())).collect();
     check(&tree(0, &bin), 2071.0, 2962.0, Some(2474.0));
@@ -114,7 +128,10 @@ fn generators_rebuild_the_reference_trees() {
     // Sorting does not change it here (as in the reference).
     let s = gen(Topology::AdaptiveSorted, None);
     check(&s, 1426.0, 2416.0, None);
-    assert_eq!(gen(Topology::Mst, Some(0)).to_json().children, mst_ref().to_json().children);
+    assert_eq!(
+        gen(Topology::Mst, Some(0)).to_json().children,
+        mst_ref().to_json().children
+    );
     check(&gen(Topology::Binary, Some(0)), 2071.0, 2962.0, None);
     check(&gen(Topology::Sequential, Some(0)), 3397.0, 4194.0, None);
     check(&gen(Topology::Cluster, Some(0)), 1757.0, 2554.0, None);
@@ -128,7 +145,10 @@ fn shuffle_and_optimizer_beat_plain_adaptive_here() {
     let a = lat(&gen(Topology::Adaptive, None));
     let sh = lat(&gen(Topology::AdaptiveShuffled, None));
     let op = lat(&gen(Topology::Optimized, None));
-    assert!(sh <= a && op <= sh, "adaptive {a} shuffled {sh} optimized {op}");
+    assert!(
+        sh <= a && op <= sh,
+        "adaptive {a} shuffled {sh} optimized {op}"
+    );
     // The reference's shuffle found 1386; ours must be at least as good.
     assert!(sh <= 1387.0, "{sh}");
 }

@@ -100,7 +100,12 @@ pub fn random_model(rng: &mut Rng, n: usize, nodes: usize) -> Model {
         levels: vec![Level {
             name: "NUMANode".into(),
             groups: (0..nodes)
-                .map(|g| (0..n).filter(|&i| node(i) == g).map(|i| m.cpus[i]).collect())
+                .map(|g| {
+                    (0..n)
+                        .filter(|&i| node(i) == g)
+                        .map(|i| m.cpus[i])
+                        .collect()
+                })
                 .collect(),
         }],
     };
