@@ -23,7 +23,6 @@ use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-#[allow(unused_imports)]
 pub use group::*;
 
 /// Status codes of every function (see `smelt.h`).
@@ -294,7 +293,7 @@ pub extern "C" fn smelt_model_cpus(
 /// Releases a model (NULL is ignored).
 #[no_mangle]
 pub extern "C" fn smelt_model_free(model: *mut smelt_model) {
-    let _ = catch_unwind(|| free(model));
+    let _ = catch_unwind(AssertUnwindSafe(|| free(model)));
 }
 
 /// Builds a tree with algorithm `algo` (a `smelt tree --algo` name such as
@@ -412,20 +411,21 @@ pub extern "C" fn smelt_tree_predict(
         let op = cstr(op, "op")?;
         let p = ::smelt_tree::predict(&t.model, &t.tree, Payload::default())
             .map_err(|e| Error(SMELT_ERR_TREE, e.to_string()))?;
-        let v =
-            match op {
-                "broadcast" => p.broadcast,
-                "ab" => p.ab,
-                "reduce" => p.reduce,
-                "barrier" => p.barrier,
-                "2pc" => p.two_pc,
-                other => return err(
+        let v = match op {
+            "broadcast" => p.broadcast,
+            "ab" => p.ab,
+            "reduce" => p.reduce,
+            "barrier" => p.barrier,
+            "2pc" => p.two_pc,
+            other => {
+                return err(
                     SMELT_ERR_INVALID_ARGUMENT,
                     format!(
                         "unknown operation '{other}' (known: broadcast, ab, reduce, barrier, 2pc)"
                     ),
-                ),
-            };
+                )
+            }
+        };
         out(ns, v, "ns")
     })
 }
@@ -467,7 +467,7 @@ pub extern "C" fn smelt_tree_to_json(
 /// Releases a tree (NULL is ignored).
 #[no_mangle]
 pub extern "C" fn smelt_tree_free(tree: *mut smelt_tree) {
-    let _ = catch_unwind(|| free(tree));
+    let _ = catch_unwind(AssertUnwindSafe(|| free(tree)));
 }
 
 #[cfg(test)]

@@ -24,7 +24,12 @@ fn lib_dir() -> PathBuf {
 fn cc() -> Option<String> {
     ["cc", "gcc", "clang"]
         .into_iter()
-        .find(|c| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .find(|c| {
+            Command::new(c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
         .map(String::from)
 }
 
