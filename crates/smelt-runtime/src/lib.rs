@@ -1,1 +1,37 @@
-//! smelt-runtime (being written).
+//! The Smelt runtime's collective layer (paper §4.2): a [`Group`] built from one or
+//! more [`smelt_tree::Tree`]s, one queuepair per tree edge, members run as (pinned)
+//! threads, and collectives over the tree — [`broadcast`](Context::broadcast) (atomic:
+//! the root sequences), [`reduce`](Context::reduce), [`allreduce`](Context::allreduce),
+//! [`barrier`](Context::barrier) (zero-payload reduce then broadcast), gather and
+//! scatter of words — with zero-copy paths for words and empty messages.
+//!
+//! ```
+//! use smelt_runtime::Group;
+//! use smelt_tree::Tree;
+//! // CPU 0 is the root with children 1 and 2 (any CPU ids work: members that have no
+//! // CPU here run unpinned).
+//! let tree = Tree::new(vec![0, 1, 2], 0, vec![vec![1, 2], vec![], vec![]]).unwrap();
+//! let sums = Group::new(&tree).unwrap().run(|m| {
+//!     m.barrier()?;
+//!     m.allreduce(m.rank() as u64 + 1, |a, b| a + b)
+//! }).unwrap();
+//! assert!(sums.iter().all(|s| *s == Ok(6)));
+//! ```
+//!
+//! Failures never hang the group: a member that panics or leaves early makes every
+//! other member's collectives return [`GroupError::PeerFailed`], and [`Group::run`]
+//! names the member. Every wait is also bounded by [`GroupConfig::timeout`].
+//!
+//! [`measure`] holds the measurement helpers behind `smelt bench`.
+
+mod context;
+mod error;
+mod group;
+pub mod measure;
+mod word;
+
+pub use context::Context;
+pub use error::GroupError;
+pub use group::{Group, GroupConfig, Member, Pinning, Placement};
+pub use smelt_transport::WaitPolicy;
+pub use word::Word;

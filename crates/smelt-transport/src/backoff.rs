@@ -102,10 +102,7 @@ impl Backoff {
     #[inline]
     pub fn snooze(&mut self) {
         #[cfg(loom)]
-        {
-            loom::thread::yield_now();
-            return;
-        }
+        loom::thread::yield_now();
         #[cfg(not(loom))]
         if self.step < self.spin_steps {
             for _ in 0..1u32 << self.step.min(MAX_SPIN_SHIFT) {

@@ -1,0 +1,63 @@
+//! The runtime's error type.
+
+use std::time::Duration;
+
+/// Why a group could not be built or a collective did not complete.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GroupError {
+    /// The tree(s) given do not describe one group.
+    #[error("invalid group: {0}")]
+    Invalid(String),
+    /// Another member failed (panicked, timed out, or left the group while others still
+    /// expected messages from it); every member's collectives then fail with this.
+    #[error("member {rank} (CPU {cpu}) failed: {what}")]
+    PeerFailed {
+        /// Rank of the member that failed first.
+        rank: usize,
+        /// Its OS CPU id.
+        cpu: u32,
+        /// What happened.
+        what: String,
+    },
+    /// A member's closure panicked (from [`Group::run`](crate::Group::run)).
+    #[error("member {rank} (CPU {cpu}) panicked: {message}")]
+    MemberPanicked {
+        /// Rank of the member.
+        rank: usize,
+        /// Its OS CPU id.
+        cpu: u32,
+        /// The panic message.
+        message: String,
+    },
+    /// A collective waited longer than the group's operation timeout.
+    #[error(
+        "member {rank} (CPU {cpu}) timed out after {after:?} in {op} waiting for member {peer}"
+    )]
+    Timeout {
+        /// The member that gave up.
+        rank: usize,
+        /// Its OS CPU id.
+        cpu: u32,
+        /// The member it was waiting for.
+        peer: usize,
+        /// The collective.
+        op: &'static str,
+        /// The timeout.
+        after: Duration,
+    },
+    /// Members called different collectives, or gave inputs that do not fit together
+    /// (e.g. slices of different lengths to `reduce_slice`).
+    #[error("member {rank}: {what}")]
+    Mismatch {
+        /// The member that noticed.
+        rank: usize,
+        /// What did not match.
+        what: String,
+    },
+    /// A context index that the member does not hold (or that was taken out).
+    #[error("no context {0} on this member")]
+    NoContext(usize),
+    /// Building the channels failed.
+    #[error("transport: {0}")]
+    Transport(#[from] smelt_transport::TransportError),
+}

@@ -1,0 +1,536 @@
+//! Groups of members built from trees, and running them on threads.
+
+use crate::context::{Context, Link};
+use crate::GroupError;
+use smelt_transport::{allowed_cpus, pin_current_thread, try_queuepair, Abort, WaitPolicy};
+use smelt_tree::Tree;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Whether members' threads are pinned to their CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pinning {
+    /// Pin each member to its CPU if every member's CPU exists and this process may use
+    /// it; otherwise run unpinned (and say why in [`Placement::note`]).
+    #[default]
+    Auto,
+    /// Never pin (the OS scheduler places the threads).
+    Never,
+}
+
+/// How a group is built.
+#[derive(Debug, Clone)]
+pub struct GroupConfig {
+    /// Slots per channel (each way, per tree edge). Default 64.
+    pub capacity: usize,
+    /// Longest a collective waits for a peer before failing the group. Default 30 s:
+    /// real waits on an oversubscribed machine never come close, but a bug never hangs.
+    pub timeout: Duration,
+    /// Thread placement. Default [`Pinning::Auto`].
+    pub pinning: Pinning,
+    /// How blocked members wait; default: [`WaitPolicy::DEDICATED`] when every member
+    /// has a CPU of its own, [`WaitPolicy::OVERSUBSCRIBED`] otherwise.
+    pub wait: Option<WaitPolicy>,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        GroupConfig {
+            capacity: 64,
+            timeout: Duration::from_secs(30),
+            pinning: Pinning::Auto,
+            wait: None,
+        }
+    }
+}
+
+/// Where the group's threads run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// Members are pinned to their CPUs.
+    pub pinned: bool,
+    /// More members than CPUs this process may use.
+    pub oversubscribed: bool,
+    /// Why the group runs unpinned, if it does.
+    pub note: Option<String>,
+    /// The wait policy chosen.
+    pub wait: WaitPolicy,
+}
+
+/// The first failure in a group.
+#[derive(Debug, Clone)]
+pub(crate) struct Failure {
+    pub(crate) rank: usize,
+    pub(crate) what: String,
+    pub(crate) panicked: bool,
+}
+
+/// State shared by all members of a group: CPUs by rank, the abort flag, the first
+/// failure.
+#[derive(Debug)]
+pub(crate) struct GroupShared {
+    pub(crate) cpus: Vec<u32>,
+    pub(crate) abort: Abort,
+    pub(crate) failure: Mutex<Option<Failure>>,
+}
+
+impl GroupShared {
+    /// Records a failure of member `rank` (unless one is already recorded), raises the
+    /// abort flag, and returns the error members should see (the first failure).
+    pub(crate) fn record(&self, rank: usize, what: String, panicked: bool) -> GroupError {
+        {
+            let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+            if f.is_none() {
+                *f = Some(Failure {
+                    rank,
+                    what,
+                    panicked,
+                });
+            }
+        }
+        self.abort.trigger();
+        self.failure_error().expect("a failure was just recorded")
+    }
+
+    /// The first failure as members see it.
+    pub(crate) fn failure_error(&self) -> Option<GroupError> {
+        let f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        f.as_ref().map(|f| GroupError::PeerFailed {
+            rank: f.rank,
+            cpu: self.cpus[f.rank],
+            what: f.what.clone(),
+        })
+    }
+
+    /// The first failure as [`Group::run`] reports it.
+    fn run_error(&self) -> Option<GroupError> {
+        let f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        f.as_ref().map(|f| {
+            if f.panicked {
+                GroupError::MemberPanicked {
+                    rank: f.rank,
+                    cpu: self.cpus[f.rank],
+                    message: f.what.clone(),
+                }
+            } else {
+                GroupError::PeerFailed {
+                    rank: f.rank,
+                    cpu: self.cpus[f.rank],
+                    what: f.what.clone(),
+                }
+            }
+        })
+    }
+}
+
+/// One participant: a rank, a CPU, and one [`Context`] per tree of the group. The
+/// collectives on `Member` use context 0; use [`Member::context`] for the others.
+///
+/// Dropping a member (its thread ending) is seen by its neighbours: if they still
+/// expect messages from it, their collectives fail with [`GroupError::PeerFailed`]
+/// instead of hanging. A member dropped while its thread panics fails the whole group.
+#[derive(Debug)]
+pub struct Member {
+    rank: usize,
+    contexts: Vec<Option<Context>>,
+    pin: bool,
+    pinned: bool,
+    shared: Arc<GroupShared>,
+}
+
+macro_rules! ctx0 {
+    ($self:ident) => {
+        $self.contexts[0].as_mut().ok_or(GroupError::NoContext(0))?
+    };
+}
+
+impl Member {
+    /// Rank: index of this member's CPU in the group's CPU list (the first tree's
+    /// member order).
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+    /// OS CPU id.
+    pub fn cpu(&self) -> u32 {
+        self.shared.cpus[self.rank]
+    }
+    /// Number of members.
+    pub fn size(&self) -> usize {
+        self.shared.cpus.len()
+    }
+    /// True if this member's thread was pinned to its CPU.
+    pub fn is_pinned(&self) -> bool {
+        self.pinned
+    }
+    /// Number of contexts (trees) this member was built with.
+    pub fn num_contexts(&self) -> usize {
+        self.contexts.len()
+    }
+
+    /// Pins the calling thread to this member's CPU (done by [`Group::run`]; call it
+    /// yourself on threads you attach with [`Group::into_members`]).
+    pub fn pin_thread(&mut self) -> std::io::Result<()> {
+        pin_current_thread(self.cpu())?;
+        self.pinned = true;
+        Ok(())
+    }
+
+    /// Context `i` (tree `i` of the group).
+    pub fn context(&mut self, i: usize) -> Result<&mut Context, GroupError> {
+        self.contexts
+            .get_mut(i)
+            .and_then(|c| c.as_mut())
+            .ok_or(GroupError::NoContext(i))
+    }
+
+    /// Takes context `i` out (e.g. to drive it from another thread).
+    pub fn take_context(&mut self, i: usize) -> Result<Context, GroupError> {
+        self.contexts
+            .get_mut(i)
+            .and_then(|c| c.take())
+            .ok_or(GroupError::NoContext(i))
+    }
+
+    /// Puts a context taken with [`take_context`](Member::take_context) back.
+    pub fn put_context(&mut self, c: Context) {
+        let i = c.id();
+        self.contexts[i] = Some(c);
+    }
+
+    /// True on context 0's root.
+    pub fn is_root(&self) -> bool {
+        self.contexts[0].as_ref().is_some_and(|c| c.is_root())
+    }
+
+    /// Context 0's [`Context::broadcast_word`].
+    #[inline]
+    pub fn broadcast_word(&mut self, w: u64) -> Result<u64, GroupError> {
+        ctx0!(self).broadcast_word(w)
+    }
+    /// Context 0's [`Context::broadcast_empty`].
+    #[inline]
+    pub fn broadcast_empty(&mut self) -> Result<(), GroupError> {
+        ctx0!(self).broadcast_empty()
+    }
+    /// Context 0's [`Context::broadcast`].
+    pub fn broadcast(&mut self, buf: &mut Vec<u8>) -> Result<(), GroupError> {
+        ctx0!(self).broadcast(buf)
+    }
+    /// Context 0's [`Context::reduce`].
+    #[inline]
+    pub fn reduce<T: crate::Word>(
+        &mut self,
+        v: T,
+        op: impl Fn(T, T) -> T,
+    ) -> Result<Option<T>, GroupError> {
+        ctx0!(self).reduce(v, op)
+    }
+    /// Context 0's [`Context::reduce_empty`].
+    #[inline]
+    pub fn reduce_empty(&mut self) -> Result<(), GroupError> {
+        ctx0!(self).reduce_empty()
+    }
+    /// Context 0's [`Context::allreduce`].
+    #[inline]
+    pub fn allreduce<T: crate::Word>(
+        &mut self,
+        v: T,
+        op: impl Fn(T, T) -> T,
+    ) -> Result<T, GroupError> {
+        ctx0!(self).allreduce(v, op)
+    }
+    /// Context 0's [`Context::reduce_slice`].
+    pub fn reduce_slice<T: crate::Word>(
+        &mut self,
+        data: &mut [T],
+        op: impl Fn(T, T) -> T,
+    ) -> Result<bool, GroupError> {
+        ctx0!(self).reduce_slice(data, op)
+    }
+    /// Context 0's [`Context::allreduce_slice`].
+    pub fn allreduce_slice<T: crate::Word>(
+        &mut self,
+        data: &mut [T],
+        op: impl Fn(T, T) -> T,
+    ) -> Result<(), GroupError> {
+        ctx0!(self).allreduce_slice(data, op)
+    }
+    /// Context 0's [`Context::barrier`].
+    #[inline]
+    pub fn barrier(&mut self) -> Result<(), GroupError> {
+        ctx0!(self).barrier()
+    }
+    /// Context 0's [`Context::gather_word`].
+    pub fn gather_word(&mut self, v: u64) -> Result<Option<Vec<u64>>, GroupError> {
+        ctx0!(self).gather_word(v)
+    }
+    /// Context 0's [`Context::scatter_word`].
+    pub fn scatter_word(&mut self, values: Option<&[u64]>) -> Result<u64, GroupError> {
+        ctx0!(self).scatter_word(values)
+    }
+
+    /// Fails the whole group on this member's behalf (e.g. after an application
+    /// error): every member's collectives return [`GroupError::PeerFailed`] naming it.
+    pub fn fail(&self, what: &str) -> GroupError {
+        self.shared.record(self.rank, what.to_string(), false)
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.shared.record(self.rank, "panicked".into(), true);
+        }
+    }
+}
+
+/// Members built from one or more trees over the same CPUs, with one queuepair per
+/// tree edge. Run them with [`run`](Group::run) (one scoped thread per member, pinned
+/// where possible), or take them with [`into_members`](Group::into_members) and move
+/// each into a thread of your own.
+#[derive(Debug)]
+pub struct Group {
+    members: Vec<Member>,
+    placement: Placement,
+    shared: Arc<GroupShared>,
+}
+
+impl Group {
+    /// A group with one context for `tree` and the default configuration.
+    pub fn new(tree: &Tree) -> Result<Group, GroupError> {
+        Group::with_config(std::slice::from_ref(tree), &GroupConfig::default())
+    }
+
+    /// A group with one context per tree. Every tree must span the same CPUs (any
+    /// shape, any root); ranks follow the first tree's member order.
+    pub fn with_config(trees: &[Tree], cfg: &GroupConfig) -> Result<Group, GroupError> {
+        let first = trees
+            .first()
+            .ok_or_else(|| GroupError::Invalid("no tree given".into()))?;
+        for (i, t) in trees.iter().enumerate() {
+            t.validate()
+                .map_err(|e| GroupError::Invalid(format!("tree {i}: {e}")))?;
+        }
+        let cpus = first.members.clone();
+        let n = cpus.len();
+        let mut sorted = cpus.clone();
+        sorted.sort_unstable();
+        for (i, t) in trees.iter().enumerate().skip(1) {
+            let mut s = t.members.clone();
+            s.sort_unstable();
+            if s != sorted {
+                return Err(GroupError::Invalid(format!(
+                    "tree {i} spans other CPUs than tree 0"
+                )));
+            }
+        }
+        let allowed = allowed_cpus().unwrap_or_default();
+        let missing: Vec<u32> = cpus
+            .iter()
+            .copied()
+            .filter(|c| !allowed.contains(c))
+            .collect();
+        let (pinned, note) = match cfg.pinning {
+            Pinning::Never => (false, Some("pinning disabled".to_string())),
+            Pinning::Auto if missing.is_empty() => (true, None),
+            Pinning::Auto => (
+                false,
+                Some(format!(
+                    "{} of {n} member CPUs are not available to this process (first: {}; {} allowed); running unpinned",
+                    missing.len(),
+                    missing[0],
+                    allowed.len()
+                )),
+            ),
+        };
+        let oversubscribed = n > allowed.len().max(1);
+        let wait = cfg.wait.unwrap_or(if oversubscribed {
+            WaitPolicy::OVERSUBSCRIBED
+        } else {
+            WaitPolicy::DEDICATED
+        });
+        let shared = Arc::new(GroupShared {
+            cpus: cpus.clone(),
+            abort: Abort::new(),
+            failure: Mutex::new(None),
+        });
+        let scratch_len = cfg.capacity * smelt_transport::PAYLOAD_PER_SLOT;
+        let mut members: Vec<Member> = (0..n)
+            .map(|rank| Member {
+                rank,
+                contexts: Vec::with_capacity(trees.len()),
+                pin: pinned,
+                pinned: false,
+                shared: shared.clone(),
+            })
+            .collect();
+        for (id, t) in trees.iter().enumerate() {
+            // Tree member index -> group rank.
+            let rank_of: Vec<usize> = t
+                .members
+                .iter()
+                .map(|c| cpus.iter().position(|x| x == c).expect("same CPU set"))
+                .collect();
+            let mut parents: Vec<Option<Link>> = (0..n).map(|_| None).collect();
+            let mut children: Vec<Vec<Link>> = (0..n).map(|_| Vec::new()).collect();
+            for (p, cs) in t.children.iter().enumerate() {
+                for &c in cs {
+                    let (mut a, mut b) = try_queuepair(cfg.capacity, Some(shared.abort.clone()))?;
+                    a.set_wait_policy(wait);
+                    b.set_wait_policy(wait);
+                    let (pr, cr) = (rank_of[p], rank_of[c]);
+                    children[pr].push(Link {
+                        rank: cr,
+                        tx: a.tx,
+                        rx: a.rx,
+                    });
+                    parents[cr] = Some(Link {
+                        rank: pr,
+                        tx: b.tx,
+                        rx: b.rx,
+                    });
+                }
+            }
+            for (m, (parent, kids)) in parents.into_iter().zip(children).enumerate() {
+                let idx = rank_of.iter().position(|&r| r == m).expect("rank in tree");
+                let subtree: Vec<usize> = subtree_preorder(t, idx)
+                    .into_iter()
+                    .map(|i| rank_of[i])
+                    .collect();
+                let child_sizes = t.children[idx]
+                    .iter()
+                    .map(|&c| subtree_preorder(t, c).len())
+                    .collect();
+                members[m].contexts.push(Some(Context {
+                    id,
+                    rank: m,
+                    root: rank_of[t.root],
+                    parent,
+                    children: kids,
+                    subtree,
+                    child_sizes,
+                    timeout: cfg.timeout,
+                    shared: shared.clone(),
+                    scratch: vec![0; scratch_len],
+                }));
+            }
+        }
+        Ok(Group {
+            members,
+            placement: Placement {
+                pinned,
+                oversubscribed,
+                note,
+                wait,
+            },
+            shared,
+        })
+    }
+
+    /// Number of members.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Always false: a group has at least one member.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// OS CPU id of each rank.
+    pub fn cpus(&self) -> &[u32] {
+        &self.shared.cpus
+    }
+
+    /// Where the members will run.
+    pub fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// A handle to the group's abort flag: triggering it makes every member's pending
+    /// and later collectives fail.
+    pub fn abort_handle(&self) -> Abort {
+        self.shared.abort.clone()
+    }
+
+    /// The members, to move into threads of your own (call [`Member::pin_thread`] there
+    /// if you want pinning). Collectives fail for all if one member's thread panics.
+    pub fn into_members(self) -> Vec<Member> {
+        self.members
+    }
+
+    /// Runs `f` on every member, each on its own scoped thread (pinned per
+    /// [`placement`](Group::placement)), and returns the results by rank.
+    ///
+    /// If a member panics, or a collective fails (a member left early, a timeout, a
+    /// mismatch, [`Member::fail`]), every other member's collectives fail promptly and
+    /// `run` returns the first failure ([`GroupError::MemberPanicked`] for a panic).
+    pub fn run<R, F>(self, f: F) -> Result<Vec<R>, GroupError>
+    where
+        R: Send,
+        F: Fn(&mut Member) -> R + Sync,
+    {
+        let shared = self.shared.clone();
+        let f = &f;
+        let results: Vec<Option<R>> = std::thread::scope(|s| {
+            let handles: Vec<_> = self
+                .members
+                .into_iter()
+                .map(|mut m| {
+                    std::thread::Builder::new()
+                        .name(format!("smelt-rank-{}", m.rank))
+                        .spawn_scoped(s, move || {
+                            if m.pin {
+                                let _ = m.pin_thread();
+                            }
+                            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                f(&mut m)
+                            }));
+                            match r {
+                                Ok(v) => Some(v),
+                                Err(p) => {
+                                    let msg = p
+                                        .downcast_ref::<&str>()
+                                        .map(|s| s.to_string())
+                                        .or_else(|| p.downcast_ref::<String>().cloned())
+                                        .unwrap_or_else(|| "panic".into());
+                                    m.shared.record(m.rank, msg, true);
+                                    None
+                                }
+                            }
+                        })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| match h {
+                    Ok(h) => h.join().ok().flatten(),
+                    Err(e) => {
+                        shared.record(0, format!("cannot spawn a member thread: {e}"), false);
+                        None
+                    }
+                })
+                .collect()
+        });
+        if let Some(e) = shared.run_error() {
+            return Err(e);
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| r.expect("no failure recorded, so every member returned"))
+            .collect())
+    }
+}
+
+/// Member indices of `m`'s subtree in pre-order.
+fn subtree_preorder(t: &Tree, m: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut stack = vec![m];
+    while let Some(x) = stack.pop() {
+        out.push(x);
+        for &c in t.children[x].iter().rev() {
+            stack.push(c);
+        }
+    }
+    out
+}

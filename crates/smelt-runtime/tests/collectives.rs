@@ -1,0 +1,340 @@
+//! Every collective over random trees of 1..=16 members, checked against a sequential
+//! computation; barrier semantics; atomic broadcast with two concurrent contexts;
+//! failure reporting. Scale with SMELT_STRESS.
+
+use smelt_runtime::{Group, GroupConfig, GroupError, Member, Pinning};
+use smelt_tree::Tree;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+fn stress() -> usize {
+    std::env::var("SMELT_STRESS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// Small deterministic PRNG (xorshift64*).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// A random tree over `n` members: random CPU ids (this machine's CPUs when they
+/// suffice, so small groups run pinned; made-up ids otherwise), random root, random
+/// shape and send order.
+fn random_tree(rng: &mut Rng, n: usize) -> Tree {
+    let allowed = smelt_transport::allowed_cpus().unwrap();
+    let mut cpus: Vec<u32> = if n <= allowed.len() && rng.below(2) == 0 {
+        allowed[..n].to_vec()
+    } else {
+        (0..n as u32).map(|i| 4096 + i * 3).collect()
+    };
+    for i in (1..n).rev() {
+        cpus.swap(i, rng.below(i + 1));
+    }
+    let root = rng.below(n);
+    // Attach members in a random order, each to a random already-attached member.
+    let mut order: Vec<usize> = (0..n).filter(|&m| m != root).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.below(i + 1));
+    }
+    let mut attached = vec![root];
+    let mut children = vec![Vec::new(); n];
+    for m in order {
+        let p = attached[rng.below(attached.len())];
+        let at = rng.below(children[p].len() + 1);
+        children[p].insert(at, m);
+        attached.push(m);
+    }
+    Tree::new(cpus, root, children).unwrap()
+}
+
+fn value(rank: usize, round: usize) -> u64 {
+    (rank as u64 + 1) * 1_000_003 + round as u64 * 7919
+}
+
+#[test]
+fn all_collectives_on_random_trees() {
+    let mut rng = Rng(0x5eed_1234_abcd_0001);
+    let trees_per_size = 3 * stress();
+    let rounds = 40;
+    let mut total = 0;
+    for n in 1..=16 {
+        for _ in 0..trees_per_size {
+            let tree = random_tree(&mut rng, n);
+            let group = Group::new(&tree).unwrap();
+            let root = tree.root; // rank == tree member index (first tree)
+            let out = group
+                .run(|m: &mut Member| -> Result<(), GroupError> {
+                    let r = m.rank();
+                    for round in 0..rounds {
+                        // broadcast of a word and of bytes (multi-fragment sometimes)
+                        let w = m.broadcast_word(if m.is_root() { value(r, round) } else { 0 })?;
+                        assert_eq!(w, value(root, round));
+                        let len = (round * 997) % 9000;
+                        let mut buf = if m.is_root() {
+                            (0..len).map(|i| (i + round) as u8).collect()
+                        } else {
+                            vec![1, 2, 3]
+                        };
+                        m.broadcast(&mut buf)?;
+                        assert_eq!(buf.len(), len);
+                        assert!(buf.iter().enumerate().all(|(i, &b)| b == (i + round) as u8));
+                        // reduce / allreduce, sums and max
+                        let s = m.reduce(value(r, round), |a, b| a.wrapping_add(b))?;
+                        let expect: u64 = (0..n).map(|k| value(k, round)).sum();
+                        assert_eq!(s, m.is_root().then_some(expect));
+                        let mx = m.allreduce((r as i32 - 5) * (round as i32 + 1), i32::max)?;
+                        assert_eq!(mx, (n as i32 - 1 - 5) * (round as i32 + 1));
+                        let f = m.allreduce(0.5f64 * r as f64, |a, b| a + b)?;
+                        assert_eq!(f, 0.5 * (n * (n - 1) / 2) as f64);
+                        // element-wise slices
+                        let mut v: Vec<u32> = (0..round + 1).map(|i| (r * i) as u32).collect();
+                        m.allreduce_slice(&mut v, |a, b| a + b)?;
+                        let tri = (n * (n - 1) / 2) as u32;
+                        assert!(v.iter().enumerate().all(|(i, &x)| x == tri * i as u32));
+                        // gather / scatter
+                        let g = m.gather_word(value(r, round))?;
+                        if let Some(g) = g {
+                            assert_eq!(g, (0..n).map(|k| value(k, round)).collect::<Vec<_>>());
+                        }
+                        let vals: Vec<u64> = (0..n).map(|k| value(k, round) + 1).collect();
+                        let mine = m.scatter_word(m.is_root().then_some(&vals[..]))?;
+                        assert_eq!(mine, value(r, round) + 1);
+                        m.barrier()?;
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            assert!(out.iter().all(|r| r.is_ok()), "{out:?}");
+            total += rounds;
+        }
+    }
+    assert_eq!(total, 16 * trees_per_size * rounds);
+}
+
+#[test]
+fn non_commutative_reduce_follows_preorder() {
+    // Combine digits as a string-like number: op(a, b) = a * 10 + b restricted to
+    // small trees keeps it associative over the pre-order fold of single digits?
+    // Use 2x2 matrix multiplication mod 2^64 instead: associative, not commutative.
+    fn mul(a: u64, b: u64) -> u64 {
+        // pack 2x2 matrix of u16 entries into a u64
+        let e = |x: u64, i: u32| (x >> (16 * i)) & 0xffff;
+        let c = |i: u32, j: u32| (e(a, i * 2) * e(b, j) + e(a, i * 2 + 1) * e(b, 2 + j)) & 0xffff;
+        c(0, 0) | c(0, 1) << 16 | c(1, 0) << 32 | c(1, 1) << 48
+    }
+    let mut rng = Rng(77);
+    for n in 1..=12 {
+        let tree = random_tree(&mut rng, n);
+        let mat = |r: usize| -> u64 { 1 | ((r as u64 + 2) << 16) | (3 << 32) | ((r as u64) << 48) };
+        let expect = tree.preorder().into_iter().map(mat).reduce(mul).unwrap();
+        let out = Group::new(&tree)
+            .unwrap()
+            .run(|m| m.reduce(mat(m.rank()), mul))
+            .unwrap();
+        assert_eq!(out[tree.root], Ok(Some(expect)), "n={n}");
+    }
+}
+
+#[test]
+fn barrier_lets_nobody_through_early() {
+    let mut rng = Rng(99);
+    for n in [2, 5, 9, 16] {
+        let tree = random_tree(&mut rng, n);
+        let arrived = AtomicUsize::new(0);
+        let rounds = 50 * stress();
+        Group::new(&tree)
+            .unwrap()
+            .run(|m| {
+                for round in 0..rounds {
+                    arrived.fetch_add(1, Ordering::SeqCst);
+                    m.barrier().unwrap();
+                    let seen = arrived.load(Ordering::SeqCst);
+                    assert!(seen >= (round + 1) * n, "left the barrier early: {seen}");
+                    // second barrier so nobody races into the next round's increment
+                    // before everyone has checked
+                    m.barrier().unwrap();
+                    assert!(arrived.load(Ordering::SeqCst) <= (round + 1) * n);
+                    m.barrier().unwrap();
+                }
+            })
+            .unwrap();
+        assert_eq!(arrived.load(Ordering::SeqCst), rounds * n);
+    }
+}
+
+#[test]
+fn two_concurrent_contexts_deliver_in_root_order() {
+    // Same 6 members, two trees with different roots; each member drives context 1
+    // from a second thread while context 0 runs on the member's own thread.
+    let cpus: Vec<u32> = (0..6).map(|i| 9000 + i).collect();
+    let t0 = Tree::new(
+        cpus.clone(),
+        0,
+        vec![vec![1, 2], vec![3], vec![4, 5], vec![], vec![], vec![]],
+    )
+    .unwrap();
+    let t1 = Tree::new(
+        cpus,
+        5,
+        vec![vec![], vec![0], vec![1], vec![], vec![2], vec![4, 3]],
+    )
+    .unwrap();
+    let n = 300 * stress();
+    let cfg = GroupConfig {
+        pinning: Pinning::Never,
+        ..Default::default()
+    };
+    let group = Group::with_config(&[t0, t1], &cfg).unwrap();
+    let seqs = group
+        .run(|m| -> Result<(Vec<u64>, Vec<u64>), GroupError> {
+            let mut c1 = m.take_context(1)?;
+            std::thread::scope(|s| {
+                let h = s.spawn(move || -> Result<Vec<u64>, GroupError> {
+                    let mut got = Vec::new();
+                    for i in 0..n as u64 {
+                        got.push(c1.broadcast_word(1_000_000 + i)?);
+                    }
+                    Ok(got)
+                });
+                let mut got = Vec::new();
+                for i in 0..n as u64 {
+                    got.push(m.broadcast_word(i)?);
+                }
+                Ok((got, h.join().unwrap()?))
+            })
+        })
+        .unwrap();
+    let expect0: Vec<u64> = (0..n as u64).collect();
+    let expect1: Vec<u64> = (0..n as u64).map(|i| 1_000_000 + i).collect();
+    for s in seqs {
+        let (a, b) = s.unwrap();
+        assert_eq!(a, expect0);
+        assert_eq!(b, expect1);
+    }
+}
+
+#[test]
+fn a_panicking_member_fails_the_group_promptly() {
+    let mut rng = Rng(5);
+    for n in [2, 7, 16] {
+        let tree = random_tree(&mut rng, n);
+        let victim = n - 1;
+        let t0 = Instant::now();
+        let errors = AtomicUsize::new(0);
+        let r = Group::new(&tree).unwrap().run(|m| {
+            for round in 0..1000 {
+                if m.rank() == victim && round == 3 {
+                    panic!("boom");
+                }
+                if let Err(e) = m.barrier() {
+                    assert!(
+                        matches!(e, GroupError::PeerFailed { rank, .. } if rank == victim),
+                        "{e}"
+                    );
+                    errors.fetch_add(1, Ordering::SeqCst);
+                    return;
+                }
+            }
+        });
+        match r {
+            Err(GroupError::MemberPanicked { rank, message, .. }) => {
+                assert_eq!(rank, victim);
+                assert_eq!(message, "boom");
+            }
+            other => panic!("expected MemberPanicked, got {other:?}"),
+        }
+        assert_eq!(errors.load(Ordering::SeqCst), n - 1);
+        // Far below the 30 s operation timeout: failure is pushed, not timed out.
+        assert!(t0.elapsed() < Duration::from_secs(10));
+    }
+}
+
+#[test]
+fn a_member_returning_early_is_reported() {
+    let tree = Tree::new(vec![7000, 7001, 7002], 0, vec![vec![1], vec![2], vec![]]).unwrap();
+    let r = Group::new(&tree).unwrap().run(|m| {
+        let rounds = if m.rank() == 2 { 1 } else { 5 };
+        for _ in 0..rounds {
+            m.barrier()?;
+        }
+        Ok::<(), GroupError>(())
+    });
+    match r {
+        Err(GroupError::PeerFailed { rank, .. }) => assert_eq!(rank, 2),
+        other => panic!("expected PeerFailed naming rank 2, got {other:?}"),
+    }
+}
+
+#[test]
+fn operation_timeout_fires() {
+    let tree = Tree::new(vec![7000, 7001], 0, vec![vec![1], vec![]]).unwrap();
+    let cfg = GroupConfig {
+        timeout: Duration::from_millis(50),
+        ..Default::default()
+    };
+    let group = Group::with_config(&[tree], &cfg).unwrap();
+    let mut members = group.into_members();
+    let mut child = members.pop().unwrap();
+    let mut root = members.pop().unwrap();
+    // The child never calls the barrier (it is kept alive, not dropped).
+    let e = root.barrier().unwrap_err();
+    assert!(
+        matches!(
+            e,
+            GroupError::Timeout {
+                rank: 0,
+                peer: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // The group is now failed for everybody.
+    assert!(matches!(
+        child.barrier(),
+        Err(GroupError::PeerFailed { rank: 0, .. })
+    ));
+}
+
+#[test]
+fn attached_threads_and_mismatches() {
+    let tree = Tree::new(vec![7000, 7001, 7002], 1, vec![vec![], vec![0, 2], vec![]]).unwrap();
+    let group = Group::new(&tree).unwrap();
+    assert!(!group.placement().pinned);
+    assert!(group.placement().note.is_some());
+    let members = group.into_members();
+    let results: Vec<Result<bool, GroupError>> = std::thread::scope(|s| {
+        let hs: Vec<_> = members
+            .into_iter()
+            .map(|mut m| {
+                s.spawn(move || {
+                    let mut v = vec![1u64; if m.rank() == 2 { 3 } else { 2 }];
+                    m.reduce_slice(&mut v, |a, b| a + b)
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(
+        matches!(results[1], Err(GroupError::Mismatch { rank: 1, .. })),
+        "{results:?}"
+    );
+    assert!(Group::with_config(&[], &GroupConfig::default()).is_err());
+    let other = Tree::new(vec![1, 2], 0, vec![vec![1], vec![]]).unwrap();
+    assert!(matches!(
+        Group::with_config(&[tree, other], &GroupConfig::default()),
+        Err(GroupError::Invalid(_))
+    ));
+}
