@@ -237,14 +237,10 @@ pub extern "C" fn smelt_group_attach(
 #[no_mangle]
 pub extern "C" fn smelt_member_detach(member: *mut smelt_member) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        if member.is_null() {
-            return;
+        if let Some(sm) = crate::take_box(member) {
+            let smelt_member { member, inner, .. } = *sm;
+            inner.put(member);
         }
-        // SAFETY: non-NULL members passed here come from Box::into_raw in
-        // smelt_group_attach and smelt.h says each is detached once.
-        let sm = unsafe { Box::from_raw(member) };
-        let smelt_member { member, inner, .. } = *sm;
-        inner.put(member);
     }));
 }
 

@@ -157,13 +157,20 @@ pub(crate) fn obj_mut<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
     Ok(unsafe { &mut *p })
 }
 
+/// Takes back ownership of an object created by `Box::into_raw` (`None` for NULL).
+pub(crate) fn take_box<T>(p: *mut T) -> Option<Box<T>> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: non-NULL objects passed to *_free / smelt_member_detach come from
+    // Box::into_raw in this library, and smelt.h says each is released once; after
+    // this call C no longer uses it.
+    Some(unsafe { Box::from_raw(p) })
+}
+
 /// Releases an object created by `Box::into_raw` (NULL is ignored).
 pub(crate) fn free<T>(p: *mut T) {
-    if !p.is_null() {
-        // SAFETY: p came from Box::into_raw in this library and smelt.h says each object
-        // is freed once; after this call C no longer uses it.
-        drop(unsafe { Box::from_raw(p) });
-    }
+    drop(take_box(p));
 }
 
 /// A loaded machine model (opaque to C).

@@ -150,7 +150,7 @@ fn summary(m: &Model, r: &smelt_probe::probe::ProbeResult) {
             "median over pairs: t_send {:.1} ns, t_receive {:.1} ns, round trip {:.1} ns (relative spread {:.0}% / {:.0}% / {:.0}%)",
             off_diagonal_median(&m.send),
             off_diagonal_median(&m.receive),
-            off_diagonal_median(m.rtt.as_ref().map(|v| v.as_slice()).unwrap_or(&[])),
+            off_diagonal_median(m.rtt.as_deref().unwrap_or(&[])),
             r.spread[0] * 100.0,
             r.spread[1] * 100.0,
             r.spread[2] * 100.0

@@ -257,6 +257,9 @@ pub fn pair_class(h: &Hierarchy, a: u32, b: u32) -> Vec<bool> {
         .collect()
 }
 
+/// The relationship class of every ordered pair of positions.
+pub type PairClasses = BTreeMap<(usize, usize), Vec<bool>>;
+
 /// Chooses the ordered pairs to measure: all of them, or with `sample = Some(k)` at
 /// most `k` per relationship class (evenly spread over the class). Returns the
 /// pairs to measure and the class of every ordered pair.
@@ -264,7 +267,7 @@ pub fn plan_pairs(
     cpus: &[u32],
     h: &Hierarchy,
     sample: Option<usize>,
-) -> (Vec<(usize, usize)>, BTreeMap<(usize, usize), Vec<bool>>) {
+) -> (Vec<(usize, usize)>, PairClasses) {
     let n = cpus.len();
     let mut class_of = BTreeMap::new();
     let mut classes: BTreeMap<Vec<bool>, Vec<(usize, usize)>> = BTreeMap::new();
