@@ -788,7 +788,7 @@ fn evaluate_optimum(
         return emit(None, &(serde_json::to_string_pretty(&out)? + "\n"));
     }
     let mut s = format!(
-        "Broadcast latency ({}) vs the exhaustive optimum (gap = latency / optimum - 1)\n{:<16}{:>5}{:>11}{:>7}",
+        "Broadcast latency ({}) vs the exhaustive optimum (gap = latency / optimum - 1)\n{:<26}{:>5}{:>11}{:>7}",
         units(model),
         "cpus",
         "root",
@@ -802,7 +802,7 @@ fn evaluate_optimum(
     for v in &results {
         let _ = write!(
             s,
-            "{:<16}{:>5}{:>11.1}{:>7}",
+            "{:<26}{:>5}{:>11.1}{:>7}",
             v["cpus"].as_str().unwrap_or(""),
             v["root"],
             v["optimum"].as_f64().unwrap_or(f64::NAN),
@@ -825,7 +825,7 @@ fn evaluate_optimum(
         }
         s.push('\n');
     }
-    let _ = write!(s, "{:<39}", "mean gap");
+    let _ = write!(s, "{:<49}", "mean gap");
     for k in keys {
         let _ = write!(s, "{:>19}", format!("{:+.2}%", 100.0 * mean_gap(k)));
     }
