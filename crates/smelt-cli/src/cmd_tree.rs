@@ -35,7 +35,7 @@ pub enum TreeFormat {
 #[command(
     after_help = "Topologies: sequential (star), binary (bintree), fibonacci, knomial:K \
     (chain = knomial:1, binomial = knomial:2), mst, cluster, bad, adaptive, adaptive-sorted, \
-    adaptive-shuffled, optimized.\n\n\
+    adaptive-shuffled, optimized, optimized:OP (OP = ab, reduce, barrier, 2pc).\n\n\
     Examples:\n  smelt tree --model m.json\n  smelt tree --model m.json --algo mst --cpus 0-7 --root 3\n  \
     smelt tree --model m.json --format svg -o tree.svg\n  smelt tree --model m.json --format json"
 )]
@@ -382,7 +382,7 @@ fn parse_op(s: &str) -> Result<Op> {
 
 fn topologies(list: Option<&str>) -> Result<Vec<Topology>> {
     match list {
-        None => Ok(Topology::EVALUATED.to_vec()),
+        None => Ok(Topology::EVALUATED_EXTENDED.to_vec()),
         Some(s) => {
             let v = s
                 .split(',')

@@ -9,7 +9,7 @@
 //! an evaluation budget instead of a clock.
 
 use crate::costs::Costs;
-use crate::sim;
+use crate::sim::{self, Op, Payload};
 use crate::topology::{adaptive, shuffle, sort_sends, subtree_mask, Topology};
 
 /// Knobs of the search.
@@ -50,6 +50,7 @@ impl Rng {
 struct Eval<'a> {
     c: &'a Costs,
     root: usize,
+    op: Op,
     evals: usize,
     stack: Vec<usize>,
     at: Vec<f64>,
@@ -57,11 +58,24 @@ struct Eval<'a> {
 
 impl Eval<'_> {
     /// (broadcast latency, sum of arrival times) after re-sorting every send list.
-    fn score(&mut self, ch: &mut [Vec<usize>]) -> (f64, f64) {
+    /// The objective of a tree as it is: for the broadcast (latency, sum of arrival
+    /// times); for another operation (its time, broadcast latency).
+    fn objective(&mut self, ch: &[Vec<usize>]) -> (f64, f64) {
         self.evals += 1;
-        sort_sends(self.c, self.root, ch);
         let lat = sim::broadcast_latency_with(self.c, self.root, ch, &mut self.stack, &mut self.at);
-        (lat, self.at.iter().sum())
+        match self.op {
+            Op::Broadcast => (lat, self.at.iter().sum()),
+            op => (
+                sim::simulate(self.c, self.root, ch, op, Payload::default()),
+                lat,
+            ),
+        }
+    }
+
+    /// Re-sorts every send list (optimal for the broadcast part), then scores.
+    fn score(&mut self, ch: &mut [Vec<usize>]) -> (f64, f64) {
+        sort_sends(self.c, self.root, ch);
+        self.objective(ch)
     }
 }
 
@@ -89,6 +103,13 @@ fn moved(ch: &[Vec<usize>], x: usize, from: usize, to: usize) -> Vec<Vec<usize>>
 
 /// The `optimized` tree over `c` rooted at `root` (local indices, send order).
 pub fn optimized(c: &Costs, root: usize, opts: &Options) -> Vec<Vec<usize>> {
+    optimized_for(c, root, Op::Broadcast, opts)
+}
+
+/// A tree optimized for the predicted time of `op` (one-line messages): the same
+/// search, scored by the simulator for that operation, seeded with every other
+/// topology, so it is never slower for `op` than any of them.
+pub fn optimized_for(c: &Costs, root: usize, op: Op, opts: &Options) -> Vec<Vec<usize>> {
     let n = c.len();
     if n <= 2 {
         return Topology::Sequential.children(c, root);
@@ -99,6 +120,7 @@ pub fn optimized(c: &Costs, root: usize, opts: &Options) -> Vec<Vec<usize>> {
     let mut ev = Eval {
         c,
         root,
+        op,
         evals: 0,
         stack: Vec::with_capacity(n),
         at: Vec::with_capacity(n),
@@ -123,14 +145,21 @@ pub fn optimized(c: &Costs, root: usize, opts: &Options) -> Vec<Vec<usize>> {
     ] {
         seeds.push(t.children(c, root));
     }
+    if op != Op::Broadcast {
+        seeds.push(Topology::Fibonacci.children(c, root));
+        seeds.push(Topology::Knomial(8).children(c, root));
+        seeds.push(Topology::Bad.children(c, root));
+        seeds.push(optimized_for(c, root, Op::Broadcast, opts));
+    }
     let mut best = seeds[0].clone();
-    let mut best_score = (sim::broadcast_latency(c, root, &best), f64::INFINITY);
+    let mut best_score = ev.objective(&best);
     for mut s in seeds {
-        // Unsorted seeds (plain adaptive) are scored as they are, then re-sorted.
-        let plain = sim::broadcast_latency(c, root, &s);
-        if plain < best_score.0 {
+        // Seeds are scored as they are (the plain adaptive tree is unsorted), then
+        // re-sorted.
+        let plain = ev.objective(&s);
+        if better(plain, best_score) {
             best = s.clone();
-            best_score = (plain, f64::INFINITY);
+            best_score = plain;
         }
         let sc = ev.score(&mut s);
         if better(sc, best_score) {
@@ -145,8 +174,13 @@ pub fn optimized(c: &Costs, root: usize, opts: &Options) -> Vec<Vec<usize>> {
     let stall = (budget / 5).max(1000);
     let mut last_best = ev.evals;
     while ev.evals < budget && ev.evals - last_best < stall {
-        // Descent: move a member on the critical path under another parent.
-        let improved = descend(&mut ev, &mut cur, &mut cur_score, budget);
+        // Descent: move a member (on the critical path, for the broadcast) under
+        // another parent.
+        let improved = if op == Op::Broadcast {
+            descend(&mut ev, &mut cur, &mut cur_score, budget)
+        } else {
+            descend_any(&mut ev, &mut cur, &mut cur_score, budget, &mut rng)
+        };
         if better(cur_score, best_score) {
             best = cur.clone();
             best_score = cur_score;
@@ -175,6 +209,47 @@ pub fn optimized(c: &Costs, root: usize, opts: &Options) -> Vec<Vec<usize>> {
         }
     }
     best
+}
+
+/// One first-improvement pass for any operation: members in a random rotation,
+/// each tried under its 8 cheapest other parents; true if it improved.
+fn descend_any(
+    ev: &mut Eval,
+    cur: &mut Vec<Vec<usize>>,
+    score: &mut (f64, f64),
+    budget: usize,
+    rng: &mut Rng,
+) -> bool {
+    const TRIES: usize = 8;
+    let c = ev.c;
+    let n = c.len();
+    let start = rng.below(n);
+    let p = parents(cur);
+    for i in 0..n {
+        let x = (start + i) % n;
+        if x == ev.root {
+            continue;
+        }
+        let mask = subtree_mask(cur, x);
+        let mut cands: Vec<(f64, usize)> = (0..n)
+            .filter(|&v| !mask[v] && v != p[x])
+            .map(|v| (c.sr(v, x) + c.sr(x, v), v))
+            .collect();
+        cands.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for &(_, to) in cands.iter().take(TRIES) {
+            if ev.evals >= budget {
+                return false;
+            }
+            let mut next = moved(cur, x, p[x], to);
+            let sc = ev.score(&mut next);
+            if better(sc, *score) {
+                *cur = next;
+                *score = sc;
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// One first-improvement pass over the critical path; true if it improved.

@@ -7,7 +7,7 @@
 
 use crate::costs::Costs;
 use crate::optimize;
-use crate::sim;
+use crate::sim::{self, Op};
 use crate::tree::{Tree, TreeError};
 use smelt_model::Model;
 use std::cmp::Ordering;
@@ -42,6 +42,10 @@ pub enum Topology {
     /// Beyond the paper: local search seeded with the adaptive trees (never worse
     /// than `adaptive-shuffled` for the broadcast).
     Optimized,
+    /// Beyond the paper: the same search scored by another operation's predicted
+    /// time (`optimized:reduce`, `optimized:barrier`, ...); never slower for it than
+    /// any other topology. `OptimizedFor(Op::Broadcast)` is `Optimized`.
+    OptimizedFor(Op),
 }
 
 impl Topology {
@@ -61,6 +65,24 @@ impl Topology {
         Topology::Optimized,
     ];
 
+    /// [`Topology::EVALUATED`] plus the trees optimized for reduce and barrier.
+    pub const EVALUATED_EXTENDED: [Topology; 14] = [
+        Topology::Sequential,
+        Topology::Binary,
+        Topology::Fibonacci,
+        Topology::Knomial(2),
+        Topology::Knomial(4),
+        Topology::Mst,
+        Topology::Cluster,
+        Topology::Bad,
+        Topology::Adaptive,
+        Topology::AdaptiveSorted,
+        Topology::AdaptiveShuffled,
+        Topology::Optimized,
+        Topology::OptimizedFor(Op::Reduce),
+        Topology::OptimizedFor(Op::Barrier),
+    ];
+
     /// True for the hardware-oblivious and classic machine-aware trees the paper
     /// compares against (everything but Smelt's adaptive trees and `optimized`).
     pub fn is_static(self) -> bool {
@@ -70,6 +92,7 @@ impl Topology {
                 | Topology::AdaptiveSorted
                 | Topology::AdaptiveShuffled
                 | Topology::Optimized
+                | Topology::OptimizedFor(_)
         )
     }
 
@@ -134,7 +157,12 @@ impl Topology {
                 shuffle(c, root, &mut ch);
                 ch
             }
-            Topology::Optimized => optimize::optimized(c, root, &optimize::Options::default()),
+            Topology::Optimized | Topology::OptimizedFor(Op::Broadcast) => {
+                optimize::optimized(c, root, &optimize::Options::default())
+            }
+            Topology::OptimizedFor(op) => {
+                optimize::optimized_for(c, root, op, &optimize::Options::default())
+            }
         }
     }
 }
@@ -153,13 +181,15 @@ impl fmt::Display for Topology {
             Topology::AdaptiveSorted => f.write_str("adaptive-sorted"),
             Topology::AdaptiveShuffled => f.write_str("adaptive-shuffled"),
             Topology::Optimized => f.write_str("optimized"),
+            Topology::OptimizedFor(op) => write!(f, "optimized:{}", op.name()),
         }
     }
 }
 
 /// The names `FromStr` accepts, for error messages and `--help`.
 pub const NAMES: &str = "sequential (star), binary (bintree), fibonacci, knomial:K (chain = knomial:1, \
-binomial = knomial:2), mst, cluster, bad (badtree), adaptive, adaptive-sorted, adaptive-shuffled, optimized";
+binomial = knomial:2), mst, cluster, bad (badtree), adaptive, adaptive-sorted, adaptive-shuffled, optimized, \
+optimized:OP (OP = ab, reduce, barrier, 2pc)";
 
 impl FromStr for Topology {
     type Err = String;
@@ -178,6 +208,15 @@ impl FromStr for Topology {
             "adaptive-shuffled" | "adaptivetree-shuffle-sort" => Topology::AdaptiveShuffled,
             "optimized" => Topology::Optimized,
             other => {
+                if let Some(o) = other.strip_prefix("optimized:") {
+                    return match Op::ALL.into_iter().find(|op| op.name() == o) {
+                        Some(Op::Broadcast) => Ok(Topology::Optimized),
+                        Some(op) => Ok(Topology::OptimizedFor(op)),
+                        None => Err(format!(
+                            "unknown operation '{o}' in '{s}': expected optimized:OP with OP one of broadcast, ab, reduce, barrier, 2pc"
+                        )),
+                    };
+                }
                 if let Some(k) = other.strip_prefix("knomial:") {
                     match k.parse::<u32>() {
                         Ok(k) if (1..=1024).contains(&k) => return Ok(Topology::Knomial(k)),

@@ -193,6 +193,28 @@ fn optimized_is_never_worse_than_the_adaptive_trees() {
     }
 }
 
+#[test]
+fn trees_optimized_for_an_operation_beat_every_topology_at_it() {
+    let mut rng = Rng(11);
+    for m in models(&mut rng) {
+        for _ in 0..2 * stress() {
+            let k = 2 + rng.below(m.len() - 1);
+            let members = rng.subset(m.len(), k);
+            let c = Costs::new(&m, &members).unwrap();
+            let root = rng.below(k);
+            for op in [Op::Reduce, Op::Barrier, Op::TwoPhaseCommit] {
+                let pl = Payload::default();
+                let ch = Topology::OptimizedFor(op).children(&c, root);
+                let mine = simulate(&c, root, &ch, op, pl);
+                for t in Topology::EVALUATED {
+                    let other = simulate(&c, root, &t.children(&c, root), op, pl);
+                    assert!(mine <= other + 1e-9, "{op:?}: {t} {other} < {mine}");
+                }
+            }
+        }
+    }
+}
+
 /// Every tree and send order for a fixed root, by brute force (tiny n only).
 fn brute_force(c: &Costs, root: usize) -> f64 {
     let n = c.len();
