@@ -735,7 +735,8 @@ fn evaluate_optimum(
             vec![members.to_vec()]
         }
     };
-    let limit = Duration::from_secs_f64(a.time_limit);
+    let limit = Duration::try_from_secs_f64(a.time_limit)
+        .map_err(|_| anyhow::anyhow!("--time-limit {} is out of range", a.time_limit))?;
     let mut results = Vec::new();
     for g in &groups {
         let c = Costs::new(model, g).map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -133,6 +133,21 @@ fn tree_errors_are_one_line() {
         "zzz",
     );
     fails(&["evaluate", "--model", m, "--op", "gather"], "gather");
+    for limit in ["1e30", "0", "nan"] {
+        fails(
+            &[
+                "evaluate",
+                "--model",
+                m,
+                "--optimum",
+                "--cpus",
+                "0-3",
+                "--time-limit",
+                limit,
+            ],
+            "time-limit",
+        );
+    }
 }
 
 #[test]

@@ -82,19 +82,19 @@ impl Costs {
     /// Costs among the members of `tree` (OS CPU ids looked up in `model`), indexed
     /// like the tree's members.
     pub fn for_tree(model: &Model, tree: &Tree) -> Result<Costs, TreeError> {
-        let max = model.cpus.iter().copied().max().unwrap_or(0) as usize;
-        let mut pos = vec![usize::MAX; max + 1];
-        for (i, &c) in model.cpus.iter().enumerate() {
-            pos[c as usize] = i;
-        }
+        let pos: std::collections::HashMap<u32, usize> = model
+            .cpus
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| (c, i))
+            .collect();
         let members = tree
             .members
             .iter()
-            .map(|&c| match pos.get(c as usize) {
-                Some(&p) if p != usize::MAX => Ok(p),
-                _ => Err(TreeError::Invalid(format!(
-                    "CPU {c} of the tree is not in the model"
-                ))),
+            .map(|&c| {
+                pos.get(&c).copied().ok_or_else(|| {
+                    TreeError::Invalid(format!("CPU {c} of the tree is not in the model"))
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         Self::new(model, &members)

@@ -70,6 +70,11 @@ fn generator_errors_are_reported() {
     assert!(Topology::Adaptive.generate(&m, &[1, 1], None).is_err());
     assert!(Topology::Adaptive.generate(&m, &[1, 99], None).is_err());
     assert!(Topology::Binary.generate(&m, &[1, 2], Some(3)).is_err());
+    let stranger = Tree::new(vec![0, 4_000_000_000], 0, vec![vec![1], vec![]]).unwrap();
+    assert!(sim::predict(&m, &stranger, Payload::default())
+        .unwrap_err()
+        .to_string()
+        .contains("4000000000"));
     assert!("knomial:0".parse::<Topology>().is_err());
     assert!("nope"
         .parse::<Topology>()
