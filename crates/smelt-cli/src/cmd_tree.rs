@@ -9,7 +9,7 @@ use smelt_tree::evaluate::{
     best_static, correlate, evaluate_group, read_ab_bench, round_robin_groups, speedup, Row,
 };
 use smelt_tree::optimum::optimum;
-use smelt_tree::plot::{render, BarChart};
+use smelt_tree::plot::{render, render_lines, BarChart, LineChart};
 use smelt_tree::sim::{broadcast_arrivals, broadcast_latency, predict_local};
 use smelt_tree::{Costs, Op, Payload, Prediction, Topology, Tree};
 use std::fmt::Write as _;
@@ -113,7 +113,8 @@ pub struct EvaluateArgs {
     /// A machine database ab-bench.csv with measured times to correlate with.
     #[arg(long)]
     pub ab_bench: Option<PathBuf>,
-    /// Draw speedups over the best static tree (.png or .svg).
+    /// Draw speedups over the best static tree, or with --scaling the time by group
+    /// size (.png or .svg).
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Message size in cache lines.
@@ -419,7 +420,7 @@ pub fn evaluate(a: EvaluateArgs) -> Result<()> {
         return evaluate_optimum(&model, &members, root, &a);
     }
     if a.scaling {
-        return evaluate_scaling(&model, &members, &topos, pl, op, a.json);
+        return evaluate_scaling(&model, &members, &topos, pl, op, a.json, a.plot.as_deref());
     }
     let rows =
         evaluate_group(&model, &members, root, &topos, pl).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -647,6 +648,7 @@ fn evaluate_scaling(
     pl: Payload,
     op: Op,
     as_json: bool,
+    plot: Option<&Path>,
 ) -> Result<()> {
     let groups = round_robin_groups(model, members);
     if groups.is_empty() {
@@ -656,6 +658,24 @@ fn evaluate_scaling(
     for g in &groups {
         let rows = evaluate_group(model, g, None, topos, pl).map_err(|e| anyhow::anyhow!("{e}"))?;
         table.push((g.len(), rows.iter().map(|r| r.prediction.get(op)).collect()));
+    }
+    if let Some(p) = plot {
+        let chart = LineChart {
+            title: format!(
+                "{}: predicted {} time by group size",
+                model.provenance.host,
+                op.name()
+            ),
+            x_label: "CPUs (round-robin over nodes)".into(),
+            y_label: units(model),
+            x: table.iter().map(|(n, _)| *n as f64).collect(),
+            series: topos
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.to_string(), table.iter().map(|(_, v)| v[i]).collect()))
+                .collect(),
+        };
+        render_lines(&chart, p).map_err(|e| anyhow::anyhow!("--plot: {e}"))?;
     }
     if as_json {
         let v: Vec<Value> = table

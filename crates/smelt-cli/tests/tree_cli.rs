@@ -181,6 +181,22 @@ fn evaluate_tables_json_scaling_and_optimum() {
     let sizes = v["sizes"].as_array().unwrap();
     assert_eq!(sizes.len(), 7);
     assert_eq!(sizes[0]["cpus"], 2);
+    let plot = dir.path().join("scaling.svg");
+    let o = smelt(&[
+        "evaluate",
+        "--model",
+        m,
+        "--scaling",
+        "--algos",
+        "binary,adaptive",
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    if o.status.success() {
+        assert!(std::fs::read_to_string(&plot)
+            .unwrap()
+            .contains("<polyline"));
+    }
 
     let v: serde_json::Value = serde_json::from_str(&ok(&[
         "evaluate",

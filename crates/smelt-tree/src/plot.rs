@@ -181,6 +181,113 @@ pub fn render(c: &BarChart, path: &Path) -> Result<(), String> {
     }
 }
 
+/// A line chart: one line per series over shared x values (e.g. group sizes).
+#[derive(Debug, Clone)]
+pub struct LineChart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub x: Vec<f64>,
+    /// (series name, one y per x).
+    pub series: Vec<(String, Vec<f64>)>,
+}
+
+fn draw_lines<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &LineChart) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("drawing failed: {e}");
+    root.fill(&WHITE).map_err(err)?;
+    let finite = |v: &f64| v.is_finite();
+    let x0 =
+        c.x.iter()
+            .copied()
+            .filter(finite)
+            .fold(f64::INFINITY, f64::min);
+    let x1 =
+        c.x.iter()
+            .copied()
+            .filter(finite)
+            .fold(f64::NEG_INFINITY, f64::max);
+    let (x0, x1) = if x0 < x1 { (x0, x1) } else { (0.0, 1.0) };
+    let ymax = c
+        .series
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .filter(finite)
+        .fold(0.0f64, f64::max)
+        * 1.1;
+    let ymax = if ymax > 0.0 { ymax } else { 1.0 };
+    let mut chart = ChartBuilder::on(&root)
+        .caption(&c.title, (FAMILY, 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x0..x1, 0f64..ymax)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc(&c.x_label)
+        .y_desc(&c.y_label)
+        .label_style((FAMILY, 13))
+        .draw()
+        .map_err(err)?;
+    for (si, (name, ys)) in c.series.iter().enumerate() {
+        let color = COLORS[si % COLORS.len()];
+        let pts: Vec<(f64, f64)> =
+            c.x.iter()
+                .zip(ys)
+                .filter(|(x, y)| x.is_finite() && y.is_finite())
+                .map(|(&x, &y)| (x, y))
+                .collect();
+        chart
+            .draw_series(LineSeries::new(pts, color.stroke_width(2)))
+            .map_err(err)?
+            .label(name.clone())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], color.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FAMILY, 13))
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+fn check_target(path: &Path) -> Result<bool, String> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    if !matches!(ext.as_deref(), Some("svg") | Some("png")) {
+        return Err(format!(
+            "{}: the plot file must end in .svg or .png",
+            path.display()
+        ));
+    }
+    if !font_ready() {
+        return Err(format!(
+            "{}: no TrueType font found under /usr/share/fonts (install fonts-dejavu-core)",
+            path.display()
+        ));
+    }
+    Ok(ext.as_deref() == Some("svg"))
+}
+
+/// Writes a line chart to `path`: `.svg` or `.png` by extension.
+pub fn render_lines(c: &LineChart, path: &Path) -> Result<(), String> {
+    let size = (1000, 600);
+    if check_target(path)? {
+        draw_lines(SVGBackend::new(path, size).into_drawing_area(), c)
+    } else {
+        draw_lines(BitMapBackend::new(path, size).into_drawing_area(), c)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +313,16 @@ mod tests {
             let png = dir.path().join("p.png");
             render(&c, &png).unwrap();
             assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+            let l = LineChart {
+                title: "scaling".into(),
+                x_label: "cpus".into(),
+                y_label: "ns".into(),
+                x: vec![2.0, 3.0, 4.0],
+                series: vec![("a".into(), vec![1.0, 2.0, f64::NAN])],
+            };
+            let lp = dir.path().join("l.svg");
+            render_lines(&l, &lp).unwrap();
+            assert!(std::fs::read_to_string(&lp).unwrap().contains("<polyline"));
         } else {
             assert!(render(&c, &p).unwrap_err().contains("font"));
         }
