@@ -1,60 +1,178 @@
 //! smelt's side of `smelt bench`: trees from the model, the simulator's predictions,
-//! and the collectives measured with the runtime.
+//! and the collectives measured with the runtime's helpers
+//! (`smelt_runtime::measure`): paper-style for the topology table, back-to-back for
+//! the comparison with the peers (which are measured back-to-back too).
 
 use smelt_model::Model;
 use smelt_probe::peers::{Metric, PeerResult, Status};
 use smelt_probe::Summary;
+use smelt_runtime::measure::{self, MeasureConfig, Stats};
+use smelt_runtime::{GroupConfig, Pinning};
 use smelt_tree::{Op, Payload, Prediction, Topology, Tree};
 use std::time::Duration;
 
 /// What smelt's figures are measured with.
 pub struct Smelt<'a> {
+    /// The model the trees are built from (restricted to the selected CPUs).
     pub model: &'a Model,
+    /// Paper-style rounds per figure.
     pub rounds: usize,
+    /// Timed runs per back-to-back figure.
+    pub runs: usize,
+    /// Minimum length of one back-to-back run.
+    pub batch: Duration,
+    /// Longest a collective may wait before the figure fails.
     pub timeout: Duration,
 }
 
 /// A tree ready to measure.
 pub struct Plan {
-    pub topology: Topology,
+    /// The tree (members are the model's CPUs, or virtual ids when oversubscribed).
     pub tree: Tree,
+    /// The simulator's prediction for it.
     pub prediction: Option<Prediction>,
+    /// More members than CPUs: the group runs unpinned.
+    pub oversubscribed: bool,
+}
+
+/// The runtime's name for an operation (the AB variant is not measured separately).
+fn runtime_op(op: Op) -> Option<measure::Op> {
+    match op {
+        Op::Broadcast => Some(measure::Op::Broadcast),
+        Op::Reduce => Some(measure::Op::Reduce),
+        Op::Barrier => Some(measure::Op::Barrier),
+        Op::TwoPhaseCommit => Some(measure::Op::TwoPhaseCommit),
+        Op::AtomicBroadcast => None,
+    }
+}
+
+/// The runtime's statistics as a [`Summary`]; the spread is estimated from the
+/// 10–90 % range as for a normal distribution ((p90 − p10) / 2.563).
+pub fn summary_of(s: &Stats) -> Summary {
+    Summary {
+        median: s.median_ns,
+        mad: ((s.p90_ns - s.p10_ns) / 2.563).max(0.0),
+        p10: s.p10_ns,
+        p90: s.p90_ns,
+        min: s.min_ns,
+        max: s.max_ns,
+        n: s.samples,
+        rejected: 0,
+    }
+}
+
+/// A model of `members` members placed round-robin on the CPUs of `m`: member `i`
+/// has the costs of CPU `i mod n`; two members on the same CPU get the cheapest cost
+/// of the model. Member ids are `0..members` (the group runs unpinned).
+pub fn oversubscribed_model(m: &Model, members: usize) -> Model {
+    let n = m.len();
+    let cheapest = |mat: &Vec<Vec<f64>>| {
+        let mut best = f64::INFINITY;
+        for (i, row) in mat.iter().enumerate() {
+            for (j, &v) in row.iter().enumerate() {
+                if i != j && v > 0.0 {
+                    best = best.min(v);
+                }
+            }
+        }
+        if best.is_finite() {
+            best
+        } else {
+            1.0
+        }
+    };
+    let expand = |mat: &Vec<Vec<f64>>| -> Vec<Vec<f64>> {
+        let local = cheapest(mat);
+        (0..members)
+            .map(|i| {
+                (0..members)
+                    .map(|j| {
+                        if i == j {
+                            0.0
+                        } else if i % n == j % n {
+                            local
+                        } else {
+                            mat[i % n][j % n]
+                        }
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    let mut x = Model::new(
+        (0..members as u32).collect(),
+        expand(&m.send),
+        expand(&m.receive),
+    );
+    x.provenance = m.provenance.clone();
+    x.provenance
+        .notes
+        .push(format!("{members} members placed round-robin on {n} CPUs"));
+    x
 }
 
 impl Smelt<'_> {
     /// The tree of `t` over `members` members and its predicted times.
     pub fn plan(&self, t: Topology, members: usize) -> Result<Plan, String> {
         let n = self.model.len();
-        if members > n {
-            return Err(format!(
-                "{members} members on {n} CPUs is not supported yet"
-            ));
-        }
+        let oversubscribed = members > n;
+        let expanded;
+        let model = if oversubscribed {
+            expanded = oversubscribed_model(self.model, members);
+            &expanded
+        } else {
+            self.model
+        };
         let pos: Vec<usize> = (0..members).collect();
-        let tree = t
-            .generate(self.model, &pos, None)
-            .map_err(|e| e.to_string())?;
-        let prediction = smelt_tree::predict(self.model, &tree, Payload::default()).ok();
+        let tree = t.generate(model, &pos, None).map_err(|e| e.to_string())?;
+        let prediction = smelt_tree::predict(model, &tree, Payload::default()).ok();
         Ok(Plan {
-            topology: t,
             tree,
             prediction,
+            oversubscribed,
         })
     }
 
-    /// Measures `op` over the plan's tree.
-    pub fn measure(&self, _p: &Plan, _op: Op) -> Result<Summary, String> {
-        Err("the runtime is not available yet".into())
+    fn config(&self, p: &Plan, rounds: usize) -> MeasureConfig {
+        MeasureConfig {
+            rounds,
+            warmup: (rounds / 10).clamp(1, 50),
+            batch: self.batch,
+            group: GroupConfig {
+                timeout: self.timeout,
+                pinning: if p.oversubscribed {
+                    Pinning::Never
+                } else {
+                    Pinning::Auto
+                },
+                ..GroupConfig::default()
+            },
+        }
     }
 
-    /// smelt's figure for the peer comparison: `op` over `t` with `threads` members.
+    /// Measures `op` over the plan's tree the paper's way (completion messages from
+    /// each leaf in turn to the root, max over leaves, median over rounds).
+    pub fn measure(&self, p: &Plan, op: Op) -> Result<Summary, String> {
+        let rop = runtime_op(op).ok_or_else(|| format!("{} is not measured", op.name()))?;
+        let m = measure::measure(&p.tree, rop, &self.config(p, self.rounds))
+            .map_err(|e| e.to_string())?;
+        Ok(summary_of(&m.stats))
+    }
+
+    /// smelt's figure for the peer comparison: `op` over `t` with `threads` members,
+    /// measured back-to-back like the peers.
     pub fn peer_figure(&self, t: Topology, threads: usize, op: Op) -> PeerResult {
         let metric = match op {
             Op::Broadcast | Op::AtomicBroadcast => Metric::Broadcast,
             Op::Reduce => Metric::Reduce,
             _ => Metric::Barrier,
         };
-        let r = self.plan(t, threads).and_then(|p| self.measure(&p, op));
+        let r = self.plan(t, threads).and_then(|p| {
+            let rop = runtime_op(op).ok_or_else(|| format!("{} is not measured", op.name()))?;
+            measure::measure_back_to_back(&p.tree, rop, &self.config(&p, self.runs))
+                .map(|m| summary_of(&m.stats))
+                .map_err(|e| e.to_string())
+        });
         PeerResult {
             name: format!("smelt ({t})"),
             metric,
@@ -64,5 +182,21 @@ impl Smelt<'_> {
                 Err(reason) => Status::Failed { reason },
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oversubscribed_model_repeats_the_costs() {
+        let m = smelt_model::synthetic(1, 2, 10.0, 20.0, 1.0);
+        let x = oversubscribed_model(&m, 5);
+        x.validate().unwrap();
+        assert_eq!(x.len(), 5);
+        assert_eq!(x.send[0][1], 10.0);
+        assert_eq!(x.send[0][2], 10.0); // members 0 and 2 share CPU 0: cheapest cost
+        assert_eq!(x.receive[1][4], 20.0);
     }
 }

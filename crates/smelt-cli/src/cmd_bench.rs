@@ -258,6 +258,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let sm = smelt::Smelt {
         model: &model,
         rounds,
+        runs: budget.runs,
+        batch: budget.batch,
         timeout,
     };
 
@@ -333,9 +335,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
     // 3. Collectives vs the peers: barriers at several thread counts, broadcast and
     //    reduce with 2 members.
     let mut peers = Vec::new();
-    let best_barrier = best_topology(&collectives, "barrier").unwrap_or(Topology::AdaptiveShuffled);
+    // smelt's side of the comparison is the tree smelt builds (adaptive-shuffled), not
+    // the best measured one: picking the minimum of many noisy figures would flatter it.
+    let smelt_tree_choice = Topology::AdaptiveShuffled;
     for &t in &peer_threads {
-        peers.push(floors.figure(|| sm.peer_figure(best_barrier, t, Op::Barrier)));
+        peers.push(floors.figure(|| sm.peer_figure(smelt_tree_choice, t, Op::Barrier)));
         if a.no_peers {
             continue;
         }
@@ -355,10 +359,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
         );
     }
     let two = 2usize;
-    let best_bcast = best_topology(&collectives, "broadcast").unwrap_or(Topology::AdaptiveShuffled);
-    let best_reduce = best_topology(&collectives, "reduce").unwrap_or(Topology::AdaptiveShuffled);
-    peers.push(floors.figure(|| sm.peer_figure(best_bcast, two, Op::Broadcast)));
-    peers.push(floors.figure(|| sm.peer_figure(best_reduce, two, Op::Reduce)));
+    peers.push(floors.figure(|| sm.peer_figure(smelt_tree_choice, two, Op::Broadcast)));
+    peers.push(floors.figure(|| sm.peer_figure(smelt_tree_choice, two, Op::Reduce)));
     if !a.no_peers {
         peers.extend(
             floors
@@ -442,18 +444,6 @@ fn metric_order(m: Metric) -> u8 {
     }
 }
 
-/// The topology with the lowest measured median for `op`.
-fn best_topology(c: &[Collective], op: &str) -> Option<Topology> {
-    c.iter()
-        .filter(|x| x.op == op)
-        .filter_map(|x| match &x.status {
-            Status::Ok { ns } => Some((ns.median, &x.topology)),
-            _ => None,
-        })
-        .min_by(|a, b| a.0.total_cmp(&b.0))
-        .and_then(|(_, t)| t.parse().ok())
-}
-
 fn is_smelt(f: &Figure) -> bool {
     f.peer.name.starts_with("smelt")
 }
@@ -527,8 +517,12 @@ fn ratios(col: &[Collective], transport: &[Figure], peers: &[Figure]) -> Vec<Rat
         }
     }
     // Smelt's adaptive tree vs the best static tree, per operation.
-    let mut ops: Vec<&str> = col.iter().map(|c| c.op.as_str()).collect();
-    ops.dedup();
+    let mut ops: Vec<&str> = Vec::new();
+    for c in col {
+        if !ops.contains(&c.op.as_str()) {
+            ops.push(&c.op);
+        }
+    }
     for op in ops {
         let ok = |smelt_side: bool| {
             col.iter()

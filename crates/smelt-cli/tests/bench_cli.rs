@@ -30,10 +30,10 @@ fn probe_writes_a_valid_model() {
     let n = m.len();
     assert!(n >= 1);
     let rtt = m.rtt.as_ref().expect("the probe records round trips");
-    for i in 0..n {
-        for j in 0..n {
+    for (i, row) in rtt.iter().enumerate() {
+        for (j, v) in row.iter().enumerate() {
             if i != j {
-                assert!(rtt[i][j] > 0.0, "rtt[{i}][{j}] = {}", rtt[i][j]);
+                assert!(*v > 0.0, "rtt[{i}][{j}] = {v}");
             }
         }
     }
