@@ -1,1 +1,569 @@
+//! Measurement helpers behind `smelt bench`: collectives measured the way the Smelt
+//! paper does (§5.1), collectives measured back-to-back (the way MPI and OpenMP
+//! barriers are usually measured), and the transport's one-way latency and streaming
+//! throughput between two threads.
+//!
+//! All times are nanoseconds. Nothing here assumes synchronised clocks: only one
+//! thread (the root, or the sender) reads the clock for a sample.
 
+use crate::{Group, GroupConfig, GroupError, Member, Placement};
+use crossbeam_utils::CachePadded;
+use smelt_transport::{
+    allowed_cpus, pin_current_thread, try_channel, try_queuepair, Consumer, Producer,
+};
+use smelt_tree::Tree;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// A collective operation to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Atomic broadcast of one word from the root.
+    Broadcast,
+    /// Reduction of one word per member to the root (sum).
+    Reduce,
+    /// Barrier (zero-payload reduce, then zero-payload broadcast).
+    Barrier,
+    /// Two-phase commit: broadcast "prepare", reduce the votes (AND), broadcast the
+    /// decision.
+    TwoPhaseCommit,
+}
+
+impl Op {
+    /// Every operation, in display order.
+    pub const ALL: [Op; 4] = [Op::Broadcast, Op::Reduce, Op::Barrier, Op::TwoPhaseCommit];
+
+    /// Short name: `broadcast`, `reduce`, `barrier`, `2pc`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Broadcast => "broadcast",
+            Op::Reduce => "reduce",
+            Op::Barrier => "barrier",
+            Op::TwoPhaseCommit => "2pc",
+        }
+    }
+
+    /// Runs one instance of the operation on `m` (context 0).
+    pub fn run_once(self, m: &mut Member) -> Result<(), GroupError> {
+        match self {
+            Op::Broadcast => m.broadcast_word(0x5eed).map(|_| ()),
+            Op::Reduce => m.reduce(1u64, |a, b| a + b).map(|_| ()),
+            Op::Barrier => m.barrier(),
+            Op::TwoPhaseCommit => {
+                m.broadcast_word(1)?;
+                let all_yes = m.reduce(true, |a, b| a && b)?;
+                m.broadcast_word(all_yes.map_or(0, |v| v as u64))?;
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Op {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Op, String> {
+        match s {
+            "broadcast" | "bcast" | "ab" => Ok(Op::Broadcast),
+            "reduce" | "reduction" => Ok(Op::Reduce),
+            "barrier" => Ok(Op::Barrier),
+            "2pc" | "two-phase-commit" => Ok(Op::TwoPhaseCommit),
+            _ => Err(format!(
+                "unknown operation '{s}' (expected broadcast, reduce, barrier or 2pc)"
+            )),
+        }
+    }
+}
+
+/// Summary of samples, in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stats {
+    /// Median.
+    pub median_ns: f64,
+    /// 10th percentile.
+    pub p10_ns: f64,
+    /// 90th percentile.
+    pub p90_ns: f64,
+    /// Mean.
+    pub mean_ns: f64,
+    /// Smallest sample.
+    pub min_ns: f64,
+    /// Largest sample.
+    pub max_ns: f64,
+    /// Number of samples.
+    pub samples: usize,
+}
+
+impl Stats {
+    /// Summarises `samples` (ns); all zero for no samples.
+    pub fn from_samples(samples: &[f64]) -> Stats {
+        if samples.is_empty() {
+            return Stats {
+                median_ns: 0.0,
+                p10_ns: 0.0,
+                p90_ns: 0.0,
+                mean_ns: 0.0,
+                min_ns: 0.0,
+                max_ns: 0.0,
+                samples: 0,
+            };
+        }
+        let mut v = samples.to_vec();
+        v.sort_by(|a, b| a.total_cmp(b));
+        let q = |p: f64| {
+            let x = p * (v.len() - 1) as f64;
+            let (lo, hi) = (x.floor() as usize, x.ceil() as usize);
+            v[lo] + (v[hi] - v[lo]) * (x - lo as f64)
+        };
+        Stats {
+            median_ns: q(0.5),
+            p10_ns: q(0.1),
+            p90_ns: q(0.9),
+            mean_ns: v.iter().sum::<f64>() / v.len() as f64,
+            min_ns: v[0],
+            max_ns: v[v.len() - 1],
+            samples: v.len(),
+        }
+    }
+}
+
+/// How much to measure.
+#[derive(Debug, Clone)]
+pub struct MeasureConfig {
+    /// Recorded rounds (paper-style) or runs (back-to-back, transport).
+    pub rounds: usize,
+    /// Unrecorded rounds/runs first.
+    pub warmup: usize,
+    /// Back-to-back and transport runs: the number of operations per run is doubled
+    /// until one run takes at least this long (at most 2^24 operations).
+    pub batch: Duration,
+    /// The group's configuration (pinning, timeout, capacity).
+    pub group: GroupConfig,
+}
+
+impl Default for MeasureConfig {
+    fn default() -> Self {
+        MeasureConfig {
+            rounds: 200,
+            warmup: 20,
+            batch: Duration::from_millis(20),
+            group: GroupConfig::default(),
+        }
+    }
+}
+
+impl MeasureConfig {
+    /// A short configuration for smoke tests and `--quick`.
+    pub fn quick() -> MeasureConfig {
+        MeasureConfig {
+            rounds: 30,
+            warmup: 5,
+            batch: Duration::from_millis(2),
+            group: GroupConfig::default(),
+        }
+    }
+}
+
+/// A measurement and where it ran.
+#[derive(Debug, Clone)]
+pub struct Measurement {
+    /// Nanoseconds per operation.
+    pub stats: Stats,
+    /// Operations per recorded run (back-to-back and transport measurements; 1 for
+    /// paper-style rounds).
+    pub ops_per_run: usize,
+    /// Whether threads were pinned, oversubscription, and why not pinned.
+    pub placement: Placement,
+}
+
+fn ns(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e9
+}
+
+/// Measures `op` over `tree` as the Smelt paper does (§5.1): the root starts the
+/// operation and, once a chosen leaf has completed it, that leaf sends a completion
+/// message to the root on an extra channel; the root's time from start to that message
+/// is the sample for that leaf. Every leaf takes its turn; a round's value is the
+/// maximum over leaves. Rounds are separated by an untimed barrier.
+///
+/// For [`Op::Reduce`] the root itself completes last, so a round is the root's time
+/// from release to result (members start contributing when the separating barrier
+/// releases them, so this includes the release's propagation).
+pub fn measure(tree: &Tree, op: Op, cfg: &MeasureConfig) -> Result<Measurement, GroupError> {
+    let group = Group::with_config(std::slice::from_ref(tree), &cfg.group)?;
+    let placement = group.placement().clone();
+    let abort = group.abort_handle();
+    let n = tree.len();
+    let root = tree.root;
+    let leaves: Vec<Option<usize>> = match op {
+        Op::Reduce => vec![None],
+        _ => {
+            let l: Vec<Option<usize>> = tree
+                .leaves()
+                .into_iter()
+                .filter(|&l| l != root)
+                .map(Some)
+                .collect();
+            if l.is_empty() {
+                vec![None]
+            } else {
+                l
+            }
+        }
+    };
+    let mut done_tx: Vec<Mutex<Option<Producer>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let mut done_rx: Vec<Option<Consumer>> = Vec::new();
+    for l in &leaves {
+        match l {
+            Some(l) => {
+                let (tx, rx) = try_channel(4, Some(abort.clone()))?;
+                done_tx[*l] = Mutex::new(Some(tx));
+                done_rx.push(Some(rx));
+            }
+            None => done_rx.push(None),
+        }
+    }
+    let done_rx = Mutex::new(Some(done_rx));
+    let timeout = cfg.group.timeout;
+    let total = cfg.warmup + cfg.rounds;
+    let out = group.run(|m| -> Result<Vec<f64>, GroupError> {
+        let rank = m.rank();
+        let mut tx = done_tx[rank]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let mut rxs = if rank == root {
+            done_rx
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let mut samples = Vec::with_capacity(cfg.rounds);
+        for round in 0..total {
+            let mut worst = 0f64;
+            for (li, leaf) in leaves.iter().enumerate() {
+                m.barrier()?;
+                let t0 = Instant::now();
+                op.run_once(m)?;
+                if let Some(l) = *leaf {
+                    if rank == l {
+                        if let Some(tx) = tx.as_mut() {
+                            tx.send_empty_timeout(timeout)?;
+                        }
+                    }
+                    if rank == root {
+                        if let Some(Some(rx)) = rxs.get_mut(li) {
+                            rx.recv_word_timeout(timeout)?;
+                        }
+                    }
+                }
+                if rank == root {
+                    worst = worst.max(ns(t0.elapsed()));
+                }
+            }
+            if rank == root && round >= cfg.warmup {
+                samples.push(worst);
+            }
+        }
+        Ok(samples)
+    })?;
+    let mut samples = Vec::new();
+    for (rank, r) in out.into_iter().enumerate() {
+        let s = r?;
+        if rank == root {
+            samples = s;
+        }
+    }
+    Ok(Measurement {
+        stats: Stats::from_samples(&samples),
+        ops_per_run: 1,
+        placement,
+    })
+}
+
+/// Measures `op` back-to-back, as MPI and OpenMP benchmarks do: after a barrier every
+/// member runs `ops_per_run` operations in a loop (calibrated by doubling until a run
+/// takes `cfg.batch`); a run's value is the slowest member's loop time divided by the
+/// number of operations. Rooted operations may pipeline, as they do in those
+/// benchmarks.
+pub fn measure_back_to_back(
+    tree: &Tree,
+    op: Op,
+    cfg: &MeasureConfig,
+) -> Result<Measurement, GroupError> {
+    let group = Group::with_config(std::slice::from_ref(tree), &cfg.group)?;
+    let placement = group.placement().clone();
+    let batch = cfg.batch;
+    let out = group.run(|m| -> Result<(Vec<f64>, usize), GroupError> {
+        // Calibrate: the root decides, everyone follows its count.
+        let mut iters = 1usize;
+        loop {
+            m.barrier()?;
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                op.run_once(m)?;
+            }
+            let el = m.allreduce(ns(t0.elapsed()), f64::max)?;
+            if el >= ns(batch) || iters >= 1 << 24 {
+                break;
+            }
+            iters *= 2;
+        }
+        let mut samples = Vec::new();
+        for run in 0..cfg.warmup + cfg.rounds {
+            m.barrier()?;
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                op.run_once(m)?;
+            }
+            let el = m.allreduce(ns(t0.elapsed()), f64::max)?;
+            if run >= cfg.warmup {
+                samples.push(el / iters as f64);
+            }
+        }
+        Ok((samples, iters))
+    })?;
+    let (samples, iters) = out.into_iter().next().expect("a group has a member")?;
+    Ok(Measurement {
+        stats: Stats::from_samples(&samples),
+        ops_per_run: iters,
+        placement,
+    })
+}
+
+/// Back-to-back barriers (ns per barrier); see [`measure_back_to_back`].
+pub fn measure_barrier(tree: &Tree, cfg: &MeasureConfig) -> Result<Measurement, GroupError> {
+    measure_back_to_back(tree, Op::Barrier, cfg)
+}
+
+/// Back-to-back reductions (ns per reduction); see [`measure_back_to_back`].
+pub fn measure_reduce(tree: &Tree, cfg: &MeasureConfig) -> Result<Measurement, GroupError> {
+    measure_back_to_back(tree, Op::Reduce, cfg)
+}
+
+/// Runs `a` and `b` on two threads pinned to `cpus` (when both are available to this
+/// process; unpinned otherwise) and returns `a`'s result and the placement.
+fn on_two_threads<R: Send>(
+    cpus: (u32, u32),
+    a: impl FnOnce() -> R + Send,
+    b: impl FnOnce() + Send,
+) -> (R, Placement) {
+    let allowed = allowed_cpus().unwrap_or_default();
+    let pin = allowed.contains(&cpus.0) && allowed.contains(&cpus.1);
+    let placement = Placement {
+        pinned: pin,
+        oversubscribed: allowed.len() < 2 || cpus.0 == cpus.1,
+        note: (!pin).then(|| {
+            format!(
+                "CPU {} or {} not available; running unpinned",
+                cpus.0, cpus.1
+            )
+        }),
+        wait: smelt_transport::WaitPolicy::DEDICATED,
+    };
+    let r = std::thread::scope(|s| {
+        s.spawn(move || {
+            if pin {
+                let _ = pin_current_thread(cpus.1);
+            }
+            b()
+        });
+        let h = s.spawn(move || {
+            if pin {
+                let _ = pin_current_thread(cpus.0);
+            }
+            a()
+        });
+        h.join()
+    });
+    match r {
+        Ok(r) => (r, placement),
+        Err(p) => std::panic::resume_unwind(p),
+    }
+}
+
+/// Calibrates an iteration count by doubling until `run(n)` takes `batch`, then
+/// records `warmup + rounds` runs of ns per iteration (the first `warmup` dropped).
+/// `run` returns the elapsed time of `n` iterations. `run(0)` must end the peer.
+fn calibrated(
+    cfg: &MeasureConfig,
+    per_iter: f64,
+    mut run: impl FnMut(usize) -> Duration,
+) -> (Vec<f64>, usize) {
+    let mut n = 64usize;
+    loop {
+        let el = run(n);
+        if el >= cfg.batch || n >= 1 << 26 {
+            break;
+        }
+        n *= 2;
+    }
+    let mut out = Vec::new();
+    for r in 0..cfg.warmup + cfg.rounds {
+        let el = run(n);
+        if r >= cfg.warmup {
+            out.push(ns(el) / (n as f64 * per_iter));
+        }
+    }
+    run(0);
+    (out, n)
+}
+
+/// One-way latency of a word over a queuepair between two threads on `cpus`
+/// (ping-pong round trip / 2), ns.
+pub fn pingpong_latency(cpus: (u32, u32), cfg: &MeasureConfig) -> Result<Measurement, GroupError> {
+    let (mut a, mut b) = try_queuepair(64, None)?;
+    let ((samples, n), placement) = on_two_threads(
+        cpus,
+        move || {
+            calibrated(cfg, 2.0, |n| {
+                a.send_word(n as u64).expect("peer alive");
+                let t0 = Instant::now();
+                for i in 0..n as u64 {
+                    a.send_word(i).expect("peer alive");
+                    a.recv_word().expect("peer alive");
+                }
+                t0.elapsed()
+            })
+        },
+        move || loop {
+            let Ok(n) = b.recv_word() else { return };
+            if n == 0 {
+                return;
+            }
+            for _ in 0..n {
+                let Ok(w) = b.recv_word() else { return };
+                if b.send_word(w).is_err() {
+                    return;
+                }
+            }
+        },
+    );
+    Ok(Measurement {
+        stats: Stats::from_samples(&samples),
+        ops_per_run: n,
+        placement,
+    })
+}
+
+/// Streaming throughput of words over one channel of `capacity` slots from `cpus.0` to
+/// `cpus.1`: ns per message (messages per second = 1e9 / ns). A run ends when the
+/// receiver acknowledges the last message on a second channel.
+pub fn stream_throughput(
+    cpus: (u32, u32),
+    capacity: usize,
+    cfg: &MeasureConfig,
+) -> Result<Measurement, GroupError> {
+    let (mut a, mut b) = try_queuepair(capacity, None)?;
+    let ((samples, n), placement) = on_two_threads(
+        cpus,
+        move || {
+            calibrated(cfg, 1.0, |n| {
+                a.send_word(n as u64).expect("peer alive");
+                if n == 0 {
+                    return Duration::ZERO;
+                }
+                a.recv_word().expect("peer alive");
+                let t0 = Instant::now();
+                for i in 0..n as u64 {
+                    a.send_word(i).expect("peer alive");
+                }
+                a.recv_word().expect("peer alive");
+                t0.elapsed()
+            })
+        },
+        move || loop {
+            let Ok(n) = b.recv_word() else { return };
+            if n == 0 || b.send_word(0).is_err() {
+                return;
+            }
+            let mut bad = false;
+            for i in 0..n {
+                match b.recv_word() {
+                    Ok(w) => bad |= w != i,
+                    Err(_) => return,
+                }
+            }
+            assert!(!bad, "stream_throughput: messages out of order");
+            if b.send_word(0).is_err() {
+                return;
+            }
+        },
+    );
+    Ok(Measurement {
+        stats: Stats::from_samples(&samples),
+        ops_per_run: n,
+        placement,
+    })
+}
+
+/// The physical floor: one cache line's word bounced between two threads on `cpus`
+/// (spinning with the CPU's pause hint), one-way ns = round trip / 2.
+pub fn cacheline_pingpong(cpus: (u32, u32), cfg: &MeasureConfig) -> Measurement {
+    let line = CachePadded::new(AtomicU64::new(0));
+    let stop = u64::MAX;
+    let line = &line;
+    let ((samples, n), placement) = on_two_threads(
+        cpus,
+        move || {
+            // Ping writes odd values, pong answers with the next even value.
+            let mut v = 0u64;
+            calibrated(cfg, 2.0, |n| {
+                if n == 0 {
+                    line.store(stop, Ordering::Release);
+                    return Duration::ZERO;
+                }
+                let t0 = Instant::now();
+                for _ in 0..n {
+                    v += 1;
+                    line.store(v, Ordering::Release);
+                    v += 1;
+                    let mut spins = 0u32;
+                    while line.load(Ordering::Acquire) != v {
+                        std::hint::spin_loop();
+                        spins += 1;
+                        if spins > 1 << 16 {
+                            std::thread::yield_now();
+                            spins = 0;
+                        }
+                    }
+                }
+                t0.elapsed()
+            })
+        },
+        move || {
+            let mut spins = 0u32;
+            loop {
+                let x = line.load(Ordering::Acquire);
+                if x == stop {
+                    return;
+                }
+                if x % 2 == 1 {
+                    line.store(x + 1, Ordering::Release);
+                    spins = 0;
+                } else {
+                    std::hint::spin_loop();
+                    spins += 1;
+                    if spins > 1 << 16 {
+                        std::thread::yield_now();
+                        spins = 0;
+                    }
+                }
+            }
+        },
+    );
+    Measurement {
+        stats: Stats::from_samples(&samples),
+        ops_per_run: n,
+        placement,
+    }
+}

@@ -3,17 +3,18 @@
 
 /// Tunables for how a blocked send or receive waits.
 ///
-/// A waiter first spins (`spin_steps` rounds of exponentially growing `spin_loop`
-/// bursts), then calls `thread::yield_now` `yield_steps` times, then parks with a
+/// A waiter first polls `spin_polls` times with a `spin_loop` hint between polls
+/// (constant, not exponential: a message is seen within one poll of its arrival),
+/// then polls `yield_polls` times with `thread::yield_now` between, then parks with a
 /// timeout that starts at `park_initial` and doubles up to `park_max`. The other end
 /// unparks a parked waiter when it sends or frees space, so the park timeout only
 /// bounds the cost of a (rare) missed wakeup and of noticing a deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WaitPolicy {
-    /// Spin rounds; round `i` spins `2^i` times (capped at 2^6).
-    pub spin_steps: u32,
-    /// `yield_now` calls after spinning.
-    pub yield_steps: u32,
+    /// Polls separated by a `spin_loop` hint.
+    pub spin_polls: u32,
+    /// Polls separated by `yield_now`.
+    pub yield_polls: u32,
     /// First park timeout.
     pub park_initial: std::time::Duration,
     /// Largest park timeout.
@@ -21,18 +22,19 @@ pub struct WaitPolicy {
 }
 
 impl WaitPolicy {
-    /// For threads that own a core: spin a few microseconds before yielding.
+    /// For threads that own a core: spin some microseconds before yielding.
     pub const DEDICATED: WaitPolicy = WaitPolicy {
-        spin_steps: 10,
-        yield_steps: 20,
+        spin_polls: 2048,
+        yield_polls: 64,
         park_initial: std::time::Duration::from_micros(50),
         park_max: std::time::Duration::from_millis(1),
     };
     /// For more threads than cores: spin very little (the peer is likely not running),
-    /// yield a few times, then park.
+    /// yield for a while (cheaper than a futex wake when a few threads share a core),
+    /// then park.
     pub const OVERSUBSCRIBED: WaitPolicy = WaitPolicy {
-        spin_steps: 2,
-        yield_steps: 4,
+        spin_polls: 4,
+        yield_polls: 128,
         park_initial: std::time::Duration::from_micros(50),
         park_max: std::time::Duration::from_millis(1),
     };
@@ -44,8 +46,8 @@ impl Default for WaitPolicy {
     }
 }
 
-/// Exponential backoff for spin-wait loops: [`snooze`](Backoff::snooze) spins, then
-/// yields; [`is_completed`](Backoff::is_completed) says when to stop and block instead.
+/// Backoff for wait loops: [`snooze`](Backoff::snooze) spins, then yields;
+/// [`is_completed`](Backoff::is_completed) says when to stop and block instead.
 ///
 /// ```
 /// use smelt_transport::Backoff;
@@ -60,11 +62,9 @@ impl Default for WaitPolicy {
 #[derive(Debug, Clone)]
 pub struct Backoff {
     step: u32,
-    spin_steps: u32,
-    yield_steps: u32,
+    spin_polls: u32,
+    yield_polls: u32,
 }
-
-const MAX_SPIN_SHIFT: u32 = 6;
 
 impl Backoff {
     /// With the [`WaitPolicy::DEDICATED`] limits.
@@ -76,8 +76,8 @@ impl Backoff {
     pub fn with_policy(p: &WaitPolicy) -> Backoff {
         Backoff {
             step: 0,
-            spin_steps: p.spin_steps,
-            yield_steps: p.yield_steps,
+            spin_polls: p.spin_polls,
+            yield_polls: p.yield_polls,
         }
     }
 
@@ -86,32 +86,19 @@ impl Backoff {
         self.step = 0;
     }
 
-    /// Spins `2^step` times (bounded); for lock-free retry loops that expect the
-    /// other thread to finish very soon.
-    #[inline]
-    pub fn spin(&mut self) {
-        for _ in 0..1u32 << self.step.min(MAX_SPIN_SHIFT) {
-            std::hint::spin_loop();
-        }
-        if self.step < self.spin_steps {
-            self.step += 1;
-        }
-    }
-
-    /// One waiting step: spins while in the spin phase, otherwise yields the CPU.
+    /// One waiting step: a `spin_loop` hint while in the spin phase, otherwise yields
+    /// the CPU.
     #[inline]
     pub fn snooze(&mut self) {
         #[cfg(loom)]
         loom::thread::yield_now();
         #[cfg(not(loom))]
-        if self.step < self.spin_steps {
-            for _ in 0..1u32 << self.step.min(MAX_SPIN_SHIFT) {
-                std::hint::spin_loop();
-            }
+        if self.step < self.spin_polls {
+            std::hint::spin_loop();
         } else {
             std::thread::yield_now();
         }
-        if self.step <= self.spin_steps + self.yield_steps {
+        if self.step <= self.spin_polls + self.yield_polls {
             self.step += 1;
         }
     }
@@ -119,7 +106,7 @@ impl Backoff {
     /// True once spinning and yielding are exhausted: the caller should block (park).
     #[inline]
     pub fn is_completed(&self) -> bool {
-        !cfg!(loom) && self.step > self.spin_steps + self.yield_steps
+        !cfg!(loom) && self.step > self.spin_polls + self.yield_polls
     }
 }
 

@@ -210,32 +210,71 @@ pub fn try_channel(
     Ok((p, c))
 }
 
+/// What the blocking loop needs from either end.
+trait End {
+    fn shared(&self) -> &Shared;
+    /// The side this end parks on.
+    fn side(&self) -> &Side;
+    fn policy(&self) -> &WaitPolicy;
+}
+
+impl End for Producer {
+    #[inline(always)]
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+    #[inline(always)]
+    fn side(&self) -> &Side {
+        &self.shared.prod
+    }
+    #[inline(always)]
+    fn policy(&self) -> &WaitPolicy {
+        &self.policy
+    }
+}
+
+impl End for Consumer {
+    #[inline(always)]
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+    #[inline(always)]
+    fn side(&self) -> &Side {
+        &self.shared.cons
+    }
+    #[inline(always)]
+    fn policy(&self) -> &WaitPolicy {
+        &self.policy
+    }
+}
+
 #[inline(always)]
 fn would_block(r: &Result<impl Sized, TransportError>) -> bool {
     matches!(r, Err(TransportError::Full) | Err(TransportError::Empty))
 }
 
 /// The blocking loop shared by every blocking operation: retry `attempt` while it
-/// would block, backing off (spin, yield, then park on `me` until the peer wakes us or
-/// a growing timeout passes). Ends on success, on a real error, on abort, or at the
-/// deadline (computed lazily, only once the waiter is about to park).
+/// would block, backing off (spin, yield, then park on the end's side until the peer
+/// wakes us or a growing timeout passes). Ends on success, on a real error, on abort,
+/// or at the deadline (computed lazily, only once the waiter is about to park).
+/// Borrows of the shared state are taken afresh each step (no reference counting on
+/// the hot path: the Arc's counters share a cache line with both ends).
 #[inline(never)]
-fn block_on<T>(
-    shared: &Shared,
-    me: &Side,
-    policy: &WaitPolicy,
+fn block_on<E: End, T>(
+    end: &mut E,
     timeout: Option<Duration>,
-    mut attempt: impl FnMut() -> Result<T, TransportError>,
+    mut attempt: impl FnMut(&mut E) -> Result<T, TransportError>,
 ) -> Result<T, TransportError> {
-    let mut backoff = Backoff::with_policy(policy);
+    let policy = *end.policy();
+    let mut backoff = Backoff::with_policy(&policy);
     let mut deadline: Option<Instant> = None;
     let mut park = policy.park_initial;
     loop {
-        let r = attempt();
+        let r = attempt(end);
         if !would_block(&r) {
             return r;
         }
-        if let Some(a) = &shared.abort {
+        if let Some(a) = &end.shared().abort {
             if a.is_triggered() {
                 return Err(TransportError::Aborted);
             }
@@ -251,16 +290,16 @@ fn block_on<T>(
                 return Err(TransportError::Timeout(t));
             }
         }
-        me.register_current();
-        if let Some(a) = &shared.abort {
+        end.side().register_current();
+        if let Some(a) = &end.shared().abort {
             if a.register_current() {
                 return Err(TransportError::Aborted);
             }
         }
-        me.waiting.store(true, Ordering::SeqCst);
-        let r = attempt();
+        end.side().waiting.store(true, Ordering::SeqCst);
+        let r = attempt(end);
         if !would_block(&r) {
-            me.waiting.store(false, Ordering::Relaxed);
+            end.side().waiting.store(false, Ordering::Relaxed);
             return r;
         }
         let wait = match deadline {
@@ -268,7 +307,7 @@ fn block_on<T>(
             None => park,
         };
         std::thread::park_timeout(wait);
-        me.waiting.store(false, Ordering::Relaxed);
+        end.side().waiting.store(false, Ordering::Relaxed);
         park = (park * 2).min(policy.park_max);
     }
 }
@@ -427,9 +466,7 @@ impl Producer {
         if !would_block(&r) {
             return r;
         }
-        let shared = self.shared.clone();
-        let policy = self.policy;
-        block_on(&shared, &shared.prod, &policy, timeout, || f(self))
+        block_on(self, timeout, f)
     }
 
     /// Sends `msg`, waiting while the ring is full.
@@ -622,9 +659,7 @@ impl Consumer {
         if !would_block(&r) {
             return r;
         }
-        let shared = self.shared.clone();
-        let policy = self.policy;
-        block_on(&shared, &shared.cons, &policy, timeout, || f(self))
+        block_on(self, timeout, f)
     }
 
     /// Receives the next message into `buf`, waiting while the ring is empty.
