@@ -101,12 +101,15 @@ pub struct EvaluateArgs {
     /// Predicted time per topology for group sizes 2..=n placed round-robin over nodes.
     #[arg(long)]
     pub scaling: bool,
-    /// Exhaustive optimum (at most 8 CPUs; use --cpus or --subsets).
+    /// Exhaustive optimum (at most 12 CPUs; 8 take milliseconds; use --cpus or --subsets).
     #[arg(long)]
     pub optimum: bool,
-    /// With --optimum: this many pseudo-random 8-CPU subsets (fixed seed).
+    /// With --optimum: this many pseudo-random subsets of the group (fixed seed).
     #[arg(long)]
     pub subsets: Option<usize>,
+    /// Size of the --subsets groups.
+    #[arg(long, default_value_t = 8)]
+    pub subset_size: usize,
     /// Time limit of one exhaustive search, seconds.
     #[arg(long, default_value_t = 60.0)]
     pub time_limit: f64,
@@ -741,10 +744,13 @@ fn evaluate_optimum(
     root: Option<usize>,
     a: &EvaluateArgs,
 ) -> Result<()> {
-    const MAX: usize = 8;
+    const MAX: usize = smelt_tree::optimum::MAX_MEMBERS;
+    if !(2..=MAX).contains(&a.subset_size) {
+        bail!("--subset-size must be between 2 and {MAX}");
+    }
     let groups = match a.subsets {
         Some(0) => bail!("--subsets must be at least 1"),
-        Some(k) => subsets(members, MAX.min(members.len()), k),
+        Some(k) => subsets(members, a.subset_size.min(members.len()), k),
         None => {
             if members.len() > MAX {
                 bail!(

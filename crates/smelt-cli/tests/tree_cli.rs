@@ -217,7 +217,20 @@ fn evaluate_tables_json_scaling_and_optimum() {
     let big = model(dir.path(), "big.json", 2, 8);
     fails(
         &["evaluate", "--model", big.to_str().unwrap(), "--optimum"],
-        "at most 8",
+        "at most 12",
+    );
+    fails(
+        &[
+            "evaluate",
+            "--model",
+            big.to_str().unwrap(),
+            "--optimum",
+            "--subsets",
+            "1",
+            "--subset-size",
+            "13",
+        ],
+        "--subset-size",
     );
     let text = ok(&[
         "evaluate",
