@@ -16,6 +16,30 @@ fn tree(root: usize, edges: &[(usize, &[usize])]) -> Tree {
     Tree::new((0..20).collect(), root, children).unwrap()
 }
 
+/// The Simulator's barrier is our barrier (reduce, then broadcast until the last
+/// member holds the release) plus the root taking one more message from the last
+/// member (`t_receive(last, root)`, without the send): check that relation.
+fn check_barrier(t: &Tree, reference: f64) {
+    let m = xeon();
+    let c = Costs::for_tree(&m, t).unwrap();
+    let pl = Payload::default();
+    let at = smelt_tree::sim::broadcast_arrivals(&c, t.root, &t.children, 1.0, 0.0);
+    let last = (0..at.len())
+        .max_by(|&a, &b| at[a].total_cmp(&at[b]))
+        .unwrap();
+    let ours = simulate(&c, t.root, &t.children, Op::Barrier, pl);
+    let got = ours + c.r(last, t.root);
+    assert!(
+        (got - reference).abs() < 1.0,
+        "barrier {ours} + receive = {got} != {reference}"
+    );
+}
+
+fn check_all(t: &Tree, ab_last: f64, ab: f64, reduce: f64, barrier: f64) {
+    check(t, ab_last, ab, Some(reduce));
+    check_barrier(t, barrier);
+}
+
 fn check(t: &Tree, ab_last: f64, ab: f64, reduce: Option<f64>) {
     let m = xeon();
     let c = Costs::for_tree(&m, t).unwrap();
@@ -66,8 +90,8 @@ fn mst_ref() -> Tree {
 
 #[test]
 fn listed_trees_match_the_reference_simulator() {
-    check(&adaptive_ref(), 1426.0, 2416.0, Some(2385.0));
-    check(
+    check_all(&adaptive_ref(), 1426.0, 2416.0, 2385.0, 4589.0);
+    check_all(
         &tree(
             13,
             &[
@@ -80,9 +104,10 @@ fn listed_trees_match_the_reference_simulator() {
         ),
         1386.0,
         2381.0,
-        Some(2940.0),
+        2940.0,
+        5103.0,
     );
-    check(
+    check_all(
         &tree(
             0,
             &[
@@ -92,9 +117,10 @@ fn listed_trees_match_the_reference_simulator() {
         ),
         1757.0,
         2554.0,
-        Some(2937.0),
+        2937.0,
+        5316.0,
     );
-    check(&mst_ref(), 2377.0, 3182.0, Some(2396.0));
+    check_all(&mst_ref(), 2377.0, 3182.0, 2396.0, 5400.0);
     // Binary tree (i → 2i+1, 2i+2) and sequential (0 → 1..19) in rank order.
     let bin: Vec<(usize, Vec<usize>)> = (0..20)
         .map(|i| {
@@ -108,9 +134,9 @@ fn listed_trees_match_the_reference_simulator() {
         })
         .collect();
     let bin: Vec<(usize, &[usize])> = bin.iter().map(|(p, c)| (*p, c.as_slice())).collect();
-    check(&tree(0, &bin), 2071.0, 2962.0, Some(2474.0));
+    check_all(&tree(0, &bin), 2071.0, 2962.0, 2474.0, 5237.0);
     let seq: Vec<usize> = (1..20).collect();
-    check(&tree(0, &[(0, &seq)]), 3397.0, 4194.0, Some(8655.0));
+    check_all(&tree(0, &[(0, &seq)]), 3397.0, 4194.0, 8655.0, 12674.0);
 }
 
 fn gen(t: Topology, root: Option<usize>) -> Tree {
@@ -135,7 +161,14 @@ fn generators_rebuild_the_reference_trees() {
     check(&gen(Topology::Binary, Some(0)), 2071.0, 2962.0, None);
     check(&gen(Topology::Sequential, Some(0)), 3397.0, 4194.0, None);
     check(&gen(Topology::Cluster, Some(0)), 1757.0, 2554.0, None);
-    check(&gen(Topology::Bad, Some(0)), 7311.0, 8202.0, None);
+    // Bad tree: reduce 6073 and barrier 14075 in the reference.
+    check_all(
+        &gen(Topology::Bad, Some(0)),
+        7311.0,
+        8202.0,
+        6073.0,
+        14075.0,
+    );
 }
 
 #[test]
