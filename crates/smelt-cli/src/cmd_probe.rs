@@ -136,7 +136,7 @@ fn off_diagonal_median(m: &[Vec<f64>]) -> f64 {
 /// The human summary, on stderr (stdout may carry the model).
 fn summary(m: &Model, r: &smelt_probe::probe::ProbeResult) {
     eprintln!(
-        "probed {} CPUs ({}) on {}: {} of {} ordered pairs measured in {:.2} s ({} samples per figure)",
+        "probed {} CPUs ({}) on {}: {} of {} ordered pairs measured in {:.3} s ({} samples per figure)",
         m.len(),
         format_cpu_list(&m.cpus),
         m.provenance.host,

@@ -19,6 +19,7 @@ use smelt_model::Hierarchy;
 use smelt_transport::{Consumer, Producer};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 /// Messages per `t_send` batch and per round-trip sample.
@@ -108,6 +109,8 @@ pub struct ProbeResult {
     /// Median over measured pairs of the relative spread (MAD / median) of send,
     /// receive and rtt samples.
     pub spread: [f64; 3],
+    /// Mean wall time per measured pair.
+    pub per_pair: Duration,
     /// Parameters and everything filled in, for `provenance.notes`.
     pub notes: Vec<String>,
 }
@@ -147,97 +150,133 @@ fn ns(d: Duration) -> f64 {
     d.as_nanos() as f64
 }
 
-/// Measures one ordered pair: the sender on OS CPU `s`, the receiver on `r`.
-pub fn measure_pair(
+/// One side of a pair measurement: its channel ends and the shared parameters.
+struct Side {
+    tx: Producer,
+    rx: Consumer,
+    flag: Arc<AtomicU64>,
+    total: usize,
+    warmup: usize,
+    overhead: f64,
+    deadline: Deadline,
+    what: String,
+}
+
+/// The two sides of the ordered pair `s -> r`.
+fn pair_sides(
     s: u32,
     r: u32,
     reps: usize,
     warmup: usize,
     overhead: f64,
     timeout: Duration,
-) -> Result<PairCosts, String> {
-    let reps = reps.max(1);
-    let total = warmup + reps;
+) -> (Side, Side) {
     let (a, b) = smelt_transport::queuepair(CHANNEL_SLOTS);
-    let (mut s_tx, mut s_rx) = a.split();
-    let (mut r_tx, mut r_rx) = b.split();
-    let flag = AtomicU64::new(0);
-    let d = Deadline::after(timeout);
-    let stuck = |_| format!("pair CPU {s} -> CPU {r}: timed out after {timeout:?}");
-    let (sender, receiver) = std::thread::scope(|sc| {
-        let flag = &flag;
-        let sender = sc.spawn(move || -> Result<(Vec<f64>, Vec<f64>), String> {
-            crate::affinity::pin_current_thread(s)?;
-            let mut send = Vec::with_capacity(reps);
-            let mut rtt = Vec::with_capacity(reps);
-            // t_send: batches of 8 back-to-back sends; the receiver acks each batch.
-            for it in 0..total {
-                let t0 = Instant::now();
-                for k in 0..BATCH {
-                    send_word(&mut s_tx, k as u64, &d).map_err(stuck)?;
-                }
-                let dt = ns(t0.elapsed());
-                if it >= warmup {
-                    send.push(((dt - overhead) / BATCH as f64).max(0.0));
-                }
-                recv_word(&mut s_rx, &d).map_err(stuck)?;
-            }
-            // t_receive: one message queued, then the flag; the receiver acks.
-            for it in 0..total {
-                send_word(&mut s_tx, it as u64, &d).map_err(stuck)?;
-                flag.store(it as u64 + 1, Ordering::Release);
-                recv_word(&mut s_rx, &d).map_err(stuck)?;
-            }
-            // Round trips.
-            for it in 0..total {
-                let t0 = Instant::now();
-                for k in 0..BATCH {
-                    send_word(&mut s_tx, k as u64, &d).map_err(stuck)?;
-                    recv_word(&mut s_rx, &d).map_err(stuck)?;
-                }
-                let dt = ns(t0.elapsed());
-                if it >= warmup {
-                    rtt.push(((dt - overhead) / BATCH as f64).max(0.0));
-                }
-            }
-            Ok((send, rtt))
-        });
-        let receiver = sc.spawn(move || -> Result<Vec<f64>, String> {
-            crate::affinity::pin_current_thread(r)?;
-            let mut recv = Vec::with_capacity(reps);
-            for _ in 0..total {
-                for _ in 0..BATCH {
-                    recv_word(&mut r_rx, &d).map_err(stuck)?;
-                }
-                send_word(&mut r_tx, 0, &d).map_err(stuck)?;
-            }
-            for it in 0..total {
-                d.wait_until(|| flag.load(Ordering::Acquire) == it as u64 + 1)
-                    .map_err(stuck)?;
-                let t0 = Instant::now();
-                let got = r_rx.try_recv_word();
-                let dt = ns(t0.elapsed());
-                if got.is_err() {
-                    // Cannot happen with a FIFO channel: the flag follows the send.
-                    recv_word(&mut r_rx, &d).map_err(stuck)?;
-                } else if it >= warmup {
-                    recv.push((dt - overhead).max(0.0));
-                }
-                send_word(&mut r_tx, 0, &d).map_err(stuck)?;
-            }
-            for _ in 0..total {
-                for _ in 0..BATCH {
-                    let w = recv_word(&mut r_rx, &d).map_err(stuck)?;
-                    send_word(&mut r_tx, w, &d).map_err(stuck)?;
-                }
-            }
-            Ok(recv)
-        });
-        (sender.join(), receiver.join())
-    });
-    let panicked = || format!("pair CPU {s} -> CPU {r}: a probe thread panicked");
-    let (send, rtt) = sender.map_err(|_| panicked())??;
-    let recv = receiver.map_err(|_| panicked())??;
+    let (s_tx, s_rx) = a.split();
+    let (r_tx, r_rx) = b.split();
+    let flag = Arc::new(AtomicU64::new(0));
+    let deadline = Deadline::after(timeout);
+    let what = format!("pair CPU {s} -> CPU {r}");
+    let side = |tx, rx| Side {
+        tx,
+        rx,
+        flag: flag.clone(),
+        total: warmup + reps.max(1),
+        warmup,
+        overhead,
+        deadline,
+        what: what.clone(),
+    };
+    (side(s_tx, s_rx), side(r_tx, r_rx))
+}
+
+/// The sender's part: `t_send` samples and round-trip samples.
+fn sender_body(mut sd: Side) -> Result<(Vec<f64>, Vec<f64>), String> {
+    let d = sd.deadline;
+    let stuck = |_| format!("{}: timed out", sd.what);
+    let (total, warmup, overhead) = (sd.total, sd.warmup, sd.overhead);
+    let mut send = Vec::with_capacity(total);
+    let mut rtt = Vec::with_capacity(total);
+    // t_send: batches of 8 back-to-back sends; the receiver acks each batch.
+    for it in 0..total {
+        let t0 = Instant::now();
+        for k in 0..BATCH {
+            send_word(&mut sd.tx, k as u64, &d).map_err(stuck)?;
+        }
+        let dt = ns(t0.elapsed());
+        if it >= warmup {
+            send.push(((dt - overhead) / BATCH as f64).max(0.0));
+        }
+        recv_word(&mut sd.rx, &d).map_err(stuck)?;
+    }
+    // t_receive: one message queued, then the flag; the receiver acks.
+    for it in 0..total {
+        send_word(&mut sd.tx, it as u64, &d).map_err(stuck)?;
+        sd.flag.store(it as u64 + 1, Ordering::Release);
+        recv_word(&mut sd.rx, &d).map_err(stuck)?;
+    }
+    // Round trips.
+    for it in 0..total {
+        let t0 = Instant::now();
+        for k in 0..BATCH {
+            send_word(&mut sd.tx, k as u64, &d).map_err(stuck)?;
+            recv_word(&mut sd.rx, &d).map_err(stuck)?;
+        }
+        let dt = ns(t0.elapsed());
+        if it >= warmup {
+            rtt.push(((dt - overhead) / BATCH as f64).max(0.0));
+        }
+    }
+    Ok((send, rtt))
+}
+
+/// The receiver's part: `t_receive` samples.
+fn receiver_body(mut sd: Side) -> Result<Vec<f64>, String> {
+    let d = sd.deadline;
+    let stuck = |_| format!("{}: timed out", sd.what);
+    let (total, warmup, overhead) = (sd.total, sd.warmup, sd.overhead);
+    let mut recv = Vec::with_capacity(total);
+    for _ in 0..total {
+        for _ in 0..BATCH {
+            recv_word(&mut sd.rx, &d).map_err(stuck)?;
+        }
+        send_word(&mut sd.tx, 0, &d).map_err(stuck)?;
+    }
+    for it in 0..total {
+        let flag = &sd.flag;
+        d.wait_until(|| flag.load(Ordering::Acquire) == it as u64 + 1)
+            .map_err(stuck)?;
+        let t0 = Instant::now();
+        let got = sd.rx.try_recv_word();
+        let dt = ns(t0.elapsed());
+        if got.is_err() {
+            // Cannot happen with a FIFO channel: the flag follows the send.
+            recv_word(&mut sd.rx, &d).map_err(stuck)?;
+        } else if it >= warmup {
+            recv.push((dt - overhead).max(0.0));
+        }
+        send_word(&mut sd.tx, 0, &d).map_err(stuck)?;
+    }
+    for _ in 0..total {
+        for _ in 0..BATCH {
+            let w = recv_word(&mut sd.rx, &d).map_err(stuck)?;
+            send_word(&mut sd.tx, w, &d).map_err(stuck)?;
+        }
+    }
+    Ok(recv)
+}
+
+type SenderResult = Result<(Vec<f64>, Vec<f64>), String>;
+type ReceiverResult = Result<Vec<f64>, String>;
+
+fn finish(
+    s: u32,
+    r: u32,
+    sender: SenderResult,
+    receiver: ReceiverResult,
+) -> Result<PairCosts, String> {
+    let (send, rtt) = sender?;
+    let recv = receiver?;
     let sum = |v: &[f64], what: &str| {
         summarize(v).ok_or_else(|| format!("pair CPU {s} -> CPU {r}: no valid {what} sample"))
     };
@@ -246,6 +285,129 @@ pub fn measure_pair(
         receive: sum(&recv, "receive")?,
         rtt: sum(&rtt, "round-trip")?,
     })
+}
+
+/// Measures one ordered pair: the sender on OS CPU `s`, the receiver on `r`, on two
+/// fresh pinned threads (the sweep reuses a [`PinnedPool`] instead).
+pub fn measure_pair(
+    s: u32,
+    r: u32,
+    reps: usize,
+    warmup: usize,
+    overhead: f64,
+    timeout: Duration,
+) -> Result<PairCosts, String> {
+    let (ss, rs) = pair_sides(s, r, reps, warmup, overhead, timeout);
+    let panicked = || format!("pair CPU {s} -> CPU {r}: a probe thread panicked");
+    let (sender, receiver) = std::thread::scope(|sc| {
+        let a = sc.spawn(move || {
+            crate::affinity::pin_current_thread(s)?;
+            sender_body(ss)
+        });
+        let b = sc.spawn(move || {
+            crate::affinity::pin_current_thread(r)?;
+            receiver_body(rs)
+        });
+        (a.join(), b.join())
+    });
+    finish(
+        s,
+        r,
+        sender.unwrap_or_else(|_| Err(panicked())),
+        receiver.unwrap_or_else(|_| Err(panicked())),
+    )
+}
+
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// One thread pinned to each CPU, reused for every pair of a sweep (starting and
+/// pinning two threads per pair would cost more than measuring it).
+pub struct PinnedPool {
+    workers: BTreeMap<u32, mpsc::Sender<Job>>,
+    handles: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl PinnedPool {
+    /// Starts one thread per CPU; fails (naming the CPU) if one cannot be pinned.
+    pub fn new(cpus: &[u32]) -> Result<PinnedPool, String> {
+        let mut pool = PinnedPool {
+            workers: BTreeMap::new(),
+            handles: Vec::new(),
+        };
+        for &c in cpus {
+            let (tx, rx) = mpsc::channel::<Job>();
+            let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+            let h = std::thread::Builder::new()
+                .name(format!("smelt-probe-{c}"))
+                .spawn(move || {
+                    let pinned = crate::affinity::pin_current_thread(c);
+                    let ok = pinned.is_ok();
+                    let _ = ready_tx.send(pinned);
+                    if ok {
+                        while let Ok(job) = rx.recv() {
+                            job();
+                        }
+                    }
+                })
+                .map_err(|e| format!("cannot start a probe thread for CPU {c}: {e}"))?;
+            pool.handles.push(h);
+            match ready_rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Err(format!("the probe thread for CPU {c} died")),
+            }
+            pool.workers.insert(c, tx);
+        }
+        Ok(pool)
+    }
+
+    /// Runs `f` on the thread pinned to `cpu`; its result arrives on the receiver.
+    fn submit<T: Send + 'static>(
+        &self,
+        cpu: u32,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<mpsc::Receiver<T>, String> {
+        let (tx, rx) = mpsc::channel();
+        let w = self
+            .workers
+            .get(&cpu)
+            .ok_or_else(|| format!("no probe thread for CPU {cpu}"))?;
+        w.send(Box::new(move || {
+            let _ = tx.send(f());
+        }))
+        .map_err(|_| format!("the probe thread for CPU {cpu} died"))?;
+        Ok(rx)
+    }
+
+    /// Measures the ordered pair `s -> r` on the pool's threads.
+    pub fn measure_pair(
+        &self,
+        s: u32,
+        r: u32,
+        reps: usize,
+        warmup: usize,
+        overhead: f64,
+        timeout: Duration,
+    ) -> Result<PairCosts, String> {
+        let (ss, rs) = pair_sides(s, r, reps, warmup, overhead, timeout);
+        let a = self.submit(s, move || sender_body(ss))?;
+        let b = self.submit(r, move || receiver_body(rs))?;
+        // The bodies give up at their own deadline; the margin covers scheduling.
+        let wait = timeout + Duration::from_secs(5);
+        let lost = |_| format!("pair CPU {s} -> CPU {r}: a probe thread did not answer");
+        let sender = a.recv_timeout(wait).map_err(lost);
+        let receiver = b.recv_timeout(wait).map_err(lost);
+        finish(s, r, sender?, receiver?)
+    }
+}
+
+impl Drop for PinnedPool {
+    fn drop(&mut self) {
+        self.workers.clear();
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
 }
 
 /// The relationship class of positions `i`, `j`: for every level of `h`, whether the
@@ -334,9 +496,11 @@ pub fn probe(cfg: &ProbeConfig) -> Result<ProbeResult, String> {
     let overhead = timer_overhead();
     let mut reps = cfg.reps.max(1);
     let mut warmup = cfg.warmup;
+    let pool = PinnedPool::new(&cpus)?;
     let bar = progress_bar(cfg.progress, plan.len() as u64);
     let mut got: BTreeMap<(usize, usize), PairCosts> = BTreeMap::new();
     let mut stopped_at = None;
+    let sweep = Instant::now();
     for (idx, &(i, j)) in plan.iter().enumerate() {
         if let Some(limit) = cfg.time_limit {
             let spent = start.elapsed();
@@ -361,11 +525,16 @@ pub fn probe(cfg: &ProbeConfig) -> Result<ProbeResult, String> {
                 }
             }
         }
-        let c = measure_pair(cpus[i], cpus[j], reps, warmup, overhead, cfg.pair_timeout)?;
+        let c = pool.measure_pair(cpus[i], cpus[j], reps, warmup, overhead, cfg.pair_timeout)?;
         got.insert((i, j), c);
         bar.inc(1);
     }
     bar.finish_and_clear();
+    let per_pair = if got.is_empty() {
+        0.0
+    } else {
+        sweep.elapsed().as_secs_f64() / got.len() as f64
+    };
     // Fill the matrices: measured pairs, else the median of their class, else the
     // median of everything measured.
     let mut by_class: BTreeMap<&Vec<bool>, [Vec<f64>; 3]> = BTreeMap::new();
@@ -430,12 +599,17 @@ pub fn probe(cfg: &ProbeConfig) -> Result<ProbeResult, String> {
         ),
     );
     notes.push(format!(
-        "measured {} of {pairs} ordered pairs in {:.2} s; median relative spread (MAD/median): send {:.0}%, receive {:.0}%, rtt {:.0}%",
+        "measured {} of {pairs} ordered pairs in {:.3} s; median relative spread (MAD/median): send {:.0}%, receive {:.0}%, rtt {:.0}%",
         got.len(),
         start.elapsed().as_secs_f64(),
         spread[0] * 100.0,
         spread[1] * 100.0,
         spread[2] * 100.0
+    ));
+    notes.push(format!(
+        "{:.2} ms per pair at {reps} samples: a full probe of 256 CPUs (65,280 pairs) would take about {:.0} s at this speed",
+        per_pair * 1e3,
+        per_pair * 65_280.0
     ));
     if let Some(k) = sample {
         notes.push(format!(
@@ -462,6 +636,7 @@ pub fn probe(cfg: &ProbeConfig) -> Result<ProbeResult, String> {
         reps,
         elapsed: start.elapsed(),
         spread,
+        per_pair: Duration::from_secs_f64(per_pair),
         notes,
     })
 }
