@@ -15,8 +15,11 @@ use std::path::Path;
 /// One topology's tree and predicted times over a group.
 #[derive(Debug, Clone)]
 pub struct Row {
+    /// The topology.
     pub topology: Topology,
+    /// Its tree over the group.
     pub tree: Tree,
+    /// Predicted time of every operation.
     pub prediction: Prediction,
 }
 

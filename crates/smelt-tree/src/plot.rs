@@ -12,7 +12,9 @@ use std::sync::OnceLock;
 /// series in each group.
 #[derive(Debug, Clone)]
 pub struct BarChart {
+    /// Caption.
     pub title: String,
+    /// Label of the y axis.
     pub y_label: String,
     /// Group labels along x (e.g. machine names).
     pub groups: Vec<String>,
@@ -184,9 +186,13 @@ pub fn render(c: &BarChart, path: &Path) -> Result<(), String> {
 /// A line chart: one line per series over shared x values (e.g. group sizes).
 #[derive(Debug, Clone)]
 pub struct LineChart {
+    /// Caption.
     pub title: String,
+    /// Label of the x axis.
     pub x_label: String,
+    /// Label of the y axis.
     pub y_label: String,
+    /// The x values shared by every series.
     pub x: Vec<f64>,
     /// (series name, one y per x).
     pub series: Vec<(String, Vec<f64>)>,

@@ -113,10 +113,15 @@ impl Op {
 /// Predicted time of every operation, in the model's unit (ns for model files).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Prediction {
+    /// [`Op::Broadcast`].
     pub broadcast: f64,
+    /// [`Op::AtomicBroadcast`].
     pub ab: f64,
+    /// [`Op::Reduce`].
     pub reduce: f64,
+    /// [`Op::Barrier`].
     pub barrier: f64,
+    /// [`Op::TwoPhaseCommit`].
     #[serde(rename = "2pc")]
     pub two_pc: f64,
 }

@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 /// Errors about the shape of a tree.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TreeError {
+    /// No member at all.
     #[error("the group is empty")]
     Empty,
+    /// A malformed tree or group (the message says what is wrong).
     #[error("invalid tree: {0}")]
     Invalid(String),
 }
@@ -27,7 +29,9 @@ pub struct Tree {
 /// JSON form: `{"root": r, "children": {"r": [c1, c2, ...], ...}}` with OS CPU ids.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TreeJson {
+    /// OS CPU id of the root.
     pub root: u32,
+    /// OS CPU id (as a string key) → its children's OS CPU ids in send order.
     pub children: BTreeMap<String, Vec<u32>>,
 }
 
