@@ -476,3 +476,12 @@ impl Context {
         Ok(pre[0])
     }
 }
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // A context moved to another thread that panics fails the group too.
+        if std::thread::panicking() {
+            self.shared.record(self.rank, "panicked".into(), true);
+        }
+    }
+}

@@ -80,7 +80,12 @@ impl GroupShared {
     pub(crate) fn record(&self, rank: usize, what: String, panicked: bool) -> GroupError {
         {
             let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
-            if f.is_none() {
+            // A panic first recorded without its message (by a drop during unwinding)
+            // gets the message when `run` catches it.
+            let refine = f
+                .as_ref()
+                .is_some_and(|x| x.rank == rank && x.panicked && panicked && x.what == "panicked");
+            if f.is_none() || refine {
                 *f = Some(Failure {
                     rank,
                     what,

@@ -10,6 +10,7 @@ use crate::{Group, GroupConfig, GroupError, Member, Placement};
 use crossbeam_utils::CachePadded;
 use smelt_transport::{
     allowed_cpus, pin_current_thread, try_channel, try_queuepair, Consumer, Producer,
+    TransportError,
 };
 use smelt_tree::Tree;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -252,7 +253,7 @@ pub fn measure(tree: &Tree, op: Op, cfg: &MeasureConfig) -> Result<Measurement, 
             let mut worst = 0f64;
             for (li, leaf) in leaves.iter().enumerate() {
                 m.barrier()?;
-                let t0 = Instant::now();
+                let t0 = (rank == root).then(Instant::now);
                 op.run_once(m)?;
                 if let Some(l) = *leaf {
                     if rank == l {
@@ -266,7 +267,7 @@ pub fn measure(tree: &Tree, op: Op, cfg: &MeasureConfig) -> Result<Measurement, 
                         }
                     }
                 }
-                if rank == root {
+                if let Some(t0) = t0 {
                     worst = worst.max(ns(t0.elapsed()));
                 }
             }
@@ -351,12 +352,13 @@ pub fn measure_reduce(tree: &Tree, cfg: &MeasureConfig) -> Result<Measurement, G
 }
 
 /// Runs `a` and `b` on two threads pinned to `cpus` (when both are available to this
-/// process; unpinned otherwise) and returns `a`'s result and the placement.
+/// process; unpinned otherwise) and returns `a`'s result and the placement. `b`'s
+/// error, if any, wins over `a`'s result (it is the root cause).
 fn on_two_threads<R: Send>(
     cpus: (u32, u32),
-    a: impl FnOnce() -> R + Send,
-    b: impl FnOnce() + Send,
-) -> (R, Placement) {
+    a: impl FnOnce() -> Result<R, GroupError> + Send,
+    b: impl FnOnce() -> Result<(), GroupError> + Send,
+) -> Result<(R, Placement), GroupError> {
     let allowed = allowed_cpus().unwrap_or_default();
     let pin = allowed.contains(&cpus.0) && allowed.contains(&cpus.1);
     let placement = Placement {
@@ -370,38 +372,37 @@ fn on_two_threads<R: Send>(
         }),
         wait: smelt_transport::WaitPolicy::DEDICATED,
     };
-    let r = std::thread::scope(|s| {
-        s.spawn(move || {
+    let (ra, rb) = std::thread::scope(|s| {
+        let hb = s.spawn(move || {
             if pin {
                 let _ = pin_current_thread(cpus.1);
             }
             b()
         });
-        let h = s.spawn(move || {
+        let ha = s.spawn(move || {
             if pin {
                 let _ = pin_current_thread(cpus.0);
             }
             a()
         });
-        h.join()
+        (ha.join(), hb.join())
     });
-    match r {
-        Ok(r) => (r, placement),
-        Err(p) => std::panic::resume_unwind(p),
-    }
+    let panicked = |_| GroupError::Invalid("a measurement thread panicked".into());
+    rb.map_err(panicked)??;
+    Ok((ra.map_err(panicked)??, placement))
 }
 
-/// Calibrates an iteration count by doubling until `run(n)` takes `batch`, then
+/// Calibrates an iteration count by doubling until `run(n)` takes `cfg.batch`, then
 /// records `warmup + rounds` runs of ns per iteration (the first `warmup` dropped).
-/// `run` returns the elapsed time of `n` iterations. `run(0)` must end the peer.
+/// `run` returns the elapsed time of `n` iterations; `run(0)` must end the peer.
 fn calibrated(
     cfg: &MeasureConfig,
     per_iter: f64,
-    mut run: impl FnMut(usize) -> Duration,
-) -> (Vec<f64>, usize) {
+    mut run: impl FnMut(usize) -> Result<Duration, TransportError>,
+) -> Result<(Vec<f64>, usize), GroupError> {
     let mut n = 64usize;
     loop {
-        let el = run(n);
+        let el = run(n)?;
         if el >= cfg.batch || n >= 1 << 26 {
             break;
         }
@@ -409,13 +410,13 @@ fn calibrated(
     }
     let mut out = Vec::new();
     for r in 0..cfg.warmup + cfg.rounds {
-        let el = run(n);
+        let el = run(n)?;
         if r >= cfg.warmup {
             out.push(ns(el) / (n as f64 * per_iter));
         }
     }
-    run(0);
-    (out, n)
+    run(0)?;
+    Ok((out, n))
 }
 
 /// One-way latency of a word over a queuepair between two threads on `cpus`
@@ -426,28 +427,26 @@ pub fn pingpong_latency(cpus: (u32, u32), cfg: &MeasureConfig) -> Result<Measure
         cpus,
         move || {
             calibrated(cfg, 2.0, |n| {
-                a.send_word(n as u64).expect("peer alive");
+                a.send_word(n as u64)?;
                 let t0 = Instant::now();
                 for i in 0..n as u64 {
-                    a.send_word(i).expect("peer alive");
-                    a.recv_word().expect("peer alive");
+                    a.send_word(i)?;
+                    a.recv_word()?;
                 }
-                t0.elapsed()
+                Ok(t0.elapsed())
             })
         },
         move || loop {
-            let Ok(n) = b.recv_word() else { return };
+            let n = b.recv_word()?;
             if n == 0 {
-                return;
+                return Ok(());
             }
             for _ in 0..n {
-                let Ok(w) = b.recv_word() else { return };
-                if b.send_word(w).is_err() {
-                    return;
-                }
+                let w = b.recv_word()?;
+                b.send_word(w)?;
             }
         },
-    );
+    )?;
     Ok(Measurement {
         stats: Stats::from_samples(&samples),
         ops_per_run: n,
@@ -457,7 +456,8 @@ pub fn pingpong_latency(cpus: (u32, u32), cfg: &MeasureConfig) -> Result<Measure
 
 /// Streaming throughput of words over one channel of `capacity` slots from `cpus.0` to
 /// `cpus.1`: ns per message (messages per second = 1e9 / ns). A run ends when the
-/// receiver acknowledges the last message on a second channel.
+/// receiver acknowledges the last message on a second channel; the receiver checks
+/// the sequence of every message.
 pub fn stream_throughput(
     cpus: (u32, u32),
     capacity: usize,
@@ -468,37 +468,37 @@ pub fn stream_throughput(
         cpus,
         move || {
             calibrated(cfg, 1.0, |n| {
-                a.send_word(n as u64).expect("peer alive");
+                a.send_word(n as u64)?;
                 if n == 0 {
-                    return Duration::ZERO;
+                    return Ok(Duration::ZERO);
                 }
-                a.recv_word().expect("peer alive");
+                a.recv_word()?;
                 let t0 = Instant::now();
                 for i in 0..n as u64 {
-                    a.send_word(i).expect("peer alive");
+                    a.send_word(i)?;
                 }
-                a.recv_word().expect("peer alive");
-                t0.elapsed()
+                a.recv_word()?;
+                Ok(t0.elapsed())
             })
         },
         move || loop {
-            let Ok(n) = b.recv_word() else { return };
-            if n == 0 || b.send_word(0).is_err() {
-                return;
+            let n = b.recv_word()?;
+            if n == 0 {
+                return Ok(());
             }
-            let mut bad = false;
+            b.send_word(0)?;
+            let mut bad = 0u64;
             for i in 0..n {
-                match b.recv_word() {
-                    Ok(w) => bad |= w != i,
-                    Err(_) => return,
-                }
+                bad += (b.recv_word()? != i) as u64;
             }
-            assert!(!bad, "stream_throughput: messages out of order");
-            if b.send_word(0).is_err() {
-                return;
+            if bad > 0 {
+                return Err(GroupError::Invalid(format!(
+                    "stream_throughput: {bad} of {n} messages out of order"
+                )));
             }
+            b.send_word(0)?;
         },
-    );
+    )?;
     Ok(Measurement {
         stats: Stats::from_samples(&samples),
         ops_per_run: n,
@@ -512,7 +512,7 @@ pub fn cacheline_pingpong(cpus: (u32, u32), cfg: &MeasureConfig) -> Measurement 
     let line = CachePadded::new(AtomicU64::new(0));
     let stop = u64::MAX;
     let line = &line;
-    let ((samples, n), placement) = on_two_threads(
+    let r = on_two_threads(
         cpus,
         move || {
             // Ping writes odd values, pong answers with the next even value.
@@ -520,7 +520,7 @@ pub fn cacheline_pingpong(cpus: (u32, u32), cfg: &MeasureConfig) -> Measurement 
             calibrated(cfg, 2.0, |n| {
                 if n == 0 {
                     line.store(stop, Ordering::Release);
-                    return Duration::ZERO;
+                    return Ok(Duration::ZERO);
                 }
                 let t0 = Instant::now();
                 for _ in 0..n {
@@ -537,7 +537,7 @@ pub fn cacheline_pingpong(cpus: (u32, u32), cfg: &MeasureConfig) -> Measurement 
                         }
                     }
                 }
-                t0.elapsed()
+                Ok(t0.elapsed())
             })
         },
         move || {
@@ -545,7 +545,7 @@ pub fn cacheline_pingpong(cpus: (u32, u32), cfg: &MeasureConfig) -> Measurement 
             loop {
                 let x = line.load(Ordering::Acquire);
                 if x == stop {
-                    return;
+                    return Ok(());
                 }
                 if x % 2 == 1 {
                     line.store(x + 1, Ordering::Release);
@@ -561,6 +561,18 @@ pub fn cacheline_pingpong(cpus: (u32, u32), cfg: &MeasureConfig) -> Measurement 
             }
         },
     );
+    // Neither side can fail: no channel is involved.
+    let ((samples, n), placement) = r.unwrap_or_else(|_| {
+        (
+            (Vec::new(), 0),
+            Placement {
+                pinned: false,
+                oversubscribed: false,
+                note: Some("measurement failed".into()),
+                wait: smelt_transport::WaitPolicy::DEDICATED,
+            },
+        )
+    });
     Measurement {
         stats: Stats::from_samples(&samples),
         ops_per_run: n,
