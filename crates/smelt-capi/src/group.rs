@@ -520,6 +520,68 @@ mod tests {
         }
     }
 
+    /// Many runs of an oversubscribed group (5 members on whatever CPUs exist);
+    /// `SMELT_STRESS=<factor>` scales the number of runs.
+    #[test]
+    fn repeated_runs_stay_consistent() {
+        let factor: usize = std::env::var("SMELT_STRESS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1)
+            .max(1);
+        let mut m = ptr::null_mut();
+        assert_eq!(
+            smelt_model_synthetic(1, 5, 50.0, 60.0, 1.0, &mut m),
+            SMELT_OK
+        );
+        let mut t = ptr::null_mut();
+        let algo = std::ffi::CString::new("binary").unwrap();
+        assert_eq!(
+            smelt_tree_build(m, algo.as_ptr(), ptr::null(), 0, -1, &mut t),
+            SMELT_OK
+        );
+        let mut g = ptr::null_mut();
+        assert_eq!(smelt_group_create(t, &mut g), SMELT_OK);
+        let sh = Shared {
+            ok: AtomicUsize::new(0),
+            root_sum: AtomicI64::new(0),
+        };
+        unsafe extern "C" fn body5(m: *mut smelt_member, arg: *mut c_void) {
+            // SAFETY: arg is the &Shared passed to smelt_group_run below.
+            let sh = unsafe { &*(arg as *const Shared) };
+            let mut rank = 0usize;
+            assert_eq!(smelt_member_index(m, &mut rank), SMELT_OK);
+            for _ in 0..20 {
+                assert_eq!(smelt_barrier(m), SMELT_OK);
+                let mut w = [rank as i64];
+                assert_eq!(
+                    smelt_allreduce(
+                        m,
+                        w.as_mut_ptr() as *mut c_void,
+                        8,
+                        Some(sum_i64),
+                        ptr::null_mut()
+                    ),
+                    SMELT_OK
+                );
+                if w[0] == 10 {
+                    sh.ok.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
+        let runs = 10 * factor;
+        for _ in 0..runs {
+            assert_eq!(
+                smelt_group_run(g, Some(body5), &sh as *const Shared as *mut c_void),
+                SMELT_OK
+            );
+        }
+        assert_eq!(sh.ok.load(Ordering::SeqCst), runs * 5 * 20);
+        smelt_group_free(g);
+        smelt_tree_free(t);
+        smelt_model_free(m);
+    }
+
     #[test]
     fn collectives_from_c_callbacks() {
         let mut m = ptr::null_mut();
