@@ -4,7 +4,7 @@
  * Multicores", OSDI 2016).
  *
  * Link with -lsmelt (libsmelt.so or libsmelt.a built by `cargo build -p smelt-capi`;
- * the static library also needs -lpthread -ldl -lm). C99; usable from C++ (the
+ * the static library also needs -lhwloc -lpthread -ldl -lm). C99; usable from C++ (the
  * declarations are extern "C") and from Fortran through iso_c_binding (every type is
  * an opaque pointer, a fixed-width integer, size_t, double or a C string).
  *
