@@ -12,11 +12,13 @@ use std::time::Duration;
 #[command(
     after_help = "Examples:\n  smelt probe -o model.json\n  smelt probe --quick --cpus 0-7 -o model.json\n  \
                   smelt probe --sample --time-limit 120 -o big.json   # large machines\n\n\
-                  Cost: one ordered pair takes about 0.5 ms (--quick) to 2 ms on a typical \
-                  machine, so a full probe of n CPUs takes about n*(n-1) pair times: 256 CPUs \
-                  = 65,280 pairs = ~30 s quick / ~2-3 min default. --sample measures only a few \
-                  pairs per class of CPU relationship (same core / L2 / L3 / package / other \
-                  package), which makes it a few hundred pairs on any machine."
+                  Cost: one thread stays pinned on each CPU for the whole sweep, so a pair costs \
+                  only its measurement: ~0.1 ms (--quick) to ~0.2 ms on a 2-CPU VM, a few \
+                  times more across sockets. A full probe of n CPUs measures n*(n-1) pairs: \
+                  256 CPUs = 65,280 pairs = ~10 s here, ~0.5-2 min on a 2-socket server (the \
+                  model's notes give the per-pair time of every run). --sample measures only a \
+                  few pairs per class of CPU relationship (same core / L2 / L3 / NUMA node / \
+                  package / none): a few dozen pairs on any machine."
 )]
 pub struct ProbeArgs {
     /// CPUs to probe (e.g. `0-7,12`); default: every CPU this process may use.
