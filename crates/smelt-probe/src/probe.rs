@@ -720,6 +720,30 @@ mod tests {
     }
 
     #[test]
+    fn time_limit_fills_the_pairs_not_reached() {
+        let cpus = crate::affinity::allowed_cpus();
+        if cpus.len() < 2 {
+            return; // one CPU: a single pair class with nothing to fill
+        }
+        let mut cfg = ProbeConfig::quick(cpus[..2].to_vec());
+        cfg.reps = 3;
+        cfg.time_limit = Some(Duration::from_nanos(1));
+        let r = probe(&cfg).unwrap();
+        assert_eq!(r.measured, 1);
+        assert_eq!(r.pairs, 2);
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains("time limit reached after 1 of 2")),
+            "{:?}",
+            r.notes
+        );
+        // The pair not reached gets the measured one's figures (same class).
+        assert_eq!(r.rtt[0][1], r.rtt[1][0]);
+        assert!(r.rtt[1][0] > 0.0);
+    }
+
+    #[test]
     fn refuses_a_cpu_it_may_not_use() {
         let e = probe(&ProbeConfig::quick(vec![100_000])).unwrap_err();
         assert!(e.contains("CPU 100000"), "{e}");
