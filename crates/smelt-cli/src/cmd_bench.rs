@@ -73,9 +73,10 @@ pub struct BenchArgs {
     /// Thread counts for the barrier comparison (default 2,8,16; 2,8 with --quick).
     #[arg(long, value_delimiter = ',')]
     pub peer_threads: Vec<usize>,
-    /// Kill a peer (or give up on a figure) after this many seconds.
-    #[arg(long, default_value_t = 60.0)]
-    pub timeout: f64,
+    /// Kill a peer (or give up on a figure) after this many seconds (default 60, 20
+    /// with --quick).
+    #[arg(long)]
+    pub timeout: Option<f64>,
 }
 
 fn parse_op(s: &str) -> Result<Op> {
@@ -200,10 +201,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if a.peer_threads.contains(&0) {
         bail!("option --peer-threads: thread counts must be at least 1");
     }
-    if !(a.timeout.is_finite() && a.timeout > 0.0) {
+    let timeout_s = a.timeout.unwrap_or(if a.quick { 20.0 } else { 60.0 });
+    if !(timeout_s.is_finite() && timeout_s > 0.0) {
         bail!(
             "option --timeout: '{}' is not a positive number of seconds",
-            a.timeout
+            timeout_s
         );
     }
     let (model, model_src) = load_model(&a, requested.as_deref())?;
@@ -221,7 +223,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let cpus = model.cpus.clone();
     let members = a.threads.unwrap_or(cpus.len());
     let rounds = a.rounds.unwrap_or(if a.quick { 200 } else { 1000 });
-    let timeout = Duration::from_secs_f64(a.timeout);
+    let timeout = Duration::from_secs_f64(timeout_s);
     let budget = if a.quick {
         Budget {
             batch: Duration::from_millis(2),
@@ -338,43 +340,42 @@ pub fn run(a: BenchArgs) -> Result<()> {
     // smelt's side of the comparison is the tree smelt builds (adaptive-shuffled), not
     // the best measured one: picking the minimum of many noisy figures would flatter it.
     let smelt_tree_choice = Topology::AdaptiveShuffled;
-    for &t in &peer_threads {
-        peers.push(floors.figure(|| sm.peer_figure(smelt_tree_choice, t, Op::Barrier)));
+    // The OpenMP and MPI programs measure barrier and reduction (and MPI broadcast) in
+    // one run: run each once per thread count, keep the barrier figures here and the
+    // 2-member broadcast/reduce figures below.
+    let two = 2usize;
+    let mut rooted: Vec<Figure> = Vec::new();
+    let mut thread_counts = peer_threads.clone();
+    if !thread_counts.contains(&two) {
+        thread_counts.push(two);
+    }
+    for &t in &thread_counts {
+        let barrier_row = peer_threads.contains(&t);
+        if barrier_row {
+            peers.push(floors.figure(|| sm.peer_figure(smelt_tree_choice, t, Op::Barrier)));
+        }
         if a.no_peers {
             continue;
         }
-        peers.push(floors.figure(|| rpeers::std_barrier(&cpus, t, &budget)));
-        peers.extend(floors.figures(|| cpeers.barriers(&cpus, t, &budget)));
-        peers.extend(
-            floors
-                .figures(|| cpeers.openmp(&cpus, t, &budget))
-                .into_iter()
-                .filter(|f| f.peer.metric == Metric::Barrier),
-        );
-        peers.extend(
-            floors
-                .figures(|| cpeers.mpi(&cpus, t, &budget))
-                .into_iter()
-                .filter(|f| f.peer.metric == Metric::Barrier),
-        );
+        let mut combined = floors.figures(|| cpeers.openmp(&cpus, t, &budget));
+        combined.extend(floors.figures(|| cpeers.mpi(&cpus, t, &budget)));
+        if barrier_row {
+            peers.push(floors.figure(|| rpeers::std_barrier(&cpus, t, &budget)));
+            peers.extend(floors.figures(|| cpeers.barriers(&cpus, t, &budget)));
+        }
+        for f in combined {
+            if f.peer.metric == Metric::Barrier {
+                if barrier_row {
+                    peers.push(f);
+                }
+            } else if t == two {
+                rooted.push(f);
+            }
+        }
     }
-    let two = 2usize;
     peers.push(floors.figure(|| sm.peer_figure(smelt_tree_choice, two, Op::Broadcast)));
     peers.push(floors.figure(|| sm.peer_figure(smelt_tree_choice, two, Op::Reduce)));
-    if !a.no_peers {
-        peers.extend(
-            floors
-                .figures(|| cpeers.mpi(&cpus, two, &budget))
-                .into_iter()
-                .filter(|f| f.peer.metric != Metric::Barrier),
-        );
-        peers.extend(
-            floors
-                .figures(|| cpeers.openmp(&cpus, two, &budget))
-                .into_iter()
-                .filter(|f| f.peer.metric == Metric::Reduce),
-        );
-    }
+    peers.extend(rooted);
     peers.sort_by_key(|f| (metric_order(f.peer.metric), f.peer.threads));
 
     let ratios = ratios(&collectives, &transport, &peers);
