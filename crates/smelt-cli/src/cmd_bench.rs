@@ -102,6 +102,8 @@ struct Floors {
     b: u32,
     budget: Budget,
     all: Vec<f64>,
+    /// Progress line on stderr (terminal only): one step per figure group.
+    progress: smelt_probe::progress::Progress,
 }
 
 impl Floors {
@@ -116,6 +118,7 @@ impl Floors {
         let f0 = self.take();
         let r = f();
         let f1 = self.take();
+        self.progress.inc();
         let floor = match (f0, f1) {
             (Some(x), Some(y)) => Some((x + y) / 2.0),
             (x, y) => x.or(y),
@@ -125,6 +128,8 @@ impl Floors {
 
     fn figure(&mut self, f: impl FnOnce() -> PeerResult) -> Figure {
         let (peer, floor) = self.around(f);
+        self.progress
+            .step(format!("{} ({} threads)", peer.name, peer.threads));
         let vs = match (peer.median(), floor) {
             (Some(m), Some(fl)) if fl > 0.0 => Some(m / fl),
             _ => None,
@@ -138,6 +143,10 @@ impl Floors {
 
     fn figures(&mut self, f: impl FnOnce() -> Vec<PeerResult>) -> Vec<Figure> {
         let (peers, floor) = self.around(f);
+        if let Some(p) = peers.first() {
+            self.progress
+                .step(format!("{} ({} threads)", p.name, p.threads));
+        }
         peers
             .into_iter()
             .map(|peer| {
@@ -256,6 +265,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
             timeout,
         },
         all: Vec::new(),
+        progress: smelt_probe::progress::Progress::new(
+            true,
+            (topologies.len() * ops.len() + 10 + 7 * (peer_threads.len() + 1)) as u64,
+            "figures",
+        ),
     };
     let sm = smelt::Smelt {
         model: &model,
@@ -274,6 +288,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
                 Ok(p) => sm.measure(p, op),
                 Err(e) => Err(e.clone()),
             });
+            floors.progress.step(format!("{t} {}", op.name()));
             let predicted = plan
                 .as_ref()
                 .ok()
@@ -378,6 +393,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     peers.extend(rooted);
     peers.sort_by_key(|f| (metric_order(f.peer.metric), f.peer.threads));
 
+    floors.progress.finish();
     let ratios = ratios(&collectives, &transport, &peers);
     let mut warnings = Vec::new();
     if cfg!(debug_assertions) {

@@ -12,6 +12,7 @@ pub mod floor;
 pub mod harness;
 pub mod peers;
 pub mod probe;
+pub mod progress;
 pub mod stats;
 pub mod transport;
 

@@ -497,7 +497,7 @@ pub fn probe(cfg: &ProbeConfig) -> Result<ProbeResult, String> {
     let mut reps = cfg.reps.max(1);
     let mut warmup = cfg.warmup;
     let pool = PinnedPool::new(&cpus)?;
-    let bar = progress_bar(cfg.progress, plan.len() as u64);
+    let bar = crate::progress::Progress::new(cfg.progress, plan.len() as u64, "pairs");
     let mut got: BTreeMap<(usize, usize), PairCosts> = BTreeMap::new();
     let mut stopped_at = None;
     let sweep = Instant::now();
@@ -527,9 +527,9 @@ pub fn probe(cfg: &ProbeConfig) -> Result<ProbeResult, String> {
         }
         let c = pool.measure_pair(cpus[i], cpus[j], reps, warmup, overhead, cfg.pair_timeout)?;
         got.insert((i, j), c);
-        bar.inc(1);
+        bar.inc();
     }
-    bar.finish_and_clear();
+    bar.finish();
     let per_pair = if got.is_empty() {
         0.0
     } else {
@@ -639,20 +639,6 @@ pub fn probe(cfg: &ProbeConfig) -> Result<ProbeResult, String> {
         per_pair: Duration::from_secs_f64(per_pair),
         notes,
     })
-}
-
-fn progress_bar(enabled: bool, len: u64) -> indicatif::ProgressBar {
-    use std::io::IsTerminal;
-    if !enabled || !std::io::stderr().is_terminal() {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(len);
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "probing {bar:30} {pos}/{len} pairs, {elapsed} elapsed, ETA {eta}",
-    ) {
-        bar.set_style(style);
-    }
-    bar
 }
 
 #[cfg(test)]
