@@ -79,6 +79,9 @@ pub struct BenchArgs {
     pub timeout: Option<f64>,
 }
 
+/// Most members / threads `smelt bench` runs (groups beyond the CPUs share them).
+const MAX_THREADS: usize = 1024;
+
 fn parse_op(s: &str) -> Result<Op> {
     Ok(match s.trim().to_ascii_lowercase().as_str() {
         "broadcast" | "bcast" => Op::Broadcast,
@@ -209,6 +212,14 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     if a.peer_threads.contains(&0) {
         bail!("option --peer-threads: thread counts must be at least 1");
+    }
+    if let Some(t) = a
+        .threads
+        .into_iter()
+        .chain(a.peer_threads.iter().copied())
+        .find(|&t| t > MAX_THREADS)
+    {
+        bail!("{t} threads is more than smelt bench runs (at most {MAX_THREADS})");
     }
     let timeout_s = a.timeout.unwrap_or(if a.quick { 20.0 } else { 60.0 });
     if !(timeout_s.is_finite() && timeout_s > 0.0) {

@@ -175,6 +175,8 @@ fn bench_rejects_bad_options_with_exit_2() {
         vec!["bench", "--model", "/nonexistent/model.json"],
         vec!["bench", "--rounds", "0"],
         vec!["bench", "--cpus", "100000", "--no-peers"],
+        vec!["bench", "--threads", "100000", "--no-peers"],
+        vec!["bench", "--peer-threads", "2,0", "--no-peers"],
     ] {
         let (code, _, err) = run(&args);
         assert_eq!(code, 2, "{args:?}: {err}");
