@@ -65,8 +65,8 @@ typedef struct smelt_model smelt_model;
 /* Loads and validates a model file written by `smelt probe -o` or `smelt import`. */
 int smelt_model_load(const char *path, smelt_model **model);
 
-/* A synthetic model: sockets x cores_per_socket CPUs numbered 0.., costs send_ns /
- * recv_ns within a socket and remote_factor times that across sockets. */
+/* A synthetic model: sockets x cores_per_socket CPUs (at most 4096) numbered 0..,
+ * costs send_ns / recv_ns within a socket and remote_factor times that across sockets. */
 int smelt_model_synthetic(uint32_t sockets, uint32_t cores_per_socket, double send_ns,
                           double recv_ns, double remote_factor, smelt_model **model);
 

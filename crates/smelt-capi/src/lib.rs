@@ -234,13 +234,11 @@ pub extern "C" fn smelt_model_synthetic(
     model: *mut *mut smelt_model,
 ) -> smelt_status {
     guard(|| {
-        if sockets == 0
-            || cores_per_socket == 0
-            || sockets as u64 * cores_per_socket as u64 > 65_536
+        if sockets == 0 || cores_per_socket == 0 || sockets as u64 * cores_per_socket as u64 > 4096
         {
             return err(
                 SMELT_ERR_INVALID_ARGUMENT,
-                "sockets and cores_per_socket must be >= 1 (at most 65536 CPUs)",
+                "sockets and cores_per_socket must be >= 1 (at most 4096 CPUs)",
             );
         }
         if [send_ns, recv_ns, remote_factor]

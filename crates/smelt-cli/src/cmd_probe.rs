@@ -57,8 +57,10 @@ pub fn run(a: ProbeArgs) -> Result<()> {
             bail!("option --time-limit: '{t}' is not a positive number of seconds");
         }
     }
-    if a.reps == Some(0) {
-        bail!("option --reps: must be at least 1");
+    if let Some(r) = a.reps {
+        if !(1..=100_000).contains(&r) {
+            bail!("option --reps: {r} is not between 1 and 100000");
+        }
     }
     if a.sample == Some(0) {
         bail!("option --sample: must be at least 1 pair per class");
