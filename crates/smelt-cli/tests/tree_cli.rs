@@ -20,6 +20,20 @@ fn ok(args: &[&str]) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
+/// [`ok`], checking that the output contains every one of `wants`.
+fn ok_containing(args: &[&str], wants: &[&str]) -> String {
+    let out = ok(args);
+    for w in wants {
+        assert!(out.contains(w), "{w:?} missing in:\n{out}");
+    }
+    out
+}
+
+/// [`ok`], parsing the output as JSON.
+fn ok_json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&ok(args)).unwrap()
+}
+
 /// Exit status 2 and exactly one `error:` line naming `what`.
 fn fails(args: &[&str], what: &str) {
     let o = smelt(args);
@@ -37,6 +51,15 @@ fn model(dir: &Path, name: &str, sockets: usize, cores: usize) -> PathBuf {
     p
 }
 
+/// A temporary directory holding the 2-socket × 4-core model `m.json`, and the
+/// model's path.
+fn small_model() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let m = model(dir.path(), "m.json", 2, 4);
+    let m = m.to_str().unwrap().to_string();
+    (dir, m)
+}
+
 fn machinedb() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../testdata/machines/smelt-machinedb/intel_xeon_e5_v2_2x10")
@@ -44,20 +67,13 @@ fn machinedb() -> PathBuf {
 
 #[test]
 fn tree_prints_text_json_and_dot() {
-    let dir = tempfile::tempdir().unwrap();
-    let m = model(dir.path(), "m.json", 2, 4);
-    let m = m.to_str().unwrap();
-    let text = ok(&["tree", "--model", m]);
-    assert!(
-        text.contains("root CPU") && text.contains("predicted"),
-        "{text}"
-    );
-    assert!(text.contains("└── "));
+    let (dir, m) = small_model();
+    let m = m.as_str();
+    ok_containing(&["tree", "--model", m], &["root CPU", "predicted", "└── "]);
 
-    let j = ok(&[
+    let v = ok_json(&[
         "tree", "--model", m, "--algo", "binary", "--root", "5", "--format", "json",
     ]);
-    let v: serde_json::Value = serde_json::from_str(&j).unwrap();
     assert_eq!(v["root"], 5);
     for op in ["broadcast", "ab", "reduce", "barrier", "2pc"] {
         assert!(v["predicted_ns"][op].as_f64().unwrap() > 0.0, "{op}");
@@ -67,7 +83,7 @@ fn tree_prints_text_json_and_dot() {
     assert_eq!(tree.len(), 8);
     assert_eq!(v["children"]["5"], serde_json::json!([0, 1]));
 
-    let sub = ok(&[
+    let v = ok_json(&[
         "tree",
         "--model",
         m,
@@ -78,14 +94,16 @@ fn tree_prints_text_json_and_dot() {
         "--format",
         "json",
     ]);
-    let v: serde_json::Value = serde_json::from_str(&sub).unwrap();
     let t: smelt_tree::tree::TreeJson = serde_json::from_value(v).unwrap();
     let mut cpus = smelt_tree::Tree::from_json(&t).unwrap().members;
     cpus.sort_unstable();
     assert_eq!(cpus, vec![1, 2, 3, 6]);
 
-    let dot = ok(&["tree", "--model", m, "--format", "dot"]);
-    assert!(dot.starts_with("digraph") && dot.contains("cluster_1") && dot.contains("->"));
+    let dot = ok_containing(
+        &["tree", "--model", m, "--format", "dot"],
+        &["cluster_1", "->"],
+    );
+    assert!(dot.starts_with("digraph"), "{dot}");
     let out = dir.path().join("t.dot");
     ok(&[
         "tree",
@@ -98,16 +116,14 @@ fn tree_prints_text_json_and_dot() {
     ]);
     assert_eq!(std::fs::read_to_string(&out).unwrap(), dot);
     if Command::new("dot").arg("-V").output().is_ok() {
-        let svg = ok(&["tree", "--model", m, "--format", "svg"]);
-        assert!(svg.contains("<svg"), "{svg}");
+        ok_containing(&["tree", "--model", m, "--format", "svg"], &["<svg"]);
     }
 }
 
 #[test]
 fn tree_errors_are_one_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let m = model(dir.path(), "m.json", 2, 4);
-    let m = m.to_str().unwrap();
+    let (dir, m) = small_model();
+    let m = m.as_str();
     fails(
         &["tree", "--model", m, "--algo", "nope"],
         "unknown topology 'nope'",
@@ -152,16 +168,13 @@ fn tree_errors_are_one_line() {
 
 #[test]
 fn evaluate_tables_json_scaling_and_optimum() {
-    let dir = tempfile::tempdir().unwrap();
-    let m = model(dir.path(), "m.json", 2, 4);
-    let m = m.to_str().unwrap();
-    let text = ok(&["evaluate", "--model", m]);
-    assert!(
-        text.contains("best static tree") && text.contains("speedup adaptive"),
-        "{text}"
+    let (dir, m) = small_model();
+    let m = m.as_str();
+    ok_containing(
+        &["evaluate", "--model", m],
+        &["best static tree", "speedup adaptive"],
     );
-    let v: serde_json::Value =
-        serde_json::from_str(&ok(&["evaluate", "--model", m, "--json"])).unwrap();
+    let v = ok_json(&["evaluate", "--model", m, "--json"]);
     assert!(
         v["topologies"]["adaptive"]["predicted"]["barrier"]
             .as_f64()
@@ -176,8 +189,7 @@ fn evaluate_tables_json_scaling_and_optimum() {
             > 0.0
     );
 
-    let v: serde_json::Value =
-        serde_json::from_str(&ok(&["evaluate", "--model", m, "--scaling", "--json"])).unwrap();
+    let v = ok_json(&["evaluate", "--model", m, "--scaling", "--json"]);
     let sizes = v["sizes"].as_array().unwrap();
     assert_eq!(sizes.len(), 7);
     assert_eq!(sizes[0]["cpus"], 2);
@@ -198,7 +210,7 @@ fn evaluate_tables_json_scaling_and_optimum() {
             .contains("<polyline"));
     }
 
-    let v: serde_json::Value = serde_json::from_str(&ok(&[
+    let v = ok_json(&[
         "evaluate",
         "--model",
         m,
@@ -206,8 +218,7 @@ fn evaluate_tables_json_scaling_and_optimum() {
         "--cpus",
         "0-2,4-6",
         "--json",
-    ]))
-    .unwrap();
+    ]);
     let g = &v["groups"][0];
     assert_eq!(g["proven_optimal"], true);
     let opt = g["optimum"].as_f64().unwrap();
@@ -232,17 +243,19 @@ fn evaluate_tables_json_scaling_and_optimum() {
         ],
         "--subset-size",
     );
-    let text = ok(&[
-        "evaluate",
-        "--model",
-        big.to_str().unwrap(),
-        "--optimum",
-        "--subsets",
-        "2",
-        "--time-limit",
-        "20",
-    ]);
-    assert!(text.contains("mean gap"), "{text}");
+    ok_containing(
+        &[
+            "evaluate",
+            "--model",
+            big.to_str().unwrap(),
+            "--optimum",
+            "--subsets",
+            "2",
+            "--time-limit",
+            "20",
+        ],
+        &["mean gap"],
+    );
 }
 
 #[test]
@@ -252,10 +265,9 @@ fn evaluate_across_models_with_a_plot() {
     std::fs::create_dir(&models).unwrap();
     model(&models, "a.json", 2, 4);
     model(&models, "b.json", 4, 3);
-    let text = ok(&["evaluate", "--models", models.to_str().unwrap()]);
-    assert!(
-        text.contains("[broadcast]") && text.contains("mean"),
-        "{text}"
+    ok_containing(
+        &["evaluate", "--models", models.to_str().unwrap()],
+        &["[broadcast]", "mean"],
     );
     // The plot needs a system font; without one the command says so (exit 2).
     let plot = dir.path().join("fig9.svg");
@@ -271,13 +283,7 @@ fn evaluate_across_models_with_a_plot() {
     } else {
         assert!(String::from_utf8_lossy(&o.stderr).contains("font"));
     }
-    let v: serde_json::Value = serde_json::from_str(&ok(&[
-        "evaluate",
-        "--models",
-        models.to_str().unwrap(),
-        "--json",
-    ]))
-    .unwrap();
+    let v = ok_json(&["evaluate", "--models", models.to_str().unwrap(), "--json"]);
     assert_eq!(v["machines"].as_array().unwrap().len(), 2);
     assert!(v["mean_speedup"]["adaptive"]["broadcast"].as_f64().unwrap() > 0.0);
     let empty = dir.path().join("empty");
@@ -299,8 +305,7 @@ fn evaluate_correlates_with_ab_bench() {
         m.to_str().unwrap(),
     ]);
     // ab-bench.csv next to the imported directory is found automatically.
-    let v: serde_json::Value =
-        serde_json::from_str(&ok(&["evaluate", "--model", m.to_str().unwrap(), "--json"])).unwrap();
+    let v = ok_json(&["evaluate", "--model", m.to_str().unwrap(), "--json"]);
     let cs = v["ab_bench"]["correlations"].as_array().unwrap();
     let rho = |name: &str| {
         cs.iter().find(|c| c["operation"] == name).unwrap()["spearman"]

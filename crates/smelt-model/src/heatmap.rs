@@ -271,20 +271,15 @@ pub fn render_png(model: &Model) -> Result<Vec<u8>, ModelError> {
                 13,
                 (HPos::Center, VPos::Top),
             )?;
-            label(
-                "sender",
-                x0 - 8,
-                y0 + p as i32 + 10,
-                13,
-                (HPos::Right, VPos::Top),
-            )?;
-            label(
-                "CPU",
-                x0 - 8,
-                y0 + p as i32 + 26,
-                13,
-                (HPos::Right, VPos::Top),
-            )?;
+            for (text, dy) in [("sender", 10), ("CPU", 26)] {
+                label(
+                    text,
+                    x0 - 8,
+                    y0 + p as i32 + dy,
+                    13,
+                    (HPos::Right, VPos::Top),
+                )?;
+            }
         }
         // Color bar.
         let bx = (left + p + gap + left + p + bar_gap) as i32;

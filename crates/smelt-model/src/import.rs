@@ -20,6 +20,7 @@
 
 use crate::host::now_rfc3339;
 use crate::infer::{infer_from_costs, infer_hierarchy, symmetric_cost};
+use crate::stats::median;
 use crate::{format_cpu_list, parse_cpu_list, Hierarchy, Level, Model, ModelError};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -408,15 +409,6 @@ pub fn fill_gaps(m: &mut [Vec<f64>], cpus: &[u32], hierarchy: &Hierarchy) -> Res
             }
         }
     }
-    let median = |v: &mut Vec<f64>| -> f64 {
-        v.sort_by(f64::total_cmp);
-        let k = v.len();
-        if k % 2 == 1 {
-            v[k / 2]
-        } else {
-            (v[k / 2 - 1] + v[k / 2]) / 2.0
-        }
-    };
     let mut fine_med: HashMap<(usize, usize, usize), f64> =
         fine.iter_mut().map(|(k, v)| (*k, median(v))).collect();
     let coarse_med: HashMap<usize, f64> = coarse.iter_mut().map(|(k, v)| (*k, median(v))).collect();

@@ -271,20 +271,23 @@ pub fn infer_hierarchy(model: &Model) -> Hierarchy {
 /// True when two levels group the CPUs the same way (order of groups and of CPUs
 /// within a group does not matter).
 pub fn same_partition(a: &Level, b: &Level) -> bool {
-    fn norm(l: &Level) -> Vec<Vec<u32>> {
-        let mut g: Vec<Vec<u32>> = l
-            .groups
-            .iter()
-            .map(|g| {
-                let mut g = g.clone();
-                g.sort_unstable();
-                g
-            })
-            .collect();
-        g.sort();
-        g
-    }
-    norm(a) == norm(b)
+    sorted_groups(a) == sorted_groups(b)
+}
+
+/// The groups of `l` with each group's CPUs sorted and the groups sorted: the same
+/// for every level that groups the CPUs the same way.
+fn sorted_groups(l: &Level) -> Vec<Vec<u32>> {
+    let mut g: Vec<Vec<u32>> = l
+        .groups
+        .iter()
+        .map(|g| {
+            let mut g = g.clone();
+            g.sort_unstable();
+            g
+        })
+        .collect();
+    g.sort();
+    g
 }
 
 /// The levels of `h` with identical partitions folded into one, named by all their
@@ -438,25 +441,17 @@ mod tests {
 
     /// Three levels: pairs (SMT), quads (CCX), halves (socket).
     fn three_level(n: usize) -> Vec<Vec<f64>> {
-        (0..n)
-            .map(|i| {
-                (0..n)
-                    .map(|j| {
-                        if i == j {
-                            0.0
-                        } else if i / 2 == j / 2 {
-                            10.0
-                        } else if i / 4 == j / 4 {
-                            40.0 + ((i * 7 + j * 3) % 5) as f64
-                        } else if i / (n / 2) == j / (n / 2) {
-                            100.0 + ((i + j) % 7) as f64
-                        } else {
-                            300.0
-                        }
-                    })
-                    .collect()
-            })
-            .collect()
+        crate::cost_matrix(n, |i, j| {
+            if i / 2 == j / 2 {
+                10.0
+            } else if i / 4 == j / 4 {
+                40.0 + ((i * 7 + j * 3) % 5) as f64
+            } else if i / (n / 2) == j / (n / 2) {
+                100.0 + ((i + j) % 7) as f64
+            } else {
+                300.0
+            }
+        })
     }
 
     #[test]
@@ -551,23 +546,7 @@ mod tests {
                     want.push(groups);
                 }
             }
-            let got: Vec<Vec<Vec<u32>>> = h
-                .levels
-                .iter()
-                .map(|l| {
-                    let mut g: Vec<Vec<u32>> = l
-                        .groups
-                        .iter()
-                        .map(|g| {
-                            let mut g = g.clone();
-                            g.sort_unstable();
-                            g
-                        })
-                        .collect();
-                    g.sort();
-                    g
-                })
-                .collect();
+            let got: Vec<Vec<Vec<u32>>> = h.levels.iter().map(sorted_groups).collect();
             assert_eq!(
                 got, want,
                 "sockets {sockets} groups {per} cores {cores} smt {smt}"

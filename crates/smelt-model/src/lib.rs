@@ -448,6 +448,19 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ModelError> {
     Ok(())
 }
 
+/// An `n×n` cost matrix with 0 on the diagonal and `off_diagonal(i, j)` everywhere
+/// else, filled row by row (so a stateful `off_diagonal`, e.g. one drawing random
+/// numbers, is called in row-major order, never for `i == j`).
+pub fn cost_matrix(n: usize, mut off_diagonal: impl FnMut(usize, usize) -> f64) -> Vec<Vec<f64>> {
+    (0..n)
+        .map(|i| {
+            (0..n)
+                .map(|j| if i == j { 0.0 } else { off_diagonal(i, j) })
+                .collect()
+        })
+        .collect()
+}
+
 /// A synthetic model for tests and benchmarks: `sockets × cores_per_socket` CPUs,
 /// local costs `local_send`/`local_recv`, remote costs scaled by `remote_factor`.
 /// The hierarchy has `Package` and `Core` levels.
@@ -461,22 +474,14 @@ pub fn synthetic(
     let n = sockets * cores_per_socket;
     let cpus: Vec<u32> = (0..n as u32).collect();
     let sock = |i: usize| i / cores_per_socket;
-    let mat = |base: f64| -> Vec<Vec<f64>> {
-        (0..n)
-            .map(|i| {
-                (0..n)
-                    .map(|j| {
-                        if i == j {
-                            0.0
-                        } else if sock(i) == sock(j) {
-                            base
-                        } else {
-                            base * remote_factor
-                        }
-                    })
-                    .collect()
-            })
-            .collect()
+    let mat = |base: f64| {
+        cost_matrix(n, |i, j| {
+            if sock(i) == sock(j) {
+                base
+            } else {
+                base * remote_factor
+            }
+        })
     };
     let mut m = Model::new(cpus, mat(local_send), mat(local_recv));
     m.provenance.method = "synthetic".into();
@@ -513,6 +518,25 @@ mod tests {
         let back = Model::from_json(&m.to_json(), None).unwrap();
         assert_eq!(back, m);
         assert_eq!(m.node_ids(), vec![0, 0, 0, 0, 1, 1, 1, 1]);
+    }
+
+    #[test]
+    fn cost_matrix_has_a_zero_diagonal_and_fills_rows_in_order() {
+        let mut calls = Vec::new();
+        let m = cost_matrix(3, |i, j| {
+            calls.push((i, j));
+            (10 * i + j) as f64
+        });
+        assert_eq!(
+            m,
+            vec![
+                vec![0.0, 1.0, 2.0],
+                vec![10.0, 0.0, 12.0],
+                vec![20.0, 21.0, 0.0]
+            ]
+        );
+        assert_eq!(calls, [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]);
+        assert!(cost_matrix(0, |_, _| 1.0).is_empty());
     }
 
     #[test]

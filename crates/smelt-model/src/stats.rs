@@ -23,18 +23,26 @@ impl MinMedMax {
         if v.is_empty() {
             return None;
         }
-        v.sort_by(f64::total_cmp);
-        let k = v.len();
-        let median = if k % 2 == 1 {
-            v[k / 2]
-        } else {
-            (v[k / 2 - 1] + v[k / 2]) / 2.0
-        };
+        // median() sorts v.
+        let median = median(&mut v);
         Some(MinMedMax {
             min: v[0],
             median,
-            max: v[k - 1],
+            max: v[v.len() - 1],
         })
+    }
+}
+
+/// The median of `v`, the mean of the two middle values for an even count. Sorts
+/// `v` (NaN last, see [`f64::total_cmp`]). Panics when `v` is empty.
+pub fn median(v: &mut [f64]) -> f64 {
+    assert!(!v.is_empty(), "the median of no value");
+    v.sort_by(f64::total_cmp);
+    let k = v.len();
+    if k % 2 == 1 {
+        v[k / 2]
+    } else {
+        (v[k / 2 - 1] + v[k / 2]) / 2.0
     }
 }
 
@@ -214,5 +222,10 @@ mod tests {
         let s = MinMedMax::of(&[4.0, 1.0, f64::NAN, 3.0, 2.0]).unwrap();
         assert_eq!((s.min, s.median, s.max), (1.0, 2.5, 4.0));
         assert!(MinMedMax::of(&[]).is_none());
+        let mut odd = [5.0, 1.0, 3.0];
+        assert_eq!(median(&mut odd), 3.0);
+        assert_eq!(odd, [1.0, 3.0, 5.0]);
+        assert_eq!(median(&mut [2.0]), 2.0);
+        assert_eq!(median(&mut [7.0, 1.0]), 4.0);
     }
 }

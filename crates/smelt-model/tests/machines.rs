@@ -8,6 +8,7 @@ use smelt_model::import::{
     C2C_COST_PER_ONE_WAY, C2C_RECEIVE_PER_SEND,
 };
 use smelt_model::infer::{compare, infer_hierarchy};
+use smelt_model::stats::median;
 use smelt_model::{parse_cpu_list, Hierarchy, Level, Model, ModelError};
 use std::path::{Path, PathBuf};
 
@@ -31,16 +32,6 @@ fn groups(list: &[&str]) -> Vec<Vec<u32>> {
 
 fn sizes(l: &Level) -> Vec<usize> {
     l.groups.iter().map(Vec::len).collect()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let k = v.len();
-    if k % 2 == 1 {
-        v[k / 2]
-    } else {
-        (v[k / 2 - 1] + v[k / 2]) / 2.0
-    }
 }
 
 #[test]
@@ -111,7 +102,7 @@ fn c2c_derivation_constants_match_the_machinedb_xeon() {
             }
         }
     }
-    let (r, f) = (median(ratio), median(frac));
+    let (r, f) = (median(&mut ratio), median(&mut frac));
     assert!((r - C2C_RECEIVE_PER_SEND).abs() < 0.02, "receive/send {r}");
     assert!((f - C2C_COST_PER_ONE_WAY).abs() < 0.01, "(s+r)/(rtt/2) {f}");
 }
@@ -253,7 +244,7 @@ fn csv_gaps_are_filled_from_the_inferred_groups() {
             }
         }
     }
-    assert!((m.send[5][1] / k - median(remote)).abs() < 1e-9);
+    assert!((m.send[5][1] / k - median(&mut remote)).abs() < 1e-9);
     assert!(m
         .provenance
         .notes
@@ -302,74 +293,49 @@ fn expect_parse(res: Result<Model, ModelError>, file: &str, line: Option<usize>,
 fn bad_csv_files_are_refused_with_file_line_and_problem() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let imp = |p: PathBuf| import_c2c_csv(&p);
-    expect_parse(imp(write(d, "empty.csv", "")), "empty.csv", None, "empty");
-    expect_parse(
-        imp(write(d, "blank.csv", ",,\n\n2,3,\n")),
-        "blank.csv",
-        Some(2),
-        "empty line",
-    );
-    // 3 rows of 4 cells: not square.
-    expect_parse(
-        imp(write(d, "wide.csv", ",,,\n1,,,\n2,3,,\n")),
-        "wide.csv",
-        Some(1),
-        "4 cells, expected 3",
-    );
-    // Truncated: last row has fewer cells.
-    expect_parse(
-        imp(write(d, "short.csv", ",,\n1,,\n2,3\n")),
-        "short.csv",
-        Some(3),
-        "2 cells, expected 3",
-    );
-    expect_parse(
-        imp(write(d, "neg.csv", ",,\n1,,\n2,-3,\n")),
-        "neg.csv",
-        Some(3),
-        "negative",
-    );
-    expect_parse(
-        imp(write(d, "nan.csv", ",,\nNaN,,\n2,3,\n")),
-        "nan.csv",
-        Some(2),
-        "finite",
-    );
-    expect_parse(
-        imp(write(d, "word.csv", ",,\nabc,,\n2,3,\n")),
-        "word.csv",
-        Some(2),
-        "'abc' is not a number",
-    );
-    expect_parse(
-        imp(write(d, "zero.csv", ",,\n0,,\n2,3,\n")),
-        "zero.csv",
-        Some(2),
-        "cannot be free",
-    );
-    // Pair 0-1 given below and above the diagonal.
-    expect_parse(
-        imp(write(d, "dup.csv", ",4,\n1,,\n2,3,\n")),
-        "dup.csv",
-        Some(2),
-        "duplicate pair CPU 0 <-> CPU 1",
-    );
-    expect_parse(
-        imp(write(d, "diag.csv", "5,,\n1,,\n2,3,\n")),
-        "diag.csv",
-        Some(1),
-        "diagonal",
-    );
-    expect_parse(imp(write(d, "one.csv", "\n")), "one.csv", None, "empty");
-    expect_parse(
-        imp(write(d, "none.csv", ",,\n,,\n,,\n")),
-        "none.csv",
-        None,
-        "every cell is empty",
-    );
+    // (file, text, expected line, expected text)
+    let cases: [(&str, &str, Option<usize>, &str); 12] = [
+        ("empty.csv", "", None, "empty"),
+        ("blank.csv", ",,\n\n2,3,\n", Some(2), "empty line"),
+        // 3 rows of 4 cells: not square.
+        (
+            "wide.csv",
+            ",,,\n1,,,\n2,3,,\n",
+            Some(1),
+            "4 cells, expected 3",
+        ),
+        // Truncated: last row has fewer cells.
+        (
+            "short.csv",
+            ",,\n1,,\n2,3\n",
+            Some(3),
+            "2 cells, expected 3",
+        ),
+        ("neg.csv", ",,\n1,,\n2,-3,\n", Some(3), "negative"),
+        ("nan.csv", ",,\nNaN,,\n2,3,\n", Some(2), "finite"),
+        (
+            "word.csv",
+            ",,\nabc,,\n2,3,\n",
+            Some(2),
+            "'abc' is not a number",
+        ),
+        ("zero.csv", ",,\n0,,\n2,3,\n", Some(2), "cannot be free"),
+        // Pair 0-1 given below and above the diagonal.
+        (
+            "dup.csv",
+            ",4,\n1,,\n2,3,\n",
+            Some(2),
+            "duplicate pair CPU 0 <-> CPU 1",
+        ),
+        ("diag.csv", "5,,\n1,,\n2,3,\n", Some(1), "diagonal"),
+        ("one.csv", "\n", None, "empty"),
+        ("none.csv", ",,\n,,\n,,\n", None, "every cell is empty"),
+    ];
+    for (file, text, line, what) in cases {
+        expect_parse(import_c2c_csv(&write(d, file, text)), file, line, what);
+    }
     // A value above the diagonal with an empty mirror is accepted.
-    let m = imp(write(d, "upper.csv", ",1,2\n,,3\n,,\n")).unwrap();
+    let m = import_c2c_csv(&write(d, "upper.csv", ",1,2\n,,3\n,,\n")).unwrap();
     assert_eq!(m.send[0][1], m.send[1][0]);
 }
 
@@ -423,75 +389,80 @@ fn small_machinedb_imports_and_fills_missing_pairs() {
         .any(|n| n.contains("pairwise-nsend_send: 1 of 12 ordered pairs missing")));
 }
 
+/// Expects the import of the small machine database, with `file` changed by `f`, to
+/// fail with a parse error naming `file` and, if given, `line`, containing `what`.
+fn refused_after_edit(file: &str, f: impl Fn(String) -> String, line: Option<usize>, what: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    small_db(dir.path());
+    edit(&dir.path().join(file), f);
+    expect_parse(
+        import(dir.path(), &ImportOptions::default()),
+        file,
+        line,
+        what,
+    );
+}
+
 #[test]
 fn bad_machinedb_files_are_refused_with_file_line_and_problem() {
-    let cases: Vec<(&str, &str, &str, Option<usize>, &str)> = vec![
-        // (file, search, replace, expected line, expected text)
+    const SEND: &str = "pairwise-nsend_send";
+    const RECEIVE: &str = "pairwise-nsend_receive";
+    const LSCPU: &str = "lscpu.txt";
+    // (file, search, replace, expected line, expected text)
+    let cases: [(&str, &str, &str, Option<usize>, &str); 10] = [
         (
-            "pairwise-nsend_send",
+            SEND,
             "0 1 50 1.5",
             "0 1 50",
             Some(1),
             "3 columns, expected 4",
         ),
+        (SEND, "0 1 50 1.5", "0 1 -50 1.5", Some(1), "negative"),
+        (SEND, "0 1 50 1.5", "0 1 nan 1.5", Some(1), "finite"),
         (
-            "pairwise-nsend_send",
-            "0 1 50 1.5",
-            "0 1 -50 1.5",
-            Some(1),
-            "negative",
-        ),
-        (
-            "pairwise-nsend_send",
-            "0 1 50 1.5",
-            "0 1 nan 1.5",
-            Some(1),
-            "finite",
-        ),
-        (
-            "pairwise-nsend_send",
+            SEND,
             "0 2 150 1.5",
             "0 1 150 1.5",
             Some(2),
             "duplicate pair 0 -> 1",
         ),
         (
-            "pairwise-nsend_receive",
+            RECEIVE,
             "0 1 180 2.5",
             "0 9 180 2.5",
             Some(1),
             "unknown CPU 9",
         ),
         (
-            "pairwise-nsend_send",
+            SEND,
             "0 1 50 1.5",
             "0 0 50 1.5",
             Some(1),
             "paired with itself",
         ),
         (
-            "pairwise-nsend_send",
+            SEND,
             "0 1 50 1.5",
             "x 1 50 1.5",
             Some(1),
             "not a CPU number",
         ),
         (
-            "lscpu.txt",
+            LSCPU,
             "CPU MHz:  1000.000",
             "CPU MHz:  fast",
             Some(3),
             "not a number",
         ),
         (
-            "lscpu.txt",
+            LSCPU,
             "NUMA node1 CPU(s): 2,3",
             "NUMA node1 CPU(s): 2,3,7",
             Some(4),
             "CPU 7",
         ),
         (
-            "lscpu.txt",
+            LSCPU,
             "NUMA node1 CPU(s): 2,3",
             "NUMA node1 CPU(s): 2",
             Some(4),
@@ -499,45 +470,22 @@ fn bad_machinedb_files_are_refused_with_file_line_and_problem() {
         ),
     ];
     for (file, from, to, line, what) in cases {
-        let dir = tempfile::tempdir().unwrap();
-        small_db(dir.path());
-        let p = dir.path().join(file);
-        edit(&p, |t| {
+        let replace = |t: String| {
             assert!(t.contains(from), "{from}");
             t.replacen(from, to, 1)
-        });
-        expect_parse(
-            import(dir.path(), &ImportOptions::default()),
-            file,
-            line,
-            what,
-        );
+        };
+        refused_after_edit(file, replace, line, what);
     }
     // Empty pair file.
-    let dir = tempfile::tempdir().unwrap();
-    small_db(dir.path());
-    std::fs::write(dir.path().join("pairwise-nsend_receive"), "").unwrap();
-    expect_parse(
-        import(dir.path(), &ImportOptions::default()),
-        "pairwise-nsend_receive",
-        None,
-        "empty",
-    );
+    refused_after_edit(RECEIVE, |_| String::new(), None, "empty");
     // A CPU with no measurement at all cannot be filled.
-    let dir = tempfile::tempdir().unwrap();
-    small_db(dir.path());
-    edit(&dir.path().join("pairwise-nsend_send"), |t| {
+    let drop_cpu_3 = |t: String| {
         t.lines()
             .filter(|l| !l.starts_with("3 ") && !l.contains(" 3 "))
             .map(|l| format!("{l}\n"))
             .collect()
-    });
-    expect_parse(
-        import(dir.path(), &ImportOptions::default()),
-        "pairwise-nsend_send",
-        None,
-        "CPU 3 has no measured pair",
-    );
+    };
+    refused_after_edit(SEND, drop_cpu_3, None, "CPU 3 has no measured pair");
     // No clock anywhere.
     let dir = tempfile::tempdir().unwrap();
     small_db(dir.path());

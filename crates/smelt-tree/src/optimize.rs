@@ -94,6 +94,54 @@ fn parents(ch: &[Vec<usize>]) -> Vec<usize> {
     p
 }
 
+/// The members `x` can be moved under (all but its subtree and its parent `px`), in
+/// index order.
+fn new_parents(ch: &[Vec<usize>], x: usize, px: usize) -> Vec<usize> {
+    let mask = subtree_mask(ch, x);
+    (0..ch.len()).filter(|&v| !mask[v] && v != px).collect()
+}
+
+/// [`new_parents`] of `x`, cheapest first by `cost` (ties by index).
+fn cheapest_parents(
+    ch: &[Vec<usize>],
+    x: usize,
+    px: usize,
+    cost: impl Fn(usize) -> f64,
+) -> Vec<usize> {
+    let mut cands: Vec<(f64, usize)> = new_parents(ch, x, px)
+        .into_iter()
+        .map(|v| (cost(v), v))
+        .collect();
+    cands.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    cands.into_iter().map(|(_, v)| v).collect()
+}
+
+/// Moves `x` (child of `px`) under each of `targets` in turn and keeps the first
+/// move that scores better than `score`: `Some(true)`. `Some(false)` when the budget
+/// ran out first, `None` when no move helped.
+fn first_better_move(
+    ev: &mut Eval,
+    cur: &mut Vec<Vec<usize>>,
+    score: &mut (f64, f64),
+    budget: usize,
+    (x, px): (usize, usize),
+    targets: impl IntoIterator<Item = usize>,
+) -> Option<bool> {
+    for to in targets {
+        if ev.evals >= budget {
+            return Some(false);
+        }
+        let mut next = moved(cur, x, px, to);
+        let sc = ev.score(&mut next);
+        if better(sc, *score) {
+            *cur = next;
+            *score = sc;
+            return Some(true);
+        }
+    }
+    None
+}
+
 fn moved(ch: &[Vec<usize>], x: usize, from: usize, to: usize) -> Vec<Vec<usize>> {
     let mut next = ch.to_vec();
     next[from].retain(|&k| k != x);
@@ -196,9 +244,8 @@ pub fn optimized_for(c: &Costs, root: usize, op: Op, opts: &Options) -> Vec<Vec<
                         break x;
                     }
                 };
-                let mask = subtree_mask(&cur, x);
                 let p = parents(&cur);
-                let choices: Vec<usize> = (0..n).filter(|&v| !mask[v] && v != p[x]).collect();
+                let choices = new_parents(&cur, x, p[x]);
                 if choices.is_empty() {
                     continue;
                 }
@@ -230,23 +277,10 @@ fn descend_any(
         if x == ev.root {
             continue;
         }
-        let mask = subtree_mask(cur, x);
-        let mut cands: Vec<(f64, usize)> = (0..n)
-            .filter(|&v| !mask[v] && v != p[x])
-            .map(|v| (c.sr(v, x) + c.sr(x, v), v))
-            .collect();
-        cands.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        for &(_, to) in cands.iter().take(TRIES) {
-            if ev.evals >= budget {
-                return false;
-            }
-            let mut next = moved(cur, x, p[x], to);
-            let sc = ev.score(&mut next);
-            if better(sc, *score) {
-                *cur = next;
-                *score = sc;
-                return true;
-            }
+        let cands = cheapest_parents(cur, x, p[x], |v| c.sr(v, x) + c.sr(x, v));
+        let targets = cands.into_iter().take(TRIES);
+        if let Some(done) = first_better_move(ev, cur, score, budget, (x, p[x]), targets) {
+            return done;
         }
     }
     false
@@ -271,23 +305,9 @@ fn descend(
     let p = parents(cur);
     let mut x = e;
     while x != ev.root {
-        let mask = subtree_mask(cur, x);
-        let mut cands: Vec<(f64, usize)> = (0..n)
-            .filter(|&v| !mask[v] && v != p[x])
-            .map(|v| (at[v] + c.sr(v, x), v))
-            .collect();
-        cands.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        for (_, to) in cands {
-            if ev.evals >= budget {
-                return false;
-            }
-            let mut next = moved(cur, x, p[x], to);
-            let sc = ev.score(&mut next);
-            if better(sc, *score) {
-                *cur = next;
-                *score = sc;
-                return true;
-            }
+        let cands = cheapest_parents(cur, x, p[x], |v| at[v] + c.sr(v, x));
+        if let Some(done) = first_better_move(ev, cur, score, budget, (x, p[x]), cands) {
+            return done;
         }
         x = p[x];
     }

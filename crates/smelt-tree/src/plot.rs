@@ -2,6 +2,7 @@
 //! with plotters as SVG or PNG. Text layout needs a TrueType font from the usual
 //! system directories (e.g. Debian's DejaVu, pulled in by fontconfig).
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
@@ -77,12 +78,32 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(127, 127, 127),
 ];
 
+/// The message of a failed drawing step.
+fn draw_err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> String {
+    format!("drawing failed: {e}")
+}
+
+/// Draws the legend of `chart` (upper left) and writes the picture out.
+fn finish<'a, DB: DrawingBackend + 'a>(
+    root: &DrawingArea<DB, Shift>,
+    chart: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FAMILY, 13))
+        .draw()
+        .map_err(draw_err)?;
+    root.present().map_err(draw_err)
+}
+
 fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &BarChart) -> Result<(), String>
 where
     DB::ErrorType: 'static,
 {
-    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("drawing failed: {e}");
-    root.fill(&WHITE).map_err(err)?;
+    root.fill(&WHITE).map_err(draw_err)?;
     let ng = c.groups.len().max(1);
     let ymax = c
         .series
@@ -100,7 +121,7 @@ where
         .x_label_area_size(40)
         .y_label_area_size(60)
         .build_cartesian_2d(0f64..ng as f64, 0f64..ymax)
-        .map_err(err)?;
+        .map_err(draw_err)?;
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -117,7 +138,7 @@ where
         .y_desc(&c.y_label)
         .label_style((FAMILY, 13))
         .draw()
-        .map_err(err)?;
+        .map_err(draw_err)?;
     let ns = c.series.len().max(1);
     let width = 0.8 / ns as f64;
     for (si, (name, vals)) in c.series.iter().enumerate() {
@@ -132,7 +153,7 @@ where
                         Rectangle::new([(x0, 0.0), (x0 + width * 0.9, v)], color.filled())
                     }),
             )
-            .map_err(err)?
+            .map_err(draw_err)?
             .label(name.clone())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
     }
@@ -142,41 +163,16 @@ where
                 [(0.0, r), (ng as f64, r)],
                 BLACK.stroke_width(1),
             ))
-            .map_err(err)?;
+            .map_err(draw_err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FAMILY, 13))
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)?;
-    Ok(())
+    finish(&root, &mut chart)
 }
 
 /// Writes the chart to `path`: `.svg` or `.png` by extension.
 pub fn render(c: &BarChart, path: &Path) -> Result<(), String> {
     let w = (160 + 130 * c.groups.len().max(1) as u32).clamp(640, 3000);
     let size = (w, 560);
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    if !matches!(ext.as_deref(), Some("svg") | Some("png")) {
-        return Err(format!(
-            "{}: the plot file must end in .svg or .png",
-            path.display()
-        ));
-    }
-    if !font_ready() {
-        return Err(format!(
-            "{}: no TrueType font found under /usr/share/fonts (install fonts-dejavu-core)",
-            path.display()
-        ));
-    }
-    if ext.as_deref() == Some("svg") {
+    if check_target(path)? {
         draw(SVGBackend::new(path, size).into_drawing_area(), c)
     } else {
         draw(BitMapBackend::new(path, size).into_drawing_area(), c)
@@ -202,8 +198,7 @@ fn draw_lines<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &LineChart) -
 where
     DB::ErrorType: 'static,
 {
-    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("drawing failed: {e}");
-    root.fill(&WHITE).map_err(err)?;
+    root.fill(&WHITE).map_err(draw_err)?;
     let finite = |v: &f64| v.is_finite();
     let x0 =
         c.x.iter()
@@ -230,14 +225,14 @@ where
         .x_label_area_size(40)
         .y_label_area_size(70)
         .build_cartesian_2d(x0..x1, 0f64..ymax)
-        .map_err(err)?;
+        .map_err(draw_err)?;
     chart
         .configure_mesh()
         .x_desc(&c.x_label)
         .y_desc(&c.y_label)
         .label_style((FAMILY, 13))
         .draw()
-        .map_err(err)?;
+        .map_err(draw_err)?;
     for (si, (name, ys)) in c.series.iter().enumerate() {
         let color = COLORS[si % COLORS.len()];
         let pts: Vec<(f64, f64)> =
@@ -248,22 +243,15 @@ where
                 .collect();
         chart
             .draw_series(LineSeries::new(pts, color.stroke_width(2)))
-            .map_err(err)?
+            .map_err(draw_err)?
             .label(name.clone())
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], color.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FAMILY, 13))
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)?;
-    Ok(())
+    finish(&root, &mut chart)
 }
 
+/// Checks that `path` names an `.svg` or `.png` file (true for SVG) and that a font
+/// is available to draw text with.
 fn check_target(path: &Path) -> Result<bool, String> {
     let ext = path
         .extension()

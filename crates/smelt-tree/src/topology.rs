@@ -66,22 +66,17 @@ impl Topology {
     ];
 
     /// [`Topology::EVALUATED`] plus the trees optimized for reduce and barrier.
-    pub const EVALUATED_EXTENDED: [Topology; 14] = [
-        Topology::Sequential,
-        Topology::Binary,
-        Topology::Fibonacci,
-        Topology::Knomial(2),
-        Topology::Knomial(4),
-        Topology::Mst,
-        Topology::Cluster,
-        Topology::Bad,
-        Topology::Adaptive,
-        Topology::AdaptiveSorted,
-        Topology::AdaptiveShuffled,
-        Topology::Optimized,
-        Topology::OptimizedFor(Op::Reduce),
-        Topology::OptimizedFor(Op::Barrier),
-    ];
+    pub const EVALUATED_EXTENDED: [Topology; 14] = {
+        const N: usize = Topology::EVALUATED.len();
+        let mut all = [Topology::OptimizedFor(Op::Reduce); N + 2];
+        let mut i = 0;
+        while i < N {
+            all[i] = Topology::EVALUATED[i];
+            i += 1;
+        }
+        all[N + 1] = Topology::OptimizedFor(Op::Barrier);
+        all
+    };
 
     /// True for the hardware-oblivious and classic machine-aware trees the paper
     /// compares against (everything but Smelt's adaptive trees and `optimized`).
@@ -561,4 +556,22 @@ pub(crate) fn subtree_mask(ch: &[Vec<usize>], top: usize) -> Vec<bool> {
         stack.extend_from_slice(&ch[v]);
     }
     mask
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extended_list_is_the_evaluated_one_plus_reduce_and_barrier() {
+        let (head, tail) = Topology::EVALUATED_EXTENDED.split_at(Topology::EVALUATED.len());
+        assert_eq!(head, Topology::EVALUATED);
+        assert_eq!(
+            tail,
+            [
+                Topology::OptimizedFor(Op::Reduce),
+                Topology::OptimizedFor(Op::Barrier)
+            ]
+        );
+    }
 }

@@ -2,7 +2,8 @@
 //! numbers, an independent recursive latency formula.
 #![allow(dead_code)]
 
-use smelt_model::{Hierarchy, Level, Model};
+use smelt_model::import::{import, Format, ImportOptions};
+use smelt_model::{cost_matrix, Hierarchy, Level, Model};
 use std::path::PathBuf;
 
 pub fn machinedb_dir() -> PathBuf {
@@ -10,28 +11,17 @@ pub fn machinedb_dir() -> PathBuf {
         .join("../../testdata/machines/smelt-machinedb/intel_xeon_e5_v2_2x10")
 }
 
-fn read_pairs(name: &str, n: usize) -> Vec<Vec<f64>> {
-    let path = machinedb_dir().join(name);
-    let text = std::fs::read_to_string(&path).unwrap();
-    let mut m = vec![vec![0.0; n]; n];
-    for (i, line) in text.lines().enumerate() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(f.len(), 4, "{}:{}", path.display(), i + 1);
-        let (s, d): (usize, usize) = (f[0].parse().unwrap(), f[1].parse().unwrap());
-        m[s][d] = f[2].parse().unwrap();
-    }
-    m
-}
-
-/// The 2×10-core Xeon E5 v2 of the machine database, costs in cycles, NUMA nodes
-/// {0-9} and {10-19}.
+/// The 2×10-core Xeon E5 v2 of the machine database, costs in cycles (imported at
+/// 1 GHz, so one "ns" is one cycle), NUMA nodes {0-9} and {10-19} as the only level.
+/// Send and receive costs only: no rtt, no inferred hierarchy.
 pub fn xeon() -> Model {
-    let n = 20;
-    let mut m = Model::new(
-        (0..n as u32).collect(),
-        read_pairs("pairwise-nsend_send", n),
-        read_pairs("pairwise-nsend_receive", n),
-    );
+    let opts = ImportOptions {
+        format: Some(Format::MachineDb),
+        ghz: Some(1.0),
+    };
+    let imported = import(&machinedb_dir(), &opts).unwrap();
+    assert_eq!(imported.cpus, (0..20).collect::<Vec<u32>>());
+    let mut m = Model::new(imported.cpus, imported.send, imported.receive);
     m.provenance.units = "cycles".into();
     m.hierarchy = Hierarchy {
         source: "test".into(),
@@ -76,21 +66,11 @@ impl Rng {
 /// A model with random asymmetric costs and `nodes` NUMA nodes.
 pub fn random_model(rng: &mut Rng, n: usize, nodes: usize) -> Model {
     let node = |i: usize| i * nodes / n;
-    let mut mat = |base: f64| -> Vec<Vec<f64>> {
-        (0..n)
-            .map(|i| {
-                (0..n)
-                    .map(|j| {
-                        if i == j {
-                            0.0
-                        } else {
-                            let f = if node(i) == node(j) { 1.0 } else { 3.0 };
-                            base * f * (0.5 + rng.unit())
-                        }
-                    })
-                    .collect()
-            })
-            .collect()
+    let mut mat = |base: f64| {
+        cost_matrix(n, |i, j| {
+            let f = if node(i) == node(j) { 1.0 } else { 3.0 };
+            base * f * (0.5 + rng.unit())
+        })
     };
     let send = mat(50.0);
     let recv = mat(200.0);
