@@ -419,10 +419,19 @@ fn calibrated(
     Ok((out, n))
 }
 
-/// One-way latency of a word over a queuepair between two threads on `cpus`
-/// (ping-pong round trip / 2), ns.
+/// One-way latency of a word over a queuepair of 64 slots between two threads on
+/// `cpus` (ping-pong round trip / 2), ns.
 pub fn pingpong_latency(cpus: (u32, u32), cfg: &MeasureConfig) -> Result<Measurement, GroupError> {
-    let (mut a, mut b) = try_queuepair(64, None)?;
+    pingpong_latency_with(cpus, 64, cfg)
+}
+
+/// [`pingpong_latency`] over a queuepair of `capacity` slots each way.
+pub fn pingpong_latency_with(
+    cpus: (u32, u32),
+    capacity: usize,
+    cfg: &MeasureConfig,
+) -> Result<Measurement, GroupError> {
+    let (mut a, mut b) = try_queuepair(capacity, None)?;
     let ((samples, n), placement) = on_two_threads(
         cpus,
         move || {

@@ -144,6 +144,10 @@ pub struct Consumer {
     head: u64,
     /// `head % capacity`.
     idx: usize,
+    /// Last position stored to `shared.head` (acknowledged to the producer).
+    published: u64,
+    /// Acknowledge after this many slots (and whenever the ring runs empty).
+    ack_batch: u64,
     cap: usize,
     policy: WaitPolicy,
     _not_sync: PhantomData<std::cell::Cell<()>>,
@@ -203,6 +207,8 @@ pub fn try_channel(
         shared,
         head: 0,
         idx: 0,
+        published: 0,
+        ack_batch: default_ack_batch(capacity_slots),
         cap: capacity_slots,
         policy: WaitPolicy::default(),
         _not_sync: PhantomData,
@@ -246,6 +252,13 @@ impl End for Consumer {
     fn policy(&self) -> &WaitPolicy {
         &self.policy
     }
+}
+
+/// Acknowledge every `capacity / 16` slots (1 to 32): often enough that the producer
+/// rarely finds the ring full for lack of an acknowledgement, rarely enough that the
+/// acknowledgement line does not bounce on every message while streaming.
+fn default_ack_batch(capacity: usize) -> u64 {
+    (capacity / 16).clamp(1, 32) as u64
 }
 
 #[inline(always)]
@@ -323,7 +336,8 @@ impl Producer {
         self.cap * PAYLOAD_PER_SLOT
     }
 
-    /// Slots holding messages not yet received (as of now).
+    /// Slots not yet acknowledged by the consumer (received messages count until the
+    /// consumer acknowledges them; see [`Consumer::set_ack_batch`]).
     pub fn len(&self) -> usize {
         (self.tail - self.shared.head.load(Ordering::Acquire)) as usize
     }
@@ -333,7 +347,7 @@ impl Producer {
         self.len() == 0
     }
 
-    /// Slots free for new messages (as of now).
+    /// Slots free for new messages (as acknowledged so far).
     pub fn free_slots(&self) -> usize {
         self.cap - self.len()
     }
@@ -554,6 +568,21 @@ impl Consumer {
         self.policy = p;
     }
 
+    /// Acknowledge consumed slots to the producer at least every `n` slots (clamped to
+    /// `1..=capacity`; default `capacity / 16`, 1 to 32). The consumer also
+    /// acknowledges whenever it finds the ring empty and whenever the producer is parked
+    /// waiting for room, so a producer never stays blocked while the consumer keeps
+    /// receiving. `1` acknowledges every message (the strictest flow control: a send
+    /// blocks only when `capacity` slots are truly unconsumed).
+    pub fn set_ack_batch(&mut self, n: usize) {
+        self.ack_batch = n.clamp(1, self.cap) as u64;
+    }
+
+    /// Current acknowledgement batch (see [`set_ack_batch`](Consumer::set_ack_batch)).
+    pub fn ack_batch(&self) -> usize {
+        self.ack_batch as usize
+    }
+
     /// The next message's header if it has been published.
     #[inline(always)]
     fn ready_header(&self) -> Option<u64> {
@@ -563,9 +592,12 @@ impl Consumer {
 
     /// The next header, or `Empty` / `Disconnected`.
     #[inline(always)]
-    fn next_header(&self) -> Result<u64, TransportError> {
+    fn next_header(&mut self) -> Result<u64, TransportError> {
         if let Some(h) = self.ready_header() {
             return Ok(h);
+        }
+        if self.published != self.head {
+            self.publish();
         }
         if self.shared.prod.closed.load(Ordering::Acquire) {
             // The producer's last message was published before it closed.
@@ -581,6 +613,17 @@ impl Consumer {
         if self.idx >= self.cap {
             self.idx -= self.cap;
         }
+        if self.head - self.published >= self.ack_batch
+            || self.shared.prod.waiting.load(Ordering::Relaxed)
+        {
+            self.publish();
+        }
+    }
+
+    /// Acknowledges every slot read so far and wakes a producer waiting for room.
+    #[inline(always)]
+    fn publish(&mut self) {
+        self.published = self.head;
         self.shared.head.store(self.head, Ordering::Release);
         self.shared.prod.wake_if_waiting();
     }

@@ -314,3 +314,45 @@ fn affinity_queries() {
     .join()
     .unwrap();
 }
+
+#[test]
+fn acknowledgements_are_batched_but_never_withheld() {
+    let (mut tx, mut rx) = channel(64);
+    assert_eq!(rx.ack_batch(), 4);
+    rx.set_ack_batch(16);
+    for i in 0..64 {
+        tx.try_send_word(i).unwrap();
+    }
+    for i in 0..10 {
+        assert_eq!(rx.try_recv_word().unwrap(), i);
+    }
+    // Not acknowledged yet: the producer still sees a full ring.
+    assert_eq!(tx.try_send_word(99), Err(TransportError::Full));
+    for i in 10..16 {
+        assert_eq!(rx.try_recv_word().unwrap(), i);
+    }
+    assert_eq!(tx.free_slots(), 16);
+    for i in 16..64 {
+        assert_eq!(rx.try_recv_word().unwrap(), i);
+    }
+    // Finding the ring empty acknowledges everything.
+    assert_eq!(rx.try_recv_word(), Err(TransportError::Empty));
+    assert_eq!(tx.free_slots(), 64);
+
+    // A producer parked on a full ring is acknowledged by the next receive even
+    // within a batch; a slow consumer therefore never stalls it.
+    let (mut tx, mut rx) = channel(8);
+    rx.set_ack_batch(8);
+    let n = if cfg!(miri) { 12 } else { 40 };
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            for i in 0..n {
+                tx.send_word(i).unwrap();
+            }
+        });
+        for i in 0..n {
+            std::thread::sleep(Duration::from_micros(300));
+            assert_eq!(rx.recv_word_timeout(Duration::from_secs(10)), Ok(i));
+        }
+    });
+}

@@ -79,3 +79,20 @@ fn loom_try_ops_and_disconnect() {
         t.join().unwrap();
     });
 }
+
+#[test]
+fn loom_batched_acknowledgements() {
+    bounded().check(|| {
+        let (mut tx, mut rx) = channel(3);
+        rx.set_ack_batch(2);
+        let t = loom::thread::spawn(move || {
+            for i in 0..4u64 {
+                tx.send_word(i).unwrap();
+            }
+        });
+        for i in 0..4u64 {
+            assert_eq!(rx.recv_word().unwrap(), i);
+        }
+        t.join().unwrap();
+    });
+}
