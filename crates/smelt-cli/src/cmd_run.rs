@@ -57,7 +57,10 @@ pub fn run(a: RunArgs) -> Result<()> {
                 args.push("--quick".into());
             }
             args.extend(cpus.iter().cloned());
-            step("1. probe this machine (pairwise send/receive/round-trip costs)", &args)?;
+            step(
+                "1. probe this machine (pairwise send/receive/round-trip costs)",
+                &args,
+            )?;
             s("model.json")
         }
     };
