@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, then builds and tests every crate
-# (unit, integration, CLI, C API example). Stress runs are bounded; scale them with
-# SMELT_STRESS=<factor> (default 1).
+# (unit, integration, CLI, the C API examples), model-checks the queuepair protocol
+# with loom, and runs the transport tests under Miri when a nightly toolchain with
+# Miri is installed. Stress runs are bounded; scale them with SMELT_STRESS=<factor>.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
+echo "[smelt] build"
 cargo build --workspace --all-targets
+echo "[smelt] tests"
 cargo test --workspace 2>&1
+echo "[smelt] loom model check of the queuepair protocol"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p smelt-transport --release --test loom 2>&1
+if cargo +nightly miri --version >/dev/null 2>&1; then
+    echo "[smelt] transport tests under Miri"
+    MIRIFLAGS="-Zmiri-disable-isolation" CARGO_TARGET_DIR=target/miri cargo +nightly miri test -p smelt-transport --test channel 2>&1
+else
+    echo "[smelt] Miri skipped: no nightly toolchain with the miri component on this machine"
+fi
