@@ -84,7 +84,7 @@ const MAX_THREADS: usize = 1024;
 
 fn parse_op(s: &str) -> Result<Op> {
     Ok(match s.trim().to_ascii_lowercase().as_str() {
-        "broadcast" | "bcast" => Op::Broadcast,
+        "broadcast" | "bcast" | "ab" => Op::Broadcast,
         "reduce" | "reduction" => Op::Reduce,
         "barrier" | "barriers" => Op::Barrier,
         "2pc" | "agreement" | "two-phase-commit" => Op::TwoPhaseCommit,
