@@ -133,8 +133,12 @@ int smelt_group_size(const smelt_group *group, size_t *n);
 typedef void (*smelt_member_fn)(smelt_member *member, void *arg);
 
 /* Runs fn once per member, each on its own thread pinned to the member's CPU, and
- * returns when all have returned. Every member must take part in every collective, in
- * the same order. Returns the first error of a member's thread, if any. */
+ * returns when all have returned; may be called again for another phase. Every member
+ * must take part in every collective, in the same order: a member that skips one makes
+ * the others fail after the group timeout (30 s). Returns the first error a member's
+ * collective returned, if any; after an error the group is aborted (its collectives
+ * keep failing), so free it and create a new one. fn must not unwind (no C++
+ * exception or longjmp out of it). */
 int smelt_group_run(smelt_group *group, smelt_member_fn fn, void *arg);
 
 /* Attaches the calling thread as member `index` (and pins it to the member's CPU):
