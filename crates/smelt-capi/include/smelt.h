@@ -136,8 +136,8 @@ typedef void (*smelt_member_fn)(smelt_member *member, void *arg);
  * returns when all have returned; may be called again for another phase. Every member
  * must take part in every collective, in the same order: a member that skips one makes
  * the others fail after the group timeout (30 s). Returns the first error a member's
- * collective returned, if any; after an error the group is aborted (its collectives
- * keep failing), so free it and create a new one. fn must not unwind (no C++
+ * collective returned, if any; after an error do not reuse the group: free it and
+ * create a new one. fn must not unwind (no C++
  * exception or longjmp out of it). */
 int smelt_group_run(smelt_group *group, smelt_member_fn fn, void *arg);
 
