@@ -1,56 +1,78 @@
-//! Oversubscribed barrier probe: compares wait policies (tuning aid).
-use smelt_runtime::measure::{measure_back_to_back, MeasureConfig, Op};
-use smelt_runtime::WaitPolicy;
+//! Oversubscribed barrier probe (tuning aid): members attached to threads that are
+//! unpinned, pinned by pre-order chunks of the tree, or pinned round-robin.
+use smelt_runtime::{Group, GroupConfig, Pinning};
 use smelt_tree::Tree;
-use std::time::Duration;
-fn binary(n: u32) -> Tree {
-    let n = n as usize;
+use std::time::{Duration, Instant};
+
+fn kary(n: usize, k: usize) -> Tree {
     let children = (0..n)
-        .map(|i| {
-            [2 * i + 1, 2 * i + 2]
-                .into_iter()
-                .filter(|&c| c < n)
-                .collect()
-        })
+        .map(|i| (1..=k).map(|j| k * i + j).filter(|&c| c < n).collect())
         .collect();
     Tree::new((0..n as u32).map(|i| 10_000 + i).collect(), 0, children).unwrap()
 }
-fn flat(n: u32) -> Tree {
-    let n = n as usize;
-    let mut children = vec![Vec::new(); n];
-    children[0] = (1..n).collect();
-    Tree::new((0..n as u32).map(|i| 10_000 + i).collect(), 0, children).unwrap()
-}
-fn main() {
-    let w = |s: u32, y: u32| WaitPolicy {
-        spin_polls: s,
-        yield_polls: y,
-        park_initial: Duration::from_micros(50),
-        park_max: Duration::from_millis(1),
+
+fn run(tree: &Tree, place: &dyn Fn(usize) -> Option<u32>, iters: usize) -> f64 {
+    let cfg = GroupConfig {
+        pinning: Pinning::Never,
+        ..Default::default()
     };
-    let pols: Vec<(&str, WaitPolicy)> = vec![
-        ("default", WaitPolicy::OVERSUBSCRIBED),
-        ("s4y64", w(4, 64)),
-        ("s4y256", w(4, 256)),
-        ("s0y1e6", w(0, 1_000_000)),
-        ("s4y16", w(4, 16)),
-    ];
-    for n in [8, 16, 8] {
-        for (tn, tree) in [("binary", binary(n)), ("flat", flat(n))] {
-            for (name, p) in &pols {
-                let mut cfg = MeasureConfig {
-                    rounds: 7,
-                    warmup: 1,
-                    batch: Duration::from_millis(30),
-                    ..Default::default()
-                };
-                cfg.group.wait = Some(*p);
-                let m = measure_back_to_back(&tree, Op::Barrier, &cfg).unwrap();
-                println!(
-                    "n={n} {tn:<6} {name:<14} barrier {:>10.0} ns  (p10 {:.0} p90 {:.0})",
-                    m.stats.median_ns, m.stats.p10_ns, m.stats.p90_ns
-                );
+    let members = Group::with_config(std::slice::from_ref(tree), &cfg)
+        .unwrap()
+        .into_members();
+    let times: Vec<f64> = std::thread::scope(|s| {
+        let hs: Vec<_> = members
+            .into_iter()
+            .map(|mut m| {
+                let cpu = place(m.rank());
+                s.spawn(move || {
+                    if let Some(c) = cpu {
+                        smelt_transport::pin_current_thread(c).unwrap();
+                    }
+                    for _ in 0..50 {
+                        m.barrier().unwrap();
+                    }
+                    let t0 = Instant::now();
+                    for _ in 0..iters {
+                        m.barrier().unwrap();
+                    }
+                    t0.elapsed().as_nanos() as f64 / iters as f64
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    times.into_iter().fold(0.0, f64::max)
+}
+
+fn main() {
+    let allowed = smelt_transport::allowed_cpus().unwrap();
+    let k = allowed.len();
+    for n in [8usize, 16] {
+        for (tn, tree) in [
+            ("binary", kary(n, 2)),
+            ("flat", kary(n, n - 1)),
+            ("4-ary", kary(n, 4)),
+        ] {
+            let pre = tree.preorder();
+            let chunk = |r: usize| {
+                let pos = pre.iter().position(|&x| x == r).unwrap();
+                Some(allowed[pos * k / n])
+            };
+            let rr = |r: usize| Some(allowed[r % k]);
+            let none = |_r: usize| None;
+            let mut line = format!("n={n:<2} {tn:<6}");
+            for _ in 0..2 {
+                for (name, f) in [
+                    ("unpinned", &none as &dyn Fn(usize) -> Option<u32>),
+                    ("chunks", &chunk),
+                    ("rr", &rr),
+                ] {
+                    let t = run(&tree, f, 2000);
+                    line += &format!(" {name} {:>7.0}", t);
+                }
             }
+            println!("{line}");
         }
     }
+    let _ = Duration::ZERO;
 }

@@ -142,6 +142,30 @@ impl Context {
         Ok(())
     }
 
+    /// Sends a zero-payload message to the parent (header only, no payload store).
+    #[inline]
+    fn up_empty(&mut self, op: &'static str) -> Res<()> {
+        if let Some(p) = self.parent.as_mut() {
+            if let Err(e) = p.tx.send_empty_timeout(self.timeout) {
+                let r = p.rank;
+                return Err(self.fail(e, r, op));
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends a zero-payload message to every child.
+    #[inline]
+    fn down_empty(&mut self, op: &'static str) -> Res<()> {
+        for i in 0..self.children.len() {
+            if let Err(e) = self.children[i].tx.send_empty_timeout(self.timeout) {
+                let r = self.children[i].rank;
+                return Err(self.fail(e, r, op));
+            }
+        }
+        Ok(())
+    }
+
     #[inline]
     fn down_word(&mut self, w: u64, op: &'static str) -> Res<()> {
         for i in 0..self.children.len() {
@@ -190,7 +214,8 @@ impl Context {
     /// Broadcasts a zero-payload message from the root (a signal).
     #[inline]
     pub fn broadcast_empty(&mut self) -> Res<()> {
-        self.broadcast_word(0).map(|_| ())
+        self.recv_parent_word("broadcast")?;
+        self.down_empty("broadcast")
     }
 
     /// Broadcasts bytes from the root: on the root `buf` is sent, elsewhere it is
@@ -327,7 +352,7 @@ impl Context {
         for i in 0..self.children.len() {
             self.recv_child_word(i, "reduce")?;
         }
-        self.up_word(0, "reduce")
+        self.up_empty("reduce")
     }
 
     /// [`reduce`](Context::reduce) then broadcast of the result: every member gets it.
