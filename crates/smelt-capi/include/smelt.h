@@ -123,8 +123,13 @@ typedef struct smelt_group smelt_group;
 /* One member's handle, used by exactly one thread. */
 typedef struct smelt_member smelt_member;
 
-/* Creates a group over the tree (the tree may be freed afterwards). */
+/* Creates a group over the tree (the tree may be freed afterwards). Collectives wait
+ * at most 30 s for a peer. */
 int smelt_group_create(const smelt_tree *tree, smelt_group **group);
+
+/* As smelt_group_create, with collectives that give up after timeout_ms (>= 1)
+ * milliseconds without progress from a peer (SMELT_ERR_TIMEOUT). */
+int smelt_group_create_timeout(const smelt_tree *tree, uint64_t timeout_ms, smelt_group **group);
 
 /* Number of members. */
 int smelt_group_size(const smelt_group *group, size_t *n);
@@ -135,7 +140,7 @@ typedef void (*smelt_member_fn)(smelt_member *member, void *arg);
 /* Runs fn once per member, each on its own thread pinned to the member's CPU, and
  * returns when all have returned; may be called again for another phase. Every member
  * must take part in every collective, in the same order: a member that skips one makes
- * the others fail after the group timeout (30 s). Returns the first error a member's
+ * the others fail after the group timeout (smelt_group_create_timeout). Returns the first error a member's
  * collective returned, if any; after an error do not reuse the group: free it and
  * create a new one. fn must not unwind (no C++
  * exception or longjmp out of it). */

@@ -4,10 +4,11 @@ use crate::{
     err, guard, obj, obj_mut, out, slice_mut, smelt_status, smelt_tree, Error, Res,
     SMELT_ERR_INVALID_ARGUMENT, SMELT_ERR_RUNTIME, SMELT_ERR_TIMEOUT,
 };
-use smelt_runtime::{Group, GroupError, Member};
+use smelt_runtime::{Group, GroupConfig, GroupError, Member};
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Members not currently held by a thread, by rank.
 struct Inner {
@@ -84,15 +85,34 @@ fn with_member(m: *mut smelt_member, f: impl FnOnce(&mut smelt_member) -> Res<()
     code
 }
 
-/// Creates a group over a tree: one queuepair per tree edge.
+/// Creates a group over a tree: one queuepair per tree edge (collectives wait at most
+/// 30 s for a peer).
 #[no_mangle]
 pub extern "C" fn smelt_group_create(
     tree: *const smelt_tree,
     group: *mut *mut smelt_group,
 ) -> smelt_status {
+    smelt_group_create_timeout(tree, 30_000, group)
+}
+
+/// As smelt_group_create, with collectives that wait at most `timeout_ms` (>= 1) for a
+/// peer before failing with SMELT_ERR_TIMEOUT.
+#[no_mangle]
+pub extern "C" fn smelt_group_create_timeout(
+    tree: *const smelt_tree,
+    timeout_ms: u64,
+    group: *mut *mut smelt_group,
+) -> smelt_status {
     guard(|| {
         let t = obj(tree, "tree")?;
-        let g = Group::new(&t.tree).map_err(group_err)?;
+        if timeout_ms == 0 {
+            return err(SMELT_ERR_INVALID_ARGUMENT, "timeout_ms must be at least 1");
+        }
+        let cfg = GroupConfig {
+            timeout: Duration::from_millis(timeout_ms),
+            ..GroupConfig::default()
+        };
+        let g = Group::with_config(std::slice::from_ref(&t.tree), &cfg).map_err(group_err)?;
         let pin = g.placement().pinned;
         let size = g.len();
         let members = g.into_members().into_iter().map(Some).collect();
@@ -577,6 +597,47 @@ mod tests {
             );
         }
         assert_eq!(sh.ok.load(Ordering::SeqCst), runs * 5 * 20);
+        smelt_group_free(g);
+        smelt_tree_free(t);
+        smelt_model_free(m);
+    }
+
+    /// Member 0 leaves without taking part in the barrier: the others fail within the
+    /// group timeout instead of hanging, and smelt_group_run reports it.
+    unsafe extern "C" fn one_leaves(m: *mut smelt_member, _arg: *mut c_void) {
+        let mut rank = 0usize;
+        assert_eq!(smelt_member_index(m, &mut rank), SMELT_OK);
+        if rank != 0 {
+            let rc = smelt_barrier(m);
+            assert!(rc == SMELT_ERR_TIMEOUT || rc == SMELT_ERR_RUNTIME, "{rc}");
+        }
+    }
+
+    #[test]
+    fn a_member_that_leaves_makes_the_others_fail_not_hang() {
+        let mut m = ptr::null_mut();
+        assert_eq!(
+            smelt_model_synthetic(1, 3, 50.0, 60.0, 1.0, &mut m),
+            SMELT_OK
+        );
+        let mut t = ptr::null_mut();
+        assert_eq!(
+            smelt_tree_build(m, ptr::null(), ptr::null(), 0, -1, &mut t),
+            SMELT_OK
+        );
+        let mut g = ptr::null_mut();
+        assert_eq!(
+            smelt_group_create_timeout(t, 0, &mut g),
+            SMELT_ERR_INVALID_ARGUMENT
+        );
+        assert_eq!(smelt_group_create_timeout(t, 300, &mut g), SMELT_OK);
+        let rc = smelt_group_run(g, Some(one_leaves), ptr::null_mut());
+        assert!(rc == SMELT_ERR_TIMEOUT || rc == SMELT_ERR_RUNTIME, "{rc}");
+        // SAFETY: smelt_last_error returns a valid NUL-terminated string.
+        let msg = unsafe { std::ffi::CStr::from_ptr(smelt_last_error()) }
+            .to_string_lossy()
+            .into_owned();
+        assert!(!msg.is_empty());
         smelt_group_free(g);
         smelt_tree_free(t);
         smelt_model_free(m);
