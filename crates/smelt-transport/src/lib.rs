@@ -32,6 +32,20 @@
 //! });
 //! ```
 //!
+//! The two ends are distinct types; neither is `Clone` nor `Sync`, so a second
+//! producer or a shared consumer does not compile:
+//!
+//! ```compile_fail
+//! let (tx, _rx) = smelt_transport::channel(4);
+//! let tx2 = tx.clone(); // Producer is not Clone
+//! ```
+//!
+//! ```compile_fail
+//! fn shared<T: Sync>(_: &T) {}
+//! let (_tx, rx) = smelt_transport::channel(4);
+//! shared(&rx); // Consumer is not Sync
+//! ```
+//!
 //! This is the only smelt crate with `unsafe` code; every block states why it is sound.
 //! The ring protocol is model-checked with loom: `RUSTFLAGS="--cfg loom" cargo test -p
 //! smelt-transport --release --test loom`.
