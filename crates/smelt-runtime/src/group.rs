@@ -207,6 +207,24 @@ impl Member {
         self.contexts[0].as_ref().is_some_and(|c| c.is_root())
     }
 
+    /// Rank of context 0's root (None if context 0 was taken out).
+    pub fn root(&self) -> Option<usize> {
+        self.contexts[0].as_ref().map(|c| c.root())
+    }
+
+    /// Parent's rank in context 0 (None on the root or if context 0 was taken out).
+    pub fn parent(&self) -> Option<usize> {
+        self.contexts[0].as_ref().and_then(|c| c.parent())
+    }
+
+    /// Children's ranks in context 0, in send order.
+    pub fn children(&self) -> Vec<usize> {
+        self.contexts[0]
+            .as_ref()
+            .map(|c| c.children())
+            .unwrap_or_default()
+    }
+
     /// Context 0's [`Context::broadcast_word`].
     #[inline]
     pub fn broadcast_word(&mut self, w: u64) -> Result<u64, GroupError> {

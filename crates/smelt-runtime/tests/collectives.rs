@@ -77,6 +77,10 @@ fn all_collectives_on_random_trees() {
             let out = group
                 .run(|m: &mut Member| -> Result<(), GroupError> {
                     let r = m.rank();
+                    assert_eq!(m.cpu(), tree.members[r]);
+                    assert_eq!(m.root(), Some(root));
+                    assert_eq!(m.children(), tree.children[r]);
+                    assert_eq!(m.parent(), tree.parents()[r]);
                     for round in 0..rounds {
                         // broadcast of a word and of bytes (multi-fragment sometimes)
                         let w = m.broadcast_word(if m.is_root() { value(r, round) } else { 0 })?;
