@@ -5,7 +5,7 @@
 use smelt_runtime::{Group, GroupConfig, GroupError, Member, Pinning};
 use smelt_tree::Tree;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn stress() -> usize {
     std::env::var("SMELT_STRESS")
@@ -235,7 +235,6 @@ fn a_panicking_member_fails_the_group_promptly() {
     for n in [2, 7, 16] {
         let tree = random_tree(&mut rng, n);
         let victim = n - 1;
-        let t0 = Instant::now();
         let errors = AtomicUsize::new(0);
         let r = Group::new(&tree).unwrap().run(|m| {
             for round in 0..1000 {
@@ -260,8 +259,8 @@ fn a_panicking_member_fails_the_group_promptly() {
             other => panic!("expected MemberPanicked, got {other:?}"),
         }
         assert_eq!(errors.load(Ordering::SeqCst), n - 1);
-        // Far below the 30 s operation timeout: failure is pushed, not timed out.
-        assert!(t0.elapsed() < Duration::from_secs(10));
+        // Every other member got PeerFailed naming the victim (not a Timeout of its
+        // own): the failure was pushed to them, not discovered by waiting 30 s.
     }
 }
 
