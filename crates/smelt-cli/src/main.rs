@@ -4,6 +4,8 @@
 //! `--json`. A user mistake (bad file, unknown CPU, ...) prints one `error:` line and
 //! exits with status 2.
 
+#![forbid(unsafe_code)]
+
 mod cmd_bench;
 mod cmd_model;
 mod cmd_probe;

@@ -6,6 +6,8 @@
 //! versioned JSON (see [`Model::load`] / [`Model::save`]); every matrix is square and
 //! indexed by *position* in [`Model::cpus`], never by OS CPU id.
 
+#![forbid(unsafe_code)]
+
 pub mod cpuset;
 #[cfg(feature = "plot")]
 pub mod heatmap;

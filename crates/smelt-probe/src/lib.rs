@@ -7,6 +7,8 @@
 //! All measurements share one [`harness`]: calibrated batches on pinned threads,
 //! robust [`stats`] over repetitions, and a deadline on every wait.
 
+#![forbid(unsafe_code)]
+
 pub mod affinity;
 pub mod floor;
 pub mod harness;

@@ -13,6 +13,8 @@
 //! - [`stats`]: Spearman rank correlation, for comparing predictions with
 //!   measurements.
 
+#![forbid(unsafe_code)]
+
 pub mod costs;
 pub mod evaluate;
 pub mod optimize;
