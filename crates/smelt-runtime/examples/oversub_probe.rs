@@ -12,8 +12,19 @@ fn kary(n: usize, k: usize) -> Tree {
 }
 
 fn run(tree: &Tree, place: &dyn Fn(usize) -> Option<u32>, iters: usize) -> f64 {
+    // SMELT_WAIT=spin,yield,park_us overrides the wait policy.
+    let wait = std::env::var("SMELT_WAIT").ok().and_then(|w| {
+        let v: Vec<u64> = w.split(',').filter_map(|x| x.parse().ok()).collect();
+        (v.len() == 3).then(|| smelt_runtime::WaitPolicy {
+            spin_polls: v[0] as u32,
+            yield_polls: v[1] as u32,
+            park_initial: Duration::from_micros(v[2]),
+            park_max: Duration::from_millis(1),
+        })
+    });
     let cfg = GroupConfig {
         pinning: Pinning::Never,
+        wait,
         ..Default::default()
     };
     let members = Group::with_config(std::slice::from_ref(tree), &cfg)
@@ -58,14 +69,12 @@ fn main() {
                 let pos = pre.iter().position(|&x| x == r).unwrap();
                 Some(allowed[pos * k / n])
             };
-            let rr = |r: usize| Some(allowed[r % k]);
             let none = |_r: usize| None;
             let mut line = format!("n={n:<2} {tn:<6}");
             for _ in 0..2 {
                 for (name, f) in [
                     ("unpinned", &none as &dyn Fn(usize) -> Option<u32>),
                     ("chunks", &chunk),
-                    ("rr", &rr),
                 ] {
                     let t = run(&tree, f, 2000);
                     line += &format!(" {name} {:>7.0}", t);
@@ -74,5 +83,4 @@ fn main() {
             println!("{line}");
         }
     }
-    let _ = Duration::ZERO;
 }

@@ -16,6 +16,11 @@ pub enum Pinning {
     Auto,
     /// Never pin (the OS scheduler places the threads).
     Never,
+    /// As `Auto` when every member has an available CPU; otherwise (more members than
+    /// CPUs, or made-up CPU ids) pin the members onto the available CPUs in pre-order
+    /// chunks of the first tree, so that a subtree shares a CPU and most tree edges stay
+    /// on one CPU.
+    Spread,
 }
 
 /// How a group is built.
@@ -47,7 +52,7 @@ impl Default for GroupConfig {
 /// Where the group's threads run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placement {
-    /// Members are pinned to their CPUs.
+    /// Members are pinned (to their own CPUs, or spread by [`Pinning::Spread`]).
     pub pinned: bool,
     /// More members than CPUs this process may use.
     pub oversubscribed: bool,
@@ -138,7 +143,8 @@ impl GroupShared {
 pub struct Member {
     rank: usize,
     contexts: Vec<Option<Context>>,
-    pin: bool,
+    /// CPU to pin this member's thread to when run by the group.
+    pin_to: Option<u32>,
     pinned: bool,
     shared: Arc<GroupShared>,
 }
@@ -172,10 +178,11 @@ impl Member {
         self.contexts.len()
     }
 
-    /// Pins the calling thread to this member's CPU (done by [`Group::run`]; call it
-    /// yourself on threads you attach with [`Group::into_members`]).
+    /// Pins the calling thread to this member's CPU, or to the CPU [`Pinning::Spread`]
+    /// chose for it (done by [`Group::run`]; call it yourself on threads you attach
+    /// with [`Group::into_members`]).
     pub fn pin_thread(&mut self) -> std::io::Result<()> {
-        pin_current_thread(self.cpu())?;
+        pin_current_thread(self.pin_to.unwrap_or(self.cpu()))?;
         self.pinned = true;
         Ok(())
     }
@@ -355,8 +362,16 @@ impl Group {
             .collect();
         let (pinned, note) = match cfg.pinning {
             Pinning::Never => (false, Some("pinning disabled".to_string())),
-            Pinning::Auto if missing.is_empty() => (true, None),
-            Pinning::Auto => (
+            Pinning::Auto | Pinning::Spread if missing.is_empty() => (true, None),
+            Pinning::Spread if !allowed.is_empty() => (
+                true,
+                Some(format!(
+                    "{} of {n} member CPUs are not available to this process; members spread over the {} allowed CPUs in pre-order chunks",
+                    missing.len(),
+                    allowed.len()
+                )),
+            ),
+            Pinning::Auto | Pinning::Spread => (
                 false,
                 Some(format!(
                     "{} of {n} member CPUs are not available to this process (first: {}; {} allowed); running unpinned",
@@ -378,11 +393,23 @@ impl Group {
             failure: Mutex::new(None),
         });
         let scratch_len = cfg.capacity * smelt_transport::PAYLOAD_PER_SLOT;
+        // Where each rank's thread is pinned: its own CPU, or a pre-order chunk.
+        let pin_to: Vec<Option<u32>> = if !pinned {
+            vec![None; n]
+        } else if missing.is_empty() {
+            cpus.iter().map(|&c| Some(c)).collect()
+        } else {
+            let mut v = vec![None; n];
+            for (pos, m) in first.preorder().into_iter().enumerate() {
+                v[m] = Some(allowed[pos * allowed.len() / n]);
+            }
+            v
+        };
         let mut members: Vec<Member> = (0..n)
             .map(|rank| Member {
                 rank,
                 contexts: Vec::with_capacity(trees.len()),
-                pin: pinned,
+                pin_to: pin_to[rank],
                 pinned: false,
                 shared: shared.clone(),
             })
@@ -503,7 +530,7 @@ impl Group {
                     std::thread::Builder::new()
                         .name(format!("smelt-rank-{}", m.rank))
                         .spawn_scoped(s, move || {
-                            if m.pin {
+                            if m.pin_to.is_some() {
                                 let _ = m.pin_thread();
                             }
                             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -341,3 +341,33 @@ fn attached_threads_and_mismatches() {
         Err(GroupError::Invalid(_))
     ));
 }
+
+#[test]
+fn spread_pinning_places_extra_members_on_allowed_cpus() {
+    let allowed = smelt_transport::allowed_cpus().unwrap();
+    let tree = Tree::new(
+        (0..6).map(|i| 8000 + i).collect(),
+        0,
+        vec![vec![1, 4], vec![2, 3], vec![], vec![], vec![5], vec![]],
+    )
+    .unwrap();
+    let cfg = GroupConfig {
+        pinning: Pinning::Spread,
+        ..Default::default()
+    };
+    let group = Group::with_config(std::slice::from_ref(&tree), &cfg).unwrap();
+    assert!(group.placement().pinned);
+    assert!(group.placement().oversubscribed == (6 > allowed.len()));
+    let out = group
+        .run(|m| {
+            m.barrier().unwrap();
+            let on = smelt_transport::allowed_cpus().unwrap();
+            (m.is_pinned(), on)
+        })
+        .unwrap();
+    for (pinned, on) in out {
+        assert!(pinned);
+        assert_eq!(on.len(), 1);
+        assert!(allowed.contains(&on[0]));
+    }
+}
