@@ -120,6 +120,16 @@ impl Context {
         }
     }
 
+    /// Fails fast once the group has failed, even where this collective could still
+    /// complete locally.
+    #[inline(always)]
+    fn check_failed(&self) -> Res<()> {
+        if self.shared.abort.is_triggered() {
+            return Err(self.fail(TransportError::Aborted, self.rank, "collective"));
+        }
+        Ok(())
+    }
+
     /// Records a mismatch as this member's failure (waking everyone) and returns it.
     #[cold]
     fn mismatch(&self, what: String) -> GroupError {
@@ -206,6 +216,7 @@ impl Context {
     /// (other members' `w` is ignored). Zero-copy fast path.
     #[inline]
     pub fn broadcast_word(&mut self, w: u64) -> Res<u64> {
+        self.check_failed()?;
         let w = self.recv_parent_word("broadcast")?.unwrap_or(w);
         self.down_word(w, "broadcast")?;
         Ok(w)
@@ -214,6 +225,7 @@ impl Context {
     /// Broadcasts a zero-payload message from the root (a signal).
     #[inline]
     pub fn broadcast_empty(&mut self) -> Res<()> {
+        self.check_failed()?;
         self.recv_parent_word("broadcast")?;
         self.down_empty("broadcast")
     }
@@ -222,6 +234,7 @@ impl Context {
     /// replaced by the root's bytes. Messages larger than one channel message are sent
     /// as fragments that every inner member forwards as soon as it has them.
     pub fn broadcast(&mut self, buf: &mut Vec<u8>) -> Res<()> {
+        self.check_failed()?;
         const OP: &str = "broadcast";
         let mut scratch = std::mem::take(&mut self.scratch);
         let r = self.broadcast_inner(buf, &mut scratch, OP);
@@ -332,6 +345,7 @@ impl Context {
     /// root and `None` elsewhere. Zero-copy word path.
     #[inline]
     pub fn reduce<T: Word>(&mut self, v: T, op: impl Fn(T, T) -> T) -> Res<Option<T>> {
+        self.check_failed()?;
         let mut acc = v;
         for i in 0..self.children.len() {
             let w = self.recv_child_word(i, "reduce")?;
@@ -349,6 +363,7 @@ impl Context {
     /// root: once every member has called it).
     #[inline]
     pub fn reduce_empty(&mut self) -> Res<()> {
+        self.check_failed()?;
         for i in 0..self.children.len() {
             self.recv_child_word(i, "reduce")?;
         }
@@ -365,8 +380,23 @@ impl Context {
 
     /// Barrier (the paper's: a zero-payload reduce, then a zero-payload broadcast). No
     /// member returns before every member has called it.
+    ///
+    /// With exactly two members the root's release carries no more information than
+    /// its own arrival, so both send their arrival at once and wait for the other's:
+    /// one message latency instead of two, with the same two messages.
     #[inline]
     pub fn barrier(&mut self) -> Res<()> {
+        self.check_failed()?;
+        if self.size() == 2 {
+            if self.parent.is_some() {
+                self.up_empty("barrier")?;
+                self.recv_parent_word("barrier")?;
+            } else {
+                self.down_empty("barrier")?;
+                self.recv_child_word(0, "barrier")?;
+            }
+            return Ok(());
+        }
         self.reduce_empty()?;
         self.broadcast_empty()
     }
@@ -376,6 +406,7 @@ impl Context {
     /// scratch (it holds the subtree's partial result). Slices of different lengths
     /// give [`GroupError::Mismatch`].
     pub fn reduce_slice<T: Word>(&mut self, data: &mut [T], op: impl Fn(T, T) -> T) -> Res<bool> {
+        self.check_failed()?;
         const OP: &str = "reduce_slice";
         let mut bytes = Vec::new();
         for i in 0..self.children.len() {
@@ -423,6 +454,7 @@ impl Context {
 
     /// Gathers one word per member at the root: `Some(values by rank)` on the root.
     pub fn gather_word(&mut self, v: u64) -> Res<Option<Vec<u64>>> {
+        self.check_failed()?;
         const OP: &str = "gather";
         let mut vals = vec![v];
         let mut bytes = Vec::new();
@@ -453,6 +485,7 @@ impl Context {
     /// Scatters one word to each member from the root: the root passes `Some(values)`
     /// indexed by rank (one per member); every member gets its own value.
     pub fn scatter_word(&mut self, values: Option<&[u64]>) -> Res<u64> {
+        self.check_failed()?;
         const OP: &str = "scatter";
         let pre: Vec<u64> = if self.parent.is_none() {
             let vals = values.unwrap_or(&[]);
