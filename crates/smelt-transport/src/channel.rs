@@ -298,8 +298,11 @@ fn block_on<E: End, T>(
         }
         let now = Instant::now();
         if let Some(t) = timeout {
-            let d = *deadline.get_or_insert_with(|| now + t);
-            if now >= d {
+            // A timeout too large to represent as an Instant means "no deadline".
+            if deadline.is_none() {
+                deadline = now.checked_add(t);
+            }
+            if deadline.is_some_and(|d| now >= d) {
                 return Err(TransportError::Timeout(t));
             }
         }

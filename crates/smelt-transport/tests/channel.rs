@@ -120,6 +120,14 @@ fn timeouts_fire() {
     ));
     let mut b = [0u8; 8];
     assert_eq!(rx.recv_timeout(&mut b, Duration::from_millis(5)), Ok(8));
+    // A huge timeout means no deadline (no Instant overflow) while parked.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(20));
+            tx.send_word(3).unwrap();
+        });
+        assert_eq!(rx.recv_timeout(&mut b, Duration::MAX), Ok(8));
+    });
     assert!(matches!(
         rx.recv_timeout(&mut b, Duration::from_millis(5)),
         Err(TransportError::Timeout(_))
