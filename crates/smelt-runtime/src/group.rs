@@ -36,6 +36,12 @@ pub struct GroupConfig {
     /// How blocked members wait; default: [`WaitPolicy::DEDICATED`] when every member
     /// has a CPU of its own, [`WaitPolicy::OVERSUBSCRIBED`] otherwise.
     pub wait: Option<WaitPolicy>,
+    /// With more members than CPUs, replace each tree by a flat one (the root's
+    /// children are the other members in the tree's pre-order). A tree's machine
+    /// awareness assumes one thread per core; oversubscribed, every tree level costs a
+    /// scheduling round instead, and the shallowest tree is fastest. Pre-order is kept,
+    /// so reductions give the same results. Default false (run the trees as given).
+    pub flatten_oversubscribed: bool,
 }
 
 impl Default for GroupConfig {
@@ -45,6 +51,7 @@ impl Default for GroupConfig {
             timeout: Duration::from_secs(30),
             pinning: Pinning::Auto,
             wait: None,
+            flatten_oversubscribed: false,
         }
     }
 }
@@ -60,6 +67,8 @@ pub struct Placement {
     pub note: Option<String>,
     /// The wait policy chosen.
     pub wait: WaitPolicy,
+    /// The trees were flattened ([`GroupConfig::flatten_oversubscribed`]).
+    pub flattened: bool,
 }
 
 /// The first failure in a group.
@@ -387,6 +396,22 @@ impl Group {
         } else {
             WaitPolicy::DEDICATED
         });
+        let flattened = cfg.flatten_oversubscribed && oversubscribed;
+        let flat_trees: Vec<Tree>;
+        let trees: &[Tree] = if flattened {
+            flat_trees = trees
+                .iter()
+                .map(|t| {
+                    let mut children = vec![Vec::new(); t.len()];
+                    children[t.root] = t.preorder().into_iter().skip(1).collect();
+                    Tree::new(t.members.clone(), t.root, children)
+                        .map_err(|e| GroupError::Invalid(format!("flattening: {e}")))
+                })
+                .collect::<Result<_, _>>()?;
+            &flat_trees
+        } else {
+            trees
+        };
         let shared = Arc::new(GroupShared {
             cpus: cpus.clone(),
             abort: Abort::new(),
@@ -472,6 +497,7 @@ impl Group {
                 oversubscribed,
                 note,
                 wait,
+                flattened,
             },
             shared,
         })

@@ -371,6 +371,7 @@ fn on_two_threads<R: Send>(
             )
         }),
         wait: smelt_transport::WaitPolicy::DEDICATED,
+        flattened: false,
     };
     let (ra, rb) = std::thread::scope(|s| {
         let hb = s.spawn(move || {
@@ -579,6 +580,7 @@ pub fn cacheline_pingpong(cpus: (u32, u32), cfg: &MeasureConfig) -> Measurement 
                 oversubscribed: false,
                 note: Some("measurement failed".into()),
                 wait: smelt_transport::WaitPolicy::DEDICATED,
+                flattened: false,
             },
         )
     });

@@ -371,3 +371,35 @@ fn spread_pinning_places_extra_members_on_allowed_cpus() {
         assert!(allowed.contains(&on[0]));
     }
 }
+
+#[test]
+fn flattening_when_oversubscribed_keeps_results() {
+    let allowed = smelt_transport::allowed_cpus().unwrap();
+    let n = allowed.len() + 5;
+    let mut rng = Rng(4242);
+    let tree = random_tree(&mut rng, n);
+    // Non-commutative op: the pre-order fold must be unchanged by flattening.
+    let op = |a: u64, b: u64| a.wrapping_mul(31).wrapping_add(b);
+    let expect = tree
+        .preorder()
+        .into_iter()
+        .map(|r| r as u64 + 1)
+        .reduce(op)
+        .unwrap();
+    let cfg = GroupConfig {
+        flatten_oversubscribed: true,
+        ..Default::default()
+    };
+    let group = Group::with_config(std::slice::from_ref(&tree), &cfg).unwrap();
+    assert!(group.placement().flattened);
+    let out = group
+        .run(|m| {
+            let root_children = if m.is_root() { m.children().len() } else { 0 };
+            m.barrier()?;
+            Ok::<_, GroupError>((m.reduce(m.rank() as u64 + 1, op)?, root_children))
+        })
+        .unwrap();
+    let (r, kids) = out[tree.root].clone().unwrap();
+    assert_eq!(r, Some(expect));
+    assert_eq!(kids, n - 1);
+}
