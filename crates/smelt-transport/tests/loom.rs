@@ -96,3 +96,37 @@ fn loom_batched_acknowledgements() {
         t.join().unwrap();
     });
 }
+
+#[test]
+fn loom_blocking_receiver_sees_last_message_then_disconnect() {
+    bounded().check(|| {
+        let (mut tx, mut rx) = channel(2);
+        let t = loom::thread::spawn(move || {
+            tx.send(&[1, 2, 3]).unwrap();
+            drop(tx);
+        });
+        let mut buf = [0u8; 8];
+        assert_eq!(rx.recv(&mut buf), Ok(3));
+        assert_eq!(&buf[..3], &[1, 2, 3]);
+        assert_eq!(rx.recv(&mut buf), Err(TransportError::Disconnected));
+        t.join().unwrap();
+    });
+}
+
+#[test]
+fn loom_blocked_sender_sees_consumer_drop() {
+    bounded().check(|| {
+        let (mut tx, mut rx) = channel(1);
+        tx.send_word(1).unwrap();
+        let t = loom::thread::spawn(move || {
+            assert_eq!(rx.recv_word(), Ok(1));
+            drop(rx);
+        });
+        // Either the slot was freed and this send lands before the drop, or the
+        // consumer is gone: never a hang, never a lost error.
+        let r = tx.send_word(2);
+        assert!(r.is_ok() || r == Err(TransportError::Disconnected), "{r:?}");
+        t.join().unwrap();
+        assert_eq!(tx.send_word(3), Err(TransportError::Disconnected));
+    });
+}
