@@ -24,6 +24,8 @@
 //!
 //! [`measure`] holds the measurement helpers behind `smelt bench`.
 
+#![warn(missing_docs)]
+
 mod context;
 mod error;
 mod group;

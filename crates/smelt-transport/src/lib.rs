@@ -50,6 +50,8 @@
 //! The ring protocol is model-checked with loom: `RUSTFLAGS="--cfg loom" cargo test -p
 //! smelt-transport --release --test loom`.
 
+#![warn(missing_docs)]
+
 mod abort;
 mod affinity;
 mod backoff;
