@@ -25,6 +25,7 @@
 //! [`measure`] holds the measurement helpers behind `smelt bench`.
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod context;
 mod error;
