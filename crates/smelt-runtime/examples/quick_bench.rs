@@ -1,12 +1,9 @@
-//! Quick figures for the transport and the collectives on this machine, for comparison
-//! with the peers' table (`/work/shared/peers/example-results.txt`).
+//! Quick figures for the collectives on this machine (a pinned pair, paper-style and
+//! back-to-back). The transport's figures and the peers are in `smelt bench`.
 //!
 //! `cargo run --release -p smelt-runtime --example quick_bench [--quick]`
 
-use smelt_runtime::measure::{
-    cacheline_pingpong, measure, measure_back_to_back, pingpong_latency, stream_throughput,
-    MeasureConfig, Measurement, Op,
-};
+use smelt_runtime::measure::{measure, measure_back_to_back, MeasureConfig, Measurement, Op};
 use smelt_tree::Tree;
 
 fn show(name: &str, threads: usize, m: &Measurement) {
@@ -72,30 +69,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "{:<44} {:>3} {:>12} {:>12} {:>12}  note",
         "name", "thr", "median_ns", "p10_ns", "p90_ns"
-    );
-    show(
-        "floor_cacheline_pingpong",
-        2,
-        &cacheline_pingpong(pair, &cfg),
-    );
-    show(
-        "smelt_qp_latency (one-way)",
-        2,
-        &pingpong_latency(pair, &cfg)?,
-    );
-    let t = stream_throughput(pair, 1024, &cfg)?;
-    show(
-        &format!(
-            "smelt_qp_throughput (ns/msg, {:.1} M/s)",
-            1e3 / t.stats.median_ns
-        ),
-        2,
-        &t,
-    );
-    show(
-        "floor_cacheline_pingpong(end)",
-        2,
-        &cacheline_pingpong(pair, &cfg),
     );
     let two = binary(vec![pair.0, pair.1]);
     show(

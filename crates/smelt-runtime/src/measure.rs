@@ -1,19 +1,15 @@
 //! Measurement helpers behind `smelt bench`: collectives measured the way the Smelt
-//! paper does (§5.1), collectives measured back-to-back (the way MPI and OpenMP
-//! barriers are usually measured), and the transport's one-way latency and streaming
-//! throughput between two threads.
+//! paper does (§5.1), and collectives measured back-to-back (the way MPI and OpenMP
+//! barriers are usually measured). The transport's own figures (queuepair latency and
+//! streaming, the cache-line floor) are measured by `smelt_probe`, with the same
+//! harness as the peers they are compared with.
 //!
 //! All times are nanoseconds. Nothing here assumes synchronised clocks: only one
-//! thread (the root, or the sender) reads the clock for a sample.
+//! thread (the root) reads the clock for a sample.
 
 use crate::{Group, GroupConfig, GroupError, Member, Placement};
-use crossbeam_utils::CachePadded;
-use smelt_transport::{
-    allowed_cpus, pin_current_thread, try_channel, try_queuepair, Consumer, Producer,
-    TransportError,
-};
+use smelt_transport::{try_channel, Consumer, Producer};
 use smelt_tree::Tree;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -137,11 +133,11 @@ impl Stats {
 /// How much to measure.
 #[derive(Debug, Clone)]
 pub struct MeasureConfig {
-    /// Recorded rounds (paper-style) or runs (back-to-back, transport).
+    /// Recorded rounds (paper-style) or runs (back-to-back).
     pub rounds: usize,
     /// Unrecorded rounds/runs first.
     pub warmup: usize,
-    /// Back-to-back and transport runs: the number of operations per run is doubled
+    /// Back-to-back runs: the number of operations per run is doubled
     /// until one run takes at least this long (at most 2^24 operations).
     pub batch: Duration,
     /// The group's configuration (pinning, timeout, capacity).
@@ -176,7 +172,7 @@ impl MeasureConfig {
 pub struct Measurement {
     /// Nanoseconds per operation.
     pub stats: Stats,
-    /// Operations per recorded run (back-to-back and transport measurements; 1 for
+    /// Operations per recorded run (back-to-back measurements; 1 for
     /// paper-style rounds).
     pub ops_per_run: usize,
     /// Whether threads were pinned, oversubscription, and why not pinned.
@@ -349,244 +345,4 @@ pub fn measure_barrier(tree: &Tree, cfg: &MeasureConfig) -> Result<Measurement, 
 /// Back-to-back reductions (ns per reduction); see [`measure_back_to_back`].
 pub fn measure_reduce(tree: &Tree, cfg: &MeasureConfig) -> Result<Measurement, GroupError> {
     measure_back_to_back(tree, Op::Reduce, cfg)
-}
-
-/// Runs `a` and `b` on two threads pinned to `cpus` (when both are available to this
-/// process; unpinned otherwise) and returns `a`'s result and the placement. `b`'s
-/// error, if any, wins over `a`'s result (it is the root cause).
-fn on_two_threads<R: Send>(
-    cpus: (u32, u32),
-    a: impl FnOnce() -> Result<R, GroupError> + Send,
-    b: impl FnOnce() -> Result<(), GroupError> + Send,
-) -> Result<(R, Placement), GroupError> {
-    let allowed = allowed_cpus().unwrap_or_default();
-    let pin = allowed.contains(&cpus.0) && allowed.contains(&cpus.1);
-    let placement = Placement {
-        pinned: pin,
-        oversubscribed: allowed.len() < 2 || cpus.0 == cpus.1,
-        note: (!pin).then(|| {
-            format!(
-                "CPU {} or {} not available; running unpinned",
-                cpus.0, cpus.1
-            )
-        }),
-        wait: smelt_transport::WaitPolicy::DEDICATED,
-        flattened: false,
-    };
-    let (ra, rb) = std::thread::scope(|s| {
-        let hb = s.spawn(move || {
-            if pin {
-                let _ = pin_current_thread(cpus.1);
-            }
-            b()
-        });
-        let ha = s.spawn(move || {
-            if pin {
-                let _ = pin_current_thread(cpus.0);
-            }
-            a()
-        });
-        (ha.join(), hb.join())
-    });
-    let panicked = |_| GroupError::Invalid("a measurement thread panicked".into());
-    rb.map_err(panicked)??;
-    Ok((ra.map_err(panicked)??, placement))
-}
-
-/// Calibrates an iteration count by doubling until `run(n)` takes `cfg.batch`, then
-/// records `warmup + rounds` runs of ns per iteration (the first `warmup` dropped).
-/// `run` returns the elapsed time of `n` iterations; `run(0)` must end the peer.
-fn calibrated(
-    cfg: &MeasureConfig,
-    per_iter: f64,
-    mut run: impl FnMut(usize) -> Result<Duration, TransportError>,
-) -> Result<(Vec<f64>, usize), GroupError> {
-    let mut n = 64usize;
-    loop {
-        let el = run(n)?;
-        if el >= cfg.batch || n >= 1 << 26 {
-            break;
-        }
-        n *= 2;
-    }
-    let mut out = Vec::new();
-    for r in 0..cfg.warmup + cfg.rounds {
-        let el = run(n)?;
-        if r >= cfg.warmup {
-            out.push(ns(el) / (n as f64 * per_iter));
-        }
-    }
-    run(0)?;
-    Ok((out, n))
-}
-
-/// One-way latency of a word over a queuepair of 64 slots between two threads on
-/// `cpus` (ping-pong round trip / 2), ns.
-pub fn pingpong_latency(cpus: (u32, u32), cfg: &MeasureConfig) -> Result<Measurement, GroupError> {
-    pingpong_latency_with(cpus, 64, cfg)
-}
-
-/// [`pingpong_latency`] over a queuepair of `capacity` slots each way.
-pub fn pingpong_latency_with(
-    cpus: (u32, u32),
-    capacity: usize,
-    cfg: &MeasureConfig,
-) -> Result<Measurement, GroupError> {
-    let (mut a, mut b) = try_queuepair(capacity, None)?;
-    let ((samples, n), placement) = on_two_threads(
-        cpus,
-        move || {
-            calibrated(cfg, 2.0, |n| {
-                a.send_word(n as u64)?;
-                let t0 = Instant::now();
-                for i in 0..n as u64 {
-                    a.send_word(i)?;
-                    a.recv_word()?;
-                }
-                Ok(t0.elapsed())
-            })
-        },
-        move || loop {
-            let n = b.recv_word()?;
-            if n == 0 {
-                return Ok(());
-            }
-            for _ in 0..n {
-                let w = b.recv_word()?;
-                b.send_word(w)?;
-            }
-        },
-    )?;
-    Ok(Measurement {
-        stats: Stats::from_samples(&samples),
-        ops_per_run: n,
-        placement,
-    })
-}
-
-/// Streaming throughput of words over one channel of `capacity` slots from `cpus.0` to
-/// `cpus.1`: ns per message (messages per second = 1e9 / ns). A run ends when the
-/// receiver acknowledges the last message on a second channel; the receiver checks
-/// the sequence of every message.
-pub fn stream_throughput(
-    cpus: (u32, u32),
-    capacity: usize,
-    cfg: &MeasureConfig,
-) -> Result<Measurement, GroupError> {
-    let (mut a, mut b) = try_queuepair(capacity, None)?;
-    let ((samples, n), placement) = on_two_threads(
-        cpus,
-        move || {
-            calibrated(cfg, 1.0, |n| {
-                a.send_word(n as u64)?;
-                if n == 0 {
-                    return Ok(Duration::ZERO);
-                }
-                a.recv_word()?;
-                let t0 = Instant::now();
-                for i in 0..n as u64 {
-                    a.send_word(i)?;
-                }
-                a.recv_word()?;
-                Ok(t0.elapsed())
-            })
-        },
-        move || loop {
-            let n = b.recv_word()?;
-            if n == 0 {
-                return Ok(());
-            }
-            b.send_word(0)?;
-            let mut bad = 0u64;
-            for i in 0..n {
-                bad += (b.recv_word()? != i) as u64;
-            }
-            if bad > 0 {
-                return Err(GroupError::Invalid(format!(
-                    "stream_throughput: {bad} of {n} messages out of order"
-                )));
-            }
-            b.send_word(0)?;
-        },
-    )?;
-    Ok(Measurement {
-        stats: Stats::from_samples(&samples),
-        ops_per_run: n,
-        placement,
-    })
-}
-
-/// The physical floor: one cache line's word bounced between two threads on `cpus`
-/// (spinning with the CPU's pause hint), one-way ns = round trip / 2.
-pub fn cacheline_pingpong(cpus: (u32, u32), cfg: &MeasureConfig) -> Measurement {
-    let line = CachePadded::new(AtomicU64::new(0));
-    let stop = u64::MAX;
-    let line = &line;
-    let r = on_two_threads(
-        cpus,
-        move || {
-            // Ping writes odd values, pong answers with the next even value.
-            let mut v = 0u64;
-            calibrated(cfg, 2.0, |n| {
-                if n == 0 {
-                    line.store(stop, Ordering::Release);
-                    return Ok(Duration::ZERO);
-                }
-                let t0 = Instant::now();
-                for _ in 0..n {
-                    v += 1;
-                    line.store(v, Ordering::Release);
-                    v += 1;
-                    let mut spins = 0u32;
-                    while line.load(Ordering::Acquire) != v {
-                        std::hint::spin_loop();
-                        spins += 1;
-                        if spins > 1 << 16 {
-                            std::thread::yield_now();
-                            spins = 0;
-                        }
-                    }
-                }
-                Ok(t0.elapsed())
-            })
-        },
-        move || {
-            let mut spins = 0u32;
-            loop {
-                let x = line.load(Ordering::Acquire);
-                if x == stop {
-                    return Ok(());
-                }
-                if x % 2 == 1 {
-                    line.store(x + 1, Ordering::Release);
-                    spins = 0;
-                } else {
-                    std::hint::spin_loop();
-                    spins += 1;
-                    if spins > 1 << 16 {
-                        std::thread::yield_now();
-                        spins = 0;
-                    }
-                }
-            }
-        },
-    );
-    // Neither side can fail: no channel is involved.
-    let ((samples, n), placement) = r.unwrap_or_else(|_| {
-        (
-            (Vec::new(), 0),
-            Placement {
-                pinned: false,
-                oversubscribed: false,
-                note: Some("measurement failed".into()),
-                wait: smelt_transport::WaitPolicy::DEDICATED,
-                flattened: false,
-            },
-        )
-    });
-    Measurement {
-        stats: Stats::from_samples(&samples),
-        ops_per_run: n,
-        placement,
-    }
 }
