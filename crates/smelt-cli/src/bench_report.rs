@@ -66,6 +66,9 @@ pub struct Collective {
     pub op: String,
     /// Group size.
     pub members: usize,
+    /// The tree ran flat (`GroupConfig::flatten_oversubscribed`, more members than
+    /// CPUs); the topology name then ends in `(flattened: oversubscribed)`.
+    pub flattened: bool,
     /// The measured time per operation, ns (robust summary over rounds), or why not.
     #[serde(flatten)]
     pub status: Status,
@@ -87,6 +90,9 @@ pub struct Figure {
     pub floor_ns: Option<f64>,
     /// median / floor.
     pub vs_floor: Option<f64>,
+    /// smelt's figure ran its tree flat (more threads than CPUs; the name says
+    /// `flattened: oversubscribed`); false for every other figure.
+    pub flattened: bool,
 }
 
 /// A ratio between two figures of the same run.
@@ -172,13 +178,14 @@ impl Report {
                 "Collectives, {} members: measured median (predicted by the simulator) [x floor]",
                 self.members
             );
-            let _ = write!(o, "{:<18}", "topology");
+            let tw = tops.iter().map(|t| t.len()).max().unwrap_or(0).max(18);
+            let _ = write!(o, "{:<tw$}", "topology");
             for op in &ops {
                 let _ = write!(o, " {op:<32}");
             }
             o.push('\n');
             for t in &tops {
-                let _ = write!(o, "{t:<18}");
+                let _ = write!(o, "{t:<tw$}");
                 for op in &ops {
                     let cell = self
                         .collectives
@@ -206,6 +213,12 @@ impl Report {
                 return;
             }
             let _ = writeln!(o, "{title}");
+            let nw = figs
+                .iter()
+                .map(|f| f.peer.name.len())
+                .max()
+                .unwrap_or(0)
+                .max(34);
             let mut last = None;
             for f in figs {
                 let key = (f.peer.metric, f.peer.threads);
@@ -220,7 +233,7 @@ impl Report {
                 }
                 let _ = writeln!(
                     o,
-                    "    {:<34} {:<28} {}",
+                    "    {:<nw$} {:<28} {}",
                     f.peer.name,
                     status_text(&f.peer.status),
                     f.vs_floor
@@ -325,6 +338,7 @@ mod tests {
             topology: t.into(),
             op: op.into(),
             members: 2,
+            flattened: false,
             status: Status::Ok { ns: summary(m) },
             predicted_ns: Some(m / 2.0),
             floor_ns: Some(50.0),
@@ -364,6 +378,7 @@ mod tests {
                 },
                 floor_ns: None,
                 vs_floor: None,
+                flattened: false,
             }],
             ratios: vec![],
             warnings: vec![],

@@ -33,6 +33,19 @@ pub struct Plan {
     pub prediction: Option<Prediction>,
     /// More members than CPUs: the group runs unpinned.
     pub oversubscribed: bool,
+    /// Run with [`GroupConfig::flatten_oversubscribed`]: when oversubscribed, the
+    /// tree runs flat (root to every other member in pre-order), what a user should
+    /// do with more threads than CPUs.
+    pub flatten: bool,
+}
+
+/// The label of smelt's figure for topology `t`, flattened or not.
+pub fn label(t: Topology, flattened: bool) -> String {
+    if flattened {
+        format!("{t} (flattened: oversubscribed)")
+    } else {
+        t.to_string()
+    }
 }
 
 /// The runtime's name for an operation (the AB variant is not measured separately).
@@ -130,6 +143,7 @@ impl Smelt<'_> {
             tree,
             prediction,
             oversubscribed,
+            flatten: false,
         })
     }
 
@@ -145,43 +159,56 @@ impl Smelt<'_> {
                 } else {
                     Pinning::Auto
                 },
+                flatten_oversubscribed: p.flatten,
                 ..GroupConfig::default()
             },
         }
     }
 
     /// Measures `op` over the plan's tree the paper's way (completion messages from
-    /// each leaf in turn to the root, max over leaves, median over rounds).
-    pub fn measure(&self, p: &Plan, op: Op) -> Result<Summary, String> {
+    /// each leaf in turn to the root, max over leaves, median over rounds). Also says
+    /// whether the group ran flattened.
+    pub fn measure(&self, p: &Plan, op: Op) -> Result<(Summary, bool), String> {
         let rop = runtime_op(op).ok_or_else(|| format!("{} is not measured", op.name()))?;
         let m = measure::measure(&p.tree, rop, &self.config(p, self.rounds))
             .map_err(|e| e.to_string())?;
-        Ok(summary_of(&m.stats))
+        Ok((summary_of(&m.stats), m.placement.flattened))
     }
 
     /// smelt's figure for the peer comparison: `op` over `t` with `threads` members,
-    /// measured back-to-back like the peers.
-    pub fn peer_figure(&self, t: Topology, threads: usize, op: Op) -> PeerResult {
+    /// measured back-to-back like the peers, in the configuration a user should use:
+    /// flattened when there are more members than CPUs. Returns the figure and
+    /// whether it ran flattened (the name says so too).
+    pub fn peer_figure(&self, t: Topology, threads: usize, op: Op) -> (PeerResult, bool) {
         let metric = match op {
             Op::Broadcast | Op::AtomicBroadcast => Metric::Broadcast,
             Op::Reduce => Metric::Reduce,
             _ => Metric::Barrier,
         };
-        let r = self.plan(t, threads).and_then(|p| {
+        let mut flattened = false;
+        let r = self.plan(t, threads).and_then(|mut p| {
+            p.flatten = p.oversubscribed;
+            flattened = p.flatten;
             let rop = runtime_op(op).ok_or_else(|| format!("{} is not measured", op.name()))?;
-            measure::measure_back_to_back(&p.tree, rop, &self.config(&p, self.runs))
-                .map(|m| summary_of(&m.stats))
-                .map_err(|e| e.to_string())
+            let m = measure::measure_back_to_back(&p.tree, rop, &self.config(&p, self.runs))
+                .map_err(|e| e.to_string())?;
+            flattened = m.placement.flattened;
+            Ok(summary_of(&m.stats))
         });
-        PeerResult {
-            name: format!("smelt ({t})"),
+        let result = PeerResult {
+            name: if flattened {
+                format!("smelt ({t}, flattened: oversubscribed)")
+            } else {
+                format!("smelt ({t})")
+            },
             metric,
             threads,
             status: match r {
                 Ok(ns) => Status::Ok { ns },
                 Err(reason) => Status::Failed { reason },
             },
-        }
+        };
+        (result, flattened)
     }
 }
 

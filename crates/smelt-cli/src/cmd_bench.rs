@@ -130,18 +130,7 @@ impl Floors {
     }
 
     fn figure(&mut self, f: impl FnOnce() -> PeerResult) -> Figure {
-        let (peer, floor) = self.around(f);
-        self.progress
-            .step(format!("{} ({} threads)", peer.name, peer.threads));
-        let vs = match (peer.median(), floor) {
-            (Some(m), Some(fl)) if fl > 0.0 => Some(m / fl),
-            _ => None,
-        };
-        Figure {
-            peer,
-            floor_ns: floor,
-            vs_floor: vs,
-        }
+        self.figures(|| vec![f()]).remove(0)
     }
 
     fn figures(&mut self, f: impl FnOnce() -> Vec<PeerResult>) -> Vec<Figure> {
@@ -152,18 +141,33 @@ impl Floors {
         }
         peers
             .into_iter()
-            .map(|peer| {
-                let vs = match (peer.median(), floor) {
-                    (Some(m), Some(fl)) if fl > 0.0 => Some(m / fl),
-                    _ => None,
-                };
-                Figure {
-                    peer,
-                    floor_ns: floor,
-                    vs_floor: vs,
-                }
+            .map(|peer| Figure {
+                vs_floor: vs_floor(peer.median(), floor),
+                peer,
+                floor_ns: floor,
+                flattened: false,
             })
             .collect()
+    }
+
+    /// smelt's figure for the peer comparison (see [`smelt::Smelt::peer_figure`]).
+    fn smelt_figure(&mut self, sm: &smelt::Smelt, t: Topology, threads: usize, op: Op) -> Figure {
+        let mut flattened = false;
+        let mut f = self.figure(|| {
+            let (r, fl) = sm.peer_figure(t, threads, op);
+            flattened = fl;
+            r
+        });
+        f.flattened = flattened;
+        f
+    }
+}
+
+/// A figure as a multiple of its floor.
+fn vs_floor(median: Option<f64>, floor: Option<f64>) -> Option<f64> {
+    match (median, floor) {
+        (Some(m), Some(fl)) if fl > 0.0 => Some(m / fl),
+        _ => None,
     }
 }
 
@@ -290,33 +294,51 @@ pub fn run(a: BenchArgs) -> Result<()> {
         timeout,
     };
 
-    // 1. smelt's collectives over every topology.
+    // smelt's side of the comparison with the peers is the tree smelt builds
+    // (adaptive-shuffled), not the best measured one: picking the minimum of many noisy
+    // figures would flatter it.
+    let smelt_tree_choice = Topology::AdaptiveShuffled;
+
+    // 1. smelt's collectives over every topology, the trees as given. With more members
+    //    than CPUs, also smelt's tree run flattened (`flatten_oversubscribed`), the
+    //    configuration to use there; the simulator does not model that, so no prediction.
     let mut collectives = Vec::new();
-    for &t in &topologies {
-        let plan = sm.plan(t, members);
+    let mut runs: Vec<(Topology, bool)> = topologies.iter().map(|&t| (t, false)).collect();
+    if members > cpus.len() {
+        runs.push((smelt_tree_choice, true));
+    }
+    for (t, flatten) in runs {
+        let plan = sm.plan(t, members).map(|mut p| {
+            p.flatten = flatten;
+            p
+        });
         for &op in &ops {
             let (res, floor) = floors.around(|| match &plan {
                 Ok(p) => sm.measure(p, op),
                 Err(e) => Err(e.clone()),
             });
-            floors.progress.step(format!("{t} {}", op.name()));
+            let flattened = res.as_ref().map_or(flatten, |r| r.1);
+            let topology = smelt::label(t, flattened);
+            floors.progress.step(format!("{topology} {}", op.name()));
             let predicted = plan
                 .as_ref()
                 .ok()
+                .filter(|_| !flattened)
                 .and_then(|p| p.prediction)
                 .map(|p| p.get(predicted_op(op)));
             let status = match res {
-                Ok(ns) => Status::Ok { ns },
+                Ok((ns, _)) => Status::Ok { ns },
                 Err(reason) => Status::Failed { reason },
             };
-            let vs = match (&status, floor) {
-                (Status::Ok { ns }, Some(f)) if f > 0.0 => Some(ns.median / f),
+            let vs = match &status {
+                Status::Ok { ns } => vs_floor(Some(ns.median), floor),
                 _ => None,
             };
             collectives.push(Collective {
-                topology: t.to_string(),
+                topology,
                 op: op_name(op).into(),
                 members,
+                flattened,
                 status,
                 predicted_ns: predicted,
                 floor_ns: floor,
@@ -362,10 +384,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
 
     // 3. Collectives vs the peers: barriers at several thread counts, broadcast and
     //    reduce with 2 members.
+    // smelt runs its own tree, flattened when there are more threads than CPUs.
     let mut peers = Vec::new();
-    // smelt's side of the comparison is the tree smelt builds (adaptive-shuffled), not
-    // the best measured one: picking the minimum of many noisy figures would flatter it.
-    let smelt_tree_choice = Topology::AdaptiveShuffled;
     // The OpenMP and MPI programs measure barrier and reduction (and MPI broadcast) in
     // one run: run each once per thread count, keep the barrier figures here and the
     // 2-member broadcast/reduce figures below.
@@ -378,7 +398,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     for &t in &thread_counts {
         let barrier_row = peer_threads.contains(&t);
         if barrier_row {
-            peers.push(floors.figure(|| sm.peer_figure(smelt_tree_choice, t, Op::Barrier)));
+            peers.push(floors.smelt_figure(&sm, smelt_tree_choice, t, Op::Barrier));
         }
         if a.no_peers {
             continue;
@@ -399,8 +419,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
             }
         }
     }
-    peers.push(floors.figure(|| sm.peer_figure(smelt_tree_choice, two, Op::Broadcast)));
-    peers.push(floors.figure(|| sm.peer_figure(smelt_tree_choice, two, Op::Reduce)));
+    peers.push(floors.smelt_figure(&sm, smelt_tree_choice, two, Op::Broadcast));
+    peers.push(floors.smelt_figure(&sm, smelt_tree_choice, two, Op::Reduce));
     peers.extend(rooted);
     peers.sort_by_key(|f| (metric_order(f.peer.metric), f.peer.threads));
 

@@ -183,3 +183,56 @@ fn bench_rejects_bad_options_with_exit_2() {
         assert!(err.starts_with("error:"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn bench_flattens_smelt_when_oversubscribed() {
+    // One thread more than this process may use: smelt's comparison row and the extra
+    // collectives row run the tree flat (`GroupConfig::flatten_oversubscribed`); the
+    // per-topology rows keep the trees as given.
+    let n = smelt_transport::allowed_cpus().unwrap().len();
+    let threads = (n + 1).to_string();
+    let (code, out, err) = run(&[
+        "bench",
+        "--quick",
+        "--json",
+        "--no-peers",
+        "--rounds",
+        "10",
+        "--ops",
+        "barrier",
+        "--topologies",
+        "binary",
+        "--threads",
+        &threads,
+        "--peer-threads",
+        &threads,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let cols = j["collectives"].as_array().unwrap();
+    let binary = cols.iter().find(|c| c["topology"] == "binary").unwrap();
+    assert_eq!(binary["flattened"], false, "{binary}");
+    let flat = cols
+        .iter()
+        .find(|c| c["topology"] == "adaptive-shuffled (flattened: oversubscribed)")
+        .unwrap_or_else(|| panic!("no flattened row in {cols:?}"));
+    assert_eq!(flat["flattened"], true, "{flat}");
+    assert_eq!(flat["op"], "barrier");
+    assert_eq!(flat["status"], "ok", "{flat}");
+    let peers = j["peers"].as_array().unwrap();
+    let smelt = peers
+        .iter()
+        .find(|p| p["metric"] == "barrier" && p["threads"] == n + 1)
+        .unwrap_or_else(|| panic!("no smelt barrier row in {peers:?}"));
+    assert_eq!(
+        smelt["name"], "smelt (adaptive-shuffled, flattened: oversubscribed)",
+        "{smelt}"
+    );
+    assert_eq!(smelt["flattened"], true);
+    assert_eq!(smelt["status"], "ok", "{smelt}");
+    // Two members on as many CPUs: not flattened.
+    for p in peers.iter().filter(|p| p["threads"] == 2 && n >= 2) {
+        assert_eq!(p["flattened"], false, "{p}");
+        assert_eq!(p["name"], "smelt (adaptive-shuffled)", "{p}");
+    }
+}
