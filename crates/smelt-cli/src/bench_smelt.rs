@@ -4,7 +4,7 @@
 //! the comparison with the peers (which are measured back-to-back too).
 
 use smelt_model::Model;
-use smelt_probe::peers::{Metric, PeerResult, Status};
+use smelt_probe::peers::{Metric, PeerResult};
 use smelt_probe::Summary;
 use smelt_runtime::measure::{self, MeasureConfig, Stats};
 use smelt_runtime::{GroupConfig, Pinning};
@@ -195,20 +195,12 @@ impl Smelt<'_> {
             flattened = m.placement.flattened;
             Ok(summary_of(&m.stats))
         });
-        let result = PeerResult {
-            name: if flattened {
-                format!("smelt ({t}, flattened: oversubscribed)")
-            } else {
-                format!("smelt ({t})")
-            },
-            metric,
-            threads,
-            status: match r {
-                Ok(ns) => Status::Ok { ns },
-                Err(reason) => Status::Failed { reason },
-            },
+        let name = if flattened {
+            format!("smelt ({t}, flattened: oversubscribed)")
+        } else {
+            format!("smelt ({t})")
         };
-        (result, flattened)
+        (PeerResult::measured(name, metric, threads, r), flattened)
     }
 }
 

@@ -352,15 +352,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let mut transport = Vec::new();
     transport.push(floors.figure(|| {
         let r = smelt_probe::floor::pingpong(fa, fb, &budget);
-        PeerResult {
-            name: "raw cache line (atomics)".into(),
-            metric: Metric::Latency,
-            threads: 2,
-            status: match r {
-                Ok(ns) => Status::Ok { ns },
-                Err(reason) => Status::Failed { reason },
-            },
-        }
+        PeerResult::measured("raw cache line (atomics)", Metric::Latency, 2, r)
     }));
     transport.push(floors.figure(|| smelt_probe::transport::qp_latency(fa, fb, &budget)));
     if !a.no_peers {

@@ -35,8 +35,7 @@ pub fn pingpong(a: u32, b: u32, budget: &Budget) -> Result<Summary, String> {
             Ok(())
         }),
     ];
-    let cpus: Vec<u32> = if a == b { vec![a] } else { vec![a, b] };
-    let s = run_team(&cpus, budget, w)?;
+    let s = run_team(&crate::link::pair(a, b), budget, w)?;
     Ok(halve(s))
 }
 
@@ -56,18 +55,11 @@ pub fn halve(s: Summary) -> Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn floor_is_positive_on_the_first_cpus() {
-        let cpus = crate::affinity::allowed_cpus();
-        let b = Budget {
-            batch: Duration::from_micros(300),
-            runs: 3,
-            timeout: Duration::from_secs(20),
-        };
-        let (a, c) = (cpus[0], *cpus.last().unwrap());
-        let s = pingpong(a, c, &b).unwrap();
+        let (a, c) = crate::link::test_pair();
+        let s = pingpong(a, c, &crate::harness::test_budget()).unwrap();
         assert!(s.median > 0.0 && s.median.is_finite());
         assert!(s.p10 <= s.p90);
     }

@@ -89,6 +89,16 @@ impl Budget {
     }
 }
 
+/// A short budget for this crate's tests.
+#[cfg(test)]
+pub(crate) fn test_budget() -> Budget {
+    Budget {
+        batch: Duration::from_micros(300),
+        runs: 3,
+        timeout: Duration::from_secs(20),
+    }
+}
+
 /// The work of one thread in a batch: run `n` operations, checking the deadline now
 /// and then. Returns `Err(Timeout)` if a wait inside gave up.
 pub type Worker<'a> = Box<dyn FnMut(u64, &Deadline) -> Result<(), Timeout> + Send + 'a>;

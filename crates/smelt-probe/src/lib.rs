@@ -12,6 +12,7 @@
 pub mod affinity;
 pub mod floor;
 pub mod harness;
+pub mod link;
 pub mod peers;
 pub mod probe;
 pub mod progress;

@@ -68,6 +68,24 @@ pub struct PeerResult {
 }
 
 impl PeerResult {
+    /// A figure from a measurement's outcome: the summary, or why it failed.
+    pub fn measured(
+        name: impl Into<String>,
+        metric: Metric,
+        threads: usize,
+        r: Result<Summary, String>,
+    ) -> PeerResult {
+        PeerResult {
+            name: name.into(),
+            metric,
+            threads,
+            status: match r {
+                Ok(ns) => Status::Ok { ns },
+                Err(reason) => Status::Failed { reason },
+            },
+        }
+    }
+
     /// The median ns per operation, if measured.
     pub fn median(&self) -> Option<f64> {
         match &self.status {
