@@ -11,13 +11,13 @@ use crate::stats::Summary;
 /// The sending end of a one-way link carrying words.
 pub trait SendWord: Send {
     /// Sends `w`, waiting (until `d`) while the link is full.
-    fn send_word(&mut self, w: u64, d: &Deadline) -> Result<(), Timeout>;
+    fn send_until(&mut self, w: u64, d: &Deadline) -> Result<(), Timeout>;
 }
 
 /// The receiving end of a one-way link carrying words.
 pub trait RecvWord: Send {
     /// Receives the next word, waiting (until `d`) while the link is empty.
-    fn recv_word(&mut self, d: &Deadline) -> Result<u64, Timeout>;
+    fn recv_until(&mut self, d: &Deadline) -> Result<u64, Timeout>;
 }
 
 /// The CPUs of a two-thread team on OS CPUs `a` and `b` (one CPU when they are equal).
@@ -42,15 +42,15 @@ pub fn latency(
     let w: Vec<Worker> = vec![
         Box::new(move |n, d| {
             for k in 0..n {
-                ab_tx.send_word(k, d)?;
-                ba_rx.recv_word(d)?;
+                ab_tx.send_until(k, d)?;
+                ba_rx.recv_until(d)?;
             }
             Ok(())
         }),
         Box::new(move |n, d| {
             for _ in 0..n {
-                let v = ab_rx.recv_word(d)?;
-                ba_tx.send_word(v, d)?;
+                let v = ab_rx.recv_until(d)?;
+                ba_tx.send_until(v, d)?;
             }
             Ok(())
         }),
@@ -68,13 +68,13 @@ pub fn throughput(
     let w: Vec<Worker> = vec![
         Box::new(move |n, d| {
             for k in 0..n {
-                tx.send_word(k, d)?;
+                tx.send_until(k, d)?;
             }
             Ok(())
         }),
         Box::new(move |n, d| {
             for _ in 0..n {
-                rx.recv_word(d)?;
+                rx.recv_until(d)?;
             }
             Ok(())
         }),

@@ -13,7 +13,8 @@
 //! `--sample` measures a few representative pairs per *relationship class* (which
 //! hierarchy levels the two CPUs share) and fills the others with the class median.
 
-use crate::harness::{Deadline, Timeout};
+use crate::harness::Deadline;
+use crate::link::{RecvWord, SendWord};
 use crate::stats::{median_sorted, summarize, Summary};
 use smelt_model::Hierarchy;
 use smelt_transport::{Consumer, Producer};
@@ -128,24 +129,6 @@ pub fn timer_overhead() -> f64 {
     median_sorted(&v)
 }
 
-fn send_word(tx: &mut Producer, w: u64, d: &Deadline) -> Result<(), Timeout> {
-    let mut r = Ok(());
-    d.wait_until(|| {
-        r = tx.try_send_word(w);
-        !matches!(r, Err(smelt_transport::TransportError::Full))
-    })?;
-    r.map_err(|_| Timeout)
-}
-
-fn recv_word(rx: &mut Consumer, d: &Deadline) -> Result<u64, Timeout> {
-    let mut r = Err(smelt_transport::TransportError::Empty);
-    d.wait_until(|| {
-        r = rx.try_recv_word();
-        !matches!(r, Err(smelt_transport::TransportError::Empty))
-    })?;
-    r.map_err(|_| Timeout)
-}
-
 fn ns(d: Duration) -> f64 {
     d.as_nanos() as f64
 }
@@ -201,26 +184,26 @@ fn sender_body(mut sd: Side) -> Result<(Vec<f64>, Vec<f64>), String> {
     for it in 0..total {
         let t0 = Instant::now();
         for k in 0..BATCH {
-            send_word(&mut sd.tx, k as u64, &d).map_err(stuck)?;
+            sd.tx.send_until(k as u64, &d).map_err(stuck)?;
         }
         let dt = ns(t0.elapsed());
         if it >= warmup {
             send.push(((dt - overhead) / BATCH as f64).max(0.0));
         }
-        recv_word(&mut sd.rx, &d).map_err(stuck)?;
+        sd.rx.recv_until(&d).map_err(stuck)?;
     }
     // t_receive: one message queued, then the flag; the receiver acks.
     for it in 0..total {
-        send_word(&mut sd.tx, it as u64, &d).map_err(stuck)?;
+        sd.tx.send_until(it as u64, &d).map_err(stuck)?;
         sd.flag.store(it as u64 + 1, Ordering::Release);
-        recv_word(&mut sd.rx, &d).map_err(stuck)?;
+        sd.rx.recv_until(&d).map_err(stuck)?;
     }
     // Round trips.
     for it in 0..total {
         let t0 = Instant::now();
         for k in 0..BATCH {
-            send_word(&mut sd.tx, k as u64, &d).map_err(stuck)?;
-            recv_word(&mut sd.rx, &d).map_err(stuck)?;
+            sd.tx.send_until(k as u64, &d).map_err(stuck)?;
+            sd.rx.recv_until(&d).map_err(stuck)?;
         }
         let dt = ns(t0.elapsed());
         if it >= warmup {
@@ -238,9 +221,9 @@ fn receiver_body(mut sd: Side) -> Result<Vec<f64>, String> {
     let mut recv = Vec::with_capacity(total);
     for _ in 0..total {
         for _ in 0..BATCH {
-            recv_word(&mut sd.rx, &d).map_err(stuck)?;
+            sd.rx.recv_until(&d).map_err(stuck)?;
         }
-        send_word(&mut sd.tx, 0, &d).map_err(stuck)?;
+        sd.tx.send_until(0, &d).map_err(stuck)?;
     }
     for it in 0..total {
         let flag = &sd.flag;
@@ -251,16 +234,16 @@ fn receiver_body(mut sd: Side) -> Result<Vec<f64>, String> {
         let dt = ns(t0.elapsed());
         if got.is_err() {
             // Cannot happen with a FIFO channel: the flag follows the send.
-            recv_word(&mut sd.rx, &d).map_err(stuck)?;
+            sd.rx.recv_until(&d).map_err(stuck)?;
         } else if it >= warmup {
             recv.push((dt - overhead).max(0.0));
         }
-        send_word(&mut sd.tx, 0, &d).map_err(stuck)?;
+        sd.tx.send_until(0, &d).map_err(stuck)?;
     }
     for _ in 0..total {
         for _ in 0..BATCH {
-            let w = recv_word(&mut sd.rx, &d).map_err(stuck)?;
-            send_word(&mut sd.tx, w, &d).map_err(stuck)?;
+            let w = sd.rx.recv_until(&d).map_err(stuck)?;
+            sd.tx.send_until(w, &d).map_err(stuck)?;
         }
     }
     Ok(recv)

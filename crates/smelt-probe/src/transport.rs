@@ -12,7 +12,7 @@ use smelt_transport::{Consumer, Producer, TransportError};
 pub const SLOTS: usize = 1024;
 
 impl SendWord for Producer {
-    fn send_word(&mut self, w: u64, d: &Deadline) -> Result<(), Timeout> {
+    fn send_until(&mut self, w: u64, d: &Deadline) -> Result<(), Timeout> {
         let mut r = Ok(());
         d.wait_until(|| {
             r = self.try_send_word(w);
@@ -23,7 +23,7 @@ impl SendWord for Producer {
 }
 
 impl RecvWord for Consumer {
-    fn recv_word(&mut self, d: &Deadline) -> Result<u64, Timeout> {
+    fn recv_until(&mut self, d: &Deadline) -> Result<u64, Timeout> {
         let mut r = Err(TransportError::Empty);
         d.wait_until(|| {
             r = self.try_recv_word();

@@ -10,13 +10,13 @@ use std::sync::Barrier;
 const CAP: usize = 1024;
 
 impl SendWord for rtrb::Producer<u64> {
-    fn send_word(&mut self, w: u64, d: &Deadline) -> Result<(), Timeout> {
+    fn send_until(&mut self, w: u64, d: &Deadline) -> Result<(), Timeout> {
         d.wait_until(|| self.push(w).is_ok())
     }
 }
 
 impl RecvWord for rtrb::Consumer<u64> {
-    fn recv_word(&mut self, d: &Deadline) -> Result<u64, Timeout> {
+    fn recv_until(&mut self, d: &Deadline) -> Result<u64, Timeout> {
         let mut v = None;
         d.wait_until(|| {
             v = self.pop().ok();
@@ -27,14 +27,14 @@ impl RecvWord for rtrb::Consumer<u64> {
 }
 
 impl SendWord for crossbeam_channel::Sender<u64> {
-    fn send_word(&mut self, w: u64, d: &Deadline) -> Result<(), Timeout> {
+    fn send_until(&mut self, w: u64, d: &Deadline) -> Result<(), Timeout> {
         let left = d.0.saturating_duration_since(std::time::Instant::now());
         self.send_timeout(w, left).map_err(|_| Timeout)
     }
 }
 
 impl RecvWord for crossbeam_channel::Receiver<u64> {
-    fn recv_word(&mut self, d: &Deadline) -> Result<u64, Timeout> {
+    fn recv_until(&mut self, d: &Deadline) -> Result<u64, Timeout> {
         let left = d.0.saturating_duration_since(std::time::Instant::now());
         self.recv_timeout(left).map_err(|_| Timeout)
     }
