@@ -461,6 +461,29 @@ mod tests {
     use std::ptr;
     use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
+    /// A synthetic model of `sockets` x `cores` CPUs (send 50 ns, receive 60 ns, remote
+    /// costs times `remote`) and a tree of `algo` (None: the default) over all of it.
+    fn model_and_tree(
+        sockets: u32,
+        cores: u32,
+        remote: f64,
+        algo: Option<&str>,
+    ) -> (*mut smelt_model, *mut smelt_tree) {
+        let mut m = ptr::null_mut();
+        assert_eq!(
+            smelt_model_synthetic(sockets, cores, 50.0, 60.0, remote, &mut m),
+            SMELT_OK
+        );
+        let algo = algo.map(|a| std::ffi::CString::new(a).unwrap());
+        let algo_ptr = algo.as_ref().map_or(ptr::null(), |a| a.as_ptr());
+        let mut t = ptr::null_mut();
+        assert_eq!(
+            smelt_tree_build(m, algo_ptr, ptr::null(), 0, -1, &mut t),
+            SMELT_OK
+        );
+        (m, t)
+    }
+
     /// Element-wise sum of i64 values.
     unsafe extern "C" fn sum_i64(
         inout: *mut c_void,
@@ -483,6 +506,7 @@ mod tests {
         }
     }
 
+    #[derive(Default)]
     struct Shared {
         ok: AtomicUsize,
         root_sum: AtomicI64,
@@ -549,23 +573,10 @@ mod tests {
             .and_then(|s| s.parse().ok())
             .unwrap_or(1)
             .max(1);
-        let mut m = ptr::null_mut();
-        assert_eq!(
-            smelt_model_synthetic(1, 5, 50.0, 60.0, 1.0, &mut m),
-            SMELT_OK
-        );
-        let mut t = ptr::null_mut();
-        let algo = std::ffi::CString::new("binary").unwrap();
-        assert_eq!(
-            smelt_tree_build(m, algo.as_ptr(), ptr::null(), 0, -1, &mut t),
-            SMELT_OK
-        );
+        let (m, t) = model_and_tree(1, 5, 1.0, Some("binary"));
         let mut g = ptr::null_mut();
         assert_eq!(smelt_group_create(t, &mut g), SMELT_OK);
-        let sh = Shared {
-            ok: AtomicUsize::new(0),
-            root_sum: AtomicI64::new(0),
-        };
+        let sh = Shared::default();
         unsafe extern "C" fn body5(m: *mut smelt_member, arg: *mut c_void) {
             // SAFETY: arg is the &Shared passed to smelt_group_run below.
             let sh = unsafe { &*(arg as *const Shared) };
@@ -615,16 +626,7 @@ mod tests {
 
     #[test]
     fn a_member_that_leaves_makes_the_others_fail_not_hang() {
-        let mut m = ptr::null_mut();
-        assert_eq!(
-            smelt_model_synthetic(1, 3, 50.0, 60.0, 1.0, &mut m),
-            SMELT_OK
-        );
-        let mut t = ptr::null_mut();
-        assert_eq!(
-            smelt_tree_build(m, ptr::null(), ptr::null(), 0, -1, &mut t),
-            SMELT_OK
-        );
+        let (m, t) = model_and_tree(1, 3, 1.0, None);
         let mut g = ptr::null_mut();
         assert_eq!(
             smelt_group_create_timeout(t, 0, &mut g),
@@ -645,25 +647,13 @@ mod tests {
 
     #[test]
     fn collectives_from_c_callbacks() {
-        let mut m = ptr::null_mut();
-        assert_eq!(
-            smelt_model_synthetic(2, 2, 50.0, 60.0, 2.0, &mut m),
-            SMELT_OK
-        );
-        let mut t = ptr::null_mut();
-        assert_eq!(
-            smelt_tree_build(m, ptr::null(), ptr::null(), 0, -1, &mut t),
-            SMELT_OK
-        );
+        let (m, t) = model_and_tree(2, 2, 2.0, None);
         let mut g = ptr::null_mut();
         assert_eq!(smelt_group_create(t, &mut g), SMELT_OK);
         let mut n = 0;
         assert_eq!(smelt_group_size(g, &mut n), SMELT_OK);
         assert_eq!(n, 4);
-        let sh = Shared {
-            ok: AtomicUsize::new(0),
-            root_sum: AtomicI64::new(0),
-        };
+        let sh = Shared::default();
         for _ in 0..2 {
             sh.ok.store(0, Ordering::SeqCst);
             let rc = smelt_group_run(g, Some(body), &sh as *const Shared as *mut c_void);
