@@ -2,7 +2,7 @@
 //! this test (found next to the test executable), runs them, and checks their output.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -33,6 +33,33 @@ fn cc() -> Option<String> {
         .map(String::from)
 }
 
+/// Compiles the C or C++ file `src` into `exe` with `compiler`: `flags`, smelt.h's
+/// directory, `src`, then libsmelt and `libs`.
+fn compile(compiler: &str, flags: &[&str], src: &Path, exe: &Path, libs: &[&str]) -> Output {
+    Command::new(compiler)
+        .args(flags)
+        .arg("-I")
+        .arg(repo_root().join("crates/smelt-capi/include"))
+        .arg(src)
+        .arg("-L")
+        .arg(lib_dir())
+        .arg("-lsmelt")
+        .args(libs)
+        .arg("-o")
+        .arg(exe)
+        .output()
+        .unwrap()
+}
+
+/// Runs `exe` with `args`, finding libsmelt.so.
+fn run(exe: &Path, args: &[&str]) -> Output {
+    Command::new(exe)
+        .args(args)
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .output()
+        .unwrap()
+}
+
 /// Compiles `examples/c/<name>.c` and runs it with `args`; returns stdout.
 fn build_and_run(name: &str, args: &[&str]) -> Option<String> {
     let Some(cc) = cc() else {
@@ -41,31 +68,14 @@ fn build_and_run(name: &str, args: &[&str]) -> Option<String> {
     };
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join(name);
-    let lib = lib_dir();
-    let out = Command::new(&cc)
-        .arg("-std=c11")
-        .arg("-Wall")
-        .arg("-I")
-        .arg(repo_root().join("crates/smelt-capi/include"))
-        .arg(repo_root().join(format!("examples/c/{name}.c")))
-        .arg("-L")
-        .arg(&lib)
-        .arg("-lsmelt")
-        .arg("-lpthread")
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap();
+    let src = repo_root().join(format!("examples/c/{name}.c"));
+    let out = compile(&cc, &["-std=c11", "-Wall"], &src, &exe, &["-lpthread"]);
     assert!(
         out.status.success(),
         "{cc} failed on {name}.c:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let run = Command::new(&exe)
-        .args(args)
-        .env("LD_LIBRARY_PATH", &lib)
-        .output()
-        .unwrap();
+    let run = run(&exe, args);
     let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
     assert!(
         run.status.success(),
@@ -97,24 +107,9 @@ fn c_example_reports_a_missing_model_file() {
     let Some(cc) = cc() else { return };
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("barrier");
-    let lib = lib_dir();
-    let ok = Command::new(&cc)
-        .arg("-I")
-        .arg(repo_root().join("crates/smelt-capi/include"))
-        .arg(repo_root().join("examples/c/barrier.c"))
-        .arg("-L")
-        .arg(&lib)
-        .arg("-lsmelt")
-        .arg("-o")
-        .arg(&exe)
-        .status()
-        .unwrap();
-    assert!(ok.success());
-    let run = Command::new(&exe)
-        .arg("/nonexistent/model.json")
-        .env("LD_LIBRARY_PATH", &lib)
-        .output()
-        .unwrap();
+    let src = repo_root().join("examples/c/barrier.c");
+    assert!(compile(&cc, &[], &src, &exe, &[]).status.success());
+    let run = run(&exe, &["/nonexistent/model.json"]);
     assert!(!run.status.success());
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(err.contains("/nonexistent/model.json"), "{err}");
@@ -145,8 +140,6 @@ int main(void) {
 }
 "#;
     let dir = tempfile::tempdir().unwrap();
-    let lib = lib_dir();
-    let inc = repo_root().join("crates/smelt-capi/include");
     let mut built = 0;
     for (compiler, file, flags) in [
         (
@@ -166,27 +159,13 @@ int main(void) {
         let path = dir.path().join(file);
         std::fs::write(&path, src).unwrap();
         let exe = dir.path().join(format!("{file}.exe"));
-        let out = Command::new(compiler)
-            .args(&flags)
-            .arg("-I")
-            .arg(&inc)
-            .arg(&path)
-            .arg("-L")
-            .arg(&lib)
-            .arg("-lsmelt")
-            .arg("-o")
-            .arg(&exe)
-            .output()
-            .unwrap();
+        let out = compile(compiler, &flags, &path, &exe, &[]);
         assert!(
             out.status.success(),
             "{compiler} {file}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let run = Command::new(&exe)
-            .env("LD_LIBRARY_PATH", &lib)
-            .output()
-            .unwrap();
+        let run = run(&exe, &[]);
         assert!(run.status.success(), "{file} exited with {}", run.status);
         assert!(String::from_utf8_lossy(&run.stdout).starts_with("ok "));
         built += 1;
