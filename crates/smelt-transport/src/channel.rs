@@ -221,7 +221,18 @@ trait End {
     fn shared(&self) -> &Shared;
     /// The side this end parks on.
     fn side(&self) -> &Side;
+    /// The other end's side.
+    fn peer(&self) -> &Side;
     fn policy(&self) -> &WaitPolicy;
+}
+
+/// Dropping either end: mark it closed and wake the other end if it is parked.
+fn close<E: End>(end: &E) {
+    end.side().closed.store(true, Ordering::SeqCst);
+    let peer = end.peer();
+    if peer.waiting.load(Ordering::SeqCst) {
+        peer.wake_slow();
+    }
 }
 
 impl End for Producer {
@@ -232,6 +243,10 @@ impl End for Producer {
     #[inline(always)]
     fn side(&self) -> &Side {
         &self.shared.prod
+    }
+    #[inline(always)]
+    fn peer(&self) -> &Side {
+        &self.shared.cons
     }
     #[inline(always)]
     fn policy(&self) -> &WaitPolicy {
@@ -247,6 +262,10 @@ impl End for Consumer {
     #[inline(always)]
     fn side(&self) -> &Side {
         &self.shared.cons
+    }
+    #[inline(always)]
+    fn peer(&self) -> &Side {
+        &self.shared.prod
     }
     #[inline(always)]
     fn policy(&self) -> &WaitPolicy {
@@ -272,6 +291,20 @@ fn would_block(r: &Result<impl Sized, TransportError>) -> bool {
 /// or at the deadline (computed lazily, only once the waiter is about to park).
 /// Borrows of the shared state are taken afresh each step (no reference counting on
 /// the hot path: the Arc's counters share a cache line with both ends).
+/// One attempt inline (the fast path), then [`block_on`] if it would block.
+#[inline]
+fn blocking<E: End, T>(
+    end: &mut E,
+    timeout: Option<Duration>,
+    mut attempt: impl FnMut(&mut E) -> Result<T, TransportError>,
+) -> Result<T, TransportError> {
+    let r = attempt(end);
+    if !would_block(&r) {
+        return r;
+    }
+    block_on(end, timeout, attempt)
+}
+
 #[inline(never)]
 fn block_on<E: End, T>(
     end: &mut E,
@@ -473,60 +506,44 @@ impl Producer {
         Ok(())
     }
 
-    #[inline]
-    fn blocking<T>(
-        &mut self,
-        timeout: Option<Duration>,
-        mut f: impl FnMut(&mut Producer) -> Result<T, TransportError>,
-    ) -> Result<T, TransportError> {
-        let r = f(self);
-        if !would_block(&r) {
-            return r;
-        }
-        block_on(self, timeout, f)
-    }
-
     /// Sends `msg`, waiting while the ring is full.
     #[inline]
     pub fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
-        self.blocking(None, |p| p.try_send(msg))
+        blocking(self, None, |p| p.try_send(msg))
     }
 
     /// Sends `msg`, waiting at most `timeout` for room.
     pub fn send_timeout(&mut self, msg: &[u8], timeout: Duration) -> Result<(), TransportError> {
-        self.blocking(Some(timeout), |p| p.try_send(msg))
+        blocking(self, Some(timeout), |p| p.try_send(msg))
     }
 
     /// Sends one word, waiting while the ring is full.
     #[inline]
     pub fn send_word(&mut self, w: u64) -> Result<(), TransportError> {
-        self.blocking(None, |p| p.try_send_word(w))
+        blocking(self, None, |p| p.try_send_word(w))
     }
 
     /// Sends one word, waiting at most `timeout` for room.
     #[inline]
     pub fn send_word_timeout(&mut self, w: u64, timeout: Duration) -> Result<(), TransportError> {
-        self.blocking(Some(timeout), |p| p.try_send_word(w))
+        blocking(self, Some(timeout), |p| p.try_send_word(w))
     }
 
     /// Sends an empty message, waiting while the ring is full.
     pub fn send_empty(&mut self) -> Result<(), TransportError> {
-        self.blocking(None, |p| p.try_send_empty())
+        blocking(self, None, |p| p.try_send_empty())
     }
 
     /// Sends an empty message, waiting at most `timeout` for room.
     #[inline]
     pub fn send_empty_timeout(&mut self, timeout: Duration) -> Result<(), TransportError> {
-        self.blocking(Some(timeout), |p| p.try_send_empty())
+        blocking(self, Some(timeout), |p| p.try_send_empty())
     }
 }
 
 impl Drop for Producer {
     fn drop(&mut self) {
-        self.shared.prod.closed.store(true, Ordering::SeqCst);
-        if self.shared.cons.waiting.load(Ordering::SeqCst) {
-            self.shared.cons.wake_slow();
-        }
+        close(self);
     }
 }
 
@@ -695,23 +712,10 @@ impl Consumer {
         Ok(v)
     }
 
-    #[inline]
-    fn blocking<T>(
-        &mut self,
-        timeout: Option<Duration>,
-        mut f: impl FnMut(&mut Consumer) -> Result<T, TransportError>,
-    ) -> Result<T, TransportError> {
-        let r = f(self);
-        if !would_block(&r) {
-            return r;
-        }
-        block_on(self, timeout, f)
-    }
-
     /// Receives the next message into `buf`, waiting while the ring is empty.
     #[inline]
     pub fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
-        self.blocking(None, |c| c.try_recv(buf))
+        blocking(self, None, |c| c.try_recv(buf))
     }
 
     /// As [`recv`](Consumer::recv), waiting at most `timeout`.
@@ -720,38 +724,35 @@ impl Consumer {
         buf: &mut [u8],
         timeout: Duration,
     ) -> Result<usize, TransportError> {
-        self.blocking(Some(timeout), |c| c.try_recv(buf))
+        blocking(self, Some(timeout), |c| c.try_recv(buf))
     }
 
     /// Receives a one-word message, waiting while the ring is empty.
     #[inline]
     pub fn recv_word(&mut self) -> Result<u64, TransportError> {
-        self.blocking(None, |c| c.try_recv_word())
+        blocking(self, None, |c| c.try_recv_word())
     }
 
     /// As [`recv_word`](Consumer::recv_word), waiting at most `timeout`.
     #[inline]
     pub fn recv_word_timeout(&mut self, timeout: Duration) -> Result<u64, TransportError> {
-        self.blocking(Some(timeout), |c| c.try_recv_word())
+        blocking(self, Some(timeout), |c| c.try_recv_word())
     }
 
     /// Receives the next message into a new vector, waiting while the ring is empty.
     pub fn recv_vec(&mut self) -> Result<Vec<u8>, TransportError> {
-        self.blocking(None, |c| c.try_recv_vec())
+        blocking(self, None, |c| c.try_recv_vec())
     }
 
     /// As [`recv_vec`](Consumer::recv_vec), waiting at most `timeout`.
     pub fn recv_vec_timeout(&mut self, timeout: Duration) -> Result<Vec<u8>, TransportError> {
-        self.blocking(Some(timeout), |c| c.try_recv_vec())
+        blocking(self, Some(timeout), |c| c.try_recv_vec())
     }
 }
 
 impl Drop for Consumer {
     fn drop(&mut self) {
-        self.shared.cons.closed.store(true, Ordering::SeqCst);
-        if self.shared.prod.waiting.load(Ordering::SeqCst) {
-            self.shared.prod.wake_slow();
-        }
+        close(self);
     }
 }
 
