@@ -31,16 +31,11 @@ static uint64_t batch(int kind, uint64_t n) {
     return worst;
 }
 
+static uint64_t batch_of(void *kind, uint64_t n) { return batch(*(int *)kind, n); }
+
 static void run(const peer_cfg *cfg, int kind, const char *name) {
-    uint64_t n = 1;
-    int done = 0;
-    while (!done) {
-        uint64_t took = batch(kind, n);
-        took = peer_min(took, batch(kind, n));
-        n = peer_next_n(n, took, cfg->batch_ns, &done);
-    }
     double v[MAX_RUNS];
-    for (int r = 0; r < cfg->runs; r++) v[r] = (double)batch(kind, n) / (double)n;
+    peer_measure(cfg, batch_of, &kind, v);
     if (rank == 0) peer_report(name, size, v, cfg->runs);
 }
 

@@ -129,6 +129,21 @@ static uint64_t peer_next_n(uint64_t n, uint64_t took, uint64_t batch_ns, int *d
 
 static uint64_t peer_min(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
+/* Calibrates the batch size with `batch(ctx, n)` (elapsed ns of n ops; the faster of
+ * two batches of each size, doubling until it lasts cfg->batch_ns), then records
+ * cfg->runs batches into v as ns per op. */
+__attribute__((unused)) static void peer_measure(const peer_cfg *cfg, uint64_t (*batch)(void *ctx, uint64_t n),
+                                                 void *ctx, double *v) {
+    uint64_t n = 1;
+    int done = 0;
+    while (!done) {
+        uint64_t took = batch(ctx, n);
+        took = peer_min(took, batch(ctx, n));
+        n = peer_next_n(n, took, cfg->batch_ns, &done);
+    }
+    for (int r = 0; r < cfg->runs; r++) v[r] = (double)batch(ctx, n) / (double)n;
+}
+
 /* ---- a team of pinned pthreads running `op(tid)` N times per batch ---------------- */
 
 typedef void (*peer_op)(int tid, void *arg);
@@ -166,7 +181,8 @@ __attribute__((unused)) static void *peer_team_main(void *p) {
 
 /* Runs one batch of n ops on every thread (the caller is thread 0); returns the
  * elapsed ns from the first start to the last end. */
-__attribute__((unused)) static uint64_t peer_team_batch(peer_team *t, uint64_t n) {
+__attribute__((unused)) static uint64_t peer_team_batch(void *team, uint64_t n) {
+    peer_team *t = team;
     atomic_store(&t->n, n);
     pthread_barrier_wait(&t->ctl);
     t->start[0] = peer_now();
@@ -202,15 +218,8 @@ __attribute__((unused)) static int peer_team_run(const peer_cfg *cfg, const char
         pthread_create(&th[i], NULL, peer_team_main, &ms[i]);
     }
     peer_pin(cfg, 0);
-    uint64_t n = 1;
-    int done = 0;
-    while (!done) {
-        uint64_t took = peer_team_batch(t, n);
-        took = peer_min(took, peer_team_batch(t, n));
-        n = peer_next_n(n, took, cfg->batch_ns, &done);
-    }
     double v[MAX_RUNS];
-    for (int r = 0; r < cfg->runs; r++) v[r] = (double)peer_team_batch(t, n) / (double)n;
+    peer_measure(cfg, peer_team_batch, t, v);
     atomic_store(&t->n, 0);
     pthread_barrier_wait(&t->ctl);
     for (int i = 1; i < T; i++) pthread_join(th[i], NULL);
