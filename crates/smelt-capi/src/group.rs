@@ -506,6 +506,22 @@ mod tests {
         }
     }
 
+    /// `x` summed over the group with `sum_i64` (one word), at every member.
+    fn allreduce_sum(m: *mut smelt_member, x: i64) -> i64 {
+        let mut w = [x];
+        assert_eq!(
+            smelt_allreduce(
+                m,
+                w.as_mut_ptr() as *mut c_void,
+                8,
+                Some(sum_i64),
+                ptr::null_mut()
+            ),
+            SMELT_OK
+        );
+        w[0]
+    }
+
     #[derive(Default)]
     struct Shared {
         ok: AtomicUsize,
@@ -548,18 +564,8 @@ mod tests {
             sh.root_sum
                 .store(v[0] * 1_000_000 + v[1] * 1000 - v[2], Ordering::SeqCst);
         }
-        let mut w = [rank as i64 + 1];
-        assert_eq!(
-            smelt_allreduce(
-                m,
-                w.as_mut_ptr() as *mut c_void,
-                8,
-                Some(sum_i64),
-                ptr::null_mut()
-            ),
-            SMELT_OK
-        );
-        if bcast_ok && w[0] == 10 {
+        let sum = allreduce_sum(m, rank as i64 + 1);
+        if bcast_ok && sum == 10 {
             sh.ok.fetch_add(1, Ordering::SeqCst);
         }
     }
@@ -584,18 +590,7 @@ mod tests {
             assert_eq!(smelt_member_index(m, &mut rank), SMELT_OK);
             for _ in 0..20 {
                 assert_eq!(smelt_barrier(m), SMELT_OK);
-                let mut w = [rank as i64];
-                assert_eq!(
-                    smelt_allreduce(
-                        m,
-                        w.as_mut_ptr() as *mut c_void,
-                        8,
-                        Some(sum_i64),
-                        ptr::null_mut()
-                    ),
-                    SMELT_OK
-                );
-                if w[0] == 10 {
+                if allreduce_sum(m, rank as i64) == 10 {
                     sh.ok.fetch_add(1, Ordering::SeqCst);
                 }
             }
