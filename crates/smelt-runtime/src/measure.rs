@@ -189,6 +189,9 @@ fn ns(d: Duration) -> f64 {
 /// is the sample for that leaf. Every leaf takes its turn; a round's value is the
 /// maximum over leaves. Rounds are separated by an untimed barrier.
 ///
+/// With [`GroupConfig::flatten_oversubscribed`] in effect the leaves are those of the
+/// flat tree that runs (every member but the root).
+///
 /// For [`Op::Reduce`] the root itself completes last, so a round is the root's time
 /// from release to result (members start contributing when the separating barrier
 /// releases them, so this includes the release's propagation).
@@ -201,8 +204,13 @@ pub fn measure(tree: &Tree, op: Op, cfg: &MeasureConfig) -> Result<Measurement, 
     let leaves: Vec<Option<usize>> = match op {
         Op::Reduce => vec![None],
         _ => {
-            let l: Vec<Option<usize>> = tree
-                .leaves()
+            // The leaves of the tree that runs: flattened, every member but the root.
+            let leaves = if placement.flattened {
+                (0..n).collect()
+            } else {
+                tree.leaves()
+            };
+            let l: Vec<Option<usize>> = leaves
                 .into_iter()
                 .filter(|&l| l != root)
                 .map(Some)

@@ -46,6 +46,26 @@ fn paper_style_and_back_to_back_measure_every_op() {
 }
 
 #[test]
+fn flattened_groups_are_measured_over_the_flat_tree() {
+    // More members than CPUs (made-up CPU ids, a binary tree): the tree runs flat when
+    // asked to.
+    let n = smelt_transport::allowed_cpus().unwrap().len().max(2) + 1;
+    let children = (0..n)
+        .map(|i| (2 * i + 1..=2 * i + 2).filter(|&c| c < n).collect())
+        .collect();
+    let tree = Tree::new((0..n as u32).map(|i| 5000 + i).collect(), 0, children).unwrap();
+    let mut c = cfg();
+    c.group.flatten_oversubscribed = true;
+    for op in Op::ALL {
+        let m = measure(&tree, op, &c).unwrap();
+        assert!(m.placement.flattened, "{op}");
+        assert_eq!(m.stats.samples, 5, "{op}");
+        let b = measure_back_to_back(&tree, op, &c).unwrap();
+        assert!(b.placement.flattened && b.stats.samples == 5, "{op}");
+    }
+}
+
+#[test]
 fn stats_percentiles() {
     let s = Stats::from_samples(&[5.0, 1.0, 3.0, 2.0, 4.0]);
     assert_eq!(
