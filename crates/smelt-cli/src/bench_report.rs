@@ -100,8 +100,13 @@ pub struct Figure {
 pub struct Ratio {
     /// What is compared, e.g. `qp latency / floor`.
     pub what: String,
-    /// The ratio.
+    /// The ratio of the medians.
     pub value: f64,
+    /// The same ratio after dividing each figure by the cache-line floor measured
+    /// right around it: on a VM whose core-to-core latency drifts during the run,
+    /// this is the comparison that survives the drift.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_floor: Option<f64>,
     /// The figures it came from.
     pub detail: String,
 }
@@ -249,9 +254,16 @@ impl Report {
             let _ = writeln!(o, "warning: {w}");
         }
         if !self.ratios.is_empty() {
-            let _ = writeln!(o, "Ratios (same run)");
+            let _ = writeln!(
+                o,
+                "Ratios (same run)                                          raw  per floor"
+            );
             for r in &self.ratios {
-                let _ = writeln!(o, "  {:<52} {:>7.2}x   {}", r.what, r.value, r.detail);
+                let pf = r
+                    .per_floor
+                    .map(|v| format!("{v:>7.2}x"))
+                    .unwrap_or_else(|| format!("{:>8}", "-"));
+                let _ = writeln!(o, "  {:<52} {:>7.2}x  {pf}   {}", r.what, r.value, r.detail);
             }
         }
         o

@@ -498,40 +498,52 @@ fn is_smelt(f: &Figure) -> bool {
     f.peer.name.starts_with("smelt")
 }
 
-/// The comparisons the run exists for.
+/// `a / b` where both figures were divided by the floor measured around them.
+fn per_floor(a: (f64, Option<f64>), b: (f64, Option<f64>)) -> Option<f64> {
+    match (a.1, b.1) {
+        (Some(fa), Some(fb)) if fa > 0.0 && fb > 0.0 => Some((a.0 / fa) / (b.0 / fb)),
+        _ => None,
+    }
+}
+
+/// The comparisons the run exists for. Each ratio is given raw (medians) and per
+/// floor (each median divided by the cache-line floor taken around it first).
 fn ratios(col: &[Collective], transport: &[Figure], peers: &[Figure]) -> Vec<Ratio> {
     let mut out = Vec::new();
-    let med = |f: &Figure| f.peer.median();
+    let fig = |f: &Figure| f.peer.median().map(|v| (v, f.floor_ns));
     let find = |figs: &[Figure], name: &str, m: Metric| {
         figs.iter()
             .find(|f| f.peer.name == name && f.peer.metric == m)
-            .and_then(|f| med(f).map(|v| (v, f.floor_ns)))
+            .and_then(fig)
     };
-    if let Some((q, fl)) = find(transport, "smelt queuepair", Metric::Latency) {
-        if let Some(fl) = fl {
+    if let Some(q) = find(transport, "smelt queuepair", Metric::Latency) {
+        if let Some(fl) = q.1 {
             out.push(Ratio {
                 what: "queuepair latency / floor".into(),
-                value: q / fl,
-                detail: format!("{q:.1} ns vs {fl:.1} ns"),
+                value: q.0 / fl,
+                per_floor: None,
+                detail: format!("{:.1} ns vs {fl:.1} ns", q.0),
             });
         }
         for other in ["rtrb", "crossbeam-channel", "UMP ring (C)"] {
-            if let Some((o, _)) = find(transport, other, Metric::Latency) {
+            if let Some(o) = find(transport, other, Metric::Latency) {
                 out.push(Ratio {
                     what: format!("queuepair latency / {other} latency"),
-                    value: q / o,
-                    detail: format!("{q:.1} ns vs {o:.1} ns"),
+                    value: q.0 / o.0,
+                    per_floor: per_floor(q, o),
+                    detail: format!("{:.1} ns vs {:.1} ns", q.0, o.0),
                 });
             }
         }
     }
-    if let Some((q, _)) = find(transport, "smelt queuepair", Metric::Throughput) {
+    if let Some(q) = find(transport, "smelt queuepair", Metric::Throughput) {
         for other in ["UMP ring (C)", "rtrb", "crossbeam-channel"] {
-            if let Some((o, _)) = find(transport, other, Metric::Throughput) {
+            if let Some(o) = find(transport, other, Metric::Throughput) {
                 out.push(Ratio {
                     what: format!("queuepair throughput / {other} throughput"),
-                    value: o / q,
-                    detail: format!("{:.1} vs {:.1} Mmsg/s", 1000.0 / q, 1000.0 / o),
+                    value: o.0 / q.0,
+                    per_floor: per_floor(o, q),
+                    detail: format!("{:.1} vs {:.1} Mmsg/s", 1000.0 / q.0, 1000.0 / o.0),
                 });
             }
         }
@@ -547,22 +559,27 @@ fn ratios(col: &[Collective], transport: &[Figure], peers: &[Figure]) -> Vec<Rat
             .iter()
             .filter(|f| f.peer.metric == m && f.peer.threads == t)
             .collect();
-        let Some(s) = group.iter().find(|f| is_smelt(f)).and_then(|f| med(f)) else {
+        let Some(s) = group.iter().find(|f| is_smelt(f)).and_then(|f| fig(f)) else {
             continue;
         };
         let best = group
             .iter()
             .filter(|f| !is_smelt(f))
-            .filter_map(|f| med(f).map(|v| (v, &f.peer.name)))
-            .min_by(|a, b| a.0.total_cmp(&b.0));
+            .filter_map(|f| fig(f).map(|v| (v, &f.peer.name)))
+            .min_by(|a, b| a.0 .0.total_cmp(&b.0 .0));
         if let Some((b, name)) = best {
             out.push(Ratio {
                 what: format!(
                     "smelt {} speedup over best peer, {t} threads",
                     metric_label(m)
                 ),
-                value: b / s,
-                detail: format!("smelt {:.2} µs vs {name} {:.2} µs", s / 1000.0, b / 1000.0),
+                value: b.0 / s.0,
+                per_floor: per_floor(b, s),
+                detail: format!(
+                    "smelt {:.2} µs vs {name} {:.2} µs",
+                    s.0 / 1000.0,
+                    b.0 / 1000.0
+                ),
             });
         }
     }
@@ -574,7 +591,7 @@ fn ratios(col: &[Collective], transport: &[Figure], peers: &[Figure]) -> Vec<Rat
         }
     }
     for op in ops {
-        let ok = |smelt_side: bool| {
+        let best = |smelt_side: bool| {
             col.iter()
                 .filter(|c| c.op == op)
                 .filter(|c| {
@@ -582,16 +599,17 @@ fn ratios(col: &[Collective], transport: &[Figure], peers: &[Figure]) -> Vec<Rat
                     t.is_some_and(|t| t.is_static() != smelt_side)
                 })
                 .filter_map(|c| match &c.status {
-                    Status::Ok { ns } => Some((ns.median, c.topology.clone())),
+                    Status::Ok { ns } => Some(((ns.median, c.floor_ns), c.topology.clone())),
                     _ => None,
                 })
-                .min_by(|a, b| a.0.total_cmp(&b.0))
+                .min_by(|a, b| a.0 .0.total_cmp(&b.0 .0))
         };
-        if let (Some((s, st)), Some((b, bt))) = (ok(true), ok(false)) {
+        if let (Some((s, st)), Some((b, bt))) = (best(true), best(false)) {
             out.push(Ratio {
                 what: format!("{op}: best static tree / best smelt tree"),
-                value: b / s,
-                detail: format!("{bt} {:.2} µs vs {st} {:.2} µs", b / 1000.0, s / 1000.0),
+                value: b.0 / s.0,
+                per_floor: per_floor(b, s),
+                detail: format!("{bt} {:.2} µs vs {st} {:.2} µs", b.0 / 1000.0, s.0 / 1000.0),
             });
         }
     }
