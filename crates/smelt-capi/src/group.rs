@@ -193,10 +193,9 @@ pub extern "C" fn smelt_group_run(
                             first_error: None,
                         };
                         let p: *mut smelt_member = &mut sm;
-                        // SAFETY: `f` is the caller's function of type smelt_member_fn;
-                        // `p` points to a live smelt_member owned by this thread for the
-                        // duration of the call, and `arg` is the caller's pointer, valid
-                        // until smelt_group_run returns (smelt.h).
+                        // SAFETY: `f` is the caller's smelt_member_fn; `p` points to a live
+                        // smelt_member this thread owns for the whole call; `arg` is the
+                        // caller's pointer, valid until smelt_group_run returns (smelt.h).
                         unsafe { f(p, arg_addr as *mut c_void) };
                         let smelt_member {
                             member,
