@@ -7,7 +7,7 @@ set -euo pipefail
 [ -n "${SMELT_NO_INSTALL:-}" ] && exit 0
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for p in pkg-config libhwloc-dev libudev-dev hwloc graphviz libfontconfig1-dev libfreetype-dev fonts-dejavu-core gcc clang libomp-dev openmpi-bin libopenmpi-dev; do
+for p in pkg-config libhwloc-dev libudev-dev hwloc graphviz libfontconfig1-dev libfreetype-dev fonts-dejavu-core gcc clang libomp-dev gfortran openmpi-bin libopenmpi-dev; do
     have_pkg "$p" || need+=("$p")
 done
 if ! command -v cargo >/dev/null; then
