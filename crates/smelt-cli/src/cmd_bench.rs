@@ -417,8 +417,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
     peers.sort_by_key(|f| (metric_order(f.peer.metric), f.peer.threads));
 
     floors.progress.finish();
-    let ratios = ratios(&collectives, &transport, &peers);
+    let ratios = ratios(&collectives, &transport, &peers, members);
     let mut warnings = Vec::new();
+    if members <= 2 {
+        warnings.push(format!(
+            "with {members} members every topology is the same tree: the per-topology figures differ only by noise, so no topology ratio is given; use a machine with more CPUs, or `smelt evaluate` for predictions"
+        ));
+    }
     if cfg!(debug_assertions) {
         warnings.push(
             "this smelt is a debug build: the Rust figures (smelt, rtrb, crossbeam) are not representative; build with --release".into(),
@@ -508,7 +513,12 @@ fn per_floor(a: (f64, Option<f64>), b: (f64, Option<f64>)) -> Option<f64> {
 
 /// The comparisons the run exists for. Each ratio is given raw (medians) and per
 /// floor (each median divided by the cache-line floor taken around it first).
-fn ratios(col: &[Collective], transport: &[Figure], peers: &[Figure]) -> Vec<Ratio> {
+fn ratios(
+    col: &[Collective],
+    transport: &[Figure],
+    peers: &[Figure],
+    members: usize,
+) -> Vec<Ratio> {
     let mut out = Vec::new();
     let fig = |f: &Figure| f.peer.median().map(|v| (v, f.floor_ns));
     let find = |figs: &[Figure], name: &str, m: Metric| {
@@ -583,7 +593,11 @@ fn ratios(col: &[Collective], transport: &[Figure], peers: &[Figure]) -> Vec<Rat
             });
         }
     }
-    // Smelt's adaptive tree vs the best static tree, per operation.
+    // Smelt's trees vs the best static tree, per operation (with two members every
+    // topology is the same tree, so the comparison would only show noise).
+    if members <= 2 {
+        return out;
+    }
     let mut ops: Vec<&str> = Vec::new();
     for c in col {
         if !ops.contains(&c.op.as_str()) {

@@ -236,3 +236,47 @@ fn bench_flattens_smelt_when_oversubscribed() {
         assert_eq!(p["name"], "smelt (adaptive-shuffled)", "{p}");
     }
 }
+
+#[test]
+fn bench_compares_topologies_only_when_they_differ() {
+    // With two members every topology is the same tree: no topology ratio, a warning
+    // instead. With three, the best static and best smelt trees are compared.
+    let topology_ratios = |threads: &str| {
+        let (code, out, err) = run(&[
+            "bench",
+            "--quick",
+            "--json",
+            "--no-peers",
+            "--rounds",
+            "10",
+            "--ops",
+            "barrier",
+            "--topologies",
+            "binary,adaptive",
+            "--threads",
+            threads,
+            "--peer-threads",
+            threads,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let warned = j["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("same tree"));
+        let ratios: Vec<String> = j["ratios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["what"].as_str().unwrap().to_string())
+            .filter(|w| w.contains("best static tree"))
+            .collect();
+        (warned, ratios)
+    };
+    let (warned, ratios) = topology_ratios("2");
+    assert!(warned && ratios.is_empty(), "{ratios:?}");
+    let (warned, ratios) = topology_ratios("3");
+    assert!(!warned, "a 3-member run must not claim the trees are equal");
+    assert_eq!(ratios, vec!["barrier: best static tree / best smelt tree"]);
+}
