@@ -17,6 +17,29 @@ fn run(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// `smelt bench --quick --json --no-peers --rounds 10 --ops barrier` with `threads`
+/// members (also the peer thread count) over `topologies`; the parsed report.
+fn bench_barrier_json(topologies: &str, threads: &str) -> serde_json::Value {
+    let (code, out, err) = run(&[
+        "bench",
+        "--quick",
+        "--json",
+        "--no-peers",
+        "--rounds",
+        "10",
+        "--ops",
+        "barrier",
+        "--topologies",
+        topologies,
+        "--threads",
+        threads,
+        "--peer-threads",
+        threads,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
 #[test]
 fn probe_writes_a_valid_model() {
     let dir = tempfile::tempdir().unwrap();
@@ -190,25 +213,7 @@ fn bench_flattens_smelt_when_oversubscribed() {
     // collectives row run the tree flat (`GroupConfig::flatten_oversubscribed`); the
     // per-topology rows keep the trees as given.
     let n = smelt_transport::allowed_cpus().unwrap().len();
-    let threads = (n + 1).to_string();
-    let (code, out, err) = run(&[
-        "bench",
-        "--quick",
-        "--json",
-        "--no-peers",
-        "--rounds",
-        "10",
-        "--ops",
-        "barrier",
-        "--topologies",
-        "binary",
-        "--threads",
-        &threads,
-        "--peer-threads",
-        &threads,
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let j = bench_barrier_json("binary", &(n + 1).to_string());
     let cols = j["collectives"].as_array().unwrap();
     let binary = cols.iter().find(|c| c["topology"] == "binary").unwrap();
     assert_eq!(binary["flattened"], false, "{binary}");
@@ -242,24 +247,7 @@ fn bench_compares_topologies_only_when_they_differ() {
     // With two members every topology is the same tree: no topology ratio, a warning
     // instead. With three, the best static and best smelt trees are compared.
     let topology_ratios = |threads: &str| {
-        let (code, out, err) = run(&[
-            "bench",
-            "--quick",
-            "--json",
-            "--no-peers",
-            "--rounds",
-            "10",
-            "--ops",
-            "barrier",
-            "--topologies",
-            "binary,adaptive",
-            "--threads",
-            threads,
-            "--peer-threads",
-            threads,
-        ]);
-        assert_eq!(code, 0, "{err}");
-        let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let j = bench_barrier_json("binary,adaptive", threads);
         let warned = j["warnings"]
             .as_array()
             .unwrap()
