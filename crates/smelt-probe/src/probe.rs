@@ -270,8 +270,9 @@ fn finish(
     })
 }
 
-/// Measures one ordered pair: the sender on OS CPU `s`, the receiver on `r`, on two
-/// fresh pinned threads (the sweep reuses a [`PinnedPool`] instead).
+/// Measures one ordered pair: the sender on OS CPU `s`, the receiver on `r`, on a
+/// [`PinnedPool`] of those two CPUs (the sweep keeps one pool for all its pairs). A
+/// pair needs two different CPUs.
 pub fn measure_pair(
     s: u32,
     r: u32,
@@ -280,25 +281,12 @@ pub fn measure_pair(
     overhead: f64,
     timeout: Duration,
 ) -> Result<PairCosts, String> {
-    let (ss, rs) = pair_sides(s, r, reps, warmup, overhead, timeout);
-    let panicked = || format!("pair CPU {s} -> CPU {r}: a probe thread panicked");
-    let (sender, receiver) = std::thread::scope(|sc| {
-        let a = sc.spawn(move || {
-            crate::affinity::pin_current_thread(s)?;
-            sender_body(ss)
-        });
-        let b = sc.spawn(move || {
-            crate::affinity::pin_current_thread(r)?;
-            receiver_body(rs)
-        });
-        (a.join(), b.join())
-    });
-    finish(
-        s,
-        r,
-        sender.unwrap_or_else(|_| Err(panicked())),
-        receiver.unwrap_or_else(|_| Err(panicked())),
-    )
+    if s == r {
+        return Err(format!(
+            "pair CPU {s} -> CPU {r}: a pair needs two different CPUs"
+        ));
+    }
+    PinnedPool::new(&[s, r])?.measure_pair(s, r, reps, warmup, overhead, timeout)
 }
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
@@ -662,7 +650,13 @@ mod tests {
     fn one_pair_gives_positive_costs() {
         let cpus = crate::affinity::allowed_cpus();
         let (a, b) = (cpus[0], *cpus.last().unwrap());
-        let c = measure_pair(a, b, 5, 1, timer_overhead(), Duration::from_secs(20)).unwrap();
+        let t = Duration::from_secs(20);
+        let same = measure_pair(a, a, 5, 1, timer_overhead(), t).unwrap_err();
+        assert!(same.contains("two different CPUs"), "{same}");
+        if a == b {
+            return; // a single CPU has no pair to measure
+        }
+        let c = measure_pair(a, b, 5, 1, timer_overhead(), t).unwrap();
         assert!(c.rtt.median > 0.0);
         assert!(c.send.median >= 0.0 && c.receive.median >= 0.0);
     }
