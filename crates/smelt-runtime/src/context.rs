@@ -37,6 +37,9 @@ pub struct Context {
     pub(crate) timeout: Duration,
     pub(crate) shared: Arc<GroupShared>,
     pub(crate) scratch: Vec<u8>,
+    /// Packed values of the slice reductions, kept between calls so a reduction in a
+    /// loop does not allocate.
+    pub(crate) packed: Vec<u8>,
 }
 
 type Res<T> = Result<T, GroupError>;
@@ -407,11 +410,22 @@ impl Context {
     /// give [`GroupError::Mismatch`].
     pub fn reduce_slice<T: Word>(&mut self, data: &mut [T], op: impl Fn(T, T) -> T) -> Res<bool> {
         self.check_failed()?;
+        let mut bytes = std::mem::take(&mut self.packed);
+        let r = self.reduce_slice_inner(data, op, &mut bytes);
+        self.packed = bytes;
+        r
+    }
+
+    fn reduce_slice_inner<T: Word>(
+        &mut self,
+        data: &mut [T],
+        op: impl Fn(T, T) -> T,
+        bytes: &mut Vec<u8>,
+    ) -> Res<bool> {
         const OP: &str = "reduce_slice";
-        let mut bytes = Vec::new();
         for i in 0..self.children.len() {
             bytes.clear();
-            self.recv_bytes(Some(i), &mut bytes, OP)?;
+            self.recv_bytes(Some(i), bytes, OP)?;
             if bytes.len() != data.len() * T::BYTES {
                 return Err(self.mismatch(format!(
                     "{OP}: member {} sent {} values, this member has {}",
@@ -421,13 +435,13 @@ impl Context {
                 )));
             }
             for (k, x) in data.iter_mut().enumerate() {
-                *x = op(*x, unpack_at(&bytes, k));
+                *x = op(*x, unpack_at(bytes, k));
             }
         }
         if self.parent.is_some() {
             bytes.clear();
-            pack(data, &mut bytes);
-            self.send_up_bytes(&bytes, OP)?;
+            pack(data, bytes);
+            self.send_up_bytes(bytes, OP)?;
             Ok(false)
         } else {
             Ok(true)
@@ -438,18 +452,22 @@ impl Context {
     /// holds the result.
     pub fn allreduce_slice<T: Word>(&mut self, data: &mut [T], op: impl Fn(T, T) -> T) -> Res<()> {
         self.reduce_slice(data, op)?;
-        let mut bytes = Vec::new();
+        let mut bytes = std::mem::take(&mut self.packed);
+        bytes.clear();
         if self.is_root() {
             pack(data, &mut bytes);
         }
-        self.broadcast(&mut bytes)?;
-        if bytes.len() != data.len() * T::BYTES {
-            return Err(self.mismatch("allreduce_slice: result length differs".into()));
-        }
-        for (k, x) in data.iter_mut().enumerate() {
-            *x = unpack_at(&bytes, k);
-        }
-        Ok(())
+        let r = self.broadcast(&mut bytes).and_then(|()| {
+            if bytes.len() != data.len() * T::BYTES {
+                return Err(self.mismatch("allreduce_slice: result length differs".into()));
+            }
+            for (k, x) in data.iter_mut().enumerate() {
+                *x = unpack_at(&bytes, k);
+            }
+            Ok(())
+        });
+        self.packed = bytes;
+        r
     }
 
     /// Gathers one word per member at the root: `Some(values by rank)` on the root.

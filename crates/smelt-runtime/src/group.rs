@@ -487,6 +487,7 @@ impl Group {
                     timeout: cfg.timeout,
                     shared: shared.clone(),
                     scratch: vec![0; scratch_len],
+                    packed: Vec::new(),
                 }));
             }
         }
