@@ -1,59 +1,205 @@
 //! Groups, members and collectives of the C API, over `smelt_runtime`.
+//!
+//! # Failing together
+//! Every collective (barrier, broadcast, reduce, allreduce) starts with the same
+//! agreement step: a word reduction of `(collective, len)` to the root, which compares
+//! it with its own, then a word broadcast of the root's verdict. Data moves only after
+//! every member knows that everyone called the same collective with the root's `len`,
+//! so a member's bad argument can fail the collective on every member, none having
+//! returned success:
+//! - an argument a member can check alone (a NULL buffer or operator, an impossible
+//!   length) fails the group at once on that member's behalf ([`Member::fail`]: the
+//!   group's abort flag wakes every member);
+//! - a `len` (or collective) that differs from the root's is noticed by that member
+//!   when the verdict arrives; it fails the group naming itself, while the members that
+//!   match the root wait for that failure (in a barrier the offender never joins).
+//!
+//! Each member then returns the group's *first* failure, the same code and message on
+//! every member (`member R (CPU C) failed: smelt_broadcast: len 16 differs from the
+//! root's len 8`): the code of a failure the C API recorded is kept next to the group
+//! (before the runtime's abort flag is raised, so every woken member finds it).
 
+use crate::handle::{self, Kind, Object, Wait};
 use crate::{
-    err, guard, obj, obj_mut, out, slice_mut, smelt_status, smelt_tree, Error, Res,
-    SMELT_ERR_INVALID_ARGUMENT, SMELT_ERR_RUNTIME, SMELT_ERR_TIMEOUT,
+    err, guard, id, new_handle, out, panic_message, slice_mut, smelt_status, smelt_tree, tree_of,
+    Error, Res, SMELT_ERR_BUSY, SMELT_ERR_INVALID_ARGUMENT, SMELT_ERR_INVALID_HANDLE,
+    SMELT_ERR_PANIC, SMELT_ERR_RUNTIME, SMELT_ERR_TIMEOUT,
 };
 use smelt_runtime::{Group, GroupConfig, GroupError, Member};
-use std::ffi::c_void;
+use std::ffi::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// Members not currently held by a thread, by rank.
-struct Inner {
-    members: Mutex<Vec<Option<Member>>>,
-    pin: bool,
-    size: usize,
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-impl Inner {
+/// The members not held by a thread, by rank; `freed` once the group's handle is freed.
+struct Members {
+    idle: Vec<Option<Member>>,
+    freed: bool,
+}
+
+/// What a group handle refers to (shared with its attached or running members).
+pub(crate) struct GroupInner {
+    members: Mutex<Members>,
+    pin: bool,
+    size: usize,
+    /// Codes of the failures the C API recorded on the group: (rank, what, code).
+    codes: Mutex<Vec<(usize, String, smelt_status)>>,
+}
+
+impl GroupInner {
+    /// Takes member `index` for a thread.
     fn take(&self, index: usize) -> Res<Member> {
-        let mut v = self.members.lock().unwrap_or_else(|e| e.into_inner());
-        match v.get_mut(index) {
+        let mut ms = lock(&self.members);
+        if ms.freed {
+            return err(SMELT_ERR_INVALID_HANDLE, "the group was freed");
+        }
+        match ms.idle.get_mut(index) {
             None => err(
                 SMELT_ERR_INVALID_ARGUMENT,
                 format!("member {index} out of range (the group has {})", self.size),
             ),
             Some(slot) => slot.take().ok_or_else(|| {
                 Error(
-                    SMELT_ERR_INVALID_ARGUMENT,
+                    SMELT_ERR_BUSY,
                     format!("member {index} is already attached or running"),
                 )
             }),
         }
     }
 
+    /// Takes every member (for smelt_group_run), or none.
+    fn take_all(&self) -> Res<Vec<Member>> {
+        let mut ms = lock(&self.members);
+        if ms.freed {
+            return err(SMELT_ERR_INVALID_HANDLE, "the group was freed");
+        }
+        if let Some(i) = ms.idle.iter().position(|m| m.is_none()) {
+            return err(
+                SMELT_ERR_BUSY,
+                format!("member {i} is attached (smelt_group_attach) or running"),
+            );
+        }
+        Ok(ms
+            .idle
+            .iter_mut()
+            .map(|m| m.take().expect("checked"))
+            .collect())
+    }
+
+    /// Gives a member back.
     fn put(&self, m: Member) {
-        let mut v = self.members.lock().unwrap_or_else(|e| e.into_inner());
         let r = m.rank();
-        if let Some(slot) = v.get_mut(r) {
+        if let Some(slot) = lock(&self.members).idle.get_mut(r) {
             *slot = Some(m);
         }
     }
+
+    /// Marks the group freed, unless a member is attached or running.
+    fn release(&self) -> Res<()> {
+        let mut ms = lock(&self.members);
+        let out = ms.idle.iter().filter(|m| m.is_none()).count();
+        if out > 0 {
+            return err(
+                SMELT_ERR_BUSY,
+                format!(
+                    "{out} of the group's {} members are still attached or running: detach them (or let smelt_group_run return) first",
+                    self.size
+                ),
+            );
+        }
+        ms.freed = true;
+        Ok(())
+    }
+
+    /// The C API error for the group's first failure `first` (a `PeerFailed`, as
+    /// [`Member::fail`] returns it). `timed_out_here`: this member's own timeout message.
+    fn error(&self, first: GroupError, timed_out_here: Option<String>) -> Error {
+        let code = match &first {
+            GroupError::PeerFailed { rank, what, .. } => lock(&self.codes)
+                .iter()
+                .find(|(r, w, _)| r == rank && w == what)
+                .map(|&(_, _, c)| c)
+                .unwrap_or_else(|| {
+                    if timed_out_here.as_deref() == Some(what.as_str())
+                        || what.contains(" timed out after ")
+                    {
+                        SMELT_ERR_TIMEOUT
+                    } else {
+                        SMELT_ERR_RUNTIME
+                    }
+                }),
+            GroupError::Timeout { .. } => SMELT_ERR_TIMEOUT,
+            _ => SMELT_ERR_RUNTIME,
+        };
+        Error(code, first.to_string())
+    }
 }
 
-/// A group (opaque to C).
+/// A group. Opaque to C: a `smelt_group *` is a handle (an id), never an address.
+#[repr(C)]
 pub struct smelt_group {
-    inner: Arc<Inner>,
+    _opaque: [u8; 0],
 }
 
-/// One member's handle (opaque to C), used by one thread.
+/// One member's handle (opaque to C, as [`smelt_group`]).
+#[repr(C)]
 pub struct smelt_member {
+    _opaque: [u8; 0],
+}
+
+/// What a member handle refers to.
+pub(crate) struct MemberState {
     member: Member,
-    inner: Arc<Inner>,
+    inner: Arc<GroupInner>,
     /// First error a collective returned on this member (reported by smelt_group_run).
-    first_error: Option<(smelt_status, String)>,
+    first_error: Option<Error>,
+    /// Made by smelt_group_run (expires when the body returns; not detachable).
+    from_run: bool,
+    /// Reused buffer of byte broadcasts.
+    bytes: Vec<u8>,
+}
+
+impl MemberState {
+    fn new(member: Member, inner: Arc<GroupInner>, from_run: bool) -> MemberState {
+        MemberState {
+            member,
+            inner,
+            first_error: None,
+            from_run,
+            bytes: Vec::new(),
+        }
+    }
+
+    /// Fails the group on this member's behalf with `what`, to be reported as `code`
+    /// (unless the group failed before); returns the group's error.
+    fn fail_with(&mut self, code: smelt_status, what: String) -> Error {
+        // Recorded before the runtime raises the abort flag: every member woken by it
+        // finds the code.
+        lock(&self.inner.codes).push((self.member.rank(), what.clone(), code));
+        let first = self.member.fail(&what);
+        self.inner.error(first, None)
+    }
+
+    /// The group's error after the runtime returned `e` to this member.
+    fn group_error(&mut self, e: &GroupError) -> Error {
+        // Records `e` if the runtime did not (and raises the abort flag); returns the
+        // group's first failure either way.
+        let first = self.member.fail(&e.to_string());
+        let here = matches!(e, GroupError::Timeout { .. }).then(|| e.to_string());
+        self.inner.error(first, here)
+    }
+}
+
+/// The group of a group handle.
+fn group_of(p: *const smelt_group) -> Res<Arc<GroupInner>> {
+    handle::shared(id(p), Kind::Group, "group", |o| match o {
+        Object::Group(g) => g.clone(),
+        _ => unreachable!("the handle table checked the kind"),
+    })
 }
 
 fn group_err(e: GroupError) -> Error {
@@ -62,27 +208,6 @@ fn group_err(e: GroupError) -> Error {
         _ => SMELT_ERR_RUNTIME,
     };
     Error(code, e.to_string())
-}
-
-/// Runs a collective on a member, remembering its first error.
-fn with_member(m: *mut smelt_member, f: impl FnOnce(&mut smelt_member) -> Res<()>) -> smelt_status {
-    let mut first: Option<(smelt_status, String)> = None;
-    let code = guard(|| {
-        let sm = obj_mut(m, "member")?;
-        let r = f(sm);
-        if let Err(Error(code, msg)) = &r {
-            if sm.first_error.is_none() {
-                first = Some((*code, msg.clone()));
-            }
-        }
-        r
-    });
-    if let Some(e) = first {
-        if let Ok(sm) = obj_mut(m, "member") {
-            sm.first_error.get_or_insert(e);
-        }
-    }
-    code
 }
 
 /// Creates a group over a tree: one queuepair per tree edge (collectives wait at most
@@ -104,9 +229,12 @@ pub extern "C" fn smelt_group_create_timeout(
     group: *mut *mut smelt_group,
 ) -> smelt_status {
     guard(|| {
-        let t = obj(tree, "tree")?;
+        let t = tree_of(tree)?;
         if timeout_ms == 0 {
             return err(SMELT_ERR_INVALID_ARGUMENT, "timeout_ms must be at least 1");
+        }
+        if group.is_null() {
+            return err(SMELT_ERR_INVALID_ARGUMENT, "group is NULL");
         }
         let cfg = GroupConfig {
             timeout: Duration::from_millis(timeout_ms),
@@ -115,24 +243,21 @@ pub extern "C" fn smelt_group_create_timeout(
         let g = Group::with_config(std::slice::from_ref(&t.tree), &cfg).map_err(group_err)?;
         let pin = g.placement().pinned;
         let size = g.len();
-        let members = g.into_members().into_iter().map(Some).collect();
-        let inner = Arc::new(Inner {
-            members: Mutex::new(members),
+        let idle = g.into_members().into_iter().map(Some).collect();
+        let inner = GroupInner {
+            members: Mutex::new(Members { idle, freed: false }),
             pin,
             size,
-        });
-        out(
-            group,
-            Box::into_raw(Box::new(smelt_group { inner })),
-            "group",
-        )
+            codes: Mutex::new(Vec::new()),
+        };
+        new_handle(group, Object::Group(Arc::new(inner)), "group")
     })
 }
 
 /// Number of members.
 #[no_mangle]
 pub extern "C" fn smelt_group_size(group: *const smelt_group, n: *mut usize) -> smelt_status {
-    guard(|| out(n, obj(group, "group")?.inner.size, "n"))
+    guard(|| out(n, group_of(group)?.size, "n"))
 }
 
 /// The body a member runs: `fn(member, arg)`.
@@ -141,7 +266,8 @@ pub type smelt_member_fn =
 
 /// Runs `f(member, arg)` once per member, each on its own thread (pinned to the
 /// member's CPU when the group is pinned), and returns when all have returned: the
-/// first error a member's collective returned, else `SMELT_OK`.
+/// first error a member's collective returned, else `SMELT_OK`. Each member handle
+/// expires when its body returns.
 #[no_mangle]
 pub extern "C" fn smelt_group_run(
     group: *mut smelt_group,
@@ -149,77 +275,114 @@ pub extern "C" fn smelt_group_run(
     arg: *mut c_void,
 ) -> smelt_status {
     guard(|| {
-        let g = obj(group, "group")?;
+        let inner = group_of(group)?;
         let Some(f) = f else {
             return err(SMELT_ERR_INVALID_ARGUMENT, "fn is NULL");
         };
-        let inner = g.inner.clone();
-        let mut taken = Vec::with_capacity(inner.size);
-        for i in 0..inner.size {
-            match inner.take(i) {
-                Ok(m) => taken.push(m),
-                Err(e) => {
-                    for m in taken {
-                        inner.put(m);
-                    }
-                    return Err(e);
-                }
-            }
-        }
+        let taken = inner.take_all()?;
         // The C argument travels to the member threads as an address; the C caller
         // keeps it valid until smelt_group_run returns (smelt.h).
-        let arg_addr = arg as usize;
-        let results: Vec<Option<(smelt_status, String)>> = std::thread::scope(|s| {
+        let arg_addr = arg.expose_provenance();
+        let results: Vec<Option<Error>> = std::thread::scope(|s| {
             let handles: Vec<_> = taken
                 .into_iter()
                 .map(|member| {
-                    let inner = inner.clone();
-                    s.spawn(move || {
-                        let mut member = member;
-                        if inner.pin {
-                            if let Err(e) = member.pin_thread() {
-                                let msg = format!(
-                                    "cannot pin member {} to CPU {}: {e}",
-                                    member.rank(),
-                                    member.cpu()
-                                );
-                                inner.put(member);
-                                return Some((SMELT_ERR_RUNTIME, msg));
-                            }
-                        }
-                        let mut sm = smelt_member {
-                            member,
-                            inner: inner.clone(),
-                            first_error: None,
-                        };
-                        let p: *mut smelt_member = &mut sm;
-                        // SAFETY: `f` is the caller's smelt_member_fn; `p` points to a live
-                        // smelt_member this thread owns for the whole call; `arg` is the
-                        // caller's pointer, valid until smelt_group_run returns (smelt.h).
-                        unsafe { f(p, arg_addr as *mut c_void) };
-                        let smelt_member {
-                            member,
-                            first_error,
-                            ..
-                        } = sm;
-                        inner.put(member);
-                        first_error
-                    })
+                    let rank = member.rank();
+                    let inner2 = inner.clone();
+                    // The member goes back to the group if the thread cannot start.
+                    let slot = Arc::new(Mutex::new(Some(member)));
+                    let slot2 = slot.clone();
+                    let spawned = std::thread::Builder::new()
+                        .name(format!("smelt-capi-{rank}"))
+                        .spawn_scoped(s, move || {
+                            let member = lock(&slot2).take().expect("member given");
+                            run_member(&inner2, member, f, arg_addr)
+                        });
+                    (slot, spawned)
                 })
                 .collect();
             handles
                 .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or(Some((SMELT_ERR_RUNTIME, "a member thread panicked".into())))
+                .map(|(slot, h)| match h {
+                    Ok(h) => h.join().unwrap_or_else(|p| {
+                        Some(Error(
+                            SMELT_ERR_PANIC,
+                            format!("internal error: {}", panic_message(&*p)),
+                        ))
+                    }),
+                    Err(e) => {
+                        let m = lock(&slot).take().expect("the thread did not start");
+                        let ge = m.fail(&format!("cannot start a member thread: {e}"));
+                        inner.put(m);
+                        Some(group_err(ge))
+                    }
                 })
                 .collect()
         });
         match results.into_iter().flatten().next() {
-            Some((code, msg)) => err(code, msg),
+            Some(e) => Err(e),
             None => Ok(()),
         }
     })
+}
+
+/// One member's thread of smelt_group_run: pin, make the handle, run the body, expire
+/// the handle, give the member back; returns the member's first error.
+fn run_member(
+    inner: &Arc<GroupInner>,
+    mut member: Member,
+    f: unsafe extern "C" fn(*mut smelt_member, *mut c_void),
+    arg_addr: usize,
+) -> Option<Error> {
+    if inner.pin {
+        if let Err(e) = member.pin_thread() {
+            let msg = format!(
+                "cannot pin member {} to CPU {}: {e}",
+                member.rank(),
+                member.cpu()
+            );
+            // The body will not run: fail the group so that the others do not wait.
+            let ge = member.fail(&msg);
+            inner.put(member);
+            return Some(group_err(ge));
+        }
+    }
+    let slot = match handle::reserve() {
+        Ok(s) => s,
+        Err(e) => {
+            member.fail(&e.1);
+            inner.put(member);
+            return Some(e);
+        }
+    };
+    let h = slot.fill(Object::Member(Box::new(MemberState::new(
+        member,
+        inner.clone(),
+        true,
+    ))));
+    let p: *mut smelt_member = std::ptr::without_provenance_mut(h);
+    let arg: *mut c_void = std::ptr::with_exposed_provenance_mut(arg_addr);
+    // SAFETY: `f` is the caller's smelt_member_fn, called with a member handle (an id
+    // the library checks on every use, never dereferenced) and the caller's `arg`, which
+    // smelt.h requires to stay valid until smelt_group_run returns; smelt.h forbids `f`
+    // to unwind.
+    unsafe { f(p, arg) };
+    // The handle expires now (after any other thread's call with it has finished).
+    match handle::remove(h, Kind::Member, "member", Wait::Block, |_| Ok(())) {
+        Ok(Object::Member(sm)) => {
+            let MemberState {
+                member,
+                first_error,
+                ..
+            } = *sm;
+            inner.put(member);
+            first_error
+        }
+        _ => Some(Error(
+            SMELT_ERR_PANIC,
+            "internal error: a smelt_group_run member handle vanished".into(),
+        )),
+    }
 }
 
 /// Attaches the calling thread as member `index` (pinning it when the group is
@@ -231,36 +394,51 @@ pub extern "C" fn smelt_group_attach(
     member: *mut *mut smelt_member,
 ) -> smelt_status {
     guard(|| {
-        let g = obj(group, "group")?;
+        let inner = group_of(group)?;
         if member.is_null() {
             return err(SMELT_ERR_INVALID_ARGUMENT, "member is NULL");
         }
-        let mut m = g.inner.take(index)?;
-        if g.inner.pin {
+        let slot = handle::reserve()?;
+        let mut m = inner.take(index)?;
+        if inner.pin {
             if let Err(e) = m.pin_thread() {
                 let msg = format!("cannot pin member {index} to CPU {}: {e}", m.cpu());
-                g.inner.put(m);
+                inner.put(m);
                 return err(SMELT_ERR_RUNTIME, msg);
             }
         }
-        let sm = smelt_member {
-            member: m,
-            inner: g.inner.clone(),
-            first_error: None,
-        };
-        out(member, Box::into_raw(Box::new(sm)), "member")
+        let h = slot.fill(Object::Member(Box::new(MemberState::new(
+            m,
+            inner.clone(),
+            false,
+        ))));
+        out(member, std::ptr::without_provenance_mut(h), "member")
     })
 }
 
-/// Detaches a member attached with smelt_group_attach (NULL is ignored).
+/// Detaches a member attached with smelt_group_attach (NULL is ignored); the handle
+/// is invalid afterwards.
 #[no_mangle]
-pub extern "C" fn smelt_member_detach(member: *mut smelt_member) {
-    let _ = catch_unwind(AssertUnwindSafe(|| {
-        if let Some(sm) = crate::take_box(member) {
-            let smelt_member { member, inner, .. } = *sm;
+pub extern "C" fn smelt_member_detach(member: *mut smelt_member) -> smelt_status {
+    guard(|| {
+        if member.is_null() {
+            return Ok(());
+        }
+        let obj = handle::remove(id(member), Kind::Member, "member", Wait::Busy, |o| {
+            match o {
+                Object::Member(sm) if sm.from_run => err(
+                    SMELT_ERR_INVALID_ARGUMENT,
+                    "member comes from smelt_group_run: it is released when its body returns, not detached",
+                ),
+                _ => Ok(()),
+            }
+        })?;
+        if let Object::Member(sm) = obj {
+            let MemberState { member, inner, .. } = *sm;
             inner.put(member);
         }
-    }));
+        Ok(())
+    })
 }
 
 /// Member index (rank, = tree member index).
@@ -269,34 +447,192 @@ pub extern "C" fn smelt_member_index(
     member: *const smelt_member,
     index: *mut usize,
 ) -> smelt_status {
-    guard(|| out(index, obj(member, "member")?.member.rank(), "index"))
+    guard(|| {
+        out(
+            index,
+            handle::member(id(member), "member")?.member.rank(),
+            "index",
+        )
+    })
 }
 
 /// OS CPU id of the member.
 #[no_mangle]
 pub extern "C" fn smelt_member_cpu(member: *const smelt_member, cpu: *mut u32) -> smelt_status {
-    guard(|| out(cpu, obj(member, "member")?.member.cpu(), "cpu"))
+    guard(|| {
+        out(
+            cpu,
+            handle::member(id(member), "member")?.member.cpu(),
+            "cpu",
+        )
+    })
 }
 
 /// 1 at the root, else 0.
 #[no_mangle]
 pub extern "C" fn smelt_member_is_root(
     member: *const smelt_member,
-    is_root: *mut std::ffi::c_int,
+    is_root: *mut c_int,
 ) -> smelt_status {
     guard(|| {
-        out(
-            is_root,
-            obj(member, "member")?.member.is_root() as std::ffi::c_int,
-            "is_root",
-        )
+        let r = handle::member(id(member), "member")?.member.is_root();
+        out(is_root, r as c_int, "is_root")
     })
+}
+
+/// The collectives, as the agreement step tells them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Coll {
+    Barrier = 1,
+    Broadcast = 2,
+    Reduce = 3,
+    Allreduce = 4,
+}
+
+impl Coll {
+    fn from_tag(t: u64) -> Option<Coll> {
+        Some(match t {
+            1 => Coll::Barrier,
+            2 => Coll::Broadcast,
+            3 => Coll::Reduce,
+            4 => Coll::Allreduce,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Coll::Barrier => "smelt_barrier",
+            Coll::Broadcast => "smelt_broadcast",
+            Coll::Reduce => "smelt_reduce",
+            Coll::Allreduce => "smelt_allreduce",
+        }
+    }
+}
+
+/// Why a collective failed on this member, before it becomes the group's error.
+enum Fail {
+    /// This member's arguments are wrong (the message names the function).
+    Arg(String),
+    /// The runtime failed (or the group had failed).
+    Group(GroupError),
+}
+
+impl From<GroupError> for Fail {
+    fn from(e: GroupError) -> Fail {
+        Fail::Group(e)
+    }
+}
+
+/// Runs collective `f` on a member handle. Handle errors (invalid, busy) are this
+/// call's alone; every other error fails the group and is returned as the group's first
+/// failure, the same on every member.
+fn collective(
+    h: *mut smelt_member,
+    f: impl FnOnce(&mut MemberState) -> Result<(), Fail>,
+) -> smelt_status {
+    guard(|| {
+        let mut g = handle::member(id(h), "member")?;
+        let sm: &mut MemberState = &mut g;
+        let e = match catch_unwind(AssertUnwindSafe(|| f(sm))) {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(Fail::Arg(what))) => sm.fail_with(SMELT_ERR_INVALID_ARGUMENT, what),
+            Ok(Err(Fail::Group(e))) => sm.group_error(&e),
+            Err(p) => sm.fail_with(
+                SMELT_ERR_PANIC,
+                format!("internal error: {}", panic_message(&*p)),
+            ),
+        };
+        sm.first_error.get_or_insert_with(|| e.clone());
+        Err(e)
+    })
+}
+
+/// Bits of an agreement word: the collective's tag above, `len` below.
+const LEN_BITS: u32 = 56;
+const LEN_MAX: usize = (1 << LEN_BITS) - 1;
+/// The tag of a member whose arguments are wrong on their own.
+const BAD_ARGS: u64 = 0x7f;
+/// Combined agreement words that differ.
+const DIFFER: u64 = u64::MAX;
+/// The root's verdict: some member's word differs from the root's.
+const MISMATCH: u64 = 1 << 63;
+
+/// The agreement step that starts every collective (see the module's documentation).
+/// `args` is this member's own check of its arguments. Returns the checked arguments
+/// once every member is known to have called `c` with the root's `len` and valid
+/// arguments; otherwise the collective fails on every member, and only after all of
+/// them entered it (so no earlier collective still in flight is cut short).
+fn agree<T>(m: &mut Member, c: Coll, len: usize, args: Res<T>) -> Result<T, Fail> {
+    let args = args.and_then(|a| {
+        if len > LEN_MAX {
+            return err(
+                SMELT_ERR_INVALID_ARGUMENT,
+                format!("len {len} is too large (at most {LEN_MAX})"),
+            );
+        }
+        Ok(a)
+    });
+    let mine = match args {
+        Ok(_) => ((c as u64) << LEN_BITS) | len as u64,
+        Err(_) => BAD_ARGS << LEN_BITS,
+    };
+    let all = m.reduce(mine, |a: u64, b: u64| if a == b { a } else { DIFFER })?;
+    let verdict = match all {
+        Some(all) if all == mine && args.is_ok() => mine,
+        Some(_) => mine | MISMATCH,
+        None => 0, // ignored: only the root's word is broadcast
+    };
+    let v = m.broadcast_word(verdict)?;
+    let args = match args {
+        // Every member has entered this collective: fail the group on our behalf.
+        Err(Error(_, msg)) => return Err(Fail::Arg(format!("{}: {msg}", c.name()))),
+        Ok(a) => a,
+    };
+    if v == mine {
+        return Ok(args);
+    }
+    let root = v & !MISMATCH;
+    let root_len = root & LEN_MAX as u64;
+    match Coll::from_tag(root >> LEN_BITS) {
+        _ if root == mine => {}
+        Some(rc) if rc == c => {
+            return Err(Fail::Arg(format!(
+                "{}: len {len} differs from the root's len {root_len}",
+                c.name()
+            )))
+        }
+        Some(rc) => {
+            return Err(Fail::Arg(format!(
+                "{} called while the root called {}",
+                c.name(),
+                rc.name()
+            )))
+        }
+        None if root >> LEN_BITS == BAD_ARGS => {} // the root fails the group
+        None => {
+            return Err(Fail::Arg(format!(
+                "{}: malformed agreement from the root",
+                c.name()
+            )))
+        }
+    }
+    // This member called what the root did; one that did not (or whose arguments are
+    // wrong) is failing the group right now and never joins this barrier, which
+    // therefore ends with that failure.
+    match m.barrier() {
+        Err(e) => Err(Fail::Group(e)),
+        Ok(()) => Err(Fail::Arg(format!(
+            "{}: the members' arguments differ",
+            c.name()
+        ))),
+    }
 }
 
 /// Barrier over the group.
 #[no_mangle]
 pub extern "C" fn smelt_barrier(member: *mut smelt_member) -> smelt_status {
-    with_member(member, |sm| sm.member.barrier().map_err(group_err))
+    collective(member, |sm| agree(&mut sm.member, Coll::Barrier, 0, Ok(())))
 }
 
 /// Broadcast of `len` bytes from the root's `buf` into every member's `buf`.
@@ -306,27 +642,42 @@ pub extern "C" fn smelt_broadcast(
     buf: *mut c_void,
     len: usize,
 ) -> smelt_status {
-    with_member(member, |sm| broadcast(sm, buf, len))
+    collective(member, |sm| {
+        let b = slice_mut(buf.cast(), len, "buf");
+        let b = agree(&mut sm.member, Coll::Broadcast, len, b)?;
+        broadcast_data(sm, b)
+    })
 }
 
-fn broadcast(sm: &mut smelt_member, buf: *mut c_void, len: usize) -> Res<()> {
-    let b = slice_mut(buf as *mut u8, len, "buf")?;
-    let mut v = if sm.member.is_root() {
-        b.to_vec()
-    } else {
-        Vec::new()
-    };
-    sm.member.broadcast(&mut v).map_err(group_err)?;
-    if v.len() != len {
-        return err(
-            SMELT_ERR_INVALID_ARGUMENT,
-            format!(
-                "broadcast: the root sent {} bytes, this member expects {len}",
-                v.len()
-            ),
-        );
+/// The root's `b` into every member's `b` (the same length everywhere, agreed before).
+fn broadcast_data(sm: &mut MemberState, b: &mut [u8]) -> Result<(), Fail> {
+    let m = &mut sm.member;
+    let root = m.is_root();
+    if b.len() <= 8 {
+        let mut w = [0u8; 8];
+        w[..b.len()].copy_from_slice(b);
+        let got = m.broadcast_word(u64::from_le_bytes(w))?;
+        if !root {
+            b.copy_from_slice(&got.to_le_bytes()[..b.len()]);
+        }
+        return Ok(());
     }
-    b.copy_from_slice(&v);
+    let v = &mut sm.bytes;
+    v.clear();
+    if root {
+        v.extend_from_slice(b);
+    }
+    m.broadcast(v)?;
+    if v.len() != b.len() {
+        return Err(Fail::Group(m.fail(&format!(
+            "smelt_broadcast: received {} bytes instead of {}",
+            v.len(),
+            b.len()
+        ))));
+    }
+    if !root {
+        b.copy_from_slice(v);
+    }
     Ok(())
 }
 
@@ -345,7 +696,10 @@ pub extern "C" fn smelt_reduce(
     op: smelt_reduce_op,
     arg: *mut c_void,
 ) -> smelt_status {
-    with_member(member, |sm| reduce(sm, buf, len, op, arg))
+    collective(member, |sm| {
+        let (b, op) = agree(&mut sm.member, Coll::Reduce, len, reduce_args(buf, len, op))?;
+        reduce_data(&mut sm.member, b, op, arg)
+    })
 }
 
 /// Allreduce: reduce, then broadcast of the root's result.
@@ -357,19 +711,26 @@ pub extern "C" fn smelt_allreduce(
     op: smelt_reduce_op,
     arg: *mut c_void,
 ) -> smelt_status {
-    with_member(member, |sm| {
-        reduce(sm, buf, len, op, arg)?;
-        broadcast(sm, buf, len)
+    collective(member, |sm| {
+        let args = reduce_args(buf, len, op);
+        let (b, op) = agree(&mut sm.member, Coll::Allreduce, len, args)?;
+        reduce_data(&mut sm.member, b, op, arg)?;
+        broadcast_data(sm, b)
     })
 }
 
+type OpFn = unsafe extern "C" fn(*mut c_void, *const c_void, usize, *mut c_void);
+
+/// The checked arguments of a reduction.
+fn reduce_args<'a>(buf: *mut c_void, len: usize, op: smelt_reduce_op) -> Res<(&'a mut [u8], OpFn)> {
+    let Some(op) = op else {
+        return err(SMELT_ERR_INVALID_ARGUMENT, "op is NULL");
+    };
+    Ok((slice_mut(buf.cast(), len, "buf")?, op))
+}
+
 /// Applies the C operator to two byte buffers of equal length.
-fn apply(
-    op: unsafe extern "C" fn(*mut c_void, *const c_void, usize, *mut c_void),
-    acc: &mut [u8],
-    other: &[u8],
-    arg: *mut c_void,
-) {
+fn apply(op: OpFn, acc: &mut [u8], other: &[u8], arg: *mut c_void) {
     let n = acc.len().min(other.len());
     // SAFETY: `op` is the caller's operator (smelt.h: it reads `len` bytes of `in` and
     // updates `len` bytes of `inout`); both buffers are live Rust buffers of at least
@@ -384,30 +745,19 @@ fn apply(
     }
 }
 
-fn reduce(
-    sm: &mut smelt_member,
-    buf: *mut c_void,
-    len: usize,
-    op: smelt_reduce_op,
-    arg: *mut c_void,
-) -> Res<()> {
-    let Some(op) = op else {
-        return err(SMELT_ERR_INVALID_ARGUMENT, "op is NULL");
-    };
-    let b = slice_mut(buf as *mut u8, len, "buf")?;
+/// The reduction proper (every member's `b` has the same length, agreed before).
+fn reduce_data(m: &mut Member, b: &mut [u8], op: OpFn, arg: *mut c_void) -> Result<(), Fail> {
+    let len = b.len();
     if len <= 8 {
         // One word: a true tree reduction, combined at every inner member.
         let mut w = [0u8; 8];
         w[..len].copy_from_slice(b);
-        let r = sm
-            .member
-            .reduce(u64::from_le_bytes(w), |x: u64, y: u64| {
-                let mut a = x.to_le_bytes();
-                let c = y.to_le_bytes();
-                apply(op, &mut a[..len], &c[..len], arg);
-                u64::from_le_bytes(a)
-            })
-            .map_err(group_err)?;
+        let r = m.reduce(u64::from_le_bytes(w), |x: u64, y: u64| {
+            let mut a = x.to_le_bytes();
+            let c = y.to_le_bytes();
+            apply(op, &mut a[..len], &c[..len], arg);
+            u64::from_le_bytes(a)
+        })?;
         if let Some(r) = r {
             b.copy_from_slice(&r.to_le_bytes()[..len]);
         }
@@ -417,17 +767,13 @@ fn reduce(
     // combine at the root in rank order (the operator must be associative and
     // commutative, as for MPI_Reduce with a user op).
     let words = len.div_ceil(8);
-    let me = sm.member.rank();
+    let me = m.rank();
     let mut all: Option<Vec<Vec<u8>>> = None;
     for k in 0..words {
         let mut w = [0u8; 8];
         let part = &b[k * 8..len.min(k * 8 + 8)];
         w[..part.len()].copy_from_slice(part);
-        let got = sm
-            .member
-            .gather_word(u64::from_le_bytes(w))
-            .map_err(group_err)?;
-        if let Some(vals) = got {
+        if let Some(vals) = m.gather_word(u64::from_le_bytes(w))? {
             let bufs = all.get_or_insert_with(|| vec![vec![0u8; words * 8]; vals.len()]);
             for (r, v) in vals.iter().enumerate() {
                 bufs[r][k * 8..k * 8 + 8].copy_from_slice(&v.to_le_bytes());
@@ -446,11 +792,21 @@ fn reduce(
     Ok(())
 }
 
-/// Releases a group (NULL is ignored). Members still attached keep working memory
-/// safely but can no longer be used for collectives with detached peers.
+/// Releases a group (NULL is ignored): `SMELT_ERR_BUSY` (and the group stays) while a
+/// member is attached or running; `SMELT_ERR_INVALID_HANDLE` if it was freed already.
 #[no_mangle]
-pub extern "C" fn smelt_group_free(group: *mut smelt_group) {
-    let _ = catch_unwind(AssertUnwindSafe(|| crate::free(group)));
+pub extern "C" fn smelt_group_free(group: *mut smelt_group) -> smelt_status {
+    guard(|| {
+        if group.is_null() {
+            return Ok(());
+        }
+        let obj = handle::remove(id(group), Kind::Group, "group", Wait::Block, |o| match o {
+            Object::Group(g) => g.release(),
+            _ => unreachable!("the handle table checked the kind"),
+        })?;
+        drop(obj);
+        Ok(())
+    })
 }
 
 #[cfg(test)]
@@ -459,6 +815,14 @@ mod tests {
     use crate::*;
     use std::ptr;
     use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+    use std::time::Instant;
+
+    fn last() -> String {
+        // SAFETY: smelt_last_error returns a valid NUL-terminated string.
+        unsafe { std::ffi::CStr::from_ptr(smelt_last_error()) }
+            .to_string_lossy()
+            .into_owned()
+    }
 
     /// A synthetic model of `sockets` x `cores` CPUs (send 50 ns, receive 60 ns, remote
     /// costs times `remote`) and a tree of `algo` (None: the default) over all of it.
@@ -516,7 +880,9 @@ mod tests {
                 Some(sum_i64),
                 ptr::null_mut()
             ),
-            SMELT_OK
+            SMELT_OK,
+            "{}",
+            last()
         );
         w[0]
     }
@@ -660,13 +1026,16 @@ mod tests {
         let mut a = ptr::null_mut();
         assert_eq!(smelt_group_attach(g, 0, &mut a), SMELT_OK);
         let mut b = ptr::null_mut();
-        assert_eq!(smelt_group_attach(g, 0, &mut b), SMELT_ERR_INVALID_ARGUMENT);
+        assert_eq!(smelt_group_attach(g, 0, &mut b), SMELT_ERR_BUSY);
         assert_eq!(smelt_group_attach(g, 9, &mut b), SMELT_ERR_INVALID_ARGUMENT);
         assert_eq!(
             smelt_group_run(g, Some(body), ptr::null_mut()),
-            SMELT_ERR_INVALID_ARGUMENT
+            SMELT_ERR_BUSY
         );
-        smelt_member_detach(a);
+        // Not freed while a member is attached.
+        assert_eq!(smelt_group_free(g), SMELT_ERR_BUSY);
+        assert!(last().contains("1 of the group's 4 members"), "{}", last());
+        assert_eq!(smelt_member_detach(a), SMELT_OK);
         assert_eq!(
             smelt_group_run(g, None, ptr::null_mut()),
             SMELT_ERR_INVALID_ARGUMENT
@@ -674,5 +1043,297 @@ mod tests {
         smelt_group_free(g);
         smelt_tree_free(t);
         smelt_model_free(m);
+    }
+
+    /// Frees everything a test made.
+    fn free_all(g: *mut smelt_group, t: *mut smelt_tree, m: *mut smelt_model) {
+        assert_eq!(smelt_group_free(g), SMELT_OK, "{}", last());
+        assert_eq!(smelt_tree_free(t), SMELT_OK);
+        assert_eq!(smelt_model_free(m), SMELT_OK);
+    }
+
+    #[test]
+    fn double_free_and_use_after_free_are_errors() {
+        let (m, t) = model_and_tree(1, 2, 1.0, None);
+        let mut g = ptr::null_mut();
+        assert_eq!(smelt_group_create(t, &mut g), SMELT_OK);
+        let mut a = ptr::null_mut();
+        assert_eq!(smelt_group_attach(g, 0, &mut a), SMELT_OK);
+        assert_eq!(smelt_member_detach(a), SMELT_OK);
+        // A detached member handle: every use and a second detach are errors.
+        assert_eq!(smelt_member_detach(a), SMELT_ERR_INVALID_HANDLE);
+        assert!(last().contains("not a live member handle"), "{}", last());
+        assert_eq!(smelt_barrier(a), SMELT_ERR_INVALID_HANDLE);
+        let mut idx = 0;
+        assert_eq!(smelt_member_index(a, &mut idx), SMELT_ERR_INVALID_HANDLE);
+        // The same member attached again gets a new handle; the old one stays dead.
+        let mut a2 = ptr::null_mut();
+        assert_eq!(smelt_group_attach(g, 0, &mut a2), SMELT_OK);
+        assert_ne!(a2, a);
+        assert_eq!(smelt_member_index(a, &mut idx), SMELT_ERR_INVALID_HANDLE);
+        assert_eq!(smelt_member_index(a2, &mut idx), SMELT_OK);
+        assert_eq!(smelt_member_detach(a2), SMELT_OK);
+        free_all(g, t, m);
+        // Freed objects: a second free and every use are errors, with a message.
+        assert_eq!(smelt_group_free(g), SMELT_ERR_INVALID_HANDLE);
+        assert!(
+            last().contains("not a live group handle (already freed)"),
+            "{}",
+            last()
+        );
+        assert_eq!(smelt_tree_free(t), SMELT_ERR_INVALID_HANDLE);
+        assert_eq!(smelt_model_free(m), SMELT_ERR_INVALID_HANDLE);
+        let mut n = 0;
+        assert_eq!(smelt_group_size(g, &mut n), SMELT_ERR_INVALID_HANDLE);
+        assert_eq!(smelt_tree_size(t, &mut n), SMELT_ERR_INVALID_HANDLE);
+        assert_eq!(smelt_model_ncpus(m, &mut n), SMELT_ERR_INVALID_HANDLE);
+        assert_eq!(smelt_group_attach(g, 0, &mut a), SMELT_ERR_INVALID_HANDLE);
+        assert_eq!(smelt_group_create(t, &mut g), SMELT_ERR_INVALID_HANDLE);
+        // A handle of another kind, and a made-up one.
+        let (m, t) = model_and_tree(1, 2, 1.0, None);
+        assert_eq!(
+            smelt_model_ncpus(t as *const smelt_model, &mut n),
+            SMELT_ERR_INVALID_HANDLE
+        );
+        assert!(
+            last().contains("a tree handle, not a model handle"),
+            "{}",
+            last()
+        );
+        assert_eq!(
+            smelt_tree_free(std::ptr::without_provenance_mut(0x1234_5678)),
+            SMELT_ERR_INVALID_HANDLE
+        );
+        assert_eq!(smelt_tree_free(t), SMELT_OK);
+        assert_eq!(smelt_model_free(m), SMELT_OK);
+        // NULL stays "ignored" for the frees.
+        assert_eq!(smelt_group_free(ptr::null_mut()), SMELT_OK);
+        assert_eq!(smelt_member_detach(ptr::null_mut()), SMELT_OK);
+    }
+
+    /// Handles that smelt_group_run gave its bodies, kept after the bodies returned.
+    #[derive(Default)]
+    struct Kept(Mutex<Vec<usize>>);
+
+    unsafe extern "C" fn keep_handle(m: *mut smelt_member, arg: *mut c_void) {
+        // SAFETY: arg is the &Kept passed to smelt_group_run below.
+        let kept = unsafe { &*(arg as *const Kept) };
+        assert_eq!(smelt_barrier(m), SMELT_OK);
+        // Not detachable: it belongs to smelt_group_run.
+        assert_eq!(smelt_member_detach(m), SMELT_ERR_INVALID_ARGUMENT);
+        kept.0.lock().unwrap().push(m.addr());
+    }
+
+    #[test]
+    fn run_handles_expire_when_the_body_returns() {
+        let (m, t) = model_and_tree(1, 3, 1.0, None);
+        let mut g = ptr::null_mut();
+        assert_eq!(smelt_group_create(t, &mut g), SMELT_OK);
+        let kept = Kept::default();
+        let arg = &kept as *const Kept as *mut c_void;
+        assert_eq!(smelt_group_run(g, Some(keep_handle), arg), SMELT_OK);
+        let handles = kept.0.lock().unwrap().clone();
+        assert_eq!(handles.len(), 3);
+        for &h in &handles {
+            let h: *mut smelt_member = std::ptr::without_provenance_mut(h);
+            assert_eq!(smelt_barrier(h), SMELT_ERR_INVALID_HANDLE);
+            assert!(
+                last().contains("its smelt_group_run body returned"),
+                "{}",
+                last()
+            );
+            let mut idx = 0;
+            assert_eq!(smelt_member_index(h, &mut idx), SMELT_ERR_INVALID_HANDLE);
+            assert_eq!(smelt_member_detach(h), SMELT_ERR_INVALID_HANDLE);
+        }
+        // The group still works: a second run gets new handles.
+        assert_eq!(smelt_group_run(g, Some(keep_handle), arg), SMELT_OK);
+        let again = kept.0.lock().unwrap().clone();
+        assert!(again[3..].iter().all(|h| !handles.contains(h)));
+        free_all(g, t, m);
+    }
+
+    #[test]
+    fn one_member_handle_on_two_threads_is_busy_not_a_race() {
+        let (m, t) = model_and_tree(1, 2, 1.0, None);
+        let mut g = ptr::null_mut();
+        assert_eq!(smelt_group_create(t, &mut g), SMELT_OK);
+        let mut a = ptr::null_mut();
+        assert_eq!(smelt_group_attach(g, 0, &mut a), SMELT_OK);
+        let a_addr = a.addr();
+        std::thread::scope(|s| {
+            // Thread 1 waits in a barrier with handle `a` (member 1 is not there yet).
+            let waiting = s.spawn(move || smelt_barrier(std::ptr::without_provenance_mut(a_addr)));
+            // Meanwhile every use of `a` from this thread is refused with BUSY.
+            let start = Instant::now();
+            let mut idx = 0;
+            loop {
+                let rc = smelt_member_index(a, &mut idx);
+                if rc == SMELT_ERR_BUSY {
+                    break;
+                }
+                assert_eq!(rc, SMELT_OK);
+                assert!(start.elapsed() < Duration::from_secs(5), "never busy");
+                std::thread::yield_now();
+            }
+            assert!(last().contains("in use by another thread"), "{}", last());
+            assert_eq!(smelt_barrier(a), SMELT_ERR_BUSY);
+            assert_eq!(smelt_member_detach(a), SMELT_ERR_BUSY);
+            assert_eq!(smelt_group_free(g), SMELT_ERR_BUSY);
+            // Member 1 arrives: thread 1's barrier completes normally.
+            let mut b = ptr::null_mut();
+            assert_eq!(smelt_group_attach(g, 1, &mut b), SMELT_OK);
+            assert_eq!(smelt_barrier(b), SMELT_OK);
+            assert_eq!(waiting.join().unwrap(), SMELT_OK);
+            assert_eq!(smelt_member_detach(b), SMELT_OK);
+        });
+        // Used one thread after the other, the handle is fine.
+        let mut idx = 9;
+        assert_eq!(smelt_member_index(a, &mut idx), SMELT_OK);
+        assert_eq!(idx, 0);
+        assert_eq!(smelt_member_detach(a), SMELT_OK);
+        free_all(g, t, m);
+    }
+
+    /// How member `bad` misbehaves in [`misuse_body`].
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    enum Misuse {
+        BroadcastLen,
+        ReduceLen,
+        AllreduceLen,
+        NullBuf,
+        NullOp,
+        OtherCollective,
+        RootLen,
+    }
+
+    struct MisuseRun {
+        how: Misuse,
+        bad: usize,
+        results: Mutex<Vec<(usize, c_int, String, Duration)>>,
+    }
+
+    unsafe extern "C" fn misuse_body(m: *mut smelt_member, arg: *mut c_void) {
+        // SAFETY: arg is the &MisuseRun passed to smelt_group_run below.
+        let run = unsafe { &*(arg as *const MisuseRun) };
+        let mut rank = 0;
+        assert_eq!(smelt_member_index(m, &mut rank), SMELT_OK);
+        let mut root = 0;
+        assert_eq!(smelt_member_is_root(m, &mut root), SMELT_OK);
+        // A collective that works first.
+        assert_eq!(allreduce_sum(m, 1), 4);
+        let bad = rank == run.bad;
+        let mut buf = [7i64; 4];
+        let p = buf.as_mut_ptr() as *mut c_void;
+        let start = Instant::now();
+        let rc = match run.how {
+            Misuse::BroadcastLen => smelt_broadcast(m, p, if bad { 16 } else { 8 }),
+            Misuse::RootLen => smelt_broadcast(m, p, if root == 1 { 24 } else { 32 }),
+            Misuse::ReduceLen => smelt_reduce(
+                m,
+                p,
+                if bad { 8 } else { 24 },
+                Some(sum_i64),
+                ptr::null_mut(),
+            ),
+            Misuse::AllreduceLen => smelt_allreduce(
+                m,
+                p,
+                if bad { 4 } else { 8 },
+                Some(sum_i64),
+                ptr::null_mut(),
+            ),
+            Misuse::NullBuf => smelt_broadcast(m, if bad { ptr::null_mut() } else { p }, 32),
+            Misuse::NullOp => smelt_allreduce(
+                m,
+                p,
+                8,
+                if bad { None } else { Some(sum_i64) },
+                ptr::null_mut(),
+            ),
+            Misuse::OtherCollective if bad => smelt_barrier(m),
+            Misuse::OtherCollective => smelt_broadcast(m, p, 8),
+        };
+        let took = start.elapsed();
+        // Later collectives fail at once with the same error.
+        let again = smelt_barrier(m);
+        assert_eq!(again, rc);
+        run.results.lock().unwrap().push((rank, rc, last(), took));
+    }
+
+    /// One member's bad argument fails the collective on every member, promptly (well
+    /// within the default 30 s timeout), with the same code and message everywhere.
+    #[test]
+    fn a_bad_argument_fails_every_member_at_once_with_one_error() {
+        let (m, t) = model_and_tree(2, 2, 2.0, None);
+        let mut root = 0;
+        assert_eq!(smelt_tree_root(t, &mut root), SMELT_OK);
+        let cases = [
+            (
+                Misuse::BroadcastLen,
+                "smelt_broadcast: len 16 differs from the root's len 8",
+            ),
+            (
+                Misuse::ReduceLen,
+                "smelt_reduce: len 8 differs from the root's len 24",
+            ),
+            (
+                Misuse::AllreduceLen,
+                "smelt_allreduce: len 4 differs from the root's len 8",
+            ),
+            (Misuse::NullBuf, "smelt_broadcast: buf is NULL"),
+            (Misuse::NullOp, "smelt_allreduce: op is NULL"),
+            (
+                Misuse::OtherCollective,
+                "smelt_barrier called while the root called smelt_broadcast",
+            ),
+            (Misuse::RootLen, "len 32 differs from the root's len 24"),
+        ];
+        for (how, expect) in cases {
+            // The offender: a leaf or inner member other than the root, or (for NullOp)
+            // the root itself.
+            let bad = if how == Misuse::NullOp {
+                root
+            } else {
+                (root + 3) % 4
+            };
+            let mut g = ptr::null_mut();
+            assert_eq!(smelt_group_create(t, &mut g), SMELT_OK);
+            let run = MisuseRun {
+                how,
+                bad,
+                results: Mutex::new(Vec::new()),
+            };
+            let start = Instant::now();
+            let rc = smelt_group_run(g, Some(misuse_body), &run as *const _ as *mut c_void);
+            let took = start.elapsed();
+            let run_msg = last();
+            assert!(took < Duration::from_secs(5), "{how:?}: {took:?}");
+            let results = run.results.lock().unwrap();
+            assert_eq!(results.len(), 4, "{how:?}");
+            let (_, rc0, msg0, _) = &results[0];
+            assert_eq!(*rc0, SMELT_ERR_INVALID_ARGUMENT, "{how:?}: {msg0}");
+            assert!(msg0.contains(expect), "{how:?}: {msg0}");
+            if how != Misuse::RootLen {
+                let cpu_bad = bad; // synthetic model: CPU ids are 0..4 in member order
+                assert!(
+                    msg0.starts_with(&format!("member {bad} (CPU {cpu_bad}) failed: ")),
+                    "{how:?}: {msg0}"
+                );
+            }
+            for (rank, rc, msg, took) in results.iter() {
+                assert_eq!((rc, msg), (rc0, msg0), "{how:?}: member {rank}");
+                assert!(
+                    *took < Duration::from_secs(5),
+                    "{how:?}: member {rank}: {took:?}"
+                );
+            }
+            assert_eq!(rc, *rc0, "{how:?}");
+            assert_eq!(&run_msg, msg0, "{how:?}");
+            drop(results);
+            assert_eq!(smelt_group_free(g), SMELT_OK);
+        }
+        assert_eq!(smelt_tree_free(t), SMELT_OK);
+        assert_eq!(smelt_model_free(m), SMELT_OK);
     }
 }

@@ -3,25 +3,35 @@
 //! Every exported function returns an [`smelt_status`] code (`SMELT_OK` = 0) and
 //! leaves a message for [`smelt_last_error`] on failure; none lets a Rust panic cross
 //! the FFI boundary (each body runs under `catch_unwind`, a panic becomes
-//! `SMELT_ERR_PANIC`). Objects are opaque pointers created by `*_load` / `*_build` /
-//! `*_create` and released by the matching `*_free`.
+//! `SMELT_ERR_PANIC`). Objects are handles created by `*_load` / `*_build` /
+//! `*_create` / `smelt_group_attach` and released by the matching `*_free` /
+//! `smelt_member_detach`: C sees opaque pointers, but their values are generation-checked
+//! ids in the library's handle table (`handle.rs`), never addresses, so a handle freed
+//! twice, used after its free, of the wrong kind, or made up is answered with
+//! `SMELT_ERR_INVALID_HANDLE`, and a member handle used by two threads at once with
+//! `SMELT_ERR_BUSY`.
 //!
 //! # `unsafe`
-//! A C API cannot avoid `unsafe`: it dereferences raw pointers handed over by C. This
+//! A C API cannot avoid `unsafe`: it reads and writes through raw pointers handed over
+//! by C (strings, arrays, buffers, output pointers) and calls C function pointers. This
 //! crate is therefore the one exception to "unsafe only in smelt-transport". Every
-//! dereference goes through a small helper ([`cstr`], [`slice`], [`out`], [`obj`])
-//! whose single `unsafe` block states, in a `// SAFETY:` comment, what the caller of
-//! the C function promised in `smelt.h`.
+//! such access goes through a small helper ([`cstr`], [`slice`], [`slice_mut`],
+//! [`out`]) or one of the two calls of user code in `group.rs`, each a single `unsafe`
+//! block whose `// SAFETY:` comment states what the caller promised in `smelt.h`.
+//! Handles are never dereferenced.
 
 #![allow(non_camel_case_types)]
 
 mod group;
+mod handle;
 
 use ::smelt_model::{Model, ModelError};
 use ::smelt_tree::{Payload, Topology, Tree};
+use handle::{Kind, Object, Wait};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 pub use group::*;
 
@@ -45,12 +55,19 @@ pub const SMELT_ERR_TIMEOUT: smelt_status = 6;
 pub const SMELT_ERR_BUFFER: smelt_status = 7;
 /// An internal error (a bug in smelt); the object involved should not be used again.
 pub const SMELT_ERR_PANIC: smelt_status = 8;
+/// A handle that is not live: freed or detached already, a member handle whose
+/// `smelt_group_run` body returned, a handle of another kind, or not a handle at all.
+pub const SMELT_ERR_INVALID_HANDLE: smelt_status = 9;
+/// A member handle in use by another thread right now, a member already attached or
+/// running, or a group freed while members are attached or running.
+pub const SMELT_ERR_BUSY: smelt_status = 10;
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
 
 /// An error: a status code and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Error(pub smelt_status, pub String);
 
 pub(crate) type Res<T> = Result<T, Error>;
@@ -62,6 +79,14 @@ pub(crate) fn err<T>(code: smelt_status, msg: impl Into<String>) -> Res<T> {
 fn set_last_error(msg: &str) {
     let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
     LAST_ERROR.with(|e| *e.borrow_mut() = c);
+}
+
+/// The message of a caught panic.
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
 }
 
 /// Runs `f`, turning errors and panics into a status code and a message.
@@ -76,12 +101,7 @@ pub(crate) fn guard(f: impl FnOnce() -> Res<()>) -> smelt_status {
             code
         }
         Err(p) => {
-            let what = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            set_last_error(&format!("internal error: {what}"));
+            set_last_error(&format!("internal error: {}", panic_message(&*p)));
             SMELT_ERR_PANIC
         }
     }
@@ -137,51 +157,64 @@ pub(crate) fn out<T>(p: *mut T, v: T, what: &str) -> Res<()> {
     Ok(())
 }
 
-/// Borrows an opaque object.
-pub(crate) fn obj<'a, T>(p: *const T, what: &str) -> Res<&'a T> {
+/// The value of a handle (an id in the handle table, not an address).
+pub(crate) fn id<T>(p: *const T) -> usize {
+    p.addr()
+}
+
+/// Stores `obj` in the handle table and its new handle through `p`.
+pub(crate) fn new_handle<T>(p: *mut *mut T, obj: Object, what: &str) -> Res<()> {
     if p.is_null() {
         return err(SMELT_ERR_INVALID_ARGUMENT, format!("{what} is NULL"));
     }
-    // SAFETY: opaque pointers are only created by this library (Box::into_raw) and
-    // smelt.h forbids using them after their *_free; p is not NULL.
-    Ok(unsafe { &*p })
+    let h = handle::insert(obj)?;
+    out(p, std::ptr::without_provenance_mut(h), what)
 }
 
-/// Borrows an opaque object mutably.
-pub(crate) fn obj_mut<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    if p.is_null() {
-        return err(SMELT_ERR_INVALID_ARGUMENT, format!("{what} is NULL"));
-    }
-    // SAFETY: as `obj`; smelt.h also forbids using one object from two threads at once
-    // where the function takes it non-const.
-    Ok(unsafe { &mut *p })
+/// Removes a model, tree or group handle (NULL: nothing to do).
+fn free_handle(h: usize, kind: Kind, what: &str) -> smelt_status {
+    guard(|| {
+        if h != 0 {
+            // The object is dropped here, outside the table's locks.
+            drop(handle::remove(h, kind, what, Wait::Block, |_| Ok(()))?);
+        }
+        Ok(())
+    })
 }
 
-/// Takes back ownership of an object created by `Box::into_raw` (`None` for NULL).
-pub(crate) fn take_box<T>(p: *mut T) -> Option<Box<T>> {
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: non-NULL objects passed to *_free / smelt_member_detach come from
-    // Box::into_raw in this library, and smelt.h says each is released once; after
-    // this call C no longer uses it.
-    Some(unsafe { Box::from_raw(p) })
-}
-
-/// Releases an object created by `Box::into_raw` (NULL is ignored).
-pub(crate) fn free<T>(p: *mut T) {
-    drop(take_box(p));
-}
-
-/// A loaded machine model (opaque to C).
+/// A loaded machine model. Opaque to C: a `smelt_model *` is a handle (an id), never
+/// the address of one.
+#[repr(C)]
 pub struct smelt_model {
-    pub(crate) model: Model,
+    _opaque: [u8; 0],
 }
 
-/// A broadcast tree over some CPUs of a model (opaque to C).
+/// A broadcast tree over some CPUs of a model (opaque to C, as [`smelt_model`]).
+#[repr(C)]
 pub struct smelt_tree {
+    _opaque: [u8; 0],
+}
+
+/// What a tree handle refers to.
+pub(crate) struct TreeObj {
     pub(crate) tree: Tree,
-    pub(crate) model: Model,
+    pub(crate) model: Arc<Model>,
+}
+
+/// The model of a model handle.
+fn model_of(p: *const smelt_model) -> Res<Arc<Model>> {
+    handle::shared(id(p), Kind::Model, "model", |o| match o {
+        Object::Model(m) => m.clone(),
+        _ => unreachable!("the handle table checked the kind"),
+    })
+}
+
+/// The tree of a tree handle.
+pub(crate) fn tree_of(p: *const smelt_tree) -> Res<Arc<TreeObj>> {
+    handle::shared(id(p), Kind::Tree, "tree", |o| match o {
+        Object::Tree(t) => t.clone(),
+        _ => unreachable!("the handle table checked the kind"),
+    })
 }
 
 /// The message of the last failed call on this thread ("" after a success). The
@@ -214,11 +247,7 @@ pub extern "C" fn smelt_model_load(
             };
             Error(code, e.to_string())
         })?;
-        out(
-            model,
-            Box::into_raw(Box::new(smelt_model { model: m })),
-            "model",
-        )
+        new_handle(model, Object::Model(Arc::new(m)), "model")
     })
 }
 
@@ -254,18 +283,14 @@ pub extern "C" fn smelt_model_synthetic(
             recv_ns,
             remote_factor,
         );
-        out(
-            model,
-            Box::into_raw(Box::new(smelt_model { model: m })),
-            "model",
-        )
+        new_handle(model, Object::Model(Arc::new(m)), "model")
     })
 }
 
 /// Number of CPUs of a model.
 #[no_mangle]
 pub extern "C" fn smelt_model_ncpus(model: *const smelt_model, n: *mut usize) -> smelt_status {
-    guard(|| out(n, obj(model, "model")?.model.len(), "n"))
+    guard(|| out(n, model_of(model)?.len(), "n"))
 }
 
 /// Copies the model's OS CPU ids into `cpus` (room for `len`); `SMELT_ERR_BUFFER` if
@@ -277,7 +302,7 @@ pub extern "C" fn smelt_model_cpus(
     len: usize,
 ) -> smelt_status {
     guard(|| {
-        let m = &obj(model, "model")?.model;
+        let m = model_of(model)?;
         if len < m.len() {
             return err(
                 SMELT_ERR_BUFFER,
@@ -295,10 +320,11 @@ pub extern "C" fn smelt_model_cpus(
     })
 }
 
-/// Releases a model (NULL is ignored).
+/// Releases a model (NULL is ignored): `SMELT_ERR_INVALID_HANDLE` if it was freed
+/// already or is not a model handle.
 #[no_mangle]
-pub extern "C" fn smelt_model_free(model: *mut smelt_model) {
-    let _ = catch_unwind(AssertUnwindSafe(|| free(model)));
+pub extern "C" fn smelt_model_free(model: *mut smelt_model) -> smelt_status {
+    free_handle(id(model), Kind::Model, "model")
 }
 
 /// Builds a tree with algorithm `algo` (a `smelt tree --algo` name such as
@@ -315,7 +341,8 @@ pub extern "C" fn smelt_tree_build(
     tree: *mut *mut smelt_tree,
 ) -> smelt_status {
     guard(|| {
-        let m = &obj(model, "model")?.model;
+        let model = model_of(model)?;
+        let m = &*model;
         let algo = if algo.is_null() {
             "adaptive-shuffled"
         } else {
@@ -361,12 +388,9 @@ pub extern "C" fn smelt_tree_build(
         let t = topo
             .generate(m, &pos, root_pos)
             .map_err(|e| Error(SMELT_ERR_TREE, e.to_string()))?;
-        out(
+        new_handle(
             tree,
-            Box::into_raw(Box::new(smelt_tree {
-                tree: t,
-                model: m.clone(),
-            })),
+            Object::Tree(Arc::new(TreeObj { tree: t, model })),
             "tree",
         )
     })
@@ -375,7 +399,7 @@ pub extern "C" fn smelt_tree_build(
 /// Number of members of a tree.
 #[no_mangle]
 pub extern "C" fn smelt_tree_size(tree: *const smelt_tree, n: *mut usize) -> smelt_status {
-    guard(|| out(n, obj(tree, "tree")?.tree.len(), "n"))
+    guard(|| out(n, tree_of(tree)?.tree.len(), "n"))
 }
 
 /// OS CPU id of member `index` (members are numbered 0..size in the tree's order).
@@ -386,7 +410,7 @@ pub extern "C" fn smelt_tree_member_cpu(
     cpu: *mut u32,
 ) -> smelt_status {
     guard(|| {
-        let t = &obj(tree, "tree")?.tree;
+        let t = &tree_of(tree)?.tree;
         match t.members.get(index) {
             Some(&c) => out(cpu, c, "cpu"),
             None => err(
@@ -400,7 +424,7 @@ pub extern "C" fn smelt_tree_member_cpu(
 /// Member index of the root.
 #[no_mangle]
 pub extern "C" fn smelt_tree_root(tree: *const smelt_tree, index: *mut usize) -> smelt_status {
-    guard(|| out(index, obj(tree, "tree")?.tree.root, "index"))
+    guard(|| out(index, tree_of(tree)?.tree.root, "index"))
 }
 
 /// The simulator's predicted time in ns of `op` ("broadcast", "ab", "reduce",
@@ -412,7 +436,7 @@ pub extern "C" fn smelt_tree_predict(
     ns: *mut f64,
 ) -> smelt_status {
     guard(|| {
-        let t = obj(tree, "tree")?;
+        let t = tree_of(tree)?;
         let op = cstr(op, "op")?;
         let p = ::smelt_tree::predict(&t.model, &t.tree, Payload::default())
             .map_err(|e| Error(SMELT_ERR_TREE, e.to_string()))?;
@@ -447,7 +471,7 @@ pub extern "C" fn smelt_tree_to_json(
     needed: *mut usize,
 ) -> smelt_status {
     guard(|| {
-        let t = &obj(tree, "tree")?.tree;
+        let t = &tree_of(tree)?.tree;
         let j = serde_json::to_string(&t.to_json())
             .map_err(|e| Error(SMELT_ERR_PANIC, e.to_string()))?;
         if !needed.is_null() {
@@ -469,10 +493,11 @@ pub extern "C" fn smelt_tree_to_json(
     })
 }
 
-/// Releases a tree (NULL is ignored).
+/// Releases a tree (NULL is ignored): `SMELT_ERR_INVALID_HANDLE` if it was freed
+/// already or is not a tree handle.
 #[no_mangle]
-pub extern "C" fn smelt_tree_free(tree: *mut smelt_tree) {
-    let _ = catch_unwind(AssertUnwindSafe(|| free(tree)));
+pub extern "C" fn smelt_tree_free(tree: *mut smelt_tree) -> smelt_status {
+    free_handle(id(tree), Kind::Tree, "tree")
 }
 
 #[cfg(test)]
