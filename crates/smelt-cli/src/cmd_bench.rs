@@ -38,8 +38,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub cpus: Option<String>,
     /// Members of the collective groups (threads); default: one per CPU. More members
-    /// than CPUs are placed round-robin on the CPUs.
-    #[arg(long)]
+    /// than CPUs are placed round-robin on the CPUs (1 to 1024).
+    #[arg(long, value_parser = crate::common::count(1, MAX_THREADS))]
     pub threads: Option<usize>,
     /// Operations: broadcast, reduce, barrier, 2pc.
     #[arg(
@@ -51,8 +51,8 @@ pub struct BenchArgs {
     /// Topologies (`smelt tree --algo` names); default: every static tree and smelt's.
     #[arg(long, value_delimiter = ',')]
     pub topologies: Vec<String>,
-    /// Rounds per collective figure (default 1000, 200 with --quick).
-    #[arg(long)]
+    /// Rounds per collective figure (default 1000, 200 with --quick; 1 to 1000000).
+    #[arg(long, value_parser = crate::common::count(1, 1_000_000))]
     pub rounds: Option<usize>,
     /// Shorter runs (the main job uses it; well under a minute on a small machine).
     #[arg(long)]
@@ -70,13 +70,19 @@ pub struct BenchArgs {
     /// Skip the peers (pthread, OpenMP, MPI, rtrb, crossbeam); smelt and the floor only.
     #[arg(long)]
     pub no_peers: bool,
-    /// Thread counts for the barrier comparison (default 2,8,16; 2,8 with --quick).
-    #[arg(long, value_delimiter = ',')]
+    /// Thread counts for the barrier comparison (default 2,8,16; 2,8 with --quick;
+    /// each 1 to 1024).
+    #[arg(long, value_delimiter = ',', value_parser = crate::common::count(1, MAX_THREADS))]
     pub peer_threads: Vec<usize>,
     /// Kill a peer (or give up on a figure) after this many seconds (default 60, 20
     /// with --quick).
-    #[arg(long)]
+    #[arg(long, value_name = "SECS", value_parser = crate::common::seconds)]
     pub timeout: Option<f64>,
+    /// Bound on the whole run, seconds (default 900, 300 with --quick): when it is
+    /// reached, the figures not measured yet are left out, the report says so, and
+    /// what was measured is printed.
+    #[arg(long, value_name = "SECS", value_parser = crate::common::seconds)]
+    pub time_limit: Option<f64>,
 }
 
 /// Most members / threads `smelt bench` runs (groups beyond the CPUs share them).
@@ -105,11 +111,18 @@ struct Floors {
     b: u32,
     budget: Budget,
     all: Vec<f64>,
-    /// Progress line on stderr (terminal only): one step per figure group.
+    /// Progress on stderr: one step per figure group.
     progress: smelt_probe::progress::Progress,
+    /// When the run's --time-limit is reached.
+    deadline: std::time::Instant,
 }
 
 impl Floors {
+    /// The run's time budget is spent: measure nothing more.
+    fn over(&self) -> bool {
+        std::time::Instant::now() >= self.deadline
+    }
+
     fn take(&mut self) -> Option<f64> {
         let s = smelt_probe::floor::pingpong(self.a, self.b, &self.budget).ok()?;
         self.all.push(s.median);
@@ -129,11 +142,17 @@ impl Floors {
         (r, floor)
     }
 
-    fn figure(&mut self, f: impl FnOnce() -> PeerResult) -> Figure {
-        self.figures(|| vec![f()]).remove(0)
+    /// One figure, or none once the time budget is spent.
+    fn figure(&mut self, f: impl FnOnce() -> PeerResult) -> Option<Figure> {
+        self.figures(|| vec![f()]).pop()
     }
 
+    /// The figures of one run, or none once the time budget is spent.
     fn figures(&mut self, f: impl FnOnce() -> Vec<PeerResult>) -> Vec<Figure> {
+        if self.over() {
+            self.progress.inc();
+            return Vec::new();
+        }
         let (peers, floor) = self.around(f);
         if let Some(p) = peers.first() {
             self.progress
@@ -151,15 +170,21 @@ impl Floors {
     }
 
     /// smelt's figure for the peer comparison (see [`smelt::Smelt::peer_figure`]).
-    fn smelt_figure(&mut self, sm: &smelt::Smelt, t: Topology, threads: usize, op: Op) -> Figure {
+    fn smelt_figure(
+        &mut self,
+        sm: &smelt::Smelt,
+        t: Topology,
+        threads: usize,
+        op: Op,
+    ) -> Option<Figure> {
         let mut flattened = false;
         let mut f = self.figure(|| {
             let (r, fl) = sm.peer_figure(t, threads, op);
             flattened = fl;
             r
-        });
+        })?;
         f.flattened = flattened;
-        f
+        Some(f)
     }
 }
 
@@ -208,30 +233,15 @@ pub fn run(a: BenchArgs) -> Result<()> {
             })
             .collect::<Result<_>>()?
     };
-    if a.rounds == Some(0) {
-        bail!("option --rounds: must be at least 1");
-    }
-    if a.threads == Some(0) {
-        bail!("option --threads: must be at least 1");
-    }
-    if a.peer_threads.contains(&0) {
-        bail!("option --peer-threads: thread counts must be at least 1");
-    }
-    if let Some(t) = a
-        .threads
-        .into_iter()
-        .chain(a.peer_threads.iter().copied())
-        .find(|&t| t > MAX_THREADS)
-    {
-        bail!("{t} threads is more than smelt bench runs (at most {MAX_THREADS})");
-    }
     let timeout_s = a.timeout.unwrap_or(if a.quick { 20.0 } else { 60.0 });
-    if !(timeout_s.is_finite() && timeout_s > 0.0) {
-        bail!(
-            "option --timeout: '{}' is not a positive number of seconds",
-            timeout_s
-        );
+    let limit_s = a.time_limit.unwrap_or(if a.quick { 300.0 } else { 900.0 });
+    // Before measuring: a run must never be thrown away because --json-out cannot be
+    // written.
+    if let Some(p) = &a.json_out {
+        let inputs: Vec<&std::path::Path> = a.model.as_deref().into_iter().collect();
+        crate::common::check_output("--json-out", p, &inputs)?;
     }
+    let started = std::time::Instant::now();
     let (model, model_src) = load_model(&a, requested.as_deref())?;
     let model = match &requested {
         Some(c) => model.restrict(c).context("option --cpus")?,
@@ -284,7 +294,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
             true,
             (topologies.len() * ops.len() + 10 + 7 * (peer_threads.len() + 1)) as u64,
             "figures",
-        ),
+        )
+        .with_label("smelt bench"),
+        deadline: started + Duration::from_secs_f64(limit_s),
     };
     let sm = smelt::Smelt {
         model: &model,
@@ -313,6 +325,22 @@ pub fn run(a: BenchArgs) -> Result<()> {
             p
         });
         for &op in &ops {
+            if floors.over() {
+                floors.progress.inc();
+                collectives.push(Collective {
+                    topology: smelt::label(t, flatten),
+                    op: op_name(op).into(),
+                    members,
+                    flattened: flatten,
+                    status: Status::Skipped {
+                        reason: format!("not measured: --time-limit {limit_s} s reached"),
+                    },
+                    predicted_ns: None,
+                    floor_ns: None,
+                    vs_floor: None,
+                });
+                continue;
+            }
             let (res, floor) = floors.around(|| match &plan {
                 Ok(p) => sm.measure(p, op),
                 Err(e) => Err(e.clone()),
@@ -350,14 +378,14 @@ pub fn run(a: BenchArgs) -> Result<()> {
     // 2. Transport: latency and streaming, smelt's queuepair vs the floor and the peers.
     let cpeers = CPeers::new(smelt_probe::peers::c::default_cache_dir());
     let mut transport = Vec::new();
-    transport.push(floors.figure(|| {
+    transport.extend(floors.figure(|| {
         let r = smelt_probe::floor::pingpong(fa, fb, &budget);
         PeerResult::measured("raw cache line (atomics)", Metric::Latency, 2, r)
     }));
-    transport.push(floors.figure(|| smelt_probe::transport::qp_latency(fa, fb, &budget)));
+    transport.extend(floors.figure(|| smelt_probe::transport::qp_latency(fa, fb, &budget)));
     if !a.no_peers {
-        transport.push(floors.figure(|| rpeers::rtrb_latency(fa, fb, &budget)));
-        transport.push(floors.figure(|| rpeers::crossbeam_latency(fa, fb, &budget)));
+        transport.extend(floors.figure(|| rpeers::rtrb_latency(fa, fb, &budget)));
+        transport.extend(floors.figure(|| rpeers::crossbeam_latency(fa, fb, &budget)));
     }
     let mut ump = if a.no_peers {
         vec![]
@@ -367,11 +395,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if let Some(i) = ump.iter().position(|f| f.peer.metric == Metric::Latency) {
         transport.push(ump.remove(i));
     }
-    transport.push(floors.figure(|| smelt_probe::transport::qp_throughput(fa, fb, &budget)));
+    transport.extend(floors.figure(|| smelt_probe::transport::qp_throughput(fa, fb, &budget)));
     transport.extend(ump);
     if !a.no_peers {
-        transport.push(floors.figure(|| rpeers::rtrb_throughput(fa, fb, &budget)));
-        transport.push(floors.figure(|| rpeers::crossbeam_throughput(fa, fb, &budget)));
+        transport.extend(floors.figure(|| rpeers::rtrb_throughput(fa, fb, &budget)));
+        transport.extend(floors.figure(|| rpeers::crossbeam_throughput(fa, fb, &budget)));
     }
 
     // 3. Collectives vs the peers: barriers at several thread counts, broadcast and
@@ -390,7 +418,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     for &t in &thread_counts {
         let barrier_row = peer_threads.contains(&t);
         if barrier_row {
-            peers.push(floors.smelt_figure(&sm, smelt_tree_choice, t, Op::Barrier));
+            peers.extend(floors.smelt_figure(&sm, smelt_tree_choice, t, Op::Barrier));
         }
         if a.no_peers {
             continue;
@@ -398,7 +426,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         let mut combined = floors.figures(|| cpeers.openmp(&cpus, t, &budget));
         combined.extend(floors.figures(|| cpeers.mpi(&cpus, t, &budget)));
         if barrier_row {
-            peers.push(floors.figure(|| rpeers::std_barrier(&cpus, t, &budget)));
+            peers.extend(floors.figure(|| rpeers::std_barrier(&cpus, t, &budget)));
             peers.extend(floors.figures(|| cpeers.barriers(&cpus, t, &budget)));
         }
         for f in combined {
@@ -411,14 +439,20 @@ pub fn run(a: BenchArgs) -> Result<()> {
             }
         }
     }
-    peers.push(floors.smelt_figure(&sm, smelt_tree_choice, two, Op::Broadcast));
-    peers.push(floors.smelt_figure(&sm, smelt_tree_choice, two, Op::Reduce));
+    peers.extend(floors.smelt_figure(&sm, smelt_tree_choice, two, Op::Broadcast));
+    peers.extend(floors.smelt_figure(&sm, smelt_tree_choice, two, Op::Reduce));
     peers.extend(rooted);
     peers.sort_by_key(|f| (metric_order(f.peer.metric), f.peer.threads));
 
     floors.progress.finish();
     let ratios = ratios(&collectives, &transport, &peers, members);
     let mut warnings = Vec::new();
+    let cut_short = floors.over();
+    if cut_short {
+        warnings.push(format!(
+            "cut short by --time-limit {limit_s} s: the figures not measured by then are left out (collectives marked 'not measured'); raise --time-limit to measure everything"
+        ));
+    }
     if members <= 2 {
         warnings.push(format!(
             "with {members} members every topology is the same tree: the per-topology figures differ only by noise, so no topology ratio is given; use a machine with more CPUs, or `smelt evaluate` for predictions"
@@ -463,16 +497,50 @@ pub fn run(a: BenchArgs) -> Result<()> {
     };
     let json = serde_json::to_string_pretty(&report).context("cannot serialise the report")?;
     if let Some(p) = &a.json_out {
-        smelt_model::write_atomic(p, json.as_bytes())?;
+        smelt_model::write_atomic(p, json.as_bytes()).map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     if a.json {
         println!("{json}");
     } else if a.csv {
-        print!("{}", report.to_csv());
+        crate::common::print_text(&report.to_csv());
     } else {
-        print!("{}", report.to_table());
+        crate::common::print_text(&report.to_table());
+    }
+    if cut_short {
+        crate::common::warn(&report.warnings[0]);
+    }
+    let failed = failed_figures(&report);
+    if !failed.is_empty() {
+        return Err(crate::common::Incomplete(format!(
+            "{} figure{} failed: {}",
+            failed.len(),
+            if failed.len() == 1 { "" } else { "s" },
+            failed.join("; ")
+        ))
+        .into());
     }
     Ok(())
+}
+
+/// Every figure of the report that failed, named with its reason.
+fn failed_figures(r: &Report) -> Vec<String> {
+    let mut v = Vec::new();
+    for c in &r.collectives {
+        if let Status::Failed { reason } = &c.status {
+            v.push(format!("{} {} ({reason})", c.topology, c.op));
+        }
+    }
+    for f in r.transport.iter().chain(&r.peers) {
+        if let Status::Failed { reason } = &f.peer.status {
+            v.push(format!(
+                "{} {} with {} threads ({reason})",
+                f.peer.name,
+                metric_label(f.peer.metric),
+                f.peer.threads
+            ));
+        }
+    }
+    v
 }
 
 /// The simulator's operation matching a paper-style measurement: the broadcast is

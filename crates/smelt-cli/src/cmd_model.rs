@@ -10,8 +10,7 @@ use std::path::PathBuf;
 /// instead of panicking.
 macro_rules! say {
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+        $crate::common::print_text(&(format!($($arg)*) + "\n"));
     }};
 }
 
@@ -32,8 +31,12 @@ pub struct ImportArgs {
     /// Input format (detected from PATH when omitted).
     #[arg(long, value_parser = ["smelt-machinedb", "c2c-csv"])]
     pub format: Option<String>,
-    /// Clock rate in GHz to turn cycle counts into ns (wins over lscpu.txt's "CPU MHz").
-    #[arg(long)]
+    /// Clock rate in GHz to turn cycle counts into ns (wins over lscpu.txt's "CPU MHz");
+    /// 0.01 to 100.
+    #[arg(long, value_parser = crate::common::number(
+        smelt_model::import::MIN_GHZ,
+        smelt_model::import::MAX_GHZ
+    ))]
     pub ghz: Option<f64>,
 }
 
@@ -69,6 +72,7 @@ pub struct HeatmapArgs {
 
 /// Runs `smelt import`.
 pub fn import(a: ImportArgs) -> anyhow::Result<()> {
+    crate::common::check_output("-o", &a.output, &[&a.path])?;
     let opts = ImportOptions {
         format: a.format.as_deref().and_then(Format::from_name),
         ghz: a.ghz,
@@ -86,7 +90,10 @@ pub fn import(a: ImportArgs) -> anyhow::Result<()> {
         say!("inferred hierarchy: {}", describe_levels(h));
     }
     for n in &model.provenance.notes {
-        say!("note: {n}");
+        match n.strip_prefix("warning: ") {
+            Some(w) => crate::common::warn(w),
+            None => say!("note: {n}"),
+        }
     }
     Ok(())
 }
@@ -244,6 +251,7 @@ fn print_costs(c: &LevelCosts, has_rtt: bool, w: usize) {
 }
 
 fn heatmap(a: HeatmapArgs) -> anyhow::Result<()> {
+    crate::common::check_output("-o", &a.output, &[&a.model])?;
     let model = load(&a.model)?;
     smelt_model::heatmap::save_png(&model, &a.output).map_err(flat)?;
     say!(

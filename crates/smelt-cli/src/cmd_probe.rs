@@ -1,7 +1,7 @@
 //! `smelt probe`: measure pairwise send/receive/round-trip costs between CPUs over
 //! smelt's own transport and write a model (the Smelt paper's §3.2 micro-benchmarks).
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use smelt_model::{format_cpu_list, parse_cpu_list, Model};
 use smelt_probe::probe::{probe, ProbeConfig};
 use std::path::PathBuf;
@@ -30,16 +30,17 @@ pub struct ProbeArgs {
     /// Coarse pass: fewer repetitions per pair.
     #[arg(long)]
     pub quick: bool,
-    /// Samples per figure per pair (default 64, or 16 with --quick).
-    #[arg(long)]
+    /// Samples per figure per pair (default 64, or 16 with --quick; 1 to 100000).
+    #[arg(long, value_parser = crate::common::count(1, 100_000))]
     pub reps: Option<usize>,
     /// Bound the total time (seconds): repetitions are scaled down to fit, and pairs not
     /// reached in time are filled with the median of their class (noted in provenance).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = crate::common::seconds)]
     pub time_limit: Option<f64>,
     /// Measure only K representative pairs per relationship class of the hwloc
     /// hierarchy (default K = 3) and fill the rest; recorded in provenance.notes.
-    #[arg(long, value_name = "K", num_args = 0..=1, default_missing_value = "3")]
+    #[arg(long, value_name = "K", num_args = 0..=1, default_missing_value = "3",
+          value_parser = crate::common::count(1, 100_000))]
     pub sample: Option<usize>,
     /// No progress bar and no summary.
     #[arg(long, short = 'q')]
@@ -52,25 +53,14 @@ pub fn run(a: ProbeArgs) -> Result<()> {
         Some(s) => Some(parse_cpu_list(s).with_context(|| "option --cpus".to_string())?),
         None => None,
     };
-    if let Some(t) = a.time_limit {
-        if !(t.is_finite() && t > 0.0) {
-            bail!("option --time-limit: '{t}' is not a positive number of seconds");
-        }
-    }
-    if let Some(r) = a.reps {
-        if !(1..=100_000).contains(&r) {
-            bail!("option --reps: {r} is not between 1 and 100000");
-        }
-    }
-    if a.sample == Some(0) {
-        bail!("option --sample: must be at least 1 pair per class");
+    // Before measuring: a probe must never be thrown away because -o cannot be written.
+    if let Some(o) = &a.output {
+        crate::common::check_output("-o", o, &[])?;
     }
     let model = probe_model(&a, requested.as_deref())?;
     let json = model.to_json();
     match &a.output {
-        Some(p) => model
-            .save(p)
-            .with_context(|| format!("cannot write the model to {}", p.display()))?,
+        Some(p) => model.save(p).map_err(|e| anyhow::anyhow!("{e}"))?,
         None => println!("{json}"),
     }
     Ok(())

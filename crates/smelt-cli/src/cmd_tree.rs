@@ -55,11 +55,11 @@ pub struct TreeArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = TreeFormat::Text)]
     pub format: TreeFormat,
-    /// Message size in cache lines for the predicted times.
-    #[arg(long, default_value_t = 1)]
+    /// Message size in cache lines for the predicted times (1 to 1048576).
+    #[arg(long, default_value_t = 1, value_parser = crate::common::count_u32(1, MAX_LINES))]
     pub lines: u32,
-    /// Cost of each extra cache line, as a fraction of the one-line cost.
-    #[arg(long, default_value_t = 1.0)]
+    /// Cost of each extra cache line, as a fraction of the one-line cost (0 to 1000).
+    #[arg(long, default_value_t = 1.0, value_parser = crate::common::number(0.0, MAX_LINE_FACTOR))]
     pub line_factor: f64,
     /// Write the output to this file instead of standard output.
     #[arg(short, long)]
@@ -105,13 +105,15 @@ pub struct EvaluateArgs {
     #[arg(long)]
     pub optimum: bool,
     /// With --optimum: this many pseudo-random subsets of the group (fixed seed).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::common::count(1, 100_000))]
     pub subsets: Option<usize>,
-    /// Size of the --subsets groups.
-    #[arg(long, default_value_t = 8)]
+    /// Size of the --subsets groups (2 to 12).
+    #[arg(long, default_value_t = 8, value_parser = crate::common::count(2, smelt_tree::optimum::MAX_MEMBERS))]
     pub subset_size: usize,
-    /// Time limit of one exhaustive search, seconds.
-    #[arg(long, default_value_t = 60.0)]
+    /// Seconds: the time limit of one exhaustive search (--optimum), or of the
+    /// whole sweep (--scaling: group sizes not reached are left out, and the output
+    /// says it was cut short).
+    #[arg(long, default_value_t = 60.0, value_parser = crate::common::seconds)]
     pub time_limit: f64,
     /// A machine database ab-bench.csv with measured times to correlate with.
     #[arg(long)]
@@ -120,21 +122,48 @@ pub struct EvaluateArgs {
     /// size (.png or .svg).
     #[arg(long)]
     pub plot: Option<PathBuf>,
-    /// Message size in cache lines.
-    #[arg(long, default_value_t = 1)]
+    /// Message size in cache lines (1 to 1048576).
+    #[arg(long, default_value_t = 1, value_parser = crate::common::count_u32(1, MAX_LINES))]
     pub lines: u32,
-    /// Cost of each extra cache line, as a fraction of the one-line cost.
-    #[arg(long, default_value_t = 1.0)]
+    /// Cost of each extra cache line, as a fraction of the one-line cost (0 to 1000).
+    #[arg(long, default_value_t = 1.0, value_parser = crate::common::number(0.0, MAX_LINE_FACTOR))]
     pub line_factor: f64,
 }
 
+/// Largest `--lines` (a 64 MiB message of 64-byte lines).
+const MAX_LINES: u32 = 1 << 20;
+/// Largest `--line-factor`.
+const MAX_LINE_FACTOR: f64 = 1000.0;
+
+/// Default limit of the Graphviz `dot` run of `--format svg`, seconds.
+pub const DOT_TIMEOUT_DEFAULT: f64 = 30.0;
+/// Environment variable that changes it.
+pub const DOT_TIMEOUT_ENV: &str = "SMELT_DOT_TIMEOUT";
+
+/// A predicted time for a table: one decimal, scientific notation when huge, `-`
+/// when undefined (never `inf` or `NaN`).
+fn t1(v: f64) -> String {
+    if !v.is_finite() {
+        "-".into()
+    } else if v.abs() >= 1e12 {
+        format!("{v:.3e}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// Errors when a prediction is not a finite number (it cannot be with the cost and
+/// option bounds, but a table of `inf` must never be printed).
+fn check_finite(p: &Prediction, what: &str) -> Result<()> {
+    for v in [p.broadcast, p.ab, p.reduce, p.barrier, p.two_pc] {
+        if !v.is_finite() {
+            bail!("the predicted time of {what} is not a finite number ({v}); check the model's costs and --lines/--line-factor");
+        }
+    }
+    Ok(())
+}
+
 fn payload(lines: u32, factor: f64) -> Result<Payload> {
-    if lines == 0 {
-        bail!("--lines must be at least 1");
-    }
-    if !(factor.is_finite() && factor >= 0.0) {
-        bail!("--line-factor must be a finite number >= 0, got {factor}");
-    }
     Ok(Payload {
         lines,
         extra_line_factor: factor,
@@ -175,9 +204,11 @@ fn root_pos(model: &Model, members: &[usize], root: Option<u32>) -> Result<Optio
     Ok(Some(p))
 }
 
-fn parse_topology(s: &str) -> Result<Topology> {
-    s.parse::<Topology>()
-        .map_err(|e| anyhow::anyhow!("--algo: {e}"))
+/// A topology name given to `option` (`--algo`, `--algos`).
+fn parse_topology(option: &str, s: &str) -> Result<Topology> {
+    s.trim()
+        .parse::<Topology>()
+        .map_err(|e| anyhow::anyhow!("{option}: {e}"))
 }
 
 fn units(model: &Model) -> String {
@@ -188,10 +219,20 @@ fn units(model: &Model) -> String {
     }
 }
 
+/// Writes a result: to `output` atomically, or to stdout (human text with control
+/// characters escaped; JSON, DOT and SVG as they are).
 fn emit(output: Option<&Path>, text: &str) -> Result<()> {
+    emit_as(output, text, true)
+}
+
+fn emit_as(output: Option<&Path>, text: &str, human: bool) -> Result<()> {
     match output {
         Some(p) => {
             smelt_model::write_atomic(p, text.as_bytes()).map_err(|e| anyhow::anyhow!("{e}"))
+        }
+        None if human => {
+            crate::common::print_text(text);
+            Ok(())
         }
         None => {
             let mut out = std::io::stdout().lock();
@@ -214,7 +255,10 @@ fn prediction_json(p: &Prediction) -> Value {
 
 /// `smelt tree`.
 pub fn tree(a: TreeArgs) -> Result<()> {
-    let topo = parse_topology(&a.algo)?;
+    if let Some(o) = &a.output {
+        crate::common::check_output("-o", o, &[&a.model])?;
+    }
+    let topo = parse_topology("--algo", &a.algo)?;
     let pl = payload(a.lines, a.line_factor)?;
     let model = load(&a.model)?;
     let members = group(&model, a.cpus.as_deref())?;
@@ -224,6 +268,7 @@ pub fn tree(a: TreeArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let c = Costs::new(&model, &members).map_err(|e| anyhow::anyhow!("{e}"))?;
     let pred = predict_local(&c, tree.root, &tree.children, pl);
+    check_finite(&pred, &format!("the {topo} tree"))?;
     let at = broadcast_arrivals(&c, tree.root, &tree.children, pl.scale(), 0.0);
     let text = match a.format {
         TreeFormat::Json => {
@@ -241,7 +286,7 @@ pub fn tree(a: TreeArgs) -> Result<()> {
             run_dot(&src)?
         }
     };
-    emit(a.output.as_deref(), &text)
+    emit_as(a.output.as_deref(), &text, a.format == TreeFormat::Text)
 }
 
 fn text_drawing(
@@ -277,10 +322,10 @@ fn text_drawing(
             };
             let _ = writeln!(
                 s,
-                "{prefix}{}{}  @ {:.1}{remote}",
+                "{prefix}{}{}  @ {}{remote}",
                 if last { "└── " } else { "├── " },
                 t.members[ch],
-                at[ch]
+                t1(at[ch])
             );
             let next = format!("{prefix}{}", if last { "    " } else { "│   " });
             walk(s, c, t, at, ch, &next);
@@ -289,8 +334,12 @@ fn text_drawing(
     walk(&mut s, c, t, at, t.root, "");
     let _ = writeln!(
         s,
-        "predicted ({u}): broadcast {:.1}  ab {:.1}  reduce {:.1}  barrier {:.1}  2pc {:.1}",
-        p.broadcast, p.ab, p.reduce, p.barrier, p.two_pc
+        "predicted ({u}): broadcast {}  ab {}  reduce {}  barrier {}  2pc {}",
+        t1(p.broadcast),
+        t1(p.ab),
+        t1(p.reduce),
+        t1(p.barrier),
+        t1(p.two_pc)
     );
     s
 }
@@ -347,8 +396,21 @@ fn dot(c: &Costs, t: &Tree, topo: Topology, at: &[f64], units: &str) -> String {
     s
 }
 
+/// The limit of one `dot` run: `SMELT_DOT_TIMEOUT` seconds, default 30.
+fn dot_timeout() -> Result<Duration> {
+    let secs = match std::env::var(DOT_TIMEOUT_ENV) {
+        Err(_) => DOT_TIMEOUT_DEFAULT,
+        Ok(v) => crate::common::seconds(&v).map_err(|why| {
+            anyhow::anyhow!("environment variable {DOT_TIMEOUT_ENV}='{v}': {why}")
+        })?,
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
+
 fn run_dot(src: &str) -> Result<String> {
+    use std::io::Read as _;
     use std::process::{Command, Stdio};
+    let limit = dot_timeout()?;
     let mut child = Command::new("dot")
         .arg("-Tsvg")
         .stdin(Stdio::piped())
@@ -359,20 +421,45 @@ fn run_dot(src: &str) -> Result<String> {
             anyhow::anyhow!("cannot run graphviz 'dot' ({e}); install graphviz or use --format dot")
         })?;
     let mut stdin = child.stdin.take().context("dot: no stdin")?;
+    let mut stdout = child.stdout.take().context("dot: no stdout")?;
+    let mut stderr = child.stderr.take().context("dot: no stderr")?;
     let src = src.to_string();
     let writer = std::thread::spawn(move || stdin.write_all(src.as_bytes()));
-    let out = child.wait_with_output().context("dot failed")?;
+    let out_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stdout.read_to_end(&mut v);
+        v
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stderr.read_to_end(&mut v);
+        v
+    });
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().context("waiting for dot")? {
+            break status;
+        }
+        if start.elapsed() >= limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "graphviz 'dot -Tsvg' did not finish within {} s and was killed (set {DOT_TIMEOUT_ENV} to allow longer, or use --format dot)",
+                limit.as_secs_f64()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
     let _ = writer.join();
-    if !out.status.success() {
+    let out = out_reader.join().unwrap_or_default();
+    let err = err_reader.join().unwrap_or_default();
+    if !status.success() {
         bail!(
             "dot -Tsvg failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-                .lines()
-                .next()
-                .unwrap_or("")
+            String::from_utf8_lossy(&err).lines().next().unwrap_or("")
         );
     }
-    String::from_utf8(out.stdout).context("dot produced non-UTF-8 output")
+    String::from_utf8(out).context("dot produced non-UTF-8 output")
 }
 
 fn parse_op(s: &str) -> Result<Op> {
@@ -391,7 +478,7 @@ fn topologies(list: Option<&str>) -> Result<Vec<Topology>> {
             let v = s
                 .split(',')
                 .filter(|x| !x.trim().is_empty())
-                .map(parse_topology)
+                .map(|t| parse_topology("--algos", t))
                 .collect::<Result<Vec<_>>>()?;
             if v.is_empty() {
                 bail!("--algos: no topology given");
@@ -406,8 +493,16 @@ pub fn evaluate(a: EvaluateArgs) -> Result<()> {
     let pl = payload(a.lines, a.line_factor)?;
     let op = parse_op(&a.op)?;
     let topos = topologies(a.algos.as_deref())?;
-    if !(a.time_limit.is_finite() && a.time_limit > 0.0) {
-        bail!("--time-limit must be a positive number of seconds");
+    if let Some(plot) = &a.plot {
+        let inputs: Vec<&Path> = [
+            a.model.as_deref(),
+            a.models.as_deref(),
+            a.ab_bench.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        crate::common::check_output("--plot", plot, &inputs)?;
     }
     if let Some(dir) = &a.models {
         return evaluate_models(dir, &a, &topos, pl, op);
@@ -423,10 +518,13 @@ pub fn evaluate(a: EvaluateArgs) -> Result<()> {
         return evaluate_optimum(&model, &members, root, &a);
     }
     if a.scaling {
-        return evaluate_scaling(&model, &members, &topos, pl, op, a.json, a.plot.as_deref());
+        return evaluate_scaling(&model, &members, &topos, pl, op, &a);
     }
     let rows =
         evaluate_group(&model, &members, root, &topos, pl).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for r in &rows {
+        check_finite(&r.prediction, &format!("the {} tree", r.topology))?;
+    }
     let bench = match &a.ab_bench {
         Some(p) => Some(p.clone()),
         None => model
@@ -569,7 +667,7 @@ fn group_text(model: &Model, rows: &[Row]) -> String {
             r.tree.members[r.tree.root]
         );
         for op in Op::ALL {
-            let _ = write!(s, "{:>12.1}", r.prediction.get(op));
+            let _ = write!(s, "{:>12}", t1(r.prediction.get(op)));
         }
         s.push('\n');
     }
@@ -584,7 +682,7 @@ fn group_text(model: &Model, rows: &[Row]) -> String {
     for r in rows.iter().filter(|r| !r.topology.is_static()) {
         let _ = write!(s, "{:<26}", format!("speedup {}", r.topology));
         for op in Op::ALL {
-            match speedup(rows, r, op) {
+            match speedup(rows, r, op).filter(|x| x.is_finite()) {
                 Some(x) => {
                     let _ = write!(s, "{:>11.3}x", x);
                 }
@@ -650,17 +748,51 @@ fn evaluate_scaling(
     topos: &[Topology],
     pl: Payload,
     op: Op,
-    as_json: bool,
-    plot: Option<&Path>,
+    a: &EvaluateArgs,
 ) -> Result<()> {
+    let (as_json, plot) = (a.json, a.plot.as_deref());
     let groups = round_robin_groups(model, members);
     if groups.is_empty() {
         bail!("--scaling needs at least 2 CPUs");
     }
+    // Bigger groups cost more: count progress in members simulated, not in groups.
+    let work: u64 = groups.iter().map(|g| g.len() as u64).sum();
+    let progress = smelt_probe::progress::Progress::new(true, work, "CPUs simulated")
+        .with_label("smelt evaluate --scaling");
+    let limit = Duration::from_secs_f64(a.time_limit);
+    let start = std::time::Instant::now();
     let mut table: Vec<(usize, Vec<f64>)> = Vec::new();
     for g in &groups {
+        if start.elapsed() >= limit {
+            break;
+        }
+        progress.step(format!("{} CPUs", g.len()));
         let rows = evaluate_group(model, g, None, topos, pl).map_err(|e| anyhow::anyhow!("{e}"))?;
+        for r in &rows {
+            check_finite(&r.prediction, &format!("the {} tree", r.topology))?;
+        }
         table.push((g.len(), rows.iter().map(|r| r.prediction.get(op)).collect()));
+        progress.inc_by(g.len() as u64);
+    }
+    progress.finish();
+    let cut_short = (table.len() < groups.len()).then(|| {
+        format!(
+            "cut short by --time-limit {}: group sizes {} to {} of {} were computed in {:.1} s, the larger ones were not (raise --time-limit for all)",
+            a.time_limit,
+            groups[0].len(),
+            table.last().map_or(0, |t| t.0),
+            groups.last().map_or(0, |g| g.len()),
+            start.elapsed().as_secs_f64()
+        )
+    });
+    if let Some(w) = &cut_short {
+        crate::common::warn(w);
+    }
+    if table.is_empty() {
+        bail!(
+            "--time-limit {} s passed before the first group size was computed",
+            a.time_limit
+        );
     }
     if let Some(p) = plot {
         let chart = LineChart {
@@ -692,7 +824,7 @@ fn evaluate_scaling(
                 Value::Object(m)
             })
             .collect();
-        let out = json!({"operation": op.name(), "units": units(model), "sizes": v});
+        let out = json!({"operation": op.name(), "units": units(model), "sizes": v, "cut_short": cut_short});
         return emit(None, &(serde_json::to_string_pretty(&out)? + "\n"));
     }
     let mut s = format!(
@@ -708,9 +840,12 @@ fn evaluate_scaling(
     for (n, t) in &table {
         let _ = write!(s, "{n:>5}");
         for x in t {
-            let _ = write!(s, "{x:>19.1}");
+            let _ = write!(s, "{:>19}", t1(*x));
         }
         s.push('\n');
+    }
+    if let Some(w) = &cut_short {
+        let _ = writeln!(s, "({w})");
     }
     emit(None, &s)
 }
@@ -795,8 +930,26 @@ fn evaluate_optimum(
             "optimum_tree": c.tree(r, o.children.clone()).to_json(),
         }));
     }
+    // latency / optimum - 1; 0 when both are 0; undefined (NaN, printed "-") otherwise.
     let gap = |v: &Value, k: &str| {
-        v[k].as_f64().unwrap_or(f64::NAN) / v["optimum"].as_f64().unwrap_or(f64::NAN) - 1.0
+        let (x, o) = (
+            v[k].as_f64().unwrap_or(f64::NAN),
+            v["optimum"].as_f64().unwrap_or(f64::NAN),
+        );
+        if o > 0.0 {
+            x / o - 1.0
+        } else if x == 0.0 && o == 0.0 {
+            0.0
+        } else {
+            f64::NAN
+        }
+    };
+    let pct = |g: f64, prec: usize| {
+        if g.is_finite() {
+            format!("{:+.prec$}%", 100.0 * g)
+        } else {
+            "-".to_string()
+        }
     };
     let keys = [
         "adaptive",
@@ -805,7 +958,18 @@ fn evaluate_optimum(
         "optimized",
         "best_static",
     ];
-    let mean_gap = |k: &str| results.iter().map(|v| gap(v, k)).sum::<f64>() / results.len() as f64;
+    let mean_gap = |k: &str| {
+        let g: Vec<f64> = results
+            .iter()
+            .map(|v| gap(v, k))
+            .filter(|g| g.is_finite())
+            .collect();
+        if g.is_empty() {
+            f64::NAN
+        } else {
+            g.iter().sum::<f64>() / g.len() as f64
+        }
+    };
     if a.json {
         let mut means = Map::new();
         for k in keys {
@@ -829,10 +993,10 @@ fn evaluate_optimum(
     for v in &results {
         let _ = write!(
             s,
-            "{:<26}{:>5}{:>11.1}{:>7}",
+            "{:<26}{:>5}{:>11}{:>7}",
             v["cpus"].as_str().unwrap_or(""),
             v["root"],
-            v["optimum"].as_f64().unwrap_or(f64::NAN),
+            t1(v["optimum"].as_f64().unwrap_or(f64::NAN)),
             if v["proven_optimal"].as_bool() == Some(true) {
                 "yes"
             } else {
@@ -844,9 +1008,9 @@ fn evaluate_optimum(
                 s,
                 "{:>19}",
                 format!(
-                    "{:.1} ({:+.1}%)",
-                    v[k].as_f64().unwrap_or(f64::NAN),
-                    100.0 * gap(v, k)
+                    "{} ({})",
+                    t1(v[k].as_f64().unwrap_or(f64::NAN)),
+                    pct(gap(v, k), 1)
                 )
             );
         }
@@ -854,7 +1018,7 @@ fn evaluate_optimum(
     }
     let _ = write!(s, "{:<49}", "mean gap");
     for k in keys {
-        let _ = write!(s, "{:>19}", format!("{:+.2}%", 100.0 * mean_gap(k)));
+        let _ = write!(s, "{:>19}", pct(mean_gap(k), 2));
     }
     s.push('\n');
     emit(None, &s)
@@ -927,7 +1091,11 @@ fn evaluate_models(
             .map(|m| m.3[si][o])
             .filter(|x| x.is_finite())
             .collect();
-        v.iter().sum::<f64>() / v.len().max(1) as f64
+        if v.is_empty() {
+            f64::NAN
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
     };
     if let Some(plot) = &a.plot {
         let chart = BarChart {
@@ -1005,17 +1173,26 @@ fn evaluate_models(
         for (name, n, best, sp) in &machines {
             let _ = write!(s, "{:<48}{:>5}{:>14}", truncate(name, 47), n, best[k]);
             for row in sp {
-                let _ = write!(s, "{:>18.3}x", row[k]);
+                let _ = write!(s, "{:>19}", ratio(row[k]));
             }
             s.push('\n');
         }
         let _ = write!(s, "{:<67}", "mean");
         for si in 0..smelt.len() {
-            let _ = write!(s, "{:>18.3}x", mean(si, k));
+            let _ = write!(s, "{:>19}", ratio(mean(si, k)));
         }
         s.push('\n');
     }
     emit(None, &s)
+}
+
+/// A speedup for a table: `1.234x`, or `-` when undefined.
+fn ratio(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.3}x")
+    } else {
+        "-".into()
+    }
 }
 
 fn truncate(s: &str, n: usize) -> String {

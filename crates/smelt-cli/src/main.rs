@@ -2,7 +2,8 @@
 //!
 //! Every subcommand prints human output by default; those that produce data take
 //! `--json`. A user mistake (bad file, unknown CPU, ...) prints one `error:` line and
-//! exits with status 2.
+//! exits with status 2, writing nothing; a run that printed its results but could
+//! not obtain all of them (a failed `smelt bench` figure) exits with status 1.
 
 #![forbid(unsafe_code)]
 
@@ -11,8 +12,9 @@ mod cmd_model;
 mod cmd_probe;
 mod cmd_run;
 mod cmd_tree;
+mod common;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -53,7 +55,33 @@ enum Cmd {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            match e.kind() {
+                // --help and --version: clap's own output, exit 0.
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                    let _ = e.print();
+                    std::process::exit(0);
+                }
+                // `smelt` or `smelt model` alone: name the subcommands.
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                    let (path, cmd) = command_path();
+                    let subs: Vec<&str> = cmd.get_subcommands().map(|c| c.get_name()).collect();
+                    common::fail(&format!(
+                        "'{path}' needs a subcommand: {}; try '{path} --help'",
+                        subs.join(", ")
+                    ))
+                }
+                // Every usage mistake: one line and a hint, exit 2.
+                _ => common::fail(&common::usage_line(
+                    &e.render().to_string(),
+                    &command_path().0,
+                )),
+            }
+        }
+    };
     let res = match cli.cmd {
         Cmd::Run(a) => cmd_run::run(a),
         Cmd::Probe(a) => cmd_probe::run(a),
@@ -64,9 +92,38 @@ fn main() {
         Cmd::Bench(a) => cmd_bench::run(a),
     };
     if let Err(e) = res {
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
         // One line, no backtrace: these are user-facing errors.
-        let msg = format!("{e:#}").replace('\n', " ");
-        eprintln!("error: {msg}");
-        std::process::exit(2);
+        let msg = format!("{e:#}");
+        if let Some(inc) = e.downcast_ref::<common::Incomplete>() {
+            eprintln!(
+                "error: {}",
+                smelt_model::text::escape_line(&inc.0.replace('\n', " "))
+            );
+            std::process::exit(common::EXIT_INCOMPLETE);
+        }
+        common::fail(&msg);
     }
+}
+
+/// The subcommand the user typed (`smelt model show`) and its clap command, from the
+/// command line: for the hint of a usage error.
+fn command_path() -> (String, clap::Command) {
+    let mut cmd = Cli::command();
+    let mut path = vec!["smelt".to_string()];
+    for a in std::env::args_os().skip(1) {
+        let Some(a) = a.to_str() else { break };
+        if a.starts_with('-') {
+            continue;
+        }
+        match cmd.find_subcommand(a).cloned() {
+            Some(sub) => {
+                path.push(sub.get_name().to_string());
+                cmd = sub;
+            }
+            None => break,
+        }
+    }
+    (path.join(" "), cmd)
 }

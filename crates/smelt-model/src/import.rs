@@ -40,6 +40,11 @@ pub const C2C_RECEIVE_PER_SEND: f64 = 3.56;
 /// `send = 0.88 × L / (1 + 3.56)` and `receive = 0.88 × L × 3.56 / (1 + 3.56)`.
 pub const C2C_COST_PER_ONE_WAY: f64 = 0.88;
 
+/// Slowest clock rate accepted to turn cycles into ns, GHz (`--ghz`, `CPU MHz`).
+pub const MIN_GHZ: f64 = 0.01;
+/// Fastest clock rate accepted, GHz.
+pub const MAX_GHZ: f64 = 100.0;
+
 /// The most CPUs an import accepts (the cost matrices grow with the square).
 pub const MAX_CPUS: usize = 8192;
 
@@ -140,20 +145,26 @@ pub fn import(path: &Path, opts: &ImportOptions) -> Result<Model, ModelError> {
 }
 
 fn read_text(path: &Path) -> Result<String, ModelError> {
-    let bytes = std::fs::read(path).map_err(|e| ModelError::Io {
-        path: path.into(),
-        source: e,
-    })?;
-    String::from_utf8(bytes)
-        .map_err(|_| ModelError::parse(path, None, "the file is not UTF-8 text"))
+    crate::files::read_input_text(path)
 }
 
-fn positive_cost(path: &Path, line: usize, what: &str, text: &str) -> Result<f64, ModelError> {
+/// Parses one measured cost. `Ok(None)` for 0: no message between two CPUs is
+/// free, so a 0 is a measurement that did not happen (the caller fills it like a
+/// missing one and says so). Non-numbers, NaN, infinities, negative values and
+/// values above `max` are errors.
+fn cost_cell(
+    path: &Path,
+    line: usize,
+    what: &str,
+    text: &str,
+    max: f64,
+) -> Result<Option<f64>, ModelError> {
+    let shown = crate::text::escape_line(text.trim()).into_owned();
     let v: f64 = text.trim().parse().map_err(|_| {
         ModelError::parse(
             path,
             Some(line),
-            format!("{what} '{}' is not a number", text.trim()),
+            format!("{what} '{shown}' is not a number"),
         )
     })?;
     if v.is_nan() || v.is_infinite() {
@@ -170,14 +181,30 @@ fn positive_cost(path: &Path, line: usize, what: &str, text: &str) -> Result<f64
             format!("{what} {v} is negative"),
         ));
     }
-    if v == 0.0 {
+    if v > max {
         return Err(ModelError::parse(
             path,
             Some(line),
-            format!("{what} is 0: a message between two CPUs cannot be free"),
+            format!("{what} {v:e} is out of range: at most {max:e} is accepted"),
         ));
     }
-    Ok(v)
+    Ok((v > 0.0).then_some(v))
+}
+
+/// At most this many cells are named in a provenance note (then "and N more").
+const CELLS_NAMED: usize = 20;
+
+fn name_cells(cells: &[String]) -> String {
+    let mut s = cells
+        .iter()
+        .take(CELLS_NAMED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if cells.len() > CELLS_NAMED {
+        s.push_str(&format!(" and {} more", cells.len() - CELLS_NAMED));
+    }
+    s
 }
 
 // ---------------------------------------------------------------------------
@@ -188,8 +215,17 @@ fn positive_cost(path: &Path, line: usize, what: &str, text: &str) -> Result<f64
 /// `(i, j)` with `j < i` the one-way latency between CPUs `i` and `j` in ns, empty
 /// when not measured. A value above the diagonal is accepted when its mirror cell is
 /// empty (and is a duplicate otherwise). Returns the symmetric matrix (NaN = not
-/// measured, 0 on the diagonal).
+/// measured, 0 on the diagonal). A cell holding 0 is treated as not measured; see
+/// [`read_c2c_matrix_cells`] for which cells those were.
 pub fn read_c2c_matrix(path: &Path) -> Result<Vec<Vec<f64>>, ModelError> {
+    read_c2c_matrix_cells(path).map(|(m, _)| m)
+}
+
+/// A cell of a latency matrix: (line, column) 1-based, and the two CPUs.
+pub type Cell = (usize, usize, usize, usize);
+
+/// [`read_c2c_matrix`], also returning the cells that held 0.
+pub fn read_c2c_matrix_cells(path: &Path) -> Result<(Vec<Vec<f64>>, Vec<Cell>), ModelError> {
     let text = read_text(path)?;
     if text.trim().is_empty() {
         return Err(ModelError::parse(path, None, "the file is empty"));
@@ -215,6 +251,7 @@ pub fn read_c2c_matrix(path: &Path) -> Result<Vec<Vec<f64>>, ModelError> {
         ));
     }
     let mut m = vec![vec![f64::NAN; n]; n];
+    let mut zeros = Vec::new();
     // Where each unordered pair was given: (line, column), both 1-based.
     let mut at: HashMap<(usize, usize), (usize, usize)> = HashMap::new();
     for (i, line) in lines.iter().enumerate() {
@@ -248,7 +285,7 @@ pub fn read_c2c_matrix(path: &Path) -> Result<Vec<Vec<f64>>, ModelError> {
                     ),
                 ));
             }
-            let v = positive_cost(path, ln, &what, cell)?;
+            let v = cost_cell(path, ln, &what, cell, crate::MAX_COST_NS)?;
             let key = (i.min(j), i.max(j));
             if let Some((pl, pc)) = at.get(&key) {
                 return Err(ModelError::parse(
@@ -264,9 +301,21 @@ pub fn read_c2c_matrix(path: &Path) -> Result<Vec<Vec<f64>>, ModelError> {
                 ));
             }
             at.insert(key, (ln, j + 1));
-            m[i][j] = v;
-            m[j][i] = v;
+            match v {
+                Some(v) => {
+                    m[i][j] = v;
+                    m[j][i] = v;
+                }
+                None => zeros.push((ln, j + 1, i, j)),
+            }
         }
+    }
+    if at.len() == zeros.len() && !zeros.is_empty() {
+        return Err(ModelError::parse(
+            path,
+            None,
+            "every latency in the matrix is 0: nothing was measured",
+        ));
     }
     if at.is_empty() {
         return Err(ModelError::parse(
@@ -275,17 +324,24 @@ pub fn read_c2c_matrix(path: &Path) -> Result<Vec<Vec<f64>>, ModelError> {
             "no latency in the matrix: every cell is empty",
         ));
     }
-    Ok(m)
+    Ok((m, zeros))
 }
 
 /// Imports a core-to-core-latency CSV (see the module docs and
 /// [`C2C_RECEIVE_PER_SEND`]). CPUs are numbered 0..n in row order; host and CPU
 /// model come from the file name; unmeasured pairs are filled by [`fill_gaps`].
 pub fn import_c2c_csv(path: &Path) -> Result<Model, ModelError> {
-    let mut lat = read_c2c_matrix(path)?;
+    let (mut lat, zeros) = read_c2c_matrix_cells(path)?;
     let n = lat.len();
     let cpus: Vec<u32> = (0..n as u32).collect();
     let missing = count_missing(&lat);
+    let zero_pair =
+        |i: usize, j: usize| zeros.iter().any(|z| (z.2.max(z.3), z.2.min(z.3)) == (i, j));
+    let empty_pairs: Vec<String> = (0..n)
+        .flat_map(|i| (0..i).map(move |j| (i, j)))
+        .filter(|&(i, j)| !lat[i][j].is_finite() && !zero_pair(i, j))
+        .map(|(i, j)| format!("CPU {i} <-> CPU {j}"))
+        .collect();
     let classes = infer_from_costs(&cpus, &lat);
     let filled =
         fill_gaps(&mut lat, &cpus, &classes).map_err(|why| ModelError::parse(path, None, why))? / 2;
@@ -325,6 +381,31 @@ pub fn import_c2c_csv(path: &Path) -> Result<Model, ModelError> {
         n * (n - 1) / 2 - missing,
         n * (n - 1) / 2
     ));
+    if !zeros.is_empty() {
+        let cells: Vec<String> = zeros
+            .iter()
+            .map(|&(l, c, i, j)| format!("line {l} column {c} (CPU {i} <-> CPU {j})"))
+            .collect();
+        p.notes.push(format!(
+            "warning: {} cell{} held 0, which is not a possible latency: treated as not \
+             measured and filled: {}",
+            zeros.len(),
+            if zeros.len() == 1 { "" } else { "s" },
+            name_cells(&cells)
+        ));
+    }
+    if !empty_pairs.is_empty() {
+        p.notes.push(format!(
+            "warning: {} CPU pair{} not measured (empty cells), filled: {}",
+            empty_pairs.len(),
+            if empty_pairs.len() == 1 {
+                " was"
+            } else {
+                "s were"
+            },
+            name_cells(&empty_pairs)
+        ));
+    }
     model.hierarchy = Hierarchy {
         source: "none".into(),
         levels: vec![],
@@ -437,6 +518,8 @@ pub fn fill_gaps(m: &mut [Vec<f64>], cpus: &[u32], hierarchy: &Hierarchy) -> Res
 struct PairFile {
     path: PathBuf,
     pairs: HashMap<(u32, u32), (f64, usize)>,
+    /// Pairs whose MEAN was 0 (not measured): (src, dst, line).
+    zeros: Vec<(u32, u32, usize)>,
 }
 
 fn read_pair_file(path: &Path) -> Result<PairFile, ModelError> {
@@ -445,6 +528,7 @@ fn read_pair_file(path: &Path) -> Result<PairFile, ModelError> {
         return Err(ModelError::parse(path, None, "the file is empty"));
     }
     let mut pairs: HashMap<(u32, u32), (f64, usize)> = HashMap::new();
+    let mut zeros: Vec<(u32, u32, usize)> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let ln = i + 1;
         let t = line.trim();
@@ -472,7 +556,8 @@ fn read_pair_file(path: &Path) -> Result<PairFile, ModelError> {
                 format!("CPU {src} paired with itself"),
             ));
         }
-        let mean = positive_cost(path, ln, "MEAN", f[2])?;
+        // Cycles; the ns bound is checked after conversion.
+        let mean = cost_cell(path, ln, "MEAN", f[2], f64::MAX)?;
         let se: f64 = f[3].parse().map_err(|_| {
             ModelError::parse(path, Some(ln), format!("STDERR '{}' is not a number", f[3]))
         })?;
@@ -483,14 +568,30 @@ fn read_pair_file(path: &Path) -> Result<PairFile, ModelError> {
                 format!("STDERR is {se}: must be finite and >= 0"),
             ));
         }
-        if let Some((_, first)) = pairs.get(&(src, dst)) {
+        let first = pairs
+            .get(&(src, dst))
+            .map(|p| p.1)
+            .or_else(|| zeros.iter().find(|z| (z.0, z.1) == (src, dst)).map(|z| z.2));
+        if let Some(first) = first {
             return Err(ModelError::parse(
                 path,
                 Some(ln),
                 format!("duplicate pair {src} -> {dst} (first given at line {first})"),
             ));
         }
-        pairs.insert((src, dst), (mean, ln));
+        match mean {
+            Some(mean) => {
+                pairs.insert((src, dst), (mean, ln));
+            }
+            None => zeros.push((src, dst, ln)),
+        }
+    }
+    if pairs.is_empty() && !zeros.is_empty() {
+        return Err(ModelError::parse(
+            path,
+            None,
+            "every MEAN in the file is 0: nothing was measured",
+        ));
     }
     if pairs.is_empty() {
         return Err(ModelError::parse(path, None, "no measurement in the file"));
@@ -498,6 +599,7 @@ fn read_pair_file(path: &Path) -> Result<PairFile, ModelError> {
     Ok(PairFile {
         path: path.into(),
         pairs,
+        zeros,
     })
 }
 
@@ -530,11 +632,15 @@ fn read_lscpu(path: &Path) -> Result<Lscpu, ModelError> {
                 let mhz: f64 = v.parse().map_err(|_| {
                     ModelError::parse(path, Some(ln), format!("CPU MHz '{v}' is not a number"))
                 })?;
-                if !(mhz.is_finite() && mhz > 0.0) {
+                if !(mhz.is_finite() && (MIN_GHZ * 1e3..=MAX_GHZ * 1e3).contains(&mhz)) {
                     return Err(ModelError::parse(
                         path,
                         Some(ln),
-                        format!("CPU MHz is {mhz}: must be > 0"),
+                        format!(
+                            "CPU MHz is {mhz}: must be between {} and {}",
+                            MIN_GHZ * 1e3,
+                            MAX_GHZ * 1e3
+                        ),
                     ));
                 }
                 out.mhz = Some(mhz);
@@ -710,9 +816,9 @@ fn check_partition(
 /// overrides the clock rate of `lscpu.txt`.
 pub fn import_machinedb(dir: &Path, ghz: Option<f64>) -> Result<Model, ModelError> {
     if let Some(g) = ghz {
-        if !(g.is_finite() && g > 0.0) {
+        if !(g.is_finite() && (MIN_GHZ..=MAX_GHZ).contains(&g)) {
             return Err(ModelError::Other(format!(
-                "--ghz {g}: the clock rate must be a positive number of GHz"
+                "--ghz {g}: the clock rate must be between {MIN_GHZ} and {MAX_GHZ} GHz"
             )));
         }
     }
@@ -813,7 +919,19 @@ pub fn import_machinedb(dir: &Path, ghz: Option<f64>) -> Result<Model, ModelErro
                     ),
                 ));
             };
-            m[i][j] = v / ghz;
+            let ns = v / ghz;
+            if !(ns.is_finite() && ns <= crate::MAX_COST_NS) {
+                return Err(ModelError::parse(
+                    &f.path,
+                    Some(ln),
+                    format!(
+                        "MEAN {v:e} cycles at {ghz} GHz is {ns:e} ns, out of range: at most \
+                         {:e} ns is accepted",
+                        crate::MAX_COST_NS
+                    ),
+                ));
+            }
+            m[i][j] = ns;
         }
         Ok(m)
     };
@@ -917,12 +1035,26 @@ pub fn import_machinedb(dir: &Path, ghz: Option<f64>) -> Result<Model, ModelErro
     let mut fill = |m: &mut Vec<Vec<f64>>, f: &PairFile| -> Result<(), ModelError> {
         let k =
             fill_gaps(m, &cpus, &classes).map_err(|why| ModelError::parse(&f.path, None, why))?;
+        let file = f.path.file_name().unwrap_or_default().to_string_lossy();
         if k > 0 {
             notes.push(format!(
-                "{}: {k} of {} ordered pairs missing, filled with the median of measured \
+                "{file}: {k} of {} ordered pairs missing, filled with the median of measured \
                  pairs between the same inferred groups",
-                f.path.file_name().unwrap_or_default().to_string_lossy(),
                 n * (n - 1)
+            ));
+        }
+        if !f.zeros.is_empty() {
+            let cells: Vec<String> = f
+                .zeros
+                .iter()
+                .map(|&(s, d, l)| format!("line {l} ({s} -> {d})"))
+                .collect();
+            notes.push(format!(
+                "warning: {file}: {} MEAN{} 0, which is not a possible cost: treated as not \
+                 measured and filled: {}",
+                f.zeros.len(),
+                if f.zeros.len() == 1 { " was" } else { "s were" },
+                name_cells(&cells)
             ));
         }
         Ok(())

@@ -9,12 +9,14 @@
 #![forbid(unsafe_code)]
 
 pub mod cpuset;
+pub mod files;
 #[cfg(feature = "plot")]
 pub mod heatmap;
 pub mod host;
 pub mod import;
 pub mod infer;
 pub mod stats;
+pub mod text;
 #[cfg(feature = "hwloc")]
 pub mod topology;
 
@@ -22,12 +24,18 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 pub use cpuset::{format_cpu_list, parse_cpu_list};
+pub use files::{write_atomic, write_atomic_with};
 pub use infer::infer_hierarchy;
 
 /// The value of the `format` field of every model file.
 pub const FORMAT: &str = "smelt-model";
 /// The model file version this crate writes and reads.
 pub const VERSION: u32 = 1;
+
+/// The largest cost a model may hold, ns (one second per message). Real machines
+/// measure a few ns to a few µs; anything near this bound is a unit or parsing
+/// mistake, and keeping costs below it keeps every prediction finite.
+pub const MAX_COST_NS: f64 = 1e9;
 
 /// Errors of the model stage. Each names the file and, where known, the line.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +57,10 @@ pub enum ModelError {
     CpuList { input: String, why: String },
     #[error("CPU {cpu} is not {where_}")]
     UnknownCpu { cpu: u32, where_: String },
+    /// An output that cannot or must not be written (same as an input, not a
+    /// regular file, missing or read-only directory).
+    #[error("cannot write {path}: {why}")]
+    Output { path: PathBuf, why: String },
     #[error("{0}")]
     Other(String),
 }
@@ -296,8 +308,8 @@ impl Model {
     }
 
     /// Checks every invariant a model file must satisfy: format and version, unique
-    /// CPUs, square `n×n` matrices of finite non-negative costs, hierarchy levels that
-    /// partition the CPUs.
+    /// CPUs, square `n×n` matrices of finite costs between 0 and [`MAX_COST_NS`],
+    /// hierarchy levels that partition the CPUs.
     pub fn validate(&self) -> Result<(), String> {
         if self.format != FORMAT {
             return Err(format!(
@@ -336,9 +348,9 @@ impl Model {
                     ));
                 }
                 for (j, &v) in row.iter().enumerate() {
-                    if !v.is_finite() || v < 0.0 {
+                    if !v.is_finite() || !(0.0..=MAX_COST_NS).contains(&v) {
                         return Err(format!(
-                            "matrix '{name}' [{i}][{j}] (CPU {} -> CPU {}) is {v}: costs must be finite and >= 0",
+                            "matrix '{name}' [{i}][{j}] (CPU {} -> CPU {}) is {v:e}: costs must be finite, >= 0 and at most {MAX_COST_NS:e} ns",
                             self.cpus[i], self.cpus[j]
                         ));
                     }
@@ -388,13 +400,12 @@ impl Model {
         Ok(())
     }
 
-    /// Reads and validates a model file.
+    /// Reads and validates a model file. The file must be a regular file no larger
+    /// than [`files::max_input_bytes`] (64 MiB unless `SMELT_MAX_INPUT_BYTES` says
+    /// otherwise).
     pub fn load(path: impl AsRef<Path>) -> Result<Model, ModelError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| ModelError::Io {
-            path: path.into(),
-            source: e,
-        })?;
+        let text = files::read_input_text(path)?;
         Self::from_json(&text, Some(path))
     }
 
@@ -429,25 +440,6 @@ impl Model {
         })?;
         write_atomic(path, self.to_json().as_bytes())
     }
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same directory and a
-/// rename, so readers never see a partial file and a failure leaves nothing behind.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ModelError> {
-    use std::io::Write;
-    let io = |e: std::io::Error| ModelError::Io {
-        path: path.into(),
-        source: e,
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-    tmp.write_all(bytes).map_err(io)?;
-    tmp.as_file().sync_all().map_err(io)?;
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
 }
 
 /// An `n×n` cost matrix with 0 on the diagonal and `off_diagonal(i, j)` everywhere

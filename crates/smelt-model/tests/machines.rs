@@ -294,7 +294,7 @@ fn bad_csv_files_are_refused_with_file_line_and_problem() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     // (file, text, expected line, expected text)
-    let cases: [(&str, &str, Option<usize>, &str); 12] = [
+    let cases: [(&str, &str, Option<usize>, &str); 13] = [
         ("empty.csv", "", None, "empty"),
         ("blank.csv", ",,\n\n2,3,\n", Some(2), "empty line"),
         // 3 rows of 4 cells: not square.
@@ -319,7 +319,13 @@ fn bad_csv_files_are_refused_with_file_line_and_problem() {
             Some(2),
             "'abc' is not a number",
         ),
-        ("zero.csv", ",,\n0,,\n2,3,\n", Some(2), "cannot be free"),
+        (
+            "zero.csv",
+            ",,\n0,,\n0,0,\n",
+            None,
+            "every latency in the matrix is 0",
+        ),
+        ("huge.csv", ",,\n1e308,,\n2,3,\n", Some(2), "out of range"),
         // Pair 0-1 given below and above the diagonal.
         (
             "dup.csv",
@@ -409,7 +415,8 @@ fn bad_machinedb_files_are_refused_with_file_line_and_problem() {
     const RECEIVE: &str = "pairwise-nsend_receive";
     const LSCPU: &str = "lscpu.txt";
     // (file, search, replace, expected line, expected text)
-    let cases: [(&str, &str, &str, Option<usize>, &str); 10] = [
+    let cases: [(&str, &str, &str, Option<usize>, &str); 11] = [
+        (SEND, "0 1 50 1.5", "0 1 1e300 1.5", Some(1), "out of range"),
         (
             SEND,
             "0 1 50 1.5",
@@ -503,4 +510,55 @@ fn bad_machinedb_files_are_refused_with_file_line_and_problem() {
     )
     .unwrap();
     assert_eq!(m.send[0][1], 25.0);
+}
+
+/// A measured 0 is a missing measurement: filled like an empty cell, with a
+/// warning in the provenance naming the cell (real core-to-core CSVs have them).
+#[test]
+fn zero_cells_are_filled_and_named_in_provenance() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = std::fs::read_to_string(csv("Intel Core i7-6700K")).unwrap();
+    // Row 3 (CPU 2), column 1 (CPU 0): set to 0.
+    let mut lines: Vec<String> = src.lines().map(str::to_string).collect();
+    let mut cells: Vec<String> = lines[2].split(',').map(str::to_string).collect();
+    cells[0] = "0".into();
+    lines[2] = cells.join(",");
+    let p = dir.path().join("zero.csv");
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    let m = import_c2c_csv(&p).unwrap();
+    assert!(m.send[2][0] > 0.0 && m.send[0][2] == m.send[2][0]);
+    let note = m
+        .provenance
+        .notes
+        .iter()
+        .find(|n| n.starts_with("warning:") && n.contains("held 0"))
+        .expect("a warning note");
+    assert!(note.contains("line 3 column 1 (CPU 2 <-> CPU 0)"), "{note}");
+
+    let dir = tempfile::tempdir().unwrap();
+    small_db(dir.path());
+    let send = dir.path().join("pairwise-nsend_send");
+    edit(&send, |t| t.replace("0 3 150 1.5\n", "0 3 0 1.5\n"));
+    let m = import(dir.path(), &ImportOptions::default()).unwrap();
+    assert_eq!(m.send[0][3], 150.0);
+    assert!(
+        m.provenance
+            .notes
+            .iter()
+            .any(|n| n.starts_with("warning: pairwise-nsend_send") && n.contains("(0 -> 3)")),
+        "{:?}",
+        m.provenance.notes
+    );
+}
+
+#[test]
+fn models_with_out_of_range_costs_are_refused() {
+    let mut m = smelt_model::synthetic(1, 2, 10.0, 10.0, 1.0);
+    m.send[0][1] = 1e308;
+    let e = m.validate().unwrap_err();
+    assert!(e.contains("at most 1e9"), "{e}");
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("m.json");
+    std::fs::write(&p, m.to_json()).unwrap();
+    assert!(smelt_model::Model::load(&p).is_err());
 }

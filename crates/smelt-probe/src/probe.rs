@@ -468,7 +468,8 @@ pub fn probe(cfg: &ProbeConfig) -> Result<ProbeResult, String> {
     let mut reps = cfg.reps.max(1);
     let mut warmup = cfg.warmup;
     let pool = PinnedPool::new(&cpus)?;
-    let bar = crate::progress::Progress::new(cfg.progress, plan.len() as u64, "pairs");
+    let bar = crate::progress::Progress::new(cfg.progress, plan.len() as u64, "pairs")
+        .with_label("smelt probe");
     let mut got: BTreeMap<(usize, usize), PairCosts> = BTreeMap::new();
     let mut stopped_at = None;
     let sweep = Instant::now();

@@ -127,7 +127,7 @@ pub fn ab_bench_op(row: &str) -> Option<Op> {
 
 /// Reads an `ab-bench.csv`. Errors name the file and line.
 pub fn read_ab_bench(path: &Path) -> Result<AbBench, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = smelt_model::files::read_input_text(path).map_err(|e| e.to_string())?;
     let mut lines = text
         .lines()
         .enumerate()

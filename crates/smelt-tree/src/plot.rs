@@ -172,11 +172,14 @@ where
 pub fn render(c: &BarChart, path: &Path) -> Result<(), String> {
     let w = (160 + 130 * c.groups.len().max(1) as u32).clamp(640, 3000);
     let size = (w, 560);
-    if check_target(path)? {
-        draw(SVGBackend::new(path, size).into_drawing_area(), c)
-    } else {
-        draw(BitMapBackend::new(path, size).into_drawing_area(), c)
-    }
+    let svg = check_target(path)?;
+    atomic(path, svg, |tmp| {
+        if svg {
+            draw(SVGBackend::new(tmp, size).into_drawing_area(), c)
+        } else {
+            draw(BitMapBackend::new(tmp, size).into_drawing_area(), c)
+        }
+    })
 }
 
 /// A line chart: one line per series over shared x values (e.g. group sizes).
@@ -252,6 +255,18 @@ where
 
 /// Checks that `path` names an `.svg` or `.png` file (true for SVG) and that a font
 /// is available to draw text with.
+/// Draws into a temporary file next to `path` (with the same extension, which the
+/// PNG encoder goes by), then renames it over `path` (see
+/// [`smelt_model::files`]: never a partial file, never through a FIFO or device).
+fn atomic(
+    path: &Path,
+    svg: bool,
+    draw: impl FnOnce(&Path) -> Result<(), String>,
+) -> Result<(), String> {
+    smelt_model::write_atomic_with(path, if svg { ".svg" } else { ".png" }, draw)
+        .map_err(|e| e.to_string())
+}
+
 fn check_target(path: &Path) -> Result<bool, String> {
     let ext = path
         .extension()
@@ -275,11 +290,14 @@ fn check_target(path: &Path) -> Result<bool, String> {
 /// Writes a line chart to `path`: `.svg` or `.png` by extension.
 pub fn render_lines(c: &LineChart, path: &Path) -> Result<(), String> {
     let size = (1000, 600);
-    if check_target(path)? {
-        draw_lines(SVGBackend::new(path, size).into_drawing_area(), c)
-    } else {
-        draw_lines(BitMapBackend::new(path, size).into_drawing_area(), c)
-    }
+    let svg = check_target(path)?;
+    atomic(path, svg, |tmp| {
+        if svg {
+            draw_lines(SVGBackend::new(tmp, size).into_drawing_area(), c)
+        } else {
+            draw_lines(BitMapBackend::new(tmp, size).into_drawing_area(), c)
+        }
+    })
 }
 
 #[cfg(test)]

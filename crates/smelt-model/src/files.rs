@@ -1,0 +1,396 @@
+//! Reading inputs and writing outputs safely, for every smelt command and the
+//! library's own [`crate::Model::load`] / [`crate::Model::save`].
+//!
+//! **Inputs** ([`read_input`]) must be regular files (a directory is read file by
+//! file by the importers). FIFOs, sockets and devices are refused before they are
+//! opened (and the file is opened non-blocking and checked again, so swapping one in
+//! between cannot block), and an input larger than [`max_input_bytes`] (64 MiB by
+//! default, `SMELT_MAX_INPUT_BYTES` to change) is refused without being read.
+//!
+//! **Outputs** ([`check_output`], [`write_atomic`], [`write_atomic_with`]):
+//! * the output must not be the same file as an input (device and inode compared,
+//!   so hard links, symbolic links and `./x` vs `x` are all caught);
+//! * an existing output that is not a regular file (FIFO, device, directory,
+//!   socket) is never written or replaced;
+//! * a symbolic link is written *through*: the file it points to is replaced and
+//!   the link stays; a link that points nowhere is refused;
+//! * the file is written to a temporary file in the target's directory, then
+//!   renamed over the target, so a failure never leaves a partial file.
+//!
+//! Commands call [`check_output`] before doing any work, so a long measurement is
+//! never thrown away because its result cannot be written.
+
+use crate::ModelError;
+use std::fs::{FileType, Metadata};
+use std::io::{self, Read as _, Write as _};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Default bound on the size of one input file: 64 MiB (a 4096-CPU model is
+/// about 40 MiB of JSON).
+pub const DEFAULT_MAX_INPUT_BYTES: u64 = 64 << 20;
+
+/// Environment variable that changes [`DEFAULT_MAX_INPUT_BYTES`]: a number of bytes,
+/// optionally with a `K`, `M` or `G` suffix (powers of 1024), e.g. `256M`.
+pub const MAX_INPUT_ENV: &str = "SMELT_MAX_INPUT_BYTES";
+
+/// The input size bound in force: `SMELT_MAX_INPUT_BYTES` if set, else
+/// [`DEFAULT_MAX_INPUT_BYTES`]. An unreadable setting is an error naming it.
+pub fn max_input_bytes() -> Result<u64, ModelError> {
+    match std::env::var(MAX_INPUT_ENV) {
+        Err(_) => Ok(DEFAULT_MAX_INPUT_BYTES),
+        Ok(v) => parse_size(&v).ok_or_else(|| {
+            ModelError::Other(format!(
+                "environment variable {MAX_INPUT_ENV}: '{}' is not a size in bytes \
+                 (e.g. 67108864, 64M, 1G)",
+                crate::text::escape_line(&v)
+            ))
+        }),
+    }
+}
+
+fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last()? {
+        (i, 'k' | 'K') => (&s[..i], 1u64 << 10),
+        (i, 'm' | 'M') => (&s[..i], 1 << 20),
+        (i, 'g' | 'G') => (&s[..i], 1 << 30),
+        _ => (s, 1),
+    };
+    num.trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .filter(|&n| n > 0)
+}
+
+/// What a file type is, in words (`a FIFO`, `a directory`, ...).
+pub fn kind_of(ft: &FileType) -> &'static str {
+    if ft.is_file() {
+        "a regular file"
+    } else if ft.is_dir() {
+        "a directory"
+    } else if ft.is_symlink() {
+        "a symbolic link"
+    } else if ft.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    }
+}
+
+fn io_err(path: &Path, kind: io::ErrorKind, why: String) -> ModelError {
+    ModelError::Io {
+        path: path.into(),
+        source: io::Error::new(kind, why),
+    }
+}
+
+/// The OS reason of an I/O error, without the path decorations some libraries add
+/// (e.g. tempfile's "at path .tmpXYZ").
+pub fn os_reason(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(code) => io::Error::from_raw_os_error(code).to_string(),
+        None => e.kind().to_string(),
+    }
+}
+
+/// Reads a whole input file: refuses what is not a regular file and what is
+/// larger than [`max_input_bytes`]. Errors name the path.
+pub fn read_input(path: &Path) -> Result<Vec<u8>, ModelError> {
+    let limit = max_input_bytes()?;
+    let io = |e: io::Error| ModelError::Io {
+        path: path.into(),
+        source: io::Error::new(e.kind(), os_reason(&e)),
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    check_input_meta(path, &meta, limit)?;
+    // Non-blocking: if a FIFO was swapped in after the check, opening it must not
+    // wait for a writer. Regular files ignore the flag.
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
+    let meta = f.metadata().map_err(io)?;
+    check_input_meta(path, &meta, limit)?;
+    let mut buf = Vec::with_capacity(meta.len() as usize);
+    (&mut f).take(limit + 1).read_to_end(&mut buf).map_err(io)?;
+    if buf.len() as u64 > limit {
+        return Err(too_big(path, buf.len() as u64, limit));
+    }
+    Ok(buf)
+}
+
+/// [`read_input`] as UTF-8 text.
+pub fn read_input_text(path: &Path) -> Result<String, ModelError> {
+    String::from_utf8(read_input(path)?)
+        .map_err(|_| ModelError::parse(path, None, "the file is not UTF-8 text"))
+}
+
+fn too_big(path: &Path, len: u64, limit: u64) -> ModelError {
+    io_err(
+        path,
+        io::ErrorKind::InvalidData,
+        format!(
+            "the file is larger than the input limit of {limit} bytes ({len}{} bytes); \
+             set {MAX_INPUT_ENV} to raise it",
+            if len > limit { "+" } else { "" }
+        ),
+    )
+}
+
+fn check_input_meta(path: &Path, meta: &Metadata, limit: u64) -> Result<(), ModelError> {
+    let ft = meta.file_type();
+    if !ft.is_file() {
+        return Err(io_err(
+            path,
+            io::ErrorKind::InvalidInput,
+            format!("is {}, not a regular file", kind_of(&ft)),
+        ));
+    }
+    if meta.len() > limit {
+        return Err(too_big(path, meta.len(), limit));
+    }
+    Ok(())
+}
+
+/// An error about an output path: `cannot write PATH: WHY`.
+fn out_err(path: &Path, why: impl Into<String>) -> ModelError {
+    ModelError::Output {
+        path: path.into(),
+        why: why.into(),
+    }
+}
+
+/// The file identity (device, inode) of an existing path, following links.
+fn identity(p: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Checks that `path` can be written as an output and is none of `inputs` (for a
+/// directory input, none of the files in it); returns the path to write: `path`
+/// itself, or for a symbolic link the file it points to. Creates nothing.
+pub fn check_output(path: &Path, inputs: &[&Path]) -> Result<PathBuf, ModelError> {
+    if path.as_os_str().is_empty() {
+        return Err(out_err(path, "the output path is empty"));
+    }
+    let target = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(path) {
+            Ok(t) => t,
+            Err(e) => {
+                return Err(out_err(
+                    path,
+                    format!(
+                        "it is a symbolic link that cannot be followed ({}); smelt writes \
+                         through links only to an existing file",
+                        os_reason(&e)
+                    ),
+                ))
+            }
+        },
+        _ => path.to_path_buf(),
+    };
+    match std::fs::metadata(&target) {
+        Ok(m) if !m.file_type().is_file() => {
+            return Err(out_err(
+                path,
+                format!(
+                    "it is {}{}; smelt only writes regular files",
+                    kind_of(&m.file_type()),
+                    if target != path {
+                        format!(" (through the link to {})", target.display())
+                    } else {
+                        String::new()
+                    }
+                ),
+            ))
+        }
+        Ok(m) => {
+            let me = (m.dev(), m.ino());
+            for input in inputs {
+                if same_as_input(me, input) {
+                    return Err(out_err(
+                        path,
+                        format!(
+                            "it is the same file as the input {}; pick another output file",
+                            input.display()
+                        ),
+                    ));
+                }
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(out_err(path, os_reason(&e))),
+    }
+    let dir = parent_dir(&target);
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(out_err(
+                path,
+                format!("{} is not a directory", dir.display()),
+            ))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(out_err(
+                path,
+                format!("directory {} does not exist", dir.display()),
+            ))
+        }
+        Err(e) => return Err(out_err(path, os_reason(&e))),
+    }
+    // The one reliable writability test: create (and drop) a temporary file there.
+    tempfile::Builder::new()
+        .prefix(".smelt-check")
+        .tempfile_in(dir)
+        .map_err(|e| {
+            out_err(
+                path,
+                format!("directory {}: {}", dir.display(), os_reason(&e)),
+            )
+        })?;
+    Ok(target)
+}
+
+fn same_as_input(out: (u64, u64), input: &Path) -> bool {
+    let Ok(m) = std::fs::metadata(input) else {
+        return false;
+    };
+    if (m.dev(), m.ino()) == out {
+        return true;
+    }
+    if m.is_dir() {
+        if let Ok(rd) = std::fs::read_dir(input) {
+            return rd
+                .filter_map(|e| e.ok())
+                .any(|e| identity(&e.path()) == Some(out));
+        }
+    }
+    false
+}
+
+fn parent_dir(p: &Path) -> &Path {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// Writes `bytes` to `path` (see the module docs: checked with [`check_output`],
+/// through a temporary file in the same directory and a rename), so readers never
+/// see a partial file and a failure leaves nothing behind.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ModelError> {
+    write_atomic_with(path, "", |tmp| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(tmp)
+            .map_err(|e| os_reason(&e))?;
+        f.write_all(bytes).map_err(|e| os_reason(&e))
+    })
+}
+
+/// Like [`write_atomic`], for writers that need a path: `fill` writes the content
+/// to the temporary file it is given (named with `suffix`, e.g. `.png`, for
+/// libraries that pick the format by extension); its error message becomes the
+/// error's reason.
+pub fn write_atomic_with(
+    path: &Path,
+    suffix: &str,
+    fill: impl FnOnce(&Path) -> Result<(), String>,
+) -> Result<(), ModelError> {
+    let target = check_output(path, &[])?;
+    let dir = parent_dir(&target);
+    let tmp = tempfile::Builder::new()
+        .prefix(".smelt-")
+        .suffix(suffix)
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)
+        .map_err(|e| out_err(path, os_reason(&e)))?;
+    fill(tmp.path()).map_err(|why| out_err(path, why))?;
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| out_err(path, os_reason(&e)))?;
+    // Keep the mode of a file being replaced.
+    if let Ok(m) = std::fs::metadata(&target) {
+        let _ = std::fs::set_permissions(tmp.path(), m.permissions());
+    }
+    tmp.persist(&target)
+        .map_err(|e| out_err(path, os_reason(&e.error)))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("100"), Some(100));
+        assert_eq!(parse_size("64M"), Some(64 << 20));
+        assert_eq!(parse_size("1g"), Some(1 << 30));
+        assert_eq!(parse_size("2K"), Some(2048));
+        assert_eq!(parse_size("0"), None);
+        assert_eq!(parse_size("x"), None);
+        assert_eq!(parse_size("99999999999999999999G"), None);
+    }
+
+    #[test]
+    fn outputs_refuse_inputs_links_to_them_and_non_files() {
+        let d = tempfile::tempdir().unwrap();
+        let input = d.path().join("in.json");
+        std::fs::write(&input, "x").unwrap();
+        let e = check_output(&input, &[&input]).unwrap_err().to_string();
+        assert!(e.contains("same file as the input"), "{e}");
+        let link = d.path().join("link.json");
+        std::os::unix::fs::symlink(&input, &link).unwrap();
+        assert!(check_output(&link, &[&input]).is_err());
+        let hard = d.path().join("hard.json");
+        std::fs::hard_link(&input, &hard).unwrap();
+        assert!(check_output(&hard, &[&input]).is_err());
+        // A directory input: its files are inputs too.
+        assert!(check_output(&input, &[d.path()]).is_err());
+        // A link to another file is written through.
+        let other = d.path().join("other.json");
+        std::fs::write(&other, "old").unwrap();
+        let l2 = d.path().join("l2.json");
+        std::os::unix::fs::symlink(&other, &l2).unwrap();
+        write_atomic(&l2, b"new").unwrap();
+        assert!(std::fs::symlink_metadata(&l2)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read_to_string(&other).unwrap(), "new");
+        // A dangling link, a directory, a missing directory.
+        let dangling = d.path().join("dangling");
+        std::os::unix::fs::symlink(d.path().join("nowhere"), &dangling).unwrap();
+        assert!(write_atomic(&dangling, b"x").is_err());
+        assert!(write_atomic(d.path(), b"x").is_err());
+        let e = write_atomic(&d.path().join("no/such.json"), b"x")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("does not exist") && !e.contains(".smelt-"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn inputs_must_be_small_regular_files() {
+        let d = tempfile::tempdir().unwrap();
+        let e = read_input(d.path()).unwrap_err().to_string();
+        assert!(e.contains("a directory, not a regular file"), "{e}");
+        let e = read_input(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert!(e.contains("character device"), "{e}");
+        let p = d.path().join("big");
+        std::fs::write(&p, vec![b' '; 100]).unwrap();
+        assert_eq!(read_input(&p).unwrap().len(), 100);
+    }
+}
