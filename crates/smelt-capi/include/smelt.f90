@@ -24,12 +24,21 @@
 !                   smelt_reduce_op / smelt_member_fn below.
 ! Strings returned by the library (smelt_last_error, smelt_version) are type(c_ptr);
 ! smelt_error_message() and smelt_version_string() turn them into Fortran strings.
+!
+! Handles are checked by the library (smelt.h, "Conventions" and "Threads"): a freed or
+! expired handle gives SMELT_ERR_INVALID_HANDLE, a member handle used by two threads
+! at once SMELT_ERR_BUSY. The release functions, which return a status in C
+! (smelt_model_free, smelt_tree_free, smelt_group_free, smelt_member_detach), are
+! subroutines here with an optional status argument:
+!     call smelt_group_free(group)          ! or: call smelt_group_free(group, rc)
 module smelt
     use, intrinsic :: iso_c_binding, only: c_int, c_int32_t, c_int64_t, c_size_t, &
         c_double, c_char, c_ptr, c_funptr, c_null_char, c_associated, c_f_pointer
     implicit none
     private :: c_int, c_int32_t, c_int64_t, c_size_t, c_double, c_char, c_ptr, &
         c_funptr, c_null_char, c_associated, c_f_pointer, c_strlen
+    private :: smelt_model_free_c, smelt_tree_free_c, smelt_group_free_c, &
+        smelt_member_detach_c
 
     ! ---- status codes (smelt.h) --------------------------------------------------
     integer(c_int), parameter, public :: SMELT_OK = 0
@@ -41,6 +50,8 @@ module smelt
     integer(c_int), parameter, public :: SMELT_ERR_TIMEOUT = 6
     integer(c_int), parameter, public :: SMELT_ERR_BUFFER = 7
     integer(c_int), parameter, public :: SMELT_ERR_PANIC = 8
+    integer(c_int), parameter, public :: SMELT_ERR_INVALID_HANDLE = 9
+    integer(c_int), parameter, public :: SMELT_ERR_BUSY = 10
 
     ! ---- callbacks -----------------------------------------------------------------
     abstract interface
@@ -123,11 +134,12 @@ module smelt
             integer(c_int) :: rc
         end function smelt_model_cpus
 
-        ! void smelt_model_free(smelt_model *model);
-        subroutine smelt_model_free(model) bind(C, name="smelt_model_free")
-            import :: c_ptr
+        ! int smelt_model_free(smelt_model *model);  (public: subroutine smelt_model_free below)
+        function smelt_model_free_c(model) bind(C, name="smelt_model_free") result(rc)
+            import :: c_int, c_ptr
             type(c_ptr), value :: model
-        end subroutine smelt_model_free
+            integer(c_int) :: rc
+        end function smelt_model_free_c
 
         ! ---- trees -----------------------------------------------------------------------
         ! int smelt_tree_build(const smelt_model *model, const char *algo,
@@ -181,11 +193,12 @@ module smelt
             integer(c_int) :: rc
         end function smelt_tree_predict
 
-        ! void smelt_tree_free(smelt_tree *tree);
-        subroutine smelt_tree_free(tree) bind(C, name="smelt_tree_free")
-            import :: c_ptr
+        ! int smelt_tree_free(smelt_tree *tree);  (public: subroutine smelt_tree_free below)
+        function smelt_tree_free_c(tree) bind(C, name="smelt_tree_free") result(rc)
+            import :: c_int, c_ptr
             type(c_ptr), value :: tree
-        end subroutine smelt_tree_free
+            integer(c_int) :: rc
+        end function smelt_tree_free_c
 
         ! ---- groups and collectives ------------------------------------------------------
         ! int smelt_group_create(const smelt_tree *tree, smelt_group **group);
@@ -235,11 +248,12 @@ module smelt
             integer(c_int) :: rc
         end function smelt_group_attach
 
-        ! void smelt_member_detach(smelt_member *member);
-        subroutine smelt_member_detach(member) bind(C, name="smelt_member_detach")
-            import :: c_ptr
+        ! int smelt_member_detach(smelt_member *member);  (public: subroutine below)
+        function smelt_member_detach_c(member) bind(C, name="smelt_member_detach") result(rc)
+            import :: c_int, c_ptr
             type(c_ptr), value :: member
-        end subroutine smelt_member_detach
+            integer(c_int) :: rc
+        end function smelt_member_detach_c
 
         ! int smelt_member_index(const smelt_member *member, size_t *index);
         function smelt_member_index(member, index) bind(C, name="smelt_member_index") result(rc)
@@ -307,14 +321,51 @@ module smelt
             integer(c_int) :: rc
         end function smelt_allreduce
 
-        ! void smelt_group_free(smelt_group *group);
-        subroutine smelt_group_free(group) bind(C, name="smelt_group_free")
-            import :: c_ptr
+        ! int smelt_group_free(smelt_group *group);  (public: subroutine smelt_group_free below)
+        function smelt_group_free_c(group) bind(C, name="smelt_group_free") result(rc)
+            import :: c_int, c_ptr
             type(c_ptr), value :: group
-        end subroutine smelt_group_free
+            integer(c_int) :: rc
+        end function smelt_group_free_c
     end interface
 
 contains
+
+    ! smelt_model_free: SMELT_OK, or an error code in rc when present.
+    subroutine smelt_model_free(model, rc)
+        type(c_ptr), intent(in) :: model
+        integer(c_int), intent(out), optional :: rc
+        integer(c_int) :: r
+        r = smelt_model_free_c(model)
+        if (present(rc)) rc = r
+    end subroutine smelt_model_free
+
+    ! smelt_tree_free: SMELT_OK, or an error code in rc when present.
+    subroutine smelt_tree_free(tree, rc)
+        type(c_ptr), intent(in) :: tree
+        integer(c_int), intent(out), optional :: rc
+        integer(c_int) :: r
+        r = smelt_tree_free_c(tree)
+        if (present(rc)) rc = r
+    end subroutine smelt_tree_free
+
+    ! smelt_group_free: SMELT_OK, or an error code in rc when present.
+    subroutine smelt_group_free(group, rc)
+        type(c_ptr), intent(in) :: group
+        integer(c_int), intent(out), optional :: rc
+        integer(c_int) :: r
+        r = smelt_group_free_c(group)
+        if (present(rc)) rc = r
+    end subroutine smelt_group_free
+
+    ! smelt_member_detach: SMELT_OK, or an error code in rc when present.
+    subroutine smelt_member_detach(member, rc)
+        type(c_ptr), intent(in) :: member
+        integer(c_int), intent(out), optional :: rc
+        integer(c_int) :: r
+        r = smelt_member_detach_c(member)
+        if (present(rc)) rc = r
+    end subroutine smelt_member_detach
 
     ! The NUL-terminated C string at p as a Fortran string ("" for a null pointer).
     function smelt_c_string(p) result(s)

@@ -11,14 +11,39 @@
  * Conventions
  *  - Every function returns an int status: SMELT_OK (0) or one of SMELT_ERR_*. On
  *    failure smelt_last_error() describes the problem in one line.
- *  - Objects (smelt_model, smelt_tree, smelt_group) are opaque; create them with
- *    the *_load / *_build / *_create functions and release each exactly once with
- *    the matching *_free (which accepts NULL). Do not use an object after its free.
+ *  - Objects (smelt_model, smelt_tree, smelt_group, smelt_member) are handles: opaque
+ *    pointer-sized values that the library checks on every call and that are never
+ *    addresses (do not dereference, compare them only for equality). Create them with
+ *    the *_load / *_build / *_create / smelt_group_attach functions and release them
+ *    with the matching *_free / smelt_member_detach (which accept NULL). Misusing a
+ *    handle is an error, never undefined behaviour: a handle freed twice, used after
+ *    its free, passed where another kind is expected, or not a handle at all gives
+ *    SMELT_ERR_INVALID_HANDLE (NULL gives SMELT_ERR_INVALID_ARGUMENT).
  *  - Strings are NUL-terminated UTF-8. Arrays are (pointer, count) pairs and must be
  *    valid for the duration of the call. Output pointers must not be NULL.
  *  - CPUs are OS CPU ids (as in /proc/cpuinfo, hwloc PU os_index, taskset).
  *  - No function lets an internal error unwind into C: an internal bug becomes
  *    SMELT_ERR_PANIC.
+ *
+ * Threads
+ *  - smelt_last_error() is per thread: read it on the thread whose call failed.
+ *  - Model, tree and group handles may be used from any threads, also at the same
+ *    time. Freeing one while another thread uses it is safe: that call finishes on
+ *    its own reference; calls that start after the free get SMELT_ERR_INVALID_HANDLE.
+ *  - A member handle is used by one thread at a time (it may move between threads).
+ *    A call with a member handle that another thread is using right now returns
+ *    SMELT_ERR_BUSY at once and does nothing (the other call is unaffected);
+ *    smelt_member_detach of a member in use, and smelt_group_free of a group with a
+ *    member attached or running, return SMELT_ERR_BUSY too.
+ *  - The member handle smelt_group_run passes to a body is valid until that body
+ *    returns (smelt_group_run waits for any other thread's call with it to end);
+ *    afterwards it gives SMELT_ERR_INVALID_HANDLE. It cannot be detached.
+ *  - Every member takes part in every collective, in the same order, with the same
+ *    len. A collective whose members disagree (a len that differs from the root's, a
+ *    different collective, a NULL buffer or operator on one member) fails on every
+ *    member, within a few message latencies, with the same status and message (the
+ *    first failure of the group, naming the member at fault), and the group stays
+ *    failed: free it and create a new one.
  *
  * Typical use
  *     smelt_model *m;   smelt_model_load("model.json", &m);     // smelt probe -o model.json
@@ -49,6 +74,9 @@ extern "C" {
 #define SMELT_ERR_TIMEOUT 6          /* an operation did not complete in time */
 #define SMELT_ERR_BUFFER 7           /* a caller buffer is too small */
 #define SMELT_ERR_PANIC 8            /* internal error (a bug); do not reuse the object */
+#define SMELT_ERR_INVALID_HANDLE 9   /* freed/detached/expired handle, wrong kind, not a handle */
+#define SMELT_ERR_BUSY 10            /* member handle in use by another thread; member already
+                                        attached or running; group still has members out */
 
 /* The message of the last failed call on the calling thread ("" after a success).
  * Valid until the next smelt call on the same thread. Never NULL. */
@@ -77,8 +105,9 @@ int smelt_model_ncpus(const smelt_model *model, size_t *n);
  * than smelt_model_ncpus. */
 int smelt_model_cpus(const smelt_model *model, uint32_t *cpus, size_t len);
 
-/* Releases a model (NULL is ignored). Trees built from it stay valid. */
-void smelt_model_free(smelt_model *model);
+/* Releases a model (NULL is ignored; SMELT_ERR_INVALID_HANDLE if already freed).
+ * Trees built from it stay valid. */
+int smelt_model_free(smelt_model *model);
 
 /* ---- trees ---------------------------------------------------------------------- */
 
@@ -112,15 +141,16 @@ int smelt_tree_predict(const smelt_tree *tree, const char *op, double *ns);
  * not NULL). SMELT_ERR_BUFFER if it does not fit: call with len 0 to learn the size. */
 int smelt_tree_to_json(const smelt_tree *tree, char *buf, size_t len, size_t *needed);
 
-/* Releases a tree (NULL is ignored). */
-void smelt_tree_free(smelt_tree *tree);
+/* Releases a tree (NULL is ignored; SMELT_ERR_INVALID_HANDLE if already freed). Groups
+ * created from it stay valid. */
+int smelt_tree_free(smelt_tree *tree);
 
 /* ---- groups and collectives ----------------------------------------------------- */
 
 /* A group: one member per tree member, connected by queuepairs along the tree edges. */
 typedef struct smelt_group smelt_group;
 
-/* One member's handle, used by exactly one thread. */
+/* One member's handle, used by one thread at a time (SMELT_ERR_BUSY otherwise). */
 typedef struct smelt_member smelt_member;
 
 /* Creates a group over the tree (the tree may be freed afterwards). Collectives wait
@@ -138,26 +168,34 @@ int smelt_group_size(const smelt_group *group, size_t *n);
 typedef void (*smelt_member_fn)(smelt_member *member, void *arg);
 
 /* Runs fn once per member, each on its own thread pinned to the member's CPU, and
- * returns when all have returned; may be called again for another phase. Every member
- * must take part in every collective, in the same order: a member that skips one makes
- * the others fail after the group timeout (smelt_group_create_timeout). Returns the first error a member's
- * collective returned, if any; after an error do not reuse the group: free it and
- * create a new one. fn must not unwind (no C++
- * exception or longjmp out of it). */
+ * returns when all have returned; may be called again for another phase. The member
+ * handle is valid until fn returns. Every member must take part in every collective,
+ * in the same order: a member that skips one makes the others fail after the group
+ * timeout (smelt_group_create_timeout). Returns the first error a member's collective
+ * returned, if any (SMELT_ERR_BUSY if a member is attached or the group is running
+ * already); after an error do not reuse the group: free it and create a new one. fn
+ * must not unwind (no C++ exception or longjmp out of it). */
 int smelt_group_run(smelt_group *group, smelt_member_fn fn, void *arg);
 
 /* Attaches the calling thread as member `index` (and pins it to the member's CPU):
  * for applications that manage their own threads. Each member is attached at most
- * once at a time; release it with smelt_member_detach before smelt_group_free. */
+ * once at a time (SMELT_ERR_BUSY otherwise); release it with smelt_member_detach
+ * before smelt_group_free. */
 int smelt_group_attach(smelt_group *group, size_t index, smelt_member **member);
 
-/* Detaches a member attached with smelt_group_attach (NULL is ignored). */
-void smelt_member_detach(smelt_member *member);
+/* Detaches a member attached with smelt_group_attach (NULL is ignored); the handle is
+ * invalid afterwards (SMELT_ERR_INVALID_HANDLE if detached already, SMELT_ERR_BUSY
+ * while another thread uses it). */
+int smelt_member_detach(smelt_member *member);
 
 /* Member index (0..size) and OS CPU of a member; is_root is 1 at the root, else 0. */
 int smelt_member_index(const smelt_member *member, size_t *index);
 int smelt_member_cpu(const smelt_member *member, uint32_t *cpu);
 int smelt_member_is_root(const smelt_member *member, int *is_root);
+
+/* Collectives. Each one starts by checking that every member called it with the
+ * root's len (one word up the tree and one down, before any data moves); see
+ * "Threads" above for what happens when they do not agree. */
 
 /* Barrier: returns once every member has entered it. */
 int smelt_barrier(smelt_member *member);
@@ -177,8 +215,9 @@ int smelt_reduce(smelt_member *member, void *buf, size_t len, smelt_reduce_op op
 /* Allreduce: reduce, then broadcast of the result to every member's buf. */
 int smelt_allreduce(smelt_member *member, void *buf, size_t len, smelt_reduce_op op, void *arg);
 
-/* Releases a group (NULL is ignored). No member may be attached or running. */
-void smelt_group_free(smelt_group *group);
+/* Releases a group (NULL is ignored). SMELT_ERR_BUSY, and the group stays, while a
+ * member is attached or running; SMELT_ERR_INVALID_HANDLE if already freed. */
+int smelt_group_free(smelt_group *group);
 
 #ifdef __cplusplus
 }

@@ -48,14 +48,26 @@ fn run(exe: &Path, args: &[&str]) -> Output {
 
 /// Compiles `examples/c/<name>.c` and runs it with `args`; returns stdout.
 fn build_and_run(name: &str, args: &[&str]) -> Option<String> {
+    build_and_run_file(&repo_root().join(format!("examples/c/{name}.c")), args)
+}
+
+/// Compiles the C file `src` (C11, `-Wall -Werror`) and runs it with `args`; asserts
+/// that it exits 0 and returns stdout (None without a C compiler).
+fn build_and_run_file(src: &Path, args: &[&str]) -> Option<String> {
+    let name = src.file_stem().unwrap().to_string_lossy().into_owned();
     let Some(cc) = cc() else {
-        eprintln!("no C compiler: skipping the C example {name}");
+        eprintln!("no C compiler: skipping the C program {name}");
         return None;
     };
     let dir = tempfile::tempdir().unwrap();
-    let exe = dir.path().join(name);
-    let src = repo_root().join(format!("examples/c/{name}.c"));
-    let out = compile(&cc, &["-std=c11", "-Wall"], &src, &exe, &["-lpthread"]);
+    let exe = dir.path().join(&name);
+    let out = compile(
+        &cc,
+        &["-std=c11", "-Wall", "-Werror"],
+        src,
+        &exe,
+        &["-lpthread"],
+    );
     assert!(
         out.status.success(),
         "{cc} failed on {name}.c:\n{}",
@@ -158,5 +170,16 @@ int main(void) {
     }
     if built == 0 {
         eprintln!("no C or C++ compiler: header check skipped");
+    }
+}
+
+/// `tests/c/misuse.c`: double free, use after free, a run body's handle after the body
+/// returned, one member handle on two threads (BUSY), and a member whose broadcast len
+/// differs from the root's (every member fails within 5 s with one error) — all from C.
+#[test]
+fn c_handle_and_argument_misuse_are_errors() {
+    let src = repo_root().join("crates/smelt-capi/tests/c/misuse.c");
+    if let Some(out) = build_and_run_file(&src, &[]) {
+        assert!(out.contains("misuse ok"), "{out}");
     }
 }
