@@ -39,6 +39,7 @@ fn two_way() -> Vec<RingSpec> {
 fn spawn_child(job: &ShmJob, role: &str) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .stdout(std::process::Stdio::null())
         .env(
             "SMELT_SHM_CHILD",
             format!("{},{},{role}", job.path().display(), job.key()),
