@@ -480,7 +480,7 @@ impl Group {
             pairs.push(v);
         }
         let mut members = Vec::with_capacity(n);
-        for rank in 0..n {
+        for (rank, &pin_to) in pin_to.iter().enumerate() {
             let contexts = build_contexts(trees, rank, cfg, &shared, |ctx, edge, parent_side| {
                 let p = &mut pairs[ctx][edge];
                 Ok(if parent_side { p.0.take() } else { p.1.take() }.expect("each end taken once"))
@@ -488,7 +488,7 @@ impl Group {
             members.push(Member {
                 rank,
                 contexts,
-                pin_to: pin_to[rank],
+                pin_to,
                 pinned: false,
                 shared: shared.clone(),
             });
