@@ -11,7 +11,7 @@ cargo build --workspace --all-targets
 echo "[smelt] tests"
 cargo test --workspace 2>&1
 echo "[smelt] loom model check of the queuepair protocol"
-RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p smelt-transport --release --test loom 2>&1
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p smelt-transport --release --lib --test loom 2>&1
 if cargo +nightly miri --version >/dev/null 2>&1; then
     echo "[smelt] transport tests under Miri"
     MIRIFLAGS="-Zmiri-disable-isolation" CARGO_TARGET_DIR=target/miri cargo +nightly miri test -p smelt-transport --test channel 2>&1

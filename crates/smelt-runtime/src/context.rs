@@ -1,18 +1,80 @@
-//! A member's place in one tree, and the collectives run over it.
+//! A member's place in one tree, and the collectives run over it, written once for
+//! every transport ([`Link`]).
 
 use crate::group::GroupShared;
 use crate::word::{pack, unpack_at, Word};
 use crate::GroupError;
-use smelt_transport::{Consumer, Producer, TransportError};
+use smelt_transport::{Endpoint, Link, TransportError};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A queuepair to one tree neighbour.
+/// A link to one tree neighbour.
 #[derive(Debug)]
-pub(crate) struct Link {
+pub(crate) struct Peer<L> {
     pub(crate) rank: usize,
-    pub(crate) tx: Producer,
-    pub(crate) rx: Consumer,
+    pub(crate) link: L,
+}
+
+/// The collectives, as carried in message tags: every message of a collective is
+/// tagged with its operation and the context's sequence number, so members that call
+/// different collectives (or one collective more) are told apart at the first
+/// message that crosses them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Coll {
+    Broadcast = 1,
+    Reduce = 2,
+    Barrier = 3,
+    ReduceSlice = 4,
+    Gather = 5,
+    Scatter = 6,
+}
+
+impl Coll {
+    const ALL: [Coll; 6] = [
+        Coll::Broadcast,
+        Coll::Reduce,
+        Coll::Barrier,
+        Coll::ReduceSlice,
+        Coll::Gather,
+        Coll::Scatter,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Coll::Broadcast => "broadcast",
+            Coll::Reduce => "reduce",
+            Coll::Barrier => "barrier",
+            Coll::ReduceSlice => "reduce_slice",
+            Coll::Gather => "gather",
+            Coll::Scatter => "scatter",
+        }
+    }
+}
+
+/// The tag of one collective call: operation and sequence number.
+#[derive(Debug, Clone, Copy)]
+struct Tag {
+    coll: Coll,
+    seq: u32,
+}
+
+impl Tag {
+    #[inline(always)]
+    fn word(self) -> u64 {
+        ((self.coll as u64) << 56) | self.seq as u64
+    }
+    fn op(self) -> &'static str {
+        self.coll.name()
+    }
+    /// What a received tag says, for error messages.
+    fn describe(w: u64) -> String {
+        let code = (w >> 56) as u8;
+        match Coll::ALL.iter().find(|c| **c as u8 == code) {
+            Some(c) => format!("{} #{}", c.name(), w as u32),
+            None => format!("an untagged message ({w:#x})"),
+        }
+    }
 }
 
 /// One member's view of one tree: its parent and children links. Collectives on a
@@ -21,15 +83,18 @@ pub(crate) struct Link {
 /// reduction, so all members deliver a context's broadcasts in one order (atomic
 /// broadcast: the root sequences, links are FIFO and reliable).
 ///
+/// The collectives are written once against [`Link`]: `L` is the transport, by default
+/// the in-process or shared-memory queuepair ([`Endpoint`]).
+///
 /// A context is `Send`: a member may move one context to another thread, so that
 /// several contexts (trees with different roots) run concurrently on the same members.
 #[derive(Debug)]
-pub struct Context {
+pub struct Context<L: Link = Endpoint> {
     pub(crate) id: usize,
     pub(crate) rank: usize,
     pub(crate) root: usize,
-    pub(crate) parent: Option<Link>,
-    pub(crate) children: Vec<Link>,
+    pub(crate) parent: Option<Peer<L>>,
+    pub(crate) children: Vec<Peer<L>>,
     /// Ranks of this member's subtree in pre-order (self first).
     pub(crate) subtree: Vec<usize>,
     /// Size of each child's subtree (same order as `children`).
@@ -40,11 +105,13 @@ pub struct Context {
     /// Packed values of the slice reductions, kept between calls so a reduction in a
     /// loop does not allocate.
     pub(crate) packed: Vec<u8>,
+    /// Collectives called on this context so far.
+    pub(crate) seq: u32,
 }
 
 type Res<T> = Result<T, GroupError>;
 
-impl Context {
+impl<L: Link> Context<L> {
     /// Which tree of the group this is (index in the list the group was built from).
     pub fn id(&self) -> usize {
         self.id
@@ -81,6 +148,10 @@ impl Context {
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
+    /// Collectives called on this context so far.
+    pub fn sequence(&self) -> u32 {
+        self.seq
+    }
 
     /// Turns a transport error on the link to `peer` into the group's error, recording
     /// a failure (and waking every member) where one happened.
@@ -101,6 +172,14 @@ impl Context {
                 ),
                 false,
             ),
+            TransportError::PeerDied { .. } => sh.record(
+                peer,
+                format!(
+                    "its process died while member {} expected it in {op}",
+                    self.rank
+                ),
+                false,
+            ),
             TransportError::Timeout(after) => {
                 let err = GroupError::Timeout {
                     rank: self.rank,
@@ -112,25 +191,22 @@ impl Context {
                 sh.record(self.rank, err.to_string(), false);
                 err
             }
-            other => {
-                let err = GroupError::Mismatch {
-                    rank: self.rank,
-                    what: format!("{op} with member {peer}: {other}"),
-                };
-                sh.record(self.rank, err.to_string(), false);
-                err
-            }
+            other => self.mismatch(format!("{op} with member {peer}: {other}")),
         }
     }
 
-    /// Fails fast once the group has failed, even where this collective could still
-    /// complete locally.
+    /// Starts collective `coll`: fails fast once the group has failed (even where this
+    /// collective could still complete locally) and returns the call's tag.
     #[inline(always)]
-    fn check_failed(&self) -> Res<()> {
-        if self.shared.abort.is_triggered() {
-            return Err(self.fail(TransportError::Aborted, self.rank, "collective"));
+    fn begin(&mut self, coll: Coll) -> Res<Tag> {
+        if self.shared.is_aborted() {
+            return Err(self.fail(TransportError::Aborted, self.rank, coll.name()));
         }
-        Ok(())
+        self.seq = self.seq.wrapping_add(1);
+        Ok(Tag {
+            coll,
+            seq: self.seq,
+        })
     }
 
     /// Records a mismatch as this member's failure (waking everyone) and returns it.
@@ -144,12 +220,32 @@ impl Context {
         err
     }
 
+    /// Checks a received tag against the collective this member is in.
+    #[inline(always)]
+    fn expect(&self, got: u64, t: Tag, peer: usize) -> Res<()> {
+        if got == t.word() {
+            return Ok(());
+        }
+        Err(self.crossed(got, t, peer))
+    }
+
+    #[cold]
+    fn crossed(&self, got: u64, t: Tag, peer: usize) -> GroupError {
+        self.mismatch(format!(
+            "in {} #{} on context {} it received {} from member {peer}: members called different collectives",
+            t.op(),
+            t.seq,
+            self.id,
+            Tag::describe(got)
+        ))
+    }
+
     #[inline]
-    fn up_word(&mut self, w: u64, op: &'static str) -> Res<()> {
+    fn up_word(&mut self, w: u64, t: Tag) -> Res<()> {
         if let Some(p) = self.parent.as_mut() {
-            if let Err(e) = p.tx.send_word_timeout(w, self.timeout) {
+            if let Err(e) = p.link.send_word(t.word(), w, Some(self.timeout)) {
                 let r = p.rank;
-                return Err(self.fail(e, r, op));
+                return Err(self.fail(e, r, t.op()));
             }
         }
         Ok(())
@@ -157,11 +253,11 @@ impl Context {
 
     /// Sends a zero-payload message to the parent (header only, no payload store).
     #[inline]
-    fn up_empty(&mut self, op: &'static str) -> Res<()> {
+    fn up_empty(&mut self, t: Tag) -> Res<()> {
         if let Some(p) = self.parent.as_mut() {
-            if let Err(e) = p.tx.send_empty_timeout(self.timeout) {
+            if let Err(e) = p.link.send_empty(t.word(), Some(self.timeout)) {
                 let r = p.rank;
-                return Err(self.fail(e, r, op));
+                return Err(self.fail(e, r, t.op()));
             }
         }
         Ok(())
@@ -169,48 +265,63 @@ impl Context {
 
     /// Sends a zero-payload message to every child.
     #[inline]
-    fn down_empty(&mut self, op: &'static str) -> Res<()> {
+    fn down_empty(&mut self, t: Tag) -> Res<()> {
         for i in 0..self.children.len() {
-            if let Err(e) = self.children[i].tx.send_empty_timeout(self.timeout) {
+            if let Err(e) = self.children[i]
+                .link
+                .send_empty(t.word(), Some(self.timeout))
+            {
                 let r = self.children[i].rank;
-                return Err(self.fail(e, r, op));
+                return Err(self.fail(e, r, t.op()));
             }
         }
         Ok(())
     }
 
     #[inline]
-    fn down_word(&mut self, w: u64, op: &'static str) -> Res<()> {
+    fn down_word(&mut self, w: u64, t: Tag) -> Res<()> {
         for i in 0..self.children.len() {
-            if let Err(e) = self.children[i].tx.send_word_timeout(w, self.timeout) {
+            if let Err(e) = self.children[i]
+                .link
+                .send_word(t.word(), w, Some(self.timeout))
+            {
                 let r = self.children[i].rank;
-                return Err(self.fail(e, r, op));
+                return Err(self.fail(e, r, t.op()));
             }
         }
         Ok(())
     }
 
     #[inline]
-    fn recv_child_word(&mut self, i: usize, op: &'static str) -> Res<u64> {
-        match self.children[i].rx.recv_word_timeout(self.timeout) {
-            Ok(w) => Ok(w),
+    fn recv_child_word(&mut self, i: usize, t: Tag) -> Res<u64> {
+        let c = &mut self.children[i];
+        match c.link.recv_word(Some(self.timeout)) {
+            Ok((tag, w)) => {
+                let r = c.rank;
+                self.expect(tag, t, r)?;
+                Ok(w)
+            }
             Err(e) => {
-                let r = self.children[i].rank;
-                Err(self.fail(e, r, op))
+                let r = c.rank;
+                Err(self.fail(e, r, t.op()))
             }
         }
     }
 
     #[inline]
-    fn recv_parent_word(&mut self, op: &'static str) -> Res<Option<u64>> {
+    fn recv_parent_word(&mut self, t: Tag) -> Res<Option<u64>> {
         let Some(p) = self.parent.as_mut() else {
             return Ok(None);
         };
-        match p.rx.recv_word_timeout(self.timeout) {
-            Ok(w) => Ok(Some(w)),
+        match p.link.recv_word(Some(self.timeout)) {
+            Ok((tag, w)) => {
+                let r = p.rank;
+                self.expect(tag, t, r)?;
+                Ok(Some(w))
+            }
             Err(e) => {
                 let r = p.rank;
-                Err(self.fail(e, r, op))
+                Err(self.fail(e, r, t.op()))
             }
         }
     }
@@ -219,44 +330,38 @@ impl Context {
     /// (other members' `w` is ignored). Zero-copy fast path.
     #[inline]
     pub fn broadcast_word(&mut self, w: u64) -> Res<u64> {
-        self.check_failed()?;
-        let w = self.recv_parent_word("broadcast")?.unwrap_or(w);
-        self.down_word(w, "broadcast")?;
+        let t = self.begin(Coll::Broadcast)?;
+        let w = self.recv_parent_word(t)?.unwrap_or(w);
+        self.down_word(w, t)?;
         Ok(w)
     }
 
     /// Broadcasts a zero-payload message from the root (a signal).
     #[inline]
     pub fn broadcast_empty(&mut self) -> Res<()> {
-        self.check_failed()?;
-        self.recv_parent_word("broadcast")?;
-        self.down_empty("broadcast")
+        let t = self.begin(Coll::Broadcast)?;
+        self.recv_parent_word(t)?;
+        self.down_empty(t)
     }
 
     /// Broadcasts bytes from the root: on the root `buf` is sent, elsewhere it is
     /// replaced by the root's bytes. Messages larger than one channel message are sent
     /// as fragments that every inner member forwards as soon as it has them.
     pub fn broadcast(&mut self, buf: &mut Vec<u8>) -> Res<()> {
-        self.check_failed()?;
-        const OP: &str = "broadcast";
+        let t = self.begin(Coll::Broadcast)?;
         let mut scratch = std::mem::take(&mut self.scratch);
-        let r = self.broadcast_inner(buf, &mut scratch, OP);
+        let r = self.broadcast_inner(buf, &mut scratch, t);
         self.scratch = scratch;
         r
     }
 
-    fn broadcast_inner(
-        &mut self,
-        buf: &mut Vec<u8>,
-        scratch: &mut [u8],
-        op: &'static str,
-    ) -> Res<()> {
+    fn broadcast_inner(&mut self, buf: &mut Vec<u8>, scratch: &mut [u8], t: Tag) -> Res<()> {
         let max = scratch.len();
         if self.parent.is_none() {
             let mut off = 0;
             loop {
                 let end = (off + max).min(buf.len());
-                self.send_children(&buf[off..end], op)?;
+                self.send_children(&buf[off..end], t)?;
                 if end - off < max {
                     return Ok(());
                 }
@@ -266,14 +371,18 @@ impl Context {
         buf.clear();
         loop {
             let p = self.parent.as_mut().expect("non-root has a parent");
-            let n = match p.rx.recv_timeout(scratch, self.timeout) {
-                Ok(n) => n,
+            let n = match p.link.recv(scratch, Some(self.timeout)) {
+                Ok((tag, n)) => {
+                    let r = p.rank;
+                    self.expect(tag, t, r)?;
+                    n
+                }
                 Err(e) => {
                     let r = p.rank;
-                    return Err(self.fail(e, r, op));
+                    return Err(self.fail(e, r, t.op()));
                 }
             };
-            self.send_children(&scratch[..n], op)?;
+            self.send_children(&scratch[..n], t)?;
             buf.extend_from_slice(&scratch[..n]);
             if n < max {
                 return Ok(());
@@ -281,29 +390,37 @@ impl Context {
         }
     }
 
-    fn send_children(&mut self, msg: &[u8], op: &'static str) -> Res<()> {
+    fn send_children(&mut self, msg: &[u8], t: Tag) -> Res<()> {
         for i in 0..self.children.len() {
-            if let Err(e) = self.children[i].tx.send_timeout(msg, self.timeout) {
+            if let Err(e) = self.children[i]
+                .link
+                .send(t.word(), msg, Some(self.timeout))
+            {
                 let r = self.children[i].rank;
-                return Err(self.fail(e, r, op));
+                return Err(self.fail(e, r, t.op()));
             }
         }
         Ok(())
     }
 
-    /// Sends `data` to the parent as fragments (a last fragment shorter than a full
-    /// message ends it).
-    fn send_up_bytes(&mut self, data: &[u8], op: &'static str) -> Res<()> {
+    /// Sends `data` to one link as fragments of at most `max` bytes (a last fragment
+    /// shorter than `max` ends it).
+    fn send_fragments(&mut self, to: Option<usize>, data: &[u8], t: Tag) -> Res<()> {
         let max = self.scratch.len();
-        let Some(p) = self.parent.as_mut() else {
-            return Ok(());
+        let timeout = self.timeout;
+        let peer = match to {
+            Some(i) => &mut self.children[i],
+            None => match self.parent.as_mut() {
+                Some(p) => p,
+                None => return Ok(()),
+            },
         };
         let mut off = 0;
         loop {
             let end = (off + max).min(data.len());
-            if let Err(e) = p.tx.send_timeout(&data[off..end], self.timeout) {
-                let r = p.rank;
-                return Err(self.fail(e, r, op));
+            if let Err(e) = peer.link.send(t.word(), &data[off..end], Some(timeout)) {
+                let r = peer.rank;
+                return Err(self.fail(e, r, t.op()));
             }
             if end - off < max {
                 return Ok(());
@@ -314,7 +431,7 @@ impl Context {
 
     /// Receives fragments from child `child` (or the parent for `None`) into `out`
     /// (appending) until a short one.
-    fn recv_bytes(&mut self, child: Option<usize>, out: &mut Vec<u8>, op: &'static str) -> Res<()> {
+    fn recv_bytes(&mut self, child: Option<usize>, out: &mut Vec<u8>, t: Tag) -> Res<()> {
         let mut scratch = std::mem::take(&mut self.scratch);
         let max = scratch.len();
         let r = loop {
@@ -325,8 +442,12 @@ impl Context {
                     None => break Ok(()),
                 },
             };
-            match link.rx.recv_timeout(&mut scratch, self.timeout) {
-                Ok(n) => {
+            match link.link.recv(&mut scratch, Some(self.timeout)) {
+                Ok((tag, n)) => {
+                    let r = link.rank;
+                    if let Err(e) = self.expect(tag, t, r) {
+                        break Err(e);
+                    }
                     out.extend_from_slice(&scratch[..n]);
                     if n < max {
                         break Ok(());
@@ -334,7 +455,7 @@ impl Context {
                 }
                 Err(e) => {
                     let r = link.rank;
-                    break Err(self.fail(e, r, op));
+                    break Err(self.fail(e, r, t.op()));
                 }
             }
         };
@@ -348,14 +469,14 @@ impl Context {
     /// root and `None` elsewhere. Zero-copy word path.
     #[inline]
     pub fn reduce<T: Word>(&mut self, v: T, op: impl Fn(T, T) -> T) -> Res<Option<T>> {
-        self.check_failed()?;
+        let t = self.begin(Coll::Reduce)?;
         let mut acc = v;
         for i in 0..self.children.len() {
-            let w = self.recv_child_word(i, "reduce")?;
+            let w = self.recv_child_word(i, t)?;
             acc = op(acc, T::from_word(w));
         }
         if self.parent.is_some() {
-            self.up_word(acc.to_word(), "reduce")?;
+            self.up_word(acc.to_word(), t)?;
             Ok(None)
         } else {
             Ok(Some(acc))
@@ -366,11 +487,16 @@ impl Context {
     /// root: once every member has called it).
     #[inline]
     pub fn reduce_empty(&mut self) -> Res<()> {
-        self.check_failed()?;
+        let t = self.begin(Coll::Reduce)?;
+        self.reduce_empty_tagged(t)
+    }
+
+    #[inline]
+    fn reduce_empty_tagged(&mut self, t: Tag) -> Res<()> {
         for i in 0..self.children.len() {
-            self.recv_child_word(i, "reduce")?;
+            self.recv_child_word(i, t)?;
         }
-        self.up_empty("reduce")
+        self.up_empty(t)
     }
 
     /// [`reduce`](Context::reduce) then broadcast of the result: every member gets it.
@@ -389,19 +515,20 @@ impl Context {
     /// one message latency instead of two, with the same two messages.
     #[inline]
     pub fn barrier(&mut self) -> Res<()> {
-        self.check_failed()?;
+        let t = self.begin(Coll::Barrier)?;
         if self.size() == 2 {
             if self.parent.is_some() {
-                self.up_empty("barrier")?;
-                self.recv_parent_word("barrier")?;
+                self.up_empty(t)?;
+                self.recv_parent_word(t)?;
             } else {
-                self.down_empty("barrier")?;
-                self.recv_child_word(0, "barrier")?;
+                self.down_empty(t)?;
+                self.recv_child_word(0, t)?;
             }
             return Ok(());
         }
-        self.reduce_empty()?;
-        self.broadcast_empty()
+        self.reduce_empty_tagged(t)?;
+        self.recv_parent_word(t)?;
+        self.down_empty(t)
     }
 
     /// Element-wise reduction of equally long slices to the root. On the root `data`
@@ -409,9 +536,9 @@ impl Context {
     /// scratch (it holds the subtree's partial result). Slices of different lengths
     /// give [`GroupError::Mismatch`].
     pub fn reduce_slice<T: Word>(&mut self, data: &mut [T], op: impl Fn(T, T) -> T) -> Res<bool> {
-        self.check_failed()?;
+        let t = self.begin(Coll::ReduceSlice)?;
         let mut bytes = std::mem::take(&mut self.packed);
-        let r = self.reduce_slice_inner(data, op, &mut bytes);
+        let r = self.reduce_slice_inner(data, op, &mut bytes, t);
         self.packed = bytes;
         r
     }
@@ -421,14 +548,15 @@ impl Context {
         data: &mut [T],
         op: impl Fn(T, T) -> T,
         bytes: &mut Vec<u8>,
+        t: Tag,
     ) -> Res<bool> {
-        const OP: &str = "reduce_slice";
         for i in 0..self.children.len() {
             bytes.clear();
-            self.recv_bytes(Some(i), bytes, OP)?;
+            self.recv_bytes(Some(i), bytes, t)?;
             if bytes.len() != data.len() * T::BYTES {
                 return Err(self.mismatch(format!(
-                    "{OP}: member {} sent {} values, this member has {}",
+                    "{}: member {} sent {} values, this member has {}",
+                    t.op(),
                     self.children[i].rank,
                     bytes.len() / T::BYTES.max(1),
                     data.len()
@@ -441,7 +569,7 @@ impl Context {
         if self.parent.is_some() {
             bytes.clear();
             pack(data, bytes);
-            self.send_up_bytes(bytes, OP)?;
+            self.send_fragments(None, bytes, t)?;
             Ok(false)
         } else {
             Ok(true)
@@ -472,16 +600,16 @@ impl Context {
 
     /// Gathers one word per member at the root: `Some(values by rank)` on the root.
     pub fn gather_word(&mut self, v: u64) -> Res<Option<Vec<u64>>> {
-        self.check_failed()?;
-        const OP: &str = "gather";
+        let t = self.begin(Coll::Gather)?;
         let mut vals = vec![v];
         let mut bytes = Vec::new();
         for i in 0..self.children.len() {
             bytes.clear();
-            self.recv_bytes(Some(i), &mut bytes, OP)?;
+            self.recv_bytes(Some(i), &mut bytes, t)?;
             if bytes.len() != self.child_sizes[i] * 8 {
                 return Err(self.mismatch(format!(
-                    "{OP}: wrong number of values from member {}",
+                    "{}: wrong number of values from member {}",
+                    t.op(),
                     self.children[i].rank
                 )));
             }
@@ -490,7 +618,7 @@ impl Context {
         if self.parent.is_some() {
             bytes.clear();
             pack(&vals, &mut bytes);
-            self.send_up_bytes(&bytes, OP)?;
+            self.send_fragments(None, &bytes, t)?;
             return Ok(None);
         }
         let mut out = vec![0; self.size()];
@@ -503,13 +631,13 @@ impl Context {
     /// Scatters one word to each member from the root: the root passes `Some(values)`
     /// indexed by rank (one per member); every member gets its own value.
     pub fn scatter_word(&mut self, values: Option<&[u64]>) -> Res<u64> {
-        self.check_failed()?;
-        const OP: &str = "scatter";
+        let t = self.begin(Coll::Scatter)?;
         let pre: Vec<u64> = if self.parent.is_none() {
             let vals = values.unwrap_or(&[]);
             if vals.len() != self.size() {
                 return Err(self.mismatch(format!(
-                    "{OP}: the root needs {} values, got {}",
+                    "{}: the root needs {} values, got {}",
+                    t.op(),
                     self.size(),
                     vals.len()
                 )));
@@ -517,43 +645,31 @@ impl Context {
             self.subtree.iter().map(|&r| vals[r]).collect()
         } else {
             let mut bytes = Vec::new();
-            self.recv_bytes(None, &mut bytes, OP)?;
+            self.recv_bytes(None, &mut bytes, t)?;
             if bytes.len() != self.subtree.len() * 8 {
-                return Err(self.mismatch(format!("{OP}: wrong number of values from the parent")));
+                return Err(self.mismatch(format!(
+                    "{}: wrong number of values from the parent",
+                    t.op()
+                )));
             }
             (0..self.subtree.len())
                 .map(|k| unpack_at::<u64>(&bytes, k))
                 .collect()
         };
         let mut off = 1;
-        let max = self.scratch.len();
         let mut bytes = Vec::new();
         for i in 0..self.children.len() {
             let n = self.child_sizes[i];
             bytes.clear();
             pack(&pre[off..off + n], &mut bytes);
             off += n;
-            let mut o = 0;
-            loop {
-                let end = (o + max).min(bytes.len());
-                if let Err(e) = self.children[i]
-                    .tx
-                    .send_timeout(&bytes[o..end], self.timeout)
-                {
-                    let r = self.children[i].rank;
-                    return Err(self.fail(e, r, OP));
-                }
-                if end - o < max {
-                    break;
-                }
-                o = end;
-            }
+            self.send_fragments(Some(i), &bytes, t)?;
         }
         Ok(pre[0])
     }
 }
 
-impl Drop for Context {
+impl<L: Link> Drop for Context<L> {
     fn drop(&mut self) {
         // A context moved to another thread that panics fails the group too.
         if std::thread::panicking() {

@@ -57,6 +57,10 @@ pub enum GroupError {
     /// A context index that the member does not hold (or that was taken out).
     #[error("no context {0} on this member")]
     NoContext(usize),
+    /// A job of processes could not be created or joined (shared memory, the
+    /// environment, the job description).
+    #[error("job: {0}")]
+    Job(String),
     /// Building the channels failed.
     #[error("transport: {0}")]
     Transport(#[from] smelt_transport::TransportError),

@@ -1,8 +1,11 @@
 //! Groups of members built from trees, and running them on threads.
 
-use crate::context::{Context, Link};
+use crate::context::{Context, Peer};
 use crate::GroupError;
-use smelt_transport::{allowed_cpus, pin_current_thread, try_queuepair, Abort, WaitPolicy};
+use smelt_transport::shm::ShmMember;
+use smelt_transport::{
+    allowed_cpus, pin_current_thread, try_queuepair, Abort, Endpoint, Link, WaitPolicy,
+};
 use smelt_tree::Tree;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -80,15 +83,51 @@ pub(crate) struct Failure {
 }
 
 /// State shared by all members of a group: CPUs by rank, the abort flag, the first
-/// failure.
+/// failure. For a member process of a job, also the job's segment, where the first
+/// failure and the abort flag are shared with the other processes.
 #[derive(Debug)]
 pub(crate) struct GroupShared {
     pub(crate) cpus: Vec<u32>,
     pub(crate) abort: Abort,
     pub(crate) failure: Mutex<Option<Failure>>,
+    pub(crate) job: Option<ShmMember>,
 }
 
 impl GroupShared {
+    pub(crate) fn new(cpus: Vec<u32>, job: Option<ShmMember>) -> GroupShared {
+        GroupShared::with_abort(cpus, Abort::new(), job)
+    }
+
+    pub(crate) fn with_abort(cpus: Vec<u32>, abort: Abort, job: Option<ShmMember>) -> GroupShared {
+        GroupShared {
+            cpus,
+            abort,
+            failure: Mutex::new(None),
+            job,
+        }
+    }
+
+    /// True once this group (or, for a process, its job) has failed.
+    #[inline(always)]
+    pub(crate) fn is_aborted(&self) -> bool {
+        self.abort.is_triggered() || self.job.as_ref().is_some_and(|j| j.is_aborted())
+    }
+
+    /// The job's first failure, adopted locally (for a process member).
+    fn adopt_job_failure(&self) {
+        let Some((rank, what)) = self.job.as_ref().and_then(|j| j.failure()) else {
+            return;
+        };
+        let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        if f.is_none() {
+            *f = Some(Failure {
+                rank: rank as usize,
+                what,
+                panicked: false,
+            });
+        }
+    }
+
     /// Records a failure of member `rank` (unless one is already recorded), raises the
     /// abort flag, and returns the error members should see (the first failure).
     pub(crate) fn record(&self, rank: usize, what: String, panicked: bool) -> GroupError {
@@ -100,41 +139,61 @@ impl GroupShared {
                 .as_ref()
                 .is_some_and(|x| x.rank == rank && x.panicked && panicked && x.what == "panicked");
             if f.is_none() || refine {
+                if let Some(j) = &self.job {
+                    j.record_failure(rank as u32, &what);
+                }
                 *f = Some(Failure {
                     rank,
                     what,
                     panicked,
                 });
             }
+            // In a job, the first failure any process recorded is everyone's.
+            if let Some((r, w)) = self.job.as_ref().and_then(|j| j.failure()) {
+                if f.as_ref()
+                    .is_none_or(|x| x.rank != r as usize || x.what != w)
+                {
+                    *f = Some(Failure {
+                        rank: r as usize,
+                        what: w,
+                        panicked: false,
+                    });
+                }
+            }
         }
         self.abort.trigger();
+        if let Some(j) = &self.job {
+            j.abort();
+        }
         self.failure_error().expect("a failure was just recorded")
     }
 
     /// The first failure as members see it.
     pub(crate) fn failure_error(&self) -> Option<GroupError> {
+        self.adopt_job_failure();
         let f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
         f.as_ref().map(|f| GroupError::PeerFailed {
             rank: f.rank,
-            cpu: self.cpus[f.rank],
+            cpu: self.cpus.get(f.rank).copied().unwrap_or(u32::MAX),
             what: f.what.clone(),
         })
     }
 
     /// The first failure as [`Group::run`] reports it.
     fn run_error(&self) -> Option<GroupError> {
+        self.adopt_job_failure();
         let f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
         f.as_ref().map(|f| {
             if f.panicked {
                 GroupError::MemberPanicked {
                     rank: f.rank,
-                    cpu: self.cpus[f.rank],
+                    cpu: self.cpus.get(f.rank).copied().unwrap_or(u32::MAX),
                     message: f.what.clone(),
                 }
             } else {
                 GroupError::PeerFailed {
                     rank: f.rank,
-                    cpu: self.cpus[f.rank],
+                    cpu: self.cpus.get(f.rank).copied().unwrap_or(u32::MAX),
                     what: f.what.clone(),
                 }
             }
@@ -149,13 +208,13 @@ impl GroupShared {
 /// expect messages from it, their collectives fail with [`GroupError::PeerFailed`]
 /// instead of hanging. A member dropped while its thread panics fails the whole group.
 #[derive(Debug)]
-pub struct Member {
-    rank: usize,
-    contexts: Vec<Option<Context>>,
+pub struct Member<L: Link = Endpoint> {
+    pub(crate) rank: usize,
+    pub(crate) contexts: Vec<Option<Context<L>>>,
     /// CPU to pin this member's thread to when run by the group.
-    pin_to: Option<u32>,
-    pinned: bool,
-    shared: Arc<GroupShared>,
+    pub(crate) pin_to: Option<u32>,
+    pub(crate) pinned: bool,
+    pub(crate) shared: Arc<GroupShared>,
 }
 
 macro_rules! ctx0 {
@@ -164,7 +223,7 @@ macro_rules! ctx0 {
     };
 }
 
-impl Member {
+impl<L: Link> Member<L> {
     /// Rank: index of this member's CPU in the group's CPU list (the first tree's
     /// member order).
     pub fn rank(&self) -> usize {
@@ -197,7 +256,7 @@ impl Member {
     }
 
     /// Context `i` (tree `i` of the group).
-    pub fn context(&mut self, i: usize) -> Result<&mut Context, GroupError> {
+    pub fn context(&mut self, i: usize) -> Result<&mut Context<L>, GroupError> {
         self.contexts
             .get_mut(i)
             .and_then(|c| c.as_mut())
@@ -205,7 +264,7 @@ impl Member {
     }
 
     /// Takes context `i` out (e.g. to drive it from another thread).
-    pub fn take_context(&mut self, i: usize) -> Result<Context, GroupError> {
+    pub fn take_context(&mut self, i: usize) -> Result<Context<L>, GroupError> {
         self.contexts
             .get_mut(i)
             .and_then(|c| c.take())
@@ -213,7 +272,7 @@ impl Member {
     }
 
     /// Puts a context taken with [`take_context`](Member::take_context) back.
-    pub fn put_context(&mut self, c: Context) {
+    pub fn put_context(&mut self, c: Context<L>) {
         let i = c.id();
         self.contexts[i] = Some(c);
     }
@@ -315,7 +374,7 @@ impl Member {
     }
 }
 
-impl Drop for Member {
+impl<L: Link> Drop for Member<L> {
     fn drop(&mut self) {
         if std::thread::panicking() {
             self.shared.record(self.rank, "panicked".into(), true);
@@ -343,26 +402,9 @@ impl Group {
     /// A group with one context per tree. Every tree must span the same CPUs (any
     /// shape, any root); ranks follow the first tree's member order.
     pub fn with_config(trees: &[Tree], cfg: &GroupConfig) -> Result<Group, GroupError> {
-        let first = trees
-            .first()
-            .ok_or_else(|| GroupError::Invalid("no tree given".into()))?;
-        for (i, t) in trees.iter().enumerate() {
-            t.validate()
-                .map_err(|e| GroupError::Invalid(format!("tree {i}: {e}")))?;
-        }
-        let cpus = first.members.clone();
+        let cpus = check_trees(trees)?;
+        let first = &trees[0];
         let n = cpus.len();
-        let mut sorted = cpus.clone();
-        sorted.sort_unstable();
-        for (i, t) in trees.iter().enumerate().skip(1) {
-            let mut s = t.members.clone();
-            s.sort_unstable();
-            if s != sorted {
-                return Err(GroupError::Invalid(format!(
-                    "tree {i} spans other CPUs than tree 0"
-                )));
-            }
-        }
         let allowed = allowed_cpus().unwrap_or_default();
         let missing: Vec<u32> = cpus
             .iter()
@@ -412,12 +454,7 @@ impl Group {
         } else {
             trees
         };
-        let shared = Arc::new(GroupShared {
-            cpus: cpus.clone(),
-            abort: Abort::new(),
-            failure: Mutex::new(None),
-        });
-        let scratch_len = cfg.capacity * smelt_transport::PAYLOAD_PER_SLOT;
+        let shared = Arc::new(GroupShared::new(cpus.clone(), None));
         // Where each rank's thread is pinned: its own CPU, or a pre-order chunk.
         let pin_to: Vec<Option<u32>> = if !pinned {
             vec![None; n]
@@ -430,66 +467,31 @@ impl Group {
             }
             v
         };
-        let mut members: Vec<Member> = (0..n)
-            .map(|rank| Member {
+        // Every tree edge's queuepair, made up front; each member takes its ends.
+        let mut pairs: Vec<Vec<(Option<Endpoint>, Option<Endpoint>)>> = Vec::new();
+        for t in trees {
+            let mut v = Vec::new();
+            for _ in tree_edges(t) {
+                let (mut a, mut b) = try_queuepair(cfg.capacity, Some(shared.abort.clone()))?;
+                a.set_wait_policy(wait);
+                b.set_wait_policy(wait);
+                v.push((Some(a), Some(b)));
+            }
+            pairs.push(v);
+        }
+        let mut members = Vec::with_capacity(n);
+        for (rank, &pin_to) in pin_to.iter().enumerate() {
+            let contexts = build_contexts(trees, rank, cfg, &shared, |ctx, edge, parent_side| {
+                let p = &mut pairs[ctx][edge];
+                Ok(if parent_side { p.0.take() } else { p.1.take() }.expect("each end taken once"))
+            })?;
+            members.push(Member {
                 rank,
-                contexts: Vec::with_capacity(trees.len()),
-                pin_to: pin_to[rank],
+                contexts,
+                pin_to,
                 pinned: false,
                 shared: shared.clone(),
-            })
-            .collect();
-        for (id, t) in trees.iter().enumerate() {
-            // Tree member index -> group rank.
-            let rank_of: Vec<usize> = t
-                .members
-                .iter()
-                .map(|c| cpus.iter().position(|x| x == c).expect("same CPU set"))
-                .collect();
-            let mut parents: Vec<Option<Link>> = (0..n).map(|_| None).collect();
-            let mut children: Vec<Vec<Link>> = (0..n).map(|_| Vec::new()).collect();
-            for (p, cs) in t.children.iter().enumerate() {
-                for &c in cs {
-                    let (mut a, mut b) = try_queuepair(cfg.capacity, Some(shared.abort.clone()))?;
-                    a.set_wait_policy(wait);
-                    b.set_wait_policy(wait);
-                    let (pr, cr) = (rank_of[p], rank_of[c]);
-                    children[pr].push(Link {
-                        rank: cr,
-                        tx: a.tx,
-                        rx: a.rx,
-                    });
-                    parents[cr] = Some(Link {
-                        rank: pr,
-                        tx: b.tx,
-                        rx: b.rx,
-                    });
-                }
-            }
-            for (m, (parent, kids)) in parents.into_iter().zip(children).enumerate() {
-                let idx = rank_of.iter().position(|&r| r == m).expect("rank in tree");
-                let subtree: Vec<usize> = subtree_preorder(t, idx)
-                    .into_iter()
-                    .map(|i| rank_of[i])
-                    .collect();
-                let child_sizes = t.children[idx]
-                    .iter()
-                    .map(|&c| subtree_preorder(t, c).len())
-                    .collect();
-                members[m].contexts.push(Some(Context {
-                    id,
-                    rank: m,
-                    root: rank_of[t.root],
-                    parent,
-                    children: kids,
-                    subtree,
-                    child_sizes,
-                    timeout: cfg.timeout,
-                    shared: shared.clone(),
-                    scratch: vec![0; scratch_len],
-                    packed: Vec::new(),
-                }));
-            }
+            });
         }
         Ok(Group {
             members,
@@ -597,6 +599,106 @@ impl Group {
             .map(|r| r.expect("no failure recorded, so every member returned"))
             .collect())
     }
+}
+
+/// Checks that `trees` describe one group (at least one tree, each valid, all over
+/// the same CPUs); returns the CPUs by rank (the first tree's member order).
+pub(crate) fn check_trees(trees: &[Tree]) -> Result<Vec<u32>, GroupError> {
+    let first = trees
+        .first()
+        .ok_or_else(|| GroupError::Invalid("no tree given".into()))?;
+    for (i, t) in trees.iter().enumerate() {
+        t.validate()
+            .map_err(|e| GroupError::Invalid(format!("tree {i}: {e}")))?;
+    }
+    let cpus = first.members.clone();
+    let mut sorted = cpus.clone();
+    sorted.sort_unstable();
+    for (i, t) in trees.iter().enumerate().skip(1) {
+        let mut s = t.members.clone();
+        s.sort_unstable();
+        if s != sorted {
+            return Err(GroupError::Invalid(format!(
+                "tree {i} spans other CPUs than tree 0"
+            )));
+        }
+    }
+    Ok(cpus)
+}
+
+/// A tree's edges as (parent index, child index), in the order every transport
+/// numbers them: parents by index, each parent's children in send order.
+pub(crate) fn tree_edges(t: &Tree) -> impl Iterator<Item = (usize, usize)> + '_ {
+    t.children
+        .iter()
+        .enumerate()
+        .flat_map(|(p, cs)| cs.iter().map(move |&c| (p, c)))
+}
+
+/// Builds member `rank`'s context for each tree over the links `connect` gives:
+/// `connect(tree, edge, parent_side)` returns the parent's (`true`) or the child's end
+/// of edge number `edge` of tree `tree` (numbered as [`tree_edges`]). Ranks follow the
+/// first tree's member order.
+pub(crate) fn build_contexts<L: Link>(
+    trees: &[Tree],
+    rank: usize,
+    cfg: &GroupConfig,
+    shared: &Arc<GroupShared>,
+    mut connect: impl FnMut(usize, usize, bool) -> Result<L, GroupError>,
+) -> Result<Vec<Option<Context<L>>>, GroupError> {
+    let cpus = &trees[0].members;
+    let scratch_len = cfg.capacity * smelt_transport::PAYLOAD_PER_SLOT;
+    let mut out = Vec::with_capacity(trees.len());
+    for (id, t) in trees.iter().enumerate() {
+        // Tree member index <-> group rank.
+        let rank_of: Vec<usize> = t
+            .members
+            .iter()
+            .map(|c| cpus.iter().position(|x| x == c).expect("same CPU set"))
+            .collect();
+        let idx = rank_of
+            .iter()
+            .position(|&r| r == rank)
+            .expect("rank in tree");
+        let mut parent = None;
+        let mut children = Vec::new();
+        for (e, (p, c)) in tree_edges(t).enumerate() {
+            if c == idx {
+                parent = Some(Peer {
+                    rank: rank_of[p],
+                    link: connect(id, e, false)?,
+                });
+            } else if p == idx {
+                children.push(Peer {
+                    rank: rank_of[c],
+                    link: connect(id, e, true)?,
+                });
+            }
+        }
+        let subtree: Vec<usize> = subtree_preorder(t, idx)
+            .into_iter()
+            .map(|i| rank_of[i])
+            .collect();
+        let child_sizes = t.children[idx]
+            .iter()
+            .map(|&c| subtree_preorder(t, c).len())
+            .collect();
+        out.push(Some(Context {
+            id,
+            rank,
+            root: rank_of[t.root],
+            parent,
+            children,
+            subtree,
+            child_sizes,
+            timeout: cfg.timeout,
+            shared: shared.clone(),
+            scratch: vec![0; scratch_len],
+            packed: Vec::new(),
+            seq: 0,
+        }));
+    }
+    Ok(out)
 }
 
 /// Member indices of `m`'s subtree in pre-order.

@@ -31,6 +31,7 @@ mod context;
 mod error;
 mod group;
 pub mod measure;
+pub mod process;
 mod word;
 
 pub use context::Context;

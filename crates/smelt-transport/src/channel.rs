@@ -1,49 +1,116 @@
 //! The single-producer single-consumer ring of cache-line slots.
 //!
-//! Layout (every part on its own cache line(s), each with one writer):
+//! Layout (every part on its own cache line(s), each with one writer). The same layout
+//! serves a ring on this process's heap and a ring in memory shared by several
+//! processes ([`crate::shm`]): it is `#[repr(C)]`, holds no pointers, and all-zero
+//! bytes are its initial state.
 //!
 //! * `slots`: `capacity` slots of 64 bytes, written only by the producer. A slot is an
-//!   8-byte header followed by 56 bytes of payload. The header holds the slot's
+//!   8-byte header, an 8-byte tag and 48 bytes of payload. The header holds the slot's
 //!   sequence number (low 32 bits of position + 1; it doubles as the epoch that tells
 //!   a new message from the previous lap's) and either the message length (first
-//!   slot of a message) or a continuation mark. The first slot's header is written
-//!   last, with `Release`: once the consumer sees it (`Acquire`), every byte of the
-//!   message, in all its slots, is visible.
+//!   slot of a message) or a continuation mark. The tag is the sender's label for the
+//!   message (the collectives put the operation and its sequence number there); it is
+//!   carried by the first slot. The first slot's header is written last, with
+//!   `Release`: once the consumer sees it (`Acquire`), every byte of the message, in
+//!   all its slots, is visible.
 //! * `head`: the consumer's read position (its acknowledgement), written only by the
 //!   consumer. The producer reads it only when its cached copy says the ring is full.
 //! * `tail`: the producer's write position, a hint for `len()` queries only.
-//! * `prod` / `cons`: each side's rarely-written flags (parked, dropped). They stay
-//!   shared in both caches, so checking the peer's flag after each operation is a
-//!   cache hit.
+//! * `prod` / `cons`: each side's rarely-written words (waiting, closed). They stay
+//!   shared in both caches, so checking the peer's word after each operation is a
+//!   cache hit. The waiting word is the futex a process parks on when the ring is
+//!   shared between processes; the wake-up handshake is in [`crate::wake`].
 
 use crate::backoff::{Backoff, WaitPolicy};
-use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering, UnsafeCell};
+use crate::sync::{Arc, AtomicU32, AtomicU64, Ordering, UnsafeCell};
+use crate::wake::{futex_wait, futex_wake, waiter_fence, waker_fence};
 use crate::{Abort, TransportError};
-use crossbeam_utils::CachePadded;
 use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
 /// Bytes of one slot: one cache line.
 pub const SLOT_BYTES: usize = 64;
-/// Payload bytes carried per slot (the rest is the header word).
-pub const PAYLOAD_PER_SLOT: usize = 56;
+/// Payload bytes carried per slot (the rest is the header and the tag).
+pub const PAYLOAD_PER_SLOT: usize = 48;
 /// Largest ring, in slots.
 pub const MAX_CAPACITY: usize = 1 << 24;
 
-const WORDS: usize = PAYLOAD_PER_SLOT / 8;
+/// Words of a slot after its header: the tag, then the payload.
+const BODY_WORDS: usize = 1 + PAYLOAD_PER_SLOT / 8;
 const LEN_MASK: u64 = 0x7fff_ffff;
 const CONT: u64 = 1 << 31;
 const SEQ_AND_CONT: u64 = !LEN_MASK;
 
-/// One cache line: header word + 56 payload bytes.
+// The header's 31-bit length field must hold the longest message of the largest ring.
+const _: () = assert!((MAX_CAPACITY as u64) * (PAYLOAD_PER_SLOT as u64) <= LEN_MASK);
+// The 32-bit sequence number must tell one lap from the next: a ring never holds more
+// than 2^32 positions.
+const _: () = assert!((MAX_CAPACITY as u64) < (1u64 << 32));
+const _: () = assert!(PAYLOAD_PER_SLOT.is_multiple_of(8) && 8 + 8 * BODY_WORDS == SLOT_BYTES);
+
+/// One cache line: header word, tag word, 48 payload bytes.
 #[repr(C, align(64))]
-struct Slot {
+pub(crate) struct Slot {
     header: AtomicU64,
-    data: UnsafeCell<[u64; WORDS]>,
+    /// `[tag, payload...]`.
+    body: UnsafeCell<[u64; BODY_WORDS]>,
 }
 
 #[cfg(not(loom))]
 const _: () = assert!(std::mem::size_of::<Slot>() == SLOT_BYTES);
+
+/// A value alone on a pair of cache lines (the adjacent-line prefetcher pulls lines in
+/// pairs on x86, so 128 bytes keep writers apart).
+#[repr(C, align(128))]
+pub(crate) struct Line<T>(pub(crate) T);
+
+/// One side's rarely-written words.
+#[repr(C)]
+pub(crate) struct SideWords {
+    /// Non-zero while this side is about to park or parked (the futex word).
+    waiting: AtomicU32,
+    /// Non-zero once this side was dropped.
+    closed: AtomicU32,
+}
+
+/// The control block at the start of a ring's memory.
+#[repr(C)]
+pub(crate) struct Ctrl {
+    head: Line<AtomicU64>,
+    tail: Line<AtomicU64>,
+    prod: Line<SideWords>,
+    cons: Line<SideWords>,
+}
+
+/// Bytes of a ring's control block.
+#[cfg(not(loom))]
+pub(crate) const CTRL_BYTES: usize = std::mem::size_of::<Ctrl>();
+#[cfg(not(loom))]
+const _: () = assert!(CTRL_BYTES == 512);
+
+/// Bytes of memory a ring of `capacity` slots needs (control block + slots).
+#[cfg(not(loom))]
+pub(crate) const fn ring_bytes(capacity: usize) -> usize {
+    CTRL_BYTES + capacity * SLOT_BYTES
+}
+
+impl Ctrl {
+    fn new() -> Ctrl {
+        let side = || {
+            Line(SideWords {
+                waiting: AtomicU32::new(0),
+                closed: AtomicU32::new(0),
+            })
+        };
+        Ctrl {
+            head: Line(AtomicU64::new(0)),
+            tail: Line(AtomicU64::new(0)),
+            prod: side(),
+            cons: side(),
+        }
+    }
+}
 
 /// Header bits naming position `pos` as the first slot of a message.
 #[inline(always)]
@@ -61,66 +128,178 @@ fn slots_for(len: usize) -> usize {
     }
 }
 
-/// One side's rarely-written state: whether it is parked (and which thread to wake)
-/// and whether it was dropped.
-#[derive(Debug, Default)]
-struct Side {
-    waiting: AtomicBool,
-    closed: AtomicBool,
-    thread: std::sync::Mutex<Option<std::thread::Thread>>,
+/// Which side of a ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Who {
+    Prod = 0,
+    Cons = 1,
 }
 
-impl Side {
-    /// Called by the other side after it made progress this side may wait for.
+impl Who {
+    fn other(self) -> Who {
+        match self {
+            Who::Prod => Who::Cons,
+            Who::Cons => Who::Prod,
+        }
+    }
+}
+
+/// What a ring shared with another process needs to know about that process: whether
+/// it still lives, and whether the job it belongs to was aborted. Implemented by the
+/// shared-memory job ([`crate::shm`]).
+pub(crate) trait Remote: Send + Sync {
+    /// False once member `rank`'s process has died (or exited without leaving).
+    fn peer_alive(&self, rank: u32) -> bool;
+    /// True once any process raised the job's abort flag.
+    fn aborted(&self) -> bool;
+}
+
+/// Where a ring's memory lives.
+pub(crate) enum Memory {
+    /// This process's heap: both ends are threads of this process; a parked end is a
+    /// thread, unparked by the other end.
+    Heap {
+        ctrl: *mut Ctrl,
+        slots: *mut [Slot],
+        threads: [std::sync::Mutex<Option<std::thread::Thread>>; 2],
+    },
+    /// A mapping shared with another process: parking is a futex wait on the side's
+    /// waiting word, and the other end's process is watched for death.
+    Shared {
+        /// Keeps the mapping alive and answers liveness questions.
+        remote: Arc<dyn Remote>,
+        /// The member at the other end of this ring.
+        peer: u32,
+    },
+}
+
+pub(crate) struct Shared {
+    ctrl: *const Ctrl,
+    slots: *const Slot,
+    mem: Memory,
+    abort: Option<Abort>,
+}
+
+// SAFETY: the only non-Sync parts are the slots' payload cells (and raw pointers to
+// the memory, which `mem` keeps alive: a heap allocation freed only in Drop, or a
+// mapping held by the `Remote`). The ring protocol gives exclusive access to each
+// payload: the producer writes a slot only after the consumer's `head` (Release, read
+// with Acquire) shows the slot's previous message was fully read, and the consumer
+// reads a slot only after its header (written last with Release, read with Acquire)
+// announces the new message. No two threads ever access one payload concurrently, and
+// there is exactly one Producer and one Consumer.
+unsafe impl Sync for Shared {}
+// SAFETY: see the Sync impl; the payloads are plain integers with no thread affinity.
+unsafe impl Send for Shared {}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Memory::Heap { ctrl, slots, .. } = self.mem {
+            // SAFETY: both were made by Box::into_raw in `heap_ring` and are freed only
+            // here, once, when the last end (the last Arc) is gone.
+            unsafe {
+                drop(Box::from_raw(ctrl));
+                drop(Box::from_raw(slots));
+            }
+        }
+    }
+}
+
+impl Shared {
     #[inline(always)]
-    fn wake_if_waiting(&self) {
-        if self.waiting.load(Ordering::Relaxed) {
-            self.wake_slow();
+    fn ctrl(&self) -> &Ctrl {
+        // SAFETY: `ctrl` points to a live, initialised Ctrl for as long as `self.mem`
+        // lives (see the Sync impl); Ctrl holds only atomics.
+        unsafe { &*self.ctrl }
+    }
+
+    #[inline(always)]
+    fn slot(&self, i: usize) -> &Slot {
+        // SAFETY: callers pass i < capacity (ring indices wrap at capacity), and the
+        // slots array of `capacity` slots lives as long as `self.mem`.
+        unsafe { &*self.slots.add(i) }
+    }
+
+    #[inline(always)]
+    fn side(&self, who: Who) -> &SideWords {
+        match who {
+            Who::Prod => &self.ctrl().prod.0,
+            Who::Cons => &self.ctrl().cons.0,
+        }
+    }
+
+    /// Called by one side after it made progress the other side (`who`) may wait for.
+    #[inline(always)]
+    fn wake_if_waiting(&self, who: Who) {
+        waker_fence();
+        if self.side(who).waiting.load(Ordering::Relaxed) != 0 {
+            self.wake_slow(who);
         }
     }
 
     #[cold]
-    fn wake_slow(&self) {
-        if self.waiting.swap(false, Ordering::AcqRel) {
-            self.unpark();
+    fn wake_slow(&self, who: Who) {
+        let side = self.side(who);
+        if side.waiting.swap(0, Ordering::AcqRel) != 0 {
+            match &self.mem {
+                Memory::Heap { threads, .. } => {
+                    let t = threads[who as usize]
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner());
+                    if let Some(t) = t.as_ref() {
+                        t.unpark();
+                    }
+                }
+                Memory::Shared { .. } => futex_wake(&side.waiting),
+            }
         }
     }
 
-    fn unpark(&self) {
-        let t = self.thread.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(t) = t.as_ref() {
-            t.unpark();
+    /// Records the calling thread as the one to unpark (heap rings only).
+    fn register_current(&self, who: Who) {
+        if let Memory::Heap { threads, .. } = &self.mem {
+            let me = std::thread::current();
+            let mut t = threads[who as usize]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if t.as_ref().map(|t| t.id()) != Some(me.id()) {
+                *t = Some(me);
+            }
         }
     }
 
-    /// Records the calling thread as the one to unpark.
-    fn register_current(&self) {
-        let me = std::thread::current();
-        let mut t = self.thread.lock().unwrap_or_else(|e| e.into_inner());
-        if t.as_ref().map(|t| t.id()) != Some(me.id()) {
-            *t = Some(me);
+    /// Parks the calling side for at most `wait` (until woken by the other side).
+    fn park(&self, who: Who, wait: Duration) {
+        match &self.mem {
+            Memory::Heap { .. } => {
+                #[cfg(loom)]
+                {
+                    let _ = wait;
+                    loom::thread::yield_now();
+                }
+                #[cfg(not(loom))]
+                std::thread::park_timeout(wait);
+            }
+            Memory::Shared { .. } => futex_wait(&self.side(who).waiting, 1, wait),
+        }
+    }
+
+    /// The other process's failure, if it has one: aborted job or dead peer.
+    fn remote_failure(&self) -> Option<TransportError> {
+        match &self.mem {
+            Memory::Heap { .. } => None,
+            Memory::Shared { remote, peer, .. } => {
+                if remote.aborted() {
+                    Some(TransportError::Aborted)
+                } else if !remote.peer_alive(*peer) {
+                    Some(TransportError::PeerDied { peer: *peer })
+                } else {
+                    None
+                }
+            }
         }
     }
 }
-
-struct Shared {
-    slots: Box<[Slot]>,
-    head: CachePadded<AtomicU64>,
-    tail: CachePadded<AtomicU64>,
-    prod: CachePadded<Side>,
-    cons: CachePadded<Side>,
-    abort: Option<Abort>,
-}
-
-// SAFETY: the only non-Sync part is the slots' payload cells. The ring protocol gives
-// exclusive access to each payload: the producer writes a slot only after the
-// consumer's `head` (Release, read with Acquire) shows the slot's previous message was
-// fully read, and the consumer reads a slot only after its header (written last with
-// Release, read with Acquire) announces the new message. No two threads ever access one
-// payload concurrently, and there is exactly one Producer and one Consumer.
-unsafe impl Sync for Shared {}
-// SAFETY: see the Sync impl; the payloads are plain integers with no thread affinity.
-unsafe impl Send for Shared {}
 
 /// The sending end of a channel. Not `Clone` and not `Sync`: exactly one thread sends.
 pub struct Producer {
@@ -144,7 +323,7 @@ pub struct Consumer {
     head: u64,
     /// `head % capacity`.
     idx: usize,
-    /// Last position stored to `shared.head` (acknowledged to the producer).
+    /// Last position stored to `head` in the control block (acknowledged).
     published: u64,
     /// Acknowledge after this many slots (and whenever the ring runs empty).
     ack_batch: u64,
@@ -171,68 +350,137 @@ pub fn channel_with_abort(capacity_slots: usize, abort: &Abort) -> (Producer, Co
     try_channel(capacity_slots, Some(abort.clone())).unwrap_or_else(|e| panic!("{e}"))
 }
 
+fn check_capacity(capacity_slots: usize) -> Result<(), TransportError> {
+    if capacity_slots == 0 || capacity_slots > MAX_CAPACITY {
+        return Err(TransportError::InvalidCapacity(capacity_slots));
+    }
+    Ok(())
+}
+
 /// Checked constructor: fails with [`TransportError::InvalidCapacity`] for a capacity of
 /// 0 or above [`MAX_CAPACITY`].
 pub fn try_channel(
     capacity_slots: usize,
     abort: Option<Abort>,
 ) -> Result<(Producer, Consumer), TransportError> {
-    if capacity_slots == 0 || capacity_slots > MAX_CAPACITY {
-        return Err(TransportError::InvalidCapacity(capacity_slots));
-    }
+    check_capacity(capacity_slots)?;
+    crate::wake::init();
     let slots: Box<[Slot]> = (0..capacity_slots)
         .map(|_| Slot {
             header: AtomicU64::new(0),
-            data: UnsafeCell::new([0; WORDS]),
+            body: UnsafeCell::new([0; BODY_WORDS]),
         })
         .collect();
+    let ctrl = Box::into_raw(Box::new(Ctrl::new()));
+    let slots = Box::into_raw(slots);
     let shared = Arc::new(Shared {
-        slots,
-        head: CachePadded::new(AtomicU64::new(0)),
-        tail: CachePadded::new(AtomicU64::new(0)),
-        prod: CachePadded::new(Side::default()),
-        cons: CachePadded::new(Side::default()),
+        ctrl,
+        slots: slots as *const Slot,
+        mem: Memory::Heap {
+            ctrl,
+            slots,
+            threads: Default::default(),
+        },
         abort,
     });
-    let p = Producer {
-        shared: shared.clone(),
-        tail: 0,
-        idx: 0,
-        cached_head: 0,
-        cap: capacity_slots,
-        policy: WaitPolicy::default(),
-        _not_sync: PhantomData,
-    };
-    let c = Consumer {
-        shared,
-        head: 0,
-        idx: 0,
-        published: 0,
-        ack_batch: default_ack_batch(capacity_slots),
-        cap: capacity_slots,
-        policy: WaitPolicy::default(),
-        _not_sync: PhantomData,
-    };
-    Ok((p, c))
+    Ok((
+        Producer::new(shared.clone(), capacity_slots),
+        Consumer::new(shared, capacity_slots),
+    ))
+}
+
+/// One end of a ring that lives in memory shared with another process.
+#[cfg(not(loom))]
+pub(crate) enum SharedEnd {
+    Producer(Producer),
+    Consumer(Consumer),
+}
+
+/// Opens one end of the ring of `capacity` slots at `base` (which must hold
+/// [`ring_bytes`]`(capacity)` bytes, zeroed before any process used it, aligned to 128
+/// bytes, and stay mapped while `remote` lives).
+///
+/// # Safety
+/// `base` must satisfy the above, and for each ring at most one process may open
+/// the producer end and one the consumer end.
+#[cfg(not(loom))]
+pub(crate) unsafe fn shared_end(
+    base: *mut u8,
+    capacity: usize,
+    producer: bool,
+    remote: Arc<dyn Remote>,
+    peer: u32,
+    abort: Option<Abort>,
+) -> Result<SharedEnd, TransportError> {
+    check_capacity(capacity)?;
+    crate::wake::init();
+    let ctrl = base as *const Ctrl;
+    // SAFETY (of the add): the caller guarantees ring_bytes(capacity) bytes at base.
+    let slots = unsafe { base.add(CTRL_BYTES) } as *const Slot;
+    let shared = Arc::new(Shared {
+        ctrl,
+        slots,
+        mem: Memory::Shared { remote, peer },
+        abort,
+    });
+    Ok(if producer {
+        let mut p = Producer::new(shared, capacity);
+        // A ring re-opened in place resumes at the positions recorded in memory.
+        p.tail = p.shared.ctrl().tail.0.load(Ordering::Acquire);
+        p.idx = (p.tail % capacity as u64) as usize;
+        p.cached_head = p.shared.ctrl().head.0.load(Ordering::Acquire);
+        SharedEnd::Producer(p)
+    } else {
+        let mut c = Consumer::new(shared, capacity);
+        c.head = c.shared.ctrl().head.0.load(Ordering::Acquire);
+        c.published = c.head;
+        c.idx = (c.head % capacity as u64) as usize;
+        SharedEnd::Consumer(c)
+    })
+}
+
+impl Producer {
+    fn new(shared: Arc<Shared>, cap: usize) -> Producer {
+        Producer {
+            shared,
+            tail: 0,
+            idx: 0,
+            cached_head: 0,
+            cap,
+            policy: WaitPolicy::default(),
+            _not_sync: PhantomData,
+        }
+    }
+}
+
+impl Consumer {
+    fn new(shared: Arc<Shared>, cap: usize) -> Consumer {
+        Consumer {
+            shared,
+            head: 0,
+            idx: 0,
+            published: 0,
+            ack_batch: default_ack_batch(cap),
+            cap,
+            policy: WaitPolicy::default(),
+            _not_sync: PhantomData,
+        }
+    }
 }
 
 /// What the blocking loop needs from either end.
 trait End {
     fn shared(&self) -> &Shared;
-    /// The side this end parks on.
-    fn side(&self) -> &Side;
-    /// The other end's side.
-    fn peer(&self) -> &Side;
+    /// The side this end is.
+    fn who(&self) -> Who;
     fn policy(&self) -> &WaitPolicy;
 }
 
 /// Dropping either end: mark it closed and wake the other end if it is parked.
 fn close<E: End>(end: &E) {
-    end.side().closed.store(true, Ordering::SeqCst);
-    let peer = end.peer();
-    if peer.waiting.load(Ordering::SeqCst) {
-        peer.wake_slow();
-    }
+    let sh = end.shared();
+    sh.side(end.who()).closed.store(1, Ordering::SeqCst);
+    sh.wake_if_waiting(end.who().other());
 }
 
 impl End for Producer {
@@ -241,12 +489,8 @@ impl End for Producer {
         &self.shared
     }
     #[inline(always)]
-    fn side(&self) -> &Side {
-        &self.shared.prod
-    }
-    #[inline(always)]
-    fn peer(&self) -> &Side {
-        &self.shared.cons
+    fn who(&self) -> Who {
+        Who::Prod
     }
     #[inline(always)]
     fn policy(&self) -> &WaitPolicy {
@@ -260,12 +504,8 @@ impl End for Consumer {
         &self.shared
     }
     #[inline(always)]
-    fn side(&self) -> &Side {
-        &self.shared.cons
-    }
-    #[inline(always)]
-    fn peer(&self) -> &Side {
-        &self.shared.prod
+    fn who(&self) -> Who {
+        Who::Cons
     }
     #[inline(always)]
     fn policy(&self) -> &WaitPolicy {
@@ -288,11 +528,9 @@ fn would_block(r: &Result<impl Sized, TransportError>) -> bool {
 /// The blocking loop shared by every blocking operation: retry `attempt` while it
 /// would block, backing off (spin, yield, then park on the end's side until the peer
 /// wakes us or a growing timeout passes). Ends on success, on a real error, on abort,
-/// or at the deadline (computed lazily, only once the waiter is about to park).
-/// Borrows of the shared state are taken afresh each step (no reference counting on
-/// the hot path: the Arc's counters share a cache line with both ends).
-/// One attempt inline (the fast path), then [`block_on`] if it would block.
-#[inline]
+/// on the death of the process at the other end (shared rings), or at the deadline
+/// (computed lazily, only once the waiter is about to park).
+#[inline(always)]
 fn blocking<E: End, T>(
     end: &mut E,
     timeout: Option<Duration>,
@@ -315,6 +553,7 @@ fn block_on<E: End, T>(
     let mut backoff = Backoff::with_policy(&policy);
     let mut deadline: Option<Instant> = None;
     let mut park = policy.park_initial;
+    let who = end.who();
     loop {
         let r = attempt(end);
         if !would_block(&r) {
@@ -335,30 +574,65 @@ fn block_on<E: End, T>(
             if deadline.is_none() {
                 deadline = now.checked_add(t);
             }
-            if deadline.is_some_and(|d| now >= d) {
-                return Err(TransportError::Timeout(t));
+            if let Some(d) = deadline {
+                if now >= d {
+                    return Err(TransportError::Timeout(t));
+                }
             }
         }
-        end.side().register_current();
+        if let Some(e) = end.shared().remote_failure() {
+            // What the peer published before it died is still delivered.
+            let r = attempt(end);
+            return if would_block(&r) { Err(e) } else { r };
+        }
+        end.shared().register_current(who);
         if let Some(a) = &end.shared().abort {
             if a.register_current() {
                 return Err(TransportError::Aborted);
             }
         }
-        end.side().waiting.store(true, Ordering::SeqCst);
+        let side = end.shared().side(who);
+        side.waiting.store(1, Ordering::SeqCst);
+        waiter_fence();
         let r = attempt(end);
         if !would_block(&r) {
-            end.side().waiting.store(false, Ordering::Relaxed);
+            end.shared().side(who).waiting.store(0, Ordering::Relaxed);
             return r;
         }
         let wait = match deadline {
             Some(d) => park.min(d.saturating_duration_since(now)),
             None => park,
         };
-        std::thread::park_timeout(wait);
-        end.side().waiting.store(false, Ordering::Relaxed);
+        end.shared().park(who, wait);
+        end.shared().side(who).waiting.store(0, Ordering::Relaxed);
         park = (park * 2).min(policy.park_max);
     }
+}
+
+/// Copies `src` (at most [`PAYLOAD_PER_SLOT`] bytes) into a slot's payload.
+#[inline(always)]
+fn write_payload(slot: &Slot, src: &[u8]) {
+    debug_assert!(src.len() <= PAYLOAD_PER_SLOT);
+    slot.body.with_mut(|p| {
+        // SAFETY: the caller owns the slot (it is free: `has_room`), so only this
+        // producer accesses its body; the payload starts after the tag word and
+        // src.len() <= 48 = the payload's size.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), (p as *mut u8).add(8), src.len()) }
+    });
+}
+
+/// Copies a slot's first `dst.len()` payload bytes (at most [`PAYLOAD_PER_SLOT`]).
+#[inline(always)]
+fn read_payload(slot: &Slot, dst: &mut [u8]) {
+    debug_assert!(dst.len() <= PAYLOAD_PER_SLOT);
+    slot.body.with(|p| {
+        // SAFETY: the message's header (Acquire) published this slot, so the producer
+        // finished writing it and will not touch it until `head` moves past it; the
+        // payload starts after the tag word and dst.len() <= 48.
+        unsafe {
+            std::ptr::copy_nonoverlapping((p as *const u8).add(8), dst.as_mut_ptr(), dst.len())
+        }
+    });
 }
 
 impl Producer {
@@ -375,7 +649,7 @@ impl Producer {
     /// Slots not yet acknowledged by the consumer (received messages count until the
     /// consumer acknowledges them; see [`Consumer::set_ack_batch`]).
     pub fn len(&self) -> usize {
-        (self.tail - self.shared.head.load(Ordering::Acquire)) as usize
+        (self.tail - self.shared.ctrl().head.0.load(Ordering::Acquire)) as usize
     }
 
     /// True if no sent message is still waiting to be received.
@@ -395,7 +669,7 @@ impl Producer {
 
     /// True once the consumer was dropped.
     pub fn is_disconnected(&self) -> bool {
-        self.shared.cons.closed.load(Ordering::Acquire)
+        self.shared.side(Who::Cons).closed.load(Ordering::Acquire) != 0
     }
 
     /// How blocking sends wait (default [`WaitPolicy::DEDICATED`]).
@@ -410,13 +684,13 @@ impl Producer {
         if (self.tail - self.cached_head) as usize + n <= self.cap {
             return true;
         }
-        self.cached_head = self.shared.head.load(Ordering::Acquire);
+        self.cached_head = self.shared.ctrl().head.0.load(Ordering::Acquire);
         (self.tail - self.cached_head) as usize + n <= self.cap
     }
 
     #[inline(always)]
     fn check_room(&mut self, n: usize) -> Result<(), TransportError> {
-        if self.shared.cons.closed.load(Ordering::Relaxed) {
+        if self.shared.side(Who::Cons).closed.load(Ordering::Relaxed) != 0 {
             return Err(TransportError::Disconnected);
         }
         if self.has_room(n) {
@@ -433,13 +707,18 @@ impl Producer {
         if self.idx >= self.cap {
             self.idx -= self.cap;
         }
-        self.shared.tail.store(self.tail, Ordering::Relaxed);
-        self.shared.cons.wake_if_waiting();
+        self.shared
+            .ctrl()
+            .tail
+            .0
+            .store(self.tail, Ordering::Relaxed);
+        self.shared.wake_if_waiting(Who::Cons);
     }
 
-    /// Sends `msg` if there is room now; [`TransportError::Full`] otherwise.
+    /// Sends `msg` labelled with `tag` if there is room now; [`TransportError::Full`]
+    /// otherwise. The receiver gets the tag with [`Consumer::try_recv_tagged`].
     #[inline]
-    pub fn try_send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
+    pub fn try_send_tagged(&mut self, tag: u64, msg: &[u8]) -> Result<(), TransportError> {
         let n = slots_for(msg.len());
         if n > self.cap {
             return Err(TransportError::MessageTooLarge {
@@ -448,7 +727,6 @@ impl Producer {
             });
         }
         self.check_room(n)?;
-        let slots = &self.shared.slots;
         // Continuation slots first; their headers need no ordering of their own, the
         // first slot's Release store publishes them.
         let mut i = self.idx;
@@ -457,21 +735,19 @@ impl Producer {
             if i == self.cap {
                 i = 0;
             }
-            let chunk = &msg[k * PAYLOAD_PER_SLOT..msg.len().min((k + 1) * PAYLOAD_PER_SLOT)];
-            let slot = &slots[i];
-            slot.data.with_mut(|p| {
-                // SAFETY: the slot is free (has_room), so only this producer accesses its
-                // payload; chunk.len() <= 56 = size of the payload array.
-                unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), p as *mut u8, chunk.len()) }
-            });
+            let slot = self.shared.slot(i);
+            write_payload(
+                slot,
+                &msg[k * PAYLOAD_PER_SLOT..msg.len().min((k + 1) * PAYLOAD_PER_SLOT)],
+            );
             slot.header
                 .store(seq_bits(self.tail + k as u64) | CONT, Ordering::Relaxed);
         }
-        let first = &slots[self.idx];
-        let chunk = &msg[..msg.len().min(PAYLOAD_PER_SLOT)];
-        first.data.with_mut(|p| {
-            // SAFETY: as above, the slot is free and owned by the producer; the chunk fits.
-            unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), p as *mut u8, chunk.len()) }
+        let first = self.shared.slot(self.idx);
+        write_payload(first, &msg[..msg.len().min(PAYLOAD_PER_SLOT)]);
+        first.body.with_mut(|p| {
+            // SAFETY: the slot is free and owned by the producer (see write_payload).
+            unsafe { (*p)[0] = tag }
         });
         first
             .header
@@ -480,14 +756,24 @@ impl Producer {
         Ok(())
     }
 
-    /// Sends one word (8 bytes) if there is room now: one slot, one payload store.
+    /// Sends `msg` (tag 0) if there is room now; [`TransportError::Full`] otherwise.
     #[inline]
-    pub fn try_send_word(&mut self, w: u64) -> Result<(), TransportError> {
+    pub fn try_send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
+        self.try_send_tagged(0, msg)
+    }
+
+    /// Sends one word (8 bytes) labelled with `tag` if there is room now: one slot, two
+    /// stores into it before the header.
+    #[inline]
+    pub fn try_send_word_tagged(&mut self, tag: u64, w: u64) -> Result<(), TransportError> {
         self.check_room(1)?;
-        let slot = &self.shared.slots[self.idx];
-        slot.data.with_mut(|p| {
-            // SAFETY: the slot is free, so only this producer accesses its payload.
-            unsafe { (*p)[0] = w }
+        let slot = self.shared.slot(self.idx);
+        slot.body.with_mut(|p| {
+            // SAFETY: the slot is free, so only this producer accesses its body.
+            unsafe {
+                (*p)[0] = tag;
+                (*p)[1] = w;
+            }
         });
         slot.header
             .store(seq_bits(self.tail) | 8, Ordering::Release);
@@ -495,15 +781,65 @@ impl Producer {
         Ok(())
     }
 
-    /// Sends an empty (zero-payload) message if there is room now.
+    /// Sends one word (tag 0) if there is room now.
     #[inline]
-    pub fn try_send_empty(&mut self) -> Result<(), TransportError> {
+    pub fn try_send_word(&mut self, w: u64) -> Result<(), TransportError> {
+        self.try_send_word_tagged(0, w)
+    }
+
+    /// Sends an empty (zero-payload) message labelled with `tag` if there is room now.
+    #[inline]
+    pub fn try_send_empty_tagged(&mut self, tag: u64) -> Result<(), TransportError> {
         self.check_room(1)?;
-        self.shared.slots[self.idx]
-            .header
-            .store(seq_bits(self.tail), Ordering::Release);
+        let slot = self.shared.slot(self.idx);
+        slot.body.with_mut(|p| {
+            // SAFETY: the slot is free, so only this producer accesses its body.
+            unsafe { (*p)[0] = tag }
+        });
+        slot.header.store(seq_bits(self.tail), Ordering::Release);
         self.advance(1);
         Ok(())
+    }
+
+    /// Sends an empty (zero-payload) message (tag 0) if there is room now.
+    #[inline]
+    pub fn try_send_empty(&mut self) -> Result<(), TransportError> {
+        self.try_send_empty_tagged(0)
+    }
+
+    /// Sends `msg` labelled with `tag`, waiting while the ring is full, at most
+    /// `timeout` (`None`: no limit).
+    #[inline]
+    pub fn send_tagged(
+        &mut self,
+        tag: u64,
+        msg: &[u8],
+        timeout: Option<Duration>,
+    ) -> Result<(), TransportError> {
+        blocking(self, timeout, |p| p.try_send_tagged(tag, msg))
+    }
+
+    /// Sends one word labelled with `tag`, waiting while the ring is full, at most
+    /// `timeout` (`None`: no limit).
+    #[inline]
+    pub fn send_word_tagged(
+        &mut self,
+        tag: u64,
+        w: u64,
+        timeout: Option<Duration>,
+    ) -> Result<(), TransportError> {
+        blocking(self, timeout, |p| p.try_send_word_tagged(tag, w))
+    }
+
+    /// Sends an empty message labelled with `tag`, waiting while the ring is full, at
+    /// most `timeout` (`None`: no limit).
+    #[inline]
+    pub fn send_empty_tagged(
+        &mut self,
+        tag: u64,
+        timeout: Option<Duration>,
+    ) -> Result<(), TransportError> {
+        blocking(self, timeout, |p| p.try_send_empty_tagged(tag))
     }
 
     /// Sends `msg`, waiting while the ring is full.
@@ -563,7 +899,9 @@ impl Consumer {
     pub fn len(&self) -> usize {
         (self
             .shared
+            .ctrl()
             .tail
+            .0
             .load(Ordering::Acquire)
             .saturating_sub(self.head)) as usize
     }
@@ -580,7 +918,7 @@ impl Consumer {
 
     /// True once the producer was dropped (messages it sent may still be queued).
     pub fn is_disconnected(&self) -> bool {
-        self.shared.prod.closed.load(Ordering::Acquire)
+        self.shared.side(Who::Prod).closed.load(Ordering::Acquire) != 0
     }
 
     /// How blocking receives wait (default [`WaitPolicy::DEDICATED`]).
@@ -606,7 +944,7 @@ impl Consumer {
     /// The next message's header if it has been published.
     #[inline(always)]
     fn ready_header(&self) -> Option<u64> {
-        let h = self.shared.slots[self.idx].header.load(Ordering::Acquire);
+        let h = self.shared.slot(self.idx).header.load(Ordering::Acquire);
         (h & SEQ_AND_CONT == seq_bits(self.head)).then_some(h)
     }
 
@@ -619,11 +957,21 @@ impl Consumer {
         if self.published != self.head {
             self.publish();
         }
-        if self.shared.prod.closed.load(Ordering::Acquire) {
+        if self.is_disconnected() {
             // The producer's last message was published before it closed.
             return self.ready_header().ok_or(TransportError::Disconnected);
         }
         Err(TransportError::Empty)
+    }
+
+    /// The tag of the message at the read position (published by its header).
+    #[inline(always)]
+    fn current_tag(&self) -> u64 {
+        self.shared.slot(self.idx).body.with(|p| {
+            // SAFETY: called only after `next_header` returned this message's header
+            // (Acquire), which published the slot's body.
+            unsafe { (*p)[0] }
+        })
     }
 
     #[inline(always)]
@@ -634,7 +982,7 @@ impl Consumer {
             self.idx -= self.cap;
         }
         if self.head - self.published >= self.ack_batch
-            || self.shared.prod.waiting.load(Ordering::Relaxed)
+            || self.shared.side(Who::Prod).waiting.load(Ordering::Relaxed) != 0
         {
             self.publish();
         }
@@ -644,15 +992,19 @@ impl Consumer {
     #[inline(always)]
     fn publish(&mut self) {
         self.published = self.head;
-        self.shared.head.store(self.head, Ordering::Release);
-        self.shared.prod.wake_if_waiting();
+        self.shared
+            .ctrl()
+            .head
+            .0
+            .store(self.head, Ordering::Release);
+        self.shared.wake_if_waiting(Who::Prod);
     }
 
-    /// Receives the next message into `buf` if one is ready; returns its length.
-    /// A too-short `buf` gives [`TransportError::BufferTooSmall`] and leaves the
-    /// message queued.
+    /// Receives the next message into `buf` if one is ready; returns its tag and
+    /// length. A too-short `buf` gives [`TransportError::BufferTooSmall`] and leaves
+    /// the message queued.
     #[inline]
-    pub fn try_recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
+    pub fn try_recv_tagged(&mut self, buf: &mut [u8]) -> Result<(u64, usize), TransportError> {
         let h = self.next_header()?;
         let len = (h & LEN_MASK) as usize;
         if buf.len() < len {
@@ -661,47 +1013,51 @@ impl Consumer {
                 got: buf.len(),
             });
         }
+        let tag = self.current_tag();
         let n = slots_for(len);
-        let slots = &self.shared.slots;
         let mut i = self.idx;
         for k in 0..n {
             let lo = k * PAYLOAD_PER_SLOT;
             let hi = len.min(lo + PAYLOAD_PER_SLOT);
-            let dst = &mut buf[lo..hi];
-            slots[i].data.with(|p| {
-                // SAFETY: the header (Acquire) published this message, so the producer
-                // finished writing these slots and will not touch them until `head`
-                // moves past them; dst.len() <= 56 = size of the payload array.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(p as *const u8, dst.as_mut_ptr(), dst.len())
-                }
-            });
+            read_payload(self.shared.slot(i), &mut buf[lo..hi]);
             i += 1;
             if i == self.cap {
                 i = 0;
             }
         }
         self.advance(n);
-        Ok(len)
+        Ok((tag, len))
+    }
+
+    /// Receives the next message into `buf` if one is ready; returns its length.
+    #[inline]
+    pub fn try_recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
+        self.try_recv_tagged(buf).map(|(_, n)| n)
     }
 
     /// Receives a one-word message (sent with `send_word`; an empty message reads as
-    /// 0) if one is ready. A longer message gives [`TransportError::NotAWord`] and stays
-    /// queued.
+    /// 0) if one is ready; returns its tag and the word. A longer message gives
+    /// [`TransportError::NotAWord`] and stays queued.
     #[inline]
-    pub fn try_recv_word(&mut self) -> Result<u64, TransportError> {
+    pub fn try_recv_word_tagged(&mut self) -> Result<(u64, u64), TransportError> {
         let h = self.next_header()?;
         let len = h & LEN_MASK;
-        let w = match len {
-            8 => self.shared.slots[self.idx].data.with(|p| {
-                // SAFETY: published by the header read above (see try_recv).
-                unsafe { (*p)[0] }
+        let (tag, w) = match len {
+            8 | 0 => self.shared.slot(self.idx).body.with(|p| {
+                // SAFETY: published by the header read above (see current_tag).
+                unsafe { ((*p)[0], if len == 8 { (*p)[1] } else { 0 }) }
             }),
-            0 => 0,
             _ => return Err(TransportError::NotAWord { len: len as usize }),
         };
         self.advance(1);
-        Ok(w)
+        Ok((tag, w))
+    }
+
+    /// Receives a one-word message if one is ready (see
+    /// [`try_recv_word_tagged`](Consumer::try_recv_word_tagged)).
+    #[inline]
+    pub fn try_recv_word(&mut self) -> Result<u64, TransportError> {
+        self.try_recv_word_tagged().map(|(_, w)| w)
     }
 
     /// Receives the next message into a new vector if one is ready.
@@ -710,6 +1066,27 @@ impl Consumer {
         let mut v = vec![0; (h & LEN_MASK) as usize];
         self.try_recv(&mut v)?;
         Ok(v)
+    }
+
+    /// Receives the next message into `buf` with its tag, waiting while the ring is
+    /// empty, at most `timeout` (`None`: no limit).
+    #[inline]
+    pub fn recv_tagged(
+        &mut self,
+        buf: &mut [u8],
+        timeout: Option<Duration>,
+    ) -> Result<(u64, usize), TransportError> {
+        blocking(self, timeout, |c| c.try_recv_tagged(buf))
+    }
+
+    /// Receives a one-word message with its tag, waiting while the ring is empty, at
+    /// most `timeout` (`None`: no limit).
+    #[inline]
+    pub fn recv_word_tagged(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> Result<(u64, u64), TransportError> {
+        blocking(self, timeout, |c| c.try_recv_word_tagged())
     }
 
     /// Receives the next message into `buf`, waiting while the ring is empty.
@@ -771,5 +1148,22 @@ impl std::fmt::Debug for Consumer {
             .field("capacity", &self.cap)
             .field("received_slots", &self.head)
             .finish()
+    }
+}
+
+/// Wakes both sides of the ring at `base` if they are parked on its futex words (used
+/// when a job is aborted, to end every wait at once).
+///
+/// # Safety
+/// `base` must point to a ring's memory as for [`shared_end`], mapped for the call.
+#[cfg(not(loom))]
+pub(crate) unsafe fn wake_ring(base: *const u8) {
+    // SAFETY: the caller guarantees a live, initialised ring at base; Ctrl holds only
+    // atomics, so a shared reference to it is sound while other processes use it.
+    let ctrl = unsafe { &*(base as *const Ctrl) };
+    for side in [&ctrl.prod.0, &ctrl.cons.0] {
+        if side.waiting.swap(0, Ordering::AcqRel) != 0 {
+            futex_wake(&side.waiting);
+        }
     }
 }

@@ -15,6 +15,16 @@ pub enum TransportError {
     /// already been received).
     #[error("the other end of the channel was dropped")]
     Disconnected,
+    /// The process at the other end of a ring shared between processes died (was
+    /// killed, crashed, or exited without leaving the job).
+    #[error("the process of member {peer} at the other end died")]
+    PeerDied {
+        /// The member at the other end.
+        peer: u32,
+    },
+    /// A ring end that does not exist or belongs to another member of a job.
+    #[error("{0}")]
+    NotYours(String),
     /// The channel's [`Abort`](crate::Abort) flag was raised.
     #[error("the channel was aborted")]
     Aborted,

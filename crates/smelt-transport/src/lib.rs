@@ -57,8 +57,12 @@ mod affinity;
 mod backoff;
 mod channel;
 mod error;
+mod link;
 mod queuepair;
+#[cfg(not(loom))]
+pub mod shm;
 mod sync;
+mod wake;
 
 pub use abort::Abort;
 pub use affinity::{allowed_cpus, current_cpu, pin_current_thread};
@@ -68,4 +72,5 @@ pub use channel::{
     SLOT_BYTES,
 };
 pub use error::TransportError;
+pub use link::Link;
 pub use queuepair::{queuepair, try_queuepair, Endpoint};

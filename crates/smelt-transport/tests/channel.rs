@@ -24,11 +24,17 @@ fn fifo_single_thread_with_wraparound() {
     let mut buf = [0u8; 64];
     for round in 0..50u64 {
         for k in 0..3 {
-            let m = pattern(round * 3 + k, (round as usize + k as usize) % 57);
+            let m = pattern(
+                round * 3 + k,
+                (round as usize + k as usize) % (PAYLOAD_PER_SLOT + 1),
+            );
             tx.try_send(&m).unwrap();
         }
         for k in 0..3 {
-            let m = pattern(round * 3 + k, (round as usize + k as usize) % 57);
+            let m = pattern(
+                round * 3 + k,
+                (round as usize + k as usize) % (PAYLOAD_PER_SLOT + 1),
+            );
             let n = rx.try_recv(&mut buf).unwrap();
             assert_eq!(&buf[..n], &m[..], "round {round} msg {k}");
         }

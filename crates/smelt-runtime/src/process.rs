@@ -1,0 +1,298 @@
+//! Members as processes: a job of processes on one host, whose queuepairs live in
+//! shared memory ([`smelt_transport::shm`]).
+//!
+//! Building a job is separate from starting its members. The creator (`smelt launch`,
+//! `smelt bench --processes`, or your own launcher) calls [`Job::create`] with the
+//! trees and hands each member process the variables of [`Job::env`]; each member
+//! calls [`join_from_env`] (or [`join`]) and gets a [`Member`] with its rank, CPU and
+//! contexts, running the same collectives as a thread member.
+//!
+//! ```no_run
+//! // In each member process (started by `smelt launch -n 4 -- ./prog`):
+//! let mut m = smelt_runtime::process::join_from_env()?;
+//! m.barrier()?;
+//! let sum = m.allreduce(m.rank() as u64, |a, b| a + b)?;
+//! # Ok::<(), smelt_runtime::GroupError>(())
+//! ```
+//!
+//! A member process that dies makes every other member's collectives fail with
+//! [`GroupError::PeerFailed`] within milliseconds (its liveness lock is gone), and a
+//! failure recorded by any member (a mismatch, a timeout, [`Member::fail`]) is every
+//! member's error.
+
+use crate::group::{build_contexts, check_trees, tree_edges, GroupShared};
+use crate::{GroupConfig, GroupError, Member};
+use serde::{Deserialize, Serialize};
+use smelt_transport::shm::{RingSpec, ShmJob, ShmMember};
+use smelt_transport::{allowed_cpus, Abort, Endpoint, WaitPolicy};
+use smelt_tree::Tree;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Environment variable: the job segment's path.
+pub const ENV_JOB: &str = "SMELT_JOB";
+/// Environment variable: the job's key (32 hex digits).
+pub const ENV_KEY: &str = "SMELT_JOB_KEY";
+/// Environment variable: this member's rank.
+pub const ENV_RANK: &str = "SMELT_RANK";
+/// Environment variable: the number of members.
+pub const ENV_SIZE: &str = "SMELT_SIZE";
+/// Environment variable: this member's OS CPU id (informational; the launcher pins).
+pub const ENV_CPU: &str = "SMELT_CPU";
+
+/// What members read back from the segment.
+#[derive(Serialize, Deserialize)]
+struct Blob {
+    trees: Vec<BlobTree>,
+    capacity: usize,
+    timeout_ns: u64,
+    wait: Option<[u64; 4]>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct BlobTree {
+    members: Vec<u32>,
+    root: usize,
+    children: Vec<Vec<usize>>,
+}
+
+/// The rings of a job: for each tree, for each edge (in [`tree_edges`] order), the
+/// ring down (parent to child) then the ring up.
+fn rings(trees: &[Tree], cpus: &[u32], capacity: u32) -> Vec<RingSpec> {
+    let mut out = Vec::new();
+    for t in trees {
+        let rank = |i: usize| {
+            cpus.iter()
+                .position(|&c| c == t.members[i])
+                .expect("same CPUs") as u32
+        };
+        for (p, c) in tree_edges(t) {
+            let (p, c) = (rank(p), rank(c));
+            out.push(RingSpec {
+                producer: p,
+                consumer: c,
+                capacity,
+            });
+            out.push(RingSpec {
+                producer: c,
+                consumer: p,
+                capacity,
+            });
+        }
+    }
+    out
+}
+
+/// A job of member processes, as its creator holds it. Dropping it removes the
+/// segment's name (members that attached keep running).
+#[derive(Debug)]
+pub struct Job {
+    shm: ShmJob,
+    cpus: Vec<u32>,
+}
+
+impl Job {
+    /// Creates the job's shared memory for a group of `trees` (as
+    /// [`Group::with_config`](crate::Group::with_config): every tree over the same
+    /// CPUs; ranks follow the first tree). `cfg.capacity`, `cfg.timeout` and `cfg.wait`
+    /// apply to every member; pinning is the launcher's business.
+    pub fn create(trees: &[Tree], cfg: &GroupConfig) -> Result<Job, GroupError> {
+        let cpus = check_trees(trees)?;
+        if cfg.capacity == 0 || cfg.capacity > smelt_transport::MAX_CAPACITY {
+            return Err(GroupError::Invalid(format!(
+                "capacity {} (1 to {} slots)",
+                cfg.capacity,
+                smelt_transport::MAX_CAPACITY
+            )));
+        }
+        let blob = Blob {
+            trees: trees
+                .iter()
+                .map(|t| BlobTree {
+                    members: t.members.clone(),
+                    root: t.root,
+                    children: t.children.clone(),
+                })
+                .collect(),
+            capacity: cfg.capacity,
+            timeout_ns: cfg.timeout.as_nanos().min(u64::MAX as u128) as u64,
+            wait: cfg.wait.map(|w| {
+                [
+                    w.spin_polls as u64,
+                    w.yield_polls as u64,
+                    w.park_initial.as_nanos() as u64,
+                    w.park_max.as_nanos() as u64,
+                ]
+            }),
+        };
+        let blob = serde_json::to_vec(&blob).expect("plain data serializes");
+        let shm = ShmJob::create(
+            cpus.len() as u32,
+            &rings(trees, &cpus, cfg.capacity as u32),
+            &blob,
+        )
+        .map_err(|e| GroupError::Job(e.to_string()))?;
+        Ok(Job { shm, cpus })
+    }
+
+    /// Number of members.
+    pub fn size(&self) -> usize {
+        self.cpus.len()
+    }
+
+    /// OS CPU id of each rank.
+    pub fn cpus(&self) -> &[u32] {
+        &self.cpus
+    }
+
+    /// The segment's path.
+    pub fn path(&self) -> &Path {
+        self.shm.path()
+    }
+
+    /// The job's key.
+    pub fn key(&self) -> String {
+        self.shm.key()
+    }
+
+    /// The environment member `rank` needs to join ([`join_from_env`]).
+    pub fn env(&self, rank: usize) -> Vec<(String, String)> {
+        vec![
+            (ENV_JOB.into(), self.path().display().to_string()),
+            (ENV_KEY.into(), self.key()),
+            (ENV_RANK.into(), rank.to_string()),
+            (ENV_SIZE.into(), self.size().to_string()),
+            (
+                ENV_CPU.into(),
+                self.cpus
+                    .get(rank)
+                    .map(|c| c.to_string())
+                    .unwrap_or_default(),
+            ),
+        ]
+    }
+
+    /// Members that have joined so far.
+    pub fn joined(&self) -> usize {
+        self.shm.attached() as usize
+    }
+
+    /// True once member `rank`'s process died after joining.
+    pub fn is_dead(&self, rank: usize) -> bool {
+        self.shm.is_dead(rank as u32)
+    }
+
+    /// Fails the job on member `rank`'s behalf (first failure wins): every member's
+    /// collectives fail at once with [`GroupError::PeerFailed`] naming it.
+    pub fn fail(&self, rank: usize, what: &str) {
+        self.shm.fail(rank as u32, what);
+    }
+
+    /// The job's first failure: rank and what happened.
+    pub fn failure(&self) -> Option<(usize, String)> {
+        self.shm.failure().map(|(r, w)| (r as usize, w))
+    }
+
+    /// Removes the segment's name now (it is removed anyway once every member joined,
+    /// and when the `Job` is dropped).
+    pub fn unlink(&self) {
+        self.shm.unlink();
+    }
+}
+
+/// Joins the job described by the environment ([`ENV_JOB`], [`ENV_KEY`],
+/// [`ENV_RANK`]), as set by `smelt launch` or [`Job::env`].
+pub fn join_from_env() -> Result<Member, GroupError> {
+    let var = |k: &str| {
+        std::env::var(k).map_err(|_| {
+            GroupError::Job(format!(
+                "{k} is not set: start this program with `smelt launch`, or set {ENV_JOB}, {ENV_KEY} and {ENV_RANK}"
+            ))
+        })
+    };
+    let path = PathBuf::from(var(ENV_JOB)?);
+    let key = var(ENV_KEY)?;
+    let rank: usize = var(ENV_RANK)?
+        .parse()
+        .map_err(|_| GroupError::Job(format!("{ENV_RANK} is not a rank")))?;
+    join(&path, &key, rank)
+}
+
+/// Joins the job whose segment is at `path` as member `rank`.
+pub fn join(path: &Path, key: &str, rank: usize) -> Result<Member, GroupError> {
+    let job_err = |e: smelt_transport::shm::ShmError| GroupError::Job(e.to_string());
+    let rank32 = u32::try_from(rank).map_err(|_| GroupError::Job(format!("rank {rank}")))?;
+    let mut shm = ShmMember::attach(path, key, rank32).map_err(job_err)?;
+    let blob: Blob = serde_json::from_slice(shm.blob())
+        .map_err(|e| GroupError::Job(format!("the job description is unreadable: {e}")))?;
+    let trees: Vec<Tree> = blob
+        .trees
+        .into_iter()
+        .map(|t| Tree::new(t.members, t.root, t.children))
+        .collect::<Result<_, _>>()
+        .map_err(|e| GroupError::Job(format!("the job's tree is invalid: {e}")))?;
+    let cpus = check_trees(&trees)?;
+    let n = cpus.len();
+    let expected = rings(&trees, &cpus, blob.capacity as u32);
+    if shm.rings() != expected {
+        return Err(GroupError::Job(
+            "the job's rings do not match its trees".into(),
+        ));
+    }
+    let oversubscribed = n > allowed_cpus().map(|a| a.len()).unwrap_or(1).max(1);
+    let wait = match blob.wait {
+        Some([s, y, pi, pm]) => WaitPolicy {
+            spin_polls: s as u32,
+            yield_polls: y as u32,
+            park_initial: Duration::from_nanos(pi),
+            park_max: Duration::from_nanos(pm),
+        },
+        None if oversubscribed => WaitPolicy::OVERSUBSCRIBED,
+        None => WaitPolicy::DEDICATED,
+    };
+    let cfg = GroupConfig {
+        capacity: blob.capacity,
+        timeout: Duration::from_nanos(blob.timeout_ns),
+        wait: Some(wait),
+        ..GroupConfig::default()
+    };
+    let abort = Abort::new();
+    shm.set_abort(abort.clone());
+    // This member's ends: ring 2e (down) and 2e+1 (up) of each tree's edge e.
+    let mut ends: HashMap<(usize, usize, bool), Endpoint> = HashMap::new();
+    let mut base = 0;
+    for (id, t) in trees.iter().enumerate() {
+        for (e, _) in tree_edges(t).enumerate() {
+            let (down, up) = (base + 2 * e, base + 2 * e + 1);
+            let spec = expected[down];
+            let open = |tx: usize, rx: usize| -> Result<Endpoint, GroupError> {
+                let mut ep = Endpoint {
+                    tx: shm.producer(tx)?,
+                    rx: shm.consumer(rx)?,
+                };
+                ep.set_wait_policy(wait);
+                Ok(ep)
+            };
+            if spec.producer == rank32 {
+                ends.insert((id, e, true), open(down, up)?);
+            } else if spec.consumer == rank32 {
+                ends.insert((id, e, false), open(up, down)?);
+            }
+        }
+        base += 2 * tree_edges(t).count();
+    }
+    let shared = Arc::new(GroupShared::with_abort(cpus, abort, Some(shm)));
+    let contexts = build_contexts(&trees, rank, &cfg, &shared, |id, e, parent_side| {
+        ends.remove(&(id, e, parent_side))
+            .ok_or_else(|| GroupError::Job(format!("no ring for tree {id} edge {e}")))
+    })?;
+    Ok(Member {
+        rank,
+        contexts,
+        pin_to: None,
+        pinned: false,
+        shared,
+    })
+}

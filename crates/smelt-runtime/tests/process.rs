@@ -1,0 +1,241 @@
+//! Groups of processes: the test binary re-runs itself as each member
+//! (`SMELT_TEST_MEMBER=<scenario>` plus the job's variables), so every test crosses
+//! real process boundaries over real shared memory.
+
+use smelt_runtime::process::{join_from_env, Job};
+use smelt_runtime::{GroupConfig, GroupError, Member};
+use smelt_tree::Tree;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+fn scale() -> u64 {
+    std::env::var("SMELT_STRESS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// A random tree over `n` members (CPU ids 0..n; on 2 CPUs most are made up, so members
+/// run unpinned), from a small deterministic generator.
+fn random_tree(n: usize, seed: u64) -> Tree {
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let root = (next() % n as u64) as usize;
+    let mut order: Vec<usize> = (0..n).filter(|&m| m != root).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, (next() % (i as u64 + 1)) as usize);
+    }
+    let mut children = vec![Vec::new(); n];
+    let mut placed = vec![root];
+    for m in order {
+        let p = placed[(next() % placed.len() as u64) as usize];
+        children[p].push(m);
+        placed.push(m);
+    }
+    Tree::new((0..n as u32).collect(), root, children).unwrap()
+}
+
+fn spawn(job: &Job, scenario: &str) -> Vec<Child> {
+    (0..job.size())
+        .map(|r| {
+            Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "member_entry", "--nocapture", "--test-threads=1"])
+                .stdout(std::process::Stdio::null())
+                .envs(job.env(r))
+                .env("SMELT_TEST_MEMBER", scenario)
+                .spawn()
+                .unwrap()
+        })
+        .collect()
+}
+
+fn wait_all(children: Vec<Child>) -> Vec<bool> {
+    children
+        .into_iter()
+        .map(|mut c| c.wait().unwrap().success())
+        .collect()
+}
+
+/// Every collective, `rounds` times, checked against what a sequential computation
+/// gives.
+fn all_collectives(m: &mut Member, rounds: u64) -> Result<(), GroupError> {
+    let n = m.size() as u64;
+    let me = m.rank() as u64;
+    for r in 0..rounds {
+        m.barrier()?;
+        let b = m.broadcast_word(if m.is_root() { r * 7 + 1 } else { 0 })?;
+        assert_eq!(b, r * 7 + 1);
+        let s = m.reduce(me + r, |a, b| a + b)?;
+        if m.is_root() {
+            assert_eq!(s, Some(n * (n - 1) / 2 + n * r));
+        }
+        let mx = m.allreduce(me ^ r, |a: u64, b| a.max(b))?;
+        assert_eq!(mx, (0..n).map(|k| k ^ r).max().unwrap());
+        if r % 16 == 0 {
+            let mut v = vec![me as i64 - r as i64; 40];
+            m.allreduce_slice(&mut v, |a, b| a + b)?;
+            let expect: i64 = (0..n as i64).map(|k| k - r as i64).sum();
+            assert!(v.iter().all(|&x| x == expect));
+            let g = m.gather_word(me * 10 + r)?;
+            if let Some(g) = g {
+                assert_eq!(g, (0..n).map(|k| k * 10 + r).collect::<Vec<_>>());
+            }
+            let vals: Vec<u64> = (0..n).map(|k| k + 100 * r).collect();
+            let got = m.scatter_word(m.is_root().then_some(&vals[..]))?;
+            assert_eq!(got, me + 100 * r);
+            let mut bytes = if m.is_root() {
+                (0..300u32).map(|i| (i as u64 + r) as u8).collect()
+            } else {
+                Vec::new()
+            };
+            m.broadcast(&mut bytes)?;
+            assert!(bytes
+                .iter()
+                .enumerate()
+                .all(|(i, &x)| x == (i as u64 + r) as u8));
+        }
+    }
+    Ok(())
+}
+
+/// The member side of every test (does nothing in a normal run).
+#[test]
+fn member_entry() {
+    let Ok(scenario) = std::env::var("SMELT_TEST_MEMBER") else {
+        return;
+    };
+    let mut m = join_from_env().expect("joins");
+    let parts: Vec<&str> = scenario.split(',').collect();
+    match parts[0] {
+        "collectives" => {
+            let rounds: u64 = parts[1].parse().unwrap();
+            all_collectives(&mut m, rounds).unwrap();
+        }
+        "die" => {
+            // Member `victim` dies (SIGKILL to itself) in the middle of the rounds;
+            // every other member must see an error, not hang.
+            let victim: usize = parts[1].parse().unwrap();
+            let how = parts[2];
+            for r in 0..1000u64 {
+                if m.rank() == victim && r == 50 {
+                    if how == "kill" {
+                        unsafe_free_kill_self();
+                    } else {
+                        std::process::exit(0);
+                    }
+                }
+                match m.allreduce(1u64, |a, b| a + b) {
+                    Ok(v) => assert_eq!(v, m.size() as u64),
+                    Err(e) => {
+                        assert!(
+                            matches!(e, GroupError::PeerFailed { rank, .. } if rank == victim),
+                            "member {}: {e}",
+                            m.rank()
+                        );
+                        std::process::exit(3);
+                    }
+                }
+            }
+            panic!("member {} never saw the death", m.rank());
+        }
+        "mismatch" => {
+            // Member 1 calls reduce where the others call broadcast.
+            let r = if m.rank() == 1 {
+                m.reduce(1u64, |a, b| a + b).map(|_| ())
+            } else {
+                m.broadcast_word(5).map(|_| ())
+            };
+            let r = r.and_then(|()| m.barrier());
+            let e = r.expect_err("a mismatch is detected");
+            assert!(
+                matches!(
+                    e,
+                    GroupError::Mismatch { .. } | GroupError::PeerFailed { .. }
+                ),
+                "{e}"
+            );
+            std::process::exit(4);
+        }
+        other => panic!("unknown scenario {other}"),
+    }
+}
+
+/// Kills the calling process with SIGKILL (no destructors, no unwinding).
+fn unsafe_free_kill_self() -> ! {
+    let _ = Command::new("kill")
+        .args(["-9", &std::process::id().to_string()])
+        .status();
+    std::thread::sleep(Duration::from_secs(60));
+    unreachable!("SIGKILL")
+}
+
+#[test]
+fn random_trees_of_1_to_16_processes_match_sequential_results() {
+    let rounds = 200 * scale();
+    for (i, n) in [1usize, 2, 3, 5, 8, 16].into_iter().enumerate() {
+        let tree = random_tree(n, 1000 + i as u64);
+        let job = Job::create(&[tree], &GroupConfig::default()).unwrap();
+        let ok = wait_all(spawn(&job, &format!("collectives,{rounds}")));
+        assert!(ok.iter().all(|&b| b), "n = {n}: {ok:?}");
+    }
+}
+
+fn assert_no_segments_of(job_path: &std::path::Path) {
+    assert!(!job_path.exists(), "{} left behind", job_path.display());
+}
+
+#[test]
+fn a_member_killed_mid_collective_fails_the_others_promptly() {
+    for how in ["kill", "exit"] {
+        let tree = random_tree(4, 7);
+        let job = Job::create(&[tree], &GroupConfig::default()).unwrap();
+        let path = job.path().to_path_buf();
+        let t = Instant::now();
+        let children = spawn(&job, &format!("die,2,{how}"));
+        let codes: Vec<Option<i32>> = children
+            .into_iter()
+            .map(|mut c| c.wait().unwrap().code())
+            .collect();
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "took {:?}",
+            t.elapsed()
+        );
+        for (r, c) in codes.iter().enumerate() {
+            if r == 2 {
+                continue;
+            }
+            assert_eq!(*c, Some(3), "member {r} ({how}): {codes:?}");
+        }
+        drop(job);
+        assert_no_segments_of(&path);
+    }
+}
+
+#[test]
+fn members_calling_different_collectives_all_fail() {
+    let tree = Tree::new(vec![0, 1, 2], 0, vec![vec![1, 2], vec![], vec![]]).unwrap();
+    let job = Job::create(&[tree], &GroupConfig::default()).unwrap();
+    let codes: Vec<Option<i32>> = spawn(&job, "mismatch")
+        .into_iter()
+        .map(|mut c| c.wait().unwrap().code())
+        .collect();
+    assert_eq!(codes, vec![Some(4); 3]);
+}
+
+#[test]
+fn joining_without_a_job_is_a_clear_error() {
+    if std::env::var("SMELT_JOB").is_ok() {
+        return;
+    }
+    let e = join_from_env().unwrap_err();
+    assert!(e.to_string().contains("smelt launch"), "{e}");
+}

@@ -1,0 +1,124 @@
+//! The point-to-point link interface the collectives are written against.
+
+use crate::{Endpoint, TransportError};
+use std::time::Duration;
+
+/// One end of a reliable, FIFO, bidirectional link to one peer, carrying tagged
+/// messages: what every transport (in-process queuepairs, queuepairs in memory shared
+/// between processes, a network engine) offers the collectives.
+///
+/// * Messages are byte strings of up to [`max_message_len`](Link::max_message_len)
+///   bytes, each with a 64-bit tag the receiver gets back (the collectives tag each
+///   message with its operation and sequence number, to detect members that call
+///   different collectives). Words are the fast path.
+/// * `try_` operations never block: [`TransportError::Full`] / [`TransportError::Empty`].
+///   The others wait (spin, yield, park) at most `timeout` (`None`: no limit) and fail
+///   with [`TransportError::Timeout`].
+/// * Failures: [`TransportError::Disconnected`] (the peer closed its end),
+///   [`TransportError::PeerDied`] (the peer's process died), [`TransportError::Aborted`]
+///   (the link's abort flag was raised).
+pub trait Link: Send {
+    /// Largest message one send carries, in bytes.
+    fn max_message_len(&self) -> usize;
+    /// Sends `msg` with `tag` if that is possible without waiting.
+    fn try_send(&mut self, tag: u64, msg: &[u8]) -> Result<(), TransportError>;
+    /// Sends `msg` with `tag`, waiting at most `timeout` for room.
+    fn send(
+        &mut self,
+        tag: u64,
+        msg: &[u8],
+        timeout: Option<Duration>,
+    ) -> Result<(), TransportError>;
+    /// Sends one word with `tag` (the fast path; received as an 8-byte message).
+    fn send_word(
+        &mut self,
+        tag: u64,
+        w: u64,
+        timeout: Option<Duration>,
+    ) -> Result<(), TransportError> {
+        self.send(tag, &w.to_le_bytes(), timeout)
+    }
+    /// Sends an empty message with `tag` (a signal).
+    fn send_empty(&mut self, tag: u64, timeout: Option<Duration>) -> Result<(), TransportError> {
+        self.send(tag, &[], timeout)
+    }
+    /// Receives the next message into `buf` if one is waiting: its tag and length.
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<(u64, usize), TransportError>;
+    /// Receives the next message into `buf`, waiting at most `timeout`.
+    fn recv(
+        &mut self,
+        buf: &mut [u8],
+        timeout: Option<Duration>,
+    ) -> Result<(u64, usize), TransportError>;
+    /// Receives a word (an 8-byte message; an empty one reads as 0) with its tag.
+    fn recv_word(&mut self, timeout: Option<Duration>) -> Result<(u64, u64), TransportError> {
+        let mut b = [0u8; 8];
+        let (tag, n) = self.recv(&mut b, timeout)?;
+        match n {
+            8 => Ok((tag, u64::from_le_bytes(b))),
+            0 => Ok((tag, 0)),
+            len => Err(TransportError::NotAWord { len }),
+        }
+    }
+    /// True if a message is waiting (a receive would not block).
+    fn is_ready(&self) -> bool;
+    /// True once the peer closed its end.
+    fn is_disconnected(&self) -> bool;
+}
+
+impl Link for Endpoint {
+    #[inline]
+    fn max_message_len(&self) -> usize {
+        self.tx.max_message_len().min(self.rx.max_message_len())
+    }
+    #[inline]
+    fn try_send(&mut self, tag: u64, msg: &[u8]) -> Result<(), TransportError> {
+        self.tx.try_send_tagged(tag, msg)
+    }
+    #[inline]
+    fn send(
+        &mut self,
+        tag: u64,
+        msg: &[u8],
+        timeout: Option<Duration>,
+    ) -> Result<(), TransportError> {
+        self.tx.send_tagged(tag, msg, timeout)
+    }
+    #[inline]
+    fn send_word(
+        &mut self,
+        tag: u64,
+        w: u64,
+        timeout: Option<Duration>,
+    ) -> Result<(), TransportError> {
+        self.tx.send_word_tagged(tag, w, timeout)
+    }
+    #[inline]
+    fn send_empty(&mut self, tag: u64, timeout: Option<Duration>) -> Result<(), TransportError> {
+        self.tx.send_empty_tagged(tag, timeout)
+    }
+    #[inline]
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<(u64, usize), TransportError> {
+        self.rx.try_recv_tagged(buf)
+    }
+    #[inline]
+    fn recv(
+        &mut self,
+        buf: &mut [u8],
+        timeout: Option<Duration>,
+    ) -> Result<(u64, usize), TransportError> {
+        self.rx.recv_tagged(buf, timeout)
+    }
+    #[inline]
+    fn recv_word(&mut self, timeout: Option<Duration>) -> Result<(u64, u64), TransportError> {
+        self.rx.recv_word_tagged(timeout)
+    }
+    #[inline]
+    fn is_ready(&self) -> bool {
+        !self.rx.is_empty()
+    }
+    #[inline]
+    fn is_disconnected(&self) -> bool {
+        self.tx.is_disconnected() || self.rx.is_disconnected()
+    }
+}

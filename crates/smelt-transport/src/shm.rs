@@ -1,0 +1,891 @@
+//! Rings in memory shared by the processes of one job (one host).
+//!
+//! A job's creator (a launcher such as `smelt launch`, or any program) makes one
+//! segment holding every ring of the job, then starts the members; each member
+//! attaches with the segment's path, the job's key and its rank, and opens its ends
+//! of the rings. The same ring protocol runs as between threads ([`crate::channel`]);
+//! only parking (a futex on the shared word) and failure detection differ.
+//!
+//! What users and admins can rely on:
+//! * **Never the wrong memory.** A segment is created exclusively (`O_CREAT|O_EXCL`,
+//!   `O_NOFOLLOW`) under an unguessable name (128 random bits), mode 0600. Attaching
+//!   checks that the file is a regular file owned by this user with no group or other
+//!   permissions, that it starts with smelt's magic and this build's layout version,
+//!   and that it carries the job's 128-bit key (given to members with the path): a
+//!   stale segment of a crashed job, a file planted under the name, or a member built
+//!   from another smelt version each fail with a clear [`ShmError`].
+//! * **Nothing left behind.** The path is unlinked as soon as every member attached
+//!   (the mappings stay valid), and by the creator's handle when it is dropped, so a
+//!   crash after start-up leaves nothing in `/dev/shm`.
+//! * **No SIGBUS later.** Free space is checked before creating, and the file's pages
+//!   are allocated at once (`posix_fallocate`): too little space is an error naming the
+//!   size needed.
+//! * **Dead peers are errors, not hangs.** Each member holds an open-file-description
+//!   lock on a byte named by its rank for as long as its process lives; the kernel
+//!   drops it when the process dies however it dies. A waiter that parks checks its
+//!   peer's lock at every park timeout (at most [`WaitPolicy::park_max`], 1 ms by
+//!   default) and fails with [`TransportError::PeerDied`](crate::TransportError::PeerDied).
+//! * **Offsets, never pointers.** Every process maps the segment where its kernel
+//!   likes; the segment holds only offsets and plain words.
+//!
+//! Trust model: the processes of one job trust each other (any member can write any
+//! ring of the job); nothing else is trusted, and no other user can open the segment.
+//!
+//! [`WaitPolicy::park_max`]: crate::WaitPolicy::park_max
+
+use crate::channel::{ring_bytes, shared_end, wake_ring, Remote, SharedEnd};
+use crate::{Abort, Consumer, Producer, TransportError, MAX_CAPACITY};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// First bytes of every segment.
+const MAGIC: [u8; 8] = *b"SMELTSHM";
+/// Version of the segment layout; a member of another layout refuses to attach.
+pub const LAYOUT_VERSION: u32 = 1;
+/// Bytes reserved for the segment header.
+const HEADER_BYTES: usize = 4096;
+/// Alignment of every ring in the segment (a pair of cache lines).
+const RING_ALIGN: usize = 128;
+/// Longest failure message kept in the segment.
+const FAILURE_BYTES: usize = 512;
+/// Byte offset (beyond any segment's size) of member 0's liveness lock.
+const LOCK_BASE: i64 = 1 << 40;
+/// Largest number of members of one job.
+pub const MAX_MEMBERS: u32 = 1 << 16;
+
+/// Why a job's shared memory could not be created or attached.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShmError {
+    /// A system call failed.
+    #[error("{what} {path}: {reason}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The segment's path.
+        path: String,
+        /// The OS's reason.
+        reason: String,
+    },
+    /// Not enough free space where segments are made.
+    #[error("shared memory: the job needs {needed} bytes in {dir} but only {available} are free (enlarge the tmpfs, e.g. docker --shm-size, or use fewer members / smaller rings)")]
+    NoSpace {
+        /// Bytes the segment needs.
+        needed: u64,
+        /// Bytes free.
+        available: u64,
+        /// The directory.
+        dir: String,
+    },
+    /// The file is not a segment this job may use.
+    #[error("{path} is not a smelt job segment this process may attach: {why}")]
+    NotOurs {
+        /// The path.
+        path: String,
+        /// Why not.
+        why: String,
+    },
+    /// The segment was made by a smelt build with another layout.
+    #[error("{path} was created by smelt {theirs} (segment layout {their_layout}); this is smelt {ours} (layout {LAYOUT_VERSION}): run every member with the same smelt")]
+    Version {
+        /// The path.
+        path: String,
+        /// The creator's smelt version.
+        theirs: String,
+        /// The creator's layout version.
+        their_layout: u32,
+        /// This build's smelt version.
+        ours: &'static str,
+    },
+    /// A job description that cannot be laid out, or a rank or ring that does not exist.
+    #[error("shared memory: {0}")]
+    Invalid(String),
+}
+
+/// One ring of a job: messages flow from member `producer` to member `consumer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingSpec {
+    /// Rank of the sending member.
+    pub producer: u32,
+    /// Rank of the receiving member.
+    pub consumer: u32,
+    /// Slots of the ring (1..=[`MAX_CAPACITY`]).
+    pub capacity: u32,
+}
+
+#[repr(C)]
+struct Header {
+    magic: [u8; 8],
+    layout: u32,
+    members: u32,
+    version: [u8; 32],
+    key: [u64; 2],
+    total_bytes: u64,
+    rings: u32,
+    creator_pid: u32,
+    ring_table: u64,
+    member_table: u64,
+    blob_offset: u64,
+    blob_len: u64,
+    abort: AtomicU32,
+    attached: AtomicU32,
+    /// 0: no failure; 1: being written; 2: written.
+    failure_state: AtomicU32,
+    failure_rank: u32,
+    failure_len: u32,
+    failure: [u8; FAILURE_BYTES],
+}
+
+const _: () = assert!(std::mem::size_of::<Header>() <= HEADER_BYTES);
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RingEntry {
+    offset: u64,
+    producer: u32,
+    consumer: u32,
+    capacity: u32,
+    _pad: u32,
+}
+
+#[repr(C)]
+struct MemberEntry {
+    /// 0: not joined, 1: joined, 2: left.
+    state: AtomicU32,
+    pid: AtomicU32,
+}
+
+/// A mapping of a segment and the file description that holds this process's lock.
+struct Mapping {
+    base: *mut u8,
+    len: usize,
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+// SAFETY: the mapping is plain shared memory; every access to it goes through atomics
+// or through the ring protocol (see channel.rs), and `base` stays valid until Drop.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: base/len are exactly what mmap returned; nothing borrows the mapping
+        // any more (every ring end holds an Arc to the Mapping's owner).
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.len);
+        }
+    }
+}
+
+impl Mapping {
+    fn header(&self) -> &Header {
+        // SAFETY: every mapping is at least HEADER_BYTES long (checked at create and
+        // attach) and page-aligned; Header is plain data and atomics.
+        unsafe { &*(self.base as *const Header) }
+    }
+
+    fn members(&self) -> &[MemberEntry] {
+        let h = self.header();
+        // SAFETY: the member table lies inside the mapping (checked by `validate`),
+        // 8-byte aligned, and holds `members` entries of atomics.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.base.add(h.member_table as usize) as *const MemberEntry,
+                h.members as usize,
+            )
+        }
+    }
+
+    fn rings(&self) -> &[RingEntry] {
+        let h = self.header();
+        // SAFETY: as for `members`; the ring table is written once by the creator before
+        // any member attaches and never changes.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.base.add(h.ring_table as usize) as *const RingEntry,
+                h.rings as usize,
+            )
+        }
+    }
+
+    fn blob(&self) -> &[u8] {
+        let h = self.header();
+        // SAFETY: inside the mapping (checked by `validate`); written once by the
+        // creator before any member attaches.
+        unsafe {
+            std::slice::from_raw_parts(self.base.add(h.blob_offset as usize), h.blob_len as usize)
+        }
+    }
+
+    /// Checks that every table the header names lies inside the mapping.
+    fn validate(&self) -> Result<(), String> {
+        let h = self.header();
+        let len = self.len as u64;
+        let fits = |off: u64, n: u64| off.checked_add(n).is_some_and(|end| end <= len);
+        if h.total_bytes != len {
+            return Err(format!(
+                "its header says {} bytes, the file has {len}",
+                h.total_bytes
+            ));
+        }
+        if h.members == 0 || h.members > MAX_MEMBERS {
+            return Err(format!("{} members", h.members));
+        }
+        if !h.member_table.is_multiple_of(8)
+            || !h.ring_table.is_multiple_of(8)
+            || !fits(h.member_table, h.members as u64 * 8)
+            || !fits(h.ring_table, h.rings as u64 * 24)
+            || !fits(h.blob_offset, h.blob_len)
+        {
+            return Err("its tables lie outside the file".into());
+        }
+        for r in self.rings() {
+            if r.producer >= h.members
+                || r.consumer >= h.members
+                || r.capacity == 0
+                || r.capacity as usize > MAX_CAPACITY
+                || r.offset % RING_ALIGN as u64 != 0
+                || !fits(r.offset, ring_bytes(r.capacity as usize) as u64)
+            {
+                return Err("a ring lies outside the file".into());
+            }
+        }
+        Ok(())
+    }
+
+    fn abort(&self) {
+        self.header().abort.store(1, Ordering::SeqCst);
+        for r in self.rings() {
+            // SAFETY: the ring table was validated to lie inside the mapping.
+            unsafe { wake_ring(self.base.add(r.offset as usize)) };
+        }
+    }
+
+    /// True while member `rank`'s process holds its liveness lock (or has not joined).
+    fn alive(&self, rank: u32) -> bool {
+        let Some(m) = self.members().get(rank as usize) else {
+            return false;
+        };
+        if m.state.load(Ordering::Acquire) == 0 {
+            return true;
+        }
+        // SAFETY: flock is plain data; all-zero is a valid value to fill in.
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        fl.l_type = libc::F_WRLCK as libc::c_short;
+        fl.l_whence = libc::SEEK_SET as libc::c_short;
+        fl.l_start = LOCK_BASE + rank as i64;
+        fl.l_len = 1;
+        // SAFETY: fd is open for the Mapping's lifetime and `fl` is a valid flock.
+        let r = unsafe { libc::fcntl(self.fd.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) };
+        r != 0 || fl.l_type != libc::F_UNLCK as libc::c_short
+    }
+
+    fn record_failure(&self, rank: u32, what: &str) -> bool {
+        let h = self.header();
+        if h.failure_state
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return false;
+        }
+        let bytes = what.as_bytes();
+        let n = bytes.len().min(FAILURE_BYTES);
+        let hp = self.base as *mut Header;
+        // SAFETY: winning the compare-exchange gives this process the only right to
+        // write the failure fields until it stores 2 (Release); readers read them only
+        // after seeing 2 (Acquire). The fields lie inside the header.
+        unsafe {
+            std::ptr::addr_of_mut!((*hp).failure_rank).write(rank);
+            std::ptr::addr_of_mut!((*hp).failure_len).write(n as u32);
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                std::ptr::addr_of_mut!((*hp).failure) as *mut u8,
+                n,
+            );
+        }
+        h.failure_state.store(2, Ordering::Release);
+        true
+    }
+
+    fn failure(&self) -> Option<(u32, String)> {
+        let h = self.header();
+        if h.failure_state.load(Ordering::Acquire) != 2 {
+            return None;
+        }
+        let hp = self.base as *const Header;
+        // SAFETY: state 2 (Acquire) means the writer finished and never writes again.
+        let (rank, len, msg) = unsafe {
+            let len = std::ptr::addr_of!((*hp).failure_len).read() as usize;
+            let msg = std::slice::from_raw_parts(
+                std::ptr::addr_of!((*hp).failure) as *const u8,
+                len.min(FAILURE_BYTES),
+            );
+            (std::ptr::addr_of!((*hp).failure_rank).read(), len, msg)
+        };
+        let _ = len;
+        Some((rank, String::from_utf8_lossy(msg).into_owned()))
+    }
+}
+
+impl Remote for Mapping {
+    fn peer_alive(&self, rank: u32) -> bool {
+        self.alive(rank)
+    }
+    fn aborted(&self) -> bool {
+        self.header().abort.load(Ordering::Acquire) != 0
+    }
+}
+
+fn io_err(what: &'static str, path: &Path) -> ShmError {
+    ShmError::Io {
+        what,
+        path: path.display().to_string(),
+        reason: std::io::Error::last_os_error().to_string(),
+    }
+}
+
+fn cpath(path: &Path) -> Result<CString, ShmError> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| ShmError::Invalid(format!("path {} has a NUL byte", path.display())))
+}
+
+/// Where segments are made: `$SMELT_SHM_DIR`, else `/dev/shm`.
+pub fn shm_dir() -> PathBuf {
+    std::env::var_os("SMELT_SHM_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/dev/shm"))
+}
+
+/// Free bytes in `dir` (`$SMELT_SHM_LIMIT` caps it, to test the check without a small
+/// tmpfs).
+fn free_bytes(dir: &Path) -> Result<u64, ShmError> {
+    let c = cpath(dir)?;
+    // SAFETY: statvfs is plain data; all-zero is valid to fill in.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a valid C string and st a valid out-pointer.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(io_err("cannot inspect", dir));
+    }
+    let mut free = st.f_bavail as u64 * st.f_frsize as u64;
+    if let Some(limit) = std::env::var("SMELT_SHM_LIMIT")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        free = free.min(limit);
+    }
+    Ok(free)
+}
+
+fn random_u64s() -> Result<[u64; 2], ShmError> {
+    let mut k = [0u64; 2];
+    // SAFETY: writes at most 16 bytes into `k`, which is 16 bytes long.
+    let n = unsafe { libc::getrandom(k.as_mut_ptr() as *mut libc::c_void, 16, 0) };
+    if n != 16 {
+        return Err(ShmError::Invalid(format!(
+            "no randomness for the segment name: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(k)
+}
+
+fn map(fd: &OwnedFd, len: usize, path: &Path) -> Result<*mut u8, ShmError> {
+    // SAFETY: a fresh shared mapping of an open file; the kernel picks the address.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io_err("cannot map", path));
+    }
+    Ok(p as *mut u8)
+}
+
+fn version_bytes() -> [u8; 32] {
+    let mut v = [0u8; 32];
+    let s = env!("CARGO_PKG_VERSION").as_bytes();
+    v[..s.len().min(32)].copy_from_slice(&s[..s.len().min(32)]);
+    v
+}
+
+fn unlink(path: &Path) {
+    if let Ok(c) = cpath(path) {
+        // SAFETY: c is a valid C string; failure (already gone) is fine.
+        unsafe { libc::unlink(c.as_ptr()) };
+    }
+}
+
+/// The creator's handle on a job's segment. Dropping it unlinks the path (members
+/// that attached keep their mappings).
+pub struct ShmJob {
+    map: Arc<Mapping>,
+    key: [u64; 2],
+}
+
+impl std::fmt::Debug for ShmJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShmJob")
+            .field("path", &self.map.path)
+            .finish()
+    }
+}
+
+impl ShmJob {
+    /// Creates the segment for `members` members and `rings`, carrying `blob` (the job
+    /// description members read back with [`ShmMember::blob`]).
+    pub fn create(members: u32, rings: &[RingSpec], blob: &[u8]) -> Result<ShmJob, ShmError> {
+        if members == 0 || members > MAX_MEMBERS {
+            return Err(ShmError::Invalid(format!(
+                "a job needs 1 to {MAX_MEMBERS} members, not {members}"
+            )));
+        }
+        for (i, r) in rings.iter().enumerate() {
+            if r.producer >= members || r.consumer >= members || r.producer == r.consumer {
+                return Err(ShmError::Invalid(format!(
+                    "ring {i} joins members {} and {} of a {members}-member job",
+                    r.producer, r.consumer
+                )));
+            }
+            if r.capacity == 0 || r.capacity as usize > MAX_CAPACITY {
+                return Err(ShmError::Invalid(format!(
+                    "ring {i} has {} slots (1 to {MAX_CAPACITY})",
+                    r.capacity
+                )));
+            }
+        }
+        let member_table = HEADER_BYTES;
+        let ring_table = member_table + members as usize * 8;
+        let blob_offset = ring_table + rings.len() * std::mem::size_of::<RingEntry>();
+        let mut off = (blob_offset + blob.len()).next_multiple_of(RING_ALIGN);
+        let mut entries = Vec::with_capacity(rings.len());
+        for r in rings {
+            entries.push(RingEntry {
+                offset: off as u64,
+                producer: r.producer,
+                consumer: r.consumer,
+                capacity: r.capacity,
+                _pad: 0,
+            });
+            off += ring_bytes(r.capacity as usize).next_multiple_of(RING_ALIGN);
+        }
+        let total = off.next_multiple_of(4096);
+        let dir = shm_dir();
+        let available = free_bytes(&dir)?;
+        if (total as u64) > available {
+            return Err(ShmError::NoSpace {
+                needed: total as u64,
+                available,
+                dir: dir.display().to_string(),
+            });
+        }
+        let key = random_u64s()?;
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::geteuid() };
+        let path = dir.join(format!("smelt-{uid}-{:016x}{:016x}", key[0], key[1]));
+        let c = cpath(&path)?;
+        // SAFETY: c is a valid C string; the flags create a new file or fail.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0o600 as libc::c_uint,
+            )
+        };
+        if fd < 0 {
+            return Err(io_err("cannot create", &path));
+        }
+        // SAFETY: fd was just opened and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fail = |e: ShmError| {
+            unlink(&path);
+            e
+        };
+        // SAFETY: fd is a valid open file.
+        let r = unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, total as libc::off_t) };
+        if r != 0 {
+            let reason = std::io::Error::from_raw_os_error(r);
+            return Err(fail(if r == libc::ENOSPC {
+                ShmError::NoSpace {
+                    needed: total as u64,
+                    available,
+                    dir: dir.display().to_string(),
+                }
+            } else {
+                ShmError::Io {
+                    what: "cannot allocate",
+                    path: path.display().to_string(),
+                    reason: reason.to_string(),
+                }
+            }));
+        }
+        let base = map(&fd, total, &path).map_err(fail)?;
+        let map = Mapping {
+            base,
+            len: total,
+            fd,
+            path: path.clone(),
+        };
+        let hp = base as *mut Header;
+        // SAFETY: the mapping is `total >= HEADER_BYTES` bytes of zeroed memory that
+        // no other process can have opened yet (the name is new and unpublished);
+        // every write below stays inside the tables computed above.
+        unsafe {
+            std::ptr::addr_of_mut!((*hp).layout).write(LAYOUT_VERSION);
+            std::ptr::addr_of_mut!((*hp).members).write(members);
+            std::ptr::addr_of_mut!((*hp).version).write(version_bytes());
+            std::ptr::addr_of_mut!((*hp).key).write(key);
+            std::ptr::addr_of_mut!((*hp).total_bytes).write(total as u64);
+            std::ptr::addr_of_mut!((*hp).rings).write(entries.len() as u32);
+            std::ptr::addr_of_mut!((*hp).creator_pid).write(std::process::id());
+            std::ptr::addr_of_mut!((*hp).ring_table).write(ring_table as u64);
+            std::ptr::addr_of_mut!((*hp).member_table).write(member_table as u64);
+            std::ptr::addr_of_mut!((*hp).blob_offset).write(blob_offset as u64);
+            std::ptr::addr_of_mut!((*hp).blob_len).write(blob.len() as u64);
+            std::ptr::copy_nonoverlapping(
+                entries.as_ptr() as *const u8,
+                base.add(ring_table),
+                entries.len() * std::mem::size_of::<RingEntry>(),
+            );
+            std::ptr::copy_nonoverlapping(blob.as_ptr(), base.add(blob_offset), blob.len());
+            // The magic last: a half-written segment is never taken for one.
+            std::sync::atomic::fence(Ordering::Release);
+            std::ptr::addr_of_mut!((*hp).magic).write(MAGIC);
+        }
+        Ok(ShmJob {
+            map: Arc::new(map),
+            key,
+        })
+    }
+
+    /// The segment's path (give it to the members).
+    pub fn path(&self) -> &Path {
+        &self.map.path
+    }
+
+    /// The job's key as 32 hex digits (give it to the members).
+    pub fn key(&self) -> String {
+        format!("{:016x}{:016x}", self.key[0], self.key[1])
+    }
+
+    /// Members attached so far.
+    pub fn attached(&self) -> u32 {
+        self.map.header().attached.load(Ordering::Acquire)
+    }
+
+    /// Raises the job's abort flag: every member's waits end with
+    /// [`TransportError::Aborted`] at once.
+    pub fn abort(&self) {
+        self.map.abort();
+    }
+
+    /// True once member `rank`'s process has died (after it joined).
+    pub fn is_dead(&self, rank: u32) -> bool {
+        !self.map.alive(rank)
+    }
+
+    /// The first failure a member recorded: its rank and what happened.
+    pub fn failure(&self) -> Option<(u32, String)> {
+        self.map.failure()
+    }
+
+    /// Records a failure on the job's behalf (first one wins) and aborts the job.
+    pub fn fail(&self, rank: u32, what: &str) {
+        self.map.record_failure(rank, what);
+        self.map.abort();
+    }
+
+    /// Removes the segment's name now (members that attached keep their mappings).
+    pub fn unlink(&self) {
+        unlink(&self.map.path);
+    }
+}
+
+impl Drop for ShmJob {
+    fn drop(&mut self) {
+        self.unlink();
+    }
+}
+
+/// A member's handle on its job's segment: its rank, the job description, and its
+/// ends of the rings. Dropping it marks the member as having left; its process's
+/// liveness lock goes with its last ring end.
+pub struct ShmMember {
+    map: Arc<Mapping>,
+    rank: u32,
+    abort: Option<Abort>,
+}
+
+impl std::fmt::Debug for ShmMember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShmMember")
+            .field("path", &self.map.path)
+            .field("rank", &self.rank)
+            .finish()
+    }
+}
+
+fn parse_key(key: &str) -> Option<[u64; 2]> {
+    if key.len() != 32 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    Some([
+        u64::from_str_radix(&key[..16], 16).ok()?,
+        u64::from_str_radix(&key[16..], 16).ok()?,
+    ])
+}
+
+impl ShmMember {
+    /// Attaches to the segment at `path` as member `rank`, checking that it is this
+    /// job's (`key`, from the creator) and of this build's layout.
+    pub fn attach(path: &Path, key: &str, rank: u32) -> Result<ShmMember, ShmError> {
+        let not_ours = |why: String| ShmError::NotOurs {
+            path: path.display().to_string(),
+            why,
+        };
+        let key =
+            parse_key(key).ok_or_else(|| not_ours("the job key is not 32 hex digits".into()))?;
+        let c = cpath(path)?;
+        // SAFETY: c is a valid C string; no O_CREAT, so nothing is created.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io_err("cannot open", path));
+        }
+        // SAFETY: fd was just opened and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: stat is plain data; fstat fills it for a valid fd.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fd is open and st a valid out-pointer.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(io_err("cannot inspect", path));
+        }
+        // SAFETY: geteuid cannot fail.
+        let uid = unsafe { libc::geteuid() };
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(not_ours("it is not a regular file".into()));
+        }
+        if st.st_uid != uid {
+            return Err(not_ours(format!(
+                "it belongs to user {}, not to this user ({uid})",
+                st.st_uid
+            )));
+        }
+        if st.st_mode & 0o077 != 0 {
+            return Err(not_ours(format!(
+                "its mode is {:o}: other users could read or write it",
+                st.st_mode & 0o777
+            )));
+        }
+        let len = st.st_size as usize;
+        if len < HEADER_BYTES {
+            return Err(not_ours(format!("it has {len} bytes, less than a header")));
+        }
+        let base = map(&fd, len, path)?;
+        let map = Mapping {
+            base,
+            len,
+            fd,
+            path: path.to_path_buf(),
+        };
+        let hp = base as *const Header;
+        // SAFETY: the mapping holds at least HEADER_BYTES bytes; plain-data reads.
+        let (magic, layout, version, their_key) = unsafe {
+            (
+                std::ptr::addr_of!((*hp).magic).read_volatile(),
+                std::ptr::addr_of!((*hp).layout).read(),
+                std::ptr::addr_of!((*hp).version).read(),
+                std::ptr::addr_of!((*hp).key).read(),
+            )
+        };
+        std::sync::atomic::fence(Ordering::Acquire);
+        if magic != MAGIC {
+            return Err(not_ours("it does not start with smelt's magic".into()));
+        }
+        if layout != LAYOUT_VERSION || version != version_bytes() {
+            let end = version.iter().position(|&b| b == 0).unwrap_or(32);
+            return Err(ShmError::Version {
+                path: path.display().to_string(),
+                theirs: String::from_utf8_lossy(&version[..end]).into_owned(),
+                their_layout: layout,
+                ours: env!("CARGO_PKG_VERSION"),
+            });
+        }
+        if their_key != key {
+            return Err(not_ours(
+                "it belongs to another job (its key differs: a stale or planted segment)".into(),
+            ));
+        }
+        map.validate().map_err(not_ours)?;
+        let members = map.header().members;
+        if rank >= members {
+            return Err(ShmError::Invalid(format!(
+                "rank {rank} does not exist in a job of {members} members"
+            )));
+        }
+        // The liveness lock first: a member seen as joined always holds it.
+        // SAFETY: flock is plain data.
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        fl.l_type = libc::F_WRLCK as libc::c_short;
+        fl.l_whence = libc::SEEK_SET as libc::c_short;
+        fl.l_start = LOCK_BASE + rank as i64;
+        fl.l_len = 1;
+        // SAFETY: fd is open and fl a valid flock.
+        if unsafe { libc::fcntl(map.fd.as_raw_fd(), libc::F_OFD_SETLK, &fl) } != 0 {
+            return Err(ShmError::Invalid(format!(
+                "rank {rank} of this job is already taken by a live process"
+            )));
+        }
+        let me = &map.members()[rank as usize];
+        if me
+            .state
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return Err(ShmError::Invalid(format!(
+                "rank {rank} of this job has already joined once"
+            )));
+        }
+        me.pid.store(std::process::id(), Ordering::Release);
+        let n = map.header().attached.fetch_add(1, Ordering::AcqRel) + 1;
+        if n == members {
+            unlink(path);
+        }
+        Ok(ShmMember {
+            map: Arc::new(map),
+            rank,
+            abort: None,
+        })
+    }
+
+    /// Guards every ring end opened from now on by `abort` too (besides the job's own
+    /// abort flag).
+    pub fn set_abort(&mut self, abort: Abort) {
+        self.abort = Some(abort);
+    }
+
+    /// This member's rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Members of the job.
+    pub fn members(&self) -> u32 {
+        self.map.header().members
+    }
+
+    /// The job description the creator stored.
+    pub fn blob(&self) -> &[u8] {
+        self.map.blob()
+    }
+
+    /// The job's rings, in the creator's order.
+    pub fn rings(&self) -> Vec<RingSpec> {
+        self.map
+            .rings()
+            .iter()
+            .map(|r| RingSpec {
+                producer: r.producer,
+                consumer: r.consumer,
+                capacity: r.capacity,
+            })
+            .collect()
+    }
+
+    fn ring(&self, i: usize, producer: bool) -> Result<SharedEnd, TransportError> {
+        let r = *self
+            .map
+            .rings()
+            .get(i)
+            .ok_or_else(|| TransportError::NotYours(format!("the job has no ring {i}")))?;
+        let (mine, peer) = if producer {
+            (r.producer, r.consumer)
+        } else {
+            (r.consumer, r.producer)
+        };
+        if mine != self.rank {
+            return Err(TransportError::NotYours(format!(
+                "ring {i}'s {} is member {mine}, not member {}",
+                if producer { "producer" } else { "consumer" },
+                self.rank
+            )));
+        }
+        // SAFETY: `validate` checked that the ring lies inside the mapping, aligned;
+        // the creator zeroed it; the mapping lives as long as the Arc passed as the
+        // ring's Remote; and only this rank opens this end (the rank's lock and its
+        // joined state are exclusive).
+        unsafe {
+            shared_end(
+                self.map.base.add(r.offset as usize),
+                r.capacity as usize,
+                producer,
+                self.map.clone(),
+                peer,
+                self.abort.clone(),
+            )
+        }
+    }
+
+    /// Opens the sending end of ring `i` (this member must be its producer).
+    pub fn producer(&self, i: usize) -> Result<Producer, TransportError> {
+        match self.ring(i, true)? {
+            SharedEnd::Producer(p) => Ok(p),
+            SharedEnd::Consumer(_) => unreachable!("asked for the producer"),
+        }
+    }
+
+    /// Opens the receiving end of ring `i` (this member must be its consumer).
+    pub fn consumer(&self, i: usize) -> Result<Consumer, TransportError> {
+        match self.ring(i, false)? {
+            SharedEnd::Consumer(c) => Ok(c),
+            SharedEnd::Producer(_) => unreachable!("asked for the consumer"),
+        }
+    }
+
+    /// Raises the job's abort flag (every member's waits end at once).
+    pub fn abort(&self) {
+        self.map.abort();
+    }
+
+    /// True once any member or the creator raised the job's abort flag.
+    pub fn is_aborted(&self) -> bool {
+        self.map.aborted()
+    }
+
+    /// Records the job's first failure (true if this was the first).
+    pub fn record_failure(&self, rank: u32, what: &str) -> bool {
+        self.map.record_failure(rank, what)
+    }
+
+    /// The job's first failure: rank and what happened.
+    pub fn failure(&self) -> Option<(u32, String)> {
+        self.map.failure()
+    }
+
+    /// True while member `rank`'s process lives (or has not joined yet).
+    pub fn is_alive(&self, rank: u32) -> bool {
+        self.map.alive(rank)
+    }
+}
+
+impl Drop for ShmMember {
+    fn drop(&mut self) {
+        if let Some(m) = self.map.members().get(self.rank as usize) {
+            m.state.store(2, Ordering::Release);
+        }
+    }
+}
