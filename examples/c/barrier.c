@@ -80,9 +80,9 @@ int main(int argc, char **argv) {
     atomic_init(&s.errors, 0);
     CHECK(smelt_group_run(group, body, &s));
 
-    smelt_group_free(group);
-    smelt_tree_free(tree);
-    smelt_model_free(model);
+    CHECK(smelt_group_free(group));
+    CHECK(smelt_tree_free(tree));
+    CHECK(smelt_model_free(model));
     if (atomic_load(&s.errors) != 0) {
         fprintf(stderr, "barrier FAILED: %d errors\n", atomic_load(&s.errors));
         return 1;

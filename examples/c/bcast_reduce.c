@@ -55,7 +55,7 @@ static void *work(void *p) {
     int64_t v = (int64_t)w->index + 1;
     CHECK(smelt_reduce(m, &v, sizeof v, sum_i64, NULL));
     w->result = v;
-    smelt_member_detach(m);
+    CHECK(smelt_member_detach(m));
     return NULL;
 }
 
@@ -99,9 +99,9 @@ int main(int argc, char **argv) {
         all_ok &= ws[i].ok;
         if (ws[i].is_root) sum = ws[i].result;
     }
-    smelt_group_free(group);
-    smelt_tree_free(tree);
-    smelt_model_free(model);
+    CHECK(smelt_group_free(group));
+    CHECK(smelt_tree_free(tree));
+    CHECK(smelt_model_free(model));
     free(all);
     free(cpus);
     free(ws);

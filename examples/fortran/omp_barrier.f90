@@ -204,7 +204,11 @@ program omp_barrier
     results(1) = n
     call check(smelt_group_run(group, c_funloc(run_body), c_loc(results)), "smelt_group_run")
     call expect(all(results(2:) == expected), "allreduce under smelt_group_run is wrong")
-    call smelt_group_free(group)
+    call smelt_group_free(group, rc)
+    call check(rc, "smelt_group_free")
+    ! Handles are checked: a second free is an error code, not undefined behaviour.
+    call smelt_group_free(group, rc)
+    call expect(rc == SMELT_ERR_INVALID_HANDLE, "a second smelt_group_free did not fail")
 
     write (*, '("fortran: ", i0, " members, ", i0, " barriers, allreduce sum = ", i0, ", OK")') &
         n, rounds, expected
