@@ -13,6 +13,10 @@
 //! locked only long enough to clone the `Arc`; a member's slot is locked with
 //! `try_lock` for the whole call, which is the member's in-use flag: a second thread
 //! using the same member handle at the same time gets `SMELT_ERR_BUSY`.
+//!
+//! Generations have 28 bits (12 on 32-bit targets) and freed slots are reused oldest
+//! first, so a stale handle could only be mistaken for a new object after its slot was
+//! reused 2^28 times.
 
 use crate::group::{GroupInner, MemberState};
 use crate::{err, Res, TreeObj, SMELT_ERR_BUSY, SMELT_ERR_INVALID_ARGUMENT};
