@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 mod cmd_bench;
+mod cmd_launch;
 mod cmd_model;
 mod cmd_probe;
 mod cmd_run;
@@ -52,6 +53,8 @@ enum Cmd {
     Evaluate(cmd_tree::EvaluateArgs),
     /// Measure collectives on this machine over every topology, next to the peers.
     Bench(cmd_bench::BenchArgs),
+    /// Start N processes as one job on this host (like mpirun for one machine).
+    Launch(cmd_launch::LaunchArgs),
 }
 
 fn main() {
@@ -90,6 +93,7 @@ fn main() {
         Cmd::Tree(a) => cmd_tree::tree(a),
         Cmd::Evaluate(a) => cmd_tree::evaluate(a),
         Cmd::Bench(a) => cmd_bench::run(a),
+        Cmd::Launch(a) => cmd_launch::run(a),
     };
     if let Err(e) = res {
         use std::io::Write as _;

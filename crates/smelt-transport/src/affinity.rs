@@ -82,3 +82,23 @@ pub fn current_cpu() -> Option<u32> {
 pub fn current_cpu() -> Option<u32> {
     None
 }
+
+/// Sends signal `sig` to process `pid` (to forward a signal to the members of a job).
+#[cfg(unix)]
+pub fn signal_process(pid: u32, sig: i32) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
+    if pid <= 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a single process",
+        ));
+    }
+    // SAFETY: kill takes plain integers; a positive pid names one process, so no
+    // process group or broadcast is signalled by mistake.
+    if unsafe { libc::kill(pid, sig) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
