@@ -226,7 +226,12 @@ pub fn check_output(path: &Path, inputs: &[&Path]) -> Result<PathBuf, ModelError
                 }
             }
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        // Missing, or a parent is not a directory: the directory check says which.
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) => {}
         Err(e) => return Err(out_err(path, os_reason(&e))),
     }
     let dir = parent_dir(&target);
@@ -242,6 +247,12 @@ pub fn check_output(path: &Path, inputs: &[&Path]) -> Result<PathBuf, ModelError
             return Err(out_err(
                 path,
                 format!("directory {} does not exist", dir.display()),
+            ))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotADirectory => {
+            return Err(out_err(
+                path,
+                format!("{} is not a directory", dir.display()),
             ))
         }
         Err(e) => return Err(out_err(path, os_reason(&e))),
