@@ -133,7 +133,7 @@ fn summary(m: &Model, r: &smelt_probe::probe::ProbeResult) {
         "probed {} CPUs ({}) on {}: {} of {} ordered pairs measured in {:.3} s ({} samples per figure)",
         m.len(),
         format_cpu_list(&m.cpus),
-        m.provenance.host,
+        smelt_model::text::escape_line(&m.provenance.host),
         r.measured,
         r.pairs,
         r.elapsed.as_secs_f64(),
@@ -151,6 +151,6 @@ fn summary(m: &Model, r: &smelt_probe::probe::ProbeResult) {
         );
     }
     for n in &r.notes[1..] {
-        eprintln!("note: {n}");
+        eprintln!("note: {}", smelt_model::text::escape_line(n));
     }
 }

@@ -29,7 +29,7 @@ pub struct RunArgs {
 /// One step: `smelt <args>`, its output passed through; fails with the step named.
 fn step(title: &str, args: &[String]) -> Result<()> {
     let exe = std::env::current_exe().context("cannot find the smelt executable")?;
-    println!("\n=== {title}\n$ smelt {}", args.join(" "));
+    crate::common::print_text(&format!("\n=== {title}\n$ smelt {}\n", args.join(" ")));
     let status = Command::new(&exe)
         .args(args)
         .status()
@@ -98,9 +98,9 @@ pub fn run(a: RunArgs) -> Result<()> {
         "5. measured collectives vs the peers, in one run (ratios)",
         &bench,
     )?;
-    println!(
-        "\nmodel: {model}\nbench results: {}\nnext: smelt model heatmap {model} -o costs.png; smelt tree --model {model} --format svg > tree.svg",
+    crate::common::print_text(&format!(
+        "\nmodel: {model}\nbench results: {}\nnext: smelt model heatmap {model} -o costs.png; smelt tree --model {model} --format svg > tree.svg\n",
         s("bench.json")
-    );
+    ));
     Ok(())
 }
