@@ -93,6 +93,9 @@ pub struct Figure {
     /// smelt's figure ran its tree flat (more threads than CPUs; the name says
     /// `flattened: oversubscribed`); false for every other figure.
     pub flattened: bool,
+    /// `"threads"` (members are threads of one process) or `"processes"` (smelt's
+    /// process members, and Open MPI's ranks).
+    pub mode: &'static str,
 }
 
 /// A ratio between two figures of the same run.
@@ -390,6 +393,7 @@ mod tests {
                 },
                 floor_ns: None,
                 vs_floor: None,
+                mode: "processes",
                 flattened: false,
             }],
             ratios: vec![],

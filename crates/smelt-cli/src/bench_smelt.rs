@@ -204,6 +204,51 @@ impl Smelt<'_> {
     }
 }
 
+impl Smelt<'_> {
+    /// As [`peer_figure`](Smelt::peer_figure), with every member a process of its own
+    /// (`smelt bench --processes`): the same tree (flattened when oversubscribed), the
+    /// same back-to-back loop, members pinned to their CPUs (round-robin when
+    /// oversubscribed).
+    pub fn process_figure(&self, t: Topology, procs: usize, op: Op) -> PeerResult {
+        let rop = runtime_op(op);
+        let mut flattened = false;
+        let r = self.plan(t, procs).and_then(|p| {
+            let rop = rop.ok_or_else(|| format!("{} is not measured", op.name()))?;
+            let cpus = &self.model.cpus;
+            let (tree, pins): (Tree, Vec<Option<u32>>) = if p.oversubscribed {
+                flattened = true;
+                let mut children = vec![Vec::new(); p.tree.len()];
+                children[p.tree.root] = p.tree.preorder().into_iter().skip(1).collect();
+                let flat = Tree::new(p.tree.members.clone(), p.tree.root, children)
+                    .map_err(|e| e.to_string())?;
+                let pins = (0..procs).map(|r| Some(cpus[r % cpus.len()])).collect();
+                (flat, pins)
+            } else {
+                let pins = p.tree.members.iter().map(|&c| Some(c)).collect();
+                (p.tree, pins)
+            };
+            let mut cfg = self.config(
+                &Plan {
+                    tree: tree.clone(),
+                    prediction: None,
+                    oversubscribed: p.oversubscribed,
+                    flatten: false,
+                },
+                self.runs,
+            );
+            cfg.group.flatten_oversubscribed = false;
+            crate::bench_processes::measure_processes(&tree, &pins, rop, &cfg)
+                .map_err(|e| format!("{e:#}"))
+        });
+        crate::bench_processes::result(
+            crate::bench_processes::figure_name(&t.to_string(), flattened),
+            rop.unwrap_or(measure::Op::Barrier),
+            procs,
+            r,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@
 mod report;
 #[path = "bench_smelt.rs"]
 mod smelt;
+pub(crate) use smelt::summary_of;
 
 use anyhow::{bail, Context, Result};
 use report::{Collective, Figure, FloorInfo, Ratio, Report};
@@ -70,6 +71,11 @@ pub struct BenchArgs {
     /// Skip the peers (pthread, OpenMP, MPI, rtrb, crossbeam); smelt and the floor only.
     #[arg(long)]
     pub no_peers: bool,
+    /// Also run smelt's collectives with members as processes (children of this
+    /// command, over shared memory), next to thread members and Open MPI with the same
+    /// number of ranks on the same CPUs; rows carry "mode": "threads" or "processes".
+    #[arg(long)]
+    pub processes: bool,
     /// Thread counts for the barrier comparison (default 2,8,16; 2,8 with --quick;
     /// each 1 to 1024).
     #[arg(long, value_delimiter = ',', value_parser = crate::common::count(1, MAX_THREADS))]
@@ -165,8 +171,24 @@ impl Floors {
                 peer,
                 floor_ns: floor,
                 flattened: false,
+                mode: "threads",
             })
             .collect()
+    }
+
+    /// smelt's figure with members as processes (see
+    /// [`smelt::Smelt::process_figure`]).
+    fn process_figure(
+        &mut self,
+        sm: &smelt::Smelt,
+        t: Topology,
+        procs: usize,
+        op: Op,
+    ) -> Option<Figure> {
+        let mut f = self.figure(|| sm.process_figure(t, procs, op))?;
+        f.flattened = f.peer.name.contains("flattened");
+        f.mode = "processes";
+        Some(f)
     }
 
     /// smelt's figure for the peer comparison (see [`smelt::Smelt::peer_figure`]).
@@ -419,12 +441,23 @@ pub fn run(a: BenchArgs) -> Result<()> {
         let barrier_row = peer_threads.contains(&t);
         if barrier_row {
             peers.extend(floors.smelt_figure(&sm, smelt_tree_choice, t, Op::Barrier));
+            if a.processes {
+                peers.extend(floors.process_figure(&sm, smelt_tree_choice, t, Op::Barrier));
+            }
         }
         if a.no_peers {
             continue;
         }
         let mut combined = floors.figures(|| cpeers.openmp(&cpus, t, &budget));
-        combined.extend(floors.figures(|| cpeers.mpi(&cpus, t, &budget)));
+        combined.extend(
+            floors
+                .figures(|| cpeers.mpi(&cpus, t, &budget))
+                .into_iter()
+                .map(|mut f| {
+                    f.mode = "processes";
+                    f
+                }),
+        );
         if barrier_row {
             peers.extend(floors.figure(|| rpeers::std_barrier(&cpus, t, &budget)));
             peers.extend(floors.figures(|| cpeers.barriers(&cpus, t, &budget)));
@@ -441,6 +474,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     peers.extend(floors.smelt_figure(&sm, smelt_tree_choice, two, Op::Broadcast));
     peers.extend(floors.smelt_figure(&sm, smelt_tree_choice, two, Op::Reduce));
+    if a.processes {
+        for op in [Op::Broadcast, Op::Reduce] {
+            peers.extend(floors.process_figure(&sm, smelt_tree_choice, two, op));
+        }
+    }
     peers.extend(rooted);
     peers.sort_by_key(|f| (metric_order(f.peer.metric), f.peer.threads));
 

@@ -7,6 +7,7 @@
 
 #![forbid(unsafe_code)]
 
+mod bench_processes;
 mod cmd_bench;
 mod cmd_launch;
 mod cmd_model;
@@ -55,6 +56,9 @@ enum Cmd {
     Bench(cmd_bench::BenchArgs),
     /// Start N processes as one job on this host (like mpirun for one machine).
     Launch(cmd_launch::LaunchArgs),
+    /// One member process of `smelt bench --processes` (internal).
+    #[command(hide = true)]
+    BenchMember(bench_processes::BenchMemberArgs),
 }
 
 fn main() {
@@ -94,6 +98,7 @@ fn main() {
         Cmd::Evaluate(a) => cmd_tree::evaluate(a),
         Cmd::Bench(a) => cmd_bench::run(a),
         Cmd::Launch(a) => cmd_launch::run(a),
+        Cmd::BenchMember(a) => bench_processes::member(a),
     };
     if let Err(e) = res {
         use std::io::Write as _;

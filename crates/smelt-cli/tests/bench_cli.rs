@@ -268,3 +268,52 @@ fn bench_compares_topologies_only_when_they_differ() {
     assert!(!warned, "a 3-member run must not claim the trees are equal");
     assert_eq!(ratios, vec!["barrier: best static tree / best smelt tree"]);
 }
+
+#[test]
+fn bench_processes_measures_process_members_beside_thread_members() {
+    let (code, out, err) = run(&[
+        "bench",
+        "--quick",
+        "--json",
+        "--no-peers",
+        "--processes",
+        "--rounds",
+        "10",
+        "--ops",
+        "barrier",
+        "--topologies",
+        "binary",
+        "--peer-threads",
+        "2,5",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let peers = v["peers"].as_array().unwrap();
+    for (metric, n) in [
+        ("barrier", 2),
+        ("barrier", 5),
+        ("broadcast", 2),
+        ("reduce", 2),
+    ] {
+        for mode in ["threads", "processes"] {
+            let row = peers.iter().find(|p| {
+                p["mode"] == mode
+                    && p["metric"] == metric
+                    && p["threads"] == n
+                    && p["name"].as_str().unwrap().starts_with("smelt")
+            });
+            let row = row.unwrap_or_else(|| panic!("no {mode} {metric} row for {n}: {peers:?}"));
+            assert!(
+                row["ns"]["median"].as_f64().is_some_and(|x| x > 0.0),
+                "{row}"
+            );
+        }
+    }
+    assert!(!std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name().to_string_lossy().starts_with("smelt-")
+            && std::fs::metadata(e.path()).is_ok_and(|m| m
+                .modified()
+                .is_ok_and(|t| t.elapsed().is_ok_and(|d| d.as_secs() < 5)))));
+}

@@ -41,8 +41,13 @@ impl Op {
         }
     }
 
+    /// The operation named `name` (as [`name`](Op::name) gives it).
+    pub fn from_name(name: &str) -> Option<Op> {
+        Op::ALL.into_iter().find(|o| o.name() == name)
+    }
+
     /// Runs one instance of the operation on `m` (context 0).
-    pub fn run_once(self, m: &mut Member) -> Result<(), GroupError> {
+    pub fn run_once<L: smelt_transport::Link>(self, m: &mut Member<L>) -> Result<(), GroupError> {
         match self {
             Op::Broadcast => m.broadcast_word(0x5eed).map(|_| ()),
             Op::Reduce => m.reduce(1u64, |a, b| a + b).map(|_| ()),
@@ -307,42 +312,52 @@ pub fn measure_back_to_back(
 ) -> Result<Measurement, GroupError> {
     let group = Group::with_config(std::slice::from_ref(tree), &cfg.group)?;
     let placement = group.placement().clone();
-    let batch = cfg.batch;
-    let out = group.run(|m| -> Result<(Vec<f64>, usize), GroupError> {
-        // Calibrate: the root decides, everyone follows its count.
-        let mut iters = 1usize;
-        loop {
-            m.barrier()?;
-            let t0 = Instant::now();
-            for _ in 0..iters {
-                op.run_once(m)?;
-            }
-            let el = m.allreduce(ns(t0.elapsed()), f64::max)?;
-            if el >= ns(batch) || iters >= 1 << 24 {
-                break;
-            }
-            iters *= 2;
-        }
-        let mut samples = Vec::new();
-        for run in 0..cfg.warmup + cfg.rounds {
-            m.barrier()?;
-            let t0 = Instant::now();
-            for _ in 0..iters {
-                op.run_once(m)?;
-            }
-            let el = m.allreduce(ns(t0.elapsed()), f64::max)?;
-            if run >= cfg.warmup {
-                samples.push(el / iters as f64);
-            }
-        }
-        Ok((samples, iters))
-    })?;
+    let out = group.run(|m| back_to_back_member(m, op, cfg))?;
     let (samples, iters) = out.into_iter().next().expect("a group has a member")?;
     Ok(Measurement {
         stats: Stats::from_samples(&samples),
         ops_per_run: iters,
         placement,
     })
+}
+
+/// One member's part of [`measure_back_to_back`]: calibrates the loop length (the
+/// root's count, via the collectives), then returns the per-operation times of every
+/// measured run (the slowest member's loop time / operations) and the operations per
+/// run. Every member of the group, thread or process, calls it.
+pub fn back_to_back_member<L: smelt_transport::Link>(
+    m: &mut Member<L>,
+    op: Op,
+    cfg: &MeasureConfig,
+) -> Result<(Vec<f64>, usize), GroupError> {
+    let batch = cfg.batch;
+    // Calibrate: the root decides, everyone follows its count.
+    let mut iters = 1usize;
+    loop {
+        m.barrier()?;
+        let t0 = Instant::now();
+        for _ in 0..iters {
+            op.run_once(m)?;
+        }
+        let el = m.allreduce(ns(t0.elapsed()), f64::max)?;
+        if el >= ns(batch) || iters >= 1 << 24 {
+            break;
+        }
+        iters *= 2;
+    }
+    let mut samples = Vec::new();
+    for run in 0..cfg.warmup + cfg.rounds {
+        m.barrier()?;
+        let t0 = Instant::now();
+        for _ in 0..iters {
+            op.run_once(m)?;
+        }
+        let el = m.allreduce(ns(t0.elapsed()), f64::max)?;
+        if run >= cfg.warmup {
+            samples.push(el / iters as f64);
+        }
+    }
+    Ok((samples, iters))
 }
 
 /// Back-to-back barriers (ns per barrier); see [`measure_back_to_back`].

@@ -1,0 +1,157 @@
+//! `smelt bench --processes`: smelt's collectives with members as processes (children
+//! of `smelt bench`, joined over shared memory), measured back-to-back exactly as the
+//! thread members are (`smelt_runtime::measure::back_to_back_member` runs in both).
+
+use anyhow::{bail, Context as _, Result};
+use clap::Args;
+use smelt_probe::peers::{Metric, PeerResult};
+use smelt_runtime::measure::{back_to_back_member, MeasureConfig, Op};
+use smelt_runtime::process::{join_from_env, Job};
+use smelt_runtime::GroupConfig;
+use smelt_transport::pin_current_thread;
+use smelt_tree::Tree;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Starts `cmd` with the affinity of `cpu`: spawned from a thread pinned there, so the
+/// child inherits it (no code runs between fork and exec).
+pub fn spawn_pinned(cmd: &mut Command, cpu: Option<u32>) -> std::io::Result<Child> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            if let Some(c) = cpu {
+                let _ = pin_current_thread(c);
+            }
+            cmd.spawn()
+        })
+        .join()
+        .expect("spawning thread")
+    })
+}
+
+/// The hidden `smelt bench-member`: one member process of `smelt bench --processes`.
+#[derive(Args)]
+pub struct BenchMemberArgs {
+    #[arg(long)]
+    op: String,
+    #[arg(long)]
+    rounds: usize,
+    #[arg(long)]
+    warmup: usize,
+    #[arg(long)]
+    batch_ns: u64,
+}
+
+/// Runs one member; rank 0 prints `{"samples": [...], "iters": n}`.
+pub fn member(a: BenchMemberArgs) -> Result<()> {
+    let op = Op::from_name(&a.op).with_context(|| format!("unknown op {}", a.op))?;
+    let mut m = join_from_env()?;
+    let cfg = MeasureConfig {
+        rounds: a.rounds,
+        warmup: a.warmup,
+        batch: Duration::from_nanos(a.batch_ns),
+        group: GroupConfig::default(),
+    };
+    let (samples, iters) = back_to_back_member(&mut m, op, &cfg)?;
+    if m.rank() == 0 {
+        println!(
+            "{}",
+            serde_json::json!({ "samples": samples, "iters": iters })
+        );
+    }
+    Ok(())
+}
+
+/// Measures `op` back-to-back over `tree` with one process per member, member `r`
+/// pinned to `pins[r]` (None: unpinned); returns the per-operation samples.
+pub fn measure_processes(
+    tree: &Tree,
+    pins: &[Option<u32>],
+    op: Op,
+    cfg: &MeasureConfig,
+) -> Result<Vec<f64>> {
+    let job = Job::create(std::slice::from_ref(tree), &cfg.group)?;
+    let exe = std::env::current_exe().context("cannot find the smelt executable")?;
+    let mut children = Vec::new();
+    for (rank, pin) in pins.iter().enumerate() {
+        let mut cmd = Command::new(&exe);
+        cmd.arg("bench-member")
+            .args(["--op", op.name()])
+            .args(["--rounds", &cfg.rounds.to_string()])
+            .args(["--warmup", &cfg.warmup.to_string()])
+            .args(["--batch-ns", &(cfg.batch.as_nanos() as u64).to_string()])
+            .envs(job.env(rank))
+            .stdout(if rank == 0 {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stderr(Stdio::piped());
+        match spawn_pinned(&mut cmd, *pin) {
+            Ok(c) => children.push(c),
+            Err(e) => {
+                job.fail(rank, "could not be started");
+                for mut c in children {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+                bail!("cannot start a member process: {e}");
+            }
+        }
+    }
+    let mut first = None;
+    let mut failure = None;
+    for (rank, c) in children.into_iter().enumerate() {
+        let out = c.wait_with_output()?;
+        if !out.status.success() && failure.is_none() {
+            job.fail(rank, "failed");
+            failure = Some(format!(
+                "member process {rank}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        if rank == 0 {
+            first = Some(out.stdout);
+        }
+    }
+    if let Some(f) = failure {
+        bail!("{f}");
+    }
+    let v: serde_json::Value = serde_json::from_slice(&first.unwrap_or_default())
+        .context("member 0 reported no figure")?;
+    let samples: Vec<f64> = v["samples"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x.as_f64()).collect())
+        .unwrap_or_default();
+    if samples.is_empty() {
+        bail!("member 0 reported no samples");
+    }
+    Ok(samples)
+}
+
+/// The metric a runtime op is reported under.
+pub fn metric_of(op: Op) -> Metric {
+    match op {
+        Op::Broadcast => Metric::Broadcast,
+        Op::Reduce => Metric::Reduce,
+        _ => Metric::Barrier,
+    }
+}
+
+/// A figure named like the thread figure, with "processes".
+pub fn figure_name(topology: &str, flattened: bool) -> String {
+    if flattened {
+        format!("smelt processes ({topology}, flattened: oversubscribed)")
+    } else {
+        format!("smelt processes ({topology})")
+    }
+}
+
+/// Wraps a measurement as the peer table's row.
+pub fn result(name: String, op: Op, procs: usize, r: Result<Vec<f64>, String>) -> PeerResult {
+    PeerResult::measured(
+        name,
+        metric_of(op),
+        procs,
+        r.map(|s| crate::cmd_bench::summary_of(&smelt_runtime::measure::Stats::from_samples(&s))),
+    )
+}
