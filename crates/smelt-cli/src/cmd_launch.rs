@@ -6,7 +6,7 @@ use clap::Args;
 use smelt_model::{parse_cpu_list, Model};
 use smelt_runtime::process::Job;
 use smelt_runtime::GroupConfig;
-use smelt_transport::{allowed_cpus, pin_current_thread, signal_process};
+use smelt_transport::{allowed_cpus, signal_process};
 use smelt_tree::{Topology, Tree};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus};
@@ -140,15 +140,7 @@ pub fn run(a: LaunchArgs) -> Result<()> {
         let mut cmd = Command::new(&a.program[0]);
         cmd.args(&a.program[1..]).envs(job.env(rank));
         cmd.env(smelt_runtime::process::ENV_CPU, cpu.to_string());
-        // Spawned from a thread pinned to the member's CPU: the child inherits it.
-        let spawned = std::thread::scope(|s| {
-            s.spawn(|| {
-                let _ = pin_current_thread(cpu);
-                cmd.spawn()
-            })
-            .join()
-            .expect("spawning thread")
-        });
+        let spawned = crate::bench_processes::spawn_pinned(&mut cmd, Some(cpu));
         match spawned {
             Ok(c) => children.push(Some(c)),
             Err(e) => {

@@ -8,11 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 fn stress() -> usize {
-    std::env::var("SMELT_STRESS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1)
-        .max(1)
+    smelt_transport::stress_scale() as usize
 }
 
 /// Small deterministic PRNG (xorshift64*).

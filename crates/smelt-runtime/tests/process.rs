@@ -9,11 +9,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 fn scale() -> u64 {
-    std::env::var("SMELT_STRESS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
-        .max(1)
+    smelt_transport::stress_scale()
 }
 
 /// A random tree over `n` members (CPU ids 0..n; on 2 CPUs most are made up, so members

@@ -115,3 +115,13 @@ impl Default for Backoff {
         Backoff::new()
     }
 }
+
+/// The scale factor of stress and soak tests: `$SMELT_STRESS` (a whole number, at
+/// least 1; default 1, which keeps every suite within minutes on 2 cores).
+pub fn stress_scale() -> u64 {
+    std::env::var("SMELT_STRESS")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1)
+        .max(1)
+}

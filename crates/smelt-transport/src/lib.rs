@@ -66,7 +66,7 @@ mod wake;
 
 pub use abort::Abort;
 pub use affinity::{allowed_cpus, current_cpu, pin_current_thread, signal_process};
-pub use backoff::{Backoff, WaitPolicy};
+pub use backoff::{stress_scale, Backoff, WaitPolicy};
 pub use channel::{
     channel, channel_with_abort, try_channel, Consumer, Producer, MAX_CAPACITY, PAYLOAD_PER_SLOT,
     SLOT_BYTES,

@@ -4,11 +4,7 @@ use smelt_transport::*;
 use std::time::Duration;
 
 fn stress() -> u64 {
-    std::env::var("SMELT_STRESS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1)
-        .max(1)
+    smelt_transport::stress_scale()
 }
 
 /// A deterministic message of `len` bytes for sequence number `seq`.

@@ -9,11 +9,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 fn scale() -> u64 {
-    std::env::var("SMELT_STRESS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
-        .max(1)
+    smelt_transport::stress_scale()
 }
 
 /// Messages of the streaming stress test: 10^6 by default, 10^7 at SMELT_STRESS=10.
