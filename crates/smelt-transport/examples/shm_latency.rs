@@ -60,13 +60,27 @@ fn main() {
         t.join().unwrap();
         // Processes.
         let rings = [
-            RingSpec { producer: 0, consumer: 1, capacity: 64 },
-            RingSpec { producer: 1, consumer: 0, capacity: 64 },
+            RingSpec {
+                producer: 0,
+                consumer: 1,
+                capacity: 64,
+            },
+            RingSpec {
+                producer: 1,
+                consumer: 0,
+                capacity: 64,
+            },
         ];
         let job = ShmJob::create(2, &rings, b"").unwrap();
         let me = ShmMember::attach(job.path(), &job.key(), 0).unwrap();
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--child", &job.path().display().to_string(), &job.key(), &n.to_string(), &c1.to_string()])
+            .args([
+                "--child",
+                &job.path().display().to_string(),
+                &job.key(),
+                &n.to_string(),
+                &c1.to_string(),
+            ])
             .spawn()
             .unwrap();
         let (mut tx, mut rx) = (me.producer(0).unwrap(), me.consumer(1).unwrap());
@@ -75,8 +89,13 @@ fn main() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let (t, p) = (median(threads.clone()), median(procs.clone()));
-    println!("one-way queuepair latency, CPUs {c0} <-> {c1}, {n} round trips x {trials} trials (median)");
+    println!(
+        "one-way queuepair latency, CPUs {c0} <-> {c1}, {n} round trips x {trials} trials (median)"
+    );
     println!("  in-process (threads):       {t:8.1} ns   trials {threads:.1?}");
     println!("  cross-process (shared mem): {p:8.1} ns   trials {procs:.1?}");
-    println!("  ratio cross/in:             {:8.3}   (target <= 1.1)", p / t);
+    println!(
+        "  ratio cross/in:             {:8.3}   (target <= 1.1)",
+        p / t
+    );
 }
