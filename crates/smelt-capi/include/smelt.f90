@@ -28,7 +28,8 @@
 ! Handles are checked by the library (smelt.h, "Conventions" and "Threads"): a freed or
 ! expired handle gives SMELT_ERR_INVALID_HANDLE, a member handle used by two threads
 ! at once SMELT_ERR_BUSY. The release functions, which return a status in C
-! (smelt_model_free, smelt_tree_free, smelt_group_free, smelt_member_detach), are
+! (smelt_model_free, smelt_tree_free, smelt_group_free, smelt_member_detach,
+! smelt_job_leave), are
 ! subroutines here with an optional status argument:
 !     call smelt_group_free(group)          ! or: call smelt_group_free(group, rc)
 module smelt
@@ -38,7 +39,7 @@ module smelt
     private :: c_int, c_int32_t, c_int64_t, c_size_t, c_double, c_char, c_ptr, &
         c_funptr, c_null_char, c_associated, c_f_pointer, c_strlen
     private :: smelt_model_free_c, smelt_tree_free_c, smelt_group_free_c, &
-        smelt_member_detach_c
+        smelt_member_detach_c, smelt_job_leave_c
 
     ! ---- status codes (smelt.h) --------------------------------------------------
     integer(c_int), parameter, public :: SMELT_OK = 0
@@ -263,6 +264,14 @@ module smelt
             integer(c_int) :: rc
         end function smelt_member_index
 
+        ! int smelt_member_size(const smelt_member *member, size_t *n);
+        function smelt_member_size(member, n) bind(C, name="smelt_member_size") result(rc)
+            import :: c_int, c_size_t, c_ptr
+            type(c_ptr), value :: member
+            integer(c_size_t), intent(out) :: n
+            integer(c_int) :: rc
+        end function smelt_member_size
+
         ! int smelt_member_cpu(const smelt_member *member, uint32_t *cpu);
         function smelt_member_cpu(member, cpu) bind(C, name="smelt_member_cpu") result(rc)
             import :: c_int, c_int32_t, c_ptr
@@ -321,6 +330,21 @@ module smelt
             integer(c_int) :: rc
         end function smelt_allreduce
 
+        ! int smelt_job_join(smelt_member **member);
+        ! Joins the job this process was started in by `smelt launch -n N -- ./prog`.
+        function smelt_job_join(member) bind(C, name="smelt_job_join") result(rc)
+            import :: c_int, c_ptr
+            type(c_ptr), intent(out) :: member
+            integer(c_int) :: rc
+        end function smelt_job_join
+
+        ! int smelt_job_leave(smelt_member *member);  (public: subroutine below)
+        function smelt_job_leave_c(member) bind(C, name="smelt_job_leave") result(rc)
+            import :: c_int, c_ptr
+            type(c_ptr), value :: member
+            integer(c_int) :: rc
+        end function smelt_job_leave_c
+
         ! int smelt_group_free(smelt_group *group);  (public: subroutine smelt_group_free below)
         function smelt_group_free_c(group) bind(C, name="smelt_group_free") result(rc)
             import :: c_int, c_ptr
@@ -366,6 +390,15 @@ contains
         r = smelt_member_detach_c(member)
         if (present(rc)) rc = r
     end subroutine smelt_member_detach
+
+    ! smelt_job_leave: SMELT_OK, or an error code in rc when present.
+    subroutine smelt_job_leave(member, rc)
+        type(c_ptr), intent(in) :: member
+        integer(c_int), intent(out), optional :: rc
+        integer(c_int) :: r
+        r = smelt_job_leave_c(member)
+        if (present(rc)) rc = r
+    end subroutine smelt_job_leave
 
     ! The NUL-terminated C string at p as a Fortran string ("" for a null pointer).
     function smelt_c_string(p) result(s)

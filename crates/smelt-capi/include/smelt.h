@@ -14,8 +14,9 @@
  *  - Objects (smelt_model, smelt_tree, smelt_group, smelt_member) are handles: opaque
  *    pointer-sized values that the library checks on every call and that are never
  *    addresses (do not dereference, compare them only for equality). Create them with
- *    the *_load / *_build / *_create / smelt_group_attach functions and release them
- *    with the matching *_free / smelt_member_detach (which accept NULL). Misusing a
+ *    the *_load / *_build / *_create / smelt_group_attach / smelt_job_join functions
+ *    and release them with the matching *_free / smelt_member_detach / smelt_job_leave
+ *    (which accept NULL). Misusing a
  *    handle is an error, never undefined behaviour: a handle freed twice, used after
  *    its free, passed where another kind is expected, or not a handle at all gives
  *    SMELT_ERR_INVALID_HANDLE (NULL gives SMELT_ERR_INVALID_ARGUMENT).
@@ -188,8 +189,10 @@ int smelt_group_attach(smelt_group *group, size_t index, smelt_member **member);
  * while another thread uses it). */
 int smelt_member_detach(smelt_member *member);
 
-/* Member index (0..size) and OS CPU of a member; is_root is 1 at the root, else 0. */
+/* Member index (0..size) and OS CPU of a member; is_root is 1 at the root, else 0;
+ * size is the number of members of its group (or job, for smelt_job_join). */
 int smelt_member_index(const smelt_member *member, size_t *index);
+int smelt_member_size(const smelt_member *member, size_t *n);
 int smelt_member_cpu(const smelt_member *member, uint32_t *cpu);
 int smelt_member_is_root(const smelt_member *member, int *is_root);
 
@@ -214,6 +217,31 @@ int smelt_reduce(smelt_member *member, void *buf, size_t len, smelt_reduce_op op
 
 /* Allreduce: reduce, then broadcast of the result to every member's buf. */
 int smelt_allreduce(smelt_member *member, void *buf, size_t len, smelt_reduce_op op, void *arg);
+
+/* ---- processes ---------------------------------------------------------------- */
+
+/* A job of processes: `smelt launch -n N -- ./prog args` starts N copies of prog, each
+ * pinned to its CPU, with SMELT_JOB (the job's shared-memory segment), SMELT_JOB_KEY,
+ * SMELT_RANK (0..N), SMELT_SIZE (N) and SMELT_CPU in its environment. Each process
+ * calls smelt_job_join once and gets a member handle that works with every member
+ * call above (smelt_member_index / _size / _cpu / _is_root, smelt_barrier,
+ * smelt_broadcast, smelt_reduce, smelt_allreduce; same rules, same failing together:
+ * a failure on one process - a wrong len, a timeout, a process that died - fails the
+ * collective on every process with the same message). The member belongs to the
+ * process, not to a group: there is no smelt_group to create or free. */
+
+/* Joins the job this process was started in. SMELT_ERR_RUNTIME (and a one-line
+ * smelt_last_error()) if the process was not started by `smelt launch` (SMELT_JOB is
+ * not set: test getenv("SMELT_JOB") to run without a launcher), the segment is gone
+ * or stale (every member joined already, the launcher ended) or the rank joined
+ * already. */
+int smelt_job_join(smelt_member **member);
+
+/* Leaves the job (NULL is ignored): the handle is invalid afterwards
+ * (SMELT_ERR_INVALID_HANDLE if it was left already, SMELT_ERR_BUSY while another
+ * thread uses it, SMELT_ERR_INVALID_ARGUMENT for a member of a smelt_group). Leave
+ * after your last collective; a process that exits without leaving is fine too. */
+int smelt_job_leave(smelt_member *member);
 
 /* Releases a group (NULL is ignored). SMELT_ERR_BUSY, and the group stays, while a
  * member is attached or running; SMELT_ERR_INVALID_HANDLE if already freed. */

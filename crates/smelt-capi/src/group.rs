@@ -1,4 +1,5 @@
-//! Groups, members and collectives of the C API, over `smelt_runtime`.
+//! Groups, members (threads of a group, or processes of a `smelt launch` job joined
+//! with `smelt_job_join`) and collectives of the C API, over `smelt_runtime`.
 //!
 //! # Failing together
 //! Every collective (barrier, broadcast, reduce, allreduce) starts with the same
@@ -124,7 +125,13 @@ impl GroupInner {
                 .find(|(r, w, _)| r == rank && w == what)
                 .map(|&(_, _, c)| c)
                 .unwrap_or_else(|| {
-                    if timed_out_here.as_deref() == Some(what.as_str())
+                    if is_capi_arg_failure(what) {
+                        // Recorded by the C API of another process of the job (its
+                        // code is kept in that process): the message tells.
+                        SMELT_ERR_INVALID_ARGUMENT
+                    } else if what.starts_with("internal error: ") {
+                        SMELT_ERR_PANIC
+                    } else if timed_out_here.as_deref() == Some(what.as_str())
                         || what.contains(" timed out after ")
                     {
                         SMELT_ERR_TIMEOUT
@@ -139,6 +146,39 @@ impl GroupInner {
     }
 }
 
+impl GroupInner {
+    /// The minimal group of a member that joined a job of processes (smelt_job_join):
+    /// no idle members (the process holds its only one), no handle of its own, not
+    /// pinned by the library (`smelt launch` pins the process).
+    fn for_job(size: usize) -> GroupInner {
+        GroupInner {
+            members: Mutex::new(Members {
+                idle: Vec::new(),
+                freed: true,
+            }),
+            pin: false,
+            size,
+            codes: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+/// True for a failure the C API records for a member's wrong arguments (the messages
+/// of [`agree`]: they start with the collective's name).
+fn is_capi_arg_failure(what: &str) -> bool {
+    [
+        Coll::Barrier,
+        Coll::Broadcast,
+        Coll::Reduce,
+        Coll::Allreduce,
+    ]
+    .iter()
+    .any(|c| {
+        what.strip_prefix(c.name())
+            .is_some_and(|rest| rest.starts_with(": ") || rest.starts_with(" called while "))
+    })
+}
+
 /// A group. Opaque to C: a `smelt_group *` is a handle (an id), never an address.
 #[repr(C)]
 pub struct smelt_group {
@@ -151,25 +191,56 @@ pub struct smelt_member {
     _opaque: [u8; 0],
 }
 
+/// Where a member handle comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// smelt_group_run: expires when the body returns; not released by the caller.
+    Run,
+    /// smelt_group_attach: released with smelt_member_detach.
+    Attach,
+    /// smelt_job_join: released with smelt_job_leave.
+    Job,
+}
+
+impl Origin {
+    /// Why a member of this origin is not released by `call`.
+    fn refuse(self, call: &str) -> Res<()> {
+        let how = match self {
+            Origin::Run => "it is released when its smelt_group_run body returns",
+            Origin::Attach => "release it with smelt_member_detach",
+            Origin::Job => "release it with smelt_job_leave",
+        };
+        let from = match self {
+            Origin::Run => "smelt_group_run",
+            Origin::Attach => "smelt_group_attach",
+            Origin::Job => "smelt_job_join",
+        };
+        err(
+            SMELT_ERR_INVALID_ARGUMENT,
+            format!("{call}: member comes from {from}: {how}"),
+        )
+    }
+}
+
 /// What a member handle refers to.
 pub(crate) struct MemberState {
     member: Member,
     inner: Arc<GroupInner>,
     /// First error a collective returned on this member (reported by smelt_group_run).
     first_error: Option<Error>,
-    /// Made by smelt_group_run (expires when the body returns; not detachable).
-    from_run: bool,
+    /// Where the handle comes from (and so how it is released).
+    origin: Origin,
     /// Reused buffer of byte broadcasts.
     bytes: Vec<u8>,
 }
 
 impl MemberState {
-    fn new(member: Member, inner: Arc<GroupInner>, from_run: bool) -> MemberState {
+    fn new(member: Member, inner: Arc<GroupInner>, origin: Origin) -> MemberState {
         MemberState {
             member,
             inner,
             first_error: None,
-            from_run,
+            origin,
             bytes: Vec::new(),
         }
     }
@@ -202,12 +273,15 @@ fn group_of(p: *const smelt_group) -> Res<Arc<GroupInner>> {
     })
 }
 
-fn group_err(e: GroupError) -> Error {
-    let code = match e {
+fn group_err_code(e: &GroupError) -> smelt_status {
+    match e {
         GroupError::Timeout { .. } => SMELT_ERR_TIMEOUT,
         _ => SMELT_ERR_RUNTIME,
-    };
-    Error(code, e.to_string())
+    }
+}
+
+fn group_err(e: GroupError) -> Error {
+    Error(group_err_code(&e), e.to_string())
 }
 
 /// Creates a group over a tree: one queuepair per tree edge (collectives wait at most
@@ -358,7 +432,7 @@ fn run_member(
     let h = slot.fill(Object::Member(Box::new(MemberState::new(
         member,
         inner.clone(),
-        true,
+        Origin::Run,
     ))));
     let p: *mut smelt_member = std::ptr::without_provenance_mut(h);
     let arg: *mut c_void = std::ptr::with_exposed_provenance_mut(arg_addr);
@@ -410,7 +484,7 @@ pub extern "C" fn smelt_group_attach(
         let h = slot.fill(Object::Member(Box::new(MemberState::new(
             m,
             inner.clone(),
-            false,
+            Origin::Attach,
         ))));
         out(member, std::ptr::without_provenance_mut(h), "member")
     })
@@ -424,21 +498,78 @@ pub extern "C" fn smelt_member_detach(member: *mut smelt_member) -> smelt_status
         if member.is_null() {
             return Ok(());
         }
-        let obj = handle::remove(id(member), Kind::Member, "member", Wait::Busy, |o| {
-            match o {
-                Object::Member(sm) if sm.from_run => err(
-                    SMELT_ERR_INVALID_ARGUMENT,
-                    "member comes from smelt_group_run: it is released when its body returns, not detached",
-                ),
+        let obj = handle::remove(
+            id(member),
+            Kind::Member,
+            "member",
+            Wait::Busy,
+            |o| match o {
+                Object::Member(sm) if sm.origin != Origin::Attach => {
+                    sm.origin.refuse("smelt_member_detach")
+                }
                 _ => Ok(()),
-            }
-        })?;
+            },
+        )?;
         if let Object::Member(sm) = obj {
             let MemberState { member, inner, .. } = *sm;
             inner.put(member);
         }
         Ok(())
     })
+}
+
+/// Joins the job of processes this process was started in by `smelt launch` (from the
+/// environment: SMELT_JOB, SMELT_JOB_KEY, SMELT_RANK); the member handle works with
+/// every member call and collective. Release it with smelt_job_leave.
+#[no_mangle]
+pub extern "C" fn smelt_job_join(member: *mut *mut smelt_member) -> smelt_status {
+    guard(|| {
+        if member.is_null() {
+            return err(SMELT_ERR_INVALID_ARGUMENT, "member is NULL");
+        }
+        let slot = handle::reserve()?;
+        let m = smelt_runtime::process::join_from_env()
+            .map_err(|e| Error(group_err_code(&e), format!("smelt_job_join: {e}")))?;
+        let inner = Arc::new(GroupInner::for_job(m.size()));
+        let h = slot.fill(Object::Member(Box::new(MemberState::new(
+            m,
+            inner,
+            Origin::Job,
+        ))));
+        out(member, std::ptr::without_provenance_mut(h), "member")
+    })
+}
+
+/// Leaves the job joined with smelt_job_join (NULL is ignored); the handle is invalid
+/// afterwards.
+#[no_mangle]
+pub extern "C" fn smelt_job_leave(member: *mut smelt_member) -> smelt_status {
+    guard(|| {
+        if member.is_null() {
+            return Ok(());
+        }
+        let obj = handle::remove(
+            id(member),
+            Kind::Member,
+            "member",
+            Wait::Busy,
+            |o| match o {
+                Object::Member(sm) if sm.origin != Origin::Job => {
+                    sm.origin.refuse("smelt_job_leave")
+                }
+                _ => Ok(()),
+            },
+        )?;
+        // The member leaves the job here (outside the handle table's locks).
+        drop(obj);
+        Ok(())
+    })
+}
+
+/// Number of members of the member's group or job.
+#[no_mangle]
+pub extern "C" fn smelt_member_size(member: *const smelt_member, n: *mut usize) -> smelt_status {
+    guard(|| out(n, handle::member(id(member), "member")?.member.size(), "n"))
 }
 
 /// Member index (rank, = tree member index).
@@ -1050,6 +1181,55 @@ mod tests {
         assert_eq!(smelt_group_free(g), SMELT_OK, "{}", last());
         assert_eq!(smelt_tree_free(t), SMELT_OK);
         assert_eq!(smelt_model_free(m), SMELT_OK);
+    }
+
+    /// smelt_job_join outside a job is an error code with a one-line message; a group's
+    /// member is not released by smelt_job_leave (nor a job's by smelt_member_detach).
+    #[test]
+    fn job_calls_outside_a_job_and_on_group_members() {
+        if std::env::var_os(smelt_runtime::process::ENV_JOB).is_none() {
+            let mut j = ptr::null_mut();
+            assert_eq!(smelt_job_join(&mut j), SMELT_ERR_RUNTIME);
+            let msg = last();
+            assert!(msg.contains("SMELT_JOB is not set"), "{msg}");
+            assert!(msg.contains("smelt launch") && !msg.contains('\n'), "{msg}");
+        }
+        assert_eq!(smelt_job_join(ptr::null_mut()), SMELT_ERR_INVALID_ARGUMENT);
+        assert_eq!(smelt_job_leave(ptr::null_mut()), SMELT_OK);
+        let (m, t) = model_and_tree(1, 3, 1.0, None);
+        let mut g = ptr::null_mut();
+        assert_eq!(smelt_group_create(t, &mut g), SMELT_OK);
+        let mut a = ptr::null_mut();
+        assert_eq!(smelt_group_attach(g, 1, &mut a), SMELT_OK);
+        let mut n = 0;
+        assert_eq!(smelt_member_size(a, &mut n), SMELT_OK);
+        assert_eq!(n, 3);
+        assert_eq!(smelt_job_leave(a), SMELT_ERR_INVALID_ARGUMENT);
+        assert!(last().contains("smelt_member_detach"), "{}", last());
+        // Refused: the member is still attached and usable.
+        assert_eq!(smelt_member_size(a, &mut n), SMELT_OK);
+        assert_eq!(smelt_member_detach(a), SMELT_OK);
+        assert_eq!(smelt_job_leave(a), SMELT_ERR_INVALID_HANDLE);
+        assert_eq!(smelt_member_size(a, &mut n), SMELT_ERR_INVALID_HANDLE);
+        free_all(g, t, m);
+    }
+
+    #[test]
+    fn argument_failures_are_told_from_runtime_failures() {
+        for yes in [
+            "smelt_broadcast: len 16 differs from the root's len 8",
+            "smelt_reduce: op is NULL",
+            "smelt_barrier called while the root called smelt_allreduce",
+        ] {
+            assert!(is_capi_arg_failure(yes), "{yes}");
+        }
+        for no in [
+            "timed out after 30s",
+            "smelt_broadcastx: y",
+            "internal error: smelt_barrier: x",
+        ] {
+            assert!(!is_capi_arg_failure(no), "{no}");
+        }
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //! leaves a message for [`smelt_last_error`] on failure; none lets a Rust panic cross
 //! the FFI boundary (each body runs under `catch_unwind`, a panic becomes
 //! `SMELT_ERR_PANIC`). Objects are handles created by `*_load` / `*_build` /
-//! `*_create` / `smelt_group_attach` and released by the matching `*_free` /
-//! `smelt_member_detach`: C sees opaque pointers, but their values are generation-checked
-//! ids in the library's handle table (`handle.rs`), never addresses, so a handle freed
+//! `*_create` / `smelt_group_attach` / `smelt_job_join` and released by the matching
+//! `*_free` / `smelt_member_detach` / `smelt_job_leave`: C sees opaque pointers, but
+//! their values are generation-checked ids in the library's handle table
+//! (`handle.rs`), never addresses, so a handle freed
 //! twice, used after its free, of the wrong kind, or made up is answered with
 //! `SMELT_ERR_INVALID_HANDLE`, and a member handle used by two threads at once with
 //! `SMELT_ERR_BUSY`.

@@ -2,49 +2,10 @@
 //! this test (found next to the test executable), runs them, and checks their output.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 mod common;
-use common::{lib_dir, repo_root};
-
-fn cc() -> Option<String> {
-    ["cc", "gcc", "clang"]
-        .into_iter()
-        .find(|c| {
-            Command::new(c)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-        .map(String::from)
-}
-
-/// Compiles the C or C++ file `src` into `exe` with `compiler`: `flags`, smelt.h's
-/// directory, `src`, then libsmelt and `libs`.
-fn compile(compiler: &str, flags: &[&str], src: &Path, exe: &Path, libs: &[&str]) -> Output {
-    Command::new(compiler)
-        .args(flags)
-        .arg("-I")
-        .arg(repo_root().join("crates/smelt-capi/include"))
-        .arg(src)
-        .arg("-L")
-        .arg(lib_dir())
-        .arg("-lsmelt")
-        .args(libs)
-        .arg("-o")
-        .arg(exe)
-        .output()
-        .unwrap()
-}
-
-/// Runs `exe` with `args`, finding libsmelt.so.
-fn run(exe: &Path, args: &[&str]) -> Output {
-    Command::new(exe)
-        .args(args)
-        .env("LD_LIBRARY_PATH", lib_dir())
-        .output()
-        .unwrap()
-}
+use common::{cc, compile, repo_root, run};
 
 /// Compiles `examples/c/<name>.c` and runs it with `args`; returns stdout.
 fn build_and_run(name: &str, args: &[&str]) -> Option<String> {

@@ -1,6 +1,10 @@
 //! Shared by the tests that build programs against libsmelt (C, Fortran).
 
+// Each test crate uses some of these.
+#![allow(dead_code)]
+
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 /// The repository's root directory.
 pub fn repo_root() -> PathBuf {
@@ -18,4 +22,44 @@ pub fn lib_dir() -> PathBuf {
         }
     }
     panic!("libsmelt.so not found next to {}", exe.display());
+}
+
+/// The first C compiler found (cc, gcc, clang).
+pub fn cc() -> Option<String> {
+    ["cc", "gcc", "clang"]
+        .into_iter()
+        .find(|c| {
+            Command::new(c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .map(String::from)
+}
+
+/// Compiles the C or C++ file `src` into `exe` with `compiler`: `flags`, smelt.h's
+/// directory, `src`, then libsmelt and `libs`.
+pub fn compile(compiler: &str, flags: &[&str], src: &Path, exe: &Path, libs: &[&str]) -> Output {
+    Command::new(compiler)
+        .args(flags)
+        .arg("-I")
+        .arg(repo_root().join("crates/smelt-capi/include"))
+        .arg(src)
+        .arg("-L")
+        .arg(lib_dir())
+        .arg("-lsmelt")
+        .args(libs)
+        .arg("-o")
+        .arg(exe)
+        .output()
+        .unwrap()
+}
+
+/// Runs `exe` with `args`, finding libsmelt.so.
+pub fn run(exe: &Path, args: &[&str]) -> Output {
+    Command::new(exe)
+        .args(args)
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .output()
+        .unwrap()
 }
