@@ -495,27 +495,33 @@ pub extern "C" fn smelt_group_attach(
 #[no_mangle]
 pub extern "C" fn smelt_member_detach(member: *mut smelt_member) -> smelt_status {
     guard(|| {
-        if member.is_null() {
-            return Ok(());
-        }
-        let obj = handle::remove(
-            id(member),
-            Kind::Member,
-            "member",
-            Wait::Busy,
-            |o| match o {
-                Object::Member(sm) if sm.origin != Origin::Attach => {
-                    sm.origin.refuse("smelt_member_detach")
-                }
-                _ => Ok(()),
-            },
-        )?;
-        if let Object::Member(sm) = obj {
+        if let Some(Object::Member(sm)) =
+            release_member(member, Origin::Attach, "smelt_member_detach")?
+        {
             let MemberState { member, inner, .. } = *sm;
             inner.put(member);
         }
         Ok(())
     })
+}
+
+/// Takes the member handle out of the table if it came from `origin` (NULL is
+/// ignored: `None`); a member of another origin is refused with the call to use.
+fn release_member(member: *mut smelt_member, origin: Origin, call: &str) -> Res<Option<Object>> {
+    if member.is_null() {
+        return Ok(None);
+    }
+    handle::remove(
+        id(member),
+        Kind::Member,
+        "member",
+        Wait::Busy,
+        |o| match o {
+            Object::Member(sm) if sm.origin != origin => sm.origin.refuse(call),
+            _ => Ok(()),
+        },
+    )
+    .map(Some)
 }
 
 /// Joins the job of processes this process was started in by `smelt launch` (from the
@@ -545,23 +551,9 @@ pub extern "C" fn smelt_job_join(member: *mut *mut smelt_member) -> smelt_status
 #[no_mangle]
 pub extern "C" fn smelt_job_leave(member: *mut smelt_member) -> smelt_status {
     guard(|| {
-        if member.is_null() {
-            return Ok(());
-        }
-        let obj = handle::remove(
-            id(member),
-            Kind::Member,
-            "member",
-            Wait::Busy,
-            |o| match o {
-                Object::Member(sm) if sm.origin != Origin::Job => {
-                    sm.origin.refuse("smelt_job_leave")
-                }
-                _ => Ok(()),
-            },
-        )?;
-        // The member leaves the job here (outside the handle table's locks).
-        drop(obj);
+        // The member leaves the job when the object drops here (outside the handle
+        // table's locks).
+        drop(release_member(member, Origin::Job, "smelt_job_leave")?);
         Ok(())
     })
 }

@@ -69,17 +69,7 @@ fn rings(trees: &[Tree], cpus: &[u32], capacity: u32) -> Vec<RingSpec> {
                 .expect("same CPUs") as u32
         };
         for (p, c) in tree_edges(t) {
-            let (p, c) = (rank(p), rank(c));
-            out.push(RingSpec {
-                producer: p,
-                consumer: c,
-                capacity,
-            });
-            out.push(RingSpec {
-                producer: c,
-                consumer: p,
-                capacity,
-            });
+            out.extend(RingSpec::both_ways(rank(p), rank(c), capacity));
         }
     }
     out

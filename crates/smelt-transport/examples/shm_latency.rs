@@ -59,18 +59,7 @@ fn main() {
         threads.push(ping(&mut a.tx, &mut a.rx, n));
         t.join().unwrap();
         // Processes.
-        let rings = [
-            RingSpec {
-                producer: 0,
-                consumer: 1,
-                capacity: 64,
-            },
-            RingSpec {
-                producer: 1,
-                consumer: 0,
-                capacity: 64,
-            },
-        ];
+        let rings = RingSpec::both_ways(0, 1, 64);
         let job = ShmJob::create(2, &rings, b"").unwrap();
         let me = ShmMember::attach(job.path(), &job.key(), 0).unwrap();
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())

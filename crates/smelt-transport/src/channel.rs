@@ -389,14 +389,7 @@ pub fn try_channel(
     ))
 }
 
-/// One end of a ring that lives in memory shared with another process.
-#[cfg(not(loom))]
-pub(crate) enum SharedEnd {
-    Producer(Producer),
-    Consumer(Consumer),
-}
-
-/// Opens one end of the ring of `capacity` slots at `base` (which must hold
+/// Opens the ring of `capacity` slots at `base` (which must hold
 /// [`ring_bytes`]`(capacity)` bytes, zeroed before any process used it, aligned to 128
 /// bytes, and stay mapped while `remote` lives).
 ///
@@ -404,39 +397,50 @@ pub(crate) enum SharedEnd {
 /// `base` must satisfy the above, and for each ring at most one process may open
 /// the producer end and one the consumer end.
 #[cfg(not(loom))]
-pub(crate) unsafe fn shared_end(
+pub(crate) unsafe fn shared_ring(
     base: *mut u8,
     capacity: usize,
-    producer: bool,
     remote: Arc<dyn Remote>,
     peer: u32,
     abort: Option<Abort>,
-) -> Result<SharedEnd, TransportError> {
+) -> Result<Arc<Shared>, TransportError> {
     check_capacity(capacity)?;
     crate::wake::init();
     let ctrl = base as *const Ctrl;
-    // SAFETY (of the add): the caller guarantees ring_bytes(capacity) bytes at base.
+    // SAFETY: the caller guarantees ring_bytes(capacity) bytes at base.
     let slots = unsafe { base.add(CTRL_BYTES) } as *const Slot;
-    let shared = Arc::new(Shared {
+    Ok(Arc::new(Shared {
         ctrl,
         slots,
         mem: Memory::Shared { remote, peer },
         abort,
-    });
-    Ok(if producer {
+    }))
+}
+
+#[cfg(not(loom))]
+impl Producer {
+    /// The producer end of a ring opened with [`shared_ring`]; a ring re-opened in
+    /// place resumes at the positions recorded in its memory.
+    pub(crate) fn resume(shared: Arc<Shared>, capacity: usize) -> Producer {
         let mut p = Producer::new(shared, capacity);
-        // A ring re-opened in place resumes at the positions recorded in memory.
         p.tail = p.shared.ctrl().tail.0.load(Ordering::Acquire);
         p.idx = (p.tail % capacity as u64) as usize;
         p.cached_head = p.shared.ctrl().head.0.load(Ordering::Acquire);
-        SharedEnd::Producer(p)
-    } else {
+        p
+    }
+}
+
+#[cfg(not(loom))]
+impl Consumer {
+    /// The consumer end of a ring opened with [`shared_ring`] (see
+    /// [`Producer::resume`]).
+    pub(crate) fn resume(shared: Arc<Shared>, capacity: usize) -> Consumer {
         let mut c = Consumer::new(shared, capacity);
         c.head = c.shared.ctrl().head.0.load(Ordering::Acquire);
         c.published = c.head;
         c.idx = (c.head % capacity as u64) as usize;
-        SharedEnd::Consumer(c)
-    })
+        c
+    }
 }
 
 impl Producer {
@@ -1155,7 +1159,7 @@ impl std::fmt::Debug for Consumer {
 /// when a job is aborted, to end every wait at once).
 ///
 /// # Safety
-/// `base` must point to a ring's memory as for [`shared_end`], mapped for the call.
+/// `base` must point to a ring's memory as for [`shared_ring`], mapped for the call.
 #[cfg(not(loom))]
 pub(crate) unsafe fn wake_ring(base: *const u8) {
     // SAFETY: the caller guarantees a live, initialised ring at base; Ctrl holds only

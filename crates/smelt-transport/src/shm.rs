@@ -33,7 +33,7 @@
 //!
 //! [`WaitPolicy::park_max`]: crate::WaitPolicy::park_max
 
-use crate::channel::{ring_bytes, shared_end, wake_ring, Remote, SharedEnd};
+use crate::channel::{ring_bytes, shared_ring, wake_ring, Remote, Shared};
 use crate::{Abort, Consumer, Producer, TransportError, MAX_CAPACITY};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -114,6 +114,24 @@ pub struct RingSpec {
     pub consumer: u32,
     /// Slots of the ring (1..=[`MAX_CAPACITY`]).
     pub capacity: u32,
+}
+
+impl RingSpec {
+    /// The two rings of a link between ranks `a` and `b`: `a` to `b`, then `b` to `a`.
+    pub fn both_ways(a: u32, b: u32, capacity: u32) -> [RingSpec; 2] {
+        [
+            RingSpec {
+                producer: a,
+                consumer: b,
+                capacity,
+            },
+            RingSpec {
+                producer: b,
+                consumer: a,
+                capacity,
+            },
+        ]
+    }
 }
 
 #[repr(C)]
@@ -319,15 +337,14 @@ impl Mapping {
         }
         let hp = self.base as *const Header;
         // SAFETY: state 2 (Acquire) means the writer finished and never writes again.
-        let (rank, len, msg) = unsafe {
+        let (rank, msg) = unsafe {
             let len = std::ptr::addr_of!((*hp).failure_len).read() as usize;
             let msg = std::slice::from_raw_parts(
                 std::ptr::addr_of!((*hp).failure) as *const u8,
                 len.min(FAILURE_BYTES),
             );
-            (std::ptr::addr_of!((*hp).failure_rank).read(), len, msg)
+            (std::ptr::addr_of!((*hp).failure_rank).read(), msg)
         };
-        let _ = len;
         Some((rank, String::from_utf8_lossy(msg).into_owned()))
     }
 }
@@ -806,7 +823,7 @@ impl ShmMember {
             .collect()
     }
 
-    fn ring(&self, i: usize, producer: bool) -> Result<SharedEnd, TransportError> {
+    fn ring(&self, i: usize, producer: bool) -> Result<(Arc<Shared>, usize), TransportError> {
         let r = *self
             .map
             .rings()
@@ -828,32 +845,28 @@ impl ShmMember {
         // the creator zeroed it; the mapping lives as long as the Arc passed as the
         // ring's Remote; and only this rank opens this end (the rank's lock and its
         // joined state are exclusive).
-        unsafe {
-            shared_end(
+        let shared = unsafe {
+            shared_ring(
                 self.map.base.add(r.offset as usize),
                 r.capacity as usize,
-                producer,
                 self.map.clone(),
                 peer,
                 self.abort.clone(),
             )
-        }
+        }?;
+        Ok((shared, r.capacity as usize))
     }
 
     /// Opens the sending end of ring `i` (this member must be its producer).
     pub fn producer(&self, i: usize) -> Result<Producer, TransportError> {
-        match self.ring(i, true)? {
-            SharedEnd::Producer(p) => Ok(p),
-            SharedEnd::Consumer(_) => unreachable!("asked for the producer"),
-        }
+        let (shared, capacity) = self.ring(i, true)?;
+        Ok(Producer::resume(shared, capacity))
     }
 
     /// Opens the receiving end of ring `i` (this member must be its consumer).
     pub fn consumer(&self, i: usize) -> Result<Consumer, TransportError> {
-        match self.ring(i, false)? {
-            SharedEnd::Consumer(c) => Ok(c),
-            SharedEnd::Producer(_) => unreachable!("asked for the consumer"),
-        }
+        let (shared, capacity) = self.ring(i, false)?;
+        Ok(Consumer::resume(shared, capacity))
     }
 
     /// Raises the job's abort flag (every member's waits end at once).

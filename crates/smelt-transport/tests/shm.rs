@@ -18,18 +18,7 @@ fn stress_messages() -> u64 {
 }
 
 fn two_way() -> Vec<RingSpec> {
-    vec![
-        RingSpec {
-            producer: 0,
-            consumer: 1,
-            capacity: 64,
-        },
-        RingSpec {
-            producer: 1,
-            consumer: 0,
-            capacity: 64,
-        },
-    ]
+    RingSpec::both_ways(0, 1, 64).to_vec()
 }
 
 fn spawn_child(job: &ShmJob, role: &str) -> Child {
