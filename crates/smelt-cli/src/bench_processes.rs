@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
-use smelt_probe::peers::{Metric, PeerResult};
+use smelt_probe::figure::{Metric, PeerResult};
 use smelt_runtime::measure::{back_to_back_member, MeasureConfig, Op};
 use smelt_runtime::process::{join_from_env, Job};
 use smelt_runtime::GroupConfig;

@@ -2,7 +2,7 @@
 //! the CSV in the layout of the Smelt machine database's `ab-bench.csv`.
 
 use serde::Serialize;
-use smelt_probe::peers::{Metric, PeerResult, Status};
+use smelt_probe::figure::{Metric, PeerResult, Status};
 use smelt_probe::Summary;
 use std::fmt::Write as _;
 

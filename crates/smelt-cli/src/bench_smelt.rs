@@ -4,7 +4,7 @@
 //! the comparison with the peers (which are measured back-to-back too).
 
 use smelt_model::Model;
-use smelt_probe::peers::{Metric, PeerResult};
+use smelt_probe::figure::{Metric, PeerResult};
 use smelt_probe::Summary;
 use smelt_runtime::measure::{self, MeasureConfig, Stats};
 use smelt_runtime::{GroupConfig, Pinning};

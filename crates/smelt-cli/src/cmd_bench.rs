@@ -14,7 +14,8 @@ pub(crate) use smelt::summary_of;
 use anyhow::{bail, Context, Result};
 use report::{Collective, Figure, FloorInfo, Ratio, Report};
 use smelt_model::{format_cpu_list, parse_cpu_list, Model};
-use smelt_probe::peers::{c::CPeers, rust as rpeers, Metric, PeerResult, Status};
+use smelt_peers::{c::CPeers, rust as rpeers};
+use smelt_probe::figure::{Metric, PeerResult, Status};
 use smelt_probe::Budget;
 use smelt_tree::{Op, Topology};
 use std::path::PathBuf;
@@ -130,7 +131,7 @@ impl Floors {
     }
 
     fn take(&mut self) -> Option<f64> {
-        let s = smelt_probe::floor::pingpong(self.a, self.b, &self.budget).ok()?;
+        let s = smelt_peers::floor::pingpong(self.a, self.b, &self.budget).ok()?;
         self.all.push(s.median);
         Some(s.median)
     }
@@ -398,10 +399,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
 
     // 2. Transport: latency and streaming, smelt's queuepair vs the floor and the peers.
-    let cpeers = CPeers::new(smelt_probe::peers::c::default_cache_dir());
+    let cpeers = CPeers::new(smelt_peers::c::default_cache_dir());
     let mut transport = Vec::new();
     transport.extend(floors.figure(|| {
-        let r = smelt_probe::floor::pingpong(fa, fb, &budget);
+        let r = smelt_peers::floor::pingpong(fa, fb, &budget);
         PeerResult::measured("raw cache line (atomics)", Metric::Latency, 2, r)
     }));
     transport.extend(floors.figure(|| smelt_probe::transport::qp_latency(fa, fb, &budget)));

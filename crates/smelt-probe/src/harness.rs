@@ -1,5 +1,5 @@
-//! Timed batches on pinned threads: the measurement loop shared by the probe, the
-//! floor and the in-process peers.
+//! Timed batches on pinned threads: the measurement loop shared by the probe, and by
+//! the floor and the in-process peers of `smelt-peers`.
 //!
 //! One *batch* is `n` back-to-back operations on every participating thread; its time
 //! is from the first thread's start to the last thread's end, divided by `n`. The
@@ -89,9 +89,8 @@ impl Budget {
     }
 }
 
-/// A short budget for this crate's tests.
-#[cfg(test)]
-pub(crate) fn test_budget() -> Budget {
+/// A short budget for the tests of this crate and of `smelt-peers`.
+pub fn test_budget() -> Budget {
     Budget {
         batch: Duration::from_micros(300),
         runs: 3,

@@ -4,9 +4,8 @@
 //! send and receive into [`SendWord`] / [`RecvWord`], so their figures differ by the
 //! channel only, never by the harness.
 
-use crate::floor::halve;
 use crate::harness::{run_team, Budget, Deadline, Timeout, Worker};
-use crate::stats::Summary;
+use crate::stats::{halve, Summary};
 
 /// The sending end of a one-way link carrying words.
 pub trait SendWord: Send {
@@ -82,9 +81,9 @@ pub fn throughput(
     run_team(&pair(a, b), budget, w)
 }
 
-/// The first and the last CPU this process may use (this crate's tests measure there).
-#[cfg(test)]
-pub(crate) fn test_pair() -> (u32, u32) {
+/// The first and the last CPU this process may use: where the tests of this crate and
+/// of `smelt-peers` measure.
+pub fn test_pair() -> (u32, u32) {
     let cpus = crate::affinity::allowed_cpus();
     (cpus[0], *cpus.last().unwrap())
 }

@@ -109,6 +109,19 @@ pub fn summarize(samples: &[f64]) -> Option<Summary> {
     summarize_k(samples, 3.5)
 }
 
+/// A summary of round trips turned into one-way figures.
+pub fn halve(s: Summary) -> Summary {
+    Summary {
+        median: s.median / 2.0,
+        mad: s.mad / 2.0,
+        p10: s.p10 / 2.0,
+        p90: s.p90 / 2.0,
+        min: s.min / 2.0,
+        max: s.max / 2.0,
+        ..s
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,9 +3,9 @@
 //! harness and loop structure as the `rtrb` and raw cache-line figures so that their
 //! ratios compare implementations, not harnesses.
 
+use crate::figure::{Metric, PeerResult};
 use crate::harness::{Budget, Deadline, Timeout};
 use crate::link::{self, RecvWord, SendWord};
-use crate::peers::{Metric, PeerResult};
 use smelt_transport::{Consumer, Producer, TransportError};
 
 /// Slots per channel (the same capacity as the rtrb and crossbeam peers use, in messages).

@@ -1,22 +1,22 @@
 //! The C peers: sources embedded in the binary, compiled at run time into a cache
 //! directory with whatever compilers exist, run under a timeout.
 //!
-//! Every program follows the protocol of `bench/peers/peer.h`: arguments
+//! Every program follows the protocol of `c/peer.h`: arguments
 //! `CPUS THREADS BATCH_US RUNS`, output lines `RESULT name threads median p10 p90`
 //! (ns per operation).
 
-use super::{Metric, PeerResult, Status};
-use crate::harness::Budget;
-use crate::stats::Summary;
+use crate::{Metric, PeerResult, Status};
+use smelt_probe::harness::Budget;
+use smelt_probe::stats::{self, Summary};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const PEER_H: &str = include_str!("../../../../bench/peers/peer.h");
-const BARRIERS_C: &str = include_str!("../../../../bench/peers/barriers.c");
-const OMP_C: &str = include_str!("../../../../bench/peers/omp.c");
-const UMP_C: &str = include_str!("../../../../bench/peers/ump.c");
-const MPI_C: &str = include_str!("../../../../bench/peers/mpi.c");
+const PEER_H: &str = include_str!("../c/peer.h");
+const BARRIERS_C: &str = include_str!("../c/barriers.c");
+const OMP_C: &str = include_str!("../c/omp.c");
+const UMP_C: &str = include_str!("../c/ump.c");
+const MPI_C: &str = include_str!("../c/mpi.c");
 
 /// Compile time limit per program.
 const COMPILE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -387,7 +387,7 @@ impl CPeers {
             .map(|(raw, metric, halve)| {
                 let status = match got.iter().find(|(n, _, _)| n == raw) {
                     Some((_, _, s)) => Status::Ok {
-                        ns: if *halve { crate::floor::halve(*s) } else { *s },
+                        ns: if *halve { stats::halve(*s) } else { *s },
                     },
                     None if ran.timed_out => Status::Failed {
                         reason: format!(
@@ -531,7 +531,7 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let peers = CPeers::new(dir.path());
-        let cpus = crate::affinity::allowed_cpus();
+        let cpus = smelt_probe::affinity::allowed_cpus();
         let b = Budget {
             batch: Duration::from_micros(500),
             runs: 3,

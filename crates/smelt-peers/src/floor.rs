@@ -3,8 +3,8 @@
 //! the same run, because core-to-core latency on a virtual machine drifts with the
 //! host's placement of virtual CPUs.
 
-use crate::harness::{run_team, Budget, Worker};
-use crate::stats::Summary;
+use smelt_probe::harness::{run_team, Budget, Worker};
+use smelt_probe::stats::{halve, Summary};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 #[repr(align(128))]
@@ -35,21 +35,8 @@ pub fn pingpong(a: u32, b: u32, budget: &Budget) -> Result<Summary, String> {
             Ok(())
         }),
     ];
-    let s = run_team(&crate::link::pair(a, b), budget, w)?;
+    let s = run_team(&smelt_probe::link::pair(a, b), budget, w)?;
     Ok(halve(s))
-}
-
-/// A summary of round trips turned into one-way figures.
-pub fn halve(s: Summary) -> Summary {
-    Summary {
-        median: s.median / 2.0,
-        mad: s.mad / 2.0,
-        p10: s.p10 / 2.0,
-        p90: s.p90 / 2.0,
-        min: s.min / 2.0,
-        max: s.max / 2.0,
-        ..s
-    }
 }
 
 #[cfg(test)]
@@ -58,8 +45,8 @@ mod tests {
 
     #[test]
     fn floor_is_positive_on_the_first_cpus() {
-        let (a, c) = crate::link::test_pair();
-        let s = pingpong(a, c, &crate::harness::test_budget()).unwrap();
+        let (a, c) = smelt_probe::link::test_pair();
+        let s = pingpong(a, c, &smelt_probe::harness::test_budget()).unwrap();
         assert!(s.median > 0.0 && s.median.is_finite());
         assert!(s.p10 <= s.p90);
     }

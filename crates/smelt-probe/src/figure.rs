@@ -1,17 +1,10 @@
-//! The peers `smelt bench` compares against: what a user would pick instead of smelt.
+//! One figure of a comparison run: what it measures, how many threads took part, and
+//! its outcome. smelt's own measurements ([`crate::transport`], the collectives of
+//! `smelt bench`) and the peers they are compared with (the `smelt-peers` crate) report
+//! in this one type, so a report treats them alike.
 //!
-//! * [`rust`]: in-process Rust peers — `rtrb` and `crossbeam-channel` latency and
-//!   throughput, `std::sync::Barrier`.
-//! * [`c`]: C programs embedded in this crate (`bench/peers/*.c`), compiled at run time
-//!   with whatever compilers exist: `pthread_barrier_wait`, a dissemination barrier,
-//!   OpenMP barrier and reduction (gcc → libgomp, clang → LLVM libomp), a UMP-style
-//!   ring, and Open MPI `MPI_Barrier` / `MPI_Bcast` / `MPI_Reduce`.
-//!
-//! A missing toolchain makes a peer [`Status::Skipped`], a crash or timeout makes it
+//! A missing toolchain makes a figure [`Status::Skipped`], a crash or timeout makes it
 //! [`Status::Failed`]; neither is an error of the benchmark as a whole.
-
-pub mod c;
-pub mod rust;
 
 use crate::stats::Summary;
 use serde::{Deserialize, Serialize};
@@ -53,7 +46,7 @@ pub enum Status {
     },
 }
 
-/// One peer figure.
+/// One figure: a peer's, or smelt's own measured the same way.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PeerResult {
     /// Peer name, e.g. `pthread_barrier`, `omp_barrier(gcc)`, `mpi_bcast_1B`.

@@ -1,4 +1,4 @@
-/* peer.h - shared helpers of smelt's peer benchmarks (the C files in bench/peers).
+/* peer.h - shared helpers of smelt's peer benchmarks (the C files in crates/smelt-peers/c).
  *
  * Every program takes the same arguments:
  *     prog CPUS THREADS BATCH_US RUNS
