@@ -601,6 +601,84 @@ impl Group {
     }
 }
 
+/// One link a member built with [`Member::with_links`] needs: the edge `edge` (in
+/// [`tree_edges`] order) of tree `tree`, between ranks `parent` and `child`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkEnd {
+    /// Index of the tree (context) in the list the member is built from.
+    pub tree: usize,
+    /// Index of the edge in [`tree_edges`] order.
+    pub edge: usize,
+    /// Group rank of the edge's parent.
+    pub parent: usize,
+    /// Group rank of the edge's child.
+    pub child: usize,
+    /// True for the parent's end (its link to `child`), false for the child's end.
+    pub parent_side: bool,
+}
+
+impl<L: Link> Member<L> {
+    /// Builds member `rank` of a group over `trees` (one context each; every tree over
+    /// the same CPUs, whose order in the first tree gives the ranks) on links of any
+    /// transport: `connect` is called once for each link this member has, and must
+    /// return this member's end of a link to the other rank of that edge. Every
+    /// collective then runs over those links unchanged. Members built this way are not
+    /// pinned; `abort` (shared by every member in this process, if given) ends their
+    /// waits when one of them fails.
+    pub fn with_links(
+        trees: &[Tree],
+        rank: usize,
+        cfg: &GroupConfig,
+        abort: Option<Abort>,
+        mut connect: impl FnMut(LinkEnd) -> Result<L, GroupError>,
+    ) -> Result<Member<L>, GroupError> {
+        let cpus = check_trees(trees)?;
+        if rank >= cpus.len() {
+            return Err(GroupError::Invalid(format!(
+                "rank {rank} in a group of {} members",
+                cpus.len()
+            )));
+        }
+        let shared = Arc::new(GroupShared::with_abort(
+            cpus,
+            abort.unwrap_or_default(),
+            None,
+        ));
+        let edges: Vec<Vec<(usize, usize)>> = trees
+            .iter()
+            .map(|t| {
+                let rank_of = |i: usize| {
+                    trees[0]
+                        .members
+                        .iter()
+                        .position(|&c| c == t.members[i])
+                        .expect("same CPU set")
+                };
+                tree_edges(t)
+                    .map(|(p, c)| (rank_of(p), rank_of(c)))
+                    .collect()
+            })
+            .collect();
+        let contexts = build_contexts(trees, rank, cfg, &shared, |tree, edge, parent_side| {
+            let (parent, child) = edges[tree][edge];
+            connect(LinkEnd {
+                tree,
+                edge,
+                parent,
+                child,
+                parent_side,
+            })
+        })?;
+        Ok(Member {
+            rank,
+            contexts,
+            pin_to: None,
+            pinned: false,
+            shared,
+        })
+    }
+}
+
 /// Checks that `trees` describe one group (at least one tree, each valid, all over
 /// the same CPUs); returns the CPUs by rank (the first tree's member order).
 pub(crate) fn check_trees(trees: &[Tree]) -> Result<Vec<u32>, GroupError> {
@@ -628,7 +706,7 @@ pub(crate) fn check_trees(trees: &[Tree]) -> Result<Vec<u32>, GroupError> {
 
 /// A tree's edges as (parent index, child index), in the order every transport
 /// numbers them: parents by index, each parent's children in send order.
-pub(crate) fn tree_edges(t: &Tree) -> impl Iterator<Item = (usize, usize)> + '_ {
+pub fn tree_edges(t: &Tree) -> impl Iterator<Item = (usize, usize)> + '_ {
     t.children
         .iter()
         .enumerate()

@@ -36,6 +36,6 @@ mod word;
 
 pub use context::Context;
 pub use error::GroupError;
-pub use group::{Group, GroupConfig, Member, Pinning, Placement};
+pub use group::{tree_edges, Group, GroupConfig, LinkEnd, Member, Pinning, Placement};
 pub use smelt_transport::WaitPolicy;
 pub use word::Word;
