@@ -13,7 +13,9 @@ pub struct Abort(Arc<AbortInner>);
 
 #[derive(Debug, Default)]
 struct AbortInner {
-    raised: AtomicBool,
+    /// On a line of its own: every collective reads it, and registering a parked
+    /// thread writes `parked`.
+    raised: crossbeam_utils::CachePadded<AtomicBool>,
     parked: Mutex<Vec<(ThreadId, Thread)>>,
 }
 
