@@ -163,7 +163,7 @@ pub(crate) enum Memory {
         slots: *mut [Slot],
         /// Each on a line of its own: registering writes them, and nothing the other
         /// side reads on every message may share their lines.
-        threads: [Line<std::sync::Mutex<Option<std::thread::Thread>>>; 2],
+        threads: Box<[Line<std::sync::Mutex<Option<std::thread::Thread>>>; 2]>,
     },
     /// A mapping shared with another process: parking is a futex wait on the side's
     /// waiting word, and the other end's process is watched for death. (Not modelled
@@ -391,10 +391,10 @@ pub fn try_channel(
         mem: Memory::Heap {
             ctrl,
             slots,
-            threads: [
+            threads: Box::new([
                 Line(std::sync::Mutex::new(None)),
                 Line(std::sync::Mutex::new(None)),
-            ],
+            ]),
         },
         abort,
     });
