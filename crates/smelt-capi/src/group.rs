@@ -26,7 +26,7 @@ use crate::{
     Error, Res, SMELT_ERR_BUSY, SMELT_ERR_INVALID_ARGUMENT, SMELT_ERR_INVALID_HANDLE,
     SMELT_ERR_PANIC, SMELT_ERR_RUNTIME, SMELT_ERR_TIMEOUT,
 };
-use smelt_runtime::{Group, GroupConfig, GroupError, Member};
+use smelt_runtime::{Group, GroupConfig, GroupError, Member, Rank};
 use std::ffi::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -48,7 +48,7 @@ pub(crate) struct GroupInner {
     pin: bool,
     size: usize,
     /// Codes of the failures the C API recorded on the group: (rank, what, code).
-    codes: Mutex<Vec<(usize, String, smelt_status)>>,
+    codes: Mutex<Vec<(Rank, String, smelt_status)>>,
 }
 
 impl GroupInner {
@@ -94,7 +94,7 @@ impl GroupInner {
     /// Gives a member back.
     fn put(&self, m: Member) {
         let r = m.rank();
-        if let Some(slot) = lock(&self.members).idle.get_mut(r) {
+        if let Some(slot) = lock(&self.members).idle.get_mut(r.index()) {
             *slot = Some(m);
         }
     }
@@ -564,7 +564,7 @@ pub extern "C" fn smelt_member_size(member: *const smelt_member, n: *mut usize) 
     guard(|| out(n, handle::member(id(member), "member")?.member.size(), "n"))
 }
 
-/// Member index (rank, = tree member index).
+/// Member index (rank: the index of its CPU in the first tree's member order).
 #[no_mangle]
 pub extern "C" fn smelt_member_index(
     member: *const smelt_member,
@@ -573,7 +573,7 @@ pub extern "C" fn smelt_member_index(
     guard(|| {
         out(
             index,
-            handle::member(id(member), "member")?.member.rank(),
+            handle::member(id(member), "member")?.member.rank().index(),
             "index",
         )
     })
@@ -585,7 +585,7 @@ pub extern "C" fn smelt_member_cpu(member: *const smelt_member, cpu: *mut u32) -
     guard(|| {
         out(
             cpu,
-            handle::member(id(member), "member")?.member.cpu(),
+            handle::member(id(member), "member")?.member.cpu().get(),
             "cpu",
         )
     })
@@ -890,7 +890,7 @@ fn reduce_data(m: &mut Member, b: &mut [u8], op: OpFn, arg: *mut c_void) -> Resu
     // combine at the root in rank order (the operator must be associative and
     // commutative, as for MPI_Reduce with a user op).
     let words = len.div_ceil(8);
-    let me = m.rank();
+    let me = m.rank().index();
     let mut all: Option<Vec<Vec<u8>>> = None;
     for k in 0..words {
         let mut w = [0u8; 8];

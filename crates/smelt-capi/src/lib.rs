@@ -413,7 +413,7 @@ pub extern "C" fn smelt_tree_member_cpu(
     guard(|| {
         let t = &tree_of(tree)?.tree;
         match t.members.get(index) {
-            Some(&c) => out(cpu, c, "cpu"),
+            Some(&c) => out(cpu, c.get(), "cpu"),
             None => err(
                 SMELT_ERR_INVALID_ARGUMENT,
                 format!("member {index} out of range (the tree has {})", t.len()),
@@ -425,7 +425,7 @@ pub extern "C" fn smelt_tree_member_cpu(
 /// Member index of the root.
 #[no_mangle]
 pub extern "C" fn smelt_tree_root(tree: *const smelt_tree, index: *mut usize) -> smelt_status {
-    guard(|| out(index, tree_of(tree)?.tree.root, "index"))
+    guard(|| out(index, tree_of(tree)?.tree.root.index(), "index"))
 }
 
 /// The simulator's predicted time in ns of `op` ("broadcast", "ab", "reduce",

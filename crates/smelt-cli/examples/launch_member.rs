@@ -4,11 +4,12 @@
 //! `smelt launch -n 4 -- target/debug/examples/launch_member [ROUNDS] [fail-at RANK ROUND]`
 
 use smelt_runtime::process::join_from_env;
+use smelt_runtime::Rank;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let rounds: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(100);
-    let fail_at: Option<(usize, u64)> = (args.get(2).map(String::as_str) == Some("fail-at"))
+    let fail_at: Option<(Rank, u64)> = (args.get(2).map(String::as_str) == Some("fail-at"))
         .then(|| (args[3].parse().unwrap(), args[4].parse().unwrap()));
     let mut m = match join_from_env() {
         Ok(m) => m,
@@ -17,7 +18,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let (n, me) = (m.size() as u64, m.rank() as u64);
+    let (n, me) = (m.size() as u64, m.rank().index() as u64);
     let r: Result<(), smelt_runtime::GroupError> = (|| {
         for r in 0..rounds {
             if fail_at == Some((m.rank(), r)) {
@@ -45,7 +46,7 @@ fn main() {
     })();
     match r {
         Ok(()) => {
-            if m.rank() == 0 {
+            if m.rank() == Rank(0) {
                 println!("ok: {n} members, {rounds} rounds of every collective");
             }
         }

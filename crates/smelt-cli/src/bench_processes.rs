@@ -7,7 +7,7 @@ use clap::Args;
 use smelt_probe::figure::{Metric, PeerResult};
 use smelt_runtime::measure::{back_to_back_member, MeasureConfig, Op};
 use smelt_runtime::process::{join_from_env, Job};
-use smelt_runtime::GroupConfig;
+use smelt_runtime::{GroupConfig, Rank};
 use smelt_transport::pin_current_thread;
 use smelt_tree::Tree;
 use std::process::{Child, Command, Stdio};
@@ -52,7 +52,7 @@ pub fn member(a: BenchMemberArgs) -> Result<()> {
         group: GroupConfig::default(),
     };
     let (samples, iters) = back_to_back_member(&mut m, op, &cfg)?;
-    if m.rank() == 0 {
+    if m.rank() == Rank(0) {
         println!(
             "{}",
             serde_json::json!({ "samples": samples, "iters": iters })
@@ -79,7 +79,7 @@ pub fn measure_processes(
             .args(["--rounds", &cfg.rounds.to_string()])
             .args(["--warmup", &cfg.warmup.to_string()])
             .args(["--batch-ns", &(cfg.batch.as_nanos() as u64).to_string()])
-            .envs(job.env(rank))
+            .envs(job.env(Rank(rank)))
             .stdout(if rank == 0 {
                 Stdio::piped()
             } else {
@@ -89,7 +89,7 @@ pub fn measure_processes(
         match spawn_pinned(&mut cmd, *pin) {
             Ok(c) => children.push(c),
             Err(e) => {
-                job.fail(rank, "could not be started");
+                job.fail(Rank(rank), "could not be started");
                 for mut c in children {
                     let _ = c.kill();
                     let _ = c.wait();
@@ -103,7 +103,7 @@ pub fn measure_processes(
     for (rank, c) in children.into_iter().enumerate() {
         let out = c.wait_with_output()?;
         if !out.status.success() && failure.is_none() {
-            job.fail(rank, "failed");
+            job.fail(Rank(rank), "failed");
             failure = Some(format!(
                 "member process {rank}: {}",
                 String::from_utf8_lossy(&out.stderr).trim()

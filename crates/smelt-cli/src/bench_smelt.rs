@@ -224,7 +224,7 @@ impl Smelt<'_> {
                 let pins = (0..procs).map(|r| Some(cpus[r % cpus.len()])).collect();
                 (flat, pins)
             } else {
-                let pins = p.tree.members.iter().map(|&c| Some(c)).collect();
+                let pins = p.tree.members.iter().map(|c| Some(c.get())).collect();
                 (p.tree, pins)
             };
             let mut cfg = self.config(

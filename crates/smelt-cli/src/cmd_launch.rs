@@ -5,9 +5,9 @@ use anyhow::{bail, Context as _, Result};
 use clap::Args;
 use smelt_model::{parse_cpu_list, Model};
 use smelt_runtime::process::Job;
-use smelt_runtime::GroupConfig;
+use smelt_runtime::{GroupConfig, Rank};
 use smelt_transport::{allowed_cpus, signal_process};
-use smelt_tree::{Topology, Tree};
+use smelt_tree::{CpuId, Topology, Tree};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus};
 use std::str::FromStr;
@@ -89,20 +89,20 @@ fn plan(a: &LaunchArgs) -> Result<(Tree, Vec<u32>)> {
                 .map_err(|e| anyhow::anyhow!("--model: {e}"))?;
             let tree = topo.generate(m, &pos, None)?;
             // Ranks follow the tree's member order (OS CPU ids).
-            let pins = tree.members.clone();
+            let pins = tree.members.iter().map(|c| c.get()).collect();
             return Ok((tree, pins));
         }
         let m = smelt_model::synthetic(1, n, 1.0, 1.0, 1.0);
         let pos: Vec<usize> = (0..n).collect();
         let t = topo.generate(&m, &pos, None)?;
-        let tree = Tree::new(chosen.clone(), t.root, t.children)?;
+        let tree = Tree::new(CpuId::list(chosen.iter().copied()), t.root, t.children)?;
         return Ok((tree, chosen));
     }
     // More members than CPUs: a flat tree over made-up ids (one scheduling round per
     // tree level is what an oversubscribed tree costs), members spread round-robin.
     let mut children = vec![Vec::new(); n];
     children[0] = (1..n).collect();
-    let tree = Tree::new((0..n as u32).collect(), 0, children)?;
+    let tree = Tree::from_raw((0..n as u32).collect(), 0, children)?;
     let pins = (0..n).map(|r| cpus[r % cpus.len()]).collect();
     Ok((tree, pins))
 }
@@ -138,13 +138,13 @@ pub fn run(a: LaunchArgs) -> Result<()> {
     let mut children: Vec<Option<Child>> = Vec::with_capacity(a.n);
     for (rank, &cpu) in pins.iter().enumerate() {
         let mut cmd = Command::new(&a.program[0]);
-        cmd.args(&a.program[1..]).envs(job.env(rank));
+        cmd.args(&a.program[1..]).envs(job.env(Rank(rank)));
         cmd.env(smelt_runtime::process::ENV_CPU, cpu.to_string());
         let spawned = crate::bench_processes::spawn_pinned(&mut cmd, Some(cpu));
         match spawned {
             Ok(c) => children.push(Some(c)),
             Err(e) => {
-                job.fail(rank, &format!("could not be started: {e}"));
+                job.fail(Rank(rank), &format!("could not be started: {e}"));
                 for c in children.iter_mut().flatten() {
                     let _ = c.kill();
                     let _ = c.wait();
@@ -176,7 +176,7 @@ pub fn run(a: LaunchArgs) -> Result<()> {
                     }
                     if !st.success() && first_bad.is_none() {
                         let what = format!("{} {}", a.program[0], describe(&st));
-                        job.fail(rank, &what);
+                        job.fail(Rank(rank), &what);
                         first_bad = Some((rank, status_code(&st), what));
                         failed_at = Some(Instant::now());
                     }
@@ -198,8 +198,8 @@ pub fn run(a: LaunchArgs) -> Result<()> {
     // Members that saw a peer die exit too, maybe before the launcher noticed the
     // death: the job's own record names the member that failed first.
     if let Some((r, _)) = job.failure() {
-        if let Some((code, what)) = statuses.get(r).cloned().flatten() {
-            first_bad = Some((r, code, format!("{} {what}", a.program[0])));
+        if let Some((code, what)) = statuses.get(r.index()).cloned().flatten() {
+            first_bad = Some((r.index(), code, format!("{} {what}", a.program[0])));
         }
     }
     drop(job);

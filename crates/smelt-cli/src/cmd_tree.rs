@@ -11,7 +11,7 @@ use smelt_tree::evaluate::{
 use smelt_tree::optimum::optimum;
 use smelt_tree::plot::{render, render_lines, BarChart, LineChart};
 use smelt_tree::sim::{broadcast_arrivals, broadcast_latency, predict_local};
-use smelt_tree::{Costs, Op, Payload, Prediction, Topology, Tree};
+use smelt_tree::{Costs, Op, Payload, Pos, Prediction, Topology, Tree};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -267,9 +267,15 @@ pub fn tree(a: TreeArgs) -> Result<()> {
         .generate(&model, &members, root)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let c = Costs::new(&model, &members).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let pred = predict_local(&c, tree.root, &tree.children, pl);
+    let pred = predict_local(&c, tree.root.index(), &tree.child_indices(), pl);
     check_finite(&pred, &format!("the {topo} tree"))?;
-    let at = broadcast_arrivals(&c, tree.root, &tree.children, pl.scale(), 0.0);
+    let at = broadcast_arrivals(
+        &c,
+        tree.root.index(),
+        &tree.child_indices(),
+        pl.scale(),
+        0.0,
+    );
     let text = match a.format {
         TreeFormat::Json => {
             let j = tree.to_json();
@@ -304,14 +310,14 @@ fn text_drawing(
         "{topo} tree over {} CPUs ({}), root CPU {}; times in {u} (when each CPU holds the message)",
         t.len(),
         format_cpu_list(&{
-            let mut v = t.members.clone();
+            let mut v: Vec<u32> = t.members.iter().map(|c| c.get()).collect();
             v.sort_unstable();
             v
         }),
         t.members[t.root]
     );
     let _ = writeln!(s, "{}", t.members[t.root]);
-    fn walk(s: &mut String, c: &Costs, t: &Tree, at: &[f64], v: usize, prefix: &str) {
+    fn walk(s: &mut String, c: &Costs, t: &Tree, at: &[f64], v: Pos, prefix: &str) {
         let k = t.children[v].len();
         for (i, &ch) in t.children[v].iter().enumerate() {
             let last = i + 1 == k;
@@ -362,7 +368,7 @@ fn dot(c: &Costs, t: &Tree, topo: Topology, at: &[f64], units: &str) -> String {
         );
         for (v, &time) in at.iter().enumerate() {
             if c.node[v] == g {
-                let shape = if v == t.root {
+                let shape = if Pos(v) == t.root {
                     ", shape=doublecircle"
                 } else {
                     ""
@@ -622,7 +628,7 @@ fn group_json(model: &Model, rows: &[Row]) -> Value {
     }
     let mut cpus: Vec<u32> = rows
         .first()
-        .map(|r| r.tree.members.clone())
+        .map(|r| r.tree.members.iter().map(|c| c.get()).collect())
         .unwrap_or_default();
     cpus.sort_unstable();
     json!({
@@ -639,7 +645,7 @@ fn group_text(model: &Model, rows: &[Row]) -> String {
     let mut s = String::new();
     let mut cpus: Vec<u32> = rows
         .first()
-        .map(|r| r.tree.members.clone())
+        .map(|r| r.tree.members.iter().map(|c| c.get()).collect())
         .unwrap_or_default();
     cpus.sort_unstable();
     let _ = writeln!(

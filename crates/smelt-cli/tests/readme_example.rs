@@ -18,7 +18,7 @@ fn readme_library_example_runs() -> Result<(), Box<dyn std::error::Error>> {
     let results = Group::new(&tree)?.run(|m| {
         m.barrier()?;
         let v = m.broadcast_word(if m.is_root() { 42 } else { 0 })?;
-        m.allreduce(v + m.rank() as u64, |a, b| a + b)
+        m.allreduce(v + m.rank().index() as u64, |a, b| a + b)
     })?;
 
     assert!(predicted.barrier > predicted.broadcast && predicted.broadcast > 0.0);

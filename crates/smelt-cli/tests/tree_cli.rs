@@ -97,7 +97,7 @@ fn tree_prints_text_json_and_dot() {
     let t: smelt_tree::tree::TreeJson = serde_json::from_value(v).unwrap();
     let mut cpus = smelt_tree::Tree::from_json(&t).unwrap().members;
     cpus.sort_unstable();
-    assert_eq!(cpus, vec![1, 2, 3, 6]);
+    assert_eq!(cpus, smelt_tree::CpuId::list([1, 2, 3, 6]));
 
     let dot = ok_containing(
         &["tree", "--model", m, "--format", "dot"],

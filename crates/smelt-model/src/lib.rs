@@ -26,6 +26,9 @@ use std::path::{Path, PathBuf};
 pub use cpuset::{format_cpu_list, parse_cpu_list};
 pub use files::{write_atomic, write_atomic_with};
 pub use infer::infer_hierarchy;
+/// OS CPU ids as the tree and runtime crates type them (this crate's own lists are
+/// plain `u32`s: `CpuId(model.cpus[i])`).
+pub use smelt_ids::CpuId;
 
 /// The value of the `format` field of every model file.
 pub const FORMAT: &str = "smelt-model";

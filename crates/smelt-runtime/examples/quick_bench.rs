@@ -37,7 +37,7 @@ fn binary(cpus: Vec<u32>) -> Tree {
                 .collect()
         })
         .collect();
-    Tree::new(cpus, 0, children).expect("valid binary tree")
+    Tree::from_raw(cpus, 0, children).expect("valid binary tree")
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

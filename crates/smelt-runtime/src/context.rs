@@ -4,6 +4,7 @@
 use crate::group::GroupShared;
 use crate::word::{pack, unpack_at, Word};
 use crate::GroupError;
+use smelt_ids::{CpuId, Rank};
 use smelt_transport::{Endpoint, Link, TransportError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use std::time::Duration;
 /// A link to one tree neighbour.
 #[derive(Debug)]
 pub(crate) struct Peer<L> {
-    pub(crate) rank: usize,
+    pub(crate) rank: Rank,
     pub(crate) link: L,
 }
 
@@ -91,12 +92,12 @@ impl Tag {
 #[derive(Debug)]
 pub struct Context<L: Link = Endpoint> {
     pub(crate) id: usize,
-    pub(crate) rank: usize,
-    pub(crate) root: usize,
+    pub(crate) rank: Rank,
+    pub(crate) root: Rank,
     pub(crate) parent: Option<Peer<L>>,
     pub(crate) children: Vec<Peer<L>>,
     /// Ranks of this member's subtree in pre-order (self first).
-    pub(crate) subtree: Vec<usize>,
+    pub(crate) subtree: Vec<Rank>,
     /// Size of each child's subtree (same order as `children`).
     pub(crate) child_sizes: Vec<usize>,
     pub(crate) timeout: Duration,
@@ -117,19 +118,20 @@ impl<L: Link> Context<L> {
         self.id
     }
     /// This member's rank (index in the group's CPU list).
-    pub fn rank(&self) -> usize {
+    pub fn rank(&self) -> Rank {
         self.rank
     }
     /// This member's OS CPU id.
-    pub fn cpu(&self) -> u32 {
+    pub fn cpu(&self) -> CpuId {
         self.shared.cpus[self.rank]
     }
     /// Number of members.
     pub fn size(&self) -> usize {
         self.shared.cpus.len()
     }
-    /// Rank of this tree's root.
-    pub fn root(&self) -> usize {
+    /// Rank of this tree's root (its position in this tree is another matter: ranks
+    /// follow the group's first tree).
+    pub fn root(&self) -> Rank {
         self.root
     }
     /// True on the root.
@@ -137,11 +139,11 @@ impl<L: Link> Context<L> {
         self.parent.is_none()
     }
     /// Parent's rank (None on the root).
-    pub fn parent(&self) -> Option<usize> {
+    pub fn parent(&self) -> Option<Rank> {
         self.parent.as_ref().map(|l| l.rank)
     }
     /// Children's ranks in send order.
-    pub fn children(&self) -> Vec<usize> {
+    pub fn children(&self) -> Vec<Rank> {
         self.children.iter().map(|l| l.rank).collect()
     }
     /// Operation timeout (from the group's configuration).
@@ -156,7 +158,7 @@ impl<L: Link> Context<L> {
     /// Turns a transport error on the link to `peer` into the group's error, recording
     /// a failure (and waking every member) where one happened.
     #[cold]
-    fn fail(&self, e: TransportError, peer: usize, op: &'static str) -> GroupError {
+    fn fail(&self, e: TransportError, peer: Rank, op: &'static str) -> GroupError {
         let sh = &self.shared;
         match e {
             TransportError::Aborted => sh.failure_error().unwrap_or(GroupError::PeerFailed {
@@ -222,7 +224,7 @@ impl<L: Link> Context<L> {
 
     /// Checks a received tag against the collective this member is in.
     #[inline(always)]
-    fn expect(&self, got: u64, t: Tag, peer: usize) -> Res<()> {
+    fn expect(&self, got: u64, t: Tag, peer: Rank) -> Res<()> {
         if got == t.word() {
             return Ok(());
         }
@@ -230,7 +232,7 @@ impl<L: Link> Context<L> {
     }
 
     #[cold]
-    fn crossed(&self, got: u64, t: Tag, peer: usize) -> GroupError {
+    fn crossed(&self, got: u64, t: Tag, peer: Rank) -> GroupError {
         self.mismatch(format!(
             "in {} #{} on context {} it received {} from member {peer}: members called different collectives",
             t.op(),

@@ -1,5 +1,6 @@
 //! The runtime's error type.
 
+use smelt_ids::{CpuId, Rank};
 use std::time::Duration;
 
 /// Why a group could not be built or a collective did not complete.
@@ -13,9 +14,9 @@ pub enum GroupError {
     #[error("member {rank} (CPU {cpu}) failed: {what}")]
     PeerFailed {
         /// Rank of the member that failed first.
-        rank: usize,
+        rank: Rank,
         /// Its OS CPU id.
-        cpu: u32,
+        cpu: CpuId,
         /// What happened.
         what: String,
     },
@@ -23,9 +24,9 @@ pub enum GroupError {
     #[error("member {rank} (CPU {cpu}) panicked: {message}")]
     MemberPanicked {
         /// Rank of the member.
-        rank: usize,
+        rank: Rank,
         /// Its OS CPU id.
-        cpu: u32,
+        cpu: CpuId,
         /// The panic message.
         message: String,
     },
@@ -35,11 +36,11 @@ pub enum GroupError {
     )]
     Timeout {
         /// The member that gave up.
-        rank: usize,
+        rank: Rank,
         /// Its OS CPU id.
-        cpu: u32,
+        cpu: CpuId,
         /// The member it was waiting for.
-        peer: usize,
+        peer: Rank,
         /// The collective.
         op: &'static str,
         /// The timeout.
@@ -50,7 +51,7 @@ pub enum GroupError {
     #[error("member {rank}: {what}")]
     Mismatch {
         /// The member that noticed.
-        rank: usize,
+        rank: Rank,
         /// What did not match.
         what: String,
     },

@@ -2,6 +2,7 @@
 
 use crate::context::{Context, Peer};
 use crate::GroupError;
+use smelt_ids::{CpuId, Pos, Rank};
 use smelt_transport::shm::ShmMember;
 use smelt_transport::{
     allowed_cpus, pin_current_thread, try_queuepair, Abort, Endpoint, Link, WaitPolicy,
@@ -77,7 +78,7 @@ pub struct Placement {
 /// The first failure in a group.
 #[derive(Debug, Clone)]
 pub(crate) struct Failure {
-    pub(crate) rank: usize,
+    pub(crate) rank: Rank,
     pub(crate) what: String,
     pub(crate) panicked: bool,
 }
@@ -87,18 +88,22 @@ pub(crate) struct Failure {
 /// failure and the abort flag are shared with the other processes.
 #[derive(Debug)]
 pub(crate) struct GroupShared {
-    pub(crate) cpus: Vec<u32>,
+    pub(crate) cpus: Vec<CpuId>,
     pub(crate) abort: Abort,
     pub(crate) failure: Mutex<Option<Failure>>,
     pub(crate) job: Option<ShmMember>,
 }
 
 impl GroupShared {
-    pub(crate) fn new(cpus: Vec<u32>, job: Option<ShmMember>) -> GroupShared {
+    pub(crate) fn new(cpus: Vec<CpuId>, job: Option<ShmMember>) -> GroupShared {
         GroupShared::with_abort(cpus, Abort::new(), job)
     }
 
-    pub(crate) fn with_abort(cpus: Vec<u32>, abort: Abort, job: Option<ShmMember>) -> GroupShared {
+    pub(crate) fn with_abort(
+        cpus: Vec<CpuId>,
+        abort: Abort,
+        job: Option<ShmMember>,
+    ) -> GroupShared {
         GroupShared {
             cpus,
             abort,
@@ -121,7 +126,7 @@ impl GroupShared {
         let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
         if f.is_none() {
             *f = Some(Failure {
-                rank: rank as usize,
+                rank: Rank(rank as usize),
                 what,
                 panicked: false,
             });
@@ -130,7 +135,7 @@ impl GroupShared {
 
     /// Records a failure of member `rank` (unless one is already recorded), raises the
     /// abort flag, and returns the error members should see (the first failure).
-    pub(crate) fn record(&self, rank: usize, what: String, panicked: bool) -> GroupError {
+    pub(crate) fn record(&self, rank: Rank, what: String, panicked: bool) -> GroupError {
         {
             let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
             // A panic first recorded without its message (by a drop during unwinding)
@@ -140,7 +145,7 @@ impl GroupShared {
                 .is_some_and(|x| x.rank == rank && x.panicked && panicked && x.what == "panicked");
             if f.is_none() || refine {
                 if let Some(j) = &self.job {
-                    j.record_failure(rank as u32, &what);
+                    j.record_failure(rank.index() as u32, &what);
                 }
                 *f = Some(Failure {
                     rank,
@@ -151,10 +156,10 @@ impl GroupShared {
             // In a job, the first failure any process recorded is everyone's.
             if let Some((r, w)) = self.job.as_ref().and_then(|j| j.failure()) {
                 if f.as_ref()
-                    .is_none_or(|x| x.rank != r as usize || x.what != w)
+                    .is_none_or(|x| x.rank != Rank(r as usize) || x.what != w)
                 {
                     *f = Some(Failure {
-                        rank: r as usize,
+                        rank: Rank(r as usize),
                         what: w,
                         panicked: false,
                     });
@@ -168,13 +173,21 @@ impl GroupShared {
         self.failure_error().expect("a failure was just recorded")
     }
 
+    /// CPU of `rank` ([`CpuId::UNKNOWN`] for a rank outside the group).
+    pub(crate) fn cpu_of(&self, rank: Rank) -> CpuId {
+        self.cpus
+            .get(rank.index())
+            .copied()
+            .unwrap_or(CpuId::UNKNOWN)
+    }
+
     /// The first failure as members see it.
     pub(crate) fn failure_error(&self) -> Option<GroupError> {
         self.adopt_job_failure();
         let f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
         f.as_ref().map(|f| GroupError::PeerFailed {
             rank: f.rank,
-            cpu: self.cpus.get(f.rank).copied().unwrap_or(u32::MAX),
+            cpu: self.cpu_of(f.rank),
             what: f.what.clone(),
         })
     }
@@ -187,13 +200,13 @@ impl GroupShared {
             if f.panicked {
                 GroupError::MemberPanicked {
                     rank: f.rank,
-                    cpu: self.cpus.get(f.rank).copied().unwrap_or(u32::MAX),
+                    cpu: self.cpu_of(f.rank),
                     message: f.what.clone(),
                 }
             } else {
                 GroupError::PeerFailed {
                     rank: f.rank,
-                    cpu: self.cpus.get(f.rank).copied().unwrap_or(u32::MAX),
+                    cpu: self.cpu_of(f.rank),
                     what: f.what.clone(),
                 }
             }
@@ -209,10 +222,10 @@ impl GroupShared {
 /// instead of hanging. A member dropped while its thread panics fails the whole group.
 #[derive(Debug)]
 pub struct Member<L: Link = Endpoint> {
-    pub(crate) rank: usize,
+    pub(crate) rank: Rank,
     pub(crate) contexts: Vec<Option<Context<L>>>,
     /// CPU to pin this member's thread to when run by the group.
-    pub(crate) pin_to: Option<u32>,
+    pub(crate) pin_to: Option<CpuId>,
     pub(crate) pinned: bool,
     pub(crate) shared: Arc<GroupShared>,
 }
@@ -226,11 +239,11 @@ macro_rules! ctx0 {
 impl<L: Link> Member<L> {
     /// Rank: index of this member's CPU in the group's CPU list (the first tree's
     /// member order).
-    pub fn rank(&self) -> usize {
+    pub fn rank(&self) -> Rank {
         self.rank
     }
     /// OS CPU id.
-    pub fn cpu(&self) -> u32 {
+    pub fn cpu(&self) -> CpuId {
         self.shared.cpus[self.rank]
     }
     /// Number of members.
@@ -250,7 +263,7 @@ impl<L: Link> Member<L> {
     /// chose for it (done by [`Group::run`]; call it yourself on threads you attach
     /// with [`Group::into_members`]).
     pub fn pin_thread(&mut self) -> std::io::Result<()> {
-        pin_current_thread(self.pin_to.unwrap_or(self.cpu()))?;
+        pin_current_thread(self.pin_to.unwrap_or(self.cpu()).get())?;
         self.pinned = true;
         Ok(())
     }
@@ -283,17 +296,17 @@ impl<L: Link> Member<L> {
     }
 
     /// Rank of context 0's root (None if context 0 was taken out).
-    pub fn root(&self) -> Option<usize> {
+    pub fn root(&self) -> Option<Rank> {
         self.contexts[0].as_ref().map(|c| c.root())
     }
 
     /// Parent's rank in context 0 (None on the root or if context 0 was taken out).
-    pub fn parent(&self) -> Option<usize> {
+    pub fn parent(&self) -> Option<Rank> {
         self.contexts[0].as_ref().and_then(|c| c.parent())
     }
 
     /// Children's ranks in context 0, in send order.
-    pub fn children(&self) -> Vec<usize> {
+    pub fn children(&self) -> Vec<Rank> {
         self.contexts[0]
             .as_ref()
             .map(|c| c.children())
@@ -405,8 +418,12 @@ impl Group {
         let cpus = check_trees(trees)?;
         let first = &trees[0];
         let n = cpus.len();
-        let allowed = allowed_cpus().unwrap_or_default();
-        let missing: Vec<u32> = cpus
+        let allowed: Vec<CpuId> = allowed_cpus()
+            .unwrap_or_default()
+            .into_iter()
+            .map(CpuId)
+            .collect();
+        let missing: Vec<CpuId> = cpus
             .iter()
             .copied()
             .filter(|c| !allowed.contains(c))
@@ -456,14 +473,15 @@ impl Group {
         };
         let shared = Arc::new(GroupShared::new(cpus.clone(), None));
         // Where each rank's thread is pinned: its own CPU, or a pre-order chunk.
-        let pin_to: Vec<Option<u32>> = if !pinned {
+        let pin_to: Vec<Option<CpuId>> = if !pinned {
             vec![None; n]
         } else if missing.is_empty() {
             cpus.iter().map(|&c| Some(c)).collect()
         } else {
             let mut v = vec![None; n];
-            for (pos, m) in first.preorder().into_iter().enumerate() {
-                v[m] = Some(allowed[pos * allowed.len() / n]);
+            // The first tree's positions are the ranks.
+            for (i, m) in first.preorder().into_iter().enumerate() {
+                v[m.index()] = Some(allowed[i * allowed.len() / n]);
             }
             v
         };
@@ -481,6 +499,7 @@ impl Group {
         }
         let mut members = Vec::with_capacity(n);
         for (rank, &pin_to) in pin_to.iter().enumerate() {
+            let rank = Rank(rank);
             let contexts = build_contexts(trees, rank, cfg, &shared, |ctx, edge, parent_side| {
                 let p = &mut pairs[ctx][edge];
                 Ok(if parent_side { p.0.take() } else { p.1.take() }.expect("each end taken once"))
@@ -517,7 +536,7 @@ impl Group {
     }
 
     /// OS CPU id of each rank.
-    pub fn cpus(&self) -> &[u32] {
+    pub fn cpus(&self) -> &[CpuId] {
         &self.shared.cpus
     }
 
@@ -585,7 +604,7 @@ impl Group {
                 .map(|h| match h {
                     Ok(h) => h.join().ok().flatten(),
                     Err(e) => {
-                        shared.record(0, format!("cannot spawn a member thread: {e}"), false);
+                        shared.record(Rank(0), format!("cannot spawn a member thread: {e}"), false);
                         None
                     }
                 })
@@ -610,9 +629,9 @@ pub struct LinkEnd {
     /// Index of the edge in [`tree_edges`] order.
     pub edge: usize,
     /// Group rank of the edge's parent.
-    pub parent: usize,
+    pub parent: Rank,
     /// Group rank of the edge's child.
-    pub child: usize,
+    pub child: Rank,
     /// True for the parent's end (its link to `child`), false for the child's end.
     pub parent_side: bool,
 }
@@ -627,13 +646,13 @@ impl<L: Link> Member<L> {
     /// waits when one of them fails.
     pub fn with_links(
         trees: &[Tree],
-        rank: usize,
+        rank: Rank,
         cfg: &GroupConfig,
         abort: Option<Abort>,
         mut connect: impl FnMut(LinkEnd) -> Result<L, GroupError>,
     ) -> Result<Member<L>, GroupError> {
         let cpus = check_trees(trees)?;
-        if rank >= cpus.len() {
+        if rank.index() >= cpus.len() {
             return Err(GroupError::Invalid(format!(
                 "rank {rank} in a group of {} members",
                 cpus.len()
@@ -644,18 +663,12 @@ impl<L: Link> Member<L> {
             abort.unwrap_or_default(),
             None,
         ));
-        let edges: Vec<Vec<(usize, usize)>> = trees
+        let edges: Vec<Vec<(Rank, Rank)>> = trees
             .iter()
             .map(|t| {
-                let rank_of = |i: usize| {
-                    trees[0]
-                        .members
-                        .iter()
-                        .position(|&c| c == t.members[i])
-                        .expect("same CPU set")
-                };
+                let rank_of = ranks_of(&trees[0], t);
                 tree_edges(t)
-                    .map(|(p, c)| (rank_of(p), rank_of(c)))
+                    .map(|(p, c)| (rank_of[p], rank_of[c]))
                     .collect()
             })
             .collect();
@@ -681,7 +694,7 @@ impl<L: Link> Member<L> {
 
 /// Checks that `trees` describe one group (at least one tree, each valid, all over
 /// the same CPUs); returns the CPUs by rank (the first tree's member order).
-pub(crate) fn check_trees(trees: &[Tree]) -> Result<Vec<u32>, GroupError> {
+pub(crate) fn check_trees(trees: &[Tree]) -> Result<Vec<CpuId>, GroupError> {
     let first = trees
         .first()
         .ok_or_else(|| GroupError::Invalid("no tree given".into()))?;
@@ -704,13 +717,22 @@ pub(crate) fn check_trees(trees: &[Tree]) -> Result<Vec<u32>, GroupError> {
     Ok(cpus)
 }
 
-/// A tree's edges as (parent index, child index), in the order every transport
-/// numbers them: parents by index, each parent's children in send order.
-pub fn tree_edges(t: &Tree) -> impl Iterator<Item = (usize, usize)> + '_ {
+/// A tree's edges as (parent position, child position), in the order every transport
+/// numbers them: parents by position, each parent's children in send order.
+pub fn tree_edges(t: &Tree) -> impl Iterator<Item = (Pos, Pos)> + '_ {
     t.children
         .iter()
         .enumerate()
-        .flat_map(|(p, cs)| cs.iter().map(move |&c| (p, c)))
+        .flat_map(|(p, cs)| cs.iter().map(move |&c| (Pos(p), c)))
+}
+
+/// The group rank of each position of `t`, by position: the index of its CPU in
+/// `first`'s member order (trees of one group span the same CPUs).
+pub(crate) fn ranks_of(first: &Tree, t: &Tree) -> Vec<Rank> {
+    t.members
+        .iter()
+        .map(|&c| Rank(first.position_of(c).expect("same CPU set").index()))
+        .collect()
 }
 
 /// Builds member `rank`'s context for each tree over the links `connect` gives:
@@ -719,25 +741,20 @@ pub fn tree_edges(t: &Tree) -> impl Iterator<Item = (usize, usize)> + '_ {
 /// first tree's member order.
 pub(crate) fn build_contexts<L: Link>(
     trees: &[Tree],
-    rank: usize,
+    rank: Rank,
     cfg: &GroupConfig,
     shared: &Arc<GroupShared>,
     mut connect: impl FnMut(usize, usize, bool) -> Result<L, GroupError>,
 ) -> Result<Vec<Option<Context<L>>>, GroupError> {
-    let cpus = &trees[0].members;
     let scratch_len = cfg.capacity * smelt_transport::PAYLOAD_PER_SLOT;
     let mut out = Vec::with_capacity(trees.len());
     for (id, t) in trees.iter().enumerate() {
-        // Tree member index <-> group rank.
-        let rank_of: Vec<usize> = t
-            .members
-            .iter()
-            .map(|c| cpus.iter().position(|x| x == c).expect("same CPU set"))
-            .collect();
-        let idx = rank_of
+        // Tree position <-> group rank.
+        let rank_of = ranks_of(&trees[0], t);
+        let idx = Pos(rank_of
             .iter()
             .position(|&r| r == rank)
-            .expect("rank in tree");
+            .expect("rank in tree"));
         let mut parent = None;
         let mut children = Vec::new();
         for (e, (p, c)) in tree_edges(t).enumerate() {
@@ -753,7 +770,7 @@ pub(crate) fn build_contexts<L: Link>(
                 });
             }
         }
-        let subtree: Vec<usize> = subtree_preorder(t, idx)
+        let subtree: Vec<Rank> = subtree_preorder(t, idx)
             .into_iter()
             .map(|i| rank_of[i])
             .collect();
@@ -779,8 +796,8 @@ pub(crate) fn build_contexts<L: Link>(
     Ok(out)
 }
 
-/// Member indices of `m`'s subtree in pre-order.
-fn subtree_preorder(t: &Tree, m: usize) -> Vec<usize> {
+/// Positions of `m`'s subtree in pre-order.
+fn subtree_preorder(t: &Tree, m: Pos) -> Vec<Pos> {
     let mut out = Vec::new();
     let mut stack = vec![m];
     while let Some(x) = stack.pop() {

@@ -6,14 +6,19 @@
 //! scatter of words — with zero-copy paths for words and empty messages.
 //!
 //! ```
-//! use smelt_runtime::Group;
+//! use smelt_runtime::{CpuId, Group, Pos};
 //! use smelt_tree::Tree;
 //! // CPU 0 is the root with children 1 and 2 (any CPU ids work: members that have no
 //! // CPU here run unpinned).
-//! let tree = Tree::new(vec![0, 1, 2], 0, vec![vec![1, 2], vec![], vec![]]).unwrap();
+//! let tree = Tree::new(
+//!     CpuId::list([0, 1, 2]),
+//!     Pos(0),
+//!     vec![vec![Pos(1), Pos(2)], vec![], vec![]],
+//! )
+//! .unwrap();
 //! let sums = Group::new(&tree).unwrap().run(|m| {
 //!     m.barrier()?;
-//!     m.allreduce(m.rank() as u64 + 1, |a, b| a + b)
+//!     m.allreduce(m.rank().index() as u64 + 1, |a, b| a + b)
 //! }).unwrap();
 //! assert!(sums.iter().all(|s| *s == Ok(6)));
 //! ```
@@ -37,5 +42,6 @@ mod word;
 pub use context::Context;
 pub use error::GroupError;
 pub use group::{tree_edges, Group, GroupConfig, LinkEnd, Member, Pinning, Placement};
+pub use smelt_ids::{CpuId, Pos, Rank};
 pub use smelt_transport::WaitPolicy;
 pub use word::Word;

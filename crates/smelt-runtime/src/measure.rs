@@ -8,6 +8,7 @@
 //! thread (the root) reads the clock for a sample.
 
 use crate::{Group, GroupConfig, GroupError, Member, Placement};
+use smelt_ids::{Pos, Rank};
 use smelt_transport::{try_channel, Consumer, Producer};
 use smelt_tree::Tree;
 use std::sync::Mutex;
@@ -205,17 +206,19 @@ pub fn measure(tree: &Tree, op: Op, cfg: &MeasureConfig) -> Result<Measurement, 
     let placement = group.placement().clone();
     let abort = group.abort_handle();
     let n = tree.len();
-    let root = tree.root;
-    let leaves: Vec<Option<usize>> = match op {
+    // One tree: its positions are the group's ranks.
+    let rank_of = |p: Pos| Rank(p.index());
+    let root = rank_of(tree.root);
+    let leaves: Vec<Option<Rank>> = match op {
         Op::Reduce => vec![None],
         _ => {
             // The leaves of the tree that runs: flattened, every member but the root.
-            let leaves = if placement.flattened {
-                (0..n).collect()
+            let leaves: Vec<Rank> = if placement.flattened {
+                (0..n).map(Rank).collect()
             } else {
-                tree.leaves()
+                tree.leaves().into_iter().map(rank_of).collect()
             };
-            let l: Vec<Option<usize>> = leaves
+            let l: Vec<Option<Rank>> = leaves
                 .into_iter()
                 .filter(|&l| l != root)
                 .map(Some)
@@ -289,7 +292,7 @@ pub fn measure(tree: &Tree, op: Op, cfg: &MeasureConfig) -> Result<Measurement, 
     let mut samples = Vec::new();
     for (rank, r) in out.into_iter().enumerate() {
         let s = r?;
-        if rank == root {
+        if Rank(rank) == root {
             samples = s;
         }
     }

@@ -11,7 +11,7 @@
 //! // In each member process (started by `smelt launch -n 4 -- ./prog`):
 //! let mut m = smelt_runtime::process::join_from_env()?;
 //! m.barrier()?;
-//! let sum = m.allreduce(m.rank() as u64, |a, b| a + b)?;
+//! let sum = m.allreduce(m.rank().index() as u64, |a, b| a + b)?;
 //! # Ok::<(), smelt_runtime::GroupError>(())
 //! ```
 //!
@@ -20,9 +20,10 @@
 //! failure recorded by any member (a mismatch, a timeout, [`Member::fail`]) is every
 //! member's error.
 
-use crate::group::{build_contexts, check_trees, tree_edges, GroupShared};
+use crate::group::{build_contexts, check_trees, ranks_of, tree_edges, GroupShared};
 use crate::{GroupConfig, GroupError, Member};
 use serde::{Deserialize, Serialize};
+use smelt_ids::{CpuId, Pos, Rank};
 use smelt_transport::shm::{RingSpec, ShmJob, ShmMember};
 use smelt_transport::{allowed_cpus, Abort, Endpoint, WaitPolicy};
 use smelt_tree::Tree;
@@ -51,23 +52,21 @@ struct Blob {
     wait: Option<[u64; 4]>,
 }
 
+/// A tree as the job description holds it (the ids serialize as bare numbers).
 #[derive(Serialize, Deserialize)]
 struct BlobTree {
-    members: Vec<u32>,
-    root: usize,
-    children: Vec<Vec<usize>>,
+    members: Vec<CpuId>,
+    root: Pos,
+    children: Vec<Vec<Pos>>,
 }
 
 /// The rings of a job: for each tree, for each edge (in [`tree_edges`] order), the
-/// ring down (parent to child) then the ring up.
-fn rings(trees: &[Tree], cpus: &[u32], capacity: u32) -> Vec<RingSpec> {
+/// ring down (parent to child) then the ring up, between the edge's ranks.
+fn rings(trees: &[Tree], capacity: u32) -> Vec<RingSpec> {
     let mut out = Vec::new();
     for t in trees {
-        let rank = |i: usize| {
-            cpus.iter()
-                .position(|&c| c == t.members[i])
-                .expect("same CPUs") as u32
-        };
+        let rank_of = ranks_of(&trees[0], t);
+        let rank = |p: Pos| rank_of[p].index() as u32;
         for (p, c) in tree_edges(t) {
             out.extend(RingSpec::both_ways(rank(p), rank(c), capacity));
         }
@@ -80,7 +79,7 @@ fn rings(trees: &[Tree], cpus: &[u32], capacity: u32) -> Vec<RingSpec> {
 #[derive(Debug)]
 pub struct Job {
     shm: ShmJob,
-    cpus: Vec<u32>,
+    cpus: Vec<CpuId>,
 }
 
 impl Job {
@@ -118,12 +117,8 @@ impl Job {
             }),
         };
         let blob = serde_json::to_vec(&blob).expect("plain data serializes");
-        let shm = ShmJob::create(
-            cpus.len() as u32,
-            &rings(trees, &cpus, cfg.capacity as u32),
-            &blob,
-        )
-        .map_err(|e| GroupError::Job(e.to_string()))?;
+        let shm = ShmJob::create(cpus.len() as u32, &rings(trees, cfg.capacity as u32), &blob)
+            .map_err(|e| GroupError::Job(e.to_string()))?;
         Ok(Job { shm, cpus })
     }
 
@@ -133,7 +128,7 @@ impl Job {
     }
 
     /// OS CPU id of each rank.
-    pub fn cpus(&self) -> &[u32] {
+    pub fn cpus(&self) -> &[CpuId] {
         &self.cpus
     }
 
@@ -148,7 +143,7 @@ impl Job {
     }
 
     /// The environment member `rank` needs to join ([`join_from_env`]).
-    pub fn env(&self, rank: usize) -> Vec<(String, String)> {
+    pub fn env(&self, rank: Rank) -> Vec<(String, String)> {
         vec![
             (ENV_JOB.into(), self.path().display().to_string()),
             (ENV_KEY.into(), self.key()),
@@ -157,7 +152,7 @@ impl Job {
             (
                 ENV_CPU.into(),
                 self.cpus
-                    .get(rank)
+                    .get(rank.index())
                     .map(|c| c.to_string())
                     .unwrap_or_default(),
             ),
@@ -170,19 +165,19 @@ impl Job {
     }
 
     /// True once member `rank`'s process died after joining.
-    pub fn is_dead(&self, rank: usize) -> bool {
-        self.shm.is_dead(rank as u32)
+    pub fn is_dead(&self, rank: Rank) -> bool {
+        self.shm.is_dead(rank.index() as u32)
     }
 
     /// Fails the job on member `rank`'s behalf (first failure wins): every member's
     /// collectives fail at once with [`GroupError::PeerFailed`] naming it.
-    pub fn fail(&self, rank: usize, what: &str) {
-        self.shm.fail(rank as u32, what);
+    pub fn fail(&self, rank: Rank, what: &str) {
+        self.shm.fail(rank.index() as u32, what);
     }
 
     /// The job's first failure: rank and what happened.
-    pub fn failure(&self) -> Option<(usize, String)> {
-        self.shm.failure().map(|(r, w)| (r as usize, w))
+    pub fn failure(&self) -> Option<(Rank, String)> {
+        self.shm.failure().map(|(r, w)| (Rank(r as usize), w))
     }
 
     /// Removes the segment's name now (it is removed anyway once every member joined,
@@ -204,16 +199,17 @@ pub fn join_from_env() -> Result<Member, GroupError> {
     };
     let path = PathBuf::from(var(ENV_JOB)?);
     let key = var(ENV_KEY)?;
-    let rank: usize = var(ENV_RANK)?
+    let rank: Rank = var(ENV_RANK)?
         .parse()
         .map_err(|_| GroupError::Job(format!("{ENV_RANK} is not a rank")))?;
     join(&path, &key, rank)
 }
 
 /// Joins the job whose segment is at `path` as member `rank`.
-pub fn join(path: &Path, key: &str, rank: usize) -> Result<Member, GroupError> {
+pub fn join(path: &Path, key: &str, rank: Rank) -> Result<Member, GroupError> {
     let job_err = |e: smelt_transport::shm::ShmError| GroupError::Job(e.to_string());
-    let rank32 = u32::try_from(rank).map_err(|_| GroupError::Job(format!("rank {rank}")))?;
+    let rank32 =
+        u32::try_from(rank.index()).map_err(|_| GroupError::Job(format!("rank {rank}")))?;
     let mut shm = ShmMember::attach(path, key, rank32).map_err(job_err)?;
     let blob: Blob = serde_json::from_slice(shm.blob())
         .map_err(|e| GroupError::Job(format!("the job description is unreadable: {e}")))?;
@@ -225,7 +221,7 @@ pub fn join(path: &Path, key: &str, rank: usize) -> Result<Member, GroupError> {
         .map_err(|e| GroupError::Job(format!("the job's tree is invalid: {e}")))?;
     let cpus = check_trees(&trees)?;
     let n = cpus.len();
-    let expected = rings(&trees, &cpus, blob.capacity as u32);
+    let expected = rings(&trees, blob.capacity as u32);
     if shm.rings() != expected {
         return Err(GroupError::Job(
             "the job's rings do not match its trees".into(),

@@ -2,7 +2,7 @@
 //! computation; barrier semantics; atomic broadcast with two concurrent contexts;
 //! failure reporting. Scale with SMELT_STRESS.
 
-use smelt_runtime::{Group, GroupConfig, GroupError, Member, Pinning};
+use smelt_runtime::{CpuId, Group, GroupConfig, GroupError, Member, Pinning, Pos, Rank};
 use smelt_tree::Tree;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -52,7 +52,7 @@ fn random_tree(rng: &mut Rng, n: usize) -> Tree {
         children[p].insert(at, m);
         attached.push(m);
     }
-    Tree::new(cpus, root, children).unwrap()
+    Tree::from_raw(cpus, root, children).unwrap()
 }
 
 fn value(rank: usize, round: usize) -> u64 {
@@ -69,14 +69,19 @@ fn all_collectives_on_random_trees() {
         for _ in 0..trees_per_size {
             let tree = random_tree(&mut rng, n);
             let group = Group::new(&tree).unwrap();
-            let root = tree.root; // rank == tree member index (first tree)
+            // One tree: a member's rank is its position in the tree.
+            let rank_of = |p: Pos| Rank(p.index());
+            let root = rank_of(tree.root);
             let out = group
                 .run(|m: &mut Member| -> Result<(), GroupError> {
-                    let r = m.rank();
-                    assert_eq!(m.cpu(), tree.members[r]);
+                    let p = Pos(m.rank().index());
+                    assert_eq!(m.cpu(), tree.members[p]);
                     assert_eq!(m.root(), Some(root));
-                    assert_eq!(m.children(), tree.children[r]);
-                    assert_eq!(m.parent(), tree.parents()[r]);
+                    let children: Vec<Rank> =
+                        tree.children[p].iter().map(|&c| rank_of(c)).collect();
+                    assert_eq!(m.children(), children);
+                    assert_eq!(m.parent(), tree.parents()[p].map(rank_of));
+                    let (r, root) = (m.rank().index(), root.index());
                     for round in 0..rounds {
                         // broadcast of a word and of bytes (multi-fragment sometimes)
                         let w = m.broadcast_word(if m.is_root() { value(r, round) } else { 0 })?;
@@ -138,10 +143,16 @@ fn non_commutative_reduce_follows_preorder() {
     for n in 1..=12 {
         let tree = random_tree(&mut rng, n);
         let mat = |r: usize| -> u64 { 1 | ((r as u64 + 2) << 16) | (3 << 32) | ((r as u64) << 48) };
-        let expect = tree.preorder().into_iter().map(mat).reduce(mul).unwrap();
+        // One tree: ranks are positions.
+        let expect = tree
+            .preorder()
+            .into_iter()
+            .map(|p| mat(p.index()))
+            .reduce(mul)
+            .unwrap();
         let out = Group::new(&tree)
             .unwrap()
-            .run(|m| m.reduce(mat(m.rank()), mul))
+            .run(|m| m.reduce(mat(m.rank().index()), mul))
             .unwrap();
         assert_eq!(out[tree.root], Ok(Some(expect)), "n={n}");
     }
@@ -179,13 +190,13 @@ fn two_concurrent_contexts_deliver_in_root_order() {
     // Same 6 members, two trees with different roots; each member drives context 1
     // from a second thread while context 0 runs on the member's own thread.
     let cpus: Vec<u32> = (0..6).map(|i| 9000 + i).collect();
-    let t0 = Tree::new(
+    let t0 = Tree::from_raw(
         cpus.clone(),
         0,
         vec![vec![1, 2], vec![3], vec![4, 5], vec![], vec![], vec![]],
     )
     .unwrap();
-    let t1 = Tree::new(
+    let t1 = Tree::from_raw(
         cpus,
         5,
         vec![vec![], vec![0], vec![1], vec![], vec![2], vec![4, 3]],
@@ -230,7 +241,7 @@ fn a_panicking_member_fails_the_group_promptly() {
     let mut rng = Rng(5);
     for n in [2, 7, 16] {
         let tree = random_tree(&mut rng, n);
-        let victim = n - 1;
+        let victim = Rank(n - 1);
         let errors = AtomicUsize::new(0);
         let r = Group::new(&tree).unwrap().run(|m| {
             for round in 0..1000 {
@@ -262,23 +273,23 @@ fn a_panicking_member_fails_the_group_promptly() {
 
 #[test]
 fn a_member_returning_early_is_reported() {
-    let tree = Tree::new(vec![7000, 7001, 7002], 0, vec![vec![1], vec![2], vec![]]).unwrap();
+    let tree = Tree::from_raw(vec![7000, 7001, 7002], 0, vec![vec![1], vec![2], vec![]]).unwrap();
     let r = Group::new(&tree).unwrap().run(|m| {
-        let rounds = if m.rank() == 2 { 1 } else { 5 };
+        let rounds = if m.rank() == Rank(2) { 1 } else { 5 };
         for _ in 0..rounds {
             m.barrier()?;
         }
         Ok::<(), GroupError>(())
     });
     match r {
-        Err(GroupError::PeerFailed { rank, .. }) => assert_eq!(rank, 2),
+        Err(GroupError::PeerFailed { rank, .. }) => assert_eq!(rank, Rank(2)),
         other => panic!("expected PeerFailed naming rank 2, got {other:?}"),
     }
 }
 
 #[test]
 fn operation_timeout_fires() {
-    let tree = Tree::new(vec![7000, 7001], 0, vec![vec![1], vec![]]).unwrap();
+    let tree = Tree::from_raw(vec![7000, 7001], 0, vec![vec![1], vec![]]).unwrap();
     let cfg = GroupConfig {
         timeout: Duration::from_millis(50),
         ..Default::default()
@@ -293,8 +304,8 @@ fn operation_timeout_fires() {
         matches!(
             e,
             GroupError::Timeout {
-                rank: 0,
-                peer: 1,
+                rank: Rank(0),
+                peer: Rank(1),
                 ..
             }
         ),
@@ -303,13 +314,13 @@ fn operation_timeout_fires() {
     // The group is now failed for everybody.
     assert!(matches!(
         child.barrier(),
-        Err(GroupError::PeerFailed { rank: 0, .. })
+        Err(GroupError::PeerFailed { rank: Rank(0), .. })
     ));
 }
 
 #[test]
 fn attached_threads_and_mismatches() {
-    let tree = Tree::new(vec![7000, 7001, 7002], 1, vec![vec![], vec![0, 2], vec![]]).unwrap();
+    let tree = Tree::from_raw(vec![7000, 7001, 7002], 1, vec![vec![], vec![0, 2], vec![]]).unwrap();
     let group = Group::new(&tree).unwrap();
     assert!(!group.placement().pinned);
     assert!(group.placement().note.is_some());
@@ -319,7 +330,7 @@ fn attached_threads_and_mismatches() {
             .into_iter()
             .map(|mut m| {
                 s.spawn(move || {
-                    let mut v = vec![1u64; if m.rank() == 2 { 3 } else { 2 }];
+                    let mut v = vec![1u64; if m.rank() == Rank(2) { 3 } else { 2 }];
                     m.reduce_slice(&mut v, |a, b| a + b)
                 })
             })
@@ -327,11 +338,11 @@ fn attached_threads_and_mismatches() {
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
     assert!(
-        matches!(results[1], Err(GroupError::Mismatch { rank: 1, .. })),
+        matches!(results[1], Err(GroupError::Mismatch { rank: Rank(1), .. })),
         "{results:?}"
     );
     assert!(Group::with_config(&[], &GroupConfig::default()).is_err());
-    let other = Tree::new(vec![1, 2], 0, vec![vec![1], vec![]]).unwrap();
+    let other = Tree::from_raw(vec![1, 2], 0, vec![vec![1], vec![]]).unwrap();
     assert!(matches!(
         Group::with_config(&[tree, other], &GroupConfig::default()),
         Err(GroupError::Invalid(_))
@@ -341,7 +352,7 @@ fn attached_threads_and_mismatches() {
 #[test]
 fn spread_pinning_places_extra_members_on_allowed_cpus() {
     let allowed = smelt_transport::allowed_cpus().unwrap();
-    let tree = Tree::new(
+    let tree = Tree::from_raw(
         (0..6).map(|i| 8000 + i).collect(),
         0,
         vec![vec![1, 4], vec![2, 3], vec![], vec![], vec![5], vec![]],
@@ -379,7 +390,7 @@ fn flattening_when_oversubscribed_keeps_results() {
     let expect = tree
         .preorder()
         .into_iter()
-        .map(|r| r as u64 + 1)
+        .map(|p| p.index() as u64 + 1) // one tree: ranks are positions
         .reduce(op)
         .unwrap();
     let cfg = GroupConfig {
@@ -392,10 +403,72 @@ fn flattening_when_oversubscribed_keeps_results() {
         .run(|m| {
             let root_children = if m.is_root() { m.children().len() } else { 0 };
             m.barrier()?;
-            Ok::<_, GroupError>((m.reduce(m.rank() as u64 + 1, op)?, root_children))
+            Ok::<_, GroupError>((m.reduce(m.rank().index() as u64 + 1, op)?, root_children))
         })
         .unwrap();
     let (r, kids) = out[tree.root].clone().unwrap();
     assert_eq!(r, Some(expect));
     assert_eq!(kids, n - 1);
+}
+
+#[test]
+fn a_second_tree_names_members_by_rank_not_position() {
+    // Ranks follow tree 0's member order: CPUs 9100..=9103 are ranks 0..=3. Tree 1 lists
+    // the same CPUs in reverse: its position 0 (its root) is CPU 9103, rank 3; its
+    // position 1 is CPU 9102, rank 2, with children at positions 2 and 3 (ranks 1, 0).
+    let cpus = CpuId::list(9100..9104);
+    let t0 = Tree::new(
+        cpus.clone(),
+        Pos(0),
+        vec![vec![Pos(1), Pos(2), Pos(3)], vec![], vec![], vec![]],
+    )
+    .unwrap();
+    let reversed: Vec<CpuId> = cpus.iter().rev().copied().collect();
+    let t1 = Tree::new(
+        reversed,
+        Pos(0),
+        vec![vec![Pos(1)], vec![Pos(2), Pos(3)], vec![], vec![]],
+    )
+    .unwrap();
+    let cfg = GroupConfig {
+        pinning: Pinning::Never,
+        ..Default::default()
+    };
+    let group = Group::with_config(&[t0, t1.clone()], &cfg).unwrap();
+    assert_eq!(group.cpus(), &cpus[..]);
+    let out = group
+        .run(|m| -> Result<_, GroupError> {
+            let (rank, cpu) = (m.rank(), m.cpu());
+            let c = m.context(1)?;
+            assert_eq!((c.rank(), c.cpu()), (rank, cpu));
+            let shape = (c.root(), c.parent(), c.children());
+            let w = c.broadcast_word(if c.is_root() {
+                1000 + rank.index() as u64
+            } else {
+                0
+            })?;
+            let g = c.gather_word(rank.index() as u64 * 10)?;
+            Ok((rank, cpu, shape, w, g))
+        })
+        .unwrap();
+    for r in out {
+        let (rank, cpu, (root, parent, children), w, g) = r.unwrap();
+        assert_eq!(cpu, cpus[rank]);
+        // The root is rank 3 (CPU 9103), although it is tree 1's position 0.
+        assert_eq!(root, Rank(3));
+        assert_eq!(t1.cpu(t1.root), cpus[root]);
+        assert_eq!(w, 1003);
+        let (want_parent, want_children) = match rank.index() {
+            3 => (None, vec![Rank(2)]),
+            2 => (Some(Rank(3)), vec![Rank(1), Rank(0)]),
+            _ => (Some(Rank(2)), vec![]),
+        };
+        assert_eq!(
+            (parent, children),
+            (want_parent, want_children),
+            "rank {rank}"
+        );
+        // Gathered values come back by rank, not by tree 1's positions.
+        assert_eq!(g, (rank == Rank(3)).then(|| vec![0, 10, 20, 30]));
+    }
 }

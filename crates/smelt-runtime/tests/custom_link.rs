@@ -6,7 +6,7 @@
 mod common;
 
 use common::{all_collectives, random_tree};
-use smelt_runtime::{GroupConfig, GroupError, LinkEnd, Member};
+use smelt_runtime::{GroupConfig, GroupError, LinkEnd, Member, Rank};
 use smelt_transport::{Abort, Link, TransportError};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -142,6 +142,7 @@ fn members(
         ..GroupConfig::default()
     };
     (0..n)
+        .map(Rank)
         .map(|rank| {
             Member::with_links(trees, rank, &cfg, Some(abort.clone()), |e: LinkEnd| {
                 let pair = ends.entry((e.tree, e.edge)).or_insert_with(|| {
@@ -196,7 +197,7 @@ fn a_member_that_leaves_fails_the_others_over_a_custom_link() {
             .into_iter()
             .map(|mut m| {
                 s.spawn(move || {
-                    if m.rank() == 2 {
+                    if m.rank() == Rank(2) {
                         // Leaves without taking part: its links close.
                         return Ok(());
                     }
@@ -221,7 +222,7 @@ fn a_rank_outside_the_group_is_refused() {
     let tree = random_tree(3, 1);
     let r = Member::<ChanLink>::with_links(
         std::slice::from_ref(&tree),
-        3,
+        Rank(3),
         &GroupConfig::default(),
         None,
         |_| unreachable!("no link for a refused rank"),

@@ -17,8 +17,8 @@ fn cfg() -> MeasureConfig {
 fn trees() -> Vec<Tree> {
     let cpus = smelt_transport::allowed_cpus().unwrap();
     let mut v = vec![
-        Tree::new(vec![cpus[0]], 0, vec![vec![]]).unwrap(),
-        Tree::new(
+        Tree::from_raw(vec![cpus[0]], 0, vec![vec![]]).unwrap(),
+        Tree::from_raw(
             (0..6).map(|i| 5000 + i).collect(),
             2,
             vec![vec![], vec![], vec![0, 3], vec![1, 4], vec![5], vec![]],
@@ -26,7 +26,7 @@ fn trees() -> Vec<Tree> {
         .unwrap(),
     ];
     if cpus.len() >= 2 {
-        v.push(Tree::new(vec![cpus[1], cpus[0]], 1, vec![vec![], vec![0]]).unwrap());
+        v.push(Tree::from_raw(vec![cpus[1], cpus[0]], 1, vec![vec![], vec![0]]).unwrap());
     }
     v
 }
@@ -53,7 +53,7 @@ fn flattened_groups_are_measured_over_the_flat_tree() {
     let children = (0..n)
         .map(|i| (2 * i + 1..=2 * i + 2).filter(|&c| c < n).collect())
         .collect();
-    let tree = Tree::new((0..n as u32).map(|i| 5000 + i).collect(), 0, children).unwrap();
+    let tree = Tree::from_raw((0..n as u32).map(|i| 5000 + i).collect(), 0, children).unwrap();
     let mut c = cfg();
     c.group.flatten_oversubscribed = true;
     for op in Op::ALL {

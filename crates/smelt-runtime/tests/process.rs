@@ -6,7 +6,7 @@ mod common;
 
 use common::{all_collectives, random_tree};
 use smelt_runtime::process::{join_from_env, Job};
-use smelt_runtime::{GroupConfig, GroupError};
+use smelt_runtime::{GroupConfig, GroupError, Rank};
 use smelt_tree::Tree;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -21,7 +21,7 @@ fn spawn(job: &Job, scenario: &str) -> Vec<Child> {
             Command::new(std::env::current_exe().unwrap())
                 .args(["--exact", "member_entry", "--nocapture", "--test-threads=1"])
                 .stdout(std::process::Stdio::null())
-                .envs(job.env(r))
+                .envs(job.env(Rank(r)))
                 .env("SMELT_TEST_MEMBER", scenario)
                 .spawn()
                 .unwrap()
@@ -52,7 +52,7 @@ fn member_entry() {
         "die" => {
             // Member `victim` dies (SIGKILL to itself) in the middle of the rounds;
             // every other member must see an error, not hang.
-            let victim: usize = parts[1].parse().unwrap();
+            let victim: Rank = parts[1].parse().unwrap();
             let how = parts[2];
             for r in 0..1000u64 {
                 if m.rank() == victim && r == 50 {
@@ -78,7 +78,7 @@ fn member_entry() {
         }
         "mismatch" => {
             // Member 1 calls reduce where the others call broadcast.
-            let r = if m.rank() == 1 {
+            let r = if m.rank() == Rank(1) {
                 m.reduce(1u64, |a, b| a + b).map(|_| ())
             } else {
                 m.broadcast_word(5).map(|_| ())
@@ -109,12 +109,14 @@ fn unsafe_free_kill_self() -> ! {
 
 #[test]
 fn random_trees_of_1_to_16_processes_match_sequential_results() {
-    let rounds = 200 * scale();
+    let rounds = 2000 * scale();
     for (i, n) in [1usize, 2, 3, 5, 8, 16].into_iter().enumerate() {
         let tree = random_tree(n, 1000 + i as u64);
         let job = Job::create(&[tree], &GroupConfig::default()).unwrap();
         let ok = wait_all(spawn(&job, &format!("collectives,{rounds}")));
         assert!(ok.iter().all(|&b| b), "n = {n}: {ok:?}");
+        // Every member really joined (a child that ran no test would also exit 0).
+        assert_eq!(job.joined(), n, "n = {n}");
     }
 }
 
@@ -152,7 +154,7 @@ fn a_member_killed_mid_collective_fails_the_others_promptly() {
 
 #[test]
 fn members_calling_different_collectives_all_fail() {
-    let tree = Tree::new(vec![0, 1, 2], 0, vec![vec![1, 2], vec![], vec![]]).unwrap();
+    let tree = Tree::from_raw(vec![0, 1, 2], 0, vec![vec![1, 2], vec![], vec![]]).unwrap();
     let job = Job::create(&[tree], &GroupConfig::default()).unwrap();
     let codes: Vec<Option<i32>> = spawn(&job, "mismatch")
         .into_iter()

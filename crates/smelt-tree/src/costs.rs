@@ -4,7 +4,7 @@
 //! position of a member in the slice it was built from), so that a tree for a subset
 //! of the machine never touches the rest of the model.
 
-use crate::tree::{Tree, TreeError};
+use crate::tree::{CpuId, Pos, Tree, TreeError};
 use smelt_model::Model;
 
 /// `t_send` / `t_receive` between the members of one group, row-major `n × n`, plus
@@ -17,7 +17,7 @@ pub struct Costs {
     /// Node (NUMA node) index of every member, as [`Model::node_ids`] reports it.
     pub node: Vec<usize>,
     /// OS CPU id of every member.
-    pub cpus: Vec<u32>,
+    pub cpus: Vec<CpuId>,
     /// Position in the model of every member.
     pub positions: Vec<usize>,
 }
@@ -74,7 +74,7 @@ impl Costs {
                 .iter()
                 .map(|&p| node_ids.get(p).copied().unwrap_or(0))
                 .collect(),
-            cpus: members.iter().map(|&p| model.cpus[p]).collect(),
+            cpus: members.iter().map(|&p| CpuId(model.cpus[p])).collect(),
             positions: members.to_vec(),
         })
     }
@@ -82,11 +82,11 @@ impl Costs {
     /// Costs among the members of `tree` (OS CPU ids looked up in `model`), indexed
     /// like the tree's members.
     pub fn for_tree(model: &Model, tree: &Tree) -> Result<Costs, TreeError> {
-        let pos: std::collections::HashMap<u32, usize> = model
+        let pos: std::collections::HashMap<CpuId, usize> = model
             .cpus
             .iter()
             .enumerate()
-            .map(|(i, &c)| (c, i))
+            .map(|(i, &c)| (CpuId(c), i))
             .collect();
         let members = tree
             .members
@@ -116,7 +116,7 @@ impl Costs {
             send,
             recv,
             node: vec![0; n],
-            cpus: (0..n as u32).collect(),
+            cpus: (0..n as u32).map(CpuId).collect(),
             positions: (0..n).collect(),
         })
     }
@@ -165,12 +165,13 @@ impl Costs {
         best.1
     }
 
-    /// A tree over these members from local child lists.
+    /// A tree over these members from local child lists (local index `i` is the
+    /// tree's position `Pos(i)`).
     pub fn tree(&self, root: usize, children: Vec<Vec<usize>>) -> Tree {
         Tree {
             members: self.cpus.clone(),
-            root,
-            children,
+            root: Pos(root),
+            children: children.into_iter().map(Pos::list).collect(),
         }
     }
 }

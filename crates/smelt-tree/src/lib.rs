@@ -1,8 +1,8 @@
 //! Broadcast trees: the shared [`Tree`] type that every generator produces, the
 //! simulator consumes and the runtime instantiates.
 //!
-//! Members are identified by OS CPU id in files and on the command line; inside a
-//! [`Tree`] they are *member indices* (positions in [`Tree::members`]).
+//! Members are identified by OS CPU id ([`CpuId`]) in files and on the command line;
+//! inside a [`Tree`] they are *positions* ([`Pos`], indices into [`Tree::members`]).
 //!
 //! - [`Topology`]: every generator (static trees, Smelt's adaptive trees, the
 //!   `optimized` local search) behind one interface.
@@ -27,5 +27,6 @@ pub mod tree;
 
 pub use costs::Costs;
 pub use sim::{predict, Op, Payload, Prediction};
+pub use smelt_ids::{CpuId, Pos};
 pub use topology::Topology;
 pub use tree::{Tree, TreeError};

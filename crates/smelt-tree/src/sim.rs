@@ -328,5 +328,10 @@ pub fn predict_local(c: &Costs, root: usize, children: &[Vec<usize>], pl: Payloa
 pub fn predict(model: &Model, tree: &Tree, pl: Payload) -> Result<Prediction, TreeError> {
     tree.validate()?;
     let c = Costs::for_tree(model, tree)?;
-    Ok(predict_local(&c, tree.root, &tree.children, pl))
+    Ok(predict_local(
+        &c,
+        tree.root.index(),
+        &tree.child_indices(),
+        pl,
+    ))
 }

@@ -1,6 +1,7 @@
 //! The tree type shared by every generator, the simulator and the runtime.
 
 use serde::{Deserialize, Serialize};
+pub use smelt_ids::{CpuId, Pos};
 use std::collections::BTreeMap;
 
 /// Errors about the shape of a tree.
@@ -16,32 +17,31 @@ pub enum TreeError {
 
 /// A rooted spanning tree over a group of CPUs, with each member's children in send
 /// order (the Smelt paper's `T`, `v_root` and edge priorities `w`).
+///
+/// Members are named by [`Pos`]ition in [`members`](Tree::members); `Vec`s indexed by
+/// position (`children`, [`parents`](Tree::parents)) can be indexed with a `Pos`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tree {
-    /// OS CPU id of each member; a member's index is its position here.
-    pub members: Vec<u32>,
-    /// Member index of the root.
-    pub root: usize,
-    /// `children[m]`: member indices of m's children, in the order m sends to them.
-    pub children: Vec<Vec<usize>>,
+    /// OS CPU id of each member; a member's position is its index here.
+    pub members: Vec<CpuId>,
+    /// Position of the root.
+    pub root: Pos,
+    /// `children[m]`: positions of m's children, in the order m sends to them.
+    pub children: Vec<Vec<Pos>>,
 }
 
 /// JSON form: `{"root": r, "children": {"r": [c1, c2, ...], ...}}` with OS CPU ids.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TreeJson {
     /// OS CPU id of the root.
-    pub root: u32,
+    pub root: CpuId,
     /// OS CPU id (as a string key) → its children's OS CPU ids in send order.
-    pub children: BTreeMap<String, Vec<u32>>,
+    pub children: BTreeMap<String, Vec<CpuId>>,
 }
 
 impl Tree {
     /// Builds and validates a tree.
-    pub fn new(
-        members: Vec<u32>,
-        root: usize,
-        children: Vec<Vec<usize>>,
-    ) -> Result<Tree, TreeError> {
+    pub fn new(members: Vec<CpuId>, root: Pos, children: Vec<Vec<Pos>>) -> Result<Tree, TreeError> {
         let t = Tree {
             members,
             root,
@@ -49,6 +49,21 @@ impl Tree {
         };
         t.validate()?;
         Ok(t)
+    }
+
+    /// [`Tree::new`] from bare numbers: OS CPU ids, the root's position and child
+    /// positions (for literals in tests and examples, and for algorithms that work on
+    /// plain indices).
+    pub fn from_raw(
+        members: Vec<u32>,
+        root: usize,
+        children: Vec<Vec<usize>>,
+    ) -> Result<Tree, TreeError> {
+        Tree::new(
+            CpuId::list(members),
+            Pos(root),
+            children.into_iter().map(Pos::list).collect(),
+        )
     }
 
     /// Number of members.
@@ -59,6 +74,30 @@ impl Tree {
     /// True if the tree has no member.
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
+    }
+
+    /// Every position, in order (`Pos(0)..Pos(len)`).
+    pub fn positions(&self) -> impl Iterator<Item = Pos> + '_ {
+        (0..self.len()).map(Pos)
+    }
+
+    /// The child lists as bare indices (for algorithms on local indices, such as
+    /// [`crate::sim`] and [`crate::Costs`], where index `i` is `Pos(i)`).
+    pub fn child_indices(&self) -> Vec<Vec<usize>> {
+        self.children
+            .iter()
+            .map(|cs| cs.iter().map(|c| c.index()).collect())
+            .collect()
+    }
+
+    /// OS CPU id of the member at position `p`.
+    pub fn cpu(&self, p: Pos) -> CpuId {
+        self.members[p]
+    }
+
+    /// Position of the member on CPU `cpu`, if it is one.
+    pub fn position_of(&self, cpu: CpuId) -> Option<Pos> {
+        self.members.iter().position(|&c| c == cpu).map(Pos)
     }
 
     /// Checks that every member except the root has exactly one parent, that the
@@ -74,7 +113,7 @@ impl Tree {
                 self.children.len()
             )));
         }
-        if self.root >= n {
+        if self.root.index() >= n {
             return Err(TreeError::Invalid(format!(
                 "root index {} out of range",
                 self.root
@@ -86,10 +125,10 @@ impl Tree {
         if uniq.len() != n {
             return Err(TreeError::Invalid("a CPU is listed twice".into()));
         }
-        let mut parent = vec![usize::MAX; n];
+        let mut parent = vec![None; n];
         for (p, cs) in self.children.iter().enumerate() {
             for &c in cs {
-                if c >= n {
+                if c.index() >= n {
                     return Err(TreeError::Invalid(format!("child index {c} out of range")));
                 }
                 if c == self.root {
@@ -98,13 +137,13 @@ impl Tree {
                         self.members[c], self.members[p]
                     )));
                 }
-                if parent[c] != usize::MAX {
+                if parent[c].is_some() {
                     return Err(TreeError::Invalid(format!(
                         "CPU {} has two parents",
                         self.members[c]
                     )));
                 }
-                parent[c] = p;
+                parent[c] = Some(p);
             }
         }
         let reached = self.preorder().len();
@@ -116,24 +155,25 @@ impl Tree {
         Ok(())
     }
 
-    /// Parent member index of every member (`None` for the root).
-    pub fn parents(&self) -> Vec<Option<usize>> {
+    /// Parent's position of every member, by position (`None` for the root).
+    pub fn parents(&self) -> Vec<Option<Pos>> {
         let mut p = vec![None; self.len()];
         for (i, cs) in self.children.iter().enumerate() {
             for &c in cs {
-                p[c] = Some(i);
+                p[c] = Some(Pos(i));
             }
         }
         p
     }
 
-    /// Members in pre-order (root first, children in send order). Stops at cycles.
-    pub fn preorder(&self) -> Vec<usize> {
+    /// Members' positions in pre-order (root first, children in send order). Stops at
+    /// cycles.
+    pub fn preorder(&self) -> Vec<Pos> {
         let mut seen = vec![false; self.len()];
         let mut out = Vec::with_capacity(self.len());
         let mut stack = vec![self.root];
         while let Some(m) = stack.pop() {
-            if m >= self.len() || seen[m] {
+            if m.index() >= self.len() || seen[m] {
                 continue;
             }
             seen[m] = true;
@@ -145,9 +185,9 @@ impl Tree {
         out
     }
 
-    /// Members without children.
-    pub fn leaves(&self) -> Vec<usize> {
-        (0..self.len())
+    /// Positions of the members without children.
+    pub fn leaves(&self) -> Vec<Pos> {
+        self.positions()
             .filter(|&m| self.children[m].is_empty())
             .collect()
     }
@@ -175,7 +215,7 @@ impl Tree {
     pub fn from_json(j: &TreeJson) -> Result<Tree, TreeError> {
         let mut members = vec![j.root];
         for (p, cs) in &j.children {
-            let p: u32 = p
+            let p: CpuId = p
                 .parse()
                 .map_err(|_| TreeError::Invalid(format!("'{p}' is not a CPU id")))?;
             for &c in std::iter::once(&p).chain(cs) {
@@ -184,13 +224,13 @@ impl Tree {
                 }
             }
         }
-        let idx = |c: u32| members.iter().position(|&m| m == c).unwrap();
+        let idx = |c: CpuId| Pos(members.iter().position(|&m| m == c).unwrap());
         let mut children = vec![Vec::new(); members.len()];
         for (p, cs) in &j.children {
             let pi = idx(p.parse().unwrap());
             children[pi] = cs.iter().map(|&c| idx(c)).collect();
         }
-        Tree::new(members, 0, children)
+        Tree::new(members, Pos(0), children)
     }
 }
 
@@ -198,27 +238,53 @@ impl Tree {
 mod tests {
     use super::*;
 
+    fn tree(members: &[u32], root: usize, children: &[&[usize]]) -> Result<Tree, TreeError> {
+        Tree::new(
+            CpuId::list(members.iter().copied()),
+            Pos(root),
+            children
+                .iter()
+                .map(|cs| Pos::list(cs.iter().copied()))
+                .collect(),
+        )
+    }
+
     #[test]
     fn validates_shape() {
-        assert!(Tree::new(vec![4, 5, 6], 0, vec![vec![1, 2], vec![], vec![]]).is_ok());
-        assert!(Tree::new(vec![], 0, vec![]).is_err());
-        assert!(Tree::new(vec![4, 5], 0, vec![vec![], vec![]]).is_err());
-        assert!(Tree::new(vec![4, 5], 0, vec![vec![1], vec![0]]).is_err());
-        assert!(Tree::new(vec![4, 5, 6], 0, vec![vec![1, 2], vec![2], vec![]]).is_err());
+        assert!(tree(&[4, 5, 6], 0, &[&[1, 2], &[], &[]]).is_ok());
+        assert!(tree(&[], 0, &[]).is_err());
+        assert!(tree(&[4, 5], 0, &[&[], &[]]).is_err());
+        assert!(tree(&[4, 5], 0, &[&[1], &[0]]).is_err());
+        assert!(tree(&[4, 5, 6], 0, &[&[1, 2], &[2], &[]]).is_err());
     }
 
     #[test]
     fn json_round_trip() {
-        let t = Tree::new(
-            vec![4, 5, 6, 7],
-            1,
-            vec![vec![3], vec![0, 2], vec![], vec![]],
-        )
-        .unwrap();
+        let t = tree(&[4, 5, 6, 7], 1, &[&[3], &[0, 2], &[], &[]]).unwrap();
         let j = t.to_json();
-        assert_eq!(j.root, 5);
+        assert_eq!(j.root, CpuId(5));
         let back = Tree::from_json(&j).unwrap();
         assert_eq!(back.to_json().children, j.children);
-        assert_eq!(back.members[back.root], 5);
+        assert_eq!(back.members[back.root], CpuId(5));
+        assert_eq!(back.cpu(back.root), CpuId(5));
+        assert_eq!(
+            back.position_of(CpuId(7)),
+            back.children[back.position_of(CpuId(4)).unwrap()]
+                .first()
+                .copied()
+        );
+    }
+
+    /// The typed ids serialize as bare numbers: the file format is unchanged.
+    #[test]
+    fn json_text_unchanged() {
+        let text = r#"{"root":5,"children":{"4":[7],"5":[4,6]}}"#;
+        let j: TreeJson = serde_json::from_str(text).unwrap();
+        let t = Tree::from_json(&j).unwrap();
+        assert_eq!(serde_json::to_string(&t.to_json()).unwrap(), text);
+        let big = r#"{"root":4000000000,"children":{"4000000000":[0]}}"#;
+        let j: TreeJson = serde_json::from_str(big).unwrap();
+        assert_eq!(j.root, CpuId(4_000_000_000));
+        assert_eq!(serde_json::to_string(&j).unwrap(), big);
     }
 }

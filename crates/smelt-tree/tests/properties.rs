@@ -8,7 +8,7 @@ use common::{random_model, recursive_lat, stress, xeon, Rng};
 use smelt_model::Model;
 use smelt_tree::optimum::optimum;
 use smelt_tree::sim::{self, simulate, Op, Payload};
-use smelt_tree::{Costs, Topology, Tree};
+use smelt_tree::{Costs, CpuId, Pos, Topology, Tree};
 use std::time::Duration;
 
 fn all_topologies() -> Vec<Topology> {
@@ -45,10 +45,10 @@ fn every_generator_builds_a_valid_tree_for_any_subset_and_root() {
             for t in all_topologies() {
                 let tree = t.generate(&m, &members, root).unwrap();
                 tree.validate().unwrap_or_else(|e| panic!("{t}: {e}"));
-                let want: Vec<u32> = members.iter().map(|&p| m.cpus[p]).collect();
+                let want: Vec<CpuId> = members.iter().map(|&p| CpuId(m.cpus[p])).collect();
                 assert_eq!(tree.members, want, "{t}");
                 if let Some(r) = root {
-                    assert_eq!(tree.members[tree.root], m.cpus[r], "{t}");
+                    assert_eq!(tree.members[tree.root], CpuId(m.cpus[r]), "{t}");
                 }
                 // Predictions are finite and ordered sensibly.
                 let p = sim::predict(&m, &tree, Payload::default()).unwrap();
@@ -70,7 +70,12 @@ fn generator_errors_are_reported() {
     assert!(Topology::Adaptive.generate(&m, &[1, 1], None).is_err());
     assert!(Topology::Adaptive.generate(&m, &[1, 99], None).is_err());
     assert!(Topology::Binary.generate(&m, &[1, 2], Some(3)).is_err());
-    let stranger = Tree::new(vec![0, 4_000_000_000], 0, vec![vec![1], vec![]]).unwrap();
+    let stranger = Tree::new(
+        CpuId::list([0, 4_000_000_000]),
+        Pos(0),
+        vec![vec![Pos(1)], vec![]],
+    )
+    .unwrap();
     assert!(sim::predict(&m, &stranger, Payload::default())
         .unwrap_err()
         .to_string()
@@ -93,11 +98,11 @@ fn random_tree(rng: &mut Rng, m: &Model, members: &[usize]) -> Tree {
     for i in 1..n {
         let p = perm[rng.below(i)];
         let at = rng.below(children[p].len() + 1);
-        children[p].insert(at, perm[i]);
+        children[p].insert(at, Pos(perm[i]));
     }
     Tree::new(
-        members.iter().map(|&p| m.cpus[p]).collect(),
-        perm[0],
+        members.iter().map(|&p| CpuId(m.cpus[p])).collect(),
+        Pos(perm[0]),
         children,
     )
     .unwrap()
@@ -105,13 +110,13 @@ fn random_tree(rng: &mut Rng, m: &Model, members: &[usize]) -> Tree {
 
 /// Reduce written as a recursion, independently of the event simulator.
 fn recursive_reduce(m: &Model, t: &Tree) -> f64 {
-    fn done(m: &Model, t: &Tree, v: usize) -> f64 {
-        let pv = m.position(t.members[v]).unwrap();
+    fn done(m: &Model, t: &Tree, v: Pos) -> f64 {
+        let pv = m.position(t.members[v].get()).unwrap();
         let mut arr: Vec<(f64, usize, usize)> = t.children[v]
             .iter()
             .enumerate()
             .map(|(k, &c)| {
-                let pc = m.position(t.members[c]).unwrap();
+                let pc = m.position(t.members[c].get()).unwrap();
                 (done(m, t, c) + m.send(pc, pv), k, pc)
             })
             .collect();
@@ -135,15 +140,15 @@ fn simulator_matches_the_recursive_formulas() {
             let t = random_tree(&mut rng, &m, &members);
             let c = Costs::for_tree(&m, &t).unwrap();
             let one = Payload::default();
-            let b = simulate(&c, t.root, &t.children, Op::Broadcast, one);
+            let b = simulate(&c, t.root.index(), &t.child_indices(), Op::Broadcast, one);
             assert!((b - recursive_lat(&m, &t)).abs() < 1e-6 * b.max(1.0));
-            let r = simulate(&c, t.root, &t.children, Op::Reduce, one);
+            let r = simulate(&c, t.root.index(), &t.child_indices(), Op::Reduce, one);
             assert!(
                 (r - recursive_reduce(&m, &t)).abs() < 1e-6 * r.max(1.0),
                 "{r}"
             );
             // Barrier = reduce, then a broadcast starting when the reduce ends.
-            let bar = simulate(&c, t.root, &t.children, Op::Barrier, one);
+            let bar = simulate(&c, t.root.index(), &t.child_indices(), Op::Barrier, one);
             assert!((bar - (r + b)).abs() < 1e-6 * bar.max(1.0));
             // Payload: every cost scales with 1 + (lines-1) * factor.
             let three = Payload {
@@ -151,8 +156,8 @@ fn simulator_matches_the_recursive_formulas() {
                 extra_line_factor: 0.5,
             };
             for op in Op::ALL {
-                let x = simulate(&c, t.root, &t.children, op, one);
-                let y = simulate(&c, t.root, &t.children, op, three);
+                let x = simulate(&c, t.root.index(), &t.child_indices(), op, one);
+                let y = simulate(&c, t.root.index(), &t.child_indices(), op, three);
                 assert!((y - 2.0 * x).abs() < 1e-6 * y.max(1.0), "{op:?} {x} {y}");
             }
         }

@@ -5,15 +5,15 @@ mod common;
 
 use common::xeon;
 use smelt_tree::sim::{simulate, Op, Payload};
-use smelt_tree::{Costs, Topology, Tree};
+use smelt_tree::{Costs, CpuId, Pos, Topology, Tree};
 
 /// A tree from "parent→children" lists with OS CPU ids 0..20.
 fn tree(root: usize, edges: &[(usize, &[usize])]) -> Tree {
     let mut children = vec![Vec::new(); 20];
     for (p, cs) in edges {
-        children[*p] = cs.to_vec();
+        children[*p] = Pos::list(cs.iter().copied());
     }
-    Tree::new((0..20).collect(), root, children).unwrap()
+    Tree::new(CpuId::list(0..20), Pos(root), children).unwrap()
 }
 
 /// The Simulator's barrier is our barrier (reduce, then broadcast until the last
@@ -23,12 +23,12 @@ fn check_barrier(t: &Tree, reference: f64) {
     let m = xeon();
     let c = Costs::for_tree(&m, t).unwrap();
     let pl = Payload::default();
-    let at = smelt_tree::sim::broadcast_arrivals(&c, t.root, &t.children, 1.0, 0.0);
+    let at = smelt_tree::sim::broadcast_arrivals(&c, t.root.index(), &t.child_indices(), 1.0, 0.0);
     let last = (0..at.len())
         .max_by(|&a, &b| at[a].total_cmp(&at[b]))
         .unwrap();
-    let ours = simulate(&c, t.root, &t.children, Op::Barrier, pl);
-    let got = ours + c.r(last, t.root);
+    let ours = simulate(&c, t.root.index(), &t.child_indices(), Op::Barrier, pl);
+    let got = ours + c.r(last, t.root.index());
     assert!(
         (got - reference).abs() < 1.0,
         "barrier {ours} + receive = {got} != {reference}"
@@ -44,13 +44,19 @@ fn check(t: &Tree, ab_last: f64, ab: f64, reduce: Option<f64>) {
     let m = xeon();
     let c = Costs::for_tree(&m, t).unwrap();
     let pl = Payload::default();
-    let b = simulate(&c, t.root, &t.children, Op::Broadcast, pl);
-    let a = simulate(&c, t.root, &t.children, Op::AtomicBroadcast, pl);
+    let b = simulate(&c, t.root.index(), &t.child_indices(), Op::Broadcast, pl);
+    let a = simulate(
+        &c,
+        t.root.index(),
+        &t.child_indices(),
+        Op::AtomicBroadcast,
+        pl,
+    );
     assert!((b - ab_last).abs() < 1.0, "AB→last {b} != {ab_last}");
     assert!((a - ab).abs() < 1.0, "AB {a} != {ab}");
     assert!((common::recursive_lat(&m, t) - b).abs() < 1e-6);
     if let Some(r) = reduce {
-        let got = simulate(&c, t.root, &t.children, Op::Reduce, pl);
+        let got = simulate(&c, t.root.index(), &t.child_indices(), Op::Reduce, pl);
         assert!((got - r).abs() < 1.0, "reduce {got} != {r}");
     }
 }
@@ -150,7 +156,7 @@ fn generators_rebuild_the_reference_trees() {
     // Default root and Algorithm 1 give exactly the reference adaptive tree.
     let a = gen(Topology::Adaptive, None);
     assert_eq!(a.to_json().children, adaptive_ref().to_json().children);
-    assert_eq!(a.members[a.root], 13);
+    assert_eq!(a.members[a.root], CpuId(13));
     // Sorting does not change it here (as in the reference).
     let s = gen(Topology::AdaptiveSorted, None);
     check_all(&s, 1426.0, 2416.0, 2385.0, 4589.0);

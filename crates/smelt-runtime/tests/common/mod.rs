@@ -30,14 +30,14 @@ pub fn random_tree(n: usize, seed: u64) -> Tree {
         children[p].push(m);
         placed.push(m);
     }
-    Tree::new((0..n as u32).collect(), root, children).unwrap()
+    Tree::from_raw((0..n as u32).collect(), root, children).unwrap()
 }
 
 /// Every collective, `rounds` times, checked against what a sequential computation
 /// gives.
 pub fn all_collectives<L: Link>(m: &mut Member<L>, rounds: u64) -> Result<(), GroupError> {
     let n = m.size() as u64;
-    let me = m.rank() as u64;
+    let me = m.rank().index() as u64;
     for r in 0..rounds {
         m.barrier()?;
         let b = m.broadcast_word(if m.is_root() { r * 7 + 1 } else { 0 })?;

@@ -97,11 +97,11 @@ pub fn random_model(rng: &mut Rng, n: usize, nodes: usize) -> Model {
 /// simulator: child c of p, k-th in send order, holds the message at lat(p) +
 /// sum_{i<=k} send(p, c_i) + receive(p, c).
 pub fn recursive_lat(model: &Model, tree: &smelt_tree::Tree) -> f64 {
-    fn go(model: &Model, t: &smelt_tree::Tree, v: usize, at: f64, out: &mut f64) {
-        let pv = model.position(t.members[v]).unwrap();
+    fn go(model: &Model, t: &smelt_tree::Tree, v: smelt_tree::Pos, at: f64, out: &mut f64) {
+        let pv = model.position(t.members[v].get()).unwrap();
         let mut acc = at;
         for &c in &t.children[v] {
-            let pc = model.position(t.members[c]).unwrap();
+            let pc = model.position(t.members[c].get()).unwrap();
             acc += model.send(pv, pc);
             let a = acc + model.receive(pv, pc);
             *out = out.max(a);
