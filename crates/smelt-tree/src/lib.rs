@@ -19,6 +19,7 @@ pub mod costs;
 pub mod evaluate;
 pub mod optimize;
 pub mod optimum;
+#[cfg(feature = "plot")]
 pub mod plot;
 pub mod sim;
 pub mod stats;
