@@ -36,6 +36,7 @@ mod context;
 mod error;
 mod group;
 pub mod measure;
+pub mod mesh;
 pub mod process;
 mod word;
 
