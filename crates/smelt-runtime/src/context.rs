@@ -600,6 +600,118 @@ impl<L: Link> Context<L> {
         r
     }
 
+    /// Broadcasts a buffer whose length every member knows: the root's `buf` is sent
+    /// (and left unchanged), every other member's `buf` is overwritten with it. Same
+    /// messages as [`broadcast`](Context::broadcast), without allocating; a member
+    /// whose `buf` has another length than the root's gets [`GroupError::Mismatch`].
+    pub fn broadcast_into(&mut self, buf: &mut [u8]) -> Res<()> {
+        let t = self.begin(Coll::Broadcast)?;
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let r = self.broadcast_into_inner(buf, &mut scratch, t);
+        self.scratch = scratch;
+        r
+    }
+
+    fn broadcast_into_inner(&mut self, buf: &mut [u8], scratch: &mut [u8], t: Tag) -> Res<()> {
+        let max = scratch.len();
+        let mut off = 0;
+        loop {
+            let n = match self.parent.as_mut() {
+                None => {
+                    let end = (off + max).min(buf.len());
+                    self.send_children(&buf[off..end], t)?;
+                    end - off
+                }
+                Some(p) => {
+                    let n = match p.link.recv(scratch, Some(self.timeout)) {
+                        Ok((tag, n)) => {
+                            let r = p.rank;
+                            self.expect(tag, t, r)?;
+                            n
+                        }
+                        Err(e) => {
+                            let r = p.rank;
+                            return Err(self.fail(e, r, t.op()));
+                        }
+                    };
+                    if off + n > buf.len() {
+                        return Err(self.mismatch(format!(
+                            "{}: the root sends more than this member's {} bytes",
+                            t.op(),
+                            buf.len()
+                        )));
+                    }
+                    self.send_children(&scratch[..n], t)?;
+                    buf[off..off + n].copy_from_slice(&scratch[..n]);
+                    n
+                }
+            };
+            off += n;
+            if n < max {
+                break;
+            }
+        }
+        if off != buf.len() {
+            return Err(self.mismatch(format!(
+                "{}: the root sent {off} bytes, this member expects {}",
+                t.op(),
+                buf.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Reduces equally long byte buffers to the root with a combining function of your
+    /// own: `combine(acc, other)` folds `other` (a child subtree's partial result, as
+    /// long as `acc`) into `acc`. Partial results are combined in tree pre-order, as
+    /// [`reduce_slice`](Context::reduce_slice) does, with the same messages. On the root
+    /// `data` holds the result and `true` is returned; elsewhere `data` is scratch.
+    /// Buffers of different lengths give [`GroupError::Mismatch`].
+    pub fn reduce_bytes(
+        &mut self,
+        data: &mut [u8],
+        mut combine: impl FnMut(&mut [u8], &[u8]),
+    ) -> Res<bool> {
+        let t = self.begin(Coll::ReduceSlice)?;
+        let mut bytes = std::mem::take(&mut self.packed);
+        let r = (|| {
+            for i in 0..self.children.len() {
+                bytes.clear();
+                self.recv_bytes(Some(i), &mut bytes, t)?;
+                if bytes.len() != data.len() {
+                    return Err(self.mismatch(format!(
+                        "{}: member {} sent {} bytes, this member has {}",
+                        t.op(),
+                        self.children[i].rank,
+                        bytes.len(),
+                        data.len()
+                    )));
+                }
+                combine(data, &bytes);
+            }
+            if self.parent.is_some() {
+                self.send_fragments(None, data, t)?;
+                Ok(false)
+            } else {
+                Ok(true)
+            }
+        })();
+        self.packed = bytes;
+        r
+    }
+
+    /// [`reduce_bytes`](Context::reduce_bytes) then
+    /// [`broadcast_into`](Context::broadcast_into): every member's `data` holds the
+    /// result (identical bytes everywhere).
+    pub fn allreduce_bytes(
+        &mut self,
+        data: &mut [u8],
+        combine: impl FnMut(&mut [u8], &[u8]),
+    ) -> Res<()> {
+        self.reduce_bytes(data, combine)?;
+        self.broadcast_into(data)
+    }
+
     /// Gathers one word per member at the root: `Some(values by rank)` on the root.
     pub fn gather_word(&mut self, v: u64) -> Res<Option<Vec<u64>>> {
         let t = self.begin(Coll::Gather)?;

@@ -366,6 +366,26 @@ impl<L: Link> Member<L> {
     ) -> Result<(), GroupError> {
         ctx0!(self).allreduce_slice(data, op)
     }
+    /// Context 0's [`Context::broadcast_into`].
+    pub fn broadcast_into(&mut self, buf: &mut [u8]) -> Result<(), GroupError> {
+        ctx0!(self).broadcast_into(buf)
+    }
+    /// Context 0's [`Context::reduce_bytes`].
+    pub fn reduce_bytes(
+        &mut self,
+        data: &mut [u8],
+        combine: impl FnMut(&mut [u8], &[u8]),
+    ) -> Result<bool, GroupError> {
+        ctx0!(self).reduce_bytes(data, combine)
+    }
+    /// Context 0's [`Context::allreduce_bytes`].
+    pub fn allreduce_bytes(
+        &mut self,
+        data: &mut [u8],
+        combine: impl FnMut(&mut [u8], &[u8]),
+    ) -> Result<(), GroupError> {
+        ctx0!(self).allreduce_bytes(data, combine)
+    }
     /// Context 0's [`Context::barrier`].
     #[inline]
     pub fn barrier(&mut self) -> Result<(), GroupError> {
