@@ -1,0 +1,550 @@
+//! One communicator's smelt state: its nodes, each node's smelt trees in shared memory,
+//! the communicator of node leaders, and the hierarchical collectives over them.
+//!
+//! Every decision that changes which messages flow (smelt or MPI, which tree) is taken
+//! from data every rank of the communicator (or of the node) has in common: the set-up
+//! is agreed with `MPI_Allreduce`, per-call choices depend only on arguments MPI
+//! requires to match (root, datatype signature size, datatype and operation of
+//! reductions), and trees for new roots are made the same call on every rank of a node.
+
+use super::config::Config;
+use super::ffi::{self, MPI_Comm, MPI_Datatype, MPI_Op, MpiErr};
+use super::stats::{self, Why};
+use crate::ops::Combine;
+use smelt_runtime::process::{join, Job};
+use smelt_runtime::{GroupConfig, GroupError, Member, WaitPolicy};
+use smelt_tree::{Topology, Tree};
+use std::os::raw::c_int;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Most trees (roots) one node keeps for one communicator: the leader's, and one per
+/// other root used, made on first use. Past this, a root that is not the node's leader
+/// hands its data to the leader over MPI first (memory stays bounded for programs that
+/// use every rank as a root).
+const MAX_TREES: usize = 16;
+/// Tag of the leader <-> root forwarding messages (on the node communicator, which
+/// only this crate uses).
+const FORWARD_TAG: c_int = 0x5e17;
+/// Bytes reserved for a job's path and key when the leader announces them.
+const INFO_BYTES: usize = 1024;
+
+/// Why a hierarchical collective did not complete.
+#[derive(Debug)]
+pub enum Fail {
+    /// smelt failed inside a node (a dead or failed peer, a timeout): the job is aborted.
+    Smelt(GroupError),
+    /// An MPI call returned an error: returned to the caller.
+    Mpi(MpiErr),
+}
+
+impl From<MpiErr> for Fail {
+    fn from(e: MpiErr) -> Fail {
+        Fail::Mpi(e)
+    }
+}
+
+impl From<GroupError> for Fail {
+    fn from(e: GroupError) -> Fail {
+        Fail::Smelt(e)
+    }
+}
+
+/// One communicator's state, cached as its attribute.
+pub struct CommState {
+    /// The communicator this state belongs to.
+    pub comm: MPI_Comm,
+    pub mode: Mode,
+}
+
+/// Whether smelt runs this communicator's collectives.
+pub enum Mode {
+    /// Everything goes to MPI, for this reason.
+    Off(Why),
+    /// Hierarchical collectives.
+    On(Box<Hier>),
+}
+
+enum Slot {
+    Untried,
+    Ready(Box<Member>),
+    Unavailable,
+}
+
+/// The hierarchy of a communicator: nodes (ranks sharing memory, or emulated nodes of
+/// `SMELT_RANKS_PER_NODE` ranks), smelt trees inside each node, MPI between leaders.
+pub struct Hier {
+    pub rank: usize,
+    pub size: usize,
+    node: MPI_Comm,
+    node_rank: usize,
+    node_size: usize,
+    /// Node leaders (node rank 0 of each node; rank in it = node index); null elsewhere.
+    leaders: MPI_Comm,
+    n_nodes: usize,
+    my_node: usize,
+    /// For each rank of the communicator: its node and its rank in that node.
+    place: Vec<[c_int; 2]>,
+    /// This node's trees by local root.
+    trees: Vec<Slot>,
+    made: usize,
+    topology: Topology,
+    wait: WaitPolicy,
+    timeout: Duration,
+    /// Largest message smelt takes (the smallest `SMELT_MPI_MAX_BYTES` of any rank).
+    pub max_bytes: usize,
+    scratch: Vec<u8>,
+}
+
+impl Drop for Hier {
+    fn drop(&mut self) {
+        // Leave the trees first (a member process's rings), then the communicators.
+        self.trees.clear();
+        ffi::free(&mut self.node);
+        ffi::free(&mut self.leaders);
+    }
+}
+
+/// The CPUs this process may run on, as a bit mask of 1024 CPUs.
+fn cpu_mask() -> [u64; 16] {
+    let mut m = [0u64; 16];
+    for c in smelt_transport::allowed_cpus().unwrap_or_default() {
+        if (c as usize) < 1024 {
+            m[c as usize / 64] |= 1 << (c % 64);
+        }
+    }
+    m
+}
+
+/// The tree of a node of `n` ranks rooted at local rank `root`: member `i` is local
+/// rank `i` (the ids are positions, not CPUs: MPI ranks are never pinned by smelt).
+fn node_tree(n: usize, root: usize, topo: Topology) -> Result<Tree, String> {
+    // No machine model is probed here (yet): a uniform one, so the topology decides
+    // the shape (see docs/mpi.md).
+    let model = smelt_model::synthetic(1, n, 1.0, 1.0, 1.0);
+    let members: Vec<usize> = (0..n).collect();
+    topo.generate(&model, &members, Some(root))
+        .map_err(|e| format!("tree for a node of {n} ranks: {e}"))
+}
+
+/// Sets up smelt for `comm` (collective over `comm`; every rank gets the same mode).
+pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
+    let off = |why| CommState {
+        comm,
+        mode: Mode::Off(why),
+    };
+    if ffi::is_inter(comm)? {
+        return Ok(off(Why::Intercomm));
+    }
+    let (rank, size) = ffi::rank_size(comm)?;
+    if size <= 1 {
+        return Ok(off(Why::OneRank));
+    }
+    // Every rank must agree: the thread level and the cut-off.
+    let thread_ok = ffi::thread_level()? != ffi::thread_multiple();
+    let mut agree = [thread_ok as i64, cfg.max_bytes as i64];
+    ffi::allreduce_i64(&mut agree, ffi::op_min(), comm)?;
+    if agree[0] == 0 {
+        return Ok(off(Why::ThreadMultiple));
+    }
+    let max_bytes = agree[1].max(0) as usize;
+
+    // Hosts, and whether a host has more ranks than CPUs.
+    let mut host = ffi::split_shared(comm, rank as c_int)?;
+    let (host_rank, host_size) = ffi::rank_size(host)?;
+    let mut mask = cpu_mask();
+    ffi::allreduce_bor_u64(&mut mask, host)?;
+    let cpus: usize = mask.iter().map(|w| w.count_ones() as usize).sum();
+    let oversubscribed = host_size > cpus.max(1);
+
+    // Nodes: the host, or emulated nodes of k of its ranks.
+    let k = cfg.ranks_per_node;
+    let node = if k > 0 && k < host_size {
+        let n = ffi::split(host, (host_rank / k) as c_int, host_rank as c_int)?;
+        ffi::free(&mut host);
+        n
+    } else {
+        host
+    };
+    let (node_rank, node_size) = ffi::rank_size(node)?;
+    let color = if node_rank == 0 { 0 } else { ffi::undefined() };
+    let leaders = ffi::split(comm, color, rank as c_int)?;
+    let mut idx = [0u8; 8];
+    if node_rank == 0 {
+        idx = (ffi::rank_size(leaders)?.0 as u64).to_ne_bytes();
+    }
+    ffi::bcast_bytes(&mut idx, 0, node)?;
+    let my_node = u64::from_ne_bytes(idx) as usize;
+    let place = ffi::allgather_pair([my_node as c_int, node_rank as c_int], comm, size)?;
+    let n_nodes = place
+        .iter()
+        .map(|p| p[0].max(0) as usize)
+        .max()
+        .unwrap_or(0)
+        + 1;
+
+    let topology = match &cfg.tree {
+        Some(name) => Topology::from_str(name).unwrap_or_else(|e| {
+            eprintln!("smelt-mpi: SMELT_MPI_TREE={name:?} ignored: {e}");
+            Topology::AdaptiveSorted
+        }),
+        None if oversubscribed => Topology::Sequential,
+        None => Topology::AdaptiveSorted,
+    };
+    let mut h = Hier {
+        rank,
+        size,
+        node,
+        node_rank,
+        node_size,
+        leaders,
+        n_nodes,
+        my_node,
+        place,
+        trees: (0..node_size).map(|_| Slot::Untried).collect(),
+        made: 0,
+        topology,
+        wait: if oversubscribed {
+            WaitPolicy::OVERSUBSCRIBED
+        } else {
+            WaitPolicy::DEDICATED
+        },
+        timeout: cfg.timeout,
+        max_bytes,
+        scratch: Vec::new(),
+    };
+    if n_nodes == size {
+        return Ok(off(Why::OneRankPerNode));
+    }
+    // Every node of more than one rank makes its leader's tree; all or none.
+    let local = if node_size > 1 {
+        h.make_tree(0)?
+    } else {
+        Ok(())
+    };
+    let mut ok = [local.is_ok() as i64];
+    ffi::allreduce_i64(&mut ok, ffi::op_min(), comm)?;
+    if ok[0] == 0 {
+        let why = match local {
+            Err(e) => e,
+            Ok(()) => "on another node".into(),
+        };
+        if cfg.verbose {
+            eprintln!(
+                "smelt-mpi: rank {rank}: set-up failed ({why}); this communicator runs on MPI"
+            );
+        }
+        stats::note(format!("set-up failed: {why}"));
+        return Ok(off(Why::SetupFailed));
+    }
+    if rank == 0 {
+        stats::note(format!(
+            "communicator of {size} ranks: {n_nodes} node(s), {node_size} rank(s) on rank 0's node{}, tree {}, {} wait",
+            if k > 0 { format!(" (SMELT_RANKS_PER_NODE={k})") } else { String::new() },
+            h.topology,
+            if oversubscribed { "oversubscribed" } else { "dedicated" },
+        ));
+    }
+    Ok(CommState {
+        comm,
+        mode: Mode::On(Box::new(h)),
+    })
+}
+
+impl Hier {
+    /// The communicator ranks of this node, by local rank.
+    pub fn node_ranks(&self) -> Vec<usize> {
+        let mut v: Vec<(c_int, usize)> = (0..self.size)
+            .filter(|&r| self.place[r][0] as usize == self.my_node)
+            .map(|r| (self.place[r][1], r))
+            .collect();
+        v.sort_unstable();
+        v.into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// Makes this node's tree rooted at local rank `root` (collective over the node):
+    /// the leader creates the shared memory and announces it, every rank joins, and the
+    /// node agrees that all joined. `Err` (the same on every rank of the node) when it
+    /// could not be made.
+    fn make_tree(&mut self, root: usize) -> Result<Result<(), String>, MpiErr> {
+        let mut info = [0u8; INFO_BYTES];
+        let mut job = None;
+        if self.node_rank == 0 {
+            let cfg = GroupConfig {
+                timeout: self.timeout,
+                wait: Some(self.wait),
+                ..GroupConfig::default()
+            };
+            let made = node_tree(self.node_size, root, self.topology)
+                .and_then(|t| Job::create(&[t], &cfg).map_err(|e| e.to_string()));
+            let text = match &made {
+                Ok(j) => format!("+{}\n{}", j.path().display(), j.key()),
+                Err(e) => format!("-{e}"),
+            };
+            let n = text.len().min(INFO_BYTES);
+            info[..n].copy_from_slice(&text.as_bytes()[..n]);
+            if text.len() > INFO_BYTES {
+                info[0] = b'-';
+                let why = b"the shared-memory path is too long (SMELT_SHM_DIR)";
+                info[1..1 + why.len()].copy_from_slice(why);
+                info[1 + why.len()..].fill(0);
+            }
+            job = made.ok();
+        }
+        ffi::bcast_bytes(&mut info, 0, self.node)?;
+        let end = info.iter().position(|&b| b == 0).unwrap_or(INFO_BYTES);
+        let text = String::from_utf8_lossy(&info[..end]).into_owned();
+        let joined = match text.strip_prefix('+').and_then(|t| t.split_once('\n')) {
+            Some((path, key)) => join(
+                std::path::Path::new(path),
+                key,
+                smelt_runtime::Rank(self.node_rank),
+            )
+            .map_err(|e| format!("rank {} could not join: {e}", self.node_rank)),
+            None => Err(text.strip_prefix('-').unwrap_or(&text).to_string()),
+        };
+        let mut ok = [joined.is_ok() as i64];
+        ffi::allreduce_i64(&mut ok, ffi::op_min(), self.node)?;
+        // Every rank has attached (or given up): the name can go.
+        drop(job);
+        Ok(match joined {
+            Ok(m) if ok[0] != 0 => {
+                self.trees[root] = Slot::Ready(Box::new(m));
+                Ok(())
+            }
+            Ok(_) => {
+                self.trees[root] = Slot::Unavailable;
+                Err("another rank of the node could not join".into())
+            }
+            Err(e) => {
+                self.trees[root] = Slot::Unavailable;
+                Err(e)
+            }
+        })
+    }
+
+    /// The node's tree rooted at local rank `root`, made on first use (every rank of the
+    /// node calls this for the same roots in the same order); `None` if it cannot be
+    /// had.
+    fn tree(&mut self, root: usize) -> Result<Option<&mut Member>, MpiErr> {
+        if matches!(self.trees[root], Slot::Untried) {
+            if self.made + 1 >= MAX_TREES {
+                self.trees[root] = Slot::Unavailable;
+            } else {
+                self.made += 1;
+                if let Err(e) = self.make_tree(root)? {
+                    stats::note(format!(
+                        "no tree for local root {root} ({e}); its data goes through the leader"
+                    ));
+                }
+            }
+        }
+        Ok(match &mut self.trees[root] {
+            Slot::Ready(m) => Some(&mut **m),
+            _ => None,
+        })
+    }
+
+    /// The leader's tree (made at set-up on every node of more than one rank).
+    fn leader_tree(&mut self) -> &mut Member {
+        match &mut self.trees[0] {
+            Slot::Ready(m) => m,
+            _ => unreachable!("set-up made the leader's tree"),
+        }
+    }
+
+    /// Broadcast inside this node from local rank `root`; `buf` is the data on the root
+    /// and is overwritten elsewhere.
+    fn node_bcast(&mut self, root: usize, buf: &mut [u8]) -> Result<(), Fail> {
+        if root != 0 {
+            if let Some(m) = self.tree(root)? {
+                return Ok(m.broadcast_into(buf)?);
+            }
+            if self.node_rank == root {
+                ffi::send_bytes(buf, 0, FORWARD_TAG, self.node)?;
+            } else if self.node_rank == 0 {
+                ffi::recv_bytes(buf, root, FORWARD_TAG, self.node)?;
+            }
+        }
+        Ok(self.leader_tree().broadcast_into(buf)?)
+    }
+
+    /// `MPI_Bcast` of `len` bytes at `data` from `root` (a rank of the communicator).
+    ///
+    /// # Safety
+    /// `data` is valid for reads of `len` bytes on the root, and for writes elsewhere.
+    pub unsafe fn bcast(&mut self, data: *mut u8, len: usize, root: usize) -> Result<(), Fail> {
+        let [rnode, rlocal] = self.place[root].map(|x| x as usize);
+        let is_root = self.rank == root;
+        // The root's buffer is only read (it may be read-only memory): it is copied
+        // into scratch and sent from there.
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let buf: &mut [u8] = if is_root {
+            scratch.clear();
+            // SAFETY: the caller guarantees `data` is readable for `len` bytes.
+            scratch.extend_from_slice(unsafe { std::slice::from_raw_parts(data, len) });
+            &mut scratch
+        } else {
+            // SAFETY: the caller guarantees `data` is writable for `len` bytes and MPI
+            // gives this call the buffer for its duration.
+            unsafe { std::slice::from_raw_parts_mut(data, len) }
+        };
+        let r = self.bcast_hier(buf, rnode, rlocal);
+        self.scratch = scratch;
+        r
+    }
+
+    fn bcast_hier(&mut self, buf: &mut [u8], rnode: usize, rlocal: usize) -> Result<(), Fail> {
+        if self.my_node == rnode && self.node_size > 1 {
+            self.node_bcast(rlocal, buf)?;
+        }
+        if self.n_nodes > 1 && self.node_rank == 0 {
+            ffi::bcast_bytes(buf, rnode, self.leaders)?;
+        }
+        if self.my_node != rnode && self.node_size > 1 {
+            self.leader_tree().broadcast_into(buf)?;
+        }
+        Ok(())
+    }
+
+    /// `MPI_Reduce` of `count` elements (`len` bytes) to `root`: `input` is this rank's
+    /// contribution, `recv` the root's result buffer. Inside a node smelt combines with
+    /// `combine`; between nodes leaders run `PMPI_Reduce` with `dt` and `op`.
+    ///
+    /// # Safety
+    /// `input` is readable for `len` bytes; on the root, `recv` is writable for `len`
+    /// bytes (it may be `input`, for MPI_IN_PLACE).
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn reduce(
+        &mut self,
+        input: *const u8,
+        recv: *mut u8,
+        len: usize,
+        count: c_int,
+        dt: MPI_Datatype,
+        op: MPI_Op,
+        combine: Combine,
+        root: usize,
+    ) -> Result<(), Fail> {
+        let [rnode, rlocal] = self.place[root].map(|x| x as usize);
+        let is_root = self.rank == root;
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        // SAFETY: the caller guarantees `input` is readable for `len` bytes.
+        scratch.extend_from_slice(unsafe { std::slice::from_raw_parts(input, len) });
+        let r = self.reduce_hier(&mut scratch, count, dt, op, combine, rnode, rlocal);
+        if r.is_ok() && is_root {
+            // SAFETY: the caller guarantees `recv` is writable for `len` bytes on the
+            // root; `scratch` is this crate's own buffer, so they do not overlap.
+            unsafe { std::ptr::copy_nonoverlapping(scratch.as_ptr(), recv, len) };
+        }
+        self.scratch = scratch;
+        r
+    }
+
+    /// Reduces `acc` (this rank's contribution) so that the root's `acc` holds the
+    /// result.
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_hier(
+        &mut self,
+        acc: &mut [u8],
+        count: c_int,
+        dt: MPI_Datatype,
+        op: MPI_Op,
+        combine: Combine,
+        rnode: usize,
+        rlocal: usize,
+    ) -> Result<(), Fail> {
+        if self.n_nodes == 1 {
+            if rlocal != 0 {
+                if let Some(m) = self.tree(rlocal)? {
+                    m.reduce_bytes(acc, combine)?;
+                    return Ok(());
+                }
+            }
+            self.leader_tree().reduce_bytes(acc, combine)?;
+        } else {
+            if self.node_size > 1 {
+                self.leader_tree().reduce_bytes(acc, combine)?;
+            }
+            if self.node_rank == 0 {
+                let at_root = self.my_node == rnode;
+                // SAFETY: `acc` holds `count` elements of `dt` (its size is count ×
+                // the size of `dt`); at the leaders' root the result replaces it.
+                ffi::check(unsafe {
+                    mpi_sys::PMPI_Reduce(
+                        if at_root {
+                            ffi::in_place()
+                        } else {
+                            acc.as_ptr().cast()
+                        },
+                        acc.as_mut_ptr().cast(),
+                        count,
+                        dt,
+                        op,
+                        rnode as c_int,
+                        self.leaders,
+                    )
+                })?;
+            }
+        }
+        // The result is at the node's leader; a root elsewhere in the node gets it.
+        if self.my_node == rnode && rlocal != 0 {
+            if self.node_rank == 0 {
+                ffi::send_bytes(acc, rlocal, FORWARD_TAG, self.node)?;
+            } else if self.node_rank == rlocal {
+                ffi::recv_bytes(acc, 0, FORWARD_TAG, self.node)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `MPI_Allreduce` in place on `acc` (this rank's contribution; the result on return).
+    pub fn allreduce(
+        &mut self,
+        acc: &mut [u8],
+        count: c_int,
+        dt: MPI_Datatype,
+        op: MPI_Op,
+        combine: Combine,
+    ) -> Result<(), Fail> {
+        if self.node_size > 1 {
+            self.leader_tree().reduce_bytes(acc, combine)?;
+        }
+        if self.n_nodes > 1 && self.node_rank == 0 {
+            // SAFETY: `acc` holds `count` elements of `dt`; in place is allowed.
+            ffi::check(unsafe {
+                mpi_sys::PMPI_Allreduce(
+                    ffi::in_place(),
+                    acc.as_mut_ptr().cast(),
+                    count,
+                    dt,
+                    op,
+                    self.leaders,
+                )
+            })?;
+        }
+        if self.node_size > 1 {
+            self.leader_tree().broadcast_into(acc)?;
+        }
+        Ok(())
+    }
+
+    /// `MPI_Barrier`.
+    pub fn barrier(&mut self) -> Result<(), Fail> {
+        if self.n_nodes == 1 {
+            return Ok(self.leader_tree().barrier()?);
+        }
+        if self.node_size > 1 {
+            self.leader_tree().reduce_empty()?;
+        }
+        if self.node_rank == 0 {
+            // SAFETY: a communicator this crate made and owns.
+            ffi::check(unsafe { mpi_sys::PMPI_Barrier(self.leaders) })?;
+        }
+        if self.node_size > 1 {
+            self.leader_tree().broadcast_empty()?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,76 @@
+//! Settings from the environment, read once per process.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// Default cut-off: the largest message (bytes per rank) smelt takes.
+pub const DEFAULT_MAX_BYTES: usize = 16 * 1024;
+/// Default longest wait for a peer inside a node (see [`Config::timeout`]).
+pub const DEFAULT_TIMEOUT_S: u64 = 3600;
+
+/// The interposer's settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `SMELT_MPI=off` (or 0, no, false): every call goes straight to PMPI.
+    pub off: bool,
+    /// `SMELT_MPI_VERBOSE=1`: rank 0 reports at MPI_Finalize what smelt took and what
+    /// fell back (and why); set-up problems are reported as they happen.
+    pub verbose: bool,
+    /// `SMELT_MPI_MAX_BYTES`: largest message smelt takes (bytes per rank). Every rank
+    /// uses the smallest value any rank of the communicator has.
+    pub max_bytes: usize,
+    /// `SMELT_RANKS_PER_NODE=k`: split each host into emulated nodes of `k` ranks.
+    pub ranks_per_node: usize,
+    /// `SMELT_MPI_TIMEOUT` (seconds): longest a rank waits for a peer of its node inside
+    /// a smelt collective before the job is aborted. A dead peer is noticed within
+    /// milliseconds regardless; this only bounds waiting on a live but absent peer.
+    pub timeout: Duration,
+    /// `SMELT_MPI_TREE`: the tree inside a node (a `smelt tree --algo` name); default
+    /// `adaptive-sorted`, or `sequential` (flat) when the host has more ranks than CPUs.
+    pub tree: Option<String>,
+}
+
+fn warn(var: &str, val: &str, why: &str) {
+    eprintln!("smelt-mpi: {var}={val:?} ignored: {why}");
+}
+
+fn parse() -> Config {
+    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let flag = |k: &str, default: bool| match get(k) {
+        None => default,
+        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "1" | "on" | "yes" | "true" => true,
+            "0" | "off" | "no" | "false" => false,
+            _ => {
+                warn(k, &v, "expected on/off, 1/0, yes/no or true/false");
+                default
+            }
+        },
+    };
+    let number = |k: &str, default: u64, max: u64| match get(k) {
+        None => default,
+        Some(v) => match v.trim().parse::<u64>() {
+            Ok(n) if n <= max => n,
+            _ => {
+                warn(k, &v, &format!("expected a whole number from 0 to {max}"));
+                default
+            }
+        },
+    };
+    Config {
+        off: !flag("SMELT_MPI", true),
+        verbose: flag("SMELT_MPI_VERBOSE", false),
+        max_bytes: number("SMELT_MPI_MAX_BYTES", DEFAULT_MAX_BYTES as u64, 1 << 30) as usize,
+        ranks_per_node: number("SMELT_RANKS_PER_NODE", 0, 1 << 20) as usize,
+        timeout: Duration::from_secs(
+            number("SMELT_MPI_TIMEOUT", DEFAULT_TIMEOUT_S, 1 << 32).max(1),
+        ),
+        tree: get("SMELT_MPI_TREE"),
+    }
+}
+
+/// The process's settings.
+pub fn config() -> &'static Config {
+    static C: OnceLock<Config> = OnceLock::new();
+    C.get_or_init(parse)
+}

@@ -1,0 +1,291 @@
+//! The MPI handles of `shim.c`, and the few PMPI calls the interposer makes, wrapped so
+//! the rest of the interposer has no `unsafe` beyond user buffers.
+
+pub use mpi_sys::{MPI_Comm, MPI_Datatype, MPI_Op};
+use std::os::raw::{c_int, c_void};
+
+// Classes of `smelt_mpi_type_class` (shim.c).
+pub const T_DERIVED: c_int = 0;
+pub const T_SIGNED: c_int = 1;
+pub const T_UNSIGNED: c_int = 2;
+pub const T_FLOAT: c_int = 3;
+pub const T_BOOL: c_int = 4;
+pub const T_BYTE: c_int = 5;
+pub const T_CHAR: c_int = 6;
+pub const T_OTHER: c_int = 7;
+pub const T_NULL: c_int = 8;
+pub const T_FINT: c_int = 9;
+
+extern "C" {
+    fn smelt_mpi_type_class(t: MPI_Datatype, size: *mut c_int) -> c_int;
+    fn smelt_mpi_op_class(op: MPI_Op) -> c_int;
+    static smelt_mpi_in_place: *mut c_void;
+    static smelt_mpi_byte: MPI_Datatype;
+    static smelt_mpi_int: MPI_Datatype;
+    static smelt_mpi_int64: MPI_Datatype;
+    static smelt_mpi_uint64: MPI_Datatype;
+    static smelt_mpi_op_min: MPI_Op;
+    static smelt_mpi_op_bor: MPI_Op;
+    static smelt_mpi_comm_world: MPI_Comm;
+    static smelt_mpi_comm_null: MPI_Comm;
+    static smelt_mpi_info_null: mpi_sys::MPI_Info;
+    static smelt_mpi_comm_type_shared: c_int;
+    static smelt_mpi_undefined: c_int;
+    static smelt_mpi_thread_multiple: c_int;
+    static smelt_mpi_keyval_invalid: c_int;
+    static smelt_mpi_success: c_int;
+    static smelt_mpi_status_ignore: *mut mpi_sys::MPI_Status;
+}
+
+macro_rules! handle {
+    ($($name:ident: $t:ty = $sym:ident;)*) => {$(
+        #[inline(always)]
+        pub fn $name() -> $t {
+            // SAFETY: a constant defined in shim.c, initialized before any code runs
+            // and never written.
+            unsafe { $sym }
+        }
+    )*};
+}
+
+handle! {
+    in_place: *mut c_void = smelt_mpi_in_place;
+    byte: MPI_Datatype = smelt_mpi_byte;
+    int: MPI_Datatype = smelt_mpi_int;
+    int64: MPI_Datatype = smelt_mpi_int64;
+    uint64: MPI_Datatype = smelt_mpi_uint64;
+    op_min: MPI_Op = smelt_mpi_op_min;
+    op_bor: MPI_Op = smelt_mpi_op_bor;
+    comm_world: MPI_Comm = smelt_mpi_comm_world;
+    comm_null: MPI_Comm = smelt_mpi_comm_null;
+    info_null: mpi_sys::MPI_Info = smelt_mpi_info_null;
+    comm_type_shared: c_int = smelt_mpi_comm_type_shared;
+    undefined: c_int = smelt_mpi_undefined;
+    thread_multiple: c_int = smelt_mpi_thread_multiple;
+    keyval_invalid: c_int = smelt_mpi_keyval_invalid;
+    success: c_int = smelt_mpi_success;
+    status_ignore: *mut mpi_sys::MPI_Status = smelt_mpi_status_ignore;
+}
+
+/// What a datatype is: its class (`T_*`) and, for numbers, its size in bytes.
+#[inline]
+pub fn type_class(t: MPI_Datatype) -> (c_int, usize) {
+    let mut size: c_int = 0;
+    // SAFETY: `size` is a valid out-pointer; the shim only compares the handle and,
+    // for Fortran and unknown types, asks MPI about it.
+    let class = unsafe { smelt_mpi_type_class(t, &mut size) };
+    (class, size.max(0) as usize)
+}
+
+/// An operation's class: 1..=10 the kernels' operations in MPI's order, 11 MAXLOC or
+/// MINLOC, 12 REPLACE or NO_OP, 13 MPI_OP_NULL, 0 user-defined.
+#[inline]
+pub fn op_class(op: MPI_Op) -> c_int {
+    // SAFETY: the shim only compares the handle with MPI's predefined ones.
+    unsafe { smelt_mpi_op_class(op) }
+}
+
+/// An MPI error code (not MPI_SUCCESS).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MpiErr(pub c_int);
+
+/// Turns an MPI return code into a `Result`.
+#[inline(always)]
+pub fn check(rc: c_int) -> Result<(), MpiErr> {
+    if rc == success() {
+        Ok(())
+    } else {
+        Err(MpiErr(rc))
+    }
+}
+
+/// Rank and size of `comm`.
+pub fn rank_size(comm: MPI_Comm) -> Result<(usize, usize), MpiErr> {
+    let (mut r, mut s) = (0, 0);
+    // SAFETY: valid out-pointers; MPI validates the handle.
+    check(unsafe { mpi_sys::PMPI_Comm_rank(comm, &mut r) })?;
+    // SAFETY: as above.
+    check(unsafe { mpi_sys::PMPI_Comm_size(comm, &mut s) })?;
+    Ok((r.max(0) as usize, s.max(0) as usize))
+}
+
+/// True for an intercommunicator.
+pub fn is_inter(comm: MPI_Comm) -> Result<bool, MpiErr> {
+    let mut flag = 0;
+    // SAFETY: valid out-pointer; MPI validates the handle.
+    check(unsafe { mpi_sys::PMPI_Comm_test_inter(comm, &mut flag) })?;
+    Ok(flag != 0)
+}
+
+/// `MPI_Comm_split`.
+pub fn split(comm: MPI_Comm, color: c_int, key: c_int) -> Result<MPI_Comm, MpiErr> {
+    let mut out = comm_null();
+    // SAFETY: valid out-pointer; collective over `comm`, called by every member.
+    check(unsafe { mpi_sys::PMPI_Comm_split(comm, color, key, &mut out) })?;
+    Ok(out)
+}
+
+/// `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`: the ranks that share memory.
+pub fn split_shared(comm: MPI_Comm, key: c_int) -> Result<MPI_Comm, MpiErr> {
+    let mut out = comm_null();
+    // SAFETY: valid out-pointer; collective over `comm`, called by every member.
+    check(unsafe {
+        mpi_sys::PMPI_Comm_split_type(comm, comm_type_shared(), key, info_null(), &mut out)
+    })?;
+    Ok(out)
+}
+
+/// Frees a communicator this crate made (no-op for MPI_COMM_NULL).
+pub fn free(comm: &mut MPI_Comm) {
+    if *comm != comm_null() {
+        // SAFETY: `comm` is a communicator this crate created and still owns.
+        unsafe { mpi_sys::PMPI_Comm_free(comm) };
+        *comm = comm_null();
+    }
+}
+
+/// Broadcasts `buf` as bytes from `root` over `comm`.
+pub fn bcast_bytes(buf: &mut [u8], root: usize, comm: MPI_Comm) -> Result<(), MpiErr> {
+    // SAFETY: `buf` is valid for `buf.len()` bytes; MPI_BYTE matches it.
+    check(unsafe {
+        mpi_sys::PMPI_Bcast(
+            buf.as_mut_ptr().cast(),
+            buf.len() as c_int,
+            byte(),
+            root as c_int,
+            comm,
+        )
+    })
+}
+
+/// Element-wise `op` over `i64` values on every member of `comm`, in place.
+pub fn allreduce_i64(v: &mut [i64], op: MPI_Op, comm: MPI_Comm) -> Result<(), MpiErr> {
+    // SAFETY: `v` is valid for `v.len()` int64 values; in place is allowed.
+    check(unsafe {
+        mpi_sys::PMPI_Allreduce(
+            in_place(),
+            v.as_mut_ptr().cast(),
+            v.len() as c_int,
+            int64(),
+            op,
+            comm,
+        )
+    })
+}
+
+/// Element-wise OR of `u64` masks on every member of `comm`, in place.
+pub fn allreduce_bor_u64(v: &mut [u64], comm: MPI_Comm) -> Result<(), MpiErr> {
+    // SAFETY: `v` is valid for `v.len()` uint64 values; in place is allowed.
+    check(unsafe {
+        mpi_sys::PMPI_Allreduce(
+            in_place(),
+            v.as_mut_ptr().cast(),
+            v.len() as c_int,
+            uint64(),
+            op_bor(),
+            comm,
+        )
+    })
+}
+
+/// Every member's `mine` (two ints), by rank.
+pub fn allgather_pair(
+    mine: [c_int; 2],
+    comm: MPI_Comm,
+    size: usize,
+) -> Result<Vec<[c_int; 2]>, MpiErr> {
+    let mut all = vec![[0 as c_int; 2]; size];
+    // SAFETY: send buffer of 2 ints; receive buffer of `size` × 2 ints, `size` being
+    // the communicator's size.
+    check(unsafe {
+        mpi_sys::PMPI_Allgather(
+            mine.as_ptr().cast(),
+            2,
+            int(),
+            all.as_mut_ptr().cast(),
+            2,
+            int(),
+            comm,
+        )
+    })?;
+    Ok(all)
+}
+
+/// Sends `buf` as bytes to `dest` on `comm`.
+pub fn send_bytes(buf: &[u8], dest: usize, tag: c_int, comm: MPI_Comm) -> Result<(), MpiErr> {
+    // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
+    check(unsafe {
+        mpi_sys::PMPI_Send(
+            buf.as_ptr().cast(),
+            buf.len() as c_int,
+            byte(),
+            dest as c_int,
+            tag,
+            comm,
+        )
+    })
+}
+
+/// Receives exactly `buf.len()` bytes from `src` on `comm`.
+pub fn recv_bytes(buf: &mut [u8], src: usize, tag: c_int, comm: MPI_Comm) -> Result<(), MpiErr> {
+    // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
+    check(unsafe {
+        mpi_sys::PMPI_Recv(
+            buf.as_mut_ptr().cast(),
+            buf.len() as c_int,
+            byte(),
+            src as c_int,
+            tag,
+            comm,
+            status_ignore(),
+        )
+    })
+}
+
+/// The thread level MPI provides.
+pub fn thread_level() -> Result<c_int, MpiErr> {
+    let mut p = 0;
+    // SAFETY: valid out-pointer.
+    check(unsafe { mpi_sys::PMPI_Query_thread(&mut p) })?;
+    Ok(p)
+}
+
+/// Size of one element of `t` in bytes.
+pub fn type_size(t: MPI_Datatype) -> Result<usize, MpiErr> {
+    let mut s = 0;
+    // SAFETY: valid out-pointer; MPI validates the handle.
+    check(unsafe { mpi_sys::PMPI_Type_size(t, &mut s) })?;
+    Ok(s.max(0) as usize)
+}
+
+/// Where a datatype's data lies (MPI_Type_get_extent and MPI_Type_get_true_extent).
+pub struct Extents {
+    /// Distance between consecutive elements.
+    pub extent: mpi_sys::MPI_Aint,
+    /// Offset of the first byte of data.
+    pub true_lb: mpi_sys::MPI_Aint,
+    /// Span from the first to the last byte of data.
+    pub true_extent: mpi_sys::MPI_Aint,
+}
+
+/// The extents of `t`.
+pub fn extents(t: MPI_Datatype) -> Result<Extents, MpiErr> {
+    let (mut lb, mut extent, mut true_lb, mut true_extent) = (0, 0, 0, 0);
+    // SAFETY: valid out-pointers; MPI validates the handle.
+    check(unsafe { mpi_sys::PMPI_Type_get_extent(t, &mut lb, &mut extent) })?;
+    // SAFETY: as above.
+    check(unsafe { mpi_sys::PMPI_Type_get_true_extent(t, &mut true_lb, &mut true_extent) })?;
+    Ok(Extents {
+        extent,
+        true_lb,
+        true_extent,
+    })
+}
+
+/// Calls `PMPI_Abort(comm, 1)` after printing `msg`; never returns.
+pub fn abort(comm: MPI_Comm, msg: &str) -> ! {
+    eprintln!("smelt-mpi: {msg}; aborting the job (SMELT_MPI=off runs without smelt)");
+    // SAFETY: aborting is valid at any point after MPI_Init.
+    unsafe { mpi_sys::PMPI_Abort(comm, 1) };
+    std::process::abort()
+}

@@ -1,0 +1,569 @@
+//! The interposer: `MPI_Bcast`, `MPI_Reduce`, `MPI_Allreduce`, `MPI_Barrier` and
+//! `MPI_Finalize` defined here (C symbols) take precedence over the MPI library's when
+//! `libsmelt_mpi.so` is preloaded; what smelt does not take goes to `PMPI_*`, the MPI
+//! profiling interface, unchanged.
+
+mod comm;
+mod config;
+mod ffi;
+mod stats;
+
+use crate::ops::{self, Elem};
+use comm::{CommState, Fail, Mode};
+use config::config;
+use ffi::{MPI_Comm, MPI_Datatype, MPI_Op};
+use stats::{Call, Why};
+use std::os::raw::{c_int, c_void};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Mutex;
+
+/// The attribute key under which each communicator's state is cached; created on
+/// first use, freed at MPI_Finalize.
+static KEYVAL: AtomicI32 = AtomicI32::new(i32::MIN);
+/// Every live state (as addresses), so MPI_Finalize can release them all.
+static LIVE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// Runs `f`, turning a panic into a clear message and `PMPI_Abort`: nothing unwinds
+/// into MPI or the application.
+fn guard(call: &str, f: impl FnOnce() -> c_int) -> c_int {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(rc) => rc,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".into());
+            ffi::abort(
+                ffi::comm_world(),
+                &format!("internal error in {call}: {msg}"),
+            )
+        }
+    }
+}
+
+/// Attribute copy callback: a duplicated communicator does not inherit the state (it
+/// gets its own on first use).
+unsafe extern "C" fn copy_state(
+    _old: MPI_Comm,
+    _keyval: c_int,
+    _extra: *mut c_void,
+    _in: *mut c_void,
+    _out: *mut c_void,
+    flag: *mut c_int,
+) -> c_int {
+    // SAFETY: MPI passes a valid pointer to the flag it reads back.
+    unsafe { *flag = 0 };
+    ffi::success()
+}
+
+/// Attribute delete callback (MPI_Comm_free, MPI_Comm_delete_attr at MPI_Finalize):
+/// releases the state: its trees' shared memory and its communicators.
+unsafe extern "C" fn delete_state(
+    _comm: MPI_Comm,
+    _keyval: c_int,
+    attr: *mut c_void,
+    _extra: *mut c_void,
+) -> c_int {
+    guard("MPI_Comm_free", || {
+        LIVE.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|&p| p != attr as usize);
+        // SAFETY: `attr` is the pointer `state` stored with this keyval: a Box
+        // leaked by it, released exactly once, here.
+        drop(unsafe { Box::from_raw(attr.cast::<CommState>()) });
+        ffi::success()
+    })
+}
+
+fn keyval() -> Result<c_int, ffi::MpiErr> {
+    let k = KEYVAL.load(Ordering::Acquire);
+    if k != i32::MIN {
+        return Ok(k);
+    }
+    let mut k = ffi::keyval_invalid();
+    // SAFETY: valid callbacks of the signatures MPI expects and a valid out-pointer.
+    ffi::check(unsafe {
+        mpi_sys::PMPI_Comm_create_keyval(
+            Some(copy_state),
+            Some(delete_state),
+            &mut k,
+            std::ptr::null_mut(),
+        )
+    })?;
+    KEYVAL.store(k, Ordering::Release);
+    Ok(k)
+}
+
+/// The state of `comm`, set up on first use (collective: every rank of `comm` calls
+/// the same collective on it, so every rank sets up at the same call).
+fn state(comm: MPI_Comm) -> Result<&'static mut CommState, ffi::MpiErr> {
+    let kv = keyval()?;
+    let mut ptr: *mut c_void = std::ptr::null_mut();
+    let mut flag: c_int = 0;
+    // SAFETY: MPI writes the stored pointer to `ptr` and sets `flag`.
+    ffi::check(unsafe {
+        mpi_sys::PMPI_Comm_get_attr(comm, kv, (&mut ptr as *mut *mut c_void).cast(), &mut flag)
+    })?;
+    if flag != 0 && !ptr.is_null() {
+        // SAFETY: the attribute is a live CommState leaked by this function; MPI
+        // calls on one communicator are not concurrent (this crate falls back on
+        // MPI_THREAD_MULTIPLE, where they could be), so this is the only reference.
+        return Ok(unsafe { &mut *ptr.cast::<CommState>() });
+    }
+    let st = Box::into_raw(Box::new(comm::setup(comm, config())?));
+    // SAFETY: stores the leaked box as the attribute; `delete_state` frees it.
+    ffi::check(unsafe { mpi_sys::PMPI_Comm_set_attr(comm, kv, st.cast()) })?;
+    LIVE.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(st as usize);
+    // SAFETY: just created; see above.
+    Ok(unsafe { &mut *st })
+}
+
+/// Releases every state (their shared memory and communicators) and the keyval.
+fn release_all() {
+    let live = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|e| e.into_inner()));
+    let kv = KEYVAL.load(Ordering::Acquire);
+    if kv == i32::MIN {
+        return;
+    }
+    for p in live {
+        // SAFETY: `p` is a live state (states leave LIVE when freed); reading its
+        // communicator handle only.
+        let comm = unsafe { (*(p as *const CommState)).comm };
+        // SAFETY: deletes the attribute `state` set; MPI calls `delete_state`.
+        unsafe { mpi_sys::PMPI_Comm_delete_attr(comm, kv) };
+    }
+    let mut k = kv;
+    // SAFETY: the keyval this crate created; no attribute uses it any more.
+    unsafe { mpi_sys::PMPI_Comm_free_keyval(&mut k) };
+    KEYVAL.store(i32::MIN, Ordering::Release);
+}
+
+/// The state's hierarchy, or the reason to fall back (counted).
+fn hier(comm: MPI_Comm, call: Call) -> Result<Option<&'static mut comm::Hier>, c_int> {
+    if comm == ffi::comm_null() {
+        stats::fell_back(call, Why::BadArgs);
+        return Ok(None);
+    }
+    match state(comm) {
+        Ok(st) => match &mut st.mode {
+            Mode::On(h) => Ok(Some(h)),
+            Mode::Off(why) => {
+                stats::fell_back(call, *why);
+                Ok(None)
+            }
+        },
+        Err(e) => Err(e.0),
+    }
+}
+
+/// The outcome of a hierarchical collective: success, an MPI error code for the
+/// caller, or (smelt failed inside a node) the job aborted.
+fn finish(r: Result<(), Fail>, call: Call, comm: MPI_Comm, h: &comm::Hier) -> c_int {
+    match r {
+        Ok(()) => {
+            stats::taken(call);
+            ffi::success()
+        }
+        Err(Fail::Mpi(e)) => e.0,
+        Err(Fail::Smelt(e)) => ffi::abort(
+            comm,
+            &format!(
+                "rank {}: {} over smelt failed: {e} (smelt's members 0, 1, ... of this node are ranks {:?} of the communicator)",
+                h.rank,
+                call.name(),
+                h.node_ranks()
+            ),
+        ),
+    }
+}
+
+/// How a datatype's bytes lie in a buffer, for a broadcast.
+enum Layout {
+    /// `count × size` bytes starting this many bytes into the buffer.
+    Contiguous(isize),
+    /// Elsewhere: packed with MPI_Pack, unpacked with MPI_Unpack.
+    Packed,
+}
+
+/// The bytes of one element of `dt` and how `count` of them lie in memory.
+fn layout(dt: MPI_Datatype, buf: *const c_void) -> Result<Option<(usize, Layout)>, ffi::MpiErr> {
+    let (class, size) = ffi::type_class(dt);
+    match class {
+        ffi::T_NULL => Ok(None),
+        ffi::T_SIGNED
+        | ffi::T_UNSIGNED
+        | ffi::T_FLOAT
+        | ffi::T_BOOL
+        | ffi::T_BYTE
+        | ffi::T_CHAR => Ok(Some((size, Layout::Contiguous(0)))),
+        _ => {
+            // Derived, or predefined with a layout of its own (pairs, long double):
+            // contiguous when its data has no holes and elements follow each other.
+            let size = ffi::type_size(dt)?;
+            let e = ffi::extents(dt)?;
+            let dense = size > 0
+                && e.true_extent == size as mpi_sys::MPI_Aint
+                && e.extent == size as mpi_sys::MPI_Aint;
+            // MPI_Aint is isize with Open MPI on x86-64, another integer elsewhere.
+            #[allow(clippy::useless_conversion)]
+            let offset = isize::try_from(e.true_lb).ok();
+            Ok(Some((
+                size,
+                match offset {
+                    Some(off) if dense && !buf.is_null() => Layout::Contiguous(off),
+                    _ => Layout::Packed,
+                },
+            )))
+        }
+    }
+}
+
+unsafe fn bcast(
+    buf: *mut c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    root: c_int,
+    comm: MPI_Comm,
+) -> c_int {
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let pmpi = || unsafe { mpi_sys::PMPI_Bcast(buf, count, dt, root, comm) };
+    let h = match hier(comm, Call::Bcast) {
+        Ok(Some(h)) => h,
+        Ok(None) => return pmpi(),
+        Err(rc) => return rc,
+    };
+    if count < 0 || root < 0 || root as usize >= h.size {
+        stats::fell_back(Call::Bcast, Why::BadArgs);
+        return pmpi();
+    }
+    let (size, lay) = match layout(dt, buf) {
+        Ok(Some(x)) => x,
+        Ok(None) => {
+            stats::fell_back(Call::Bcast, Why::BadArgs);
+            return pmpi();
+        }
+        Err(e) => return e.0,
+    };
+    let Some(len) = size
+        .checked_mul(count as usize)
+        .filter(|&l| l <= h.max_bytes)
+    else {
+        stats::fell_back(Call::Bcast, Why::TooLarge);
+        return pmpi();
+    };
+    let rank = h.rank;
+    if len == 0 {
+        stats::taken(Call::Bcast);
+        return ffi::success();
+    }
+    let r = match lay {
+        Layout::Contiguous(off) => {
+            let data = buf.cast::<u8>().wrapping_offset(off);
+            // SAFETY: MPI's contract: the buffer holds `count` elements of `dt`, whose
+            // bytes are the `len` bytes at `data` (readable on the root, writable
+            // elsewhere).
+            unsafe { h.bcast(data, len, root as usize) }
+        }
+        Layout::Packed => {
+            let mut packed = vec![0u8; len];
+            let mut r = Ok(());
+            if rank == root as usize {
+                let mut pos: c_int = 0;
+                // SAFETY: packs `count` elements of `dt` from the user's buffer into
+                // `packed` (`len` bytes, the packed size of a homogeneous job).
+                r = ffi::check(unsafe {
+                    mpi_sys::PMPI_Pack(
+                        buf,
+                        count,
+                        dt,
+                        packed.as_mut_ptr().cast(),
+                        len as c_int,
+                        &mut pos,
+                        comm,
+                    )
+                })
+                .map_err(Fail::Mpi);
+                if r.is_ok() && pos as usize != len {
+                    ffi::abort(comm, &format!("MPI_Pack gave {pos} bytes for a {len}-byte datatype signature (a heterogeneous MPI?)"));
+                }
+            }
+            if r.is_ok() {
+                // SAFETY: `packed` is this crate's buffer of `len` bytes.
+                r = unsafe { h.bcast(packed.as_mut_ptr(), len, root as usize) };
+            }
+            if r.is_ok() && rank != root as usize {
+                let mut pos: c_int = 0;
+                // SAFETY: unpacks `len` bytes into `count` elements of `dt` in the user's
+                // buffer.
+                r = ffi::check(unsafe {
+                    mpi_sys::PMPI_Unpack(
+                        packed.as_ptr().cast(),
+                        len as c_int,
+                        &mut pos,
+                        buf,
+                        count,
+                        dt,
+                        comm,
+                    )
+                })
+                .map_err(Fail::Mpi);
+            }
+            r
+        }
+    };
+    finish(r, Call::Bcast, comm, h)
+}
+
+/// The kernel for a reduction, or why MPI does it.
+fn kernel(dt: MPI_Datatype, op: MPI_Op) -> Result<(ops::Combine, usize), Why> {
+    let op = match ffi::op_class(op) {
+        c @ 1..=10 => ops::Op::ALL[c as usize - 1],
+        0 => return Err(Why::UserOp),
+        11 => return Err(Why::LocOp),
+        _ => return Err(Why::OtherOp),
+    };
+    let (class, size) = ffi::type_class(dt);
+    let elem = match class {
+        ffi::T_SIGNED | ffi::T_FINT => Elem::signed(size),
+        ffi::T_UNSIGNED => Elem::unsigned(size),
+        ffi::T_FLOAT => Elem::float(size),
+        ffi::T_BOOL if size == 1 => Some(Elem::Bool),
+        ffi::T_BYTE => Some(Elem::Byte),
+        ffi::T_DERIVED => return Err(Why::Derived),
+        ffi::T_NULL => return Err(Why::BadArgs),
+        // MPI_CHAR (a character, not a number), pairs, long double, complex, ...
+        ffi::T_CHAR | ffi::T_OTHER => None,
+        _ => None,
+    }
+    .ok_or(Why::TypeNotSupported)?;
+    // Fortran INTEGER has no logical operations in MPI (LOGICAL has them).
+    let logical = matches!(op, ops::Op::Land | ops::Op::Lor | ops::Op::Lxor);
+    if class == ffi::T_FINT && logical {
+        return Err(Why::OpNotForType);
+    }
+    let f = ops::combiner(elem, op).ok_or(Why::OpNotForType)?;
+    Ok((f, elem.size()))
+}
+
+unsafe fn reduce(
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    op: MPI_Op,
+    root: c_int,
+    comm: MPI_Comm,
+) -> c_int {
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let pmpi = || unsafe { mpi_sys::PMPI_Reduce(send, recv, count, dt, op, root, comm) };
+    let h = match hier(comm, Call::Reduce) {
+        Ok(Some(h)) => h,
+        Ok(None) => return pmpi(),
+        Err(rc) => return rc,
+    };
+    let is_root = root >= 0 && root as usize == h.rank;
+    let in_place = send == ffi::in_place().cast_const();
+    if count < 0 || root < 0 || root as usize >= h.size || (in_place && !is_root) {
+        stats::fell_back(Call::Reduce, Why::BadArgs);
+        return pmpi();
+    }
+    let (combine, esize) = match kernel(dt, op) {
+        Ok(k) => k,
+        Err(why) => {
+            stats::fell_back(Call::Reduce, why);
+            return pmpi();
+        }
+    };
+    let Some(len) = esize
+        .checked_mul(count as usize)
+        .filter(|&l| l <= h.max_bytes)
+    else {
+        stats::fell_back(Call::Reduce, Why::TooLarge);
+        return pmpi();
+    };
+    if len == 0 {
+        stats::taken(Call::Reduce);
+        return ffi::success();
+    }
+    let input = if in_place { recv.cast_const() } else { send };
+    // SAFETY: MPI's contract: `input` holds `count` elements of `dt` (`len` bytes);
+    // the root's `recv` has room for as many.
+    let r = unsafe {
+        h.reduce(
+            input.cast(),
+            recv.cast(),
+            len,
+            count,
+            dt,
+            op,
+            combine,
+            root as usize,
+        )
+    };
+    finish(r, Call::Reduce, comm, h)
+}
+
+unsafe fn allreduce(
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    op: MPI_Op,
+    comm: MPI_Comm,
+) -> c_int {
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let pmpi = || unsafe { mpi_sys::PMPI_Allreduce(send, recv, count, dt, op, comm) };
+    let h = match hier(comm, Call::Allreduce) {
+        Ok(Some(h)) => h,
+        Ok(None) => return pmpi(),
+        Err(rc) => return rc,
+    };
+    if count < 0 {
+        stats::fell_back(Call::Allreduce, Why::BadArgs);
+        return pmpi();
+    }
+    let (combine, esize) = match kernel(dt, op) {
+        Ok(k) => k,
+        Err(why) => {
+            stats::fell_back(Call::Allreduce, why);
+            return pmpi();
+        }
+    };
+    let Some(len) = esize
+        .checked_mul(count as usize)
+        .filter(|&l| l <= h.max_bytes)
+    else {
+        stats::fell_back(Call::Allreduce, Why::TooLarge);
+        return pmpi();
+    };
+    if len == 0 {
+        stats::taken(Call::Allreduce);
+        return ffi::success();
+    }
+    if send != ffi::in_place().cast_const() {
+        // SAFETY: MPI's contract: both buffers hold `count` elements of `dt`; `copy`
+        // tolerates the (erroneous but common) case of equal buffers.
+        unsafe { std::ptr::copy(send.cast::<u8>(), recv.cast::<u8>(), len) };
+    }
+    // SAFETY: `recv` holds `len` bytes this call may read and write.
+    let acc = unsafe { std::slice::from_raw_parts_mut(recv.cast::<u8>(), len) };
+    let r = h.allreduce(acc, count, dt, op, combine);
+    finish(r, Call::Allreduce, comm, h)
+}
+
+fn barrier(comm: MPI_Comm) -> c_int {
+    // SAFETY: the caller's argument, passed on unchanged.
+    let pmpi = || unsafe { mpi_sys::PMPI_Barrier(comm) };
+    let h = match hier(comm, Call::Barrier) {
+        Ok(Some(h)) => h,
+        Ok(None) => return pmpi(),
+        Err(rc) => return rc,
+    };
+    let r = h.barrier();
+    finish(r, Call::Barrier, comm, h)
+}
+
+/// `MPI_Bcast`, taken over (see the crate documentation).
+///
+/// # Safety
+/// MPI's contract for `MPI_Bcast`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Bcast(
+    buf: *mut c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    root: c_int,
+    comm: MPI_Comm,
+) -> c_int {
+    if config().off {
+        // SAFETY: the caller's arguments, passed on unchanged.
+        return unsafe { mpi_sys::PMPI_Bcast(buf, count, dt, root, comm) };
+    }
+    // SAFETY: the caller upholds MPI's contract.
+    guard("MPI_Bcast", || unsafe { bcast(buf, count, dt, root, comm) })
+}
+
+/// `MPI_Reduce`, taken over (see the crate documentation).
+///
+/// # Safety
+/// MPI's contract for `MPI_Reduce`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce(
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    op: MPI_Op,
+    root: c_int,
+    comm: MPI_Comm,
+) -> c_int {
+    if config().off {
+        // SAFETY: the caller's arguments, passed on unchanged.
+        return unsafe { mpi_sys::PMPI_Reduce(send, recv, count, dt, op, root, comm) };
+    }
+    // SAFETY: the caller upholds MPI's contract.
+    guard("MPI_Reduce", || unsafe {
+        reduce(send, recv, count, dt, op, root, comm)
+    })
+}
+
+/// `MPI_Allreduce`, taken over (see the crate documentation).
+///
+/// # Safety
+/// MPI's contract for `MPI_Allreduce`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allreduce(
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    op: MPI_Op,
+    comm: MPI_Comm,
+) -> c_int {
+    if config().off {
+        // SAFETY: the caller's arguments, passed on unchanged.
+        return unsafe { mpi_sys::PMPI_Allreduce(send, recv, count, dt, op, comm) };
+    }
+    // SAFETY: the caller upholds MPI's contract.
+    guard("MPI_Allreduce", || unsafe {
+        allreduce(send, recv, count, dt, op, comm)
+    })
+}
+
+/// `MPI_Barrier`, taken over (see the crate documentation).
+///
+/// # Safety
+/// MPI's contract for `MPI_Barrier`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Barrier(comm: MPI_Comm) -> c_int {
+    if config().off {
+        // SAFETY: the caller's argument, passed on unchanged.
+        return unsafe { mpi_sys::PMPI_Barrier(comm) };
+    }
+    guard("MPI_Barrier", || barrier(comm))
+}
+
+/// `MPI_Finalize`: releases every communicator's smelt state (shared memory included),
+/// reports under `SMELT_MPI_VERBOSE=1` (rank 0 of MPI_COMM_WORLD), then finalizes MPI.
+///
+/// # Safety
+/// MPI's contract for `MPI_Finalize`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Finalize() -> c_int {
+    let cfg = config();
+    if !cfg.off {
+        guard("MPI_Finalize", || {
+            release_all();
+            if cfg.verbose && ffi::rank_size(ffi::comm_world()).is_ok_and(|(r, _)| r == 0) {
+                eprint!("{}", stats::summary(cfg.max_bytes));
+            }
+            ffi::success()
+        });
+    }
+    // SAFETY: finalizing MPI as the application asked.
+    unsafe { mpi_sys::PMPI_Finalize() }
+}

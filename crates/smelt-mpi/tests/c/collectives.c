@@ -1,0 +1,541 @@
+/* Checks MPI_Bcast, MPI_Reduce, MPI_Allreduce and MPI_Barrier against plain C.
+ *
+ * Every (datatype x operation x root x in-place x count) on MPI_COMM_WORLD, on
+ * MPI_Comm_split(even/odd) and on an MPI_Comm_dup of it; each result is compared with
+ * the same arithmetic done here in C (never with what the MPI library computes).
+ * Also: floating-point allreduce results identical on every rank, broadcasts of
+ * derived datatypes (contiguous on the root only, and strided), the fallbacks (a
+ * user-defined operation, MPI_MAXLOC, a derived type in a reduction, a message past
+ * the cut-off) still correct, communicators freed.
+ *
+ * Prints "collectives: OK <checks>" on rank 0; on a wrong result prints what differed
+ * and calls MPI_Abort(2). Usage: collectives [rounds [multiple]] ("multiple": under
+ * MPI_THREAD_MULTIPLE). */
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum kind { K_INT, K_FINT, K_FLOAT, K_BOOL, K_BYTE };
+enum op { O_SUM, O_PROD, O_MIN, O_MAX, O_LAND, O_LOR, O_LXOR, O_BAND, O_BOR, O_BXOR, N_OPS };
+static const char *op_names[N_OPS] = {"SUM", "PROD", "MIN", "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR"};
+static MPI_Op mpi_ops[N_OPS];
+
+typedef void (*gen_fn)(void *buf, int count, int rank, int seed, enum op op);
+typedef void (*comb_fn)(void *acc, const void *x, int count, enum op op);
+
+struct type {
+    const char *name;
+    MPI_Datatype dt;
+    size_t size;
+    enum kind kind;
+    gen_fn gen;
+    comb_fn comb;
+};
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static uint64_t h(int rank, int i, int seed)
+{
+    return mix(((uint64_t)(unsigned)seed << 40) ^ ((uint64_t)(unsigned)rank << 24) ^ (uint64_t)(unsigned)i);
+}
+
+/* Integers: any bits (a quarter of them zero, for the logical operations); sums and
+ * products wrap. Signed arithmetic is done on the unsigned type U (C's signed overflow
+ * is undefined; MPI's is two's complement) and converted back. */
+#define INT_TYPE(NAME, T, U)                                                            \
+    static void gen_##NAME(void *buf, int count, int rank, int seed, enum op op)        \
+    {                                                                                   \
+        (void)op;                                                                       \
+        T *b = buf;                                                                     \
+        for (int i = 0; i < count; i++) {                                               \
+            uint64_t x = h(rank, i, seed);                                              \
+            b[i] = (x & 3) == 0 ? (T)0 : (T)(x >> 8);                                   \
+        }                                                                               \
+    }                                                                                   \
+    static void comb_##NAME(void *acc, const void *xv, int count, enum op op)           \
+    {                                                                                   \
+        T *a = acc;                                                                     \
+        const T *x = xv;                                                                \
+        for (int i = 0; i < count; i++) {                                               \
+            T p = a[i], q = x[i];                                                       \
+            switch (op) {                                                               \
+            case O_SUM: a[i] = (T)(U)((U)p + (U)q); break;                              \
+            case O_PROD: a[i] = (T)(U)((U)p * (U)q); break;                             \
+            case O_MIN: a[i] = p < q ? p : q; break;                                    \
+            case O_MAX: a[i] = p > q ? p : q; break;                                    \
+            case O_LAND: a[i] = (T)(p && q); break;                                     \
+            case O_LOR: a[i] = (T)(p || q); break;                                      \
+            case O_LXOR: a[i] = (T)(!p != !q); break;                                   \
+            case O_BAND: a[i] = (T)(p & q); break;                                      \
+            case O_BOR: a[i] = (T)(p | q); break;                                       \
+            case O_BXOR: a[i] = (T)(p ^ q); break;                                      \
+            default: abort();                                                           \
+            }                                                                           \
+        }                                                                               \
+    }
+
+/* Floating point: values whose sums and products are exact in any order (multiples
+ * of 1/4 for sums, +-1, 2 and 1/2 for products), so C's sequential result is what
+ * any tree must give. */
+#define FLOAT_TYPE(NAME, T)                                                             \
+    static void gen_##NAME(void *buf, int count, int rank, int seed, enum op op)        \
+    {                                                                                   \
+        T *b = buf;                                                                     \
+        static const T f[4] = {1, -1, 2, 0.5};                                          \
+        for (int i = 0; i < count; i++) {                                               \
+            uint64_t x = h(rank, i, seed);                                              \
+            b[i] = op == O_PROD ? f[x & 3] : (T)((int)(x % 2001) - 1000) * (T)0.25;      \
+        }                                                                               \
+    }                                                                                   \
+    static void comb_##NAME(void *acc, const void *xv, int count, enum op op)           \
+    {                                                                                   \
+        T *a = acc;                                                                     \
+        const T *x = xv;                                                                \
+        for (int i = 0; i < count; i++) {                                               \
+            switch (op) {                                                               \
+            case O_SUM: a[i] += x[i]; break;                                            \
+            case O_PROD: a[i] *= x[i]; break;                                           \
+            case O_MIN: a[i] = x[i] < a[i] ? x[i] : a[i]; break;                        \
+            case O_MAX: a[i] = x[i] > a[i] ? x[i] : a[i]; break;                        \
+            default: abort();                                                           \
+            }                                                                           \
+        }                                                                               \
+    }
+
+INT_TYPE(i8, int8_t, uint32_t)
+INT_TYPE(i16, int16_t, uint32_t)
+INT_TYPE(i32, int32_t, uint32_t)
+INT_TYPE(i64, int64_t, uint64_t)
+INT_TYPE(u8, uint8_t, uint32_t)
+INT_TYPE(u16, uint16_t, uint32_t)
+INT_TYPE(u32, uint32_t, uint32_t)
+INT_TYPE(u64, uint64_t, uint64_t)
+INT_TYPE(schar, signed char, unsigned)
+INT_TYPE(uchar, unsigned char, unsigned)
+INT_TYPE(short, short, unsigned)
+INT_TYPE(ushort, unsigned short, unsigned)
+INT_TYPE(int, int, unsigned)
+INT_TYPE(uint, unsigned, unsigned)
+INT_TYPE(long, long, unsigned long)
+INT_TYPE(ulong, unsigned long, unsigned long)
+INT_TYPE(llong, long long, unsigned long long)
+INT_TYPE(ullong, unsigned long long, unsigned long long)
+FLOAT_TYPE(float, float)
+FLOAT_TYPE(double, double)
+
+static void gen_bool(void *buf, int count, int rank, int seed, enum op op)
+{
+    (void)op;
+    bool *b = buf;
+    for (int i = 0; i < count; i++)
+        b[i] = (h(rank, i, seed) & 1) != 0;
+}
+static void comb_bool(void *acc, const void *xv, int count, enum op op)
+{
+    bool *a = acc;
+    const bool *x = xv;
+    for (int i = 0; i < count; i++) {
+        switch (op) {
+        case O_LAND: a[i] = a[i] && x[i]; break;
+        case O_LOR: a[i] = a[i] || x[i]; break;
+        case O_LXOR: a[i] = a[i] != x[i]; break;
+        default: abort();
+        }
+    }
+}
+static void gen_byte(void *buf, int count, int rank, int seed, enum op op)
+{
+    (void)op;
+    unsigned char *b = buf;
+    for (int i = 0; i < count; i++)
+        b[i] = (unsigned char)h(rank, i, seed);
+}
+static void comb_byte(void *acc, const void *xv, int count, enum op op)
+{
+    unsigned char *a = acc;
+    const unsigned char *x = xv;
+    for (int i = 0; i < count; i++) {
+        switch (op) {
+        case O_BAND: a[i] &= x[i]; break;
+        case O_BOR: a[i] |= x[i]; break;
+        case O_BXOR: a[i] ^= x[i]; break;
+        default: abort();
+        }
+    }
+}
+
+#define NTYPES 26
+static struct type types[NTYPES];
+static int ntypes;
+
+static void add(const char *name, MPI_Datatype dt, size_t size, enum kind kind, gen_fn g, comb_fn c)
+{
+    types[ntypes++] = (struct type){name, dt, size, kind, g, c};
+}
+
+static void init_types(void)
+{
+    add("MPI_INT8_T", MPI_INT8_T, 1, K_INT, gen_i8, comb_i8);
+    add("MPI_INT16_T", MPI_INT16_T, 2, K_INT, gen_i16, comb_i16);
+    add("MPI_INT32_T", MPI_INT32_T, 4, K_INT, gen_i32, comb_i32);
+    add("MPI_INT64_T", MPI_INT64_T, 8, K_INT, gen_i64, comb_i64);
+    add("MPI_UINT8_T", MPI_UINT8_T, 1, K_INT, gen_u8, comb_u8);
+    add("MPI_UINT16_T", MPI_UINT16_T, 2, K_INT, gen_u16, comb_u16);
+    add("MPI_UINT32_T", MPI_UINT32_T, 4, K_INT, gen_u32, comb_u32);
+    add("MPI_UINT64_T", MPI_UINT64_T, 8, K_INT, gen_u64, comb_u64);
+    add("MPI_SIGNED_CHAR", MPI_SIGNED_CHAR, 1, K_INT, gen_schar, comb_schar);
+    add("MPI_UNSIGNED_CHAR", MPI_UNSIGNED_CHAR, 1, K_INT, gen_uchar, comb_uchar);
+    add("MPI_SHORT", MPI_SHORT, sizeof(short), K_INT, gen_short, comb_short);
+    add("MPI_UNSIGNED_SHORT", MPI_UNSIGNED_SHORT, sizeof(short), K_INT, gen_ushort, comb_ushort);
+    add("MPI_INT", MPI_INT, sizeof(int), K_INT, gen_int, comb_int);
+    add("MPI_UNSIGNED", MPI_UNSIGNED, sizeof(int), K_INT, gen_uint, comb_uint);
+    add("MPI_LONG", MPI_LONG, sizeof(long), K_INT, gen_long, comb_long);
+    add("MPI_UNSIGNED_LONG", MPI_UNSIGNED_LONG, sizeof(long), K_INT, gen_ulong, comb_ulong);
+    add("MPI_LONG_LONG", MPI_LONG_LONG, sizeof(long long), K_INT, gen_llong, comb_llong);
+    add("MPI_UNSIGNED_LONG_LONG", MPI_UNSIGNED_LONG_LONG, sizeof(long long), K_INT, gen_ullong, comb_ullong);
+    add("MPI_FLOAT", MPI_FLOAT, sizeof(float), K_FLOAT, gen_float, comb_float);
+    add("MPI_DOUBLE", MPI_DOUBLE, sizeof(double), K_FLOAT, gen_double, comb_double);
+    add("MPI_C_BOOL", MPI_C_BOOL, sizeof(bool), K_BOOL, gen_bool, comb_bool);
+    add("MPI_BYTE", MPI_BYTE, 1, K_BYTE, gen_byte, comb_byte);
+    /* Fortran types, where this MPI has them with the C sizes assumed here. */
+    int s = 0;
+    if (MPI_Type_size(MPI_INTEGER, &s) == MPI_SUCCESS && s == (int)sizeof(int))
+        add("MPI_INTEGER", MPI_INTEGER, sizeof(int), K_FINT, gen_int, comb_int);
+    if (MPI_Type_size(MPI_REAL, &s) == MPI_SUCCESS && s == (int)sizeof(float))
+        add("MPI_REAL", MPI_REAL, sizeof(float), K_FLOAT, gen_float, comb_float);
+    if (MPI_Type_size(MPI_DOUBLE_PRECISION, &s) == MPI_SUCCESS && s == (int)sizeof(double))
+        add("MPI_DOUBLE_PRECISION", MPI_DOUBLE_PRECISION, sizeof(double), K_FLOAT, gen_double, comb_double);
+}
+
+static bool op_valid(enum kind k, enum op o)
+{
+    switch (k) {
+    case K_INT: return true;
+    case K_FINT: return o != O_LAND && o != O_LOR && o != O_LXOR;
+    case K_FLOAT: return o <= O_MAX;
+    case K_BOOL: return o == O_LAND || o == O_LOR || o == O_LXOR;
+    case K_BYTE: return o >= O_BAND;
+    }
+    return false;
+}
+
+static int world_rank;
+static long checks;
+
+static void fail(MPI_Comm comm, const char *what, const struct type *t, int op, int root, int inplace,
+                 int count, const unsigned char *got, const unsigned char *want)
+{
+    int r, n;
+    MPI_Comm_rank(comm, &r);
+    MPI_Comm_size(comm, &n);
+    size_t first = 0;
+    while (first < (size_t)count * t->size && got[first] == want[first])
+        first++;
+    fprintf(stderr,
+            "collectives: WRONG %s %s op=%s root=%d in_place=%d count=%d (rank %d of %d, world rank %d): "
+            "first differing byte %zu (element %zu): got 0x%02x want 0x%02x\n",
+            what, t->name, op >= 0 ? op_names[op] : "-", root, inplace, count, r, n, world_rank, first,
+            first / t->size, got[first], want[first]);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+static void check_comm(MPI_Comm comm, int seed0)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    static const int counts[] = {1, 3, 64, 384, 1000};
+    int roots[3] = {0, size - 1, size / 2};
+    size_t max = 1000 * 8;
+    unsigned char *send = malloc(max), *recv = malloc(max), *want = malloc(max), *tmp = malloc(max);
+    int seed = seed0;
+    for (int ti = 0; ti < ntypes; ti++) {
+        const struct type *t = &types[ti];
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+            int count = counts[ci];
+            size_t bytes = (size_t)count * t->size;
+            for (int ri = 0; ri < 3; ri++) {
+                int root = roots[ri];
+                if (ri > 0 && root == roots[ri - 1])
+                    continue;
+                /* Broadcast. */
+                seed++;
+                t->gen(want, count, root, seed, O_SUM);
+                if (rank == root)
+                    memcpy(recv, want, bytes);
+                else
+                    memset(recv, 0xA5, bytes);
+                MPI_Bcast(recv, count, t->dt, root, comm);
+                if (memcmp(recv, want, bytes) != 0)
+                    fail(comm, "MPI_Bcast", t, -1, root, 0, count, recv, want);
+                checks++;
+                for (int op = 0; op < N_OPS; op++) {
+                    if (!op_valid(t->kind, op))
+                        continue;
+                    for (int inplace = 0; inplace < 2; inplace++) {
+                        seed++;
+                        t->gen(want, count, 0, seed, op);
+                        for (int k = 1; k < size; k++) {
+                            t->gen(tmp, count, k, seed, op);
+                            t->comb(want, tmp, count, op);
+                        }
+                        /* MPI_Reduce */
+                        t->gen(send, count, rank, seed, op);
+                        memset(recv, 0x5A, bytes);
+                        if (inplace && rank == root) {
+                            memcpy(recv, send, bytes);
+                            MPI_Reduce(MPI_IN_PLACE, recv, count, t->dt, mpi_ops[op], root, comm);
+                        } else {
+                            MPI_Reduce(send, recv, count, t->dt, mpi_ops[op], root, comm);
+                        }
+                        if (rank == root && memcmp(recv, want, bytes) != 0)
+                            fail(comm, "MPI_Reduce", t, op, root, inplace, count, recv, want);
+                        checks++;
+                        if (ri > 0)
+                            continue; /* allreduce has no root */
+                        /* MPI_Allreduce */
+                        memset(recv, 0x5A, bytes);
+                        if (inplace) {
+                            memcpy(recv, send, bytes);
+                            MPI_Allreduce(MPI_IN_PLACE, recv, count, t->dt, mpi_ops[op], comm);
+                        } else {
+                            MPI_Allreduce(send, recv, count, t->dt, mpi_ops[op], comm);
+                        }
+                        if (memcmp(recv, want, bytes) != 0)
+                            fail(comm, "MPI_Allreduce", t, op, -1, inplace, count, recv, want);
+                        checks++;
+                    }
+                }
+            }
+        }
+    }
+    free(send);
+    free(recv);
+    free(want);
+    free(tmp);
+}
+
+/* Floating-point sums that are not exact: every rank must still get identical bits. */
+static void check_float_identical(MPI_Comm comm)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    enum { N = 257 };
+    double v[N], all[64 * N];
+    if (size > 64)
+        return;
+    for (int round = 0; round < 20; round++) {
+        for (int i = 0; i < N; i++)
+            v[i] = (double)(h(rank, i, 777 + round) % 1000003) / 7.0 * (i % 2 ? 1e-3 : 1e5);
+        MPI_Allreduce(MPI_IN_PLACE, v, N, MPI_DOUBLE, MPI_SUM, comm);
+        MPI_Allgather(v, N, MPI_DOUBLE, all, N, MPI_DOUBLE, comm);
+        for (int k = 1; k < size; k++)
+            if (memcmp(all, all + k * N, sizeof v) != 0) {
+                fprintf(stderr, "collectives: WRONG float allreduce differs between ranks 0 and %d\n", k);
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
+        checks++;
+    }
+}
+
+static void user_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    int *a = in, *b = inout;
+    for (int i = 0; i < *len; i++)
+        b[i] = (int)((unsigned)a[i] + (unsigned)b[i]);
+}
+
+static void pair_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    int n = 2 * *len;
+    user_sum(in, inout, &n, NULL);
+}
+
+/* What smelt leaves to MPI must still be right. */
+static void check_fallbacks(MPI_Comm comm)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    /* A user-defined operation. */
+    MPI_Op op;
+    MPI_Op_create(user_sum, 1, &op);
+    int x[4] = {rank, 1, -rank, 1000}, y[4];
+    MPI_Allreduce(x, y, 4, MPI_INT, op, comm);
+    int s = size * (size - 1) / 2;
+    if (y[0] != s || y[1] != size || y[2] != -s || y[3] != 1000 * size) {
+        fprintf(stderr, "collectives: WRONG user-op allreduce\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    MPI_Op_free(&op);
+    checks++;
+    /* MPI_MAXLOC */
+    struct { int v; int r; } in = {(rank * 7) % size, rank}, out = {-1, -1};
+    MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MAXLOC, comm);
+    int best = -1, at = -1;
+    for (int k = 0; k < size; k++)
+        if ((k * 7) % size > best) {
+            best = (k * 7) % size;
+            at = k;
+        }
+    if (out.v != best || out.r != at) {
+        fprintf(stderr, "collectives: WRONG MAXLOC: got (%d,%d) want (%d,%d)\n", out.v, out.r, best, at);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    checks++;
+    /* A derived datatype in a reduction (with a user operation: Open MPI defines the
+     * predefined ones on predefined types only). */
+    MPI_Datatype pair;
+    MPI_Type_contiguous(2, MPI_INT, &pair);
+    MPI_Type_commit(&pair);
+    MPI_Op pair_op;
+    MPI_Op_create(pair_sum, 1, &pair_op);
+    int p[4] = {1, 2, rank, 3}, q[4] = {0};
+    MPI_Reduce(p, q, 2, pair, pair_op, size - 1, comm);
+    MPI_Op_free(&pair_op);
+    if (rank == size - 1 && (q[0] != size || q[1] != 2 * size || q[2] != s || q[3] != 3 * size)) {
+        fprintf(stderr, "collectives: WRONG derived-type reduce\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    checks++;
+    /* Broadcast: contiguous derived type on the root, plain ints elsewhere (same
+     * signature), then a strided vector (packed). */
+    int b[64];
+    for (int i = 0; i < 64; i++)
+        b[i] = rank == 0 ? i * 3 + 1 : -1;
+    if (rank == 0)
+        MPI_Bcast(b, 32, pair, 0, comm);
+    else
+        MPI_Bcast(b, 64, MPI_INT, 0, comm);
+    for (int i = 0; i < 64; i++)
+        if (b[i] != i * 3 + 1) {
+            fprintf(stderr, "collectives: WRONG derived-type bcast at %d\n", i);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    checks++;
+    MPI_Datatype vec;
+    MPI_Type_vector(8, 1, 2, MPI_INT, &vec); /* every other int of 16 */
+    MPI_Type_commit(&vec);
+    int root = size - 1;
+    for (int i = 0; i < 64; i++)
+        b[i] = rank == root ? 100 + i : -1;
+    MPI_Bcast(b, 2, vec, root, comm); /* elements at 0,2,..,14 and (extent 15 ints) 15,17,..,29 */
+    for (int e = 0; e < 2; e++)
+        for (int i = 0; i < 8; i++) {
+            int at = e * 15 + 2 * i;
+            if (b[at] != 100 + at) {
+                fprintf(stderr, "collectives: WRONG vector bcast at %d: %d\n", at, b[at]);
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
+        }
+    if (rank != root && b[1] != -1) {
+        fprintf(stderr, "collectives: vector bcast wrote a hole\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    MPI_Type_free(&vec);
+    MPI_Type_free(&pair);
+    checks++;
+    /* Past the cut-off (64 KiB). */
+    enum { BIG = 16384 };
+    int *big = malloc(BIG * sizeof(int));
+    for (int i = 0; i < BIG; i++)
+        big[i] = rank + i;
+    MPI_Allreduce(MPI_IN_PLACE, big, BIG, MPI_INT, MPI_SUM, comm);
+    for (int i = 0; i < BIG; i++)
+        if (big[i] != s + size * i) {
+            fprintf(stderr, "collectives: WRONG large allreduce at %d\n", i);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    free(big);
+    checks++;
+}
+
+/* A barrier: nobody leaves before the last one arrives. */
+static void check_barrier(MPI_Comm comm)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    for (int late = 0; late < size && late < 4; late++) {
+        MPI_Barrier(comm);
+        double t0 = MPI_Wtime();
+        if (rank == late)
+            usleep(20000);
+        MPI_Barrier(comm);
+        double waited = MPI_Wtime() - t0;
+        if (waited < 0.015) {
+            fprintf(stderr, "collectives: WRONG barrier: rank %d left after %.1f ms while rank %d slept 20 ms\n",
+                    rank, waited * 1e3, late);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        checks++;
+    }
+    for (int i = 0; i < 200; i++)
+        MPI_Barrier(comm);
+}
+
+int main(int argc, char **argv)
+{
+    int rounds = argc > 1 ? atoi(argv[1]) : 1;
+    if (argc > 2 && strcmp(argv[2], "multiple") == 0) {
+        int provided = 0;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+        if (provided != MPI_THREAD_MULTIPLE) {
+            fprintf(stderr, "collectives: this MPI does not provide MPI_THREAD_MULTIPLE\n");
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+    } else {
+        MPI_Init(&argc, &argv);
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    mpi_ops[O_SUM] = MPI_SUM;
+    mpi_ops[O_PROD] = MPI_PROD;
+    mpi_ops[O_MIN] = MPI_MIN;
+    mpi_ops[O_MAX] = MPI_MAX;
+    mpi_ops[O_LAND] = MPI_LAND;
+    mpi_ops[O_LOR] = MPI_LOR;
+    mpi_ops[O_LXOR] = MPI_LXOR;
+    mpi_ops[O_BAND] = MPI_BAND;
+    mpi_ops[O_BOR] = MPI_BOR;
+    mpi_ops[O_BXOR] = MPI_BXOR;
+    init_types();
+    for (int r = 0; r < rounds; r++) {
+        check_comm(MPI_COMM_WORLD, 1000 * r);
+        check_float_identical(MPI_COMM_WORLD);
+        check_fallbacks(MPI_COMM_WORLD);
+        check_barrier(MPI_COMM_WORLD);
+        /* Split communicators (even/odd, keys reversed) and a duplicate; freed after. */
+        MPI_Comm split, dup;
+        MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, -world_rank, &split);
+        MPI_Comm_dup(split, &dup);
+        check_comm(split, 5000 + 1000 * r);
+        check_comm(dup, 9000 + 1000 * r);
+        check_float_identical(dup);
+        check_fallbacks(dup);
+        check_barrier(split);
+        MPI_Comm_free(&dup);
+        check_barrier(split);
+        MPI_Comm_free(&split);
+    }
+    long total = 0;
+    MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (world_rank == 0)
+        printf("collectives: OK %ld checks\n", total);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,391 @@
+//! The interposer under `mpirun`: C programs (tests/c/) compiled with `mpicc`, run with
+//! `LD_PRELOAD=libsmelt_mpi.so` on 2 and 4 ranks (oversubscribed), on emulated nodes
+//! (`SMELT_RANKS_PER_NODE`), with smelt switched off, with set-up failing, with a small
+//! cut-off, under MPI_THREAD_MULTIPLE, and with a rank killed or aborting mid-loop.
+//! Results are checked against plain C arithmetic by the programs; these tests check
+//! their verdict, that smelt actually took the calls (`SMELT_MPI_VERBOSE=1`'s summary),
+//! that nothing hangs, and that no shared memory is left behind.
+//!
+//! Needs `mpicc` and `mpirun` (Open MPI or MPICH); run with
+//! `cargo test -p smelt-mpi --features mpi`.
+#![cfg(feature = "mpi")]
+
+use std::collections::HashMap;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// mpirun jobs run one at a time (the machine may have 2 cores).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// The interposer built with this test: `cargo test` links the library's rlib into the
+/// test and leaves its cdylib beside it (target/<profile>/deps/); `cargo build` puts it
+/// in target/<profile>/.
+fn library() -> PathBuf {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test executable path");
+        let deps = exe.parent().expect("target/<profile>/deps");
+        let candidates = [deps.join("libsmelt_mpi.so"), deps.join("../libsmelt_mpi.so")];
+        let lib = candidates
+            .iter()
+            .find(|p| p.exists())
+            .unwrap_or_else(|| {
+                panic!("libsmelt_mpi.so is missing: build it with `cargo build -p smelt-mpi --features mpi`")
+            })
+            .clone();
+        // A build without the feature (e.g. `cargo build --workspace`) writes the same
+        // file name; it defines no MPI symbol.
+        let bytes = std::fs::read(&lib).expect("read libsmelt_mpi.so");
+        assert!(
+            bytes.windows(b"MPI_Allreduce".len()).any(|w| w == b"MPI_Allreduce"),
+            "{} was built without the `mpi` feature",
+            lib.display()
+        );
+        lib
+    })
+    .clone()
+}
+
+/// Compiles tests/c/<name>.c with mpicc (once per test run).
+fn program(name: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let mut built = BUILT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = built.get(name) {
+        return p.clone();
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(format!("{name}.c"));
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("smelt-mpi-{name}"));
+    let mpicc = std::env::var("MPICC").unwrap_or_else(|_| "mpicc".into());
+    let st = Command::new(&mpicc)
+        .args(["-O1", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {mpicc}: {e}"));
+    assert!(st.success(), "{mpicc} {} failed", src.display());
+    built.insert(name.into(), out.clone());
+    out
+}
+
+/// A private directory for the job's shared memory, checked empty afterwards.
+struct ShmDir(PathBuf);
+
+impl ShmDir {
+    fn new(tag: &str) -> ShmDir {
+        let base = if Path::new("/dev/shm").is_dir() {
+            PathBuf::from("/dev/shm")
+        } else {
+            std::env::temp_dir()
+        };
+        let d = base.join(format!("smelt-mpi-test-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir(&d).expect("create the shared-memory directory");
+        ShmDir(d)
+    }
+    fn leftovers(&self) -> Vec<String> {
+        std::fs::read_dir(&self.0)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for ShmDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    took: Duration,
+    leftovers: Vec<String>,
+}
+
+impl Run {
+    fn ok(&self) -> bool {
+        self.code == Some(0)
+    }
+    fn show(&self) -> String {
+        format!(
+            "exit {:?} after {:.1} s\n--- stdout\n{}--- stderr\n{}",
+            self.code,
+            self.took.as_secs_f64(),
+            self.stdout,
+            self.stderr
+        )
+    }
+    /// `(taken, fell back)` of `call` in the verbose summary.
+    fn counts(&self, call: &str) -> Option<(u64, u64)> {
+        let prefix = format!("smelt-mpi: {call}: taken ");
+        let line = self.stderr.lines().find(|l| l.starts_with(&prefix))?;
+        let rest = &line[prefix.len()..];
+        let (t, f) = rest.split_once(", fell back ")?;
+        Some((t.trim().parse().ok()?, f.trim().parse().ok()?))
+    }
+    /// Calls of `call` that fell back for a reason containing `why`.
+    fn fell_back(&self, call: &str, why: &str) -> u64 {
+        let prefix = format!("smelt-mpi: {call}: fell back ");
+        self.stderr
+            .lines()
+            .filter(|l| l.starts_with(&prefix) && l.contains(why))
+            .filter_map(|l| {
+                l[prefix.len()..]
+                    .split(':')
+                    .next()?
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+}
+
+/// Runs `prog args` on `np` ranks through the interposer with `env`, killing the whole
+/// job after `limit`.
+fn mpirun(np: usize, prog: &Path, args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let shm = ShmDir::new(&format!(
+        "{np}-{}",
+        prog.file_name().unwrap().to_string_lossy()
+    ));
+    let mut cmd = Command::new("mpirun");
+    // Open MPI refuses to run as root without this.
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false);
+    if root {
+        cmd.arg("--allow-run-as-root");
+    }
+    // Debian's Open MPI 4.1 saturates unsigned char/short sums in its AVX operation
+    // code; the leaders' MPI reductions must compute what C computes.
+    cmd.args([
+        "--oversubscribe",
+        "--mca",
+        "op",
+        "^avx",
+        "-np",
+        &np.to_string(),
+    ]);
+    let mut vars: Vec<(String, String)> = vec![
+        ("LD_PRELOAD".into(), library().display().to_string()),
+        ("SMELT_SHM_DIR".into(), shm.0.display().to_string()),
+        ("SMELT_MPI_VERBOSE".into(), "1".into()),
+    ];
+    for (k, v) in env {
+        vars.retain(|(x, _)| x != k);
+        vars.push((k.to_string(), v.to_string()));
+    }
+    for (k, v) in &vars {
+        cmd.env(k, v).args(["-x", k]);
+    }
+    cmd.arg(prog).args(args);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let start = Instant::now();
+    let mut child = cmd.spawn().expect("cannot run mpirun");
+    let pgid = child.id() as i32;
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut out, &mut s).ok();
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut err, &mut s).ok();
+        s
+    });
+    let code = loop {
+        if let Some(st) = child.try_wait().expect("wait for mpirun") {
+            break st.code();
+        }
+        if start.elapsed() > limit {
+            // The whole process group: mpirun and every rank it started.
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pgid}")])
+                .status();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = start.elapsed();
+    Run {
+        code,
+        stdout: t_out.join().unwrap_or_default(),
+        stderr: t_err.join().unwrap_or_default(),
+        took,
+        leftovers: shm.leftovers(),
+    }
+}
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// The collectives program passes, smelt took every kind of call, nothing is left in
+/// shared memory.
+fn collectives(np: usize, env: &[(&str, &str)]) -> Run {
+    let r = mpirun(np, &program("collectives"), &[], env, LIMIT);
+    assert!(r.ok(), "collectives on {np} ranks {env:?}:\n{}", r.show());
+    assert!(r.stdout.contains("collectives: OK"), "{}", r.show());
+    assert!(
+        r.leftovers.is_empty(),
+        "left in shared memory: {:?}",
+        r.leftovers
+    );
+    r
+}
+
+fn assert_taken(r: &Run) {
+    for call in ["MPI_Bcast", "MPI_Reduce", "MPI_Allreduce", "MPI_Barrier"] {
+        let (taken, _) = r
+            .counts(call)
+            .unwrap_or_else(|| panic!("no summary line for {call}:\n{}", r.show()));
+        assert!(
+            taken > 100,
+            "smelt took only {taken} {call} calls:\n{}",
+            r.show()
+        );
+    }
+    // The fallbacks the program exercises.
+    assert!(
+        r.fell_back("MPI_Allreduce", "user-defined operation") > 0,
+        "{}",
+        r.show()
+    );
+    assert!(r.fell_back("MPI_Allreduce", "MAXLOC") > 0, "{}", r.show());
+    assert!(r.fell_back("MPI_Allreduce", "cut-off") > 0, "{}", r.show());
+}
+
+#[test]
+fn two_ranks() {
+    let r = collectives(2, &[]);
+    assert_taken(&r);
+    // The split communicators have one rank each: MPI's business.
+    assert!(r.fell_back("MPI_Reduce", "one rank") > 0, "{}", r.show());
+}
+
+#[test]
+fn four_ranks_oversubscribed() {
+    let r = collectives(4, &[]);
+    assert_taken(&r);
+    assert!(r.stderr.contains("1 node(s), 4 rank(s)"), "{}", r.show());
+}
+
+#[test]
+fn four_ranks_as_two_emulated_nodes() {
+    let r = collectives(4, &[("SMELT_RANKS_PER_NODE", "2")]);
+    assert_taken(&r);
+    assert!(r.stderr.contains("2 node(s), 2 rank(s)"), "{}", r.show());
+}
+
+#[test]
+fn uneven_emulated_nodes() {
+    // Nodes of 3 and 1 ranks on 4; of 2 and 1 on 3.
+    let r = collectives(4, &[("SMELT_RANKS_PER_NODE", "3")]);
+    assert_taken(&r);
+    assert!(r.stderr.contains("2 node(s), 3 rank(s)"), "{}", r.show());
+    let r = collectives(3, &[("SMELT_RANKS_PER_NODE", "2")]);
+    assert_taken(&r);
+}
+
+#[test]
+fn switched_off_everything_goes_to_mpi() {
+    let r = collectives(2, &[("SMELT_MPI", "off")]);
+    assert!(!r.stderr.contains("smelt-mpi:"), "{}", r.show());
+}
+
+#[test]
+fn small_cut_off_falls_back_and_stays_correct() {
+    let r = collectives(2, &[("SMELT_MPI_MAX_BYTES", "24")]);
+    let (taken, fell) = r.counts("MPI_Allreduce").expect("summary");
+    assert!(
+        taken > 0 && fell > taken,
+        "taken {taken}, fell back {fell}:\n{}",
+        r.show()
+    );
+}
+
+#[test]
+fn set_up_failure_falls_back_on_every_rank() {
+    // Too little shared memory for the job: every rank runs on MPI, correctly.
+    let r = collectives(
+        4,
+        &[("SMELT_SHM_LIMIT", "4096"), ("SMELT_RANKS_PER_NODE", "2")],
+    );
+    assert!(
+        r.fell_back("MPI_Allreduce", "set-up failed") > 0,
+        "{}",
+        r.show()
+    );
+    assert_eq!(
+        r.counts("MPI_Allreduce").map(|c| c.0),
+        Some(0),
+        "{}",
+        r.show()
+    );
+}
+
+#[test]
+fn thread_multiple_falls_back() {
+    let r = mpirun(2, &program("collectives"), &["1", "multiple"], &[], LIMIT);
+    assert!(r.ok(), "{}", r.show());
+    assert!(
+        r.fell_back("MPI_Allreduce", "MPI_THREAD_MULTIPLE") > 0,
+        "{}",
+        r.show()
+    );
+    assert_eq!(r.counts("MPI_Bcast").map(|c| c.0), Some(0), "{}", r.show());
+}
+
+/// A rank that dies (killed, or MPI_Abort) mid-loop ends the job promptly, non-zero,
+/// with nothing left in shared memory.
+fn dies(np: usize, how: &str, env: &[(&str, &str)]) {
+    let limit = Duration::from_secs(20);
+    let r = mpirun(np, &program("dies"), &[how], env, limit);
+    assert!(
+        r.code.is_some(),
+        "the job hung (killed after {limit:?}):\n{}",
+        r.show()
+    );
+    assert!(
+        !r.ok(),
+        "the job succeeded although a rank died:\n{}",
+        r.show()
+    );
+    assert!(
+        r.leftovers.is_empty(),
+        "left in shared memory: {:?}\n{}",
+        r.leftovers,
+        r.show()
+    );
+}
+
+#[test]
+fn a_killed_rank_ends_the_job() {
+    dies(2, "kill", &[]);
+    dies(4, "kill", &[("SMELT_RANKS_PER_NODE", "2")]);
+}
+
+#[test]
+fn an_aborting_rank_ends_the_job() {
+    dies(4, "abort", &[]);
+}
