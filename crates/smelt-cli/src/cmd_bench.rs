@@ -5,6 +5,8 @@
 //! floor taken right before and after it, so that ratios stay meaningful on a
 //! machine whose core-to-core latency drifts.
 
+#[path = "bench_mpi.rs"]
+mod mpi;
 #[path = "bench_report.rs"]
 mod report;
 #[path = "bench_smelt.rs"]
@@ -43,12 +45,9 @@ pub struct BenchArgs {
     /// than CPUs are placed round-robin on the CPUs (1 to 1024).
     #[arg(long, value_parser = crate::common::count(1, MAX_THREADS))]
     pub threads: Option<usize>,
-    /// Operations: broadcast, reduce, barrier, 2pc.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "broadcast,reduce,barrier,2pc"
-    )]
+    /// Operations: broadcast, reduce, barrier, 2pc (default: all four); with --mpi:
+    /// bcast, reduce, allreduce, barrier (default: all four).
+    #[arg(long, value_delimiter = ',')]
     pub ops: Vec<String>,
     /// Topologies (`smelt tree --algo` names); default: every static tree and smelt's.
     #[arg(long, value_delimiter = ',')]
@@ -77,6 +76,31 @@ pub struct BenchArgs {
     /// number of ranks on the same CPUs; rows carry "mode": "threads" or "processes".
     #[arg(long)]
     pub processes: bool,
+    /// Compare MPI instead: an unchanged MPI program's MPI_Bcast, MPI_Reduce,
+    /// MPI_Allreduce and MPI_Barrier over message sizes, on Open MPI's default
+    /// (tuned), its sm component, han, and smelt through libsmelt_mpi.so (LD_PRELOAD),
+    /// in one run (mpirun is started by smelt).
+    #[arg(long)]
+    pub mpi: bool,
+    /// With --mpi: rank counts (default 2,8; each 1 to 1024).
+    #[arg(long, value_delimiter = ',', value_parser = crate::common::count(1, MAX_THREADS))]
+    pub mpi_ranks: Vec<usize>,
+    /// With --mpi: also run 2K ranks with smelt splitting them into emulated nodes of
+    /// K ranks (SMELT_RANKS_PER_NODE=K; 1 to 512). Default 2 (4 ranks, 2 nodes); 0: none.
+    #[arg(long, value_name = "K", default_value_t = 2, value_parser = crate::common::count(0, 512))]
+    pub mpi_nodes_of: usize,
+    /// With --mpi: the interposer library (default: $SMELT_MPI_LIB, else
+    /// libsmelt_mpi.so next to the smelt executable).
+    #[arg(long, value_name = "PATH")]
+    pub mpi_lib: Option<PathBuf>,
+    /// With --mpi: message sizes in bytes (default powers of two from 8 to 65536;
+    /// 8,64,512,4096,32768,65536 with --quick; each 1 to 64 MiB).
+    #[arg(long, value_delimiter = ',', value_parser = crate::common::count(1, 1 << 26))]
+    pub sizes: Vec<usize>,
+    /// With --mpi: write a latency-against-size plot per operation and rank count
+    /// (`FILE.svg` gives `FILE-bcast-2r.svg`, ...; .svg or .png).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
     /// Thread counts for the barrier comparison (default 2,8,16; 2,8 with --quick;
     /// each 1 to 1024).
     #[arg(long, value_delimiter = ',', value_parser = crate::common::count(1, MAX_THREADS))]
@@ -239,7 +263,15 @@ fn load_model(a: &BenchArgs, requested: Option<&[u32]>) -> Result<(Model, String
 }
 
 /// Runs `smelt bench`.
-pub fn run(a: BenchArgs) -> Result<()> {
+pub fn run(mut a: BenchArgs) -> Result<()> {
+    if a.mpi {
+        return mpi::run(&a);
+    }
+    if a.ops.is_empty() {
+        a.ops = ["broadcast", "reduce", "barrier", "2pc"]
+            .map(String::from)
+            .to_vec();
+    }
     let requested = match &a.cpus {
         Some(s) => Some(parse_cpu_list(s).context("option --cpus")?),
         None => None,

@@ -17,6 +17,7 @@ const BARRIERS_C: &str = include_str!("../c/barriers.c");
 const OMP_C: &str = include_str!("../c/omp.c");
 const UMP_C: &str = include_str!("../c/ump.c");
 const MPI_C: &str = include_str!("../c/mpi.c");
+const MPI_SIZES_C: &str = include_str!("../c/mpi_sizes.c");
 
 /// Compile time limit per program.
 const COMPILE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -135,8 +136,11 @@ fn last_line(s: &str) -> String {
         .collect()
 }
 
+/// One `RESULT` line: name, threads, ns per operation.
+pub type ResultLine = (String, usize, Summary);
+
 /// Parses `RESULT name threads median p10 p90` lines.
-pub fn parse_results(out: &str) -> Vec<(String, usize, Summary)> {
+pub fn parse_results(out: &str) -> Vec<ResultLine> {
     out.lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
@@ -243,6 +247,73 @@ const MPI: Program = Program {
     ],
 };
 
+const MPI_SIZES: Program = Program {
+    label: "",
+    file: "mpi_sizes.c",
+    source: MPI_SIZES_C,
+    compilers: &["mpicc.openmpi", "mpicc"],
+    flags: &["-O2"],
+    // Named by operation and size at run time (see `CPeers::mpi_sizes`).
+    outputs: &[],
+};
+
+/// The MPI collective operations `smelt bench --mpi` measures.
+pub const MPI_OPS: [&str; 4] = ["bcast", "reduce", "allreduce", "barrier"];
+
+/// An implementation of MPI's collectives, as an unchanged MPI program gets them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MpiSystem {
+    /// Open MPI's default selection (the `tuned` component).
+    Tuned,
+    /// Open MPI's shared-memory collective component (`--mca coll_sm_priority 100`).
+    Sm,
+    /// Open MPI's hierarchical component (`--mca coll_han_priority 100`); it
+    /// disqualifies itself when every rank is on one host.
+    Han,
+    /// smelt through the interposer library `lib` (`LD_PRELOAD`), with emulated nodes
+    /// of `ranks_per_node` ranks (`SMELT_RANKS_PER_NODE`) if given.
+    Smelt {
+        /// Path of `libsmelt_mpi.so`.
+        lib: PathBuf,
+        /// Ranks per emulated node.
+        ranks_per_node: Option<usize>,
+    },
+}
+
+impl MpiSystem {
+    /// Name in tables and JSON.
+    pub fn label(&self) -> String {
+        match self {
+            MpiSystem::Tuned => "Open MPI (tuned)".into(),
+            MpiSystem::Sm => "Open MPI (sm)".into(),
+            MpiSystem::Han => "Open MPI (han)".into(),
+            MpiSystem::Smelt {
+                ranks_per_node: None,
+                ..
+            } => "smelt (interposer)".into(),
+            MpiSystem::Smelt {
+                ranks_per_node: Some(k),
+                ..
+            } => format!("smelt (interposer, nodes of {k})"),
+        }
+    }
+}
+
+/// One figure of `CPeers::mpi_sizes`: `op` of `bytes` bytes with `ranks` ranks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MpiFigure {
+    /// [`MpiSystem::label`].
+    pub system: String,
+    /// One of [`MPI_OPS`].
+    pub op: String,
+    /// Message size (0 for the barrier).
+    pub bytes: usize,
+    /// MPI ranks.
+    pub ranks: usize,
+    /// ns per operation, or why there is none.
+    pub status: Status,
+}
+
 fn display_name(p: &Program, raw: &str) -> String {
     let base = match raw {
         "ump_rtt" | "ump_stream" => "UMP ring (C)",
@@ -337,6 +408,69 @@ impl CPeers {
         Ok(exe)
     }
 
+    /// Builds and runs `p` (under `launcher`, with `extra` arguments after the common
+    /// ones); returns the run and its RESULT lines, or the status of every figure.
+    #[allow(clippy::too_many_arguments)]
+    fn run_raw(
+        &self,
+        p: &Program,
+        launcher: Option<&[String]>,
+        cpus: &[u32],
+        threads: usize,
+        budget: &Budget,
+        env: &[(&str, &str)],
+        extra: &[String],
+    ) -> Result<(Ran, Vec<ResultLine>), Status> {
+        let exe = self.build(p)?;
+        let list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
+        let args = [
+            list.join(","),
+            threads.to_string(),
+            (budget.batch.as_micros().max(1)).to_string(),
+            budget.runs.max(1).to_string(),
+        ];
+        let mut cmd = match launcher {
+            Some(l) => {
+                let mut c = Command::new(&l[0]);
+                c.args(&l[1..]).arg(&exe);
+                c
+            }
+            None => Command::new(&exe),
+        };
+        cmd.args(&args).args(extra);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let ran = run_bounded(cmd, budget.timeout).map_err(|e| Status::Failed {
+            reason: format!("cannot run {}: {e}", exe.display()),
+        })?;
+        let got = parse_results(&ran.stdout);
+        Ok((ran, got))
+    }
+
+    /// The status of a figure that a run did not report.
+    fn missing(ran: &Ran, budget: &Budget) -> Status {
+        if ran.timed_out {
+            return Status::Failed {
+                reason: format!("killed after {:.0} s timeout", budget.timeout.as_secs_f64()),
+            };
+        }
+        Status::Failed {
+            reason: format!(
+                "no result ({}){}",
+                if ran.ok {
+                    "exit 0"
+                } else {
+                    "crashed or exited with an error"
+                },
+                match last_line(&ran.stderr) {
+                    s if s.is_empty() => String::new(),
+                    s => format!(": {s}"),
+                }
+            ),
+        }
+    }
+
     fn run_program(
         &self,
         p: &Program,
@@ -346,42 +480,11 @@ impl CPeers {
         budget: &Budget,
         env: &[(&str, &str)],
     ) -> Vec<PeerResult> {
-        let exe = match self.build(p) {
-            Ok(e) => e,
+        let (ran, got) = match self.run_raw(p, launcher.as_deref(), cpus, threads, budget, env, &[])
+        {
+            Ok(r) => r,
             Err(s) => return Self::all_status(p, threads, s),
         };
-        let list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
-        let args = [
-            list.join(","),
-            threads.to_string(),
-            (budget.batch.as_micros().max(1)).to_string(),
-            budget.runs.max(1).to_string(),
-        ];
-        let mut cmd = match &launcher {
-            Some(l) => {
-                let mut c = Command::new(&l[0]);
-                c.args(&l[1..]).arg(&exe);
-                c
-            }
-            None => Command::new(&exe),
-        };
-        cmd.args(&args);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let ran = match run_bounded(cmd, budget.timeout) {
-            Ok(r) => r,
-            Err(e) => {
-                return Self::all_status(
-                    p,
-                    threads,
-                    Status::Failed {
-                        reason: format!("cannot run {}: {e}", exe.display()),
-                    },
-                )
-            }
-        };
-        let got = parse_results(&ran.stdout);
         p.outputs
             .iter()
             .map(|(raw, metric, halve)| {
@@ -389,26 +492,7 @@ impl CPeers {
                     Some((_, _, s)) => Status::Ok {
                         ns: if *halve { stats::halve(*s) } else { *s },
                     },
-                    None if ran.timed_out => Status::Failed {
-                        reason: format!(
-                            "killed after {:.0} s timeout",
-                            budget.timeout.as_secs_f64()
-                        ),
-                    },
-                    None => Status::Failed {
-                        reason: format!(
-                            "no result ({}){}",
-                            if ran.ok {
-                                "exit 0"
-                            } else {
-                                "crashed or exited with an error"
-                            },
-                            match last_line(&ran.stderr) {
-                                s if s.is_empty() => String::new(),
-                                s => format!(": {s}"),
-                            }
-                        ),
-                    },
+                    None => Self::missing(&ran, budget),
                 };
                 PeerResult {
                     name: display_name(p, raw),
@@ -442,40 +526,154 @@ impl CPeers {
     /// Open MPI `MPI_Barrier`, `MPI_Bcast` (1 B) and `MPI_Reduce` (1 int) with `ranks`
     /// ranks over shared memory (ob1 + vader), ranks pinned like smelt's members.
     pub fn mpi(&self, cpus: &[u32], ranks: usize, budget: &Budget) -> Vec<PeerResult> {
-        let Some(mpirun) = first_of(&["mpirun.openmpi", "mpirun"]) else {
-            return Self::all_status(
+        match mpi_launcher(ranks, &[]) {
+            Some(l) => self.run_program(&MPI, Some(l), cpus, ranks, budget, &MPI_ENV),
+            None => Self::all_status(
                 &MPI,
                 ranks,
                 Status::Skipped {
                     reason: "no mpirun".into(),
                 },
-            );
-        };
-        let launcher: Vec<String> = [
-            mpirun.display().to_string().as_str(),
-            "--allow-run-as-root",
-            "--bind-to",
-            "none",
-            "--mca",
-            "pml",
-            "ob1",
-            "--mca",
-            "btl",
-            "self,vader",
-            "--oversubscribe",
-            "-np",
-            &ranks.to_string(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let env = [
-            ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
-            ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
-            ("OMPI_MCA_rmaps_base_oversubscribe", "1"),
-        ];
-        self.run_program(&MPI, Some(launcher), cpus, ranks, budget, &env)
+            ),
+        }
     }
+
+    /// `MPI_Bcast` (bytes), `MPI_Reduce` and `MPI_Allreduce` (doubles, sum) of each of
+    /// `sizes` bytes and `MPI_Barrier` (those of `ops`), root 0, with `ranks` ranks of
+    /// an unchanged MPI program on `system`, ranks pinned to `cpus` like smelt's
+    /// members. Every result is checked against plain C arithmetic before it is timed.
+    pub fn mpi_sizes(
+        &self,
+        cpus: &[u32],
+        ranks: usize,
+        budget: &Budget,
+        sizes: &[usize],
+        ops: &[&str],
+        system: &MpiSystem,
+    ) -> Vec<MpiFigure> {
+        let wanted: Vec<(&str, usize)> = ops
+            .iter()
+            .flat_map(|&op| {
+                let sizes: Vec<usize> = if op == "barrier" {
+                    vec![0]
+                } else {
+                    sizes.to_vec()
+                };
+                sizes.into_iter().map(move |b| (op, b))
+            })
+            .collect();
+        let all = |status: Status| -> Vec<MpiFigure> {
+            wanted
+                .iter()
+                .map(|&(op, bytes)| MpiFigure {
+                    system: system.label(),
+                    op: op.to_string(),
+                    bytes,
+                    ranks,
+                    status: status.clone(),
+                })
+                .collect()
+        };
+        let mut mca: Vec<String> = Vec::new();
+        let mut env: Vec<(&str, String)> = Vec::new();
+        match system {
+            MpiSystem::Tuned => {}
+            MpiSystem::Sm => mca.extend(["--mca", "coll_sm_priority", "100"].map(String::from)),
+            MpiSystem::Han => {
+                // Every rank of `smelt bench` runs on this host, where han hands every
+                // call back to the other components: its figures would be tuned's.
+                return all(Status::Skipped {
+                    reason: "han disqualifies itself when every rank is on one host".into(),
+                });
+            }
+            MpiSystem::Smelt {
+                lib,
+                ranks_per_node,
+            } => {
+                if !lib.is_file() {
+                    return all(Status::Skipped {
+                        reason: format!("no interposer library at {}", lib.display()),
+                    });
+                }
+                env.push(("LD_PRELOAD", lib.display().to_string()));
+                if let Some(k) = ranks_per_node {
+                    env.push(("SMELT_RANKS_PER_NODE", k.to_string()));
+                }
+            }
+        }
+        // `-x NAME=VALUE` sets the variable in the ranks only, not in mpirun itself.
+        for (k, v) in &env {
+            mca.push("-x".into());
+            mca.push(format!("{k}={v}"));
+        }
+        let Some(launcher) = mpi_launcher(ranks, &mca) else {
+            return all(Status::Skipped {
+                reason: "no mpirun".into(),
+            });
+        };
+        let list = |v: Vec<String>| v.join(",");
+        let extra = [
+            list(sizes.iter().map(|b| b.to_string()).collect()),
+            list(ops.iter().map(|o| o.to_string()).collect()),
+        ];
+        let (ran, got) = match self.run_raw(
+            &MPI_SIZES,
+            Some(&launcher),
+            cpus,
+            ranks,
+            budget,
+            &MPI_ENV,
+            &extra,
+        ) {
+            Ok(r) => r,
+            Err(s) => return all(s),
+        };
+        let mut out = all(Status::Failed {
+            reason: String::new(),
+        });
+        for f in &mut out {
+            let raw = format!("{}_{}", f.op, f.bytes);
+            f.status = match got.iter().find(|(n, _, _)| *n == raw) {
+                Some((_, _, s)) => Status::Ok { ns: *s },
+                None => Self::missing(&ran, budget),
+            };
+        }
+        out
+    }
+}
+
+/// Environment of every `mpirun` the peers start (root is allowed: CI runs as root;
+/// more ranks than CPUs are allowed: groups are oversubscribed on purpose).
+const MPI_ENV: [(&str, &str); 3] = [
+    ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+    ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+    ("OMPI_MCA_rmaps_base_oversubscribe", "1"),
+];
+
+/// `mpirun` with `ranks` ranks over shared memory (ob1 + vader), unbound (the
+/// programs pin themselves), plus `extra` options; `None` without an mpirun.
+fn mpi_launcher(ranks: usize, extra: &[String]) -> Option<Vec<String>> {
+    let mpirun = first_of(&["mpirun.openmpi", "mpirun"])?;
+    let mut l: Vec<String> = [
+        mpirun.display().to_string().as_str(),
+        "--allow-run-as-root",
+        "--bind-to",
+        "none",
+        "--mca",
+        "pml",
+        "ob1",
+        "--mca",
+        "btl",
+        "self,vader",
+        "--oversubscribe",
+        "-np",
+        &ranks.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    l.extend(extra.iter().cloned());
+    Some(l)
 }
 
 #[cfg(test)]
@@ -542,5 +740,56 @@ mod tests {
         for x in &r {
             assert!(x.median().is_some_and(|m| m > 0.0), "{x:?}");
         }
+    }
+
+    #[test]
+    fn mpi_sizes_measures_every_op_and_size_or_says_why_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let peers = CPeers::new(dir.path());
+        let cpus = smelt_probe::affinity::allowed_cpus();
+        let b = Budget {
+            batch: Duration::from_micros(300),
+            runs: 3,
+            timeout: Duration::from_secs(60),
+        };
+        let no_lib = MpiSystem::Smelt {
+            lib: dir.path().join("libsmelt_mpi.so"),
+            ranks_per_node: None,
+        };
+        for sys in [MpiSystem::Han, no_lib] {
+            let r = peers.mpi_sizes(&cpus, 2, &b, &[8, 64], &MPI_OPS, &sys);
+            // 3 sized ops x 2 sizes + 1 barrier.
+            assert_eq!(r.len(), 7);
+            assert!(
+                r.iter().all(|f| matches!(f.status, Status::Skipped { .. })),
+                "{r:?}"
+            );
+        }
+        if first_of(MPI_SIZES.compilers).is_none() || first_of(&["mpirun"]).is_none() {
+            return;
+        }
+        let r = peers.mpi_sizes(&cpus, 2, &b, &[8, 1000], &MPI_OPS, &MpiSystem::Tuned);
+        assert_eq!(r.len(), 7);
+        for f in &r {
+            assert!(
+                matches!(&f.status, Status::Ok { ns } if ns.median > 0.0),
+                "{f:?}"
+            );
+            assert_eq!(f.system, "Open MPI (tuned)");
+        }
+        assert_eq!(
+            r.iter()
+                .map(|f| (f.op.as_str(), f.bytes))
+                .collect::<Vec<_>>(),
+            [
+                ("bcast", 8),
+                ("bcast", 1000),
+                ("reduce", 8),
+                ("reduce", 1000),
+                ("allreduce", 8),
+                ("allreduce", 1000),
+                ("barrier", 0)
+            ]
+        );
     }
 }

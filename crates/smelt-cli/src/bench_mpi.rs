@@ -1,0 +1,441 @@
+//! `smelt bench --mpi`: what an unchanged MPI program gets from each implementation of
+//! its collectives. `MPI_Bcast`, `MPI_Reduce`, `MPI_Allreduce` and `MPI_Barrier`
+//! latency over message sizes, at several rank counts, for Open MPI's default
+//! (`tuned`), its shared-memory component (`sm`), `han` (skipped on one host, where it
+//! disqualifies itself) and smelt through the `LD_PRELOAD` interposer
+//! (`libsmelt_mpi.so`), with and without emulated nodes: one run, one table per
+//! operation, JSON, and a plot per operation and rank count.
+
+use super::BenchArgs;
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use smelt_peers::c::{CPeers, MpiFigure, MpiSystem, MPI_OPS};
+use smelt_probe::figure::Status;
+use smelt_probe::Budget;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Default sizes: powers of two from 8 B to 64 KiB (every fourth with --quick).
+fn default_sizes(quick: bool) -> Vec<usize> {
+    let all: Vec<usize> = (3..=16).map(|k| 1usize << k).collect();
+    if quick {
+        vec![8, 64, 512, 4096, 32768, 65536]
+    } else {
+        all
+    }
+}
+
+/// The interposer: `--mpi-lib`, else `$SMELT_MPI_LIB`, else `libsmelt_mpi.so` next to
+/// this executable (a cargo build puts both in `target/<profile>/`).
+fn find_lib(given: Option<&Path>) -> Option<PathBuf> {
+    if let Some(p) = given {
+        return Some(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("SMELT_MPI_LIB") {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    // Test binaries live one level down, in target/<profile>/deps.
+    [dir.join("libsmelt_mpi.so"), dir.join("../libsmelt_mpi.so")]
+        .into_iter()
+        .find(|p| p.is_file())
+}
+
+/// One row of the JSON report.
+#[derive(Serialize)]
+struct Row {
+    system: String,
+    op: String,
+    bytes: usize,
+    ranks: usize,
+    /// Ranks per emulated node (smelt only), if the run split the host.
+    ranks_per_node: Option<usize>,
+    #[serde(flatten)]
+    status: Status,
+}
+
+/// The JSON report of `smelt bench --mpi`.
+#[derive(Serialize)]
+struct MpiReport {
+    tool: String,
+    date: String,
+    cpus: Vec<u32>,
+    sizes: Vec<usize>,
+    interposer: Option<String>,
+    rows: Vec<Row>,
+    /// Open MPI (tuned) time over smelt's, per (op, bytes, ranks): above 1, smelt is
+    /// faster.
+    speedups: Vec<Speedup>,
+}
+
+#[derive(Serialize)]
+struct Speedup {
+    op: String,
+    bytes: usize,
+    ranks: usize,
+    ranks_per_node: Option<usize>,
+    versus: String,
+    value: f64,
+}
+
+fn median(s: &Status) -> Option<f64> {
+    match s {
+        Status::Ok { ns } => Some(ns.median),
+        _ => None,
+    }
+}
+
+/// A configuration of the run: ranks, and emulated nodes for smelt.
+#[derive(Clone, Copy)]
+struct Config {
+    ranks: usize,
+    nodes_of: Option<usize>,
+}
+
+pub fn run(a: &BenchArgs) -> Result<()> {
+    if a.processes || a.csv {
+        bail!("option --mpi: not with --processes or --csv (it measures MPI programs only)");
+    }
+    let sizes = if a.sizes.is_empty() {
+        default_sizes(a.quick)
+    } else {
+        a.sizes.clone()
+    };
+    let ops: Vec<&str> = if !a.ops.is_empty() {
+        a.ops
+            .iter()
+            .map(|o| match o.trim().to_ascii_lowercase().as_str() {
+                "broadcast" | "bcast" => Ok("bcast"),
+                "reduce" => Ok("reduce"),
+                "allreduce" => Ok("allreduce"),
+                "barrier" => Ok("barrier"),
+                other => bail!(
+                    "option --ops: '{other}' is not an MPI collective smelt takes over (known: {})",
+                    MPI_OPS.join(", ")
+                ),
+            })
+            .collect::<Result<_>>()?
+    } else {
+        MPI_OPS.to_vec()
+    };
+    let ranks = if a.mpi_ranks.is_empty() {
+        vec![2, 8]
+    } else {
+        a.mpi_ranks.clone()
+    };
+    if let Some(p) = &a.json_out {
+        crate::common::check_output("--json-out", p, &[])?;
+    }
+    let cpus: Vec<u32> = match &a.cpus {
+        Some(s) => smelt_model::parse_cpu_list(s).context("option --cpus")?,
+        None => smelt_transport::allowed_cpus().unwrap_or_else(|_| vec![0]),
+    };
+    let lib = find_lib(a.mpi_lib.as_deref());
+    if lib.is_none() {
+        crate::common::warn(
+            "no libsmelt_mpi.so found (build it with `cargo build --release -p smelt-mpi --features mpi`, \
+             or pass --mpi-lib PATH): smelt's rows are skipped",
+        );
+    }
+    let mut configs: Vec<Config> = ranks
+        .iter()
+        .map(|&r| Config {
+            ranks: r,
+            nodes_of: None,
+        })
+        .collect();
+    if a.mpi_nodes_of > 0 {
+        configs.push(Config {
+            ranks: 2 * a.mpi_nodes_of,
+            nodes_of: Some(a.mpi_nodes_of),
+        });
+    }
+    let timeout = Duration::from_secs_f64(a.timeout.unwrap_or(if a.quick { 60.0 } else { 180.0 }));
+    let budget = Budget {
+        batch: Duration::from_millis(if a.quick { 2 } else { 10 }),
+        runs: if a.quick { 7 } else { 15 },
+        timeout,
+    };
+    let peers = CPeers::new(smelt_peers::c::default_cache_dir());
+    let mut rows = Vec::new();
+    let mut figures: Vec<(Config, MpiFigure)> = Vec::new();
+    let total = configs.len() * 4;
+    let mut step = 0;
+    for c in &configs {
+        let smelt = MpiSystem::Smelt {
+            lib: lib
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("libsmelt_mpi.so")),
+            ranks_per_node: c.nodes_of,
+        };
+        for sys in [MpiSystem::Tuned, MpiSystem::Sm, MpiSystem::Han, smelt] {
+            step += 1;
+            eprintln!(
+                "[{step}/{total}] {} with {} ranks{}",
+                sys.label(),
+                c.ranks,
+                c.nodes_of
+                    .map(|k| format!(" (smelt: nodes of {k})"))
+                    .unwrap_or_default()
+            );
+            for f in peers.mpi_sizes(&cpus, c.ranks, &budget, &sizes, &ops, &sys) {
+                figures.push((*c, f));
+            }
+        }
+    }
+    for (c, f) in &figures {
+        rows.push(Row {
+            system: f.system.clone(),
+            op: f.op.clone(),
+            bytes: f.bytes,
+            ranks: f.ranks,
+            ranks_per_node: c.nodes_of.filter(|_| f.system.starts_with("smelt")),
+            status: f.status.clone(),
+        });
+    }
+    let speedups = speedups(&figures);
+    let report = MpiReport {
+        tool: format!("smelt {}", env!("CARGO_PKG_VERSION")),
+        date: smelt_model::host::now_rfc3339(),
+        cpus: cpus.clone(),
+        sizes: sizes.clone(),
+        interposer: lib.as_ref().map(|p| p.display().to_string()),
+        rows,
+        speedups,
+    };
+    let json = serde_json::to_string_pretty(&report)?;
+    if let Some(p) = &a.json_out {
+        smelt_model::write_atomic(p, json.as_bytes())
+            .with_context(|| format!("option --json-out: {}", p.display()))?;
+    }
+    if a.json {
+        println!("{json}");
+    } else {
+        crate::common::print_text(&table(&figures, &configs, &ops));
+    }
+    if let Some(p) = &a.plot {
+        plot(&figures, &configs, &ops, p)?;
+    }
+    let failed: Vec<String> = figures
+        .iter()
+        .filter(|(_, f)| matches!(f.status, Status::Failed { .. }))
+        .map(|(_, f)| format!("{} {} {} B x{}", f.system, f.op, f.bytes, f.ranks))
+        .collect();
+    if !failed.is_empty() {
+        bail!("{} figure(s) FAILED: {}", failed.len(), failed.join("; "));
+    }
+    Ok(())
+}
+
+fn speedups(figures: &[(Config, MpiFigure)]) -> Vec<Speedup> {
+    let mut out = Vec::new();
+    for (c, s) in figures
+        .iter()
+        .filter(|(_, f)| f.system.starts_with("smelt"))
+    {
+        let Some(mine) = median(&s.status) else {
+            continue;
+        };
+        for versus in ["Open MPI (tuned)", "Open MPI (sm)"] {
+            let theirs = figures.iter().find(|(c2, f)| {
+                c2.ranks == c.ranks
+                    && c2.nodes_of == c.nodes_of
+                    && f.system == versus
+                    && f.op == s.op
+                    && f.bytes == s.bytes
+            });
+            if let Some(t) = theirs.and_then(|(_, f)| median(&f.status)) {
+                out.push(Speedup {
+                    op: s.op.clone(),
+                    bytes: s.bytes,
+                    ranks: s.ranks,
+                    ranks_per_node: c.nodes_of,
+                    versus: versus.into(),
+                    value: t / mine,
+                });
+            }
+        }
+    }
+    out
+}
+
+fn cell(s: &Status) -> String {
+    match s {
+        Status::Ok { ns } if ns.median >= 10_000.0 => format!("{:.1} µs", ns.median / 1000.0),
+        Status::Ok { ns } => format!("{:.0} ns", ns.median),
+        Status::Skipped { .. } => "skipped".into(),
+        Status::Failed { .. } => "FAILED".into(),
+    }
+}
+
+fn table(figures: &[(Config, MpiFigure)], configs: &[Config], ops: &[&str]) -> String {
+    let mut t = String::new();
+    let mut notes: Vec<String> = Vec::new();
+    for c in configs {
+        for op in ops {
+            let mine: Vec<&MpiFigure> = figures
+                .iter()
+                .filter(|(c2, f)| c2.ranks == c.ranks && c2.nodes_of == c.nodes_of && f.op == *op)
+                .map(|(_, f)| f)
+                .collect();
+            let mut systems: Vec<&str> = Vec::new();
+            for f in &mine {
+                if !systems.contains(&f.system.as_str()) {
+                    systems.push(&f.system);
+                }
+            }
+            let mut sizes: Vec<usize> = mine.iter().map(|f| f.bytes).collect();
+            sizes.sort_unstable();
+            sizes.dedup();
+            t.push_str(&format!(
+                "\nMPI_{} — {} ranks{}\n",
+                op[..1].to_uppercase() + &op[1..],
+                c.ranks,
+                c.nodes_of
+                    .map(|k| format!(", smelt with emulated nodes of {k}"))
+                    .unwrap_or_default()
+            ));
+            let w: Vec<usize> = systems.iter().map(|s| s.chars().count().max(9)).collect();
+            t.push_str(&format!("{:>9}", "bytes"));
+            for s in &systems {
+                t.push_str(&format!("  {s:>9}"));
+            }
+            t.push_str("  tuned/smelt\n");
+            for b in sizes {
+                t.push_str(&format!("{b:>9}"));
+                let mut tuned = None;
+                let mut smelt = None;
+                for (s, w) in systems.iter().zip(&w) {
+                    let f = mine.iter().find(|f| f.system == *s && f.bytes == b);
+                    let st = f.map(|f| &f.status);
+                    t.push_str(&format!("  {:>w$}", st.map(cell).unwrap_or_default()));
+                    if let Some(Status::Skipped { reason } | Status::Failed { reason }) = st {
+                        let n = format!("{s}: {reason}");
+                        if !notes.contains(&n) {
+                            notes.push(n);
+                        }
+                    }
+                    let m = st.and_then(median);
+                    if s.starts_with("Open MPI (tuned)") {
+                        tuned = m;
+                    } else if s.starts_with("smelt") {
+                        smelt = m;
+                    }
+                }
+                match (tuned, smelt) {
+                    (Some(x), Some(y)) => t.push_str(&format!("  {:>10.2}×\n", x / y)),
+                    _ => t.push_str(&format!("  {:>11}\n", "—")),
+                }
+            }
+        }
+    }
+    for n in notes {
+        t.push_str(&format!("note: {n}\n"));
+    }
+    t
+}
+
+/// One plot per operation and configuration: latency against log2(bytes), one line
+/// per system. `path` `x.svg` gives `x-bcast-2r.svg`, `x-reduce-4r-nodes2.svg`, ...
+fn plot(
+    figures: &[(Config, MpiFigure)],
+    configs: &[Config],
+    ops: &[&str],
+    path: &Path,
+) -> Result<()> {
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .context("option --plot: no file name")?;
+    let ext = path.extension().and_then(|s| s.to_str()).unwrap_or("svg");
+    for c in configs {
+        for op in ops.iter().filter(|o| **o != "barrier") {
+            let mine: Vec<&MpiFigure> = figures
+                .iter()
+                .filter(|(c2, f)| c2.ranks == c.ranks && c2.nodes_of == c.nodes_of && f.op == *op)
+                .map(|(_, f)| f)
+                .collect();
+            let mut sizes: Vec<usize> = mine.iter().map(|f| f.bytes).collect();
+            sizes.sort_unstable();
+            sizes.dedup();
+            let mut series: Vec<(String, Vec<f64>)> = Vec::new();
+            for f in &mine {
+                if series.iter().any(|(s, _)| *s == f.system) {
+                    continue;
+                }
+                let ys = sizes
+                    .iter()
+                    .map(|b| {
+                        mine.iter()
+                            .find(|g| g.system == f.system && g.bytes == *b)
+                            .and_then(|g| median(&g.status))
+                            .map_or(f64::NAN, |ns| ns / 1000.0)
+                    })
+                    .collect::<Vec<_>>();
+                if ys.iter().any(|y| y.is_finite()) {
+                    series.push((f.system.clone(), ys));
+                }
+            }
+            if series.is_empty() {
+                continue;
+            }
+            let name = format!(
+                "{stem}-{op}-{}r{}.{ext}",
+                c.ranks,
+                c.nodes_of.map(|k| format!("-nodes{k}")).unwrap_or_default()
+            );
+            let out = path.with_file_name(name);
+            let chart = smelt_tree::plot::LineChart {
+                title: format!("MPI_{op}, {} ranks", c.ranks),
+                x_label: "log2(message bytes)".into(),
+                y_label: "µs per call".into(),
+                x: sizes.iter().map(|&b| (b as f64).log2()).collect(),
+                series,
+            };
+            smelt_tree::plot::render_lines(&chart, &out)
+                .map_err(|e| anyhow::anyhow!("option --plot: {e}"))?;
+            eprintln!("wrote {}", out.display());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_sizes_run_from_8_bytes_to_64_kib() {
+        let s = default_sizes(false);
+        assert_eq!((s[0], *s.last().unwrap(), s.len()), (8, 65536, 14));
+        assert!(default_sizes(true).len() < s.len());
+    }
+
+    #[test]
+    fn speedup_is_tuned_over_smelt_for_the_same_cell() {
+        let summary = |m: f64| smelt_probe::stats::summarize(&[m]).unwrap();
+        let f = |system: &str, m: f64| MpiFigure {
+            system: system.into(),
+            op: "bcast".into(),
+            bytes: 8,
+            ranks: 2,
+            status: Status::Ok { ns: summary(m) },
+        };
+        let c = Config {
+            ranks: 2,
+            nodes_of: None,
+        };
+        let figs = vec![
+            (c, f("Open MPI (tuned)", 300.0)),
+            (c, f("Open MPI (sm)", 200.0)),
+            (c, f("smelt (interposer)", 100.0)),
+        ];
+        let s = speedups(&figs);
+        assert_eq!(s.len(), 2);
+        assert!((s[0].value - 3.0).abs() < 1e-9 && s[0].versus == "Open MPI (tuned)");
+        assert!((s[1].value - 2.0).abs() < 1e-9);
+        let t = table(&figs, &[c], &["bcast"]);
+        assert!(t.contains("3.00×"), "{t}");
+    }
+}
