@@ -461,6 +461,7 @@ impl<L: Link> Mesh<L> {
         let mut backoff = Backoff::with_policy(&self.wait);
         let mut park = self.wait.park_initial;
         let mut deadline: Option<Instant> = None;
+        let mut spins = 0u32;
         loop {
             let p = &mut self.peers[i];
             let link = p.link.as_mut().expect("linked");
@@ -484,12 +485,19 @@ impl<L: Link> Mesh<L> {
             if self.abort.is_triggered() {
                 return Err(MeshError::Aborted { rank: self.rank });
             }
-            if !backoff.is_completed() {
+            // Spin without reading the clock; once yielding (a yield may cost a
+            // scheduling round), check the deadline every time.
+            if spins < self.wait.spin_polls {
+                spins += 1;
                 backoff.snooze();
                 continue;
             }
             let now = Instant::now();
             let end = *deadline.get_or_insert(now + timeout);
+            if now < end && !backoff.is_completed() {
+                backoff.snooze();
+                continue;
+            }
             if now >= end {
                 return Err(MeshError::Timeout {
                     rank: self.rank,
@@ -652,6 +660,7 @@ impl<L: Link> Mesh<L> {
         let mut backoff = Backoff::with_policy(&self.wait);
         let mut park = self.wait.park_initial;
         let mut deadline: Option<Instant> = None;
+        let mut spins = 0u32;
         loop {
             if let Some(r) = self.pop_held(from, buf) {
                 return r;
@@ -689,12 +698,17 @@ impl<L: Link> Mesh<L> {
                     }
                 }
             }
-            if !backoff.is_completed() {
+            if spins < self.wait.spin_polls {
+                spins += 1;
                 backoff.snooze();
                 continue;
             }
             let now = Instant::now();
             let end = *deadline.get_or_insert(now + timeout);
+            if now < end && !backoff.is_completed() {
+                backoff.snooze();
+                continue;
+            }
             if now >= end {
                 return Err(MeshError::Timeout {
                     rank: self.rank,

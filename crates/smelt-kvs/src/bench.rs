@@ -1,0 +1,287 @@
+//! A load generator for the store: clients loop over random gets and sets for a fixed
+//! time, every set writing a value never written before (client id and sequence
+//! number), with latencies and, if asked, the full history.
+
+use crate::config::{KvsError, StoreConfig};
+use crate::history::{HistoryOp, OpKind};
+use crate::store::{Store, StoreReport};
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    /// The store (its `clients` clients generate the load).
+    pub store: StoreConfig,
+    /// Share of gets among operations (0 to 1).
+    pub get_ratio: f64,
+    /// How long the clients run.
+    pub duration: Duration,
+    /// Keys are drawn uniformly from `0..keys`.
+    pub keys: u64,
+    /// Seed of the clients' random choices.
+    pub seed: u64,
+    /// Keep every operation (for `--history` and the checker).
+    pub history: bool,
+}
+
+impl BenchConfig {
+    /// Defaults: 80 % gets, 1 s, 1000 keys, no history.
+    pub fn new(store: StoreConfig) -> BenchConfig {
+        BenchConfig {
+            store,
+            get_ratio: 0.8,
+            duration: Duration::from_secs(1),
+            keys: 1000,
+            seed: 1,
+            history: false,
+        }
+    }
+}
+
+/// Throughput and latency of one kind of operation.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct OpStats {
+    /// Operations that completed.
+    pub ok: u64,
+    /// Operations that failed (timed out, refused).
+    pub failed: u64,
+    /// Completed operations per second, all clients together.
+    pub per_sec: f64,
+    /// Median latency of completed operations, ns.
+    pub p50_ns: u64,
+    /// 99th percentile, ns.
+    pub p99_ns: u64,
+    /// Mean, ns.
+    pub mean_ns: u64,
+}
+
+impl OpStats {
+    fn of(mut lat: Vec<u64>, failed: u64, secs: f64) -> OpStats {
+        lat.sort_unstable();
+        let pick = |q: f64| {
+            if lat.is_empty() {
+                0
+            } else {
+                lat[((lat.len() - 1) as f64 * q).round() as usize]
+            }
+        };
+        OpStats {
+            ok: lat.len() as u64,
+            failed,
+            per_sec: lat.len() as f64 / secs.max(1e-9),
+            p50_ns: pick(0.5),
+            p99_ns: pick(0.99),
+            mean_ns: if lat.is_empty() {
+                0
+            } else {
+                (lat.iter().map(|&x| x as u128).sum::<u128>() / lat.len() as u128) as u64
+            },
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Debug, Clone)]
+pub struct BenchResult {
+    /// Protocol and tree (`1paxos over adaptive-shuffled`).
+    pub setup: String,
+    /// Sets.
+    pub sets: OpStats,
+    /// Gets.
+    pub gets: OpStats,
+    /// The time the clients ran.
+    pub elapsed: Duration,
+    /// Attempts beyond the first, all clients together.
+    pub retries: u64,
+    /// The first failure a client saw, if any.
+    pub first_error: Option<String>,
+    /// Every operation, if asked for (by call time).
+    pub history: Vec<HistoryOp>,
+    /// The replicas' reports.
+    pub report: StoreReport,
+}
+
+/// The value a benchmark set writes: unique per (client, sequence number).
+pub fn unique_value(client: usize, n: u64) -> u64 {
+    ((client as u64 + 1) << 40) | (n & ((1 << 40) - 1))
+}
+
+/// Runs the store under load for `cfg.duration` (each client's last operation may
+/// take up to its attempts × attempt timeout more), then closes it.
+pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
+    if !(0.0..=1.0).contains(&cfg.get_ratio) {
+        return Err(KvsError::Config(format!(
+            "get ratio {} is not between 0 and 1",
+            cfg.get_ratio
+        )));
+    }
+    if cfg.store.key_len < 8 || cfg.store.value_len < 8 {
+        return Err(KvsError::Config(format!(
+            "the benchmark writes 8-byte keys and values; the store has {}-byte keys and {}-byte values",
+            cfg.store.key_len, cfg.store.value_len
+        )));
+    }
+    if cfg.keys == 0 {
+        return Err(KvsError::Config(
+            "the benchmark needs at least one key".into(),
+        ));
+    }
+    if cfg.store.clients == 0 {
+        return Err(KvsError::Config(
+            "the benchmark needs at least one client".into(),
+        ));
+    }
+    let mut store = Store::start(cfg.store.clone())?;
+    let setup = store_setup(&cfg.store);
+    let clients = store.take_clients();
+    let value_len = cfg.store.value_len;
+    let base = Instant::now();
+    let deadline = base + cfg.duration;
+    struct PerClient {
+        set_lat: Vec<u64>,
+        get_lat: Vec<u64>,
+        set_failed: u64,
+        get_failed: u64,
+        retries: u64,
+        first_error: Option<String>,
+        history: Vec<HistoryOp>,
+    }
+    let per: Vec<PerClient> = std::thread::scope(|s| {
+        let hs: Vec<_> = clients
+            .into_iter()
+            .map(|mut c| {
+                let seed = cfg.seed;
+                s.spawn(move || {
+                    let id = c.id();
+                    let mut x = seed
+                        .wrapping_add(id as u64)
+                        .wrapping_mul(0x9e3779b97f4a7c15)
+                        | 1;
+                    let mut rnd = move || {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x
+                    };
+                    let mut p = PerClient {
+                        set_lat: Vec::new(),
+                        get_lat: Vec::new(),
+                        set_failed: 0,
+                        get_failed: 0,
+                        retries: 0,
+                        first_error: None,
+                        history: Vec::new(),
+                    };
+                    let mut n = 0u64;
+                    let mut value = vec![0u8; value_len];
+                    loop {
+                        let t0 = Instant::now();
+                        if t0 >= deadline {
+                            break;
+                        }
+                        let key = rnd() % cfg.keys;
+                        let kb = key.to_le_bytes();
+                        let is_get = (rnd() % 1_000_000) as f64 / 1e6 < cfg.get_ratio;
+                        let (ok, v) = if is_get {
+                            match c.get(&kb) {
+                                Ok(v) => (
+                                    true,
+                                    v.map(|b| {
+                                        let mut w = [0u8; 8];
+                                        let k = b.len().min(8);
+                                        w[..k].copy_from_slice(&b[..k]);
+                                        u64::from_le_bytes(w)
+                                    }),
+                                ),
+                                Err(e) => {
+                                    p.first_error.get_or_insert_with(|| e.to_string());
+                                    (false, None)
+                                }
+                            }
+                        } else {
+                            n += 1;
+                            let u = unique_value(id, n);
+                            value[..8].copy_from_slice(&u.to_le_bytes());
+                            match c.set(&kb, &value) {
+                                Ok(()) => (true, Some(u)),
+                                Err(e) => {
+                                    p.first_error.get_or_insert_with(|| e.to_string());
+                                    (false, Some(u))
+                                }
+                            }
+                        };
+                        let t1 = Instant::now();
+                        let lat = (t1 - t0).as_nanos() as u64;
+                        match (is_get, ok) {
+                            (true, true) => p.get_lat.push(lat),
+                            (true, false) => p.get_failed += 1,
+                            (false, true) => p.set_lat.push(lat),
+                            (false, false) => p.set_failed += 1,
+                        }
+                        if cfg.history {
+                            p.history.push(HistoryOp {
+                                client: id,
+                                op: if is_get { OpKind::Get } else { OpKind::Set },
+                                key,
+                                value: v,
+                                call_ns: (t0 - base).as_nanos() as u64,
+                                return_ns: (t1 - base).as_nanos() as u64,
+                                ok,
+                            });
+                        }
+                    }
+                    p.retries = c.retries();
+                    p
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| PerClient {
+                    set_lat: Vec::new(),
+                    get_lat: Vec::new(),
+                    set_failed: 0,
+                    get_failed: 0,
+                    retries: 0,
+                    first_error: Some("a client thread panicked".into()),
+                    history: Vec::new(),
+                })
+            })
+            .collect()
+    });
+    let elapsed = base.elapsed();
+    let report = store.close()?;
+    let secs = elapsed.as_secs_f64();
+    let mut set_lat = Vec::new();
+    let mut get_lat = Vec::new();
+    let (mut sf, mut gf, mut retries) = (0, 0, 0);
+    let mut first_error = None;
+    let mut history = Vec::new();
+    for p in per {
+        set_lat.extend(p.set_lat);
+        get_lat.extend(p.get_lat);
+        sf += p.set_failed;
+        gf += p.get_failed;
+        retries += p.retries;
+        if first_error.is_none() {
+            first_error = p.first_error;
+        }
+        history.extend(p.history);
+    }
+    history.sort_by_key(|h| (h.call_ns, h.client));
+    Ok(BenchResult {
+        setup,
+        sets: OpStats::of(set_lat, sf, secs),
+        gets: OpStats::of(get_lat, gf, secs),
+        elapsed,
+        retries,
+        first_error,
+        history,
+        report,
+    })
+}
+
+fn store_setup(c: &StoreConfig) -> String {
+    format!("{} over {}", c.protocol, c.tree.name())
+}

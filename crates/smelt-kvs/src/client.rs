@@ -1,0 +1,179 @@
+//! A client of the store: get and set through its home replica.
+
+use crate::config::KvsError;
+use crate::wire::{self, tag, untag, Kind};
+use smelt_runtime::mesh::{Mesh, MeshError};
+use smelt_runtime::Rank;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One client of a [`Store`](crate::Store), attached to one replica (its home). Sets
+/// are ordered through agreement; gets are answered by the home replica from its own
+/// copy. A client issues one operation at a time; move it to the thread that uses it.
+///
+/// Every operation carries a request id; an attempt that gets no answer within the
+/// store's `attempt_timeout` is retried with the same id (at most `attempts` times),
+/// and a set is applied once however many copies of it reach the log.
+#[derive(Debug)]
+pub struct Client {
+    pub(crate) id: usize,
+    pub(crate) home: usize,
+    pub(crate) mesh: Mesh,
+    pub(crate) seq: u64,
+    pub(crate) key_len: usize,
+    pub(crate) value_len: usize,
+    pub(crate) attempt_timeout: Duration,
+    pub(crate) attempts: u32,
+    pub(crate) closed: Arc<AtomicBool>,
+    pub(crate) body: Vec<u8>,
+    pub(crate) buf: Vec<u8>,
+    /// Attempts beyond the first, over this client's life.
+    pub(crate) retries: u64,
+}
+
+/// What a reply said.
+enum Reply {
+    Got(Option<Vec<u8>>),
+    SetOk,
+}
+
+impl Client {
+    /// This client's id (0-based, as in histories).
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    /// Index of the client's home replica.
+    pub fn home(&self) -> usize {
+        self.home
+    }
+
+    /// Retries made so far (attempts beyond the first).
+    pub fn retries(&self) -> u64 {
+        self.retries
+    }
+
+    /// The request id the next operation will carry.
+    pub fn next_request_id(&self) -> u64 {
+        self.seq + 1
+    }
+
+    /// Sets `key` to `value` (each at most the store's key and value length). Returns
+    /// once the set is ordered and (for 1Paxos and 2PC) committed at every replica: a
+    /// get that starts afterwards at any replica sees it or a later value.
+    pub fn set(&mut self, key: &[u8], value: &[u8]) -> Result<(), KvsError> {
+        self.check_key(key)?;
+        if value.len() > self.value_len {
+            return Err(KvsError::ValueTooLong {
+                len: value.len(),
+                max: self.value_len,
+            });
+        }
+        let mut body = std::mem::take(&mut self.body);
+        wire::encode_set(key, value, &mut body);
+        let r = self.call(Kind::Set, &body, "set");
+        self.body = body;
+        match r? {
+            Reply::SetOk => Ok(()),
+            Reply::Got(_) => Err(KvsError::Unavailable("a get's answer to a set".into())),
+        }
+    }
+
+    /// The value of `key` at the home replica (`None` for a key never set).
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, KvsError> {
+        self.check_key(key)?;
+        match self.call(Kind::Get, key, "get")? {
+            Reply::Got(v) => Ok(v),
+            Reply::SetOk => Err(KvsError::Unavailable("a set's answer to a get".into())),
+        }
+    }
+
+    fn check_key(&self, key: &[u8]) -> Result<(), KvsError> {
+        if key.len() > self.key_len {
+            return Err(KvsError::KeyTooLong {
+                len: key.len(),
+                max: self.key_len,
+            });
+        }
+        Ok(())
+    }
+
+    fn gone(&self) -> KvsError {
+        if self.closed.load(Ordering::Acquire) {
+            KvsError::Closed
+        } else {
+            KvsError::Unavailable(format!("home replica {} failed", self.home))
+        }
+    }
+
+    fn call(&mut self, kind: Kind, body: &[u8], op: &'static str) -> Result<Reply, KvsError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(KvsError::Closed);
+        }
+        self.seq += 1;
+        let seq = self.seq;
+        let home = Rank(self.home);
+        for attempt in 0..self.attempts {
+            if attempt > 0 {
+                self.retries += 1;
+            }
+            match self
+                .mesh
+                .send(home, tag(kind, seq), body, self.attempt_timeout)
+            {
+                Ok(()) => {}
+                Err(MeshError::Timeout { .. }) => continue,
+                Err(MeshError::Aborted { .. }) => return Err(KvsError::Closed),
+                Err(MeshError::PeerGone { .. }) => return Err(self.gone()),
+                Err(e) => return Err(KvsError::Unavailable(e.to_string())),
+            }
+            let deadline = std::time::Instant::now() + self.attempt_timeout;
+            loop {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                match self.mesh.recv_from(home, &mut self.buf, left) {
+                    Ok((t, n)) => {
+                        let Some((k, num)) = untag(t) else { continue };
+                        if num != seq & ((1 << 56) - 1) {
+                            // The answer to an earlier attempt of an operation that
+                            // gave up: stale.
+                            continue;
+                        }
+                        let b = &self.buf[..n];
+                        return match k {
+                            Kind::SetOk if kind == Kind::Set => Ok(Reply::SetOk),
+                            Kind::GetOk if kind == Kind::Get => {
+                                Ok(Reply::Got((b.first() == Some(&1)).then(|| b[1..].to_vec())))
+                            }
+                            Kind::Error => {
+                                let what =
+                                    String::from_utf8_lossy(b.get(1..).unwrap_or(&[])).into_owned();
+                                Err(match b.first() {
+                                    Some(&wire::ERR_REJECTED) => KvsError::Rejected(what),
+                                    Some(&wire::ERR_CLOSED) => KvsError::Closed,
+                                    _ => KvsError::Unavailable(what),
+                                })
+                            }
+                            _ => continue,
+                        };
+                    }
+                    Err(MeshError::Timeout { .. }) => break,
+                    Err(MeshError::Aborted { .. }) => return Err(KvsError::Closed),
+                    Err(MeshError::PeerGone { .. }) => return Err(self.gone()),
+                    Err(e) => return Err(KvsError::Unavailable(e.to_string())),
+                }
+            }
+            if self.closed.load(Ordering::Acquire) {
+                return Err(KvsError::Closed);
+            }
+        }
+        Err(KvsError::Timeout {
+            op,
+            attempts: self.attempts,
+            per_attempt: self.attempt_timeout,
+        })
+    }
+}

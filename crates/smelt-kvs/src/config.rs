@@ -1,0 +1,298 @@
+//! How a store is built, and its errors.
+
+use smelt_model::Model;
+use smelt_runtime::WaitPolicy;
+use smelt_tree::{Topology, Tree};
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The agreement protocol that orders a store's sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// 1Paxos (paper §5.6): a set goes client → home replica → leader → acceptor; the
+    /// acceptor assigns the next log slot and broadcasts it over the tree (rooted at
+    /// the acceptor). Here every replica acknowledges up the tree and the acceptor
+    /// broadcasts the commit point, so that reads at any replica are linearizable
+    /// (see the crate documentation); the client's home replica answers it once the
+    /// set is committed. Pipelined: many slots in flight.
+    OnePaxos,
+    /// Two-phase commit over the tree: the coordinator (the tree's root) broadcasts
+    /// *prepare* with the set, the replicas' votes are reduced up the tree (any *no*
+    /// aborts), then *commit* or *abort* is broadcast. One transaction at a time.
+    TwoPc,
+    /// The plain atomic broadcast (the paper's reference line in Figure 12): the root
+    /// sequences sets and broadcasts them, replicas apply on delivery and the home
+    /// replica answers at once. No agreement round: fast, but a read at one replica
+    /// may miss a set another replica already answered (sequentially consistent, not
+    /// linearizable across replicas). For benchmarks.
+    Broadcast,
+}
+
+impl Protocol {
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::OnePaxos => "1paxos",
+            Protocol::TwoPc => "2pc",
+            Protocol::Broadcast => "broadcast",
+        }
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Protocol {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "1paxos" | "onepaxos" | "paxos" => Ok(Protocol::OnePaxos),
+            "2pc" | "twopc" | "two-phase-commit" => Ok(Protocol::TwoPc),
+            "broadcast" | "ab" | "atomic-broadcast" => Ok(Protocol::Broadcast),
+            other => Err(format!(
+                "unknown protocol '{other}' (known: 1paxos, 2pc, broadcast)"
+            )),
+        }
+    }
+}
+
+/// The tree the acceptor (coordinator) broadcasts over; its root is the acceptor.
+/// Tree position `i` is replica `i`.
+#[derive(Debug, Clone)]
+pub enum TreeSpec {
+    /// A topology (`smelt tree --algo` names) over a uniform machine: every two
+    /// replicas equally far apart. `Topology::Sequential` is the paper's baseline:
+    /// the acceptor sends to every replica in turn.
+    Uniform(Topology),
+    /// A topology built from a machine model, replica `i` on the model's CPU
+    /// `cpus[i]` (OS id).
+    Model {
+        /// Tree shape.
+        topology: Topology,
+        /// The machine.
+        model: Arc<Model>,
+        /// OS CPU id of each replica.
+        cpus: Vec<u32>,
+    },
+    /// A tree of your own over the replicas (member `i` is replica `i`; the CPU ids
+    /// are not used).
+    Explicit(Tree),
+}
+
+impl Default for TreeSpec {
+    fn default() -> Self {
+        TreeSpec::Uniform(Topology::AdaptiveShuffled)
+    }
+}
+
+impl TreeSpec {
+    /// Builds the tree over `replicas` replicas.
+    pub fn build(&self, replicas: usize) -> Result<Tree, KvsError> {
+        let bad = |e: &dyn fmt::Display| KvsError::Config(format!("tree: {e}"));
+        let t = match self {
+            TreeSpec::Uniform(topo) => {
+                let m = smelt_model::synthetic(1, replicas, 1.0, 1.0, 1.0);
+                let pos: Vec<usize> = (0..replicas).collect();
+                topo.generate(&m, &pos, None).map_err(|e| bad(&e))?
+            }
+            TreeSpec::Model {
+                topology,
+                model,
+                cpus,
+            } => {
+                if cpus.len() != replicas {
+                    return Err(KvsError::Config(format!(
+                        "tree: {} CPUs given for {replicas} replicas",
+                        cpus.len()
+                    )));
+                }
+                let pos = model.positions(cpus).map_err(|e| bad(&e))?;
+                topology.generate(model, &pos, None).map_err(|e| bad(&e))?
+            }
+            TreeSpec::Explicit(t) => {
+                if t.len() != replicas {
+                    return Err(KvsError::Config(format!(
+                        "tree: {} members for {replicas} replicas",
+                        t.len()
+                    )));
+                }
+                t.clone()
+            }
+        };
+        t.validate().map_err(|e| bad(&e))?;
+        Ok(t)
+    }
+
+    /// A short description for reports (`adaptive-shuffled`, `explicit`).
+    pub fn name(&self) -> String {
+        match self {
+            TreeSpec::Uniform(t) | TreeSpec::Model { topology: t, .. } => t.to_string(),
+            TreeSpec::Explicit(_) => "explicit".into(),
+        }
+    }
+}
+
+/// A replica's veto on a set (two-phase commit's vote): called with the replica's
+/// index, the key and the value; `false` votes *no* and the set is aborted everywhere.
+pub type Veto = Arc<dyn Fn(usize, &[u8], &[u8]) -> bool + Send + Sync>;
+
+/// How a store is built. `StoreConfig::new(replicas, clients)` gives the defaults.
+#[derive(Clone)]
+pub struct StoreConfig {
+    /// Number of replicas (at least 1).
+    pub replicas: usize,
+    /// Number of clients (each attached to one replica, its home).
+    pub clients: usize,
+    /// The agreement protocol. Default [`Protocol::OnePaxos`].
+    pub protocol: Protocol,
+    /// The tree the acceptor broadcasts over (its root is the acceptor). Default
+    /// Smelt's `adaptive-shuffled` tree over a uniform machine.
+    pub tree: TreeSpec,
+    /// The 1Paxos leader (a replica index); default: the lowest-numbered replica that
+    /// is not the acceptor. Other protocols have no leader.
+    pub leader: Option<usize>,
+    /// Home replica of each client (replica indices); default: client `c` at replica
+    /// `c % replicas`.
+    pub homes: Option<Vec<usize>>,
+    /// Longest key, in bytes (at most 255). Default 8.
+    pub key_len: usize,
+    /// Longest value, in bytes. Default 16.
+    pub value_len: usize,
+    /// Slots per channel, each way, per link. Default 64.
+    pub capacity: usize,
+    /// How long a client waits for one attempt of an operation. Default 2 s.
+    pub attempt_timeout: Duration,
+    /// Attempts per operation (a retry resends the same request id, so a set is applied
+    /// once however often it is sent). Default 3.
+    pub attempts: u32,
+    /// Longest a replica waits to send one message (a full link). Default 10 s.
+    pub link_timeout: Duration,
+    /// Longest [`Store::close`](crate::Store::close) waits for the replicas to finish
+    /// what was accepted before stopping them. Default 10 s.
+    pub close_timeout: Duration,
+    /// Keep every replica's applied log in memory (for tests; a digest is always
+    /// kept). Default false.
+    pub keep_log: bool,
+    /// How members wait; default: as the runtime chooses (oversubscribed when there
+    /// are more threads than CPUs).
+    pub wait: Option<WaitPolicy>,
+    /// Two-phase commit only: a replica's vote on each set (default: always yes).
+    pub veto: Option<Veto>,
+}
+
+impl fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoreConfig")
+            .field("replicas", &self.replicas)
+            .field("clients", &self.clients)
+            .field("protocol", &self.protocol)
+            .field("tree", &self.tree)
+            .field("leader", &self.leader)
+            .field("homes", &self.homes)
+            .field("key_len", &self.key_len)
+            .field("value_len", &self.value_len)
+            .field("capacity", &self.capacity)
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("attempts", &self.attempts)
+            .field("link_timeout", &self.link_timeout)
+            .field("close_timeout", &self.close_timeout)
+            .field("keep_log", &self.keep_log)
+            .field("wait", &self.wait)
+            .field("veto", &self.veto.as_ref().map(|_| "..."))
+            .finish()
+    }
+}
+
+impl StoreConfig {
+    /// The defaults for `replicas` replicas and `clients` clients.
+    pub fn new(replicas: usize, clients: usize) -> StoreConfig {
+        StoreConfig {
+            replicas,
+            clients,
+            protocol: Protocol::OnePaxos,
+            tree: TreeSpec::default(),
+            leader: None,
+            homes: None,
+            key_len: 8,
+            value_len: 16,
+            capacity: 64,
+            attempt_timeout: Duration::from_secs(2),
+            attempts: 3,
+            link_timeout: Duration::from_secs(10),
+            close_timeout: Duration::from_secs(10),
+            keep_log: false,
+            wait: None,
+            veto: None,
+        }
+    }
+
+    /// With protocol `p`.
+    pub fn protocol(mut self, p: Protocol) -> StoreConfig {
+        self.protocol = p;
+        self
+    }
+
+    /// With tree `t`.
+    pub fn tree(mut self, t: TreeSpec) -> StoreConfig {
+        self.tree = t;
+        self
+    }
+}
+
+/// What went wrong, for a store or one operation.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum KvsError {
+    /// The store cannot be built as configured.
+    #[error("invalid store configuration: {0}")]
+    Config(String),
+    /// A key longer than the store's key length.
+    #[error("key of {len} bytes is longer than this store's {max}-byte keys")]
+    KeyTooLong {
+        /// The key's length.
+        len: usize,
+        /// The store's key length.
+        max: usize,
+    },
+    /// A value longer than the store's value length.
+    #[error("value of {len} bytes is longer than this store's {max}-byte values")]
+    ValueTooLong {
+        /// The value's length.
+        len: usize,
+        /// The store's value length.
+        max: usize,
+    },
+    /// The store was closed.
+    #[error("the store is closed")]
+    Closed,
+    /// No answer within the client's attempts. A set that timed out may or may not
+    /// have been applied (it is applied at most once).
+    #[error("{op} got no answer after {attempts} attempts of {per_attempt:?}")]
+    Timeout {
+        /// "get" or "set".
+        op: &'static str,
+        /// Attempts made.
+        attempts: u32,
+        /// Wait per attempt.
+        per_attempt: Duration,
+    },
+    /// The replica cannot serve this (a replica it depends on failed, the store is
+    /// stopping). A set refused this way may have been applied (at most once).
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    /// Two-phase commit aborted the set (a replica voted no); it was not applied.
+    #[error("set rejected: {0}")]
+    Rejected(String),
+    /// A replica thread could not be started, or failed.
+    #[error("replica {replica}: {what}")]
+    Replica {
+        /// The replica.
+        replica: usize,
+        /// What happened.
+        what: String,
+    },
+}

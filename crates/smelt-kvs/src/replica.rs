@@ -1,0 +1,735 @@
+//! One replica: its event loop, its share of the ordering protocol, its copy of the
+//! store, and the clients it is home to.
+
+use crate::config::{Protocol, Veto};
+use crate::wire::{self, tag, untag, Entry, Kind};
+use smelt_runtime::mesh::{Mesh, MeshError};
+use smelt_runtime::Rank;
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+/// Who is where: ranks of the store's mesh are replicas `0..R`, clients `R..R+M`, and
+/// the store's control member `R+M`.
+#[derive(Debug, Clone)]
+pub(crate) struct Layout {
+    pub(crate) replicas: usize,
+    pub(crate) clients: usize,
+    /// The tree's root: 1Paxos's acceptor, 2PC's coordinator, the broadcast's
+    /// sequencer.
+    pub(crate) root: usize,
+    /// The 1Paxos leader.
+    pub(crate) leader: usize,
+    pub(crate) parent: Vec<Option<usize>>,
+    pub(crate) children: Vec<Vec<usize>>,
+    pub(crate) homes: Vec<usize>,
+}
+
+impl Layout {
+    pub(crate) fn client_rank(&self, c: usize) -> Rank {
+        Rank(self.replicas + c)
+    }
+    pub(crate) fn control(&self) -> Rank {
+        Rank(self.replicas + self.clients)
+    }
+    /// The client id of a rank, if it is a client's.
+    pub(crate) fn client_of(&self, r: Rank) -> Option<u32> {
+        let i = r.index();
+        (i >= self.replicas && i < self.replicas + self.clients).then(|| (i - self.replicas) as u32)
+    }
+    pub(crate) fn size(&self) -> usize {
+        self.replicas + self.clients + 1
+    }
+    /// Every link the store needs (replica pairs along tree edges, homes to the leader
+    /// or root, leader to acceptor, clients to homes, control to every replica).
+    pub(crate) fn links(&self, protocol: Protocol) -> Vec<(Rank, Rank)> {
+        let mut v = Vec::new();
+        for (c, ps) in self.children.iter().enumerate() {
+            for &p in ps {
+                v.push((Rank(c), Rank(p)));
+            }
+        }
+        for r in 0..self.replicas {
+            // Where a home sends a set: the leader (1Paxos), or the root.
+            let to = match protocol {
+                Protocol::OnePaxos => self.leader,
+                Protocol::TwoPc | Protocol::Broadcast => self.root,
+            };
+            if r != to {
+                v.push((Rank(r), Rank(to)));
+            }
+            v.push((Rank(r), self.control()));
+        }
+        if protocol == Protocol::OnePaxos && self.leader != self.root {
+            v.push((Rank(self.leader), Rank(self.root)));
+        }
+        for (c, &h) in self.homes.iter().enumerate() {
+            v.push((self.client_rank(c), Rank(h)));
+        }
+        v
+    }
+}
+
+/// One applied set, as kept with [`StoreConfig::keep_log`](crate::StoreConfig).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// The log slot it was ordered at.
+    pub slot: u64,
+    /// The set.
+    pub entry: Entry,
+}
+
+/// How a replica ended, and what it applied.
+#[derive(Debug, Clone)]
+pub struct ReplicaReport {
+    /// The replica.
+    pub replica: usize,
+    /// Slots delivered (ordered sets received, duplicates and aborted ones included).
+    pub delivered: u64,
+    /// Slots decided (committed or aborted).
+    pub decided: u64,
+    /// Sets applied (a retried set's later copies are skipped).
+    pub applied: u64,
+    /// Copies of sets skipped because their request was applied already.
+    pub duplicates: u64,
+    /// Slots aborted (two-phase commit).
+    pub aborted: u64,
+    /// A digest of the applied sets in order (client, request id, key, value): equal
+    /// digests and counts mean equal applied logs.
+    pub digest: u64,
+    /// The applied log, if kept.
+    pub log: Option<Vec<Applied>>,
+    /// Slots delivered here but not decided when the replica stopped, if logs are
+    /// kept (a fail-stop survivor holds what was acknowledged here or in `log`).
+    pub undecided: Option<Vec<Applied>>,
+    /// Number of keys in the replica's copy.
+    pub keys: usize,
+    /// Why the replica stopped: "closed", "crashed", "aborted", ...
+    pub exit: String,
+    /// The first fault it saw (a replica it depends on failed, a protocol error).
+    pub fault: Option<String>,
+}
+
+/// Why the loop ended.
+enum Exit {
+    Closed,
+    Crashed,
+    Aborted,
+    Alone,
+}
+
+/// One delivered, undecided slot.
+struct Pending {
+    slot: u64,
+    entry: Entry,
+    /// This replica votes no (two-phase commit).
+    no: bool,
+}
+
+pub(crate) struct Replica {
+    me: usize,
+    mesh: Mesh,
+    lay: std::sync::Arc<Layout>,
+    protocol: Protocol,
+    link_timeout: Duration,
+    veto: Option<Veto>,
+    keep_log: bool,
+    is_root: bool,
+    parent: Option<Rank>,
+    children: Vec<Rank>,
+    // The store.
+    kv: HashMap<Vec<u8>, Vec<u8>>,
+    last_applied: HashMap<u32, u64>,
+    // The log.
+    delivered: u64,
+    decided: u64,
+    pending: VecDeque<Pending>,
+    /// Keys with delivered, undecided sets: how many, and the last slot.
+    pending_keys: HashMap<Vec<u8>, (u32, u64)>,
+    // Acknowledgements up the tree: per child (up to, a no vote for that slot).
+    child_up: Vec<(u64, bool)>,
+    sent_up: u64,
+    // The root.
+    next_slot: u64,
+    queue: VecDeque<Entry>,
+    /// Requests in `queue`.
+    queued: std::collections::HashSet<(u32, u64)>,
+    inflight: Option<u64>,
+    closing: bool,
+    /// The last slot of a store that is closing (from a `Fin`): stop once decided.
+    fin_upto: Option<u64>,
+    /// Replicas that said they are stopping (their departure is no failure).
+    fin_from: Vec<bool>,
+    // Home duties.
+    waiting_sets: HashMap<u32, u64>,
+    waiting_gets: Vec<(Rank, u64, Vec<u8>, u64)>,
+    fault: Option<String>,
+    // Report.
+    applied: u64,
+    duplicates: u64,
+    aborted: u64,
+    digest: u64,
+    log: Vec<Applied>,
+    out: Vec<u8>,
+}
+
+/// FNV-1a, folded over the applied log.
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+const FNV_START: u64 = 0xcbf29ce484222325;
+
+impl Replica {
+    pub(crate) fn new(
+        me: usize,
+        mesh: Mesh,
+        lay: std::sync::Arc<Layout>,
+        protocol: Protocol,
+        link_timeout: Duration,
+        veto: Option<Veto>,
+        keep_log: bool,
+    ) -> Replica {
+        let children: Vec<Rank> = lay.children[me].iter().map(|&c| Rank(c)).collect();
+        let replicas = lay.replicas;
+        Replica {
+            me,
+            is_root: lay.root == me,
+            parent: lay.parent[me].map(Rank),
+            child_up: vec![(0, false); children.len()],
+            children,
+            mesh,
+            lay,
+            protocol,
+            link_timeout,
+            veto,
+            keep_log,
+            kv: HashMap::new(),
+            last_applied: HashMap::new(),
+            delivered: 0,
+            decided: 0,
+            pending: VecDeque::new(),
+            pending_keys: HashMap::new(),
+            sent_up: 0,
+            next_slot: 1,
+            queue: VecDeque::new(),
+            queued: Default::default(),
+            inflight: None,
+            closing: false,
+            fin_upto: None,
+            fin_from: vec![false; replicas],
+            waiting_sets: HashMap::new(),
+            waiting_gets: Vec::new(),
+            fault: None,
+            applied: 0,
+            duplicates: 0,
+            aborted: 0,
+            digest: FNV_START,
+            log: Vec::new(),
+            out: Vec::new(),
+        }
+    }
+
+    /// The event loop: take every message that is there (up to a batch), then send
+    /// the acknowledgements and commits they made possible (so that they coalesce under
+    /// load), and wait for more.
+    pub(crate) fn run(mut self) -> ReplicaReport {
+        let mut buf = vec![0u8; self.mesh.max_message_len_all().max(64)];
+        let exit = 'outer: loop {
+            let mut ev = Some(self.mesh.recv_any(&mut buf, Duration::from_secs(1)));
+            let mut n = 0;
+            while let Some(e) = ev.take() {
+                match e {
+                    Ok((from, t, len)) => {
+                        if let Some(x) = self.handle(from, t, &buf[..len]) {
+                            break 'outer x;
+                        }
+                    }
+                    Err(MeshError::Timeout { .. }) => {}
+                    Err(MeshError::PeerGone { peer, .. }) => self.peer_gone(peer),
+                    Err(MeshError::Aborted { .. }) => break 'outer Exit::Aborted,
+                    Err(MeshError::NoPeers { .. }) => break 'outer Exit::Alone,
+                    Err(e) => self.note_fault(format!("receiving: {e}")),
+                }
+                n += 1;
+                if n < 64 {
+                    ev = match self.mesh.try_recv_any(&mut buf) {
+                        Ok(Some(m)) => Some(Ok(m)),
+                        Ok(None) => None,
+                        Err(e) => Some(Err(e)),
+                    };
+                }
+            }
+            if let Some(x) = self.flush() {
+                break x;
+            }
+        };
+        self.report(exit)
+    }
+
+    fn report(self, exit: Exit) -> ReplicaReport {
+        ReplicaReport {
+            replica: self.me,
+            delivered: self.delivered,
+            decided: self.decided,
+            applied: self.applied,
+            duplicates: self.duplicates,
+            aborted: self.aborted,
+            digest: self.digest,
+            undecided: self.keep_log.then(|| {
+                self.pending
+                    .iter()
+                    .map(|p| Applied {
+                        slot: p.slot,
+                        entry: p.entry.clone(),
+                    })
+                    .collect()
+            }),
+            log: self.keep_log.then_some(self.log),
+            keys: self.kv.len(),
+            exit: match exit {
+                Exit::Closed => "closed",
+                Exit::Crashed => "crashed",
+                Exit::Aborted => "aborted",
+                Exit::Alone => "every peer left",
+            }
+            .into(),
+            fault: self.fault,
+        }
+    }
+
+    fn note_fault(&mut self, what: String) {
+        if self.fault.is_none() {
+            self.fault = Some(what);
+        }
+    }
+
+    /// Sends, noting a failure instead of stopping (fail-stop peers: the replica keeps
+    /// serving what it can).
+    fn send(&mut self, to: Rank, t: u64, body: &[u8]) {
+        match self.mesh.send(to, t, body, self.link_timeout) {
+            Ok(()) => {}
+            Err(MeshError::PeerGone { peer, .. }) => self.peer_gone(peer),
+            Err(e) => {
+                if self.lay.client_of(to).is_none() {
+                    self.note_fault(format!("sending to member {to}: {e}"));
+                }
+            }
+        }
+    }
+
+    fn send_down(&mut self, t: u64, body: &[u8]) {
+        for i in 0..self.children.len() {
+            let c = self.children[i];
+            self.send(c, t, body);
+        }
+    }
+
+    fn reply_error(&mut self, client: Rank, seq: u64, code: u8, what: &str) {
+        let mut b = vec![code];
+        b.extend_from_slice(what.as_bytes());
+        self.send(client, tag(Kind::Error, seq), &b);
+    }
+
+    /// A peer left: a client (normal), or a replica (this replica can no longer take
+    /// part in ordering: it fails what waits and what comes, but still answers reads of
+    /// keys without undecided sets).
+    fn peer_gone(&mut self, peer: Rank) {
+        if let Some(c) = self.lay.client_of(peer) {
+            self.waiting_sets.remove(&c);
+            self.waiting_gets.retain(|g| g.0 != peer);
+            return;
+        }
+        if peer == self.lay.control() || self.fin_from.get(peer.index()) == Some(&true) {
+            return;
+        }
+        self.note_fault(format!("replica {peer} failed (fail-stop)"));
+        let what = self.fault.clone().unwrap_or_default();
+        let sets: Vec<(u32, u64)> = self.waiting_sets.drain().collect();
+        for (c, seq) in sets {
+            let r = self.lay.client_rank(c as usize);
+            self.reply_error(r, seq, wire::ERR_UNAVAILABLE, &what);
+        }
+        let gets = std::mem::take(&mut self.waiting_gets);
+        for (r, seq, _, _) in gets {
+            self.reply_error(r, seq, wire::ERR_UNAVAILABLE, &what);
+        }
+    }
+
+    fn handle(&mut self, from: Rank, t: u64, body: &[u8]) -> Option<Exit> {
+        let Some((kind, num)) = untag(t) else {
+            self.note_fault(format!("an unknown message ({t:#x}) from member {from}"));
+            return None;
+        };
+        match kind {
+            Kind::Get => self.on_get(from, num, body),
+            Kind::Set => self.on_set(from, num, body),
+            Kind::Propose => match Entry::decode(body) {
+                Some(e) => self.route(e, true),
+                None => self.note_fault(format!("a bad proposal from member {from}")),
+            },
+            Kind::Accept => {
+                // Forward first: the subtree's latency is what the tree is for.
+                self.send_down(t, body);
+                match Entry::decode(body) {
+                    Some(e) => self.deliver(num, e),
+                    None => self.note_fault(format!("a bad accept from member {from}")),
+                }
+            }
+            Kind::Up => {
+                if let Some(i) = self.children.iter().position(|&c| c == from) {
+                    self.child_up[i] = (num, body.first() == Some(&0));
+                }
+            }
+            Kind::Commit => {
+                self.send_down(t, &[]);
+                self.decide_to(num);
+            }
+            Kind::Abort => {
+                self.send_down(t, &[]);
+                self.abort_slot(num);
+            }
+            Kind::Fin => {
+                if from == self.lay.control() {
+                    self.closing = true;
+                } else if from.index() < self.lay.replicas {
+                    self.fin_from[from] = true;
+                    self.fin_upto = Some(num);
+                }
+            }
+            Kind::Crash => return Some(Exit::Crashed),
+            Kind::GetOk | Kind::SetOk | Kind::Error => {
+                self.note_fault(format!("a reply sent to a replica by member {from}"));
+            }
+        }
+        None
+    }
+
+    fn on_get(&mut self, from: Rank, seq: u64, key: &[u8]) {
+        if self.lay.client_of(from).is_none() {
+            return;
+        }
+        if let Some(&(n, last)) = self.pending_keys.get(key) {
+            if n > 0 {
+                if let Some(f) = self.fault.clone() {
+                    self.reply_error(from, seq, wire::ERR_UNAVAILABLE, &f);
+                } else {
+                    // A set of this key was delivered here but is not decided: the read
+                    // waits for it, so that no read anywhere returns an older value
+                    // after one returned the newer.
+                    self.waiting_gets.push((from, seq, key.to_vec(), last));
+                }
+                return;
+            }
+        }
+        self.answer_get(from, seq, key);
+    }
+
+    fn answer_get(&mut self, to: Rank, seq: u64, key: &[u8]) {
+        self.out.clear();
+        match self.kv.get(key) {
+            Some(v) => {
+                self.out.push(1);
+                self.out.extend_from_slice(v);
+            }
+            None => self.out.push(0),
+        }
+        let b = std::mem::take(&mut self.out);
+        self.send(to, tag(Kind::GetOk, seq), &b);
+        self.out = b;
+    }
+
+    fn on_set(&mut self, from: Rank, seq: u64, body: &[u8]) {
+        let Some(c) = self.lay.client_of(from) else {
+            return;
+        };
+        let Some((key, value)) = wire::decode_set(body) else {
+            self.reply_error(from, seq, wire::ERR_UNAVAILABLE, "malformed set");
+            return;
+        };
+        if let Some(f) = self.fault.clone() {
+            self.reply_error(from, seq, wire::ERR_UNAVAILABLE, &f);
+            return;
+        }
+        self.waiting_sets.insert(c, seq);
+        let e = Entry {
+            client: c,
+            seq,
+            key: key.to_vec(),
+            value: value.to_vec(),
+        };
+        self.route(e, false);
+    }
+
+    /// Moves a set on towards the root: home → leader → acceptor for 1Paxos, home →
+    /// root otherwise; the root orders it.
+    fn route(&mut self, e: Entry, forwarded: bool) {
+        let next = match self.protocol {
+            Protocol::OnePaxos if self.me == self.lay.root => None,
+            Protocol::OnePaxos if self.me == self.lay.leader => Some(self.lay.root),
+            Protocol::OnePaxos => Some(self.lay.leader),
+            _ if self.is_root => None,
+            _ => Some(self.lay.root),
+        };
+        match next {
+            None => self.order(e),
+            Some(to) => {
+                if forwarded && !(self.protocol == Protocol::OnePaxos && self.me == self.lay.leader)
+                {
+                    self.note_fault("a proposal reached a replica that does not order".into());
+                    return;
+                }
+                self.out.clear();
+                e.encode(&mut self.out);
+                let b = std::mem::take(&mut self.out);
+                self.send(Rank(to), tag(Kind::Propose, 0), &b);
+                self.out = b;
+            }
+        }
+    }
+
+    /// The root: assigns the next slot and broadcasts it (2PC: one at a time).
+    fn order(&mut self, e: Entry) {
+        if self.closing {
+            return;
+        }
+        match self.protocol {
+            Protocol::TwoPc => {
+                // A retry of a request still waiting here is dropped (one transaction
+                // at a time: copies would only lengthen the queue). A retry of one
+                // already decided is ordered again and skipped when applied.
+                if self.queued.insert((e.client, e.seq)) {
+                    self.queue.push_back(e);
+                    self.start_next();
+                }
+            }
+            _ => self.accept(e),
+        }
+    }
+
+    fn accept(&mut self, e: Entry) {
+        let slot = self.next_slot;
+        self.next_slot += 1;
+        self.out.clear();
+        e.encode(&mut self.out);
+        let b = std::mem::take(&mut self.out);
+        self.send_down(tag(Kind::Accept, slot), &b);
+        self.out = b;
+        self.deliver(slot, e);
+    }
+
+    fn start_next(&mut self) {
+        if self.inflight.is_none() {
+            if let Some(e) = self.queue.pop_front() {
+                self.queued.remove(&(e.client, e.seq));
+                self.inflight = Some(self.next_slot);
+                self.accept(e);
+            }
+        }
+    }
+
+    fn deliver(&mut self, slot: u64, e: Entry) {
+        if slot != self.delivered + 1 {
+            self.note_fault(format!(
+                "slot {slot} delivered after slot {}",
+                self.delivered
+            ));
+            return;
+        }
+        self.delivered = slot;
+        if self.protocol == Protocol::Broadcast {
+            // No agreement round: applied on delivery.
+            self.decided = slot;
+            self.apply(slot, e);
+            return;
+        }
+        let no = self.protocol == Protocol::TwoPc
+            && self
+                .veto
+                .as_ref()
+                .is_some_and(|v| !v(self.me, &e.key, &e.value));
+        let k = self.pending_keys.entry(e.key.clone()).or_insert((0, 0));
+        k.0 += 1;
+        k.1 = slot;
+        self.pending.push_back(Pending { slot, entry: e, no });
+    }
+
+    /// Removes the oldest pending slot, which must be `slot`.
+    fn pop_pending(&mut self, slot: u64) -> Option<Pending> {
+        if self.pending.front().map(|p| p.slot) != Some(slot) {
+            self.note_fault(format!("slot {slot} decided but not delivered here"));
+            return None;
+        }
+        let p = self.pending.pop_front()?;
+        if let Some(k) = self.pending_keys.get_mut(&p.entry.key) {
+            k.0 -= 1;
+            if k.0 == 0 {
+                self.pending_keys.remove(&p.entry.key);
+            }
+        }
+        Some(p)
+    }
+
+    fn decide_to(&mut self, upto: u64) {
+        while self.decided < upto {
+            let s = self.decided + 1;
+            let Some(p) = self.pop_pending(s) else {
+                return;
+            };
+            self.decided = s;
+            self.apply(s, p.entry);
+        }
+        self.answer_waiting_gets();
+    }
+
+    fn abort_slot(&mut self, slot: u64) {
+        if slot != self.decided + 1 {
+            self.note_fault(format!("slot {slot} aborted after slot {}", self.decided));
+            return;
+        }
+        let Some(p) = self.pop_pending(slot) else {
+            return;
+        };
+        self.decided = slot;
+        self.aborted += 1;
+        let e = p.entry;
+        if self.lay.homes[e.client as usize] == self.me
+            && self.waiting_sets.get(&e.client) == Some(&e.seq)
+        {
+            self.waiting_sets.remove(&e.client);
+            let r = self.lay.client_rank(e.client as usize);
+            self.reply_error(r, e.seq, wire::ERR_REJECTED, "a replica voted no");
+        }
+        self.answer_waiting_gets();
+    }
+
+    fn apply(&mut self, slot: u64, e: Entry) {
+        let last = self.last_applied.entry(e.client).or_insert(0);
+        if *last >= e.seq {
+            self.duplicates += 1;
+        } else {
+            *last = e.seq;
+            self.applied += 1;
+            let mut h = fnv(self.digest, &e.client.to_le_bytes());
+            h = fnv(h, &e.seq.to_le_bytes());
+            h = fnv(h, &[e.key.len() as u8]);
+            h = fnv(h, &e.key);
+            h = fnv(h, &(e.value.len() as u32).to_le_bytes());
+            self.digest = fnv(h, &e.value);
+            if self.keep_log {
+                self.log.push(Applied {
+                    slot,
+                    entry: e.clone(),
+                });
+            }
+            self.kv.insert(e.key, e.value);
+        }
+        if self.lay.homes[e.client as usize] == self.me
+            && self.waiting_sets.get(&e.client) == Some(&e.seq)
+        {
+            self.waiting_sets.remove(&e.client);
+            let r = self.lay.client_rank(e.client as usize);
+            self.send(r, tag(Kind::SetOk, e.seq), &[]);
+        }
+    }
+
+    fn answer_waiting_gets(&mut self) {
+        if self.waiting_gets.is_empty() {
+            return;
+        }
+        let decided = self.decided;
+        let mut ready = Vec::new();
+        self.waiting_gets.retain(|g| {
+            if g.3 <= decided {
+                ready.push((g.0, g.1, g.2.clone()));
+                false
+            } else {
+                true
+            }
+        });
+        for (r, seq, key) in ready {
+            self.answer_get(r, seq, &key);
+        }
+    }
+
+    /// After a batch of messages: acknowledge up the tree (or, on the root, decide and
+    /// announce), and on the root, finish a close once everything ordered is decided.
+    fn flush(&mut self) -> Option<Exit> {
+        if self.protocol != Protocol::Broadcast {
+            loop {
+                let mut up = self.delivered;
+                for &(u, _) in &self.child_up {
+                    up = up.min(u);
+                }
+                let own_no = self
+                    .pending
+                    .iter()
+                    .rev()
+                    .find(|p| p.slot == up)
+                    .is_some_and(|p| p.no);
+                let no = own_no || self.child_up.iter().any(|&(u, n)| u == up && n);
+                if !self.is_root {
+                    if up > self.sent_up {
+                        self.sent_up = up;
+                        if let Some(p) = self.parent {
+                            let body: &[u8] = if no { &[0] } else { &[] };
+                            self.send(p, tag(Kind::Up, up), body);
+                        }
+                    }
+                    break;
+                }
+                match self.protocol {
+                    Protocol::OnePaxos => {
+                        if up > self.decided {
+                            self.send_down(tag(Kind::Commit, up), &[]);
+                            self.decide_to(up);
+                        }
+                        break;
+                    }
+                    Protocol::TwoPc => match self.inflight {
+                        Some(s) if up >= s => {
+                            if no {
+                                self.send_down(tag(Kind::Abort, s), &[]);
+                                self.abort_slot(s);
+                            } else {
+                                self.send_down(tag(Kind::Commit, s), &[]);
+                                self.decide_to(s);
+                            }
+                            self.inflight = None;
+                            self.start_next();
+                            // A single replica decides the next one at once.
+                        }
+                        _ => break,
+                    },
+                    Protocol::Broadcast => break,
+                }
+            }
+        }
+        // Closing: the root stops once all it ordered is decided (or at once if a
+        // replica failed, when that may never happen), and says so to every replica it
+        // is linked to; a replica stops once it decided as far, and passes it on. A
+        // replica hears `Fin` from a peer before it sees that peer leave (FIFO links).
+        if self.is_root
+            && self.closing
+            && self.fin_upto.is_none()
+            && ((self.inflight.is_none() && self.decided + 1 == self.next_slot)
+                || self.fault.is_some())
+        {
+            self.fin_upto = Some(self.decided);
+        }
+        if let Some(u) = self.fin_upto {
+            if self.decided >= u {
+                for p in self.mesh.peers() {
+                    if p.index() < self.lay.replicas && !self.fin_from[p] {
+                        self.send(p, tag(Kind::Fin, u), &[]);
+                    }
+                }
+                return Some(Exit::Closed);
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,392 @@
+//! Starting, driving and closing a store.
+
+use crate::client::Client;
+use crate::config::{KvsError, Protocol, StoreConfig};
+use crate::replica::{Layout, Replica, ReplicaReport};
+use crate::wire::{tag, Entry, Kind};
+use smelt_runtime::mesh::{Mesh, MeshBuilder};
+use smelt_runtime::Rank;
+use smelt_transport::{Abort, PAYLOAD_PER_SLOT};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A replicated key-value store: replicas as threads, and the clients to hand to the
+/// threads that use them ([`take_clients`](Store::take_clients)).
+///
+/// ```
+/// use smelt_kvs::{Store, StoreConfig, Protocol};
+/// let mut store = Store::start(StoreConfig::new(3, 2).protocol(Protocol::OnePaxos)).unwrap();
+/// let mut clients = store.take_clients();
+/// let (mut a, mut b) = (clients.remove(0), clients.remove(0));
+/// a.set(b"answer", b"42").unwrap();
+/// // Committed at every replica before `set` returned: b's home replica has it.
+/// assert_eq!(b.get(b"answer").unwrap(), Some(b"42".to_vec()));
+/// assert_eq!(b.get(b"other").unwrap(), None);
+/// let report = store.close().unwrap();
+/// report.check_logs().unwrap();
+/// ```
+#[derive(Debug)]
+pub struct Store {
+    cfg_name: String,
+    lay: Arc<Layout>,
+    control: Option<Mesh>,
+    clients: Vec<Client>,
+    threads: Vec<Option<JoinHandle<()>>>,
+    reports: mpsc::Receiver<ReplicaReport>,
+    got: Vec<Option<ReplicaReport>>,
+    abort: Abort,
+    closed: Arc<AtomicBool>,
+    close_timeout: Duration,
+    link_timeout: Duration,
+}
+
+/// What every replica reported when the store closed.
+#[derive(Debug, Clone)]
+pub struct StoreReport {
+    /// The protocol and tree (`1paxos over adaptive-shuffled`).
+    pub setup: String,
+    /// The tree's root (acceptor, coordinator, sequencer).
+    pub root: usize,
+    /// The 1Paxos leader.
+    pub leader: usize,
+    /// One per replica, by index (None for a replica that never reported).
+    pub replicas: Vec<Option<ReplicaReport>>,
+}
+
+impl StoreReport {
+    /// Checks that every replica that closed normally applied the same log (same
+    /// count and digest, and the same entries where logs were kept). Crashed replicas
+    /// are left out (they hold a prefix).
+    pub fn check_logs(&self) -> Result<(), String> {
+        let live: Vec<&ReplicaReport> = self
+            .replicas
+            .iter()
+            .flatten()
+            .filter(|r| r.exit == "closed")
+            .collect();
+        let Some(first) = live.first() else {
+            return Err("no replica closed normally".into());
+        };
+        for r in &live[1..] {
+            if (r.applied, r.digest, r.decided) != (first.applied, first.digest, first.decided) {
+                return Err(format!(
+                    "replica {} applied {} sets (digest {:#x}, {} slots decided), replica {} applied {} (digest {:#x}, {} slots)",
+                    first.replica, first.applied, first.digest, first.decided, r.replica, r.applied, r.digest, r.decided
+                ));
+            }
+            if let (Some(a), Some(b)) = (&first.log, &r.log) {
+                if a != b {
+                    return Err(format!(
+                        "replicas {} and {} kept different logs",
+                        first.replica, r.replica
+                    ));
+                }
+            }
+        }
+        for r in self.replicas.iter().flatten() {
+            if r.exit != "closed" && r.exit != "crashed" {
+                return Err(format!("replica {} ended: {}", r.replica, r.exit));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Store {
+    /// Builds the tree and the links, and starts one thread per replica.
+    pub fn start(cfg: StoreConfig) -> Result<Store, KvsError> {
+        let r = cfg.replicas;
+        let m = cfg.clients;
+        if r == 0 {
+            return Err(KvsError::Config(
+                "a store needs at least one replica".into(),
+            ));
+        }
+        if r > 4096 || m > 65536 {
+            return Err(KvsError::Config(format!(
+                "{r} replicas and {m} clients: at most 4096 replicas and 65536 clients"
+            )));
+        }
+        if cfg.key_len > 255 {
+            return Err(KvsError::Config(format!(
+                "keys of {} bytes: at most 255",
+                cfg.key_len
+            )));
+        }
+        if cfg.attempts == 0 {
+            return Err(KvsError::Config("attempts must be at least 1".into()));
+        }
+        if cfg.capacity == 0 || cfg.capacity > 1 << 20 {
+            return Err(KvsError::Config(format!(
+                "channel capacity {} (1 to 1048576 slots)",
+                cfg.capacity
+            )));
+        }
+        let need = Entry::max_encoded(cfg.key_len, cfg.value_len) + 1;
+        let max = cfg.capacity * PAYLOAD_PER_SLOT;
+        if need > max {
+            return Err(KvsError::Config(format!(
+                "{}-byte keys and {}-byte values need {need}-byte messages; channels of {} slots carry {max} (raise the capacity)",
+                cfg.key_len, cfg.value_len, cfg.capacity
+            )));
+        }
+        if cfg.veto.is_some() && cfg.protocol != Protocol::TwoPc {
+            return Err(KvsError::Config(
+                "a veto (vote) needs the 2pc protocol".into(),
+            ));
+        }
+        let tree = cfg.tree.build(r)?;
+        let root = tree.root.index();
+        let leader = match cfg.leader {
+            Some(l) if l >= r => {
+                return Err(KvsError::Config(format!(
+                    "leader {l} is not a replica (0..{r})"
+                )))
+            }
+            Some(l) => l,
+            None => (0..r).find(|&x| x != root).unwrap_or(root),
+        };
+        let homes = match &cfg.homes {
+            Some(h) => {
+                if h.len() != m {
+                    return Err(KvsError::Config(format!(
+                        "{} homes for {m} clients",
+                        h.len()
+                    )));
+                }
+                if let Some(&bad) = h.iter().find(|&&x| x >= r) {
+                    return Err(KvsError::Config(format!(
+                        "home {bad} is not a replica (0..{r})"
+                    )));
+                }
+                h.clone()
+            }
+            None => (0..m).map(|c| c % r).collect(),
+        };
+        let mut parent = vec![None; r];
+        for (p, cs) in tree.children.iter().enumerate() {
+            for c in cs {
+                parent[c.index()] = Some(p);
+            }
+        }
+        let lay = Arc::new(Layout {
+            replicas: r,
+            clients: m,
+            root,
+            leader,
+            parent,
+            children: tree
+                .children
+                .iter()
+                .map(|cs| cs.iter().map(|c| c.index()).collect())
+                .collect(),
+            homes: homes.clone(),
+        });
+        let mut b = MeshBuilder::new(lay.size())
+            .links(lay.links(cfg.protocol))
+            .capacity(cfg.capacity);
+        if let Some(w) = cfg.wait {
+            b = b.wait_policy(w);
+        }
+        let mut meshes = b
+            .build()
+            .map_err(|e| KvsError::Config(e.to_string()))?
+            .into_iter();
+        let (tx, rx) = mpsc::channel();
+        let mut threads = Vec::with_capacity(r);
+        let mut replica_meshes: Vec<Mesh> =
+            (0..r).map(|_| meshes.next().expect("r meshes")).collect();
+        let abort_of = replica_meshes[0].abort_handle();
+        for (i, mesh) in replica_meshes.drain(..).enumerate() {
+            let rep = Replica::new(
+                i,
+                mesh,
+                lay.clone(),
+                cfg.protocol,
+                cfg.link_timeout,
+                cfg.veto.clone(),
+                cfg.keep_log,
+            );
+            let tx = tx.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("smelt-kvs-{i}"))
+                .spawn(move || {
+                    let rep_report = rep.run();
+                    let _ = tx.send(rep_report);
+                });
+            match h {
+                Ok(h) => threads.push(Some(h)),
+                Err(e) => {
+                    abort_of.trigger();
+                    for t in threads.into_iter().flatten() {
+                        let _ = t.join();
+                    }
+                    return Err(KvsError::Replica {
+                        replica: i,
+                        what: format!("cannot start its thread: {e}"),
+                    });
+                }
+            }
+        }
+        let closed = Arc::new(AtomicBool::new(false));
+        let clients: Vec<Client> = (0..m)
+            .map(|c| Client {
+                id: c,
+                home: homes[c],
+                mesh: meshes.next().expect("m meshes"),
+                seq: 0,
+                key_len: cfg.key_len,
+                value_len: cfg.value_len,
+                attempt_timeout: cfg.attempt_timeout,
+                attempts: cfg.attempts,
+                closed: closed.clone(),
+                body: Vec::new(),
+                buf: vec![0; max],
+                retries: 0,
+            })
+            .collect();
+        let control = meshes.next().expect("control mesh");
+        Ok(Store {
+            cfg_name: format!("{} over {}", cfg.protocol, cfg.tree.name()),
+            lay,
+            control: Some(control),
+            clients,
+            threads,
+            reports: rx,
+            got: vec![None; r],
+            abort: abort_of,
+            closed,
+            close_timeout: cfg.close_timeout,
+            link_timeout: cfg.link_timeout,
+        })
+    }
+
+    /// The clients (once; later calls return none). Client `c` is `clients[c]`.
+    pub fn take_clients(&mut self) -> Vec<Client> {
+        std::mem::take(&mut self.clients)
+    }
+
+    /// Number of replicas.
+    pub fn replicas(&self) -> usize {
+        self.lay.replicas
+    }
+
+    /// The tree's root (1Paxos acceptor, 2PC coordinator).
+    pub fn root(&self) -> usize {
+        self.lay.root
+    }
+
+    /// The 1Paxos leader.
+    pub fn leader(&self) -> usize {
+        self.lay.leader
+    }
+
+    /// Each replica's children in the tree.
+    pub fn tree_children(&self) -> &[Vec<usize>] {
+        &self.lay.children
+    }
+
+    /// Stops replica `replica` at once, as a fail-stop crash: its thread ends and its
+    /// links close; what it held is gone. Its neighbours notice and stop taking part
+    /// in ordering (no view change yet: sets then fail until the store is rebuilt;
+    /// reads of keys without undecided sets are still answered).
+    pub fn crash(&mut self, replica: usize) -> Result<(), KvsError> {
+        if replica >= self.lay.replicas {
+            return Err(KvsError::Config(format!(
+                "replica {replica} does not exist (0..{})",
+                self.lay.replicas
+            )));
+        }
+        let t = self.link_timeout;
+        let c = self.control.as_mut().ok_or(KvsError::Closed)?;
+        c.send(Rank(replica), tag(Kind::Crash, 0), &[], t)
+            .map_err(|e| KvsError::Replica {
+                replica,
+                what: e.to_string(),
+            })?;
+        // Wait for it to be gone (bounded).
+        let deadline = Instant::now() + self.close_timeout;
+        while self.got[replica].is_none() && Instant::now() < deadline {
+            match self.reports.recv_timeout(Duration::from_millis(10)) {
+                Ok(rep) => {
+                    let i = rep.replica;
+                    self.got[i] = Some(rep);
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the store: clients' later operations fail with [`KvsError::Closed`]; the
+    /// root finishes deciding what it ordered and tells every replica to stop (after
+    /// `close_timeout`, replicas still running are stopped by force). Returns every
+    /// replica's report.
+    pub fn close(mut self) -> Result<StoreReport, KvsError> {
+        Ok(self.shutdown())
+    }
+
+    fn shutdown(&mut self) -> StoreReport {
+        self.closed.store(true, Ordering::Release);
+        let t = self.link_timeout.min(self.close_timeout);
+        if let Some(c) = self.control.as_mut() {
+            let _ = c.send(Rank(self.lay.root), tag(Kind::Fin, 0), &[], t);
+        }
+        let deadline = Instant::now() + self.close_timeout;
+        let mut forced = false;
+        while self.got.iter().any(|g| g.is_none()) {
+            let now = Instant::now();
+            if now >= deadline && !forced {
+                // What did not finish in time is stopped.
+                self.abort.trigger();
+                forced = true;
+            }
+            let wait = if forced {
+                Duration::from_secs(5)
+            } else {
+                deadline - now
+            };
+            match self
+                .reports
+                .recv_timeout(wait.min(Duration::from_millis(100)))
+            {
+                Ok(rep) => {
+                    let i = rep.replica;
+                    self.got[i] = Some(rep);
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if forced && Instant::now() > deadline + Duration::from_secs(5) {
+                        break;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        for h in self.threads.iter_mut() {
+            if let Some(h) = h.take() {
+                if h.is_finished() || !forced {
+                    let _ = h.join();
+                }
+            }
+        }
+        self.control = None;
+        StoreReport {
+            setup: self.cfg_name.clone(),
+            root: self.lay.root,
+            leader: self.lay.leader,
+            replicas: std::mem::take(&mut self.got),
+        }
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if self.control.is_some() {
+            self.shutdown();
+        }
+    }
+}

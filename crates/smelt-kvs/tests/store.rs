@@ -1,0 +1,387 @@
+//! The store: operations on every protocol and tree, bad input, two-phase commit's
+//! votes, retries applied once, linearizability of random runs (16 threads on 2
+//! CPUs), identical logs, fail-stop replicas.
+
+use smelt_kvs::bench::{self, BenchConfig};
+use smelt_kvs::history::{check_history, OpKind};
+use smelt_kvs::{KvsError, Protocol, Store, StoreConfig, StoreReport, TreeSpec};
+use smelt_transport::stress_scale;
+use smelt_tree::{Topology, Tree};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn trees() -> Vec<TreeSpec> {
+    vec![
+        TreeSpec::Uniform(Topology::AdaptiveShuffled),
+        TreeSpec::Uniform(Topology::Sequential),
+        TreeSpec::Uniform(Topology::Binary),
+        TreeSpec::Uniform(Topology::Knomial(1)), // a chain: the deepest tree
+    ]
+}
+
+const PROTOCOLS: [Protocol; 3] = [Protocol::OnePaxos, Protocol::TwoPc, Protocol::Broadcast];
+
+#[test]
+fn every_protocol_and_tree_serves_gets_and_sets() {
+    for p in PROTOCOLS {
+        for t in trees() {
+            for r in [1, 2, 5] {
+                let cfg = StoreConfig::new(r, 3).protocol(p).tree(t.clone());
+                let mut s = Store::start(cfg).unwrap();
+                let mut c = s.take_clients();
+                assert!(s.take_clients().is_empty());
+                let what = format!("{p} over {} with {r} replicas", t.name());
+                assert_eq!(c[0].get(b"k").unwrap(), None, "{what}");
+                c[0].set(b"k", b"v1").unwrap();
+                c[1].set(b"k2", b"").unwrap();
+                c[2].set(b"k", b"v2").unwrap();
+                if p != Protocol::Broadcast {
+                    // Linearizable: what one client set, every client then reads.
+                    for cl in c.iter_mut() {
+                        assert_eq!(cl.get(b"k").unwrap(), Some(b"v2".to_vec()), "{what}");
+                        assert_eq!(cl.get(b"k2").unwrap(), Some(Vec::new()), "{what}");
+                    }
+                }
+                // Longest key and value.
+                c[1].set(&[7; 8], &[9; 16]).unwrap();
+                assert_eq!(c[1].get(&[7; 8]).unwrap(), Some(vec![9; 16]));
+                let rep = s.close().unwrap();
+                rep.check_logs().unwrap();
+                for x in rep.replicas.iter().flatten() {
+                    assert_eq!((x.applied, x.keys), (4, 3), "{what}: replica {}", x.replica);
+                }
+                for cl in c.iter_mut() {
+                    assert_eq!(cl.get(b"k"), Err(KvsError::Closed));
+                    assert_eq!(cl.set(b"k", b"v"), Err(KvsError::Closed));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    assert!(matches!(
+        Store::start(StoreConfig::new(0, 1)),
+        Err(KvsError::Config(m)) if m.contains("at least one replica")
+    ));
+    let mut cfg = StoreConfig::new(2, 1);
+    cfg.leader = Some(5);
+    assert!(matches!(Store::start(cfg), Err(KvsError::Config(m)) if m.contains("leader 5")));
+    let mut cfg = StoreConfig::new(2, 2);
+    cfg.homes = Some(vec![0, 2]);
+    assert!(matches!(Store::start(cfg), Err(KvsError::Config(m)) if m.contains("home 2")));
+    let mut cfg = StoreConfig::new(2, 1);
+    cfg.key_len = 300;
+    assert!(matches!(Store::start(cfg), Err(KvsError::Config(_))));
+    let mut cfg = StoreConfig::new(2, 1);
+    cfg.value_len = 100_000;
+    let e = Store::start(cfg).unwrap_err();
+    assert!(e.to_string().contains("raise the capacity"), "{e}");
+    let mut cfg = StoreConfig::new(2, 1);
+    cfg.veto = Some(Arc::new(|_, _, _| true));
+    assert!(matches!(Store::start(cfg), Err(KvsError::Config(m)) if m.contains("2pc")));
+    let cfg = StoreConfig::new(3, 1).tree(TreeSpec::Explicit(
+        Tree::from_raw(vec![0, 1], 0, vec![vec![1], vec![]]).unwrap(),
+    ));
+    assert!(matches!(Store::start(cfg), Err(KvsError::Config(m)) if m.contains("2 members")));
+    let mut s = Store::start(StoreConfig::new(2, 1)).unwrap();
+    assert!(matches!(s.crash(7), Err(KvsError::Config(_))));
+    let mut c = s.take_clients().pop().unwrap();
+    assert_eq!(
+        c.set(&[0; 9], b"v"),
+        Err(KvsError::KeyTooLong { len: 9, max: 8 })
+    );
+    assert_eq!(c.get(&[0; 9]), Err(KvsError::KeyTooLong { len: 9, max: 8 }));
+    assert_eq!(
+        c.set(b"k", &[0; 17]),
+        Err(KvsError::ValueTooLong { len: 17, max: 16 })
+    );
+    assert_eq!(c.get(b"never"), Ok(None));
+    let e = c.set(&[0; 9], b"v").unwrap_err().to_string();
+    assert!(e.contains("9 bytes") && e.contains("8-byte keys"), "{e}");
+    drop(s); // dropping the store closes it
+    assert_eq!(c.get(b"k"), Err(KvsError::Closed));
+    // Bigger sizes, configured.
+    let mut cfg = StoreConfig::new(3, 1);
+    cfg.key_len = 64;
+    cfg.value_len = 1000;
+    let mut s = Store::start(cfg).unwrap();
+    let mut c = s.take_clients().pop().unwrap();
+    c.set(&[1; 64], &[2; 1000]).unwrap();
+    assert_eq!(c.get(&[1; 64]).unwrap(), Some(vec![2; 1000]));
+    s.close().unwrap().check_logs().unwrap();
+}
+
+#[test]
+fn two_phase_commit_aborts_on_a_no_vote() {
+    for t in [
+        TreeSpec::Uniform(Topology::Binary),
+        TreeSpec::Uniform(Topology::Sequential),
+    ] {
+        let mut cfg = StoreConfig::new(5, 2).protocol(Protocol::TwoPc).tree(t);
+        cfg.keep_log = true;
+        // Replica 3 refuses values starting with "x".
+        cfg.veto = Some(Arc::new(|replica, _key, value| {
+            !(replica == 3 && value.first() == Some(&b'x'))
+        }));
+        let mut s = Store::start(cfg).unwrap();
+        let mut c = s.take_clients();
+        c[0].set(b"a", b"1").unwrap();
+        assert!(matches!(c[0].set(b"a", b"x2"), Err(KvsError::Rejected(_))));
+        assert!(matches!(c[1].set(b"b", b"x"), Err(KvsError::Rejected(_))));
+        c[1].set(b"a", b"3").unwrap();
+        assert_eq!(c[0].get(b"a").unwrap(), Some(b"3".to_vec()));
+        assert_eq!(c[0].get(b"b").unwrap(), None);
+        let rep = s.close().unwrap();
+        rep.check_logs().unwrap();
+        for x in rep.replicas.iter().flatten() {
+            assert_eq!(
+                (x.applied, x.aborted, x.decided),
+                (2, 2, 4),
+                "replica {}",
+                x.replica
+            );
+            let log = x.log.as_ref().unwrap();
+            assert_eq!(log.len(), 2);
+            assert_eq!(log[1].entry.value, b"3");
+        }
+    }
+}
+
+/// Every replica applied the same log, every acknowledged set is in it, no request
+/// is applied twice, and the history is linearizable.
+fn check_run(res: &bench::BenchResult, linearizable: bool) {
+    let rep: &StoreReport = &res.report;
+    rep.check_logs().unwrap();
+    let live = rep.replicas.iter().flatten().find(|r| r.exit == "closed");
+    if let Some(log) = live.and_then(|r| r.log.as_ref()) {
+        let mut seen = HashSet::new();
+        for a in log {
+            assert!(
+                seen.insert((a.entry.client, a.entry.seq)),
+                "request {}/{} applied twice",
+                a.entry.client,
+                a.entry.seq
+            );
+        }
+        let values: HashSet<u64> = log
+            .iter()
+            .map(|a| u64::from_le_bytes(a.entry.value[..8].try_into().unwrap()))
+            .collect();
+        for h in res.history.iter().filter(|h| h.op == OpKind::Set && h.ok) {
+            assert!(
+                values.contains(&h.value.unwrap()),
+                "acknowledged set {h:?} is not in the log"
+            );
+        }
+    }
+    if linearizable {
+        let s = check_history(&res.history).unwrap_or_else(|e| panic!("{}: {e}", res.setup));
+        assert!(s.ops > 0);
+    }
+}
+
+fn random_run(p: Protocol, tree: TreeSpec, replicas: usize, clients: usize, keys: u64) {
+    let mut cfg = StoreConfig::new(replicas, clients).protocol(p).tree(tree);
+    cfg.keep_log = true;
+    let mut b = BenchConfig::new(cfg);
+    b.duration = Duration::from_millis(400 * stress_scale());
+    b.keys = keys;
+    b.get_ratio = 0.5;
+    b.history = true;
+    b.seed = replicas as u64 * 31 + clients as u64;
+    let t0 = Instant::now();
+    let res = bench::run(&b).unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(30));
+    assert!(
+        res.sets.ok > 0 && res.gets.ok > 0,
+        "{}: {:?} {:?}",
+        res.setup,
+        res.sets,
+        res.gets
+    );
+    assert_eq!(
+        res.sets.failed + res.gets.failed,
+        0,
+        "{:?}",
+        res.first_error
+    );
+    check_run(&res, p != Protocol::Broadcast);
+}
+
+#[test]
+fn random_runs_16_threads_are_linearizable() {
+    // 16 threads (replicas + clients) on the machine's CPUs (2 here), few keys so
+    // that operations on a key overlap.
+    for p in [Protocol::OnePaxos, Protocol::TwoPc] {
+        random_run(p, TreeSpec::Uniform(Topology::AdaptiveShuffled), 4, 12, 3);
+        random_run(p, TreeSpec::Uniform(Topology::Sequential), 6, 10, 2);
+        random_run(p, TreeSpec::Uniform(Topology::Knomial(1)), 8, 8, 4);
+    }
+    // The plain broadcast: same order everywhere (not checked for linearizability).
+    random_run(
+        Protocol::Broadcast,
+        TreeSpec::Uniform(Topology::Binary),
+        8,
+        8,
+        3,
+    );
+}
+
+/// Clients that give up on an attempt almost at once retry the same request many
+/// times: each request is still applied once, and the history is linearizable.
+#[test]
+fn retried_sets_are_applied_once() {
+    for p in [Protocol::OnePaxos, Protocol::TwoPc] {
+        let mut cfg = StoreConfig::new(4, 12)
+            .protocol(p)
+            .tree(TreeSpec::Uniform(Topology::Binary));
+        cfg.keep_log = true;
+        cfg.attempt_timeout = Duration::from_micros(300);
+        cfg.attempts = 10_000;
+        let mut b = BenchConfig::new(cfg);
+        b.duration = Duration::from_millis(300 * stress_scale());
+        b.keys = 3;
+        b.get_ratio = 0.3;
+        b.history = true;
+        let res = bench::run(&b).unwrap();
+        assert!(res.retries > 0, "no retries happened: {:?}", res.sets);
+        let dups: u64 = res
+            .report
+            .replicas
+            .iter()
+            .flatten()
+            .map(|r| r.duplicates)
+            .max()
+            .unwrap();
+        eprintln!(
+            "{p}: {} sets, {} retries, {dups} duplicate copies skipped",
+            res.sets.ok, res.retries
+        );
+        check_run(&res, true);
+    }
+}
+
+/// Fail-stop: a replica crashes mid-run. Nothing hangs; clients see successes or
+/// errors; every acknowledged set is in the survivors' logs; what was answered is
+/// linearizable.
+#[test]
+fn a_crashed_replica_fails_operations_but_hangs_nothing() {
+    for (p, victim) in [
+        (Protocol::OnePaxos, None), // a leaf
+        (Protocol::OnePaxos, Some("leader")),
+        (Protocol::TwoPc, None),
+    ] {
+        let mut cfg = StoreConfig::new(5, 6)
+            .protocol(p)
+            .tree(TreeSpec::Uniform(Topology::Binary));
+        cfg.keep_log = true;
+        cfg.attempt_timeout = Duration::from_millis(200);
+        cfg.attempts = 2;
+        cfg.close_timeout = Duration::from_secs(2);
+        let mut s = Store::start(cfg).unwrap();
+        let victim = match victim {
+            Some(_) => s.leader(),
+            None => (0..5)
+                .find(|&r| s.tree_children()[r].is_empty() && r != s.leader())
+                .unwrap(),
+        };
+        let clients = s.take_clients();
+        let base = Instant::now();
+        let stop = base + Duration::from_millis(600);
+        let t0 = Instant::now();
+        let hist = std::thread::scope(|sc| {
+            let hs: Vec<_> = clients
+                .into_iter()
+                .map(|mut c| {
+                    sc.spawn(move || {
+                        let mut h = Vec::new();
+                        let mut n = 0;
+                        while Instant::now() < stop {
+                            n += 1;
+                            let key = n % 2;
+                            let v = bench::unique_value(c.id(), n);
+                            let t0 = base.elapsed().as_nanos() as u64;
+                            let (op, ok, val) = if n % 2 == 0 {
+                                let mut value = [0u8; 16];
+                                value[..8].copy_from_slice(&v.to_le_bytes());
+                                (
+                                    OpKind::Set,
+                                    c.set(&key.to_le_bytes(), &value).is_ok(),
+                                    Some(v),
+                                )
+                            } else {
+                                match c.get(&key.to_le_bytes()) {
+                                    Ok(x) => (
+                                        OpKind::Get,
+                                        true,
+                                        x.map(|b| u64::from_le_bytes(b[..8].try_into().unwrap())),
+                                    ),
+                                    Err(_) => (OpKind::Get, false, None),
+                                }
+                            };
+                            h.push(smelt_kvs::history::HistoryOp {
+                                client: c.id(),
+                                op,
+                                key,
+                                value: val,
+                                call_ns: t0,
+                                return_ns: base.elapsed().as_nanos() as u64,
+                                ok,
+                            });
+                        }
+                        h
+                    })
+                })
+                .collect();
+            std::thread::sleep(Duration::from_millis(150));
+            s.crash(victim).unwrap();
+            hs.into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect::<Vec<_>>()
+        });
+        let rep = s.close().unwrap();
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "took {:?}",
+            t0.elapsed()
+        );
+        let crashed = rep.replicas[victim].as_ref().unwrap();
+        assert_eq!(crashed.exit, "crashed");
+        // Survivors that could finish agree; the acknowledged sets are in their logs.
+        let survivors: Vec<_> = rep
+            .replicas
+            .iter()
+            .flatten()
+            .filter(|r| r.replica != victim)
+            .collect();
+        let acked: Vec<u64> = hist
+            .iter()
+            .filter(|h| h.op == OpKind::Set && h.ok)
+            .map(|h| h.value.unwrap())
+            .collect();
+        assert!(!acked.is_empty());
+        for r in &survivors {
+            // Applied, or delivered and not yet decided when the store was stopped.
+            let vals: HashSet<u64> = r
+                .log
+                .iter()
+                .chain(r.undecided.iter())
+                .flatten()
+                .map(|a| u64::from_le_bytes(a.entry.value[..8].try_into().unwrap()))
+                .collect();
+            for v in &acked {
+                assert!(
+                    vals.contains(v),
+                    "replica {}: acknowledged {v} lost",
+                    r.replica
+                );
+            }
+        }
+        let failed = hist.iter().filter(|h| !h.ok).count();
+        assert!(failed > 0, "{p}: no operation failed after the crash");
+        check_history(&hist).unwrap();
+    }
+}
