@@ -9,6 +9,7 @@
 
 mod bench_processes;
 mod cmd_bench;
+mod cmd_kvs;
 mod cmd_launch;
 mod cmd_model;
 mod cmd_probe;
@@ -56,6 +57,8 @@ enum Cmd {
     Bench(cmd_bench::BenchArgs),
     /// Start N processes as one job on this host (like mpirun for one machine).
     Launch(cmd_launch::LaunchArgs),
+    /// Run the replicated key-value store (1Paxos / 2PC over smelt's tree) under load.
+    Kvs(cmd_kvs::KvsArgs),
     /// One member process of `smelt bench --processes` (internal).
     #[command(hide = true)]
     BenchMember(bench_processes::BenchMemberArgs),
@@ -98,6 +101,7 @@ fn main() {
         Cmd::Evaluate(a) => cmd_tree::evaluate(a),
         Cmd::Bench(a) => cmd_bench::run(a),
         Cmd::Launch(a) => cmd_launch::run(a),
+        Cmd::Kvs(a) => cmd_kvs::run(a),
         Cmd::BenchMember(a) => bench_processes::member(a),
     };
     if let Err(e) = res {

@@ -23,6 +23,8 @@ pub struct BenchConfig {
     pub seed: u64,
     /// Keep every operation (for `--history` and the checker).
     pub history: bool,
+    /// OS CPU of each client's thread (pinned where allowed); default unpinned.
+    pub client_cpus: Option<Vec<u32>>,
 }
 
 impl BenchConfig {
@@ -35,6 +37,7 @@ impl BenchConfig {
             keys: 1000,
             seed: 1,
             history: false,
+            client_cpus: None,
         }
     }
 }
@@ -152,7 +155,11 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
             .into_iter()
             .map(|mut c| {
                 let seed = cfg.seed;
+                let pin = cfg.client_cpus.as_ref().map(|v| v[c.id()]);
                 s.spawn(move || {
+                    if let Some(cpu) = pin {
+                        let _ = smelt_transport::pin_current_thread(cpu);
+                    }
                     let id = c.id();
                     let mut x = seed
                         .wrapping_add(id as u64)

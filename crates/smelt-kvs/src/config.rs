@@ -183,6 +183,9 @@ pub struct StoreConfig {
     pub wait: Option<WaitPolicy>,
     /// Two-phase commit only: a replica's vote on each set (default: always yes).
     pub veto: Option<Veto>,
+    /// OS CPU of each replica's thread (by replica index): pinned where this process
+    /// may use that CPU. Default: unpinned.
+    pub replica_cpus: Option<Vec<u32>>,
 }
 
 impl fmt::Debug for StoreConfig {
@@ -204,6 +207,7 @@ impl fmt::Debug for StoreConfig {
             .field("keep_log", &self.keep_log)
             .field("wait", &self.wait)
             .field("veto", &self.veto.as_ref().map(|_| "..."))
+            .field("replica_cpus", &self.replica_cpus)
             .finish()
     }
 }
@@ -228,6 +232,7 @@ impl StoreConfig {
             keep_log: false,
             wait: None,
             veto: None,
+            replica_cpus: None,
         }
     }
 

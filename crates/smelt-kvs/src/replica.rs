@@ -107,6 +107,8 @@ pub struct ReplicaReport {
     pub exit: String,
     /// The first fault it saw (a replica it depends on failed, a protocol error).
     pub fault: Option<String>,
+    /// Its thread was pinned to its CPU.
+    pub pinned: bool,
 }
 
 /// Why the loop ended.
@@ -298,6 +300,7 @@ impl Replica {
             }
             .into(),
             fault: self.fault,
+            pinned: false,
         }
     }
 

@@ -138,6 +138,14 @@ impl Store {
                 "a veto (vote) needs the 2pc protocol".into(),
             ));
         }
+        if let Some(c) = &cfg.replica_cpus {
+            if c.len() != r {
+                return Err(KvsError::Config(format!(
+                    "{} replica CPUs for {r} replicas",
+                    c.len()
+                )));
+            }
+        }
         let tree = cfg.tree.build(r)?;
         let root = tree.root.index();
         let leader = match cfg.leader {
@@ -211,10 +219,14 @@ impl Store {
                 cfg.keep_log,
             );
             let tx = tx.clone();
+            let pin = cfg.replica_cpus.as_ref().map(|c| c[i]);
             let h = std::thread::Builder::new()
                 .name(format!("smelt-kvs-{i}"))
                 .spawn(move || {
-                    let rep_report = rep.run();
+                    let pinned =
+                        pin.is_some_and(|c| smelt_transport::pin_current_thread(c).is_ok());
+                    let mut rep_report = rep.run();
+                    rep_report.pinned = pinned;
                     let _ = tx.send(rep_report);
                 });
             match h {

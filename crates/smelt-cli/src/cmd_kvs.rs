@@ -1,0 +1,508 @@
+//! `smelt kvs`: the replicated key-value store (smelt-kvs) under load, with its
+//! agreement protocol over smelt's tree, over sequential sending (the paper's
+//! baseline) and as a plain atomic broadcast, in one run; histories for
+//! linearizability checkers, and the checker itself.
+
+use anyhow::{bail, Context as _, Result};
+use clap::Args;
+use serde_json::{json, Value};
+use smelt_kvs::bench::{self, BenchConfig, BenchResult, OpStats};
+use smelt_kvs::history::{check_history, read_history};
+use smelt_kvs::{Protocol, StoreConfig, TreeSpec};
+use smelt_model::Model;
+use smelt_transport::allowed_cpus;
+use smelt_tree::Topology;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Args)]
+#[command(
+    about = "Run the replicated key-value store under load: agreement over smelt's tree vs sequential sending vs a plain broadcast",
+    long_about = "Starts a replicated key-value store (replicas and clients as threads), runs \
+    clients doing random gets and sets for --duration seconds, and reports set and get \
+    throughput and latency (p50, p99) for three setups in one run: the protocol over smelt's \
+    tree (--tree), the protocol over sequential sending (the acceptor sends to every replica in \
+    turn, the paper's baseline), and the plain atomic broadcast over the tree (no agreement \
+    round; the paper's reference line). Sets are ordered by the protocol and applied in the \
+    same order at every replica; gets are answered by the client's home replica. Every set \
+    writes a value never written before (client id and sequence number).\n\n\
+    --history FILE writes every operation of the first setup as one JSON line \
+    {\"client\", \"op\", \"key\", \"value\", \"call_ns\", \"return_ns\", \"ok\"} (one \
+    monotonic clock; value null for a get of a key never set); --check runs smelt's \
+    linearizability checker on it; --check-file FILE checks a history written before, \
+    without running anything.\n\n\
+    Examples:\n  smelt kvs --replicas 8 --clients 8 --duration 5\n  \
+    smelt kvs --replicas 4 --clients 12 --keys 3 --get-ratio 0.5 --history h.jsonl --check\n  \
+    smelt kvs --model model.json --protocol 2pc --json\n  smelt kvs --check-file h.jsonl"
+)]
+pub struct KvsArgs {
+    /// Replicas; default: one per NUMA node (of --model, or of this machine).
+    #[arg(long, value_parser = crate::common::count(1, 1024))]
+    pub replicas: Option<usize>,
+    /// Clients (load generators); default: two per replica.
+    #[arg(long, value_parser = crate::common::count(1, 4096))]
+    pub clients: Option<usize>,
+    /// Agreement protocol: 1paxos or 2pc (broadcast: the plain atomic broadcast alone).
+    #[arg(long, default_value = "1paxos")]
+    pub protocol: String,
+    /// smelt's tree topology (as `smelt tree --algo`), rooted at the acceptor.
+    #[arg(long, default_value = "adaptive-shuffled")]
+    pub tree: String,
+    /// Machine model to build the tree from and place replicas by (one per NUMA node
+    /// first); without one, a uniform machine and unpinned threads.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Share of gets among operations.
+    #[arg(long, default_value = "0.8", value_parser = crate::common::number(0.0, 1.0))]
+    pub get_ratio: f64,
+    /// Seconds each setup runs (at most 3600).
+    #[arg(long, default_value = "2", value_parser = crate::common::number(0.01, 3600.0))]
+    pub duration: f64,
+    /// Keys are drawn from 0..KEYS.
+    #[arg(long, default_value = "1000", value_parser = crate::common::count(1, 1 << 40))]
+    pub keys: usize,
+    /// Longest key, bytes (at least 8: the benchmark's keys are 8-byte numbers).
+    #[arg(long, default_value = "8", value_parser = crate::common::count(8, 255))]
+    pub key_len: usize,
+    /// Longest value, bytes (at least 8).
+    #[arg(long, default_value = "16", value_parser = crate::common::count(8, 1 << 20))]
+    pub value_len: usize,
+    /// Which setups to run, of tree, sequential, broadcast.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "tree,sequential,broadcast"
+    )]
+    pub setups: Vec<String>,
+    /// Seed of the clients' random choices.
+    #[arg(long, default_value = "1")]
+    pub seed: u64,
+    /// A client's wait for one attempt of an operation, seconds (then it retries with
+    /// the same request id).
+    #[arg(long, default_value = "2", value_parser = crate::common::seconds)]
+    pub attempt_timeout: f64,
+    /// Attempts per operation.
+    #[arg(long, default_value = "3", value_parser = crate::common::count_u32(1, 1_000_000))]
+    pub attempts: u32,
+    /// Write the first setup's operations to this file, one JSON object per line.
+    #[arg(long)]
+    pub history: Option<PathBuf>,
+    /// Check the first setup's history for linearizability (smelt's checker).
+    #[arg(long)]
+    pub check: bool,
+    /// Only check this history file for linearizability (nothing is run).
+    #[arg(long, conflicts_with_all = ["history", "check"])]
+    pub check_file: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One setup of the comparison.
+struct Setup {
+    role: &'static str,
+    protocol: Protocol,
+    tree: Topology,
+}
+
+/// Replica and client CPUs from a model: replicas on the first CPU of each NUMA node
+/// in turn (then the second, ...), clients on the other CPUs of their home's node.
+fn placement(model: &Model, replicas: usize, clients: usize) -> (Vec<u32>, Vec<u32>) {
+    let nodes = model.node_ids();
+    let mut by_node: Vec<Vec<u32>> = Vec::new();
+    for (pos, &n) in nodes.iter().enumerate() {
+        if by_node.len() <= n {
+            by_node.resize(n + 1, Vec::new());
+        }
+        by_node[n].push(model.cpus[pos]);
+    }
+    by_node.retain(|v| !v.is_empty());
+    let mut rep = Vec::with_capacity(replicas);
+    let mut rep_node = Vec::with_capacity(replicas);
+    let mut round = 0;
+    while rep.len() < replicas {
+        let before = rep.len();
+        for (n, cpus) in by_node.iter().enumerate() {
+            if rep.len() < replicas && round < cpus.len() {
+                rep.push(cpus[round]);
+                rep_node.push(n);
+            }
+        }
+        if rep.len() == before {
+            // More replicas than CPUs: reuse them.
+            let k = rep.len();
+            rep.push(rep[k % before.max(1)]);
+            rep_node.push(rep_node[k % before.max(1)]);
+        }
+        round += 1;
+    }
+    let mut next = vec![0usize; by_node.len()];
+    let cli = (0..clients)
+        .map(|c| {
+            let home = c % replicas;
+            let n = rep_node[home];
+            let others: Vec<u32> = by_node[n]
+                .iter()
+                .copied()
+                .filter(|x| !rep.contains(x))
+                .collect();
+            if others.is_empty() {
+                rep[home]
+            } else {
+                let x = others[next[n] % others.len()];
+                next[n] += 1;
+                x
+            }
+        })
+        .collect();
+    (rep, cli)
+}
+
+/// NUMA nodes of this machine (at least 1).
+fn local_nodes() -> usize {
+    std::fs::read_dir("/sys/devices/system/node")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| {
+                    let n = e.file_name();
+                    let n = n.to_string_lossy();
+                    n.starts_with("node")
+                        && n[4..].chars().all(|c| c.is_ascii_digit())
+                        && n.len() > 4
+                })
+                .count()
+        })
+        .unwrap_or(1)
+        .max(1)
+}
+
+fn stats_json(s: &OpStats) -> Value {
+    json!({
+        "ok": s.ok,
+        "failed": s.failed,
+        "per_sec": s.per_sec,
+        "p50_ns": s.p50_ns,
+        "p99_ns": s.p99_ns,
+        "mean_ns": s.mean_ns,
+    })
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1000.0)
+}
+
+pub fn run(a: KvsArgs) -> Result<()> {
+    if let Some(f) = &a.check_file {
+        let text =
+            std::fs::read_to_string(f).with_context(|| format!("--check-file {}", f.display()))?;
+        let h = read_history(&text)
+            .map_err(|e| anyhow::anyhow!("--check-file {}: {e}", f.display()))?;
+        let s = match check_history(&h) {
+            Ok(s) => s,
+            Err(e) => {
+                if a.json {
+                    println!(
+                        "{}",
+                        json!({"file": f.display().to_string(), "linearizable": false, "why": e})
+                    );
+                }
+                return Err(crate::common::Incomplete(format!(
+                    "{}: not linearizable: {e}",
+                    f.display()
+                ))
+                .into());
+            }
+        };
+        if a.json {
+            println!(
+                "{}",
+                json!({"file": f.display().to_string(), "linearizable": true, "keys": s.keys, "ops": s.ops, "left_out": s.left_out})
+            );
+        } else {
+            crate::common::print_text(&format!(
+                "{}: linearizable ({} operations on {} keys checked; {} incomplete left out)\n",
+                f.display(),
+                s.ops,
+                s.keys,
+                s.left_out
+            ));
+        }
+        return Ok(());
+    }
+    if let Some(h) = &a.history {
+        crate::common::check_output("--history", h, &[])?;
+    }
+    let protocol: Protocol = a
+        .protocol
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--protocol: {e}"))?;
+    let tree: Topology = a
+        .tree
+        .trim()
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--tree: {e}"))?;
+    let mut setups = Vec::new();
+    for s in &a.setups {
+        let s = s.trim().to_ascii_lowercase();
+        let setup = match s.as_str() {
+            "tree" => Setup {
+                role: "tree",
+                protocol,
+                tree,
+            },
+            "sequential" => Setup {
+                role: "sequential",
+                protocol,
+                tree: Topology::Sequential,
+            },
+            "broadcast" => Setup {
+                role: "broadcast",
+                protocol: Protocol::Broadcast,
+                tree,
+            },
+            other => {
+                bail!("--setups: unknown setup '{other}' (known: tree, sequential, broadcast)")
+            }
+        };
+        if setups.iter().any(|x: &Setup| x.role == setup.role) {
+            bail!("--setups: '{s}' is listed twice");
+        }
+        setups.push(setup);
+    }
+    if setups.is_empty() {
+        bail!("--setups: nothing to run");
+    }
+    let model = match &a.model {
+        Some(p) => Some(Arc::new(
+            Model::load(p).with_context(|| format!("--model {}", p.display()))?,
+        )),
+        None => None,
+    };
+    let replicas = a.replicas.unwrap_or_else(|| match &model {
+        Some(m) => {
+            let mut n = m.node_ids();
+            n.sort_unstable();
+            n.dedup();
+            n.len().max(1)
+        }
+        None => local_nodes(),
+    });
+    let clients = a.clients.unwrap_or(2 * replicas);
+    // Placement: pinned along the model where its CPUs are this machine's.
+    let allowed = allowed_cpus().unwrap_or_default();
+    let (replica_cpus, client_cpus, pinned) = match &model {
+        Some(m) => {
+            let (r, c) = placement(m, replicas, clients);
+            let ok = r.iter().chain(c.iter()).all(|x| allowed.contains(x));
+            (Some(r), Some(c), ok)
+        }
+        None => (None, None, false),
+    };
+    let threads = replicas + clients;
+    let note = format!(
+        "{threads} threads on {} CPUs{}; {}",
+        allowed.len(),
+        if threads > allowed.len() {
+            " (oversubscribed: tree levels cost scheduling rounds)"
+        } else {
+            ""
+        },
+        if pinned {
+            "pinned per the model"
+        } else if model.is_some() {
+            "unpinned (the model's CPUs are not all available here)"
+        } else {
+            "unpinned, uniform machine"
+        }
+    );
+    if !a.json {
+        crate::common::print_text(&format!(
+            "smelt kvs: {replicas} replicas, {clients} clients, {:.0}% gets, {} keys, {} s per setup; {note}\n",
+            a.get_ratio * 100.0,
+            a.keys,
+            a.duration
+        ));
+        if replicas == 1 {
+            crate::common::warn(
+                "one replica: every setup is the same; use --replicas N to compare trees",
+            );
+        }
+    }
+    let mut results: Vec<(&Setup, BenchResult)> = Vec::new();
+    let mut history_written = None;
+    let mut check_result: Option<std::result::Result<smelt_kvs::history::Summary, String>> = None;
+    for (i, s) in setups.iter().enumerate() {
+        let tree_spec = match &model {
+            Some(m) => TreeSpec::Model {
+                topology: s.tree,
+                model: m.clone(),
+                cpus: replica_cpus.clone().expect("placed with the model"),
+            },
+            None => TreeSpec::Uniform(s.tree),
+        };
+        let mut cfg = StoreConfig::new(replicas, clients)
+            .protocol(s.protocol)
+            .tree(tree_spec);
+        cfg.key_len = a.key_len;
+        cfg.value_len = a.value_len;
+        cfg.attempt_timeout = Duration::from_secs_f64(a.attempt_timeout);
+        cfg.attempts = a.attempts;
+        cfg.capacity = (cfg.capacity).max((a.key_len + a.value_len + 64).div_ceil(48) + 1);
+        if pinned {
+            cfg.replica_cpus = replica_cpus.clone();
+        }
+        let mut b = BenchConfig::new(cfg);
+        b.get_ratio = a.get_ratio;
+        b.duration = Duration::from_secs_f64(a.duration);
+        b.keys = a.keys as u64;
+        b.seed = a.seed;
+        b.history = i == 0 && (a.history.is_some() || a.check);
+        if pinned {
+            b.client_cpus = client_cpus.clone();
+        }
+        let mut r = bench::run(&b).map_err(|e| anyhow::anyhow!("{}: {e}", s.role))?;
+        if b.history {
+            if let Some(p) = &a.history {
+                let mut text = String::with_capacity(r.history.len() * 100);
+                for op in &r.history {
+                    text.push_str(&op.to_json());
+                    text.push('\n');
+                }
+                smelt_model::write_atomic(p, text.as_bytes())
+                    .map_err(|e| anyhow::anyhow!("--history {}: {e}", p.display()))?;
+                history_written = Some((p.clone(), r.history.len()));
+            }
+            if a.check {
+                check_result = Some(check_history(&r.history));
+            }
+            r.history = Vec::new();
+        }
+        if !a.json {
+            crate::common::print_text(&format!(
+                "  ran {:<34} {:>9.0} sets/s {:>9.0} gets/s\n",
+                r.setup, r.sets.per_sec, r.gets.per_sec
+            ));
+        }
+        results.push((s, r));
+    }
+    // Ratios of the tree to sequential sending.
+    let find = |role: &str| results.iter().find(|(s, _)| s.role == role).map(|(_, r)| r);
+    let ratios = match (find("tree"), find("sequential")) {
+        (Some(t), Some(q)) => Some(json!({
+            "set_throughput_tree_over_sequential": t.sets.per_sec / q.sets.per_sec.max(1e-9),
+            "set_p50_tree_over_sequential": t.sets.p50_ns as f64 / (q.sets.p50_ns.max(1)) as f64,
+            "set_p99_tree_over_sequential": t.sets.p99_ns as f64 / (q.sets.p99_ns.max(1)) as f64,
+        })),
+        _ => None,
+    };
+    let mut problems = Vec::new();
+    for (s, r) in &results {
+        if let Err(e) = r.report.check_logs() {
+            problems.push(format!("{}: replica logs differ: {e}", s.role));
+        }
+    }
+    if let Some(Err(e)) = &check_result {
+        problems.push(format!("history not linearizable: {e}"));
+    }
+    if a.json {
+        let rows: Vec<Value> = results
+            .iter()
+            .map(|(s, r)| {
+                json!({
+                    "setup": s.role,
+                    "protocol": s.protocol.name(),
+                    "tree": s.tree.to_string(),
+                    "root": r.report.root,
+                    "leader": r.report.leader,
+                    "sets": stats_json(&r.sets),
+                    "gets": stats_json(&r.gets),
+                    "elapsed_s": r.elapsed.as_secs_f64(),
+                    "retries": r.retries,
+                    "first_error": r.first_error,
+                    "logs_identical": r.report.check_logs().is_ok(),
+                })
+            })
+            .collect();
+        let out = json!({
+            "replicas": replicas,
+            "clients": clients,
+            "protocol": protocol.name(),
+            "tree": tree.to_string(),
+            "get_ratio": a.get_ratio,
+            "keys": a.keys,
+            "duration_s": a.duration,
+            "key_len": a.key_len,
+            "value_len": a.value_len,
+            "placement": note,
+            "rows": rows,
+            "ratios": ratios,
+            "history": history_written.as_ref().map(|(p, n)| json!({"file": p.display().to_string(), "ops": n})),
+            "linearizable": check_result.as_ref().map(|r| r.is_ok()),
+        });
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, "{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        let mut t = String::new();
+        t.push_str(&format!(
+            "\n{:<36} {:>10} {:>9} {:>9} {:>10} {:>9} {:>9} {:>7}\n",
+            "setup", "sets/s", "set p50", "set p99", "gets/s", "get p50", "get p99", "failed"
+        ));
+        t.push_str(&format!(
+            "{:<36} {:>10} {:>9} {:>9} {:>10} {:>9} {:>9} {:>7}\n",
+            "", "", "µs", "µs", "", "µs", "µs", ""
+        ));
+        for (_, r) in &results {
+            t.push_str(&format!(
+                "{:<36} {:>10.0} {:>9} {:>9} {:>10.0} {:>9} {:>9} {:>7}\n",
+                r.setup,
+                r.sets.per_sec,
+                us(r.sets.p50_ns),
+                us(r.sets.p99_ns),
+                r.gets.per_sec,
+                us(r.gets.p50_ns),
+                us(r.gets.p99_ns),
+                r.sets.failed + r.gets.failed
+            ));
+        }
+        if let (Some(tr), Some(q)) = (find("tree"), find("sequential")) {
+            t.push_str(&format!(
+                "\ntree vs sequential sending: set throughput {:.2}x, set p50 {:.2}x, set p99 {:.2}x\n",
+                tr.sets.per_sec / q.sets.per_sec.max(1e-9),
+                tr.sets.p50_ns as f64 / q.sets.p50_ns.max(1) as f64,
+                tr.sets.p99_ns as f64 / q.sets.p99_ns.max(1) as f64
+            ));
+        }
+        let logs_ok = results.iter().all(|(_, r)| r.report.check_logs().is_ok());
+        t.push_str(&format!(
+            "replica logs identical after each run: {}\n",
+            if logs_ok { "yes" } else { "NO" }
+        ));
+        if let Some((p, n)) = &history_written {
+            t.push_str(&format!("history: {n} operations in {}\n", p.display()));
+        }
+        match &check_result {
+            Some(Ok(s)) => t.push_str(&format!(
+                "linearizable: yes ({} operations on {} keys; {} incomplete left out)\n",
+                s.ops, s.keys, s.left_out
+            )),
+            Some(Err(e)) => t.push_str(&format!("linearizable: NO: {e}\n")),
+            None => {}
+        }
+        crate::common::print_text(&t);
+    }
+    for (s, r) in &results {
+        if let Some(e) = &r.first_error {
+            crate::common::warn(&format!(
+                "{}: {} operations failed; the first: {e}",
+                s.role,
+                r.sets.failed + r.gets.failed
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(crate::common::Incomplete(problems.join("; ")).into());
+    }
+    Ok(())
+}
