@@ -134,3 +134,33 @@ fn a_length_mismatch_fails_every_member() {
     });
     assert!(out.is_err(), "{out:?}");
 }
+
+#[test]
+fn two_members_allreduce_exchanges_and_combines_root_first() {
+    // Root is CPU 21 (rank 1): the result on both is combine(root's, child's), shown
+    // by a non-commutative combination (the incoming digit appended in base 10).
+    let tree = Tree::new(CpuId::list([20, 21]), Pos(1), vec![vec![], Pos::list([0])]).unwrap();
+    let out = Group::new(&tree)
+        .unwrap()
+        .run(|m: &mut Member| -> Result<Vec<u8>, GroupError> {
+            let mut last = Vec::new();
+            for round in 0..2000usize {
+                // A broadcast that nearly fills the ring first, so the exchange's sends
+                // cross while the ring still holds it: no deadlock.
+                let mut b = vec![round as u8; 3000];
+                m.broadcast_into(&mut b)?;
+                let mut d = vec![m.rank().index() as u8 + 1; 3000];
+                m.allreduce_bytes(&mut d, |acc, x| {
+                    for (a, b) in acc.iter_mut().zip(x) {
+                        *a = *a * 10 + *b;
+                    }
+                })?;
+                last = d;
+            }
+            Ok(last)
+        })
+        .unwrap();
+    // Root (rank 1) holds 2, the child (rank 0) 1: 2 * 10 + 1 on both.
+    assert_eq!(out[0].as_ref().unwrap(), &vec![21u8; 3000]);
+    assert_eq!(out[1].as_ref().unwrap(), &vec![21u8; 3000]);
+}
