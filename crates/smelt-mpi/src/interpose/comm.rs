@@ -127,6 +127,40 @@ fn node_tree(n: usize, root: usize, topo: Topology) -> Result<Tree, String> {
         .map_err(|e| format!("tree for a node of {n} ranks: {e}"))
 }
 
+/// A broadcast over `m`'s tree: up to 8 bytes travel as one word (the channel's
+/// zero-copy path), more as a byte message. Every member takes the same path: the
+/// length is the same on all (MPI's matching signatures).
+fn tree_bcast(m: &mut Member, buf: &mut [u8]) -> Result<(), GroupError> {
+    if buf.len() <= 8 {
+        let mut w = [0u8; 8];
+        w[..buf.len()].copy_from_slice(buf);
+        let got = m.broadcast_word(u64::from_ne_bytes(w))?.to_ne_bytes();
+        buf.copy_from_slice(&got[..buf.len()]);
+        return Ok(());
+    }
+    m.broadcast_into(buf)
+}
+
+/// A reduction to `m`'s root: up to 8 bytes travel as one word, more as a byte
+/// message. As in [`tree_bcast`], every member takes the same path.
+fn tree_reduce(m: &mut Member, acc: &mut [u8], combine: Combine) -> Result<(), GroupError> {
+    let n = acc.len();
+    if n <= 8 {
+        let mut w = [0u8; 8];
+        w[..n].copy_from_slice(acc);
+        let op = |a: u64, b: u64| {
+            let (mut x, y) = (a.to_ne_bytes(), b.to_ne_bytes());
+            combine(&mut x[..n], &y[..n]);
+            u64::from_ne_bytes(x)
+        };
+        if let Some(r) = m.reduce(u64::from_ne_bytes(w), op)? {
+            acc.copy_from_slice(&r.to_ne_bytes()[..n]);
+        }
+        return Ok(());
+    }
+    m.reduce_bytes(acc, combine).map(|_| ())
+}
+
 /// Sets up smelt for `comm` (collective over `comm`; every rank gets the same mode).
 pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
     let off = |why| CommState {
@@ -358,7 +392,7 @@ impl Hier {
     fn node_bcast(&mut self, root: usize, buf: &mut [u8]) -> Result<(), Fail> {
         if root != 0 {
             if let Some(m) = self.tree(root)? {
-                return Ok(m.broadcast_into(buf)?);
+                return Ok(tree_bcast(m, buf)?);
             }
             if self.node_rank == root {
                 ffi::send_bytes(buf, 0, FORWARD_TAG, self.node)?;
@@ -366,7 +400,7 @@ impl Hier {
                 ffi::recv_bytes(buf, root, FORWARD_TAG, self.node)?;
             }
         }
-        Ok(self.leader_tree().broadcast_into(buf)?)
+        Ok(tree_bcast(self.leader_tree(), buf)?)
     }
 
     /// `MPI_Bcast` of `len` bytes at `data` from `root` (a rank of the communicator).
@@ -402,7 +436,7 @@ impl Hier {
             ffi::bcast_bytes(buf, rnode, self.leaders)?;
         }
         if self.my_node != rnode && self.node_size > 1 {
-            self.leader_tree().broadcast_into(buf)?;
+            tree_bcast(self.leader_tree(), buf)?;
         }
         Ok(())
     }
@@ -458,14 +492,14 @@ impl Hier {
         if self.n_nodes == 1 {
             if rlocal != 0 {
                 if let Some(m) = self.tree(rlocal)? {
-                    m.reduce_bytes(acc, combine)?;
+                    tree_reduce(m, acc, combine)?;
                     return Ok(());
                 }
             }
-            self.leader_tree().reduce_bytes(acc, combine)?;
+            tree_reduce(self.leader_tree(), acc, combine)?;
         } else {
             if self.node_size > 1 {
-                self.leader_tree().reduce_bytes(acc, combine)?;
+                tree_reduce(self.leader_tree(), acc, combine)?;
             }
             if self.node_rank == 0 {
                 let at_root = self.my_node == rnode;
@@ -508,10 +542,13 @@ impl Hier {
         op: MPI_Op,
         combine: Combine,
     ) -> Result<(), Fail> {
-        if self.node_size > 1 {
-            self.leader_tree().reduce_bytes(acc, combine)?;
+        if self.n_nodes == 1 {
+            return Ok(self.leader_tree().allreduce_bytes(acc, combine)?);
         }
-        if self.n_nodes > 1 && self.node_rank == 0 {
+        if self.node_size > 1 {
+            tree_reduce(self.leader_tree(), acc, combine)?;
+        }
+        if self.node_rank == 0 {
             // SAFETY: `acc` holds `count` elements of `dt`; in place is allowed.
             ffi::check(unsafe {
                 mpi_sys::PMPI_Allreduce(
@@ -525,7 +562,7 @@ impl Hier {
             })?;
         }
         if self.node_size > 1 {
-            self.leader_tree().broadcast_into(acc)?;
+            tree_bcast(self.leader_tree(), acc)?;
         }
         Ok(())
     }

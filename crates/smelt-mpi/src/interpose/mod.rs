@@ -15,14 +15,33 @@ use ffi::{MPI_Comm, MPI_Datatype, MPI_Op};
 use stats::{Call, Why};
 use std::os::raw::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 /// The attribute key under which each communicator's state is cached; created on
 /// first use, freed at MPI_Finalize.
 static KEYVAL: AtomicI32 = AtomicI32::new(i32::MIN);
 /// Every live state (as addresses), so MPI_Finalize can release them all.
 static LIVE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// The communicator looked up last and its state. Programs mostly call collectives on
+/// one communicator, and MPI's attribute lookup is a hash-table probe on every call;
+/// this skips it. Cleared when that state is freed. Calls are serialized below
+/// MPI_THREAD_MULTIPLE (the user's contract), so plain loads and stores suffice;
+/// under MPI_THREAD_MULTIPLE it is not used.
+static LAST_COMM: AtomicUsize = AtomicUsize::new(0);
+static LAST_STATE: AtomicPtr<CommState> = AtomicPtr::new(std::ptr::null_mut());
+
+/// A communicator handle as a number (a pointer in Open MPI, an int in MPICH).
+#[inline(always)]
+fn comm_key(c: MPI_Comm) -> usize {
+    c.0 as usize
+}
+
+/// True unless MPI runs with MPI_THREAD_MULTIPLE (asked once).
+fn serialized() -> bool {
+    static S: OnceLock<bool> = OnceLock::new();
+    *S.get_or_init(|| ffi::thread_level().is_ok_and(|l| l != ffi::thread_multiple()))
+}
 
 /// Runs `f`, turning a panic into a clear message and `PMPI_Abort`: nothing unwinds
 /// into MPI or the application.
@@ -70,6 +89,9 @@ unsafe extern "C" fn delete_state(
         LIVE.lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|&p| p != attr as usize);
+        if LAST_STATE.load(Ordering::Relaxed) == attr.cast::<CommState>() {
+            LAST_STATE.store(std::ptr::null_mut(), Ordering::Relaxed);
+        }
         // SAFETY: `attr` is the pointer `state` stored with this keyval: a Box
         // leaked by it, released exactly once, here.
         drop(unsafe { Box::from_raw(attr.cast::<CommState>()) });
@@ -99,6 +121,27 @@ fn keyval() -> Result<c_int, ffi::MpiErr> {
 /// The state of `comm`, set up on first use (collective: every rank of `comm` calls
 /// the same collective on it, so every rank sets up at the same call).
 fn state(comm: MPI_Comm) -> Result<&'static mut CommState, ffi::MpiErr> {
+    let key = comm_key(comm);
+    let last = LAST_STATE.load(Ordering::Relaxed);
+    if !last.is_null() && LAST_COMM.load(Ordering::Relaxed) == key {
+        // SAFETY: LAST_STATE is a live state (cleared when freed) of this very
+        // communicator; only set when calls are serialized, so no other reference
+        // is in use.
+        return Ok(unsafe { &mut *last });
+    }
+    let st = lookup(comm)?;
+    if serialized() {
+        LAST_COMM.store(key, Ordering::Relaxed);
+        LAST_STATE.store(st, Ordering::Relaxed);
+    }
+    // SAFETY: a live CommState of `comm`; MPI calls on one communicator are not
+    // concurrent (this crate falls back on MPI_THREAD_MULTIPLE, where they could be),
+    // so this is the only reference.
+    Ok(unsafe { &mut *st })
+}
+
+/// The state of `comm` from its attribute, made (and stored) on first use.
+fn lookup(comm: MPI_Comm) -> Result<*mut CommState, ffi::MpiErr> {
     let kv = keyval()?;
     let mut ptr: *mut c_void = std::ptr::null_mut();
     let mut flag: c_int = 0;
@@ -107,10 +150,7 @@ fn state(comm: MPI_Comm) -> Result<&'static mut CommState, ffi::MpiErr> {
         mpi_sys::PMPI_Comm_get_attr(comm, kv, (&mut ptr as *mut *mut c_void).cast(), &mut flag)
     })?;
     if flag != 0 && !ptr.is_null() {
-        // SAFETY: the attribute is a live CommState leaked by this function; MPI
-        // calls on one communicator are not concurrent (this crate falls back on
-        // MPI_THREAD_MULTIPLE, where they could be), so this is the only reference.
-        return Ok(unsafe { &mut *ptr.cast::<CommState>() });
+        return Ok(ptr.cast());
     }
     let st = Box::into_raw(Box::new(comm::setup(comm, config())?));
     // SAFETY: stores the leaked box as the attribute; `delete_state` frees it.
@@ -118,8 +158,7 @@ fn state(comm: MPI_Comm) -> Result<&'static mut CommState, ffi::MpiErr> {
     LIVE.lock()
         .unwrap_or_else(|e| e.into_inner())
         .push(st as usize);
-    // SAFETY: just created; see above.
-    Ok(unsafe { &mut *st })
+    Ok(st)
 }
 
 /// Releases every state (their shared memory and communicators) and the keyval.
