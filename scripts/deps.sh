@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what smelt needs on a Debian machine, only what is missing.
 #   hwloc (topology), pkg-config, graphviz (tree drawings), fontconfig/freetype (plots),
-#   gcc/clang + OpenMP runtimes and Open MPI (the peers `smelt bench` compares against).
+#   gcc/clang + OpenMP runtimes and Open MPI (the peers `smelt bench` compares against;
+#   Open MPI's headers and mpicc also build smelt-mpi's interposer, whose bindings
+#   bindgen makes with the libclang that the clang package brings).
 # Set SMELT_NO_INSTALL=1 to skip (then missing peers are reported as skipped).
 set -euo pipefail
 [ -n "${SMELT_NO_INSTALL:-}" ] && exit 0

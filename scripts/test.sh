@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, then builds and tests every crate
-# (unit, integration, CLI, the C API examples), model-checks the queuepair protocol
-# with loom, and runs the transport tests under Miri when a nightly toolchain with
-# Miri is installed. Stress runs are bounded; scale them with SMELT_STRESS=<factor>.
+# (unit, integration, CLI, the C API examples, the MPI interposer under mpirun),
+# model-checks the queuepair protocol with loom, and runs the transport tests under
+# Miri when a nightly toolchain with Miri is installed. Stress runs are bounded; scale them with SMELT_STRESS=<factor>.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -10,6 +10,8 @@ echo "[smelt] build"
 cargo build --workspace --all-targets
 echo "[smelt] tests"
 cargo test --workspace 2>&1
+echo "[smelt] MPI interposer: smelt-mpi with its 'mpi' feature, C programs under mpirun"
+cargo test -p smelt-mpi --features mpi 2>&1
 echo "[smelt] loom model check of the queuepair protocol"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p smelt-transport --release --lib --test loom 2>&1
 if cargo +nightly miri --version >/dev/null 2>&1; then
