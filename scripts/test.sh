@@ -2,7 +2,8 @@
 # The whole test suite: installs what it needs, then builds and tests every crate
 # (unit, integration, CLI, the C API examples, the MPI interposer under mpirun),
 # model-checks the queuepair protocol with loom, and runs the transport tests under
-# Miri when a nightly toolchain with Miri is installed. Stress runs are bounded; scale them with SMELT_STRESS=<factor>.
+# Miri when a nightly toolchain with Miri is installed. Stress runs are bounded; scale
+# them with SMELT_STRESS=<factor>.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
