@@ -8,6 +8,9 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Each replica's parent and children in a tree (replica indices).
+pub type ParentsChildren = (Vec<Option<usize>>, Vec<Vec<usize>>);
+
 /// The agreement protocol that orders a store's sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Protocol {
@@ -128,6 +131,53 @@ impl TreeSpec {
         Ok(t)
     }
 
+    /// The tree over the replicas `members` (indices, in order) rooted at `root`, as
+    /// each replica's parent and children (replica indices; `replicas` entries, the
+    /// others empty). An explicit tree cannot be rebuilt over a subset: its
+    /// replacement is the sequential star.
+    pub fn build_over(
+        &self,
+        replicas: usize,
+        members: &[usize],
+        root: usize,
+    ) -> Result<ParentsChildren, KvsError> {
+        let bad = |e: &dyn fmt::Display| KvsError::Config(format!("tree: {e}"));
+        let t = match self {
+            TreeSpec::Uniform(topo) => {
+                let m = smelt_model::synthetic(1, replicas, 1.0, 1.0, 1.0);
+                topo.generate(&m, members, Some(root))
+                    .map_err(|e| bad(&e))?
+            }
+            TreeSpec::Model {
+                topology,
+                model,
+                cpus,
+            } => {
+                let mine: Vec<u32> = members.iter().map(|&r| cpus[r]).collect();
+                let pos = model.positions(&mine).map_err(|e| bad(&e))?;
+                let rootpos = model.positions(&[cpus[root]]).map_err(|e| bad(&e))?[0];
+                topology
+                    .generate(model, &pos, Some(rootpos))
+                    .map_err(|e| bad(&e))?
+            }
+            TreeSpec::Explicit(_) => {
+                let m = smelt_model::synthetic(1, replicas, 1.0, 1.0, 1.0);
+                Topology::Sequential
+                    .generate(&m, members, Some(root))
+                    .map_err(|e| bad(&e))?
+            }
+        };
+        let mut parent = vec![None; replicas];
+        let mut children = vec![Vec::new(); replicas];
+        for (p, cs) in t.children.iter().enumerate() {
+            for c in cs {
+                children[members[p]].push(members[c.index()]);
+                parent[members[c.index()]] = Some(members[p]);
+            }
+        }
+        Ok((parent, children))
+    }
+
     /// A short description for reports (`adaptive-shuffled`, `explicit`).
     pub fn name(&self) -> String {
         match self {
@@ -186,6 +236,11 @@ pub struct StoreConfig {
     /// OS CPU of each replica's thread (by replica index): pinned where this process
     /// may use that CPU. Default: unpinned.
     pub replica_cpus: Option<Vec<u32>>,
+    /// 1Paxos only: when a replica stops, the survivors change view (a new ballot, the
+    /// tree rebuilt over the survivors, a backup acceptor if the acceptor stopped, a new
+    /// leader if the leader stopped) and go on, losing no accepted set. Needs a link
+    /// between every two replicas. Default true.
+    pub failover: bool,
 }
 
 impl fmt::Debug for StoreConfig {
@@ -208,6 +263,7 @@ impl fmt::Debug for StoreConfig {
             .field("wait", &self.wait)
             .field("veto", &self.veto.as_ref().map(|_| "..."))
             .field("replica_cpus", &self.replica_cpus)
+            .field("failover", &self.failover)
             .finish()
     }
 }
@@ -233,6 +289,7 @@ impl StoreConfig {
             wait: None,
             veto: None,
             replica_cpus: None,
+            failover: true,
         }
     }
 

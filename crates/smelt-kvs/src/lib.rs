@@ -20,7 +20,7 @@ mod store;
 mod wire;
 
 pub use client::Client;
-pub use config::{KvsError, Protocol, StoreConfig, TreeSpec, Veto};
+pub use config::{KvsError, ParentsChildren, Protocol, StoreConfig, TreeSpec, Veto};
 pub use replica::{Applied, ReplicaReport};
 pub use store::{Store, StoreReport};
 pub use wire::Entry;

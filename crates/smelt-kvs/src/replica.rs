@@ -1,10 +1,11 @@
 //! One replica: its event loop, its share of the ordering protocol, its copy of the
 //! store, and the clients it is home to.
 
-use crate::config::{Protocol, Veto};
-use crate::wire::{self, tag, untag, Entry, Kind};
+use crate::config::{Protocol, TreeSpec, Veto};
+use crate::wire::{self, bslot, split_bslot, tag, untag, Entry, Kind};
 use smelt_runtime::mesh::{Mesh, MeshError};
 use smelt_runtime::Rank;
+use std::collections::BTreeMap;
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
@@ -41,8 +42,16 @@ impl Layout {
     }
     /// Every link the store needs (replica pairs along tree edges, homes to the leader
     /// or root, leader to acceptor, clients to homes, control to every replica).
-    pub(crate) fn links(&self, protocol: Protocol) -> Vec<(Rank, Rank)> {
+    pub(crate) fn links(&self, protocol: Protocol, failover: bool) -> Vec<(Rank, Rank)> {
         let mut v = Vec::new();
+        if failover {
+            // Any two replicas may become tree neighbours after a view change.
+            for a in 0..self.replicas {
+                for b in a + 1..self.replicas {
+                    v.push((Rank(a), Rank(b)));
+                }
+            }
+        }
         for (c, ps) in self.children.iter().enumerate() {
             for &p in ps {
                 v.push((Rank(c), Rank(p)));
@@ -109,6 +118,10 @@ pub struct ReplicaReport {
     pub fault: Option<String>,
     /// Its thread was pinned to its CPU.
     pub pinned: bool,
+    /// View changes it took part in (1Paxos failover).
+    pub view_changes: u64,
+    /// The root (acceptor) of its last view.
+    pub root: usize,
 }
 
 /// Why the loop ended.
@@ -127,6 +140,17 @@ struct Pending {
     no: bool,
 }
 
+/// A view change this replica leads (it is the new root): what it learned so far.
+struct Vc {
+    ballot: u64,
+    /// Survivors whose state has not arrived.
+    awaiting: Vec<usize>,
+    /// Undecided slots reported (its own included).
+    entries: BTreeMap<u64, Entry>,
+    min_delivered: u64,
+    max_delivered: u64,
+}
+
 pub(crate) struct Replica {
     me: usize,
     mesh: Mesh,
@@ -135,9 +159,26 @@ pub(crate) struct Replica {
     link_timeout: Duration,
     veto: Option<Veto>,
     keep_log: bool,
-    is_root: bool,
+    // The view: ballot, who is root (acceptor) and leader, the tree over the survivors.
+    failover: bool,
+    spec: std::sync::Arc<TreeSpec>,
+    ballot: u64,
+    max_ballot: u64,
+    root: usize,
+    leader: usize,
+    /// The leader asked for (it leads whenever it is alive and not the root).
+    want_leader: usize,
+    dead: Vec<bool>,
     parent: Option<Rank>,
     children: Vec<Rank>,
+    /// False between adopting a view and its `Resume`: no acknowledgements are sent.
+    resumed: bool,
+    vc: Option<Vc>,
+    /// Sets that reached the new root while it changed view.
+    vc_queue: Vec<Entry>,
+    view_changes: u64,
+    /// Departures found while sending, to handle between messages.
+    gone: Vec<Rank>,
     // The store.
     kv: HashMap<Vec<u8>, Vec<u8>>,
     last_applied: HashMap<u32, u64>,
@@ -186,6 +227,7 @@ fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
 const FNV_START: u64 = 0xcbf29ce484222325;
 
 impl Replica {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         me: usize,
         mesh: Mesh,
@@ -194,12 +236,26 @@ impl Replica {
         link_timeout: Duration,
         veto: Option<Veto>,
         keep_log: bool,
+        failover: bool,
+        spec: std::sync::Arc<TreeSpec>,
     ) -> Replica {
         let children: Vec<Rank> = lay.children[me].iter().map(|&c| Rank(c)).collect();
         let replicas = lay.replicas;
         Replica {
             me,
-            is_root: lay.root == me,
+            failover: failover && protocol == Protocol::OnePaxos,
+            spec,
+            ballot: 0,
+            max_ballot: 0,
+            root: lay.root,
+            leader: lay.leader,
+            want_leader: lay.leader,
+            dead: vec![false; replicas],
+            resumed: true,
+            vc: None,
+            vc_queue: Vec::new(),
+            view_changes: 0,
+            gone: Vec::new(),
             parent: lay.parent[me].map(Rank),
             child_up: vec![(0, false); children.len()],
             children,
@@ -249,6 +305,9 @@ impl Replica {
                         if let Some(x) = self.handle(from, t, &buf[..len]) {
                             break 'outer x;
                         }
+                        while let Some(p) = self.gone.pop() {
+                            self.peer_gone(p);
+                        }
                     }
                     Err(MeshError::Timeout { .. }) => {}
                     Err(MeshError::PeerGone { peer, .. }) => self.peer_gone(peer),
@@ -265,7 +324,11 @@ impl Replica {
                     };
                 }
             }
-            if let Some(x) = self.flush() {
+            let x = self.flush();
+            while let Some(p) = self.gone.pop() {
+                self.peer_gone(p);
+            }
+            if let Some(x) = x {
                 break x;
             }
         };
@@ -301,6 +364,8 @@ impl Replica {
             .into(),
             fault: self.fault,
             pinned: false,
+            view_changes: self.view_changes,
+            root: self.root,
         }
     }
 
@@ -315,7 +380,9 @@ impl Replica {
     fn send(&mut self, to: Rank, t: u64, body: &[u8]) {
         match self.mesh.send(to, t, body, self.link_timeout) {
             Ok(()) => {}
-            Err(MeshError::PeerGone { peer, .. }) => self.peer_gone(peer),
+            // Handled after the message being processed (a departure may change the
+            // view, and with it the tree being sent down).
+            Err(MeshError::PeerGone { peer, .. }) => self.gone.push(peer),
             Err(e) => {
                 if self.lay.client_of(to).is_none() {
                     self.note_fault(format!("sending to member {to}: {e}"));
@@ -349,6 +416,10 @@ impl Replica {
         if peer == self.lay.control() || self.fin_from.get(peer.index()) == Some(&true) {
             return;
         }
+        if self.failover && peer.index() < self.lay.replicas {
+            self.replica_stopped(peer.index());
+            return;
+        }
         self.note_fault(format!("replica {peer} failed (fail-stop)"));
         let what = self.fault.clone().unwrap_or_default();
         let sets: Vec<(u32, u64)> = self.waiting_sets.drain().collect();
@@ -374,33 +445,65 @@ impl Replica {
                 Some(e) => self.route(e, true),
                 None => self.note_fault(format!("a bad proposal from member {from}")),
             },
+            // Tree messages of another view (from before a view change) are stale.
+            Kind::Accept | Kind::Up | Kind::Commit | Kind::Abort | Kind::Resume
+                if split_bslot(num).0 != self.ballot & 0xffff => {}
             Kind::Accept => {
                 // Forward first: the subtree's latency is what the tree is for.
                 self.send_down(t, body);
+                let slot = split_bslot(num).1;
+                if slot <= self.delivered {
+                    // Sent again by a new root after a view change: held already.
+                    return None;
+                }
                 match Entry::decode(body) {
-                    Some(e) => self.deliver(num, e),
+                    Some(e) => self.deliver(slot, e),
                     None => self.note_fault(format!("a bad accept from member {from}")),
                 }
             }
             Kind::Up => {
                 if let Some(i) = self.children.iter().position(|&c| c == from) {
-                    self.child_up[i] = (num, body.first() == Some(&0));
+                    self.child_up[i] = (split_bslot(num).1, body.first() == Some(&0));
                 }
             }
             Kind::Commit => {
                 self.send_down(t, &[]);
-                self.decide_to(num);
+                self.decide_to(split_bslot(num).1);
             }
             Kind::Abort => {
                 self.send_down(t, &[]);
-                self.abort_slot(num);
+                self.abort_slot(split_bslot(num).1);
+            }
+            Kind::Resume => {
+                self.send_down(t, &[]);
+                self.resumed = true;
+                self.sent_up = 0;
+            }
+            Kind::ViewChange => self.on_view_change(from, body),
+            Kind::StateEntry => {
+                let (b, slot) = split_bslot(num);
+                if let (Some(vc), Some(e)) = (self.vc.as_mut(), Entry::decode(body)) {
+                    if vc.ballot & 0xffff == b {
+                        vc.entries.entry(slot).or_insert(e);
+                    }
+                }
+            }
+            Kind::StateEnd => self.on_state_end(from, num, body),
+            Kind::Nack => {
+                let b = body
+                    .get(..8)
+                    .map_or(0, |x| u64::from_le_bytes(x.try_into().expect("8 bytes")));
+                self.max_ballot = self.max_ballot.max(b);
+                if self.vc.is_some() {
+                    self.start_view_change();
+                }
             }
             Kind::Fin => {
                 if from == self.lay.control() {
                     self.closing = true;
                 } else if from.index() < self.lay.replicas {
                     self.fin_from[from] = true;
-                    self.fin_upto = Some(num);
+                    self.fin_upto = Some(split_bslot(num).1);
                 }
             }
             Kind::Crash => return Some(Exit::Crashed),
@@ -471,20 +574,23 @@ impl Replica {
     /// root otherwise; the root orders it.
     fn route(&mut self, e: Entry, forwarded: bool) {
         let next = match self.protocol {
-            Protocol::OnePaxos if self.me == self.lay.root => None,
-            Protocol::OnePaxos if self.me == self.lay.leader => Some(self.lay.root),
-            Protocol::OnePaxos => Some(self.lay.leader),
-            _ if self.is_root => None,
-            _ => Some(self.lay.root),
+            Protocol::OnePaxos if self.me == self.root => None,
+            Protocol::OnePaxos if self.me == self.leader => Some(self.root),
+            Protocol::OnePaxos => Some(self.leader),
+            _ if self.me == self.root => None,
+            _ => Some(self.root),
         };
         match next {
             None => self.order(e),
             Some(to) => {
-                if forwarded && !(self.protocol == Protocol::OnePaxos && self.me == self.lay.leader)
+                if forwarded
+                    && !(self.protocol == Protocol::OnePaxos && self.me == self.leader)
+                    && !self.failover
                 {
                     self.note_fault("a proposal reached a replica that does not order".into());
                     return;
                 }
+                // (With failover, a proposal sent under an older view is passed on.)
                 self.out.clear();
                 e.encode(&mut self.out);
                 let b = std::mem::take(&mut self.out);
@@ -497,6 +603,10 @@ impl Replica {
     /// The root: assigns the next slot and broadcasts it (2PC: one at a time).
     fn order(&mut self, e: Entry) {
         if self.closing {
+            return;
+        }
+        if self.vc.is_some() {
+            self.vc_queue.push(e);
             return;
         }
         match self.protocol {
@@ -519,7 +629,7 @@ impl Replica {
         self.out.clear();
         e.encode(&mut self.out);
         let b = std::mem::take(&mut self.out);
-        self.send_down(tag(Kind::Accept, slot), &b);
+        self.send_down(tag(Kind::Accept, bslot(self.ballot, slot)), &b);
         self.out = b;
         self.deliver(slot, e);
     }
@@ -658,6 +768,225 @@ impl Replica {
         }
     }
 
+    // ---- View change (1Paxos failover) ----
+
+    /// Replica `r` stopped: the root of the view (or, if the root stopped, the
+    /// lowest-numbered survivor) starts a new view over the survivors.
+    fn replica_stopped(&mut self, r: usize) {
+        if self.dead[r] {
+            return;
+        }
+        self.dead[r] = true;
+        let root = if self.dead[self.root] {
+            (0..self.lay.replicas).find(|&x| !self.dead[x])
+        } else {
+            Some(self.root)
+        };
+        if root == Some(self.me) {
+            self.start_view_change();
+        }
+    }
+
+    fn survivors(&self) -> Vec<usize> {
+        (0..self.lay.replicas).filter(|&x| !self.dead[x]).collect()
+    }
+
+    /// Adopts a view: ballot, root, leader, the stopped replicas, and the tree over
+    /// the survivors. Acknowledgements wait for the view's `Resume`.
+    fn adopt(&mut self, ballot: u64, root: usize, leader: usize, dead: &[usize]) {
+        for &d in dead {
+            if d < self.dead.len() {
+                self.dead[d] = true;
+            }
+        }
+        self.ballot = ballot;
+        self.max_ballot = self.max_ballot.max(ballot);
+        self.root = root;
+        self.leader = leader;
+        self.view_changes += 1;
+        let members = self.survivors();
+        match self.spec.build_over(self.lay.replicas, &members, root) {
+            Ok((parent, children)) => {
+                self.parent = parent[self.me].map(Rank);
+                self.children = children[self.me].iter().map(|&c| Rank(c)).collect();
+            }
+            Err(e) => {
+                self.note_fault(format!("view change: {e}"));
+                self.parent = (self.me != root).then_some(Rank(root));
+                self.children = if self.me == root {
+                    members
+                        .iter()
+                        .filter(|&&x| x != root)
+                        .map(|&x| Rank(x))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+            }
+        }
+        self.child_up = vec![(0, false); self.children.len()];
+        self.sent_up = 0;
+        self.resumed = false;
+    }
+
+    /// The leader of a view rooted at `root`: the one asked for if it is alive and
+    /// not the root, else the lowest-numbered survivor that is not the root (the root
+    /// itself when it is alone).
+    fn leader_for(&self, root: usize) -> usize {
+        if !self.dead[self.want_leader] && self.want_leader != root {
+            return self.want_leader;
+        }
+        (0..self.lay.replicas)
+            .find(|&x| !self.dead[x] && x != root)
+            .unwrap_or(root)
+    }
+
+    /// This replica becomes the root of a new view: a higher ballot, told to every
+    /// survivor with the stopped replicas; each answers with its undecided slots.
+    fn start_view_change(&mut self) {
+        let round = (self.max_ballot >> 16) + 1;
+        let ballot = (round << 16) | self.me as u64;
+        let dead: Vec<usize> = (0..self.lay.replicas).filter(|&x| self.dead[x]).collect();
+        let leader = self.leader_for(self.me);
+        // Sets that were waiting here for a view that is now replaced.
+        let mut queued = std::mem::take(&mut self.vc_queue);
+        self.adopt(ballot, self.me, leader, &dead);
+        let mut vc = Vc {
+            ballot,
+            awaiting: Vec::new(),
+            entries: BTreeMap::new(),
+            min_delivered: self.delivered,
+            max_delivered: self.delivered,
+        };
+        for p in &self.pending {
+            vc.entries.insert(p.slot, p.entry.clone());
+        }
+        let mut body = Vec::new();
+        body.extend_from_slice(&ballot.to_le_bytes());
+        body.extend_from_slice(&(self.me as u32).to_le_bytes());
+        body.extend_from_slice(&(leader as u32).to_le_bytes());
+        for &d in &dead {
+            body.extend_from_slice(&(d as u32).to_le_bytes());
+        }
+        vc.awaiting = self
+            .survivors()
+            .into_iter()
+            .filter(|&x| x != self.me)
+            .collect();
+        self.vc = Some(vc);
+        self.vc_queue.append(&mut queued);
+        for r in self.survivors() {
+            if r != self.me {
+                self.send(Rank(r), tag(Kind::ViewChange, 0), &body);
+            }
+        }
+        self.maybe_finish_view_change();
+    }
+
+    fn on_view_change(&mut self, from: Rank, body: &[u8]) {
+        if body.len() < 16 || (body.len() - 16) & 3 != 0 {
+            self.note_fault(format!("a bad view change from member {from}"));
+            return;
+        }
+        let u = |i: usize| u32::from_le_bytes(body[i..i + 4].try_into().expect("4 bytes")) as usize;
+        let ballot = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
+        if ballot <= self.ballot {
+            let b = self.ballot.to_le_bytes();
+            self.send(from, tag(Kind::Nack, 0), &b);
+            return;
+        }
+        let (root, leader) = (u(8), u(12));
+        let dead: Vec<usize> = (16..body.len()).step_by(4).map(u).collect();
+        if root >= self.lay.replicas || leader >= self.lay.replicas {
+            self.note_fault(format!("a bad view change from member {from}"));
+            return;
+        }
+        // A view change of our own is superseded: its waiting sets go to the new root.
+        let queued = std::mem::take(&mut self.vc_queue);
+        self.vc = None;
+        self.adopt(ballot, root, leader, &dead);
+        // Our state: every undecided slot, then where we are.
+        let b = self.ballot;
+        let pend: Vec<(u64, Entry)> = self
+            .pending
+            .iter()
+            .map(|p| (p.slot, p.entry.clone()))
+            .collect();
+        for (slot, e) in pend {
+            self.out.clear();
+            e.encode(&mut self.out);
+            let o = std::mem::take(&mut self.out);
+            self.send(Rank(root), tag(Kind::StateEntry, bslot(b, slot)), &o);
+            self.out = o;
+        }
+        let mut end = self.decided.to_le_bytes().to_vec();
+        end.extend_from_slice(&b.to_le_bytes());
+        self.send(
+            Rank(root),
+            tag(Kind::StateEnd, bslot(b, self.delivered)),
+            &end,
+        );
+        for e in queued {
+            self.route(e, false);
+        }
+    }
+
+    fn on_state_end(&mut self, from: Rank, num: u64, body: &[u8]) {
+        let (b, delivered) = split_bslot(num);
+        let full = body
+            .get(8..16)
+            .map_or(0, |x| u64::from_le_bytes(x.try_into().expect("8 bytes")));
+        let Some(vc) = self.vc.as_mut() else { return };
+        if vc.ballot & 0xffff != b || vc.ballot != full {
+            return;
+        }
+        if let Some(i) = vc.awaiting.iter().position(|&x| x == from.index()) {
+            vc.awaiting.swap_remove(i);
+            vc.min_delivered = vc.min_delivered.min(delivered);
+            vc.max_delivered = vc.max_delivered.max(delivered);
+        }
+        self.maybe_finish_view_change();
+    }
+
+    /// Once every survivor's state is in: send every slot some survivor lacks down the
+    /// new tree (the longest log any survivor delivered: every log is a prefix of the
+    /// old acceptor's, and a set was acknowledged only once every replica had it), then
+    /// `Resume`, then the sets that waited.
+    fn maybe_finish_view_change(&mut self) {
+        let done = self
+            .vc
+            .as_ref()
+            .is_some_and(|vc| vc.awaiting.iter().all(|&x| self.dead[x]));
+        if !done {
+            return;
+        }
+        let vc = self.vc.take().expect("checked");
+        let b = self.ballot;
+        for s in vc.min_delivered + 1..=vc.max_delivered {
+            let Some(e) = vc.entries.get(&s).cloned() else {
+                self.note_fault(format!("view change: no survivor reported slot {s}"));
+                break;
+            };
+            self.out.clear();
+            e.encode(&mut self.out);
+            let o = std::mem::take(&mut self.out);
+            self.send_down(tag(Kind::Accept, bslot(b, s)), &o);
+            self.out = o;
+            if s == self.delivered + 1 {
+                self.deliver(s, e);
+            }
+        }
+        self.next_slot = self
+            .next_slot
+            .max(vc.max_delivered + 1)
+            .max(self.delivered + 1);
+        self.resumed = true;
+        self.send_down(tag(Kind::Resume, bslot(b, 0)), &[]);
+        for e in std::mem::take(&mut self.vc_queue) {
+            self.order(e);
+        }
+    }
+
     /// After a batch of messages: acknowledge up the tree (or, on the root, decide and
     /// announce), and on the root, finish a close once everything ordered is decided.
     fn flush(&mut self) -> Option<Exit> {
@@ -674,20 +1003,24 @@ impl Replica {
                     .find(|p| p.slot == up)
                     .is_some_and(|p| p.no);
                 let no = own_no || self.child_up.iter().any(|&(u, n)| u == up && n);
-                if !self.is_root {
-                    if up > self.sent_up {
+                if self.me != self.root {
+                    if up > self.sent_up && self.resumed {
                         self.sent_up = up;
                         if let Some(p) = self.parent {
                             let body: &[u8] = if no { &[0] } else { &[] };
-                            self.send(p, tag(Kind::Up, up), body);
+                            self.send(p, tag(Kind::Up, bslot(self.ballot, up)), body);
                         }
                     }
                     break;
                 }
+                if self.vc.is_some() {
+                    break;
+                }
+                let b = self.ballot;
                 match self.protocol {
                     Protocol::OnePaxos => {
                         if up > self.decided {
-                            self.send_down(tag(Kind::Commit, up), &[]);
+                            self.send_down(tag(Kind::Commit, bslot(b, up)), &[]);
                             self.decide_to(up);
                         }
                         break;
@@ -695,10 +1028,10 @@ impl Replica {
                     Protocol::TwoPc => match self.inflight {
                         Some(s) if up >= s => {
                             if no {
-                                self.send_down(tag(Kind::Abort, s), &[]);
+                                self.send_down(tag(Kind::Abort, bslot(b, s)), &[]);
                                 self.abort_slot(s);
                             } else {
-                                self.send_down(tag(Kind::Commit, s), &[]);
+                                self.send_down(tag(Kind::Commit, bslot(b, s)), &[]);
                                 self.decide_to(s);
                             }
                             self.inflight = None;
@@ -715,9 +1048,10 @@ impl Replica {
         // replica failed, when that may never happen), and says so to every replica it
         // is linked to; a replica stops once it decided as far, and passes it on. A
         // replica hears `Fin` from a peer before it sees that peer leave (FIFO links).
-        if self.is_root
+        if self.me == self.root
             && self.closing
             && self.fin_upto.is_none()
+            && self.vc.is_none()
             && ((self.inflight.is_none() && self.decided + 1 == self.next_slot)
                 || self.fault.is_some())
         {
@@ -726,8 +1060,8 @@ impl Replica {
         if let Some(u) = self.fin_upto {
             if self.decided >= u {
                 for p in self.mesh.peers() {
-                    if p.index() < self.lay.replicas && !self.fin_from[p] {
-                        self.send(p, tag(Kind::Fin, u), &[]);
+                    if p.index() < self.lay.replicas && !self.fin_from[p] && !self.dead[p] {
+                        self.send(p, tag(Kind::Fin, bslot(self.ballot, u)), &[]);
                     }
                 }
                 return Some(Exit::Closed);

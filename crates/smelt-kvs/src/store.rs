@@ -147,6 +147,7 @@ impl Store {
             }
         }
         let tree = cfg.tree.build(r)?;
+        let spec = Arc::new(cfg.tree.clone());
         let root = tree.root.index();
         let leader = match cfg.leader {
             Some(l) if l >= r => {
@@ -194,7 +195,10 @@ impl Store {
             homes: homes.clone(),
         });
         let mut b = MeshBuilder::new(lay.size())
-            .links(lay.links(cfg.protocol))
+            .links(lay.links(
+                cfg.protocol,
+                cfg.failover && cfg.protocol == Protocol::OnePaxos,
+            ))
             .capacity(cfg.capacity);
         if let Some(w) = cfg.wait {
             b = b.wait_policy(w);
@@ -217,6 +221,8 @@ impl Store {
                 cfg.link_timeout,
                 cfg.veto.clone(),
                 cfg.keep_log,
+                cfg.failover,
+                spec.clone(),
             );
             let tx = tx.clone();
             let pin = cfg.replica_cpus.as_ref().map(|c| c[i]);
@@ -345,8 +351,14 @@ impl Store {
     fn shutdown(&mut self) -> StoreReport {
         self.closed.store(true, Ordering::Release);
         let t = self.link_timeout.min(self.close_timeout);
+        // Every live replica hears it: whichever is the root of the current view (the
+        // acceptor may have changed) finishes and tells the others.
         if let Some(c) = self.control.as_mut() {
-            let _ = c.send(Rank(self.lay.root), tag(Kind::Fin, 0), &[], t);
+            for r in 0..self.lay.replicas {
+                if self.got[r].is_none() {
+                    let _ = c.send(Rank(r), tag(Kind::Fin, 0), &[], t);
+                }
+            }
         }
         let deadline = Instant::now() + self.close_timeout;
         let mut forced = false;

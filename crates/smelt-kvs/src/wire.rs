@@ -32,6 +32,18 @@ pub(crate) enum Kind {
     Fin = 11,
     /// Control → a replica: stop at once (fail-stop, for tests and experiments).
     Crash = 12,
+    /// New root → every surviving replica: a new view (ballot, root, leader, the
+    /// replicas known to have stopped); answered with the replica's undecided slots.
+    ViewChange = 13,
+    /// Replica → new root: one undecided slot (number: ballot and slot), body an entry.
+    StateEntry = 14,
+    /// Replica → new root: the end of its state (number: ballot and its last delivered
+    /// slot), body: its last decided slot.
+    StateEnd = 15,
+    /// Replica → a would-be root: its ballot is higher (body: that ballot).
+    Nack = 16,
+    /// New root → down the tree: the new view is in place; acknowledge again.
+    Resume = 17,
 }
 
 impl Kind {
@@ -49,6 +61,11 @@ impl Kind {
             10 => Kind::Abort,
             11 => Kind::Fin,
             12 => Kind::Crash,
+            13 => Kind::ViewChange,
+            14 => Kind::StateEntry,
+            15 => Kind::StateEnd,
+            16 => Kind::Nack,
+            17 => Kind::Resume,
             _ => return None,
         })
     }
@@ -66,6 +83,21 @@ pub(crate) fn tag(kind: Kind, num: u64) -> u64 {
 #[inline]
 pub(crate) fn untag(t: u64) -> Option<(Kind, u64)> {
     Kind::from_u8((t >> 56) as u8).map(|k| (k, t & NUM_MASK))
+}
+
+const SLOT_BITS: u32 = 40;
+const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+
+/// The number of a tree message: the low 16 bits of the view's ballot, and a slot.
+#[inline]
+pub(crate) fn bslot(ballot: u64, slot: u64) -> u64 {
+    ((ballot & 0xffff) << SLOT_BITS) | (slot & SLOT_MASK)
+}
+
+/// Splits [`bslot`]'s number: (ballot's low 16 bits, slot).
+#[inline]
+pub(crate) fn split_bslot(num: u64) -> (u64, u64) {
+    (num >> SLOT_BITS, num & SLOT_MASK)
 }
 
 /// Error codes of [`Kind::Error`].
@@ -158,6 +190,7 @@ mod tests {
             assert_eq!(untag(tag(k, 12345)), Some((k, 12345)));
         }
         assert_eq!(untag(0), None);
+        assert_eq!(split_bslot(bslot(0x1_0007, 99)), (7, 99));
         let mut s = Vec::new();
         encode_set(b"key", b"", &mut s);
         assert_eq!(decode_set(&s), Some((&b"key"[..], &b""[..])));
