@@ -596,6 +596,8 @@ impl CPeers {
                     });
                 }
                 env.push(("LD_PRELOAD", lib.display().to_string()));
+                // Rank 0's summary at MPI_Finalize proves the library took over.
+                env.push(("SMELT_MPI_VERBOSE", "1".into()));
                 if let Some(k) = ranks_per_node {
                     env.push(("SMELT_RANKS_PER_NODE", k.to_string()));
                 }
@@ -628,6 +630,16 @@ impl CPeers {
             Ok(r) => r,
             Err(s) => return all(s),
         };
+        if matches!(system, MpiSystem::Smelt { .. })
+            && ran.ok
+            && !ran.stderr.contains("smelt-mpi: summary")
+        {
+            return all(Status::Failed {
+                reason: "the interposer did not take over (no smelt-mpi summary under \
+                         SMELT_MPI_VERBOSE=1): build it with --features mpi"
+                    .into(),
+            });
+        }
         let mut out = all(Status::Failed {
             reason: String::new(),
         });
