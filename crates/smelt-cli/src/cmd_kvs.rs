@@ -86,6 +86,11 @@ pub struct KvsArgs {
     /// Attempts per operation.
     #[arg(long, default_value = "3", value_parser = crate::common::count_u32(1, 1_000_000))]
     pub attempts: u32,
+    /// 1Paxos without failover: no view change when a replica stops, and links only
+    /// along the tree and to the leader (by default every two replicas are linked, so
+    /// that the survivors can rebuild the tree).
+    #[arg(long)]
+    pub no_failover: bool,
     /// Write the first setup's operations to this file, one JSON object per line.
     #[arg(long)]
     pub history: Option<PathBuf>,
@@ -349,6 +354,7 @@ pub fn run(a: KvsArgs) -> Result<()> {
         cfg.value_len = a.value_len;
         cfg.attempt_timeout = Duration::from_secs_f64(a.attempt_timeout);
         cfg.attempts = a.attempts;
+        cfg.failover = !a.no_failover;
         cfg.capacity = (cfg.capacity).max((a.key_len + a.value_len + 64).div_ceil(48) + 1);
         if pinned {
             cfg.replica_cpus = replica_cpus.clone();
@@ -436,6 +442,7 @@ pub fn run(a: KvsArgs) -> Result<()> {
             "key_len": a.key_len,
             "value_len": a.value_len,
             "placement": note,
+            "failover": !a.no_failover && protocol == Protocol::OnePaxos,
             "rows": rows,
             "ratios": ratios,
             "history": history_written.as_ref().map(|(p, n)| json!({"file": p.display().to_string(), "ops": n})),

@@ -295,6 +295,7 @@ impl Replica {
     /// the acknowledgements and commits they made possible (so that they coalesce under
     /// load), and wait for more.
     pub(crate) fn run(mut self) -> ReplicaReport {
+        self.update_quiet();
         let mut buf = vec![0u8; self.mesh.max_message_len_all().max(64)];
         let exit = 'outer: loop {
             let mut ev = Some(self.mesh.recv_any(&mut buf, Duration::from_secs(1)));
@@ -827,6 +828,29 @@ impl Replica {
         self.child_up = vec![(0, false); self.children.len()];
         self.sent_up = 0;
         self.resumed = false;
+        self.update_quiet();
+    }
+
+    /// Marks quiet the links this replica does not use in its view (with failover every
+    /// two replicas are linked; only a view change uses the others) and the control
+    /// link, so that polling them costs little.
+    pub(crate) fn update_quiet(&mut self) {
+        let control = self.lay.control();
+        let _ = self.mesh.set_quiet(control, true);
+        if !self.failover {
+            return;
+        }
+        for r in 0..self.lay.replicas {
+            if r == self.me {
+                continue;
+            }
+            let used = self.me == self.leader
+                || r == self.leader
+                || r == self.root
+                || self.parent == Some(Rank(r))
+                || self.children.contains(&Rank(r));
+            let _ = self.mesh.set_quiet(Rank(r), !used);
+        }
     }
 
     /// The leader of a view rooted at `root`: the one asked for if it is alive and

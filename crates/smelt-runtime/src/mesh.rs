@@ -194,7 +194,14 @@ struct Peer<L> {
     link: Option<L>,
     /// The peer's doorbell (meshes built in one process).
     bell: Option<Arc<Doorbell>>,
+    /// Polled only every [`QUIET_EVERY`] passes (and always before parking).
+    quiet: bool,
 }
+
+/// How often a receive polls the links marked quiet ([`Mesh::set_quiet`]): once every
+/// this many passes over the others (a power of two).
+pub const QUIET_EVERY: u32 = 16;
+const _: () = assert!(QUIET_EVERY.is_power_of_two());
 
 /// One member's links to the other members of a set, for point-to-point messages in
 /// any pattern (see the [module documentation](self)). Built for thread members by
@@ -212,6 +219,8 @@ pub struct Mesh<L: Link = Endpoint> {
     held: VecDeque<Held>,
     /// Where the next poll starts (round-robin fairness).
     next: usize,
+    /// Passes over the links so far (quiet links are polled every QUIET_EVERY).
+    pass: u32,
     wait: WaitPolicy,
     abort: Abort,
     bell: Option<Arc<Doorbell>>,
@@ -284,6 +293,7 @@ impl<L: Link> Mesh<L> {
                 rank: r,
                 link: Some(link),
                 bell: b,
+                quiet: false,
             });
         }
         Ok(Mesh {
@@ -293,6 +303,7 @@ impl<L: Link> Mesh<L> {
             index,
             held: VecDeque::new(),
             next: 0,
+            pass: 0,
             wait,
             abort,
             bell,
@@ -341,6 +352,20 @@ impl<L: Link> Mesh<L> {
     /// notice within their longest park, [`WaitPolicy::park_max`]).
     pub fn abort_handle(&self) -> Abort {
         self.abort.clone()
+    }
+
+    /// Marks the link to `peer` quiet (or not): a link that rarely carries anything
+    /// (a standby path, a control link) is polled only once every [`QUIET_EVERY`]
+    /// passes of a receive, and always before the receive parks, so that many idle
+    /// links cost a busy member little. Messages on it arrive as before, later by at
+    /// most that many passes.
+    pub fn set_quiet(&mut self, peer: Rank, quiet: bool) -> Result<(), MeshError> {
+        let i = self.peer_index(peer).ok_or(MeshError::NoLink {
+            rank: self.rank,
+            peer,
+        })?;
+        self.peers[i].quiet = quiet;
+        Ok(())
     }
 
     /// How this member waits.
@@ -570,8 +595,13 @@ impl<L: Link> Mesh<L> {
     /// message) is reported once as [`MeshError::PeerGone`] and dropped.
     fn poll(&mut self, buf: &mut [u8]) -> Result<Option<(Rank, u64, usize)>, MeshError> {
         let n = self.peers.len();
+        self.pass = self.pass.wrapping_add(1);
+        let all = self.pass & (QUIET_EVERY - 1) == 0; // a power of two
         for k in 0..n {
             let i = (self.next + k) % n.max(1);
+            if self.peers[i].quiet && !all {
+                continue;
+            }
             let Some(link) = self.peers[i].link.as_mut() else {
                 continue;
             };

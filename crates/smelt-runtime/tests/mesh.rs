@@ -432,3 +432,51 @@ fn mesh_over_links_of_your_own() {
         Err(MeshError::Invalid(_))
     ));
 }
+
+/// Quiet links are polled less often but lose nothing, whether the receiver is busy
+/// on its other links or parked.
+#[test]
+fn quiet_links_deliver_everything() {
+    let n = 12;
+    let meshes = MeshBuilder::new(n)
+        .links((1..n).map(|c| (Rank(0), Rank(c))))
+        .build()
+        .unwrap();
+    let mut it = meshes.into_iter();
+    let mut server = it.next().unwrap();
+    for c in 2..n {
+        server.set_quiet(Rank(c), true).unwrap();
+    }
+    assert!(server.set_quiet(Rank(99), true).is_err());
+    let rounds = 200 * stress_scale();
+    std::thread::scope(|s| {
+        for mut c in it {
+            s.spawn(move || {
+                let busy = c.rank() == Rank(1);
+                for i in 0..if busy { rounds * 10 } else { rounds } {
+                    c.send_word(Rank(0), c.rank().index() as u64, i, T).unwrap();
+                    if !busy && i % 50 == 0 {
+                        // Let the server park now and then.
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+            });
+        }
+        let mut next = vec![0u64; n];
+        let mut buf = [0u8; 8];
+        let want = rounds * 10 + rounds * (n as u64 - 2);
+        let mut got = 0;
+        while got < want {
+            match server.recv_any(&mut buf, T) {
+                Ok((from, tag, 8)) => {
+                    assert_eq!(tag, from.index() as u64);
+                    assert_eq!(u64::from_le_bytes(buf), next[from]);
+                    next[from] += 1;
+                    got += 1;
+                }
+                Err(MeshError::PeerGone { .. }) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+    });
+}
