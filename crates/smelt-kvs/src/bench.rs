@@ -59,27 +59,106 @@ pub struct OpStats {
     pub mean_ns: u64,
 }
 
-impl OpStats {
-    fn of(mut lat: Vec<u64>, failed: u64, secs: f64) -> OpStats {
-        lat.sort_unstable();
-        let pick = |q: f64| {
-            if lat.is_empty() {
-                0
-            } else {
-                lat[((lat.len() - 1) as f64 * q).round() as usize]
+/// Latencies in log-linear buckets (64 per power of two: within 1.6 %), so that a
+/// long run takes constant memory.
+#[derive(Debug, Clone)]
+pub struct Histogram {
+    counts: Vec<u64>,
+    n: u64,
+    sum: u128,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            counts: vec![0; 64 * 58 + 128],
+            n: 0,
+            sum: 0,
+        }
+    }
+}
+
+impl Histogram {
+    fn index(v: u64) -> usize {
+        if v < 128 {
+            return v as usize;
+        }
+        let e = 63 - v.leading_zeros() as usize; // 7..=63
+        64 * (e - 6) + (v >> (e - 6)) as usize
+    }
+
+    /// A value in the middle of bucket `i`.
+    fn value(i: usize) -> u64 {
+        if i < 128 {
+            return i as u64;
+        }
+        let e = i / 64 + 5;
+        let m = (i % 64 + 64) as u64;
+        let lo = m << (e - 6);
+        lo + (1u64 << (e - 6)) / 2
+    }
+
+    /// Records one value.
+    pub fn record(&mut self, v: u64) {
+        self.counts[Self::index(v)] += 1;
+        self.n += 1;
+        self.sum += v as u128;
+    }
+
+    /// Adds another histogram's values.
+    pub fn merge(&mut self, o: &Histogram) {
+        for (a, b) in self.counts.iter_mut().zip(&o.counts) {
+            *a += b;
+        }
+        self.n += o.n;
+        self.sum += o.sum;
+    }
+
+    /// Values recorded.
+    pub fn len(&self) -> u64 {
+        self.n
+    }
+
+    /// True if nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The `q` quantile (0 to 1), within the bucket precision (0 if empty).
+    pub fn quantile(&self, q: f64) -> u64 {
+        if self.n == 0 {
+            return 0;
+        }
+        let rank = ((self.n - 1) as f64 * q.clamp(0.0, 1.0)).round() as u64;
+        let mut seen = 0;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen > rank {
+                return Self::value(i);
             }
-        };
+        }
+        0
+    }
+
+    /// The mean (exact).
+    pub fn mean(&self) -> u64 {
+        if self.n == 0 {
+            0
+        } else {
+            (self.sum / self.n as u128) as u64
+        }
+    }
+}
+
+impl OpStats {
+    fn of(h: &Histogram, failed: u64, secs: f64) -> OpStats {
         OpStats {
-            ok: lat.len() as u64,
+            ok: h.len(),
             failed,
-            per_sec: lat.len() as f64 / secs.max(1e-9),
-            p50_ns: pick(0.5),
-            p99_ns: pick(0.99),
-            mean_ns: if lat.is_empty() {
-                0
-            } else {
-                (lat.iter().map(|&x| x as u128).sum::<u128>() / lat.len() as u128) as u64
-            },
+            per_sec: h.len() as f64 / secs.max(1e-9),
+            p50_ns: h.quantile(0.5),
+            p99_ns: h.quantile(0.99),
+            mean_ns: h.mean(),
         }
     }
 }
@@ -142,8 +221,8 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
     let base = Instant::now();
     let deadline = base + cfg.duration;
     struct PerClient {
-        set_lat: Vec<u64>,
-        get_lat: Vec<u64>,
+        set_lat: Histogram,
+        get_lat: Histogram,
         set_failed: u64,
         get_failed: u64,
         retries: u64,
@@ -172,8 +251,8 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
                         x
                     };
                     let mut p = PerClient {
-                        set_lat: Vec::new(),
-                        get_lat: Vec::new(),
+                        set_lat: Histogram::default(),
+                        get_lat: Histogram::default(),
                         set_failed: 0,
                         get_failed: 0,
                         retries: 0,
@@ -221,9 +300,9 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
                         let t1 = Instant::now();
                         let lat = (t1 - t0).as_nanos() as u64;
                         match (is_get, ok) {
-                            (true, true) => p.get_lat.push(lat),
+                            (true, true) => p.get_lat.record(lat),
                             (true, false) => p.get_failed += 1,
-                            (false, true) => p.set_lat.push(lat),
+                            (false, true) => p.set_lat.record(lat),
                             (false, false) => p.set_failed += 1,
                         }
                         if cfg.history {
@@ -246,8 +325,8 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
         hs.into_iter()
             .map(|h| {
                 h.join().unwrap_or_else(|_| PerClient {
-                    set_lat: Vec::new(),
-                    get_lat: Vec::new(),
+                    set_lat: Histogram::default(),
+                    get_lat: Histogram::default(),
                     set_failed: 0,
                     get_failed: 0,
                     retries: 0,
@@ -260,14 +339,14 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
     let elapsed = base.elapsed();
     let report = store.close()?;
     let secs = elapsed.as_secs_f64();
-    let mut set_lat = Vec::new();
-    let mut get_lat = Vec::new();
+    let mut set_lat = Histogram::default();
+    let mut get_lat = Histogram::default();
     let (mut sf, mut gf, mut retries) = (0, 0, 0);
     let mut first_error = None;
     let mut history = Vec::new();
     for p in per {
-        set_lat.extend(p.set_lat);
-        get_lat.extend(p.get_lat);
+        set_lat.merge(&p.set_lat);
+        get_lat.merge(&p.get_lat);
         sf += p.set_failed;
         gf += p.get_failed;
         retries += p.retries;
@@ -279,8 +358,8 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
     history.sort_by_key(|h| (h.call_ns, h.client));
     Ok(BenchResult {
         setup,
-        sets: OpStats::of(set_lat, sf, secs),
-        gets: OpStats::of(get_lat, gf, secs),
+        sets: OpStats::of(&set_lat, sf, secs),
+        gets: OpStats::of(&get_lat, gf, secs),
         elapsed,
         retries,
         first_error,
@@ -291,4 +370,41 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
 
 fn store_setup(c: &StoreConfig) -> String {
     format!("{} over {}", c.protocol, c.tree.name())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Histogram;
+
+    #[test]
+    fn histogram_quantiles_within_two_percent() {
+        let mut h = Histogram::default();
+        assert_eq!((h.quantile(0.5), h.mean(), h.is_empty()), (0, 0, true));
+        let mut v: Vec<u64> = (0..100_000u64)
+            .map(|i| (i * 7919) % 3_000_000 + 1)
+            .collect();
+        for &x in &v {
+            h.record(x);
+        }
+        v.sort_unstable();
+        for q in [0.0, 0.01, 0.5, 0.9, 0.99, 1.0] {
+            let exact = v[((v.len() - 1) as f64 * q).round() as usize] as f64;
+            let got = h.quantile(q) as f64;
+            assert!(
+                (got - exact).abs() <= exact * 0.02 + 1.0,
+                "q {q}: {got} vs {exact}"
+            );
+        }
+        for x in [0u64, 1, 127, 128, 129, 1 << 20, u64::MAX / 3, u64::MAX] {
+            let i = Histogram::index(x);
+            let back = Histogram::value(i) as f64;
+            assert!(
+                (back - x as f64).abs() <= x as f64 * 0.02 + 1.0,
+                "{x} -> {i} -> {back}"
+            );
+        }
+        let mut g = Histogram::default();
+        g.merge(&h);
+        assert_eq!((g.len(), g.mean()), (h.len(), h.mean()));
+    }
 }
