@@ -623,7 +623,15 @@ impl<L: Link> Context<L> {
                     end - off
                 }
                 Some(p) => {
-                    let n = match p.link.recv(scratch, Some(self.timeout)) {
+                    // Straight into `buf` where a whole fragment fits, else through
+                    // scratch (the last, short fragment; or too much data: a mismatch).
+                    let direct = buf.len() - off >= max;
+                    let into = if direct {
+                        &mut buf[off..off + max]
+                    } else {
+                        &mut scratch[..]
+                    };
+                    let n = match p.link.recv(into, Some(self.timeout)) {
                         Ok((tag, n)) => {
                             let r = p.rank;
                             self.expect(tag, t, r)?;
@@ -641,8 +649,13 @@ impl<L: Link> Context<L> {
                             buf.len()
                         )));
                     }
-                    self.send_children(&scratch[..n], t)?;
-                    buf[off..off + n].copy_from_slice(&scratch[..n]);
+                    // Children first, then this member's copy.
+                    if direct {
+                        self.send_children(&buf[off..off + n], t)?;
+                    } else {
+                        self.send_children(&scratch[..n], t)?;
+                        buf[off..off + n].copy_from_slice(&scratch[..n]);
+                    }
                     n
                 }
             };
