@@ -4,8 +4,11 @@
 # (--mca coll_sm_priority 100), and smelt through the interposer (LD_PRELOAD, with no
 # cut-off, so the table shows where smelt stops winning).
 #
-#   crates/smelt-mpi/bench/mpi_latency.sh [-n RANKS] [-k RANKS_PER_NODE] [-r REPEATS] [-m MAX_BYTES]
+#   crates/smelt-mpi/bench/mpi_latency.sh [-n RANKS] [-k RANKS_PER_NODE] [-r REPEATS]
+#                                         [-m MAX_BYTES] [-w osu|loop]
 #
+# -w: how calls are timed (latency.c): osu (default; root 0, each call after a
+# barrier, timed alone) or loop (back to back, rotating roots).
 # Each configuration runs REPEATS times, interleaved; a cell is the lowest of its
 # repeats (mean per call, averaged over ranks: see latency.c). Output: one row per
 # operation and size with the three figures (microseconds) and smelt's speed-up over
@@ -17,13 +20,15 @@ n=2
 k=""
 repeats=3
 max=65536
-while getopts "n:k:r:m:" o; do
+way=osu
+while getopts "n:k:r:m:w:" o; do
     case $o in
     n) n=$OPTARG ;;
     k) k=$OPTARG ;;
     r) repeats=$OPTARG ;;
     m) max=$OPTARG ;;
-    *) sed -n '2,12p' "$0" >&2; exit 2 ;;
+    w) way=$OPTARG ;;
+    *) sed -n '2,17p' "$0" >&2; exit 2 ;;
     esac
 done
 lib="${SMELT_MPI_LIB:-$root/target/release/libsmelt_mpi.so}"
@@ -41,12 +46,12 @@ base=(mpirun "${asroot[@]}" --oversubscribe -np "$n")
 nodes=()
 [ -n "$k" ] && nodes=(-x "SMELT_RANKS_PER_NODE=$k")
 for ((i = 0; i < repeats; i++)); do
-    "${base[@]}" "$tmp/latency" "$max" ompi >>"$out"
-    "${base[@]}" --mca coll_sm_priority 100 "$tmp/latency" "$max" sm >>"$out"
+    "${base[@]}" "$tmp/latency" "$max" ompi "$way" >>"$out"
+    "${base[@]}" --mca coll_sm_priority 100 "$tmp/latency" "$max" sm "$way" >>"$out"
     "${base[@]}" -x LD_PRELOAD="$lib" -x SMELT_MPI_MAX_BYTES=1073741824 "${nodes[@]}" \
-        "$tmp/latency" "$max" smelt >>"$out"
+        "$tmp/latency" "$max" smelt "$way" >>"$out"
 done
-echo "# $n ranks${k:+, emulated nodes of $k}, $(nproc) CPUs, best of $repeats; microseconds per call (mean over ranks)"
+echo "# $n ranks${k:+, emulated nodes of $k}, $(nproc) CPUs, $way timing, best of $repeats; microseconds per call (mean over ranks)"
 awk '
     { key = $2 " " $3; v = $4 + 0
       if (!(key in seen)) { seen[key] = 1; order[++nk] = key }

@@ -186,6 +186,9 @@ fn mpirun(np: usize, prog: &Path, args: &[&str], env: &[(&str, &str)], limit: Du
         ("LD_PRELOAD".into(), library().display().to_string()),
         ("SMELT_SHM_DIR".into(), shm.0.display().to_string()),
         ("SMELT_MPI_VERBOSE".into(), "1".into()),
+        // Past the default cut-offs, so that multi-fragment messages (3 KiB fragments)
+        // run through smelt too; `two_ranks` runs with the defaults.
+        ("SMELT_MPI_MAX_BYTES".into(), "16384".into()),
     ];
     for (k, v) in env {
         vars.retain(|(x, _)| x != k);
@@ -281,6 +284,15 @@ fn two_ranks() {
     assert_taken(&r);
     // The split communicators have one rank each: MPI's business.
     assert!(r.fell_back("MPI_Reduce", "one rank") > 0, "{}", r.show());
+    // The default cut-offs.
+    let r = collectives(2, &[("SMELT_MPI_MAX_BYTES", "")]);
+    assert_taken(&r);
+    assert!(
+        r.stderr.contains("cut-offs 512/512/1024 bytes"),
+        "{}",
+        r.show()
+    );
+    assert!(r.fell_back("MPI_Bcast", "cut-off") > 0, "{}", r.show());
 }
 
 #[test]

@@ -91,8 +91,9 @@ pub struct Hier {
     topology: Topology,
     wait: WaitPolicy,
     timeout: Duration,
-    /// Largest message smelt takes (the smallest `SMELT_MPI_MAX_BYTES` of any rank).
-    pub max_bytes: usize,
+    /// Largest message smelt takes for MPI_Bcast, MPI_Reduce, MPI_Allreduce (the
+    /// smallest cut-offs of any rank).
+    pub max_bytes: [usize; 3],
     scratch: Vec<u8>,
 }
 
@@ -176,12 +177,13 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
     }
     // Every rank must agree: the thread level and the cut-off.
     let thread_ok = ffi::thread_level()? != ffi::thread_multiple();
-    let mut agree = [thread_ok as i64, cfg.max_bytes as i64];
+    let [b, r, a] = cfg.max_bytes.map(|x| x as i64);
+    let mut agree = [thread_ok as i64, b, r, a];
     ffi::allreduce_i64(&mut agree, ffi::op_min(), comm)?;
     if agree[0] == 0 {
         return Ok(off(Why::ThreadMultiple));
     }
-    let max_bytes = agree[1].max(0) as usize;
+    let max_bytes = [agree[1], agree[2], agree[3]].map(|x| x.max(0) as usize);
 
     // Hosts, and whether a host has more ranks than CPUs.
     let mut host = ffi::split_shared(comm, rank as c_int)?;
@@ -273,10 +275,13 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
     }
     if rank == 0 {
         stats::note(format!(
-            "communicator of {size} ranks: {n_nodes} node(s), {node_size} rank(s) on rank 0's node{}, tree {}, {} wait",
+            "communicator of {size} ranks: {n_nodes} node(s), {node_size} rank(s) on rank 0's node{}, tree {}, {} wait, cut-offs {}/{}/{} bytes (bcast/reduce/allreduce)",
             if k > 0 { format!(" (SMELT_RANKS_PER_NODE={k})") } else { String::new() },
             h.topology,
             if oversubscribed { "oversubscribed" } else { "dedicated" },
+            max_bytes[0],
+            max_bytes[1],
+            max_bytes[2],
         ));
     }
     Ok(CommState {

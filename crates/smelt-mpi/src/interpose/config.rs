@@ -3,8 +3,11 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// Default cut-off: the largest message (bytes per rank) smelt takes.
-pub const DEFAULT_MAX_BYTES: usize = 16 * 1024;
+/// Default cut-offs: the largest message (bytes per rank) smelt takes, for MPI_Bcast,
+/// MPI_Reduce and MPI_Allreduce. Measured (docs/mpi.md): past these, on 2 ranks with a
+/// core each, Open MPI's shared-memory transport (one copy in, one copy out) beats
+/// smelt's cache-line slots, which copy 48 bytes per 64-byte line.
+pub const DEFAULT_MAX_BYTES: [usize; 3] = [512, 512, 1024];
 /// Default longest wait for a peer inside a node (see [`Config::timeout`]).
 pub const DEFAULT_TIMEOUT_S: u64 = 3600;
 
@@ -16,9 +19,10 @@ pub struct Config {
     /// `SMELT_MPI_VERBOSE=1`: rank 0 reports at MPI_Finalize what smelt took and what
     /// fell back (and why); set-up problems are reported as they happen.
     pub verbose: bool,
-    /// `SMELT_MPI_MAX_BYTES`: largest message smelt takes (bytes per rank). Every rank
-    /// uses the smallest value any rank of the communicator has.
-    pub max_bytes: usize,
+    /// Largest message smelt takes (bytes per rank) for MPI_Bcast, MPI_Reduce and
+    /// MPI_Allreduce: `SMELT_MPI_MAX_BYTES` for all three, else [`DEFAULT_MAX_BYTES`].
+    /// Every rank uses the smallest values any rank of the communicator has.
+    pub max_bytes: [usize; 3],
     /// `SMELT_RANKS_PER_NODE=k`: split each host into emulated nodes of `k` ranks.
     pub ranks_per_node: usize,
     /// `SMELT_MPI_TIMEOUT` (seconds): longest a rank waits for a peer of its node inside
@@ -60,7 +64,18 @@ fn parse() -> Config {
     Config {
         off: !flag("SMELT_MPI", true),
         verbose: flag("SMELT_MPI_VERBOSE", false),
-        max_bytes: number("SMELT_MPI_MAX_BYTES", DEFAULT_MAX_BYTES as u64, 1 << 30) as usize,
+        max_bytes: match get("SMELT_MPI_MAX_BYTES").map(|v| (v.trim().parse::<usize>(), v)) {
+            None => DEFAULT_MAX_BYTES,
+            Some((Ok(n), _)) if n <= 1 << 30 => [n; 3],
+            Some((_, v)) => {
+                warn(
+                    "SMELT_MPI_MAX_BYTES",
+                    &v,
+                    "expected a number of bytes from 0 to 2^30",
+                );
+                DEFAULT_MAX_BYTES
+            }
+        },
         ranks_per_node: number("SMELT_RANKS_PER_NODE", 0, 1 << 20) as usize,
         timeout: Duration::from_secs(
             number("SMELT_MPI_TIMEOUT", DEFAULT_TIMEOUT_S, 1 << 32).max(1),

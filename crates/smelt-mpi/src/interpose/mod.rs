@@ -289,7 +289,7 @@ unsafe fn bcast(
     };
     let Some(len) = size
         .checked_mul(count as usize)
-        .filter(|&l| l <= h.max_bytes)
+        .filter(|&l| l <= h.max_bytes[0])
     else {
         stats::fell_back(Call::Bcast, Why::TooLarge);
         return pmpi();
@@ -419,7 +419,7 @@ unsafe fn reduce(
     };
     let Some(len) = esize
         .checked_mul(count as usize)
-        .filter(|&l| l <= h.max_bytes)
+        .filter(|&l| l <= h.max_bytes[1])
     else {
         stats::fell_back(Call::Reduce, Why::TooLarge);
         return pmpi();
@@ -474,7 +474,7 @@ unsafe fn allreduce(
     };
     let Some(len) = esize
         .checked_mul(count as usize)
-        .filter(|&l| l <= h.max_bytes)
+        .filter(|&l| l <= h.max_bytes[2])
     else {
         stats::fell_back(Call::Allreduce, Why::TooLarge);
         return pmpi();
@@ -598,7 +598,7 @@ pub unsafe extern "C" fn MPI_Finalize() -> c_int {
         guard("MPI_Finalize", || {
             release_all();
             if cfg.verbose && ffi::rank_size(ffi::comm_world()).is_ok_and(|(r, _)| r == 0) {
-                eprint!("{}", stats::summary(cfg.max_bytes));
+                eprint!("{}", stats::summary());
             }
             ffi::success()
         });

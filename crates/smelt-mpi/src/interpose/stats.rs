@@ -113,8 +113,8 @@ pub fn note(line: String) {
 }
 
 /// The summary rank 0 prints at MPI_Finalize.
-pub fn summary(max_bytes: usize) -> String {
-    let mut out = format!("smelt-mpi: summary of rank 0 (cut-off {max_bytes} bytes)\n");
+pub fn summary() -> String {
+    let mut out = String::from("smelt-mpi: summary of rank 0\n");
     for line in NOTES.lock().unwrap_or_else(|e| e.into_inner()).iter() {
         out.push_str(&format!("smelt-mpi: {line}\n"));
     }
