@@ -6,7 +6,7 @@
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
 use serde_json::{json, Value};
-use smelt_kvs::bench::{self, BenchConfig, BenchResult, OpStats};
+use smelt_kvs::bench::{self, BenchConfig, BenchResult, OpStats, Victim};
 use smelt_kvs::history::{check_history, read_history};
 use smelt_kvs::{Protocol, StoreConfig, TreeSpec};
 use smelt_model::Model;
@@ -86,6 +86,11 @@ pub struct KvsArgs {
     /// Attempts per operation.
     #[arg(long, default_value = "3", value_parser = crate::common::count_u32(1, 1_000_000))]
     pub attempts: u32,
+    /// Stop a replica mid-run (fail-stop), in every setup: WHAT@SECONDS with WHAT one of
+    /// acceptor (the current view's root), leader, replica:N; may be given several
+    /// times (e.g. --crash acceptor@1 --crash acceptor@2).
+    #[arg(long, value_name = "WHAT@SECONDS")]
+    pub crash: Vec<String>,
     /// 1Paxos without failover: no view change when a replica stops, and links only
     /// along the tree and to the leader (by default every two replicas are linked, so
     /// that the survivors can rebuild the tree).
@@ -194,6 +199,27 @@ fn stats_json(s: &OpStats) -> Value {
     })
 }
 
+/// One line about a replica stopped during a setup's run.
+fn t_crash_line(out: &mut String, role: &str, at: Duration, replica: usize, r: &BenchResult) {
+    let vc = r
+        .report
+        .replicas
+        .iter()
+        .flatten()
+        .map(|x| x.view_changes)
+        .max()
+        .unwrap_or(0);
+    out.push_str(&format!(
+        "{role}: replica {replica} stopped at {:.2} s{}\n",
+        at.as_secs_f64(),
+        if vc > 0 {
+            format!(" (survivors changed view {vc} times)")
+        } else {
+            " (no failover: sets fail from then on)".into()
+        }
+    ));
+}
+
 fn us(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1000.0)
 }
@@ -279,6 +305,23 @@ pub fn run(a: KvsArgs) -> Result<()> {
     if setups.is_empty() {
         bail!("--setups: nothing to run");
     }
+    let mut crashes: Vec<(Duration, Victim)> = Vec::new();
+    for c in &a.crash {
+        let (what, at) = c.rsplit_once('@').ok_or_else(|| {
+            anyhow::anyhow!("--crash '{c}': expected WHAT@SECONDS (e.g. acceptor@1.5)")
+        })?;
+        let v: Victim = what
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--crash '{c}': {e}"))?;
+        let at: f64 = crate::common::number(0.0, a.duration)(at).map_err(|e| {
+            anyhow::anyhow!(
+                "--crash '{c}': the time {e} (the run lasts {} s)",
+                a.duration
+            )
+        })?;
+        crashes.push((Duration::from_secs_f64(at), v));
+    }
+    crashes.sort_by_key(|c| c.0);
     let model = match &a.model {
         Some(p) => Some(Arc::new(
             Model::load(p).with_context(|| format!("--model {}", p.display()))?,
@@ -365,6 +408,7 @@ pub fn run(a: KvsArgs) -> Result<()> {
         b.keys = a.keys as u64;
         b.seed = a.seed;
         b.history = i == 0 && (a.history.is_some() || a.check);
+        b.crashes = crashes.clone();
         if pinned {
             b.client_cpus = client_cpus.clone();
         }
@@ -428,6 +472,8 @@ pub fn run(a: KvsArgs) -> Result<()> {
                     "retries": r.retries,
                     "first_error": r.first_error,
                     "logs_identical": r.report.check_logs().is_ok(),
+                    "crashed": r.crashed.iter().map(|(t, x)| json!({"at_s": t.as_secs_f64(), "replica": x})).collect::<Vec<_>>(),
+                    "view_changes": r.report.replicas.iter().flatten().map(|x| x.view_changes).max().unwrap_or(0),
                 })
             })
             .collect();
@@ -452,6 +498,7 @@ pub fn run(a: KvsArgs) -> Result<()> {
         let _ = writeln!(o, "{}", serde_json::to_string_pretty(&out)?);
     } else {
         let mut t = String::new();
+        let mut t_lines = String::new();
         t.push_str(&format!(
             "\n{:<36} {:>10} {:>9} {:>9} {:>10} {:>9} {:>9} {:>7}\n",
             "setup", "sets/s", "set p50", "set p99", "gets/s", "get p50", "get p99", "failed"
@@ -481,6 +528,12 @@ pub fn run(a: KvsArgs) -> Result<()> {
                 tr.sets.p99_ns as f64 / q.sets.p99_ns.max(1) as f64
             ));
         }
+        for (s, r) in &results {
+            for (t, x) in &r.crashed {
+                t_crash_line(&mut t_lines, s.role, *t, *x, r);
+            }
+        }
+        t.push_str(&t_lines);
         let logs_ok = results.iter().all(|(_, r)| r.report.check_logs().is_ok());
         t.push_str(&format!(
             "replica logs identical after each run: {}\n",

@@ -177,3 +177,41 @@ fn bad_input_is_one_error_line() {
         "--check-file",
     );
 }
+
+/// Replicas stopped mid-run: 1Paxos fails over (only the clients of the stopped
+/// replicas fail), the history stays linearizable, the survivors' logs agree.
+#[test]
+fn crashes_mid_run_fail_over() {
+    let out = ok(&[
+        "kvs",
+        "--replicas",
+        "5",
+        "--clients",
+        "10",
+        "--keys",
+        "3",
+        "--get-ratio",
+        "0.5",
+        "--duration",
+        "0.8",
+        "--setups",
+        "tree,sequential",
+        "--crash",
+        "acceptor@0.2",
+        "--crash",
+        "leader@0.4",
+        "--check",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["linearizable"], true, "{v}");
+    for r in v["rows"].as_array().unwrap() {
+        assert_eq!(r["logs_identical"], true, "{r}");
+        assert_eq!(r["crashed"].as_array().unwrap().len(), 2, "{r}");
+        assert!(r["view_changes"].as_u64().unwrap() >= 2, "{r}");
+        // Only the clients of the two stopped replicas fail (one operation each).
+        let failed = r["sets"]["failed"].as_u64().unwrap() + r["gets"]["failed"].as_u64().unwrap();
+        assert!(failed <= 4, "{r}");
+        assert!(r["sets"]["ok"].as_u64().unwrap() > 0);
+    }
+}

@@ -25,6 +25,35 @@ pub struct BenchConfig {
     pub history: bool,
     /// OS CPU of each client's thread (pinned where allowed); default unpinned.
     pub client_cpus: Option<Vec<u32>>,
+    /// Replicas to stop (fail-stop) during the run, and when (from its start).
+    pub crashes: Vec<(Duration, Victim)>,
+}
+
+/// A replica to stop during a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Victim {
+    /// The root of the current view (1Paxos acceptor, 2PC coordinator).
+    Acceptor,
+    /// The 1Paxos leader of the current view.
+    Leader,
+    /// Replica `n`.
+    Replica(usize),
+}
+
+impl std::str::FromStr for Victim {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Victim, String> {
+        match s.trim() {
+            "acceptor" | "root" | "coordinator" => Ok(Victim::Acceptor),
+            "leader" => Ok(Victim::Leader),
+            other => match other.strip_prefix("replica:").map(|n| n.parse::<usize>()) {
+                Some(Ok(n)) => Ok(Victim::Replica(n)),
+                _ => Err(format!(
+                    "unknown replica '{other}' (known: acceptor, leader, replica:N)"
+                )),
+            },
+        }
+    }
 }
 
 impl BenchConfig {
@@ -38,6 +67,7 @@ impl BenchConfig {
             seed: 1,
             history: false,
             client_cpus: None,
+            crashes: Vec::new(),
         }
     }
 }
@@ -182,6 +212,8 @@ pub struct BenchResult {
     pub history: Vec<HistoryOp>,
     /// The replicas' reports.
     pub report: StoreReport,
+    /// The replicas stopped during the run: when (from its start) and which.
+    pub crashed: Vec<(Duration, usize)>,
 }
 
 /// The value a benchmark set writes: unique per (client, sequence number).
@@ -214,6 +246,22 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
             "the benchmark needs at least one client".into(),
         ));
     }
+    for &(at, v) in &cfg.crashes {
+        if let Victim::Replica(n) = v {
+            if n >= cfg.store.replicas {
+                return Err(KvsError::Config(format!(
+                    "replica {n} to crash does not exist (0..{})",
+                    cfg.store.replicas
+                )));
+            }
+        }
+        if at > cfg.duration {
+            return Err(KvsError::Config(format!(
+                "a crash at {at:?} is after the run's {:?}",
+                cfg.duration
+            )));
+        }
+    }
     let mut store = Store::start(cfg.store.clone())?;
     let setup = store_setup(&cfg.store);
     let clients = store.take_clients();
@@ -229,6 +277,8 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
         first_error: Option<String>,
         history: Vec<HistoryOp>,
     }
+    let mut crashed = Vec::new();
+    let mut crash_error = None;
     let per: Vec<PerClient> = std::thread::scope(|s| {
         let hs: Vec<_> = clients
             .into_iter()
@@ -269,6 +319,7 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
                         let key = rnd() % cfg.keys;
                         let kb = key.to_le_bytes();
                         let is_get = (rnd() % 1_000_000) as f64 / 1e6 < cfg.get_ratio;
+                        let mut home_gone = false;
                         let (ok, v) = if is_get {
                             match c.get(&kb) {
                                 Ok(v) => (
@@ -281,6 +332,7 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
                                     }),
                                 ),
                                 Err(e) => {
+                                    home_gone = matches!(e, KvsError::HomeFailed { .. });
                                     p.first_error.get_or_insert_with(|| e.to_string());
                                     (false, None)
                                 }
@@ -292,6 +344,7 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
                             match c.set(&kb, &value) {
                                 Ok(()) => (true, Some(u)),
                                 Err(e) => {
+                                    home_gone = matches!(e, KvsError::HomeFailed { .. });
                                     p.first_error.get_or_insert_with(|| e.to_string());
                                     (false, Some(u))
                                 }
@@ -316,12 +369,33 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
                                 ok,
                             });
                         }
+                        if home_gone {
+                            // Nowhere to send anything any more.
+                            break;
+                        }
+                        if !ok {
+                            // A client backs off a little before trying again.
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
                     }
                     p.retries = c.retries();
                     p
                 })
             })
             .collect();
+        // Stop replicas on schedule while the clients run.
+        for &(at, v) in &cfg.crashes {
+            std::thread::sleep((base + at).saturating_duration_since(Instant::now()));
+            let r = match v {
+                Victim::Acceptor => store.root(),
+                Victim::Leader => store.leader(),
+                Victim::Replica(n) => n,
+            };
+            match store.crash(r) {
+                Ok(()) => crashed.push((base.elapsed(), r)),
+                Err(e) => crash_error = Some(e),
+            }
+        }
         hs.into_iter()
             .map(|h| {
                 h.join().unwrap_or_else(|_| PerClient {
@@ -338,6 +412,9 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
     });
     let elapsed = base.elapsed();
     let report = store.close()?;
+    if let Some(e) = crash_error {
+        return Err(e);
+    }
     let secs = elapsed.as_secs_f64();
     let mut set_lat = Histogram::default();
     let mut get_lat = Histogram::default();
@@ -365,6 +442,7 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
         first_error,
         history,
         report,
+        crashed,
     })
 }
 

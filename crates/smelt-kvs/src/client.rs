@@ -103,7 +103,7 @@ impl Client {
         if self.closed.load(Ordering::Acquire) {
             KvsError::Closed
         } else {
-            KvsError::Unavailable(format!("home replica {} failed", self.home))
+            KvsError::HomeFailed { replica: self.home }
         }
     }
 

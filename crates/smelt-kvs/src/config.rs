@@ -346,6 +346,13 @@ pub enum KvsError {
     /// stopping). A set refused this way may have been applied (at most once).
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// The client's home replica stopped (fail-stop); the client cannot reach the store
+    /// any more (a set in flight may have been applied, at most once).
+    #[error("home replica {replica} failed")]
+    HomeFailed {
+        /// The home replica.
+        replica: usize,
+    },
     /// Two-phase commit aborted the set (a replica voted no); it was not applied.
     #[error("set rejected: {0}")]
     Rejected(String),

@@ -1081,6 +1081,11 @@ impl Replica {
         {
             self.fin_upto = Some(self.decided);
         }
+        // A replica cut off by a failure (no failover) cannot expect the root's `Fin`:
+        // it stops when the store closes, with what it decided.
+        if self.closing && self.fault.is_some() && self.me != self.root {
+            return Some(Exit::Closed);
+        }
         if let Some(u) = self.fin_upto {
             if self.decided >= u {
                 for p in self.mesh.peers() {

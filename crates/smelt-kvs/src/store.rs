@@ -41,6 +41,9 @@ pub struct Store {
     closed: Arc<AtomicBool>,
     close_timeout: Duration,
     link_timeout: Duration,
+    /// 1Paxos with failover: the root and leader follow the survivors.
+    failover: bool,
+    crashed: Vec<bool>,
 }
 
 /// What every replica reported when the store closed.
@@ -59,15 +62,25 @@ pub struct StoreReport {
 impl StoreReport {
     /// Checks that every replica that closed normally applied the same log (same
     /// count and digest, and the same entries where logs were kept). Crashed replicas
-    /// are left out (they hold a prefix).
+    /// are left out (they hold a prefix), and so are replicas cut off by a crash where
+    /// the protocol has no failover (they stopped where they were); if that leaves
+    /// none after a crash, there is nothing to compare.
     pub fn check_logs(&self) -> Result<(), String> {
-        let live: Vec<&ReplicaReport> = self
-            .replicas
+        let all: Vec<&ReplicaReport> = self.replicas.iter().flatten().collect();
+        let live: Vec<&ReplicaReport> = all
             .iter()
-            .flatten()
-            .filter(|r| r.exit == "closed")
+            .copied()
+            .filter(|r| r.exit == "closed" && r.fault.is_none())
             .collect();
+        let crash = all.iter().any(|r| r.exit == "crashed");
         let Some(first) = live.first() else {
+            if crash
+                && all
+                    .iter()
+                    .all(|r| r.exit == "closed" || r.exit == "crashed")
+            {
+                return Ok(());
+            }
             return Err("no replica closed normally".into());
         };
         for r in &live[1..] {
@@ -279,6 +292,8 @@ impl Store {
             closed,
             close_timeout: cfg.close_timeout,
             link_timeout: cfg.link_timeout,
+            failover: cfg.failover && cfg.protocol == Protocol::OnePaxos,
+            crashed: vec![false; r],
         })
     }
 
@@ -292,25 +307,51 @@ impl Store {
         self.lay.replicas
     }
 
-    /// The tree's root (1Paxos acceptor, 2PC coordinator).
+    /// The tree's root (1Paxos acceptor, 2PC coordinator). With 1Paxos failover, the
+    /// root of the current view after the crashes made with [`crash`](Store::crash):
+    /// the first root while it lives, else the lowest-numbered survivor.
     pub fn root(&self) -> usize {
-        self.lay.root
+        if !self.failover || !self.crashed[self.lay.root] {
+            return self.lay.root;
+        }
+        (0..self.lay.replicas)
+            .find(|&x| !self.crashed[x])
+            .unwrap_or(self.lay.root)
     }
 
-    /// The 1Paxos leader.
+    /// The 1Paxos leader (with failover, of the current view: the first leader while it
+    /// lives and is not the root, else the lowest-numbered survivor that is not the
+    /// root).
     pub fn leader(&self) -> usize {
-        self.lay.leader
+        if !self.failover {
+            return self.lay.leader;
+        }
+        let root = self.root();
+        if !self.crashed[self.lay.leader] && self.lay.leader != root {
+            return self.lay.leader;
+        }
+        (0..self.lay.replicas)
+            .find(|&x| !self.crashed[x] && x != root)
+            .unwrap_or(root)
     }
 
-    /// Each replica's children in the tree.
+    /// Replicas stopped with [`crash`](Store::crash).
+    pub fn crashed(&self) -> Vec<usize> {
+        (0..self.lay.replicas)
+            .filter(|&x| self.crashed[x])
+            .collect()
+    }
+
+    /// Each replica's children in the first tree.
     pub fn tree_children(&self) -> &[Vec<usize>] {
         &self.lay.children
     }
 
     /// Stops replica `replica` at once, as a fail-stop crash: its thread ends and its
-    /// links close; what it held is gone. Its neighbours notice and stop taking part
-    /// in ordering (no view change yet: sets then fail until the store is rebuilt;
-    /// reads of keys without undecided sets are still answered).
+    /// links close; what it held is gone. With 1Paxos failover the survivors change
+    /// view and go on; otherwise the replicas linked to it stop taking part in ordering
+    /// (sets then fail; reads of keys without undecided sets are still answered). Its
+    /// clients get [`KvsError::HomeFailed`].
     pub fn crash(&mut self, replica: usize) -> Result<(), KvsError> {
         if replica >= self.lay.replicas {
             return Err(KvsError::Config(format!(
@@ -318,6 +359,10 @@ impl Store {
                 self.lay.replicas
             )));
         }
+        if self.crashed[replica] {
+            return Ok(());
+        }
+        self.crashed[replica] = true;
         let t = self.link_timeout;
         let c = self.control.as_mut().ok_or(KvsError::Closed)?;
         c.send(Rank(replica), tag(Kind::Crash, 0), &[], t)

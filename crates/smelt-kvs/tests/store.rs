@@ -317,8 +317,7 @@ fn crash_run(
                             ok,
                         });
                         // A client whose home replica stopped has nowhere to go.
-                        if matches!(&err, Some(KvsError::Unavailable(m)) if m.contains("home replica"))
-                        {
+                        if matches!(&err, Some(KvsError::HomeFailed { .. })) {
                             break;
                         }
                     }
