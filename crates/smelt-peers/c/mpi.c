@@ -5,14 +5,15 @@
  * back-to-back operations; its time is the maximum over ranks of the loop time
  * (rooted operations may pipeline across iterations, as they do in applications).
  * Rank 0 prints the RESULT lines (see peer.h). */
-#include "peer.h"
 #include <mpi.h>
+#include "peer.h"
 
 static int rank, size;
 
-static void one(int kind) {
+static void one(const void *arg) {
     static char byte;
     static int in = 1, out;
+    int kind = *(const int *)arg;
     if (kind == 0)
         MPI_Barrier(MPI_COMM_WORLD);
     else if (kind == 1)
@@ -21,17 +22,7 @@ static void one(int kind) {
         MPI_Reduce(&in, &out, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
 }
 
-/* One batch of n ops; returns the slowest rank's time (valid everywhere). */
-static uint64_t batch(int kind, uint64_t n) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    uint64_t t0 = peer_now();
-    for (uint64_t i = 0; i < n; i++) one(kind);
-    uint64_t took = peer_now() - t0, worst = 0;
-    MPI_Allreduce(&took, &worst, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-    return worst;
-}
-
-static uint64_t batch_of(void *kind, uint64_t n) { return batch(*(int *)kind, n); }
+static uint64_t batch_of(void *kind, uint64_t n) { return peer_mpi_batch(one, kind, n); }
 
 static void run(const peer_cfg *cfg, int kind, const char *name) {
     double v[MAX_RUNS];

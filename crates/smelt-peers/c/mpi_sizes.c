@@ -9,8 +9,8 @@
  * against what plain C arithmetic gives (the values are small integers, so every
  * summation order is exact); a wrong result aborts the job with a message.
  * Rank 0 prints RESULT lines (see peer.h) named <op>_<bytes>. */
-#include "peer.h"
 #include <mpi.h>
+#include "peer.h"
 
 static int rank, size;
 static unsigned char *bytes;
@@ -24,7 +24,8 @@ typedef struct {
     int n; /* bytes */
 } job;
 
-static void one(const job *j) {
+static void one(const void *arg) {
+    const job *j = arg;
     int count = j->n / 8 > 0 ? j->n / 8 : 1;
     switch (j->op) {
     case BCAST: MPI_Bcast(bytes, j->n, MPI_BYTE, 0, MPI_COMM_WORLD); break;
@@ -66,16 +67,7 @@ static void check(const job *j) {
     }
 }
 
-/* One batch of n ops; returns the slowest rank's time (valid everywhere). */
-static uint64_t batch(void *arg, uint64_t n) {
-    const job *j = arg;
-    MPI_Barrier(MPI_COMM_WORLD);
-    uint64_t t0 = peer_now();
-    for (uint64_t i = 0; i < n; i++) one(j);
-    uint64_t took = peer_now() - t0, worst = 0;
-    MPI_Allreduce(&took, &worst, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-    return worst;
-}
+static uint64_t batch(void *arg, uint64_t n) { return peer_mpi_batch(one, arg, n); }
 
 static int parse_list(const char *s, int *v, int max) {
     int n = 0;

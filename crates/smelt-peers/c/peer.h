@@ -231,4 +231,20 @@ __attribute__((unused)) static int peer_team_run(const peer_cfg *cfg, const char
     return 0;
 }
 
+/* ---- MPI programs (include <mpi.h> before this header) ---------------------------- */
+
+#ifdef MPI_VERSION
+/* One batch of n back-to-back calls of op(arg) on every rank of MPI_COMM_WORLD after a
+ * barrier; returns the slowest rank's loop time (the same on every rank). */
+__attribute__((unused)) static uint64_t peer_mpi_batch(void (*op)(const void *arg), const void *arg,
+                                                     uint64_t n) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    uint64_t t0 = peer_now();
+    for (uint64_t i = 0; i < n; i++) op(arg);
+    uint64_t took = peer_now() - t0, worst = 0;
+    MPI_Allreduce(&took, &worst, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    return worst;
+}
+#endif
+
 #endif
