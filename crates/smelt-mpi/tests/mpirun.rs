@@ -370,7 +370,7 @@ fn thread_multiple_falls_back() {
 
 /// A rank that dies (killed, or MPI_Abort) mid-loop ends the job promptly, non-zero,
 /// with nothing left in shared memory.
-fn dies(np: usize, how: &str, env: &[(&str, &str)]) {
+fn dies(np: usize, how: &str, env: &[(&str, &str)]) -> Run {
     let limit = Duration::from_secs(20);
     let r = mpirun(np, &program("dies"), &[how], env, limit);
     assert!(
@@ -389,6 +389,7 @@ fn dies(np: usize, how: &str, env: &[(&str, &str)]) {
         r.leftovers,
         r.show()
     );
+    r
 }
 
 #[test]
@@ -400,4 +401,12 @@ fn a_killed_rank_ends_the_job() {
 #[test]
 fn an_aborting_rank_ends_the_job() {
     dies(4, "abort", &[]);
+}
+
+#[test]
+fn a_wait_past_the_timeout_aborts_the_job() {
+    // The last rank sleeps 5 s inside the loop; the others give up after 1 s.
+    let r = dies(2, "late", &[("SMELT_MPI_TIMEOUT", "1")]);
+    assert!(r.stderr.contains("timed out"), "{}", r.show());
+    assert!(r.took < Duration::from_secs(5), "{}", r.show());
 }

@@ -208,15 +208,23 @@ fn finish(r: Result<(), Fail>, call: Call, comm: MPI_Comm, h: &comm::Hier) -> c_
             ffi::success()
         }
         Err(Fail::Mpi(e)) => e.0,
-        Err(Fail::Smelt(e)) => ffi::abort(
-            comm,
-            &format!(
-                "rank {}: {} over smelt failed: {e} (smelt's members 0, 1, ... of this node are ranks {:?} of the communicator)",
-                h.rank,
-                call.name(),
-                h.node_ranks()
-            ),
-        ),
+        Err(Fail::Smelt(e)) => {
+            let e = e.to_string();
+            let hint = if e.contains("timed out") {
+                "; SMELT_MPI_TIMEOUT (seconds) raises the limit"
+            } else {
+                ""
+            };
+            ffi::abort(
+                comm,
+                &format!(
+                    "rank {}: {} over smelt failed: {e} (smelt's members 0, 1, ... of this node are ranks {:?} of the communicator){hint}",
+                    h.rank,
+                    call.name(),
+                    h.node_ranks()
+                ),
+            )
+        }
     }
 }
 
