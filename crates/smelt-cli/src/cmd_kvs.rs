@@ -129,6 +129,9 @@ fn placement(model: &Model, replicas: usize, clients: usize) -> (Vec<u32>, Vec<u
         by_node[n].push(model.cpus[pos]);
     }
     by_node.retain(|v| !v.is_empty());
+    if by_node.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
     let mut rep = Vec::with_capacity(replicas);
     let mut rep_node = Vec::with_capacity(replicas);
     let mut round = 0;
