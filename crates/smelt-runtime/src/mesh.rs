@@ -483,10 +483,7 @@ impl<L: Link> Mesh<L> {
         mut attempt: impl FnMut(&mut L) -> Result<(), TransportError>,
     ) -> Result<(), MeshError> {
         let i = self.linked(to)?;
-        let mut backoff = Backoff::with_policy(&self.wait);
-        let mut park = self.wait.park_initial;
-        let mut deadline: Option<Instant> = None;
-        let mut spins = 0u32;
+        let mut pace = Pace::new(&self.wait, timeout);
         loop {
             let p = &mut self.peers[i];
             let link = p.link.as_mut().expect("linked");
@@ -504,37 +501,26 @@ impl<L: Link> Mesh<L> {
             // progress and free room on its side.
             let took = self.take_in()?;
             if took {
-                backoff.reset();
+                pace.reset();
                 continue;
             }
             if self.abort.is_triggered() {
                 return Err(MeshError::Aborted { rank: self.rank });
             }
-            // Spin without reading the clock; once yielding (a yield may cost a
-            // scheduling round), check the deadline every time.
-            if spins < self.wait.spin_polls {
-                spins += 1;
-                backoff.snooze();
-                continue;
+            match pace.next() {
+                Step::Retry => {}
+                Step::TimedOut => {
+                    return Err(MeshError::Timeout {
+                        rank: self.rank,
+                        peer: Some(to),
+                        what: format!("sending to member {to} (its link stayed full)"),
+                        after: timeout,
+                    })
+                }
+                // The receiver wakes no one when it frees room on a link we do not
+                // wait in, so the park is short and grows to the policy's longest.
+                Step::Park(nap) => std::thread::park_timeout(nap),
             }
-            let now = Instant::now();
-            let end = *deadline.get_or_insert(now + timeout);
-            if now < end && !backoff.is_completed() {
-                backoff.snooze();
-                continue;
-            }
-            if now >= end {
-                return Err(MeshError::Timeout {
-                    rank: self.rank,
-                    peer: Some(to),
-                    what: format!("sending to member {to} (its link stayed full)"),
-                    after: timeout,
-                });
-            }
-            // The receiver wakes no one when it frees room on a link we do not wait
-            // in, so the park is short and grows to the policy's longest.
-            std::thread::park_timeout(park.min(end - now));
-            park = (park * 2).min(self.wait.park_max);
         }
     }
 
@@ -687,10 +673,7 @@ impl<L: Link> Mesh<L> {
         buf: &mut [u8],
         timeout: Duration,
     ) -> Result<(Rank, u64, usize), MeshError> {
-        let mut backoff = Backoff::with_policy(&self.wait);
-        let mut park = self.wait.park_initial;
-        let mut deadline: Option<Instant> = None;
-        let mut spins = 0u32;
+        let mut pace = Pace::new(&self.wait, timeout);
         loop {
             if let Some(r) = self.pop_held(from, buf) {
                 return r;
@@ -728,29 +711,21 @@ impl<L: Link> Mesh<L> {
                     }
                 }
             }
-            if spins < self.wait.spin_polls {
-                spins += 1;
-                backoff.snooze();
-                continue;
-            }
-            let now = Instant::now();
-            let end = *deadline.get_or_insert(now + timeout);
-            if now < end && !backoff.is_completed() {
-                backoff.snooze();
-                continue;
-            }
-            if now >= end {
-                return Err(MeshError::Timeout {
-                    rank: self.rank,
-                    peer: from,
-                    what: match from {
-                        Some(r) => format!("receiving from member {r}"),
-                        None => "receiving from any member".into(),
-                    },
-                    after: timeout,
-                });
-            }
-            let nap = park.min(end - now);
+            let nap = match pace.next() {
+                Step::Retry => continue,
+                Step::Park(nap) => nap,
+                Step::TimedOut => {
+                    return Err(MeshError::Timeout {
+                        rank: self.rank,
+                        peer: from,
+                        what: match from {
+                            Some(r) => format!("receiving from member {r}"),
+                            None => "receiving from any member".into(),
+                        },
+                        after: timeout,
+                    })
+                }
+            };
             match &self.bell {
                 Some(bell) => {
                     bell.arm();
@@ -771,8 +746,69 @@ impl<L: Link> Mesh<L> {
                 }
                 None => std::thread::park_timeout(nap),
             }
-            park = (park * 2).min(self.wait.park_max);
         }
+    }
+}
+
+/// The pacing of a mesh wait: spin (without reading the clock), then yield (checking
+/// the deadline every time, as a yield may cost a scheduling round), then park for a
+/// growing time.
+struct Pace {
+    backoff: Backoff,
+    spins: u32,
+    spin_polls: u32,
+    deadline: Option<Instant>,
+    timeout: Duration,
+    park: Duration,
+    park_max: Duration,
+}
+
+/// What a waiter does next.
+enum Step {
+    /// Try again at once (after spinning or yielding).
+    Retry,
+    /// Park for at most this long, then try again.
+    Park(Duration),
+    /// The deadline passed.
+    TimedOut,
+}
+
+impl Pace {
+    fn new(wait: &WaitPolicy, timeout: Duration) -> Pace {
+        Pace {
+            backoff: Backoff::with_policy(wait),
+            spins: 0,
+            spin_polls: wait.spin_polls,
+            deadline: None,
+            timeout,
+            park: wait.park_initial,
+            park_max: wait.park_max,
+        }
+    }
+
+    /// Progress was made: start spinning again.
+    fn reset(&mut self) {
+        self.backoff.reset();
+    }
+
+    fn next(&mut self) -> Step {
+        if self.spins < self.spin_polls {
+            self.spins += 1;
+            self.backoff.snooze();
+            return Step::Retry;
+        }
+        let now = Instant::now();
+        let end = *self.deadline.get_or_insert(now + self.timeout);
+        if now >= end {
+            return Step::TimedOut;
+        }
+        if !self.backoff.is_completed() {
+            self.backoff.snooze();
+            return Step::Retry;
+        }
+        let nap = self.park.min(end - now);
+        self.park = (self.park * 2).min(self.park_max);
+        Step::Park(nap)
     }
 }
 
