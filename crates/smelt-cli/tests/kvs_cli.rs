@@ -1,24 +1,9 @@
 //! `smelt kvs` end to end: the three setups in one run, histories and their check,
 //! bad input.
 
-use std::process::{Command, Output};
+mod common;
 
-fn smelt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_smelt"))
-        .args(args)
-        .output()
-        .expect("run smelt")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = smelt(args);
-    assert!(
-        o.status.success(),
-        "smelt {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
+use common::{ok, smelt};
 
 /// Exit status `code` and exactly one `error:` line naming `what`.
 fn fails_with(code: i32, args: &[&str], what: &str) {

@@ -1,24 +1,10 @@
 //! `smelt tree` and `smelt evaluate` end to end.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn smelt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_smelt"))
-        .args(args)
-        .output()
-        .expect("run smelt")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = smelt(args);
-    assert!(
-        o.status.success(),
-        "smelt {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
+use common::{ok, smelt};
+use std::process::Command;
 
 /// [`ok`], checking that the output contains every one of `wants`.
 fn ok_containing(args: &[&str], wants: &[&str]) -> String {
