@@ -421,14 +421,7 @@ fn one_paxos_fails_over() {
         ("acceptor twice", Topology::Sequential),
         ("acceptor twice", Topology::Knomial(1)),
     ] {
-        let mut cfg = StoreConfig::new(6, 8)
-            .protocol(Protocol::OnePaxos)
-            .tree(TreeSpec::Uniform(tree));
-        cfg.keep_log = true;
-        cfg.attempt_timeout = Duration::from_millis(150);
-        cfg.attempts = 20;
-        cfg.close_timeout = Duration::from_secs(5);
-        let s = Store::start(cfg).unwrap();
+        let s = failover_store(6, tree);
         let root = s.root();
         let victims: Vec<(u64, usize)> = match what {
             "acceptor" => vec![(200, root)],
@@ -505,14 +498,7 @@ fn one_paxos_survives_random_crashes() {
     for round in 0..4 * stress_scale() {
         let r = 4 + next(4) as usize;
         let tree = trees[next(trees.len() as u64) as usize];
-        let mut cfg = StoreConfig::new(r, 8)
-            .protocol(Protocol::OnePaxos)
-            .tree(TreeSpec::Uniform(tree));
-        cfg.keep_log = true;
-        cfg.attempt_timeout = Duration::from_millis(150);
-        cfg.attempts = 20;
-        cfg.close_timeout = Duration::from_secs(5);
-        let s = Store::start(cfg).unwrap();
+        let s = failover_store(r, tree);
         let first = next(r as u64) as usize;
         let mut victims = vec![(20 + next(300), first)];
         if next(2) == 0 {
@@ -533,4 +519,17 @@ fn one_paxos_survives_random_crashes() {
             "{setup}: no set succeeded after the crashes"
         );
     }
+}
+
+/// A 1Paxos store of `replicas` replicas over `tree` for the failover tests: short
+/// attempts, many retries, logs kept.
+fn failover_store(replicas: usize, tree: Topology) -> Store {
+    let mut cfg = StoreConfig::new(replicas, 8)
+        .protocol(Protocol::OnePaxos)
+        .tree(TreeSpec::Uniform(tree));
+    cfg.keep_log = true;
+    cfg.attempt_timeout = Duration::from_millis(150);
+    cfg.attempts = 20;
+    cfg.close_timeout = Duration::from_secs(5);
+    Store::start(cfg).unwrap()
 }
