@@ -310,6 +310,26 @@ impl<L: Link> Context<L> {
         }
     }
 
+    /// Receives the next message from the parent (`None`) or from child `i` into
+    /// `into`, checking its tag; its length.
+    fn recv_checked(&mut self, child: Option<usize>, into: &mut [u8], t: Tag) -> Res<usize> {
+        let p = match child {
+            Some(i) => &mut self.children[i],
+            None => self.parent.as_mut().expect("a member with a parent"),
+        };
+        match p.link.recv(into, Some(self.timeout)) {
+            Ok((tag, n)) => {
+                let r = p.rank;
+                self.expect(tag, t, r)?;
+                Ok(n)
+            }
+            Err(e) => {
+                let r = p.rank;
+                Err(self.fail(e, r, t.op()))
+            }
+        }
+    }
+
     #[inline]
     fn recv_parent_word(&mut self, t: Tag) -> Res<Option<u64>> {
         let Some(p) = self.parent.as_mut() else {
@@ -372,18 +392,7 @@ impl<L: Link> Context<L> {
         }
         buf.clear();
         loop {
-            let p = self.parent.as_mut().expect("non-root has a parent");
-            let n = match p.link.recv(scratch, Some(self.timeout)) {
-                Ok((tag, n)) => {
-                    let r = p.rank;
-                    self.expect(tag, t, r)?;
-                    n
-                }
-                Err(e) => {
-                    let r = p.rank;
-                    return Err(self.fail(e, r, t.op()));
-                }
-            };
+            let n = self.recv_checked(None, scratch, t)?;
             self.send_children(&scratch[..n], t)?;
             buf.extend_from_slice(&scratch[..n]);
             if n < max {
@@ -437,28 +446,17 @@ impl<L: Link> Context<L> {
         let mut scratch = std::mem::take(&mut self.scratch);
         let max = scratch.len();
         let r = loop {
-            let link = match child {
-                Some(i) => &mut self.children[i],
-                None => match self.parent.as_mut() {
-                    Some(p) => p,
-                    None => break Ok(()),
-                },
-            };
-            match link.link.recv(&mut scratch, Some(self.timeout)) {
-                Ok((tag, n)) => {
-                    let r = link.rank;
-                    if let Err(e) = self.expect(tag, t, r) {
-                        break Err(e);
-                    }
+            if child.is_none() && self.parent.is_none() {
+                break Ok(());
+            }
+            match self.recv_checked(child, &mut scratch, t) {
+                Ok(n) => {
                     out.extend_from_slice(&scratch[..n]);
                     if n < max {
                         break Ok(());
                     }
                 }
-                Err(e) => {
-                    let r = link.rank;
-                    break Err(self.fail(e, r, t.op()));
-                }
+                Err(e) => break Err(e),
             }
         };
         self.scratch = scratch;
@@ -616,13 +614,13 @@ impl<L: Link> Context<L> {
         let max = scratch.len();
         let mut off = 0;
         loop {
-            let n = match self.parent.as_mut() {
+            let n = match self.parent {
                 None => {
                     let end = (off + max).min(buf.len());
                     self.send_children(&buf[off..end], t)?;
                     end - off
                 }
-                Some(p) => {
+                Some(_) => {
                     // Straight into `buf` where a whole fragment fits, else through
                     // scratch (the last, short fragment; or too much data: a mismatch).
                     let direct = buf.len() - off >= max;
@@ -631,17 +629,7 @@ impl<L: Link> Context<L> {
                     } else {
                         &mut scratch[..]
                     };
-                    let n = match p.link.recv(into, Some(self.timeout)) {
-                        Ok((tag, n)) => {
-                            let r = p.rank;
-                            self.expect(tag, t, r)?;
-                            n
-                        }
-                        Err(e) => {
-                            let r = p.rank;
-                            return Err(self.fail(e, r, t.op()));
-                        }
-                    };
+                    let n = self.recv_checked(None, into, t)?;
                     if off + n > buf.len() {
                         return Err(self.mismatch(format!(
                             "{}: the root sends more than this member's {} bytes",
@@ -764,6 +752,101 @@ impl<L: Link> Context<L> {
             Ok(())
         });
         self.packed = other;
+        r
+    }
+
+    /// Gathers `mine` (as long on every member) at the root: on the root, `out` (members
+    /// × `mine.len()` bytes) receives member `r`'s bytes at `r × mine.len()` and `true` is
+    /// returned; elsewhere `out` is not used (pass `&mut []`). Each member sends its
+    /// subtree's bytes to its parent in one message (fragmented when long). Lengths
+    /// that do not fit together give [`GroupError::Mismatch`].
+    pub fn gather_bytes(&mut self, mine: &[u8], out: &mut [u8]) -> Res<bool> {
+        let t = self.begin(Coll::Gather)?;
+        let k = mine.len();
+        let mut bytes = std::mem::take(&mut self.packed);
+        bytes.clear();
+        bytes.extend_from_slice(mine);
+        let r = (|| {
+            for i in 0..self.children.len() {
+                let before = bytes.len();
+                self.recv_bytes(Some(i), &mut bytes, t)?;
+                if bytes.len() - before != self.child_sizes[i] * k {
+                    return Err(self.mismatch(format!(
+                        "{}: member {} sent {} bytes for {} members of {k} bytes",
+                        t.op(),
+                        self.children[i].rank,
+                        bytes.len() - before,
+                        self.child_sizes[i]
+                    )));
+                }
+            }
+            if self.parent.is_some() {
+                self.send_fragments(None, &bytes, t)?;
+                return Ok(false);
+            }
+            if out.len() != self.size() * k {
+                return Err(self.mismatch(format!(
+                    "{}: the root's buffer has {} bytes for {} members of {k} bytes",
+                    t.op(),
+                    out.len(),
+                    self.size()
+                )));
+            }
+            for (j, r) in self.subtree.iter().enumerate() {
+                let r = r.index();
+                out[r * k..(r + 1) * k].copy_from_slice(&bytes[j * k..(j + 1) * k]);
+            }
+            Ok(true)
+        })();
+        self.packed = bytes;
+        r
+    }
+
+    /// Scatters from the root: `all` (members × `mine.len()` bytes, on the root; ignored
+    /// elsewhere) holds member `r`'s bytes at `r × mine.len()`, which land in its
+    /// `mine`. Each member receives its subtree's bytes from its parent in one message
+    /// and passes each child its part. Lengths that do not fit together give
+    /// [`GroupError::Mismatch`].
+    pub fn scatter_bytes(&mut self, all: &[u8], mine: &mut [u8]) -> Res<()> {
+        let t = self.begin(Coll::Scatter)?;
+        let k = mine.len();
+        let mut pre = std::mem::take(&mut self.packed);
+        pre.clear();
+        let r = (|| {
+            if self.parent.is_none() {
+                if all.len() != self.size() * k {
+                    return Err(self.mismatch(format!(
+                        "{}: the root has {} bytes for {} members of {k} bytes",
+                        t.op(),
+                        all.len(),
+                        self.size()
+                    )));
+                }
+                for r in &self.subtree {
+                    let r = r.index();
+                    pre.extend_from_slice(&all[r * k..(r + 1) * k]);
+                }
+            } else {
+                self.recv_bytes(None, &mut pre, t)?;
+                if pre.len() != self.subtree.len() * k {
+                    return Err(self.mismatch(format!(
+                        "{}: the parent sent {} bytes for {} members of {k} bytes",
+                        t.op(),
+                        pre.len(),
+                        self.subtree.len()
+                    )));
+                }
+            }
+            mine.copy_from_slice(&pre[..k]);
+            let mut off = k;
+            for i in 0..self.children.len() {
+                let n = self.child_sizes[i] * k;
+                self.send_fragments(Some(i), &pre[off..off + n], t)?;
+                off += n;
+            }
+            Ok(())
+        })();
+        self.packed = pre;
         r
     }
 
