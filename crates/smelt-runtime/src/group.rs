@@ -386,6 +386,14 @@ impl<L: Link> Member<L> {
     ) -> Result<(), GroupError> {
         ctx0!(self).allreduce_bytes(data, combine)
     }
+    /// Context 0's [`Context::gather_bytes`].
+    pub fn gather_bytes(&mut self, mine: &[u8], out: &mut [u8]) -> Result<bool, GroupError> {
+        ctx0!(self).gather_bytes(mine, out)
+    }
+    /// Context 0's [`Context::scatter_bytes`].
+    pub fn scatter_bytes(&mut self, all: &[u8], mine: &mut [u8]) -> Result<(), GroupError> {
+        ctx0!(self).scatter_bytes(all, mine)
+    }
     /// Context 0's [`Context::barrier`].
     #[inline]
     pub fn barrier(&mut self) -> Result<(), GroupError> {

@@ -164,3 +164,39 @@ fn two_members_allreduce_exchanges_and_combines_root_first() {
     assert_eq!(out[0].as_ref().unwrap(), &vec![21u8; 3000]);
     assert_eq!(out[1].as_ref().unwrap(), &vec![21u8; 3000]);
 }
+
+#[test]
+fn gather_and_scatter_bytes_place_each_members_part_by_rank() {
+    for n in 1..=6 {
+        for root in [0, n - 1, n / 2] {
+            for tree in shapes(n, root) {
+                let out = Group::new(&tree)
+                    .unwrap()
+                    .run(|m: &mut Member| -> Result<(), GroupError> {
+                        let r = m.rank().index();
+                        // Around the fragment size (3072 bytes) in total and per member.
+                        for k in [0usize, 1, 7, 500, 3072, 3100] {
+                            let mut all = if r == root {
+                                vec![0xEE; n * k]
+                            } else {
+                                Vec::new()
+                            };
+                            let at_root = m.gather_bytes(&data(r, k), &mut all)?;
+                            assert_eq!(at_root, r == root);
+                            let want: Vec<u8> = (0..n).flat_map(|q| data(q, k)).collect();
+                            if at_root {
+                                assert_eq!(all, want, "gather n={n} root={root} k={k}");
+                            }
+                            let src = if r == root { want.clone() } else { Vec::new() };
+                            let mut mine = vec![0x11; k];
+                            m.scatter_bytes(&src, &mut mine)?;
+                            assert_eq!(mine, data(r, k), "scatter n={n} root={root} k={k}");
+                        }
+                        Ok(())
+                    })
+                    .unwrap();
+                assert!(out.iter().all(|r| r.is_ok()), "{out:?}");
+            }
+        }
+    }
+}
