@@ -1,5 +1,5 @@
-/* Latency of MPI_Bcast, MPI_Reduce, MPI_Allreduce (MPI_DOUBLE, MPI_SUM) from 8 bytes
- * to a maximum, and of MPI_Barrier. Two ways (see timed()): "osu", as the OSU
+/* Latency of MPI_Bcast, MPI_Reduce, MPI_Allreduce (MPI_DOUBLE, MPI_SUM), MPI_Gather and
+ * MPI_Scatter (bytes per rank) from 8 bytes to a maximum, and of MPI_Barrier. Two ways (see timed()): "osu", as the OSU
  * micro-benchmarks do (root 0, each call after an MPI_Barrier, the call alone timed),
  * and "loop" (calls back to back, rotating roots). The figure is the mean per call,
  * averaged over ranks (the slowest rank's mean beside it). Whatever implements the calls (Open MPI's components, or
@@ -33,6 +33,8 @@ static double timed(int op, double *buf, double *out, int count, int iters, int 
         case 0: MPI_Bcast(buf, count, MPI_DOUBLE, root, MPI_COMM_WORLD); break;
         case 1: MPI_Reduce(buf, out, count, MPI_DOUBLE, MPI_SUM, root, MPI_COMM_WORLD); break;
         case 2: MPI_Allreduce(buf, out, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); break;
+        case 3: MPI_Gather(buf, count, MPI_DOUBLE, out, count, MPI_DOUBLE, root, MPI_COMM_WORLD); break;
+        case 4: MPI_Scatter(out, count, MPI_DOUBLE, buf, count, MPI_DOUBLE, root, MPI_COMM_WORLD); break;
         default: MPI_Barrier(MPI_COMM_WORLD); break;
         }
         if (!loop)
@@ -52,11 +54,13 @@ int main(int argc, char **argv)
     long max = argc > 1 ? atol(argv[1]) : 65536;
     const char *label = argc > 2 ? argv[2] : "mpi";
     int loop = argc > 3 && strcmp(argv[3], "loop") == 0;
-    double *buf = malloc(max > 8 ? max : 8), *out = malloc(max > 8 ? max : 8);
+    double *buf = malloc(max > 8 ? max : 8), *out = malloc((max > 8 ? max : 8) * (size_t)size);
     for (long i = 0; i < max / 8; i++)
         buf[i] = rank + i * 0.5;
-    static const char *names[4] = {"bcast", "reduce", "allreduce", "barrier"};
-    for (int op = 0; op < 4; op++) {
+    static const char *names[6] = {"bcast", "reduce", "allreduce", "gather", "scatter", "barrier"};
+    for (int i = 0; i < (max / 8) * size; i++)
+        out[i] = i;
+    for (int op = 0; op < 6; op++) {
         for (long bytes = 8; bytes <= max; bytes *= 2) {
             int count = (int)(bytes / 8);
             int iters = bytes <= 1024 ? 2000 : bytes <= 16384 ? 1000 : 400;
@@ -66,10 +70,10 @@ int main(int argc, char **argv)
             PMPI_Reduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
             PMPI_Reduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
             if (rank == 0)
-                printf("%s %s %ld %.3f %.3f %d\n", label, names[op], op == 3 ? 0 : bytes, sum / size * 1e6,
+                printf("%s %s %ld %.3f %.3f %d\n", label, names[op], op == 5 ? 0 : bytes, sum / size * 1e6,
                        worst * 1e6, iters);
             fflush(stdout);
-            if (op == 3)
+            if (op == 5)
                 break;
         }
     }

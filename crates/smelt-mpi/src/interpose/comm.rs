@@ -91,9 +91,9 @@ pub struct Hier {
     topology: Topology,
     wait: WaitPolicy,
     timeout: Duration,
-    /// Largest message smelt takes for MPI_Bcast, MPI_Reduce, MPI_Allreduce (the
-    /// smallest cut-offs of any rank).
-    pub max_bytes: [usize; 3],
+    /// Largest message smelt takes for MPI_Bcast, MPI_Reduce, MPI_Allreduce,
+    /// MPI_Gather, MPI_Scatter (the smallest cut-offs of any rank).
+    pub max_bytes: [usize; 5],
     scratch: Vec<u8>,
 }
 
@@ -177,13 +177,18 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
     }
     // Every rank must agree: the thread level and the cut-off.
     let thread_ok = ffi::thread_level()? != ffi::thread_multiple();
-    let [b, r, a] = cfg.max_bytes.map(|x| x as i64);
-    let mut agree = [thread_ok as i64, b, r, a];
+    let mut agree = [thread_ok as i64, 0, 0, 0, 0, 0];
+    for (a, m) in agree[1..].iter_mut().zip(cfg.max_bytes) {
+        *a = m as i64;
+    }
     ffi::allreduce_i64(&mut agree, ffi::op_min(), comm)?;
     if agree[0] == 0 {
         return Ok(off(Why::ThreadMultiple));
     }
-    let max_bytes = [agree[1], agree[2], agree[3]].map(|x| x.max(0) as usize);
+    let mut max_bytes = [0usize; 5];
+    for (m, a) in max_bytes.iter_mut().zip(&agree[1..]) {
+        *m = (*a).max(0) as usize;
+    }
 
     // Hosts, and whether a host has more ranks than CPUs.
     let mut host = ffi::split_shared(comm, rank as c_int)?;
@@ -275,13 +280,15 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
     }
     if rank == 0 {
         stats::note(format!(
-            "communicator of {size} ranks: {n_nodes} node(s), {node_size} rank(s) on rank 0's node{}, tree {}, {} wait, cut-offs {}/{}/{} bytes (bcast/reduce/allreduce)",
+            "communicator of {size} ranks: {n_nodes} node(s), {node_size} rank(s) on rank 0's node{}, tree {}, {} wait, cut-offs {}/{}/{}/{}/{} bytes (bcast/reduce/allreduce/gather/scatter)",
             if k > 0 { format!(" (SMELT_RANKS_PER_NODE={k})") } else { String::new() },
             h.topology,
             if oversubscribed { "oversubscribed" } else { "dedicated" },
             max_bytes[0],
             max_bytes[1],
             max_bytes[2],
+            max_bytes[3],
+            max_bytes[4],
         ));
     }
     Ok(CommState {
@@ -570,6 +577,43 @@ impl Hier {
             tree_bcast(self.leader_tree(), acc)?;
         }
         Ok(())
+    }
+
+    /// True when the communicator is one node (gather and scatter are taken there
+    /// only).
+    pub fn one_node(&self) -> bool {
+        self.n_nodes == 1
+    }
+
+    /// The tree rooted at communicator rank `root` (one node only), made on first use.
+    fn tree_at(&mut self, root: usize) -> Result<Option<&mut Member>, MpiErr> {
+        let local = self.place[root][1] as usize;
+        self.tree(local)
+    }
+
+    /// `MPI_Gather` on one node: `mine` from every rank, `out` (ranks × `mine.len()`
+    /// bytes, by rank) on the root. `Ok(false)`: no tree for this root (every rank
+    /// sees the same), MPI must do it.
+    pub fn gather(&mut self, mine: &[u8], out: &mut [u8], root: usize) -> Result<bool, Fail> {
+        match self.tree_at(root)? {
+            Some(m) => {
+                m.gather_bytes(mine, out)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// `MPI_Scatter` on one node: the root's `all` (ranks × `mine.len()` bytes, by
+    /// rank), each rank's part into `mine`. `Ok(false)` as for [`Hier::gather`].
+    pub fn scatter(&mut self, all: &[u8], mine: &mut [u8], root: usize) -> Result<bool, Fail> {
+        match self.tree_at(root)? {
+            Some(m) => {
+                m.scatter_bytes(all, mine)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     /// `MPI_Barrier`.

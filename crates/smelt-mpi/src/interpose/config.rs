@@ -4,10 +4,11 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Default cut-offs: the largest message (bytes per rank) smelt takes, for MPI_Bcast,
-/// MPI_Reduce and MPI_Allreduce. Measured (docs/mpi.md): past these, on 2 ranks with a
-/// core each, Open MPI's shared-memory transport (one copy in, one copy out) beats
-/// smelt's cache-line slots, which copy 48 bytes per 64-byte line.
-pub const DEFAULT_MAX_BYTES: [usize; 3] = [512, 512, 1024];
+/// MPI_Reduce, MPI_Allreduce, MPI_Gather and MPI_Scatter. Measured (docs/mpi.md):
+/// past these, on 2 ranks with a core each, Open MPI's shared-memory transport (one
+/// copy in, one copy out) beats smelt's cache-line slots, which copy 48 bytes per
+/// 64-byte line.
+pub const DEFAULT_MAX_BYTES: [usize; 5] = [512, 512, 1024, 256, 64];
 /// Default longest wait for a peer inside a node (see [`Config::timeout`]).
 pub const DEFAULT_TIMEOUT_S: u64 = 3600;
 
@@ -19,10 +20,11 @@ pub struct Config {
     /// `SMELT_MPI_VERBOSE=1`: rank 0 reports at MPI_Finalize what smelt took and what
     /// fell back (and why); set-up problems are reported as they happen.
     pub verbose: bool,
-    /// Largest message smelt takes (bytes per rank) for MPI_Bcast, MPI_Reduce and
-    /// MPI_Allreduce: `SMELT_MPI_MAX_BYTES` for all three, else [`DEFAULT_MAX_BYTES`].
-    /// Every rank uses the smallest values any rank of the communicator has.
-    pub max_bytes: [usize; 3],
+    /// Largest message smelt takes for MPI_Bcast, MPI_Reduce, MPI_Allreduce,
+    /// MPI_Gather and MPI_Scatter: `SMELT_MPI_MAX_BYTES` for all, else
+    /// [`DEFAULT_MAX_BYTES`]. Every rank uses the smallest values any rank of the
+    /// communicator has.
+    pub max_bytes: [usize; 5],
     /// `SMELT_RANKS_PER_NODE=k`: split each host into emulated nodes of `k` ranks.
     pub ranks_per_node: usize,
     /// `SMELT_MPI_TIMEOUT` (seconds): longest a rank waits for a peer of its node inside
@@ -66,7 +68,7 @@ fn parse() -> Config {
         verbose: flag("SMELT_MPI_VERBOSE", false),
         max_bytes: match get("SMELT_MPI_MAX_BYTES").map(|v| (v.trim().parse::<usize>(), v)) {
             None => DEFAULT_MAX_BYTES,
-            Some((Ok(n), _)) if n <= 1 << 30 => [n; 3],
+            Some((Ok(n), _)) if n <= 1 << 30 => [n; 5],
             Some((_, v)) => {
                 warn(
                     "SMELT_MPI_MAX_BYTES",

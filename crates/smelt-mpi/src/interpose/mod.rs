@@ -316,53 +316,347 @@ unsafe fn bcast(
             unsafe { h.bcast(data, len, root as usize) }
         }
         Layout::Packed => {
-            let mut packed = vec![0u8; len];
-            let mut r = Ok(());
-            if rank == root as usize {
-                let mut pos: c_int = 0;
-                // SAFETY: packs `count` elements of `dt` from the user's buffer into
-                // `packed` (`len` bytes, the packed size of a homogeneous job).
-                r = ffi::check(unsafe {
-                    mpi_sys::PMPI_Pack(
-                        buf,
-                        count,
-                        dt,
-                        packed.as_mut_ptr().cast(),
-                        len as c_int,
-                        &mut pos,
-                        comm,
-                    )
-                })
-                .map_err(Fail::Mpi);
-                if r.is_ok() && pos as usize != len {
-                    ffi::abort(comm, &format!("MPI_Pack gave {pos} bytes for a {len}-byte datatype signature (a heterogeneous MPI?)"));
-                }
-            }
-            if r.is_ok() {
+            let is_root = rank == root as usize;
+            // SAFETY: MPI's contract: the root's buffer holds `count` elements of `dt`.
+            let packed = if is_root {
+                unsafe { pack(buf, count, dt, len, comm) }
+            } else {
+                Ok(vec![0u8; len])
+            };
+            packed.and_then(|mut packed| {
                 // SAFETY: `packed` is this crate's buffer of `len` bytes.
-                r = unsafe { h.bcast(packed.as_mut_ptr(), len, root as usize) };
-            }
-            if r.is_ok() && rank != root as usize {
-                let mut pos: c_int = 0;
-                // SAFETY: unpacks `len` bytes into `count` elements of `dt` in the user's
-                // buffer.
-                r = ffi::check(unsafe {
-                    mpi_sys::PMPI_Unpack(
-                        packed.as_ptr().cast(),
-                        len as c_int,
-                        &mut pos,
-                        buf,
-                        count,
-                        dt,
-                        comm,
-                    )
-                })
-                .map_err(Fail::Mpi);
-            }
-            r
+                unsafe { h.bcast(packed.as_mut_ptr(), len, root as usize) }?;
+                if !is_root {
+                    // SAFETY: MPI's contract: the buffer has room for `count` elements.
+                    unsafe { unpack(&packed, buf, count, dt, comm) }?;
+                }
+                Ok(())
+            })
         }
     };
     finish(r, Call::Bcast, comm, h)
+}
+
+/// `count` elements of `dt` at `buf`, packed into `k` bytes (their signature's size).
+///
+/// # Safety
+/// `buf` holds `count` elements of `dt` (MPI's contract).
+unsafe fn pack(
+    buf: *const c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    k: usize,
+    comm: MPI_Comm,
+) -> Result<Vec<u8>, Fail> {
+    let mut out = vec![0u8; k];
+    let mut pos: c_int = 0;
+    // SAFETY: packs from the caller's buffer into `out` (`k` bytes).
+    ffi::check(unsafe {
+        mpi_sys::PMPI_Pack(
+            buf,
+            count,
+            dt,
+            out.as_mut_ptr().cast(),
+            k as c_int,
+            &mut pos,
+            comm,
+        )
+    })?;
+    if pos as usize != k {
+        ffi::abort(
+            comm,
+            &format!("MPI_Pack gave {pos} bytes for a {k}-byte datatype signature (a heterogeneous MPI?)"),
+        );
+    }
+    Ok(out)
+}
+
+/// Unpacks `bytes` into `count` elements of `dt` at `buf`.
+///
+/// # Safety
+/// `buf` has room for `count` elements of `dt` (MPI's contract).
+unsafe fn unpack(
+    bytes: &[u8],
+    buf: *mut c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    comm: MPI_Comm,
+) -> Result<(), Fail> {
+    let mut pos: c_int = 0;
+    // SAFETY: unpacks `bytes` into the caller's buffer.
+    ffi::check(unsafe {
+        mpi_sys::PMPI_Unpack(
+            bytes.as_ptr().cast(),
+            bytes.len() as c_int,
+            &mut pos,
+            buf,
+            count,
+            dt,
+            comm,
+        )
+    })?;
+    Ok(())
+}
+
+/// Size of one element of `dt`, and whether `count`-element blocks of it lie back to
+/// back as plain bytes (then: from this offset).
+fn blocks(
+    dt: MPI_Datatype,
+    buf: *const c_void,
+) -> Result<Option<(usize, Option<isize>)>, ffi::MpiErr> {
+    Ok(layout(dt, buf)?.map(|(size, lay)| match lay {
+        Layout::Contiguous(off) => (size, Some(off)),
+        Layout::Packed => (size, None),
+    }))
+}
+
+/// Address of block `i` (`count` elements of `dt`) of a buffer.
+fn block_at(
+    buf: *const c_void,
+    i: usize,
+    count: c_int,
+    dt: MPI_Datatype,
+) -> Result<*const c_void, ffi::MpiErr> {
+    // MPI_Aint is isize with Open MPI on x86-64, another integer elsewhere.
+    #[allow(clippy::unnecessary_cast)]
+    let extent = ffi::extents(dt)?.extent as isize;
+    let step = (i as isize)
+        .wrapping_mul(count as isize)
+        .wrapping_mul(extent);
+    Ok(buf.cast::<u8>().wrapping_offset(step).cast())
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn gather(
+    send: *const c_void,
+    scount: c_int,
+    stype: MPI_Datatype,
+    recv: *mut c_void,
+    rcount: c_int,
+    rtype: MPI_Datatype,
+    root: c_int,
+    comm: MPI_Comm,
+) -> c_int {
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let pmpi =
+        || unsafe { mpi_sys::PMPI_Gather(send, scount, stype, recv, rcount, rtype, root, comm) };
+    let h = match hier(comm, Call::Gather) {
+        Ok(Some(h)) => h,
+        Ok(None) => return pmpi(),
+        Err(rc) => return rc,
+    };
+    let fell = |why| {
+        stats::fell_back(Call::Gather, why);
+        pmpi()
+    };
+    if !h.one_node() {
+        return fell(Why::SeveralNodes);
+    }
+    if root < 0 || root as usize >= h.size {
+        return fell(Why::BadArgs);
+    }
+    let (n, root) = (h.size, root as usize);
+    let is_root = h.rank == root;
+    let in_place = is_root && send == ffi::in_place().cast_const();
+    // Bytes per rank: the send signature (the receive one on an in-place root).
+    let (sz, off) = match if in_place {
+        blocks(rtype, recv)
+    } else {
+        blocks(stype, send)
+    } {
+        Ok(Some(x)) => x,
+        Ok(None) => return fell(Why::BadArgs),
+        Err(e) => return e.0,
+    };
+    let cnt = if in_place { rcount } else { scount };
+    if cnt < 0 || (is_root && rcount < 0) {
+        return fell(Why::BadArgs);
+    }
+    let k = sz * cnt as usize;
+    // The root's receive buffer: n blocks of `rcount` elements of `rtype`, `k` bytes
+    // of data each (else the arguments are wrong: MPI says how).
+    let mut roff = None;
+    if is_root {
+        match blocks(rtype, recv) {
+            Ok(Some((rsz, o))) if rsz * rcount as usize == k => roff = o,
+            Ok(_) => return fell(Why::BadArgs),
+            Err(e) => return e.0,
+        }
+    }
+    if k > h.max_bytes[3] || k.checked_mul(n).is_none() {
+        return fell(Why::TooLarge);
+    }
+    if k == 0 {
+        stats::taken(Call::Gather);
+        return ffi::success();
+    }
+    let mut run = || -> Result<bool, Fail> {
+        // This rank's part.
+        let mine: Vec<u8> = if in_place {
+            let at = block_at(recv, root, rcount, rtype)?;
+            match off {
+                // SAFETY: the root's block of the receive buffer: `k` bytes at `off`.
+                Some(o) => {
+                    unsafe { std::slice::from_raw_parts(at.cast::<u8>().wrapping_offset(o), k) }
+                        .to_vec()
+                }
+                // SAFETY: MPI's contract: the block holds `rcount` elements of `rtype`.
+                None => unsafe { pack(at, rcount, rtype, k, comm) }?,
+            }
+        } else {
+            match off {
+                // SAFETY: MPI's contract: `k` bytes of data at `off` in the send buffer.
+                Some(o) => {
+                    unsafe { std::slice::from_raw_parts(send.cast::<u8>().wrapping_offset(o), k) }
+                        .to_vec()
+                }
+                // SAFETY: MPI's contract: the send buffer holds `scount` elements.
+                None => unsafe { pack(send, scount, stype, k, comm) }?,
+            }
+        };
+        if !is_root {
+            return h.gather(&mine, &mut [], root);
+        }
+        match roff {
+            Some(o) => {
+                // SAFETY: MPI's contract: room for n blocks of `k` bytes, back to back
+                // (a dense datatype), from `o`.
+                let out = unsafe {
+                    std::slice::from_raw_parts_mut(recv.cast::<u8>().wrapping_offset(o), n * k)
+                };
+                h.gather(&mine, out, root)
+            }
+            None => {
+                let mut all = vec![0u8; n * k];
+                if !h.gather(&mine, &mut all, root)? {
+                    return Ok(false);
+                }
+                for i in (0..n).filter(|&i| !(in_place && i == root)) {
+                    let at = block_at(recv, i, rcount, rtype)?.cast_mut();
+                    // SAFETY: MPI's contract: block `i` has room for `rcount` elements.
+                    unsafe { unpack(&all[i * k..(i + 1) * k], at, rcount, rtype, comm) }?;
+                }
+                Ok(true)
+            }
+        }
+    };
+    match run() {
+        Ok(true) => finish(Ok(()), Call::Gather, comm, h),
+        Ok(false) => fell(Why::NoTree),
+        Err(e) => finish(Err(e), Call::Gather, comm, h),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn scatter(
+    send: *const c_void,
+    scount: c_int,
+    stype: MPI_Datatype,
+    recv: *mut c_void,
+    rcount: c_int,
+    rtype: MPI_Datatype,
+    root: c_int,
+    comm: MPI_Comm,
+) -> c_int {
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let pmpi =
+        || unsafe { mpi_sys::PMPI_Scatter(send, scount, stype, recv, rcount, rtype, root, comm) };
+    let h = match hier(comm, Call::Scatter) {
+        Ok(Some(h)) => h,
+        Ok(None) => return pmpi(),
+        Err(rc) => return rc,
+    };
+    let fell = |why| {
+        stats::fell_back(Call::Scatter, why);
+        pmpi()
+    };
+    if !h.one_node() {
+        return fell(Why::SeveralNodes);
+    }
+    if root < 0 || root as usize >= h.size {
+        return fell(Why::BadArgs);
+    }
+    let (n, root) = (h.size, root as usize);
+    let is_root = h.rank == root;
+    let in_place = is_root && recv.cast_const() == ffi::in_place().cast_const();
+    // Bytes per rank: the receive signature (the send one on the root).
+    let (sz, off) = match if is_root {
+        blocks(stype, send)
+    } else {
+        blocks(rtype, recv)
+    } {
+        Ok(Some(x)) => x,
+        Ok(None) => return fell(Why::BadArgs),
+        Err(e) => return e.0,
+    };
+    let cnt = if is_root { scount } else { rcount };
+    if cnt < 0 || (is_root && !in_place && rcount < 0) {
+        return fell(Why::BadArgs);
+    }
+    let k = sz * cnt as usize;
+    // The root's own part: `k` bytes of data in `rcount` elements of `rtype`.
+    let mut root_off = None;
+    if is_root && !in_place {
+        match blocks(rtype, recv) {
+            Ok(Some((rsz, o))) if rsz * rcount as usize == k => root_off = o,
+            Ok(_) => return fell(Why::BadArgs),
+            Err(e) => return e.0,
+        }
+    }
+    if k > h.max_bytes[4] || k.checked_mul(n).is_none() {
+        return fell(Why::TooLarge);
+    }
+    if k == 0 {
+        stats::taken(Call::Scatter);
+        return ffi::success();
+    }
+    let mut run = || -> Result<bool, Fail> {
+        // The root's parts, by rank.
+        let packed;
+        let all: &[u8] = if !is_root {
+            &[]
+        } else if let Some(o) = off {
+            // SAFETY: MPI's contract: n blocks of `k` bytes back to back (a dense
+            // datatype) from `o` in the send buffer.
+            unsafe { std::slice::from_raw_parts(send.cast::<u8>().wrapping_offset(o), n * k) }
+        } else {
+            let mut v = Vec::with_capacity(n * k);
+            for i in 0..n {
+                let at = block_at(send, i, scount, stype)?;
+                // SAFETY: MPI's contract: block `i` holds `scount` elements.
+                v.extend(unsafe { pack(at, scount, stype, k, comm) }?);
+            }
+            packed = v;
+            &packed
+        };
+        // This rank's part.
+        let direct = if is_root { root_off } else { off };
+        match direct {
+            Some(o) => {
+                // SAFETY: MPI's contract: room for `k` bytes of data at `o`.
+                let mine = unsafe {
+                    std::slice::from_raw_parts_mut(recv.cast::<u8>().wrapping_offset(o), k)
+                };
+                h.scatter(all, mine, root)
+            }
+            None => {
+                let mut mine = vec![0u8; k];
+                if !h.scatter(all, &mut mine, root)? {
+                    return Ok(false);
+                }
+                if !in_place {
+                    // SAFETY: MPI's contract: room for `rcount` elements of `rtype`.
+                    unsafe { unpack(&mine, recv, rcount, rtype, comm) }?;
+                }
+                Ok(true)
+            }
+        }
+    };
+    match run() {
+        Ok(true) => finish(Ok(()), Call::Scatter, comm, h),
+        Ok(false) => fell(Why::NoTree),
+        Err(e) => finish(Err(e), Call::Scatter, comm, h),
+    }
 }
 
 /// The kernel for a reduction, or why MPI does it.
@@ -592,6 +886,62 @@ pub unsafe extern "C" fn MPI_Barrier(comm: MPI_Comm) -> c_int {
         return unsafe { mpi_sys::PMPI_Barrier(comm) };
     }
     guard("MPI_Barrier", || barrier(comm))
+}
+
+/// `MPI_Gather`, taken over on one node (see the crate documentation).
+///
+/// # Safety
+/// MPI's contract for `MPI_Gather`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn MPI_Gather(
+    send: *const c_void,
+    scount: c_int,
+    stype: MPI_Datatype,
+    recv: *mut c_void,
+    rcount: c_int,
+    rtype: MPI_Datatype,
+    root: c_int,
+    comm: MPI_Comm,
+) -> c_int {
+    if config().off {
+        // SAFETY: the caller's arguments, passed on unchanged.
+        return unsafe {
+            mpi_sys::PMPI_Gather(send, scount, stype, recv, rcount, rtype, root, comm)
+        };
+    }
+    // SAFETY: the caller upholds MPI's contract.
+    guard("MPI_Gather", || unsafe {
+        gather(send, scount, stype, recv, rcount, rtype, root, comm)
+    })
+}
+
+/// `MPI_Scatter`, taken over on one node (see the crate documentation).
+///
+/// # Safety
+/// MPI's contract for `MPI_Scatter`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn MPI_Scatter(
+    send: *const c_void,
+    scount: c_int,
+    stype: MPI_Datatype,
+    recv: *mut c_void,
+    rcount: c_int,
+    rtype: MPI_Datatype,
+    root: c_int,
+    comm: MPI_Comm,
+) -> c_int {
+    if config().off {
+        // SAFETY: the caller's arguments, passed on unchanged.
+        return unsafe {
+            mpi_sys::PMPI_Scatter(send, scount, stype, recv, rcount, rtype, root, comm)
+        };
+    }
+    // SAFETY: the caller upholds MPI's contract.
+    guard("MPI_Scatter", || unsafe {
+        scatter(send, scount, stype, recv, rcount, rtype, root, comm)
+    })
 }
 
 /// `MPI_Finalize`: releases every communicator's smelt state (shared memory included),

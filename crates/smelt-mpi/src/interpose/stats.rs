@@ -11,16 +11,29 @@ pub enum Call {
     Reduce = 1,
     Allreduce = 2,
     Barrier = 3,
+    Gather = 4,
+    Scatter = 5,
 }
 
+const CALLS: usize = 6;
+
 impl Call {
-    pub const ALL: [Call; 4] = [Call::Bcast, Call::Reduce, Call::Allreduce, Call::Barrier];
+    pub const ALL: [Call; CALLS] = [
+        Call::Bcast,
+        Call::Reduce,
+        Call::Allreduce,
+        Call::Barrier,
+        Call::Gather,
+        Call::Scatter,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             Call::Bcast => "MPI_Bcast",
             Call::Reduce => "MPI_Reduce",
             Call::Allreduce => "MPI_Allreduce",
             Call::Barrier => "MPI_Barrier",
+            Call::Gather => "MPI_Gather",
+            Call::Scatter => "MPI_Scatter",
         }
     }
 }
@@ -43,9 +56,11 @@ pub enum Why {
     OtherOp,
     OpNotForType,
     BadArgs,
+    SeveralNodes,
+    NoTree,
 }
 
-const WHYS: usize = Why::BadArgs as usize + 1;
+const WHYS: usize = Why::NoTree as usize + 1;
 const ALL_WHY: [Why; WHYS] = [
     Why::Intercomm,
     Why::OneRank,
@@ -60,6 +75,8 @@ const ALL_WHY: [Why; WHYS] = [
     Why::OtherOp,
     Why::OpNotForType,
     Why::BadArgs,
+    Why::SeveralNodes,
+    Why::NoTree,
 ];
 
 impl Why {
@@ -78,12 +95,14 @@ impl Why {
             Why::OtherOp => "MPI_REPLACE/MPI_NO_OP/MPI_OP_NULL",
             Why::OpNotForType => "operation not defined for the datatype",
             Why::BadArgs => "invalid arguments (left to MPI to report)",
+            Why::SeveralNodes => "several nodes (gather and scatter are taken on one node only)",
+            Why::NoTree => "no tree for this root (the node's limit of trees)",
         }
     }
 }
 
-static TAKEN: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
-static FELL: [[AtomicU64; WHYS]; 4] = [const { [const { AtomicU64::new(0) }; WHYS] }; 4];
+static TAKEN: [AtomicU64; CALLS] = [const { AtomicU64::new(0) }; CALLS];
+static FELL: [[AtomicU64; WHYS]; CALLS] = [const { [const { AtomicU64::new(0) }; WHYS] }; CALLS];
 static NOTES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// Counts one more: a load and a store, not an atomic read-modify-write (a locked

@@ -1,4 +1,5 @@
-/* Checks MPI_Bcast, MPI_Reduce, MPI_Allreduce and MPI_Barrier against plain C.
+/* Checks MPI_Bcast, MPI_Reduce, MPI_Allreduce, MPI_Barrier, MPI_Gather and
+ * MPI_Scatter against plain C.
  *
  * Every (datatype x operation x root x in-place x count) on MPI_COMM_WORLD, on
  * MPI_Comm_split(even/odd) and on an MPI_Comm_dup of it; each result is compared with
@@ -327,6 +328,117 @@ static void check_comm(MPI_Comm comm, int seed0)
     free(tmp);
 }
 
+/* MPI_Gather and MPI_Scatter: every datatype, counts, roots, in place. */
+static void check_gather_scatter(MPI_Comm comm, int seed0)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    static const int counts[] = {1, 3, 64, 300};
+    int roots[3] = {0, size - 1, size / 2};
+    size_t max = 300 * 8;
+    unsigned char *mine = malloc(max), *all = malloc(max * size), *want = malloc(max * size);
+    int seed = seed0;
+    for (int ti = 0; ti < ntypes; ti++) {
+        const struct type *t = &types[ti];
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+            int count = counts[ci];
+            size_t bytes = (size_t)count * t->size;
+            for (int ri = 0; ri < 3; ri++) {
+                int root = roots[ri];
+                if (ri > 0 && root == roots[ri - 1])
+                    continue;
+                for (int inplace = 0; inplace < 2; inplace++) {
+                    seed++;
+                    for (int k = 0; k < size; k++)
+                        t->gen(want + k * bytes, count, k, seed, O_SUM);
+                    /* Gather */
+                    t->gen(mine, count, rank, seed, O_SUM);
+                    memset(all, 0x3C, bytes * size);
+                    if (inplace && rank == root) {
+                        memcpy(all + root * bytes, mine, bytes);
+                        MPI_Gather(MPI_IN_PLACE, count, t->dt, all, count, t->dt, root, comm);
+                    } else {
+                        MPI_Gather(mine, count, t->dt, all, count, t->dt, root, comm);
+                    }
+                    if (rank == root && memcmp(all, want, bytes * size) != 0)
+                        fail(comm, "MPI_Gather", t, -1, root, inplace, count * size, all, want);
+                    checks++;
+                    /* Scatter */
+                    memset(mine, 0xC3, bytes);
+                    if (rank == root)
+                        memcpy(all, want, bytes * size);
+                    if (inplace && rank == root) {
+                        MPI_Scatter(all, count, t->dt, MPI_IN_PLACE, count, t->dt, root, comm);
+                        memcpy(mine, all + root * bytes, bytes);
+                    } else {
+                        MPI_Scatter(all, count, t->dt, mine, count, t->dt, root, comm);
+                    }
+                    if (memcmp(mine, want + rank * bytes, bytes) != 0)
+                        fail(comm, "MPI_Scatter", t, -1, root, inplace, count, mine, want + rank * bytes);
+                    checks++;
+                }
+            }
+        }
+    }
+    /* Derived datatypes on the root only (same signatures): a dense pair type, and a
+     * strided vector (every other int), for gather's receive and scatter's send side. */
+    int root = size - 1;
+    int *sbuf = malloc(64 * sizeof(int)), *rbuf = malloc(64 * size * 2 * sizeof(int));
+    MPI_Datatype pair, strided, strided_r;
+    MPI_Type_contiguous(2, MPI_INT, &pair);
+    MPI_Type_commit(&pair);
+    MPI_Type_vector(4, 1, 2, MPI_INT, &strided); /* 4 ints spread over 7 */
+    MPI_Type_create_resized(strided, 0, 8 * sizeof(int), &strided_r); /* blocks 8 ints apart */
+    MPI_Type_commit(&strided_r);
+    for (int i = 0; i < 4; i++)
+        sbuf[i] = rank * 100 + i;
+    /* gather: 4 ints from everyone into pairs at the root */
+    for (int i = 0; i < 4 * size; i++)
+        rbuf[i] = -1;
+    MPI_Gather(sbuf, 4, MPI_INT, rbuf, 2, pair, root, comm);
+    if (rank == root)
+        for (int i = 0; i < 4 * size; i++)
+            if (rbuf[i] != (i / 4) * 100 + i % 4) {
+                fprintf(stderr, "collectives: WRONG pair gather at %d: %d\n", i, rbuf[i]);
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
+    /* gather into strided blocks at the root */
+    for (int i = 0; i < 8 * size; i++)
+        rbuf[i] = -1;
+    MPI_Gather(sbuf, 4, MPI_INT, rbuf, 1, strided_r, root, comm);
+    if (rank == root)
+        for (int b = 0; b < size; b++)
+            for (int i = 0; i < 8; i++) {
+                int want_v = i % 2 == 0 ? b * 100 + i / 2 : -1;
+                if (rbuf[b * 8 + i] != want_v) {
+                    fprintf(stderr, "collectives: WRONG strided gather at block %d int %d: %d\n", b, i, rbuf[b * 8 + i]);
+                    MPI_Abort(MPI_COMM_WORLD, 2);
+                }
+            }
+    /* scatter from strided blocks at the root */
+    for (int b = 0; b < size; b++)
+        for (int i = 0; i < 8; i++)
+            rbuf[b * 8 + i] = i % 2 == 0 ? b * 1000 + i / 2 : -7;
+    for (int i = 0; i < 4; i++)
+        sbuf[i] = -1;
+    MPI_Scatter(rbuf, 1, strided_r, sbuf, 4, MPI_INT, root, comm);
+    for (int i = 0; i < 4; i++)
+        if (sbuf[i] != rank * 1000 + i) {
+            fprintf(stderr, "collectives: WRONG strided scatter at %d: %d\n", i, sbuf[i]);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    checks += 3;
+    MPI_Type_free(&pair);
+    MPI_Type_free(&strided);
+    MPI_Type_free(&strided_r);
+    free(sbuf);
+    free(rbuf);
+    free(mine);
+    free(all);
+    free(want);
+}
+
 /* Floating-point sums that are not exact: every rank must still get identical bits. */
 static void check_float_identical(MPI_Comm comm)
 {
@@ -516,6 +628,7 @@ int main(int argc, char **argv)
     init_types();
     for (int r = 0; r < rounds; r++) {
         check_comm(MPI_COMM_WORLD, 1000 * r);
+        check_gather_scatter(MPI_COMM_WORLD, 3000 + 1000 * r);
         check_float_identical(MPI_COMM_WORLD);
         check_fallbacks(MPI_COMM_WORLD);
         check_barrier(MPI_COMM_WORLD);
@@ -525,6 +638,7 @@ int main(int argc, char **argv)
         MPI_Comm_dup(split, &dup);
         check_comm(split, 5000 + 1000 * r);
         check_comm(dup, 9000 + 1000 * r);
+        check_gather_scatter(dup, 7000 + 1000 * r);
         check_float_identical(dup);
         check_fallbacks(dup);
         check_barrier(split);
