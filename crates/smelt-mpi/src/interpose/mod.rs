@@ -317,8 +317,8 @@ unsafe fn bcast(
         }
         Layout::Packed => {
             let is_root = rank == root as usize;
-            // SAFETY: MPI's contract: the root's buffer holds `count` elements of `dt`.
             let packed = if is_root {
+                // SAFETY: MPI's contract: the root's buffer holds `count` elements of `dt`.
                 unsafe { pack(buf, count, dt, len, comm) }
             } else {
                 Ok(vec![0u8; len])
@@ -437,9 +437,10 @@ unsafe fn gather(
     root: c_int,
     comm: MPI_Comm,
 ) -> c_int {
-    // SAFETY: the caller's arguments, passed on unchanged.
-    let pmpi =
-        || unsafe { mpi_sys::PMPI_Gather(send, scount, stype, recv, rcount, rtype, root, comm) };
+    let pmpi = || {
+        // SAFETY: the caller's arguments, passed on unchanged.
+        unsafe { mpi_sys::PMPI_Gather(send, scount, stype, recv, rcount, rtype, root, comm) }
+    };
     let h = match hier(comm, Call::Gather) {
         Ok(Some(h)) => h,
         Ok(None) => return pmpi(),
@@ -495,8 +496,8 @@ unsafe fn gather(
         let mine: Vec<u8> = if in_place {
             let at = block_at(recv, root, rcount, rtype)?;
             match off {
-                // SAFETY: the root's block of the receive buffer: `k` bytes at `off`.
                 Some(o) => {
+                    // SAFETY: the root's block of the receive buffer: `k` bytes at `off`.
                     unsafe { std::slice::from_raw_parts(at.cast::<u8>().wrapping_offset(o), k) }
                         .to_vec()
                 }
@@ -505,8 +506,8 @@ unsafe fn gather(
             }
         } else {
             match off {
-                // SAFETY: MPI's contract: `k` bytes of data at `off` in the send buffer.
                 Some(o) => {
+                    // SAFETY: MPI's contract: `k` bytes of data at `off` in the send buffer.
                     unsafe { std::slice::from_raw_parts(send.cast::<u8>().wrapping_offset(o), k) }
                         .to_vec()
                 }
@@ -558,9 +559,10 @@ unsafe fn scatter(
     root: c_int,
     comm: MPI_Comm,
 ) -> c_int {
-    // SAFETY: the caller's arguments, passed on unchanged.
-    let pmpi =
-        || unsafe { mpi_sys::PMPI_Scatter(send, scount, stype, recv, rcount, rtype, root, comm) };
+    let pmpi = || {
+        // SAFETY: the caller's arguments, passed on unchanged.
+        unsafe { mpi_sys::PMPI_Scatter(send, scount, stype, recv, rcount, rtype, root, comm) }
+    };
     let h = match hier(comm, Call::Scatter) {
         Ok(Some(h)) => h,
         Ok(None) => return pmpi(),
