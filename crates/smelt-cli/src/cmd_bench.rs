@@ -101,8 +101,9 @@ pub struct BenchArgs {
     /// (`FILE.svg` gives `FILE-bcast-2r.svg`, ...; .svg or .png).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
-    /// Thread counts for the barrier comparison (default 2,8,16; 2,8 with --quick;
-    /// each 1 to 1024).
+    /// Thread (and process, rank) counts for the comparison with the peers: barrier,
+    /// broadcast and reduce at each (default 2,8,16; 2,8 with --quick; each 1 to
+    /// 1024).
     #[arg(long, value_delimiter = ',', value_parser = crate::common::count(1, MAX_THREADS))]
     pub peer_threads: Vec<usize>,
     /// Kill a peer (or give up on a figure) after this many seconds (default 60, 20
@@ -463,7 +464,7 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
     let mut peers = Vec::new();
     // The OpenMP and MPI programs measure barrier and reduction (and MPI broadcast) in
     // one run: run each once per thread count, keep the barrier figures here and the
-    // 2-member broadcast/reduce figures below.
+    // broadcast/reduce figures (at every thread count, beside smelt's) below.
     let two = 2usize;
     let mut rooted: Vec<Figure> = Vec::new();
     let mut thread_counts = peer_threads.clone();
@@ -500,16 +501,17 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
                 if barrier_row {
                     peers.push(f);
                 }
-            } else if t == two {
+            } else {
                 rooted.push(f);
             }
         }
     }
-    peers.extend(floors.smelt_figure(&sm, smelt_tree_choice, two, Op::Broadcast));
-    peers.extend(floors.smelt_figure(&sm, smelt_tree_choice, two, Op::Reduce));
-    if a.processes {
+    for &t in &thread_counts {
         for op in [Op::Broadcast, Op::Reduce] {
-            peers.extend(floors.process_figure(&sm, smelt_tree_choice, two, op));
+            peers.extend(floors.smelt_figure(&sm, smelt_tree_choice, t, op));
+            if a.processes {
+                peers.extend(floors.process_figure(&sm, smelt_tree_choice, t, op));
+            }
         }
     }
     peers.extend(rooted);
