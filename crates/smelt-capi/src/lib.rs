@@ -82,13 +82,7 @@ fn set_last_error(msg: &str) {
     LAST_ERROR.with(|e| *e.borrow_mut() = c);
 }
 
-/// The message of a caught panic.
-pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
-}
+pub(crate) use smelt_runtime::panic_message;
 
 /// Runs `f`, turning errors and panics into a status code and a message.
 pub(crate) fn guard(f: impl FnOnce() -> Res<()>) -> smelt_status {

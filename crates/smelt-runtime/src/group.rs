@@ -615,11 +615,7 @@ impl Group {
                             match r {
                                 Ok(v) => Some(v),
                                 Err(p) => {
-                                    let msg = p
-                                        .downcast_ref::<&str>()
-                                        .map(|s| s.to_string())
-                                        .or_else(|| p.downcast_ref::<String>().cloned())
-                                        .unwrap_or_else(|| "panic".into());
+                                    let msg = crate::panic_message(p.as_ref());
                                     m.shared.record(m.rank, msg, true);
                                     None
                                 }

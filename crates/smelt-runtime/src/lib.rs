@@ -41,7 +41,7 @@ pub mod process;
 mod word;
 
 pub use context::Context;
-pub use error::GroupError;
+pub use error::{panic_message, GroupError};
 pub use group::{tree_edges, Group, GroupConfig, LinkEnd, Member, Pinning, Placement};
 pub use smelt_ids::{CpuId, Pos, Rank};
 pub use smelt_transport::WaitPolicy;

@@ -49,11 +49,7 @@ fn guard(call: &str, f: impl FnOnce() -> c_int) -> c_int {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(rc) => rc,
         Err(p) => {
-            let msg = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "panic".into());
+            let msg = smelt_runtime::panic_message(p.as_ref());
             ffi::abort(
                 ffi::comm_world(),
                 &format!("internal error in {call}: {msg}"),
@@ -426,6 +422,18 @@ fn block_at(
     Ok(buf.cast::<u8>().wrapping_offset(step).cast())
 }
 
+/// The root of a gather or scatter that smelt runs (one node only, a root in range),
+/// or why it falls back.
+fn one_node_root(h: &comm::Hier, root: c_int) -> Result<usize, Why> {
+    if !h.one_node() {
+        return Err(Why::SeveralNodes);
+    }
+    if root < 0 || root as usize >= h.size {
+        return Err(Why::BadArgs);
+    }
+    Ok(root as usize)
+}
+
 #[allow(clippy::too_many_arguments)]
 unsafe fn gather(
     send: *const c_void,
@@ -450,14 +458,11 @@ unsafe fn gather(
         stats::fell_back(Call::Gather, why);
         pmpi()
     };
-    if !h.one_node() {
-        return fell(Why::SeveralNodes);
-    }
-    if root < 0 || root as usize >= h.size {
-        return fell(Why::BadArgs);
-    }
-    let (n, root) = (h.size, root as usize);
-    let is_root = h.rank == root;
+    let root = match one_node_root(h, root) {
+        Ok(r) => r,
+        Err(why) => return fell(why),
+    };
+    let (n, is_root) = (h.size, h.rank == root);
     let in_place = is_root && send == ffi::in_place().cast_const();
     // Bytes per rank: the send signature (the receive one on an in-place root).
     let (sz, off) = match if in_place {
@@ -572,14 +577,11 @@ unsafe fn scatter(
         stats::fell_back(Call::Scatter, why);
         pmpi()
     };
-    if !h.one_node() {
-        return fell(Why::SeveralNodes);
-    }
-    if root < 0 || root as usize >= h.size {
-        return fell(Why::BadArgs);
-    }
-    let (n, root) = (h.size, root as usize);
-    let is_root = h.rank == root;
+    let root = match one_node_root(h, root) {
+        Ok(r) => r,
+        Err(why) => return fell(why),
+    };
+    let (n, is_root) = (h.size, h.rank == root);
     let in_place = is_root && recv.cast_const() == ffi::in_place().cast_const();
     // Bytes per rank: the receive signature (the send one on the root).
     let (sz, off) = match if is_root {
