@@ -528,17 +528,18 @@ impl Group {
         let mut members = Vec::with_capacity(n);
         for (rank, &pin_to) in pin_to.iter().enumerate() {
             let rank = Rank(rank);
-            let contexts = build_contexts(trees, rank, cfg, &shared, |ctx, edge, parent_side| {
-                let p = &mut pairs[ctx][edge];
-                Ok(if parent_side { p.0.take() } else { p.1.take() }.expect("each end taken once"))
-            })?;
-            members.push(Member {
+            members.push(Member::build(
+                trees,
                 rank,
-                contexts,
+                cfg,
+                shared.clone(),
                 pin_to,
-                pinned: false,
-                shared: shared.clone(),
-            });
+                |ctx, edge, parent_side| {
+                    let p = &mut pairs[ctx][edge];
+                    Ok(if parent_side { p.0.take() } else { p.1.take() }
+                        .expect("each end taken once"))
+                },
+            )?);
         }
         Ok(Group {
             members,
@@ -696,7 +697,7 @@ impl<L: Link> Member<L> {
                     .collect()
             })
             .collect();
-        let contexts = build_contexts(trees, rank, cfg, &shared, |tree, edge, parent_side| {
+        Member::build(trees, rank, cfg, shared, None, |tree, edge, parent_side| {
             let (parent, child) = edges[tree][edge];
             connect(LinkEnd {
                 tree,
@@ -705,11 +706,24 @@ impl<L: Link> Member<L> {
                 child,
                 parent_side,
             })
-        })?;
+        })
+    }
+
+    /// Builds member `rank` over `trees` with [`build_contexts`] (`connect` as there),
+    /// not yet pinned; `pin_to` is the CPU its thread is to be pinned to, if any.
+    pub(crate) fn build(
+        trees: &[Tree],
+        rank: Rank,
+        cfg: &GroupConfig,
+        shared: Arc<GroupShared>,
+        pin_to: Option<CpuId>,
+        connect: impl FnMut(usize, usize, bool) -> Result<L, GroupError>,
+    ) -> Result<Member<L>, GroupError> {
+        let contexts = build_contexts(trees, rank, cfg, &shared, connect)?;
         Ok(Member {
             rank,
             contexts,
-            pin_to: None,
+            pin_to,
             pinned: false,
             shared,
         })

@@ -20,7 +20,7 @@
 //! failure recorded by any member (a mismatch, a timeout, [`Member::fail`]) is every
 //! member's error.
 
-use crate::group::{build_contexts, check_trees, ranks_of, tree_edges, GroupShared};
+use crate::group::{check_trees, ranks_of, tree_edges, GroupShared};
 use crate::{GroupConfig, GroupError, Member};
 use serde::{Deserialize, Serialize};
 use smelt_ids::{CpuId, Pos, Rank};
@@ -270,15 +270,8 @@ pub fn join(path: &Path, key: &str, rank: Rank) -> Result<Member, GroupError> {
         base += 2 * tree_edges(t).count();
     }
     let shared = Arc::new(GroupShared::with_abort(cpus, abort, Some(shm)));
-    let contexts = build_contexts(&trees, rank, &cfg, &shared, |id, e, parent_side| {
+    Member::build(&trees, rank, &cfg, shared, None, |id, e, parent_side| {
         ends.remove(&(id, e, parent_side))
             .ok_or_else(|| GroupError::Job(format!("no ring for tree {id} edge {e}")))
-    })?;
-    Ok(Member {
-        rank,
-        contexts,
-        pin_to: None,
-        pinned: false,
-        shared,
     })
 }
