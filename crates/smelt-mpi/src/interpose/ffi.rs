@@ -144,48 +144,62 @@ pub fn free(comm: &mut MPI_Comm) {
     }
 }
 
+/// Element types the interposer's own PMPI calls move, each with its MPI datatype.
+trait Elem {
+    fn datatype() -> MPI_Datatype;
+}
+
+impl Elem for u8 {
+    fn datatype() -> MPI_Datatype {
+        byte()
+    }
+}
+
+impl Elem for i64 {
+    fn datatype() -> MPI_Datatype {
+        int64()
+    }
+}
+
+impl Elem for u64 {
+    fn datatype() -> MPI_Datatype {
+        uint64()
+    }
+}
+
+/// `v` as an MPI send buffer: its address, element count and datatype.
+fn send_buf<T: Elem>(v: &[T]) -> (*const c_void, c_int, MPI_Datatype) {
+    (v.as_ptr().cast(), v.len() as c_int, T::datatype())
+}
+
+/// `v` as an MPI receive (or in-place) buffer: its address, element count and datatype.
+fn recv_buf<T: Elem>(v: &mut [T]) -> (*mut c_void, c_int, MPI_Datatype) {
+    (v.as_mut_ptr().cast(), v.len() as c_int, T::datatype())
+}
+
 /// Broadcasts `buf` as bytes from `root` over `comm`.
 pub fn bcast_bytes(buf: &mut [u8], root: usize, comm: MPI_Comm) -> Result<(), MpiErr> {
-    // SAFETY: `buf` is valid for `buf.len()` bytes; MPI_BYTE matches it.
-    check(unsafe {
-        mpi_sys::PMPI_Bcast(
-            buf.as_mut_ptr().cast(),
-            buf.len() as c_int,
-            byte(),
-            root as c_int,
-            comm,
-        )
-    })
+    let (p, n, dt) = recv_buf(buf);
+    // SAFETY: `p` is `buf`, valid for its `n` bytes; `dt` is MPI_BYTE.
+    check(unsafe { mpi_sys::PMPI_Bcast(p, n, dt, root as c_int, comm) })
+}
+
+/// Element-wise `op` over `v` on every member of `comm`, in place.
+fn allreduce_in_place<T: Elem>(v: &mut [T], op: MPI_Op, comm: MPI_Comm) -> Result<(), MpiErr> {
+    let (p, n, dt) = recv_buf(v);
+    // SAFETY: `p` is `v`, valid for its `n` elements of `dt` (the datatype of `T`); in
+    // place is allowed.
+    check(unsafe { mpi_sys::PMPI_Allreduce(in_place(), p, n, dt, op, comm) })
 }
 
 /// Element-wise `op` over `i64` values on every member of `comm`, in place.
 pub fn allreduce_i64(v: &mut [i64], op: MPI_Op, comm: MPI_Comm) -> Result<(), MpiErr> {
-    // SAFETY: `v` is valid for `v.len()` int64 values; in place is allowed.
-    check(unsafe {
-        mpi_sys::PMPI_Allreduce(
-            in_place(),
-            v.as_mut_ptr().cast(),
-            v.len() as c_int,
-            int64(),
-            op,
-            comm,
-        )
-    })
+    allreduce_in_place(v, op, comm)
 }
 
 /// Element-wise OR of `u64` masks on every member of `comm`, in place.
 pub fn allreduce_bor_u64(v: &mut [u64], comm: MPI_Comm) -> Result<(), MpiErr> {
-    // SAFETY: `v` is valid for `v.len()` uint64 values; in place is allowed.
-    check(unsafe {
-        mpi_sys::PMPI_Allreduce(
-            in_place(),
-            v.as_mut_ptr().cast(),
-            v.len() as c_int,
-            uint64(),
-            op_bor(),
-            comm,
-        )
-    })
+    allreduce_in_place(v, op_bor(), comm)
 }
 
 /// Every member's `mine` (two ints), by rank.
@@ -213,33 +227,16 @@ pub fn allgather_pair(
 
 /// Sends `buf` as bytes to `dest` on `comm`.
 pub fn send_bytes(buf: &[u8], dest: usize, tag: c_int, comm: MPI_Comm) -> Result<(), MpiErr> {
-    // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
-    check(unsafe {
-        mpi_sys::PMPI_Send(
-            buf.as_ptr().cast(),
-            buf.len() as c_int,
-            byte(),
-            dest as c_int,
-            tag,
-            comm,
-        )
-    })
+    let (p, n, dt) = send_buf(buf);
+    // SAFETY: `p` is `buf`, valid for reads of its `n` bytes; `dt` is MPI_BYTE.
+    check(unsafe { mpi_sys::PMPI_Send(p, n, dt, dest as c_int, tag, comm) })
 }
 
 /// Receives exactly `buf.len()` bytes from `src` on `comm`.
 pub fn recv_bytes(buf: &mut [u8], src: usize, tag: c_int, comm: MPI_Comm) -> Result<(), MpiErr> {
-    // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
-    check(unsafe {
-        mpi_sys::PMPI_Recv(
-            buf.as_mut_ptr().cast(),
-            buf.len() as c_int,
-            byte(),
-            src as c_int,
-            tag,
-            comm,
-            status_ignore(),
-        )
-    })
+    let (p, n, dt) = recv_buf(buf);
+    // SAFETY: `p` is `buf`, valid for writes of its `n` bytes; `dt` is MPI_BYTE.
+    check(unsafe { mpi_sys::PMPI_Recv(p, n, dt, src as c_int, tag, comm, status_ignore()) })
 }
 
 /// The thread level MPI provides.
