@@ -14,7 +14,7 @@ use crate::ops::Combine;
 use smelt_runtime::process::{join, Job};
 use smelt_runtime::{GroupConfig, GroupError, Member, WaitPolicy};
 use smelt_tree::{Topology, Tree};
-use std::os::raw::c_int;
+use std::os::raw::{c_int, c_void};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -48,6 +48,16 @@ impl From<GroupError> for Fail {
     fn from(e: GroupError) -> Fail {
         Fail::Smelt(e)
     }
+}
+
+/// What a reduction combines: `count` elements of `dt` under `op`, which smelt
+/// computes inside a node with `combine` and leaders between nodes with `PMPI_*`.
+#[derive(Clone, Copy)]
+pub struct Reduction {
+    pub count: c_int,
+    pub dt: MPI_Datatype,
+    pub op: MPI_Op,
+    pub combine: Combine,
 }
 
 /// One communicator's state, cached as its attribute.
@@ -453,23 +463,19 @@ impl Hier {
         Ok(())
     }
 
-    /// `MPI_Reduce` of `count` elements (`len` bytes) to `root`: `input` is this rank's
+    /// `MPI_Reduce` of `red` (`len` bytes) to `root`: `input` is this rank's
     /// contribution, `recv` the root's result buffer. Inside a node smelt combines with
-    /// `combine`; between nodes leaders run `PMPI_Reduce` with `dt` and `op`.
+    /// `red.combine`; between nodes leaders run `PMPI_Reduce` with `red.dt` and `red.op`.
     ///
     /// # Safety
     /// `input` is readable for `len` bytes; on the root, `recv` is writable for `len`
     /// bytes (it may be `input`, for MPI_IN_PLACE).
-    #[allow(clippy::too_many_arguments)]
     pub unsafe fn reduce(
         &mut self,
         input: *const u8,
         recv: *mut u8,
         len: usize,
-        count: c_int,
-        dt: MPI_Datatype,
-        op: MPI_Op,
-        combine: Combine,
+        red: Reduction,
         root: usize,
     ) -> Result<(), Fail> {
         let [rnode, rlocal] = self.place[root].map(|x| x as usize);
@@ -478,7 +484,7 @@ impl Hier {
         scratch.clear();
         // SAFETY: the caller guarantees `input` is readable for `len` bytes.
         scratch.extend_from_slice(unsafe { std::slice::from_raw_parts(input, len) });
-        let r = self.reduce_hier(&mut scratch, count, dt, op, combine, rnode, rlocal);
+        let r = self.reduce_hier(&mut scratch, red, rnode, rlocal);
         if r.is_ok() && is_root {
             // SAFETY: the caller guarantees `recv` is writable for `len` bytes on the
             // root; `scratch` is this crate's own buffer, so they do not overlap.
@@ -490,17 +496,14 @@ impl Hier {
 
     /// Reduces `acc` (this rank's contribution) so that the root's `acc` holds the
     /// result.
-    #[allow(clippy::too_many_arguments)]
     fn reduce_hier(
         &mut self,
         acc: &mut [u8],
-        count: c_int,
-        dt: MPI_Datatype,
-        op: MPI_Op,
-        combine: Combine,
+        red: Reduction,
         rnode: usize,
         rlocal: usize,
     ) -> Result<(), Fail> {
+        let combine = red.combine;
         if self.n_nodes == 1 {
             if rlocal != 0 {
                 if let Some(m) = self.tree(rlocal)? {
@@ -510,29 +513,7 @@ impl Hier {
             }
             tree_reduce(self.leader_tree(), acc, combine)?;
         } else {
-            if self.node_size > 1 {
-                tree_reduce(self.leader_tree(), acc, combine)?;
-            }
-            if self.node_rank == 0 {
-                let at_root = self.my_node == rnode;
-                // SAFETY: `acc` holds `count` elements of `dt` (its size is count ×
-                // the size of `dt`); at the leaders' root the result replaces it.
-                ffi::check(unsafe {
-                    mpi_sys::PMPI_Reduce(
-                        if at_root {
-                            ffi::in_place()
-                        } else {
-                            acc.as_ptr().cast()
-                        },
-                        acc.as_mut_ptr().cast(),
-                        count,
-                        dt,
-                        op,
-                        rnode as c_int,
-                        self.leaders,
-                    )
-                })?;
-            }
+            self.reduce_over_nodes(acc, red, Some(rnode))?;
         }
         // The result is at the node's leader; a root elsewhere in the node gets it.
         if self.my_node == rnode && rlocal != 0 {
@@ -545,34 +526,60 @@ impl Hier {
         Ok(())
     }
 
-    /// `MPI_Allreduce` in place on `acc` (this rank's contribution; the result on return).
-    pub fn allreduce(
+    /// Reduces `acc` (this rank's contribution) inside this node to its leader, then
+    /// the nodes' results over MPI among the leaders: to the leader of node `Some(rnode)`
+    /// (`MPI_Reduce`), or to every leader with `None` (`MPI_Allreduce`). The result is
+    /// in that leader's (those leaders') `acc`.
+    fn reduce_over_nodes(
         &mut self,
         acc: &mut [u8],
-        count: c_int,
-        dt: MPI_Datatype,
-        op: MPI_Op,
-        combine: Combine,
+        red: Reduction,
+        rnode: Option<usize>,
     ) -> Result<(), Fail> {
-        if self.n_nodes == 1 {
-            return Ok(self.leader_tree().allreduce_bytes(acc, combine)?);
-        }
+        let Reduction {
+            count,
+            dt,
+            op,
+            combine,
+        } = red;
         if self.node_size > 1 {
             tree_reduce(self.leader_tree(), acc, combine)?;
         }
-        if self.node_rank == 0 {
-            // SAFETY: `acc` holds `count` elements of `dt`; in place is allowed.
-            ffi::check(unsafe {
-                mpi_sys::PMPI_Allreduce(
-                    ffi::in_place(),
-                    acc.as_mut_ptr().cast(),
-                    count,
-                    dt,
-                    op,
-                    self.leaders,
-                )
-            })?;
+        if self.node_rank != 0 {
+            return Ok(());
         }
+        let leaders = self.leaders;
+        let recv: *mut c_void = acc.as_mut_ptr().cast();
+        match rnode {
+            Some(rnode) => {
+                let send = if self.my_node == rnode {
+                    ffi::in_place()
+                } else {
+                    recv
+                };
+                let root = rnode as c_int;
+                // SAFETY: `acc` holds `count` elements of `dt` (its size is count ×
+                // the size of `dt`); at the leaders' root the result replaces it.
+                ffi::check(unsafe {
+                    mpi_sys::PMPI_Reduce(send, recv, count, dt, op, root, leaders)
+                })?;
+            }
+            None => {
+                // SAFETY: `acc` holds `count` elements of `dt`; in place is allowed.
+                ffi::check(unsafe {
+                    mpi_sys::PMPI_Allreduce(ffi::in_place(), recv, count, dt, op, leaders)
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `MPI_Allreduce` in place on `acc` (this rank's contribution; the result on return).
+    pub fn allreduce(&mut self, acc: &mut [u8], red: Reduction) -> Result<(), Fail> {
+        if self.n_nodes == 1 {
+            return Ok(self.leader_tree().allreduce_bytes(acc, red.combine)?);
+        }
+        self.reduce_over_nodes(acc, red, None)?;
         if self.node_size > 1 {
             tree_bcast(self.leader_tree(), acc)?;
         }

@@ -9,7 +9,7 @@ mod ffi;
 mod stats;
 
 use crate::ops::{self, Elem};
-use comm::{CommState, Fail, Mode};
+use comm::{CommState, Fail, Mode, Reduction};
 use config::config;
 use ffi::{MPI_Comm, MPI_Datatype, MPI_Op};
 use stats::{Call, Why};
@@ -735,20 +735,15 @@ unsafe fn reduce(
         return ffi::success();
     }
     let input = if in_place { recv.cast_const() } else { send };
+    let red = Reduction {
+        count,
+        dt,
+        op,
+        combine,
+    };
     // SAFETY: MPI's contract: `input` holds `count` elements of `dt` (`len` bytes);
     // the root's `recv` has room for as many.
-    let r = unsafe {
-        h.reduce(
-            input.cast(),
-            recv.cast(),
-            len,
-            count,
-            dt,
-            op,
-            combine,
-            root as usize,
-        )
-    };
+    let r = unsafe { h.reduce(input.cast(), recv.cast(), len, red, root as usize) };
     finish(r, Call::Reduce, comm, h)
 }
 
@@ -796,7 +791,13 @@ unsafe fn allreduce(
     }
     // SAFETY: `recv` holds `len` bytes this call may read and write.
     let acc = unsafe { std::slice::from_raw_parts_mut(recv.cast::<u8>(), len) };
-    let r = h.allreduce(acc, count, dt, op, combine);
+    let red = Reduction {
+        count,
+        dt,
+        op,
+        combine,
+    };
+    let r = h.allreduce(acc, red);
     finish(r, Call::Allreduce, comm, h)
 }
 
