@@ -252,80 +252,150 @@ static void fail(MPI_Comm comm, const char *what, const struct type *t, int op, 
     MPI_Abort(MPI_COMM_WORLD, 2);
 }
 
-static void check_comm(MPI_Comm comm, int seed0)
+/* The sweeps of check_comm and check_gather_scatter: `run(comm, t, count, root, ri, arg)`
+ * for every datatype `t`, every count of `counts` (`ncounts` of them) and every distinct
+ * root of 0, size - 1 and size / 2 (`ri` its index there: 0 for the first). */
+typedef void (*case_fn)(MPI_Comm comm, const struct type *t, int count, int root, int ri, void *arg);
+
+static void sweep(MPI_Comm comm, const int *counts, size_t ncounts, case_fn run, void *arg)
 {
-    int rank, size;
-    MPI_Comm_rank(comm, &rank);
+    int size;
     MPI_Comm_size(comm, &size);
-    static const int counts[] = {1, 3, 64, 384, 1000};
     int roots[3] = {0, size - 1, size / 2};
-    size_t max = 1000 * 8;
-    unsigned char *send = malloc(max), *recv = malloc(max), *want = malloc(max), *tmp = malloc(max);
-    int seed = seed0;
-    for (int ti = 0; ti < ntypes; ti++) {
-        const struct type *t = &types[ti];
-        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
-            int count = counts[ci];
-            size_t bytes = (size_t)count * t->size;
-            for (int ri = 0; ri < 3; ri++) {
-                int root = roots[ri];
-                if (ri > 0 && root == roots[ri - 1])
-                    continue;
-                /* Broadcast. */
-                seed++;
-                t->gen(want, count, root, seed, O_SUM);
-                if (rank == root)
-                    memcpy(recv, want, bytes);
-                else
-                    memset(recv, 0xA5, bytes);
-                MPI_Bcast(recv, count, t->dt, root, comm);
-                if (memcmp(recv, want, bytes) != 0)
-                    fail(comm, "MPI_Bcast", t, -1, root, 0, count, recv, want);
-                checks++;
-                for (int op = 0; op < N_OPS; op++) {
-                    if (!op_valid(t->kind, op))
-                        continue;
-                    for (int inplace = 0; inplace < 2; inplace++) {
-                        seed++;
-                        t->gen(want, count, 0, seed, op);
-                        for (int k = 1; k < size; k++) {
-                            t->gen(tmp, count, k, seed, op);
-                            t->comb(want, tmp, count, op);
-                        }
-                        /* MPI_Reduce */
-                        t->gen(send, count, rank, seed, op);
-                        memset(recv, 0x5A, bytes);
-                        if (inplace && rank == root) {
-                            memcpy(recv, send, bytes);
-                            MPI_Reduce(MPI_IN_PLACE, recv, count, t->dt, mpi_ops[op], root, comm);
-                        } else {
-                            MPI_Reduce(send, recv, count, t->dt, mpi_ops[op], root, comm);
-                        }
-                        if (rank == root && memcmp(recv, want, bytes) != 0)
-                            fail(comm, "MPI_Reduce", t, op, root, inplace, count, recv, want);
-                        checks++;
-                        if (ri > 0)
-                            continue; /* allreduce has no root */
-                        /* MPI_Allreduce */
-                        memset(recv, 0x5A, bytes);
-                        if (inplace) {
-                            memcpy(recv, send, bytes);
-                            MPI_Allreduce(MPI_IN_PLACE, recv, count, t->dt, mpi_ops[op], comm);
-                        } else {
-                            MPI_Allreduce(send, recv, count, t->dt, mpi_ops[op], comm);
-                        }
-                        if (memcmp(recv, want, bytes) != 0)
-                            fail(comm, "MPI_Allreduce", t, op, -1, inplace, count, recv, want);
-                        checks++;
-                    }
-                }
+    for (int ti = 0; ti < ntypes; ti++)
+        for (size_t ci = 0; ci < ncounts; ci++)
+            for (int ri = 0; ri < 3; ri++)
+                if (ri == 0 || roots[ri] != roots[ri - 1])
+                    run(comm, &types[ti], counts[ci], roots[ri], ri, arg);
+}
+
+/* check_comm's buffers and seed (going on from case to case). */
+struct reduce_state {
+    int rank, size, seed;
+    unsigned char *send, *recv, *want, *tmp;
+};
+
+/* MPI_Bcast, then MPI_Reduce and (for the first root) MPI_Allreduce under every valid op. */
+static void check_reduce_case(MPI_Comm comm, const struct type *t, int count, int root, int ri, void *arg)
+{
+    struct reduce_state *st = arg;
+    int rank = st->rank, size = st->size, seed = st->seed;
+    unsigned char *send = st->send, *recv = st->recv, *want = st->want, *tmp = st->tmp;
+    size_t bytes = (size_t)count * t->size;
+    /* Broadcast. */
+    seed++;
+    t->gen(want, count, root, seed, O_SUM);
+    if (rank == root)
+        memcpy(recv, want, bytes);
+    else
+        memset(recv, 0xA5, bytes);
+    MPI_Bcast(recv, count, t->dt, root, comm);
+    if (memcmp(recv, want, bytes) != 0)
+        fail(comm, "MPI_Bcast", t, -1, root, 0, count, recv, want);
+    checks++;
+    for (int op = 0; op < N_OPS; op++) {
+        if (!op_valid(t->kind, op))
+            continue;
+        for (int inplace = 0; inplace < 2; inplace++) {
+            seed++;
+            t->gen(want, count, 0, seed, op);
+            for (int k = 1; k < size; k++) {
+                t->gen(tmp, count, k, seed, op);
+                t->comb(want, tmp, count, op);
             }
+            /* MPI_Reduce */
+            t->gen(send, count, rank, seed, op);
+            memset(recv, 0x5A, bytes);
+            if (inplace && rank == root) {
+                memcpy(recv, send, bytes);
+                MPI_Reduce(MPI_IN_PLACE, recv, count, t->dt, mpi_ops[op], root, comm);
+            } else {
+                MPI_Reduce(send, recv, count, t->dt, mpi_ops[op], root, comm);
+            }
+            if (rank == root && memcmp(recv, want, bytes) != 0)
+                fail(comm, "MPI_Reduce", t, op, root, inplace, count, recv, want);
+            checks++;
+            if (ri > 0)
+                continue; /* allreduce has no root */
+            /* MPI_Allreduce */
+            memset(recv, 0x5A, bytes);
+            if (inplace) {
+                memcpy(recv, send, bytes);
+                MPI_Allreduce(MPI_IN_PLACE, recv, count, t->dt, mpi_ops[op], comm);
+            } else {
+                MPI_Allreduce(send, recv, count, t->dt, mpi_ops[op], comm);
+            }
+            if (memcmp(recv, want, bytes) != 0)
+                fail(comm, "MPI_Allreduce", t, op, -1, inplace, count, recv, want);
+            checks++;
         }
     }
-    free(send);
-    free(recv);
-    free(want);
-    free(tmp);
+    st->seed = seed;
+}
+
+static void check_comm(MPI_Comm comm, int seed0)
+{
+    struct reduce_state st = {.seed = seed0};
+    MPI_Comm_rank(comm, &st.rank);
+    MPI_Comm_size(comm, &st.size);
+    static const int counts[] = {1, 3, 64, 384, 1000};
+    size_t max = 1000 * 8;
+    st.send = malloc(max);
+    st.recv = malloc(max);
+    st.want = malloc(max);
+    st.tmp = malloc(max);
+    sweep(comm, counts, sizeof counts / sizeof counts[0], check_reduce_case, &st);
+    free(st.send);
+    free(st.recv);
+    free(st.want);
+    free(st.tmp);
+}
+
+/* check_gather_scatter's buffers and seed (going on from case to case). */
+struct gather_state {
+    int rank, size, seed;
+    unsigned char *mine, *all, *want;
+};
+
+/* MPI_Gather and MPI_Scatter, each without and with MPI_IN_PLACE. */
+static void check_gather_scatter_case(MPI_Comm comm, const struct type *t, int count, int root, int ri, void *arg)
+{
+    (void)ri;
+    struct gather_state *st = arg;
+    int rank = st->rank, size = st->size, seed = st->seed;
+    unsigned char *mine = st->mine, *all = st->all, *want = st->want;
+    size_t bytes = (size_t)count * t->size;
+    for (int inplace = 0; inplace < 2; inplace++) {
+        seed++;
+        for (int k = 0; k < size; k++)
+            t->gen(want + k * bytes, count, k, seed, O_SUM);
+        /* Gather */
+        t->gen(mine, count, rank, seed, O_SUM);
+        memset(all, 0x3C, bytes * size);
+        if (inplace && rank == root) {
+            memcpy(all + root * bytes, mine, bytes);
+            MPI_Gather(MPI_IN_PLACE, count, t->dt, all, count, t->dt, root, comm);
+        } else {
+            MPI_Gather(mine, count, t->dt, all, count, t->dt, root, comm);
+        }
+        if (rank == root && memcmp(all, want, bytes * size) != 0)
+            fail(comm, "MPI_Gather", t, -1, root, inplace, count * size, all, want);
+        checks++;
+        /* Scatter */
+        memset(mine, 0xC3, bytes);
+        if (rank == root)
+            memcpy(all, want, bytes * size);
+        if (inplace && rank == root) {
+            MPI_Scatter(all, count, t->dt, MPI_IN_PLACE, count, t->dt, root, comm);
+            memcpy(mine, all + root * bytes, bytes);
+        } else {
+            MPI_Scatter(all, count, t->dt, mine, count, t->dt, root, comm);
+        }
+        if (memcmp(mine, want + rank * bytes, bytes) != 0)
+            fail(comm, "MPI_Scatter", t, -1, root, inplace, count, mine, want + rank * bytes);
+        checks++;
+    }
+    st->seed = seed;
 }
 
 /* MPI_Gather and MPI_Scatter: every datatype, counts, roots, in place. */
@@ -335,52 +405,9 @@ static void check_gather_scatter(MPI_Comm comm, int seed0)
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     static const int counts[] = {1, 3, 64, 300};
-    int roots[3] = {0, size - 1, size / 2};
     size_t max = 300 * 8;
-    unsigned char *mine = malloc(max), *all = malloc(max * size), *want = malloc(max * size);
-    int seed = seed0;
-    for (int ti = 0; ti < ntypes; ti++) {
-        const struct type *t = &types[ti];
-        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
-            int count = counts[ci];
-            size_t bytes = (size_t)count * t->size;
-            for (int ri = 0; ri < 3; ri++) {
-                int root = roots[ri];
-                if (ri > 0 && root == roots[ri - 1])
-                    continue;
-                for (int inplace = 0; inplace < 2; inplace++) {
-                    seed++;
-                    for (int k = 0; k < size; k++)
-                        t->gen(want + k * bytes, count, k, seed, O_SUM);
-                    /* Gather */
-                    t->gen(mine, count, rank, seed, O_SUM);
-                    memset(all, 0x3C, bytes * size);
-                    if (inplace && rank == root) {
-                        memcpy(all + root * bytes, mine, bytes);
-                        MPI_Gather(MPI_IN_PLACE, count, t->dt, all, count, t->dt, root, comm);
-                    } else {
-                        MPI_Gather(mine, count, t->dt, all, count, t->dt, root, comm);
-                    }
-                    if (rank == root && memcmp(all, want, bytes * size) != 0)
-                        fail(comm, "MPI_Gather", t, -1, root, inplace, count * size, all, want);
-                    checks++;
-                    /* Scatter */
-                    memset(mine, 0xC3, bytes);
-                    if (rank == root)
-                        memcpy(all, want, bytes * size);
-                    if (inplace && rank == root) {
-                        MPI_Scatter(all, count, t->dt, MPI_IN_PLACE, count, t->dt, root, comm);
-                        memcpy(mine, all + root * bytes, bytes);
-                    } else {
-                        MPI_Scatter(all, count, t->dt, mine, count, t->dt, root, comm);
-                    }
-                    if (memcmp(mine, want + rank * bytes, bytes) != 0)
-                        fail(comm, "MPI_Scatter", t, -1, root, inplace, count, mine, want + rank * bytes);
-                    checks++;
-                }
-            }
-        }
-    }
+    struct gather_state st = {rank, size, seed0, malloc(max), malloc(max * size), malloc(max * size)};
+    sweep(comm, counts, sizeof counts / sizeof counts[0], check_gather_scatter_case, &st);
     /* Derived datatypes on the root only (same signatures): a dense pair type, and a
      * strided vector (every other int), for gather's receive and scatter's send side. */
     int root = size - 1;
@@ -434,9 +461,9 @@ static void check_gather_scatter(MPI_Comm comm, int seed0)
     MPI_Type_free(&strided_r);
     free(sbuf);
     free(rbuf);
-    free(mine);
-    free(all);
-    free(want);
+    free(st.mine);
+    free(st.all);
+    free(st.want);
 }
 
 /* Floating-point sums that are not exact: every rank must still get identical bits. */
