@@ -394,32 +394,82 @@ unsafe fn unpack(
     Ok(())
 }
 
-/// Size of one element of `dt`, and whether `count`-element blocks of it lie back to
-/// back as plain bytes (then: from this offset).
-fn blocks(
-    dt: MPI_Datatype,
+/// One side of a gather or scatter: blocks of `count` elements of `dt` at `buf`, one
+/// on a rank's own side, one per rank on the root's.
+#[derive(Clone, Copy)]
+struct Side {
     buf: *const c_void,
-) -> Result<Option<(usize, Option<isize>)>, ffi::MpiErr> {
-    Ok(layout(dt, buf)?.map(|(size, lay)| match lay {
-        Layout::Contiguous(off) => (size, Some(off)),
-        Layout::Packed => (size, None),
-    }))
-}
-
-/// Address of block `i` (`count` elements of `dt`) of a buffer.
-fn block_at(
-    buf: *const c_void,
-    i: usize,
     count: c_int,
     dt: MPI_Datatype,
-) -> Result<*const c_void, ffi::MpiErr> {
-    // MPI_Aint is isize with Open MPI on x86-64, another integer elsewhere.
-    #[allow(clippy::unnecessary_cast)]
-    let extent = ffi::extents(dt)?.extent as isize;
-    let step = (i as isize)
-        .wrapping_mul(count as isize)
-        .wrapping_mul(extent);
-    Ok(buf.cast::<u8>().wrapping_offset(step).cast())
+}
+
+impl Side {
+    /// Size of one element, and whether a block's data lies as plain bytes (then: from
+    /// this offset in the block); `None` for MPI_DATATYPE_NULL.
+    fn blocks(&self) -> Result<Option<(usize, Option<isize>)>, ffi::MpiErr> {
+        Ok(layout(self.dt, self.buf)?.map(|(size, lay)| match lay {
+            Layout::Contiguous(off) => (size, Some(off)),
+            Layout::Packed => (size, None),
+        }))
+    }
+
+    /// Address of block `i`.
+    fn block(&self, i: usize) -> Result<*const c_void, ffi::MpiErr> {
+        // MPI_Aint is isize with Open MPI on x86-64, another integer elsewhere.
+        #[allow(clippy::unnecessary_cast)]
+        let extent = ffi::extents(self.dt)?.extent as isize;
+        let step = (i as isize)
+            .wrapping_mul(self.count as isize)
+            .wrapping_mul(extent);
+        Ok(self.buf.cast::<u8>().wrapping_offset(step).cast())
+    }
+
+    /// The `k` bytes of data of the block at `at`: copied from offset `off` in it where
+    /// they lie as plain bytes, else packed.
+    ///
+    /// # Safety
+    /// `at` holds a block (MPI's contract), `k` bytes of data.
+    unsafe fn read(
+        &self,
+        at: *const c_void,
+        off: Option<isize>,
+        k: usize,
+        comm: MPI_Comm,
+    ) -> Result<Vec<u8>, Fail> {
+        match off {
+            // SAFETY: the caller's contract: `k` bytes of data from `o` in the block.
+            Some(o) => Ok(unsafe { bytes_at(at, o, k) }.to_vec()),
+            // SAFETY: the caller's contract: `at` holds `count` elements of `dt`.
+            None => unsafe { pack(at, self.count, self.dt, k, comm) },
+        }
+    }
+
+    /// Unpacks `data` into the block at `at`.
+    ///
+    /// # Safety
+    /// `at` has room for a block (MPI's contract).
+    unsafe fn write(&self, at: *mut c_void, data: &[u8], comm: MPI_Comm) -> Result<(), Fail> {
+        // SAFETY: the caller's contract: room for `count` elements of `dt` at `at`.
+        unsafe { unpack(data, at, self.count, self.dt, comm) }
+    }
+}
+
+/// `len` bytes from `off` bytes into `at`.
+///
+/// # Safety
+/// They are readable, and not written while the slice lives.
+unsafe fn bytes_at<'a>(at: *const c_void, off: isize, len: usize) -> &'a [u8] {
+    // SAFETY: the caller's contract.
+    unsafe { std::slice::from_raw_parts(at.cast::<u8>().wrapping_offset(off), len) }
+}
+
+/// `len` bytes from `off` bytes into `at`, to write.
+///
+/// # Safety
+/// They are writable, and not otherwise used while the slice lives.
+unsafe fn bytes_at_mut<'a>(at: *mut c_void, off: isize, len: usize) -> &'a mut [u8] {
+    // SAFETY: the caller's contract.
+    unsafe { std::slice::from_raw_parts_mut(at.cast::<u8>().wrapping_offset(off), len) }
 }
 
 /// The root of a gather or scatter that smelt runs (one node only, a root in range),
@@ -434,92 +484,204 @@ fn one_node_root(h: &comm::Hier, root: c_int) -> Result<usize, Why> {
     Ok(root as usize)
 }
 
-#[allow(clippy::too_many_arguments)]
-unsafe fn gather(
-    send: *const c_void,
-    scount: c_int,
-    stype: MPI_Datatype,
-    recv: *mut c_void,
-    rcount: c_int,
-    rtype: MPI_Datatype,
+/// `PMPI_Gather` or `PMPI_Scatter` (the same arguments).
+type RootedPmpi = unsafe extern "C" fn(
+    *const c_void,
+    c_int,
+    MPI_Datatype,
+    *mut c_void,
+    c_int,
+    MPI_Datatype,
+    c_int,
+    MPI_Comm,
+) -> c_int;
+
+/// The arguments of one `MPI_Gather` or `MPI_Scatter` call (made only by
+/// [`Rooted::new`], under MPI's contract for them), and the steps both calls take.
+#[derive(Clone, Copy)]
+struct Rooted {
+    call: Call,
+    pmpi: RootedPmpi,
+    send: Side,
+    /// `buf` is the caller's `*mut` receive buffer.
+    recv: Side,
     root: c_int,
     comm: MPI_Comm,
-) -> c_int {
-    let pmpi = || {
-        // SAFETY: the caller's arguments, passed on unchanged.
-        unsafe { mpi_sys::PMPI_Gather(send, scount, stype, recv, rcount, rtype, root, comm) }
-    };
-    let h = match hier(comm, Call::Gather) {
-        Ok(Some(h)) => h,
-        Ok(None) => return pmpi(),
-        Err(rc) => return rc,
-    };
-    let fell = |why| {
-        stats::fell_back(Call::Gather, why);
-        pmpi()
-    };
-    let root = match one_node_root(h, root) {
-        Ok(r) => r,
-        Err(why) => return fell(why),
-    };
-    let (n, is_root) = (h.size, h.rank == root);
-    let in_place = is_root && send == ffi::in_place().cast_const();
-    // Bytes per rank: the send signature (the receive one on an in-place root).
-    let (sz, off) = match if in_place {
-        blocks(rtype, recv)
-    } else {
-        blocks(stype, send)
-    } {
-        Ok(Some(x)) => x,
-        Ok(None) => return fell(Why::BadArgs),
-        Err(e) => return e.0,
-    };
-    let cnt = if in_place { rcount } else { scount };
-    if cnt < 0 || (is_root && rcount < 0) {
-        return fell(Why::BadArgs);
-    }
-    let k = sz * cnt as usize;
-    // The root's receive buffer: n blocks of `rcount` elements of `rtype`, `k` bytes
-    // of data each (else the arguments are wrong: MPI says how).
-    let mut roff = None;
-    if is_root {
-        match blocks(rtype, recv) {
-            Ok(Some((rsz, o))) if rsz * rcount as usize == k => roff = o,
-            Ok(_) => return fell(Why::BadArgs),
-            Err(e) => return e.0,
+}
+
+/// A gather or scatter that smelt runs, its arguments checked.
+struct Plan {
+    h: &'static mut comm::Hier,
+    root: usize,
+    /// Ranks.
+    n: usize,
+    is_root: bool,
+    in_place: bool,
+    /// Bytes of data per rank.
+    k: usize,
+    /// Where this rank's per-rank side has its data as plain bytes.
+    off: Option<isize>,
+    /// Where the root's receive blocks (where checked) have their data as plain bytes.
+    roff: Option<isize>,
+}
+
+impl Rooted {
+    /// # Safety
+    /// MPI's contract for `call` (`pmpi`) holds for these arguments.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn new(
+        call: Call,
+        pmpi: RootedPmpi,
+        send: *const c_void,
+        scount: c_int,
+        stype: MPI_Datatype,
+        recv: *mut c_void,
+        rcount: c_int,
+        rtype: MPI_Datatype,
+        root: c_int,
+        comm: MPI_Comm,
+    ) -> Rooted {
+        let side = |buf, count, dt| Side { buf, count, dt };
+        Rooted {
+            call,
+            pmpi,
+            send: side(send, scount, stype),
+            recv: side(recv.cast_const(), rcount, rtype),
+            root,
+            comm,
         }
     }
-    if k > h.max_bytes[3] || k.checked_mul(n).is_none() {
-        return fell(Why::TooLarge);
+
+    /// Runs the call through MPI alone: smelt off, else `run` under [`guard`] (`name`
+    /// the call's MPI name).
+    fn take_over(self, name: &str, run: fn(Rooted) -> c_int) -> c_int {
+        if config().off {
+            return self.pmpi();
+        }
+        guard(name, || run(self))
     }
-    if k == 0 {
-        stats::taken(Call::Gather);
-        return ffi::success();
+
+    /// MPI runs the call.
+    fn pmpi(&self) -> c_int {
+        let (s, r) = (self.send, self.recv);
+        // SAFETY: the caller's arguments, passed on unchanged (`Rooted::new`).
+        unsafe {
+            (self.pmpi)(
+                s.buf,
+                s.count,
+                s.dt,
+                r.buf.cast_mut(),
+                r.count,
+                r.dt,
+                self.root,
+                self.comm,
+            )
+        }
     }
+
+    /// Counts a fall-back for `why`; MPI runs the call.
+    fn fell(&self, why: Why) -> c_int {
+        stats::fell_back(self.call, why);
+        self.pmpi()
+    }
+
+    /// Checks the call for smelt. `sides(is_root)` says whether the call is in place,
+    /// the side holding this rank's data per rank (its signature gives the bytes per
+    /// rank), and whether the root's receive side must hold blocks of as many bytes.
+    /// `Err`: the call's return code without smelt (MPI ran it, an MPI error, or
+    /// nothing to move); fall-backs are counted.
+    fn plan(
+        &self,
+        max_bytes_at: usize,
+        sides: impl FnOnce(bool) -> (bool, Side, bool),
+    ) -> Result<Plan, c_int> {
+        let h = match hier(self.comm, self.call) {
+            Ok(Some(h)) => h,
+            Ok(None) => return Err(self.pmpi()),
+            Err(rc) => return Err(rc),
+        };
+        let root = one_node_root(h, self.root).map_err(|why| self.fell(why))?;
+        let (n, is_root) = (h.size, h.rank == root);
+        let (in_place, mine, check_recv) = sides(is_root);
+        let (sz, off) = match mine.blocks() {
+            Ok(Some(x)) => x,
+            Ok(None) => return Err(self.fell(Why::BadArgs)),
+            Err(e) => return Err(e.0),
+        };
+        if mine.count < 0 || (check_recv && self.recv.count < 0) {
+            return Err(self.fell(Why::BadArgs));
+        }
+        let k = sz * mine.count as usize;
+        // The root's receive blocks: `k` bytes of data each (else the arguments are
+        // wrong: MPI says how).
+        let mut roff = None;
+        if check_recv {
+            match self.recv.blocks() {
+                Ok(Some((rsz, o))) if rsz * self.recv.count as usize == k => roff = o,
+                Ok(_) => return Err(self.fell(Why::BadArgs)),
+                Err(e) => return Err(e.0),
+            }
+        }
+        if k > h.max_bytes[max_bytes_at] || k.checked_mul(n).is_none() {
+            return Err(self.fell(Why::TooLarge));
+        }
+        if k == 0 {
+            stats::taken(self.call);
+            return Err(ffi::success());
+        }
+        Ok(Plan {
+            h,
+            root,
+            n,
+            is_root,
+            in_place,
+            k,
+            off,
+            roff,
+        })
+    }
+
+    /// The call's return code once smelt ran it (`Ok(false)`: no tree for this root,
+    /// MPI runs it).
+    fn finish(&self, h: &comm::Hier, r: Result<bool, Fail>) -> c_int {
+        match r {
+            Ok(true) => finish(Ok(()), self.call, self.comm, h),
+            Ok(false) => self.fell(Why::NoTree),
+            Err(e) => finish(Err(e), self.call, self.comm, h),
+        }
+    }
+}
+
+fn gather(c: Rooted) -> c_int {
+    let p = c.plan(3, |is_root| {
+        let in_place = is_root && c.send.buf == ffi::in_place().cast_const();
+        // Bytes per rank: the send signature (the receive one on an in-place root);
+        // the root receives as many from each rank.
+        (in_place, if in_place { c.recv } else { c.send }, is_root)
+    });
+    let Plan {
+        h,
+        root,
+        n,
+        is_root,
+        in_place,
+        k,
+        off,
+        roff,
+    } = match p {
+        Ok(p) => p,
+        Err(rc) => return rc,
+    };
     let mut run = || -> Result<bool, Fail> {
         // This rank's part.
-        let mine: Vec<u8> = if in_place {
-            let at = block_at(recv, root, rcount, rtype)?;
-            match off {
-                Some(o) => {
-                    // SAFETY: the root's block of the receive buffer: `k` bytes at `off`.
-                    unsafe { std::slice::from_raw_parts(at.cast::<u8>().wrapping_offset(o), k) }
-                        .to_vec()
-                }
-                // SAFETY: MPI's contract: the block holds `rcount` elements of `rtype`.
-                None => unsafe { pack(at, rcount, rtype, k, comm) }?,
-            }
+        let (side, at) = if in_place {
+            (c.recv, c.recv.block(root)?)
         } else {
-            match off {
-                Some(o) => {
-                    // SAFETY: MPI's contract: `k` bytes of data at `off` in the send buffer.
-                    unsafe { std::slice::from_raw_parts(send.cast::<u8>().wrapping_offset(o), k) }
-                        .to_vec()
-                }
-                // SAFETY: MPI's contract: the send buffer holds `scount` elements.
-                None => unsafe { pack(send, scount, stype, k, comm) }?,
-            }
+            (c.send, c.send.buf)
         };
+        // SAFETY: MPI's contract: the send buffer (the root's block of the receive
+        // buffer, in place) holds a block: `k` bytes of data.
+        let mine = unsafe { side.read(at, off, k, c.comm) }?;
         if !is_root {
             return h.gather(&mine, &mut [], root);
         }
@@ -527,9 +689,7 @@ unsafe fn gather(
             Some(o) => {
                 // SAFETY: MPI's contract: room for n blocks of `k` bytes, back to back
                 // (a dense datatype), from `o`.
-                let out = unsafe {
-                    std::slice::from_raw_parts_mut(recv.cast::<u8>().wrapping_offset(o), n * k)
-                };
+                let out = unsafe { bytes_at_mut(c.recv.buf.cast_mut(), o, n * k) };
                 h.gather(&mine, out, root)
             }
             None => {
@@ -538,82 +698,42 @@ unsafe fn gather(
                     return Ok(false);
                 }
                 for i in (0..n).filter(|&i| !(in_place && i == root)) {
-                    let at = block_at(recv, i, rcount, rtype)?.cast_mut();
+                    let at = c.recv.block(i)?.cast_mut();
                     // SAFETY: MPI's contract: block `i` has room for `rcount` elements.
-                    unsafe { unpack(&all[i * k..(i + 1) * k], at, rcount, rtype, comm) }?;
+                    unsafe { c.recv.write(at, &all[i * k..(i + 1) * k], c.comm) }?;
                 }
                 Ok(true)
             }
         }
     };
-    match run() {
-        Ok(true) => finish(Ok(()), Call::Gather, comm, h),
-        Ok(false) => fell(Why::NoTree),
-        Err(e) => finish(Err(e), Call::Gather, comm, h),
-    }
+    let r = run();
+    c.finish(h, r)
 }
 
-#[allow(clippy::too_many_arguments)]
-unsafe fn scatter(
-    send: *const c_void,
-    scount: c_int,
-    stype: MPI_Datatype,
-    recv: *mut c_void,
-    rcount: c_int,
-    rtype: MPI_Datatype,
-    root: c_int,
-    comm: MPI_Comm,
-) -> c_int {
-    let pmpi = || {
-        // SAFETY: the caller's arguments, passed on unchanged.
-        unsafe { mpi_sys::PMPI_Scatter(send, scount, stype, recv, rcount, rtype, root, comm) }
-    };
-    let h = match hier(comm, Call::Scatter) {
-        Ok(Some(h)) => h,
-        Ok(None) => return pmpi(),
+fn scatter(c: Rooted) -> c_int {
+    let p = c.plan(4, |is_root| {
+        let in_place = is_root && c.recv.buf == ffi::in_place().cast_const();
+        // Bytes per rank: the receive signature (the send one on the root); the root's
+        // own part goes to its receive buffer unless in place.
+        (
+            in_place,
+            if is_root { c.send } else { c.recv },
+            is_root && !in_place,
+        )
+    });
+    let Plan {
+        h,
+        root,
+        n,
+        is_root,
+        in_place,
+        k,
+        off,
+        roff,
+    } = match p {
+        Ok(p) => p,
         Err(rc) => return rc,
     };
-    let fell = |why| {
-        stats::fell_back(Call::Scatter, why);
-        pmpi()
-    };
-    let root = match one_node_root(h, root) {
-        Ok(r) => r,
-        Err(why) => return fell(why),
-    };
-    let (n, is_root) = (h.size, h.rank == root);
-    let in_place = is_root && recv.cast_const() == ffi::in_place().cast_const();
-    // Bytes per rank: the receive signature (the send one on the root).
-    let (sz, off) = match if is_root {
-        blocks(stype, send)
-    } else {
-        blocks(rtype, recv)
-    } {
-        Ok(Some(x)) => x,
-        Ok(None) => return fell(Why::BadArgs),
-        Err(e) => return e.0,
-    };
-    let cnt = if is_root { scount } else { rcount };
-    if cnt < 0 || (is_root && !in_place && rcount < 0) {
-        return fell(Why::BadArgs);
-    }
-    let k = sz * cnt as usize;
-    // The root's own part: `k` bytes of data in `rcount` elements of `rtype`.
-    let mut root_off = None;
-    if is_root && !in_place {
-        match blocks(rtype, recv) {
-            Ok(Some((rsz, o))) if rsz * rcount as usize == k => root_off = o,
-            Ok(_) => return fell(Why::BadArgs),
-            Err(e) => return e.0,
-        }
-    }
-    if k > h.max_bytes[4] || k.checked_mul(n).is_none() {
-        return fell(Why::TooLarge);
-    }
-    if k == 0 {
-        stats::taken(Call::Scatter);
-        return ffi::success();
-    }
     let mut run = || -> Result<bool, Fail> {
         // The root's parts, by rank.
         let packed;
@@ -622,25 +742,24 @@ unsafe fn scatter(
         } else if let Some(o) = off {
             // SAFETY: MPI's contract: n blocks of `k` bytes back to back (a dense
             // datatype) from `o` in the send buffer.
-            unsafe { std::slice::from_raw_parts(send.cast::<u8>().wrapping_offset(o), n * k) }
+            unsafe { bytes_at(c.send.buf, o, n * k) }
         } else {
             let mut v = Vec::with_capacity(n * k);
             for i in 0..n {
-                let at = block_at(send, i, scount, stype)?;
+                let at = c.send.block(i)?;
                 // SAFETY: MPI's contract: block `i` holds `scount` elements.
-                v.extend(unsafe { pack(at, scount, stype, k, comm) }?);
+                v.extend(unsafe { c.send.read(at, None, k, c.comm) }?);
             }
             packed = v;
             &packed
         };
         // This rank's part.
-        let direct = if is_root { root_off } else { off };
+        let direct = if is_root { roff } else { off };
+        let recv = c.recv.buf.cast_mut();
         match direct {
             Some(o) => {
                 // SAFETY: MPI's contract: room for `k` bytes of data at `o`.
-                let mine = unsafe {
-                    std::slice::from_raw_parts_mut(recv.cast::<u8>().wrapping_offset(o), k)
-                };
+                let mine = unsafe { bytes_at_mut(recv, o, k) };
                 h.scatter(all, mine, root)
             }
             None => {
@@ -650,17 +769,14 @@ unsafe fn scatter(
                 }
                 if !in_place {
                     // SAFETY: MPI's contract: room for `rcount` elements of `rtype`.
-                    unsafe { unpack(&mine, recv, rcount, rtype, comm) }?;
+                    unsafe { c.recv.write(recv, &mine, c.comm) }?;
                 }
                 Ok(true)
             }
         }
     };
-    match run() {
-        Ok(true) => finish(Ok(()), Call::Scatter, comm, h),
-        Ok(false) => fell(Why::NoTree),
-        Err(e) => finish(Err(e), Call::Scatter, comm, h),
-    }
+    let r = run();
+    c.finish(h, r)
 }
 
 /// The kernel for a reduction, or why MPI does it.
@@ -893,61 +1009,46 @@ pub unsafe extern "C" fn MPI_Barrier(comm: MPI_Comm) -> c_int {
     guard("MPI_Barrier", || barrier(comm))
 }
 
-/// `MPI_Gather`, taken over on one node (see the crate documentation).
-///
-/// # Safety
-/// MPI's contract for `MPI_Gather`.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn MPI_Gather(
-    send: *const c_void,
-    scount: c_int,
-    stype: MPI_Datatype,
-    recv: *mut c_void,
-    rcount: c_int,
-    rtype: MPI_Datatype,
-    root: c_int,
-    comm: MPI_Comm,
-) -> c_int {
-    if config().off {
-        // SAFETY: the caller's arguments, passed on unchanged.
-        return unsafe {
-            mpi_sys::PMPI_Gather(send, scount, stype, recv, rcount, rtype, root, comm)
-        };
-    }
-    // SAFETY: the caller upholds MPI's contract.
-    guard("MPI_Gather", || unsafe {
-        gather(send, scount, stype, recv, rcount, rtype, root, comm)
-    })
+/// Defines `MPI_Gather` and `MPI_Scatter` (the same arguments): `$name` runs `$run` on
+/// the call's [`Rooted`] arguments, with `PMPI_$call` as the fall-back.
+macro_rules! rooted_call {
+    ($(#[$doc:meta])* $name:ident, $pmpi:ident, $call:ident, $run:ident) => {
+        $(#[$doc])*
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "C" fn $name(
+            send: *const c_void,
+            scount: c_int,
+            stype: MPI_Datatype,
+            recv: *mut c_void,
+            rcount: c_int,
+            rtype: MPI_Datatype,
+            root: c_int,
+            comm: MPI_Comm,
+        ) -> c_int {
+            let (p, call) = (mpi_sys::$pmpi, Call::$call);
+            // SAFETY: the caller upholds MPI's contract for this call.
+            let c = unsafe { Rooted::new(call, p, send, scount, stype, recv, rcount, rtype, root, comm) };
+            c.take_over(stringify!($name), $run)
+        }
+    };
 }
 
-/// `MPI_Scatter`, taken over on one node (see the crate documentation).
-///
-/// # Safety
-/// MPI's contract for `MPI_Scatter`.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn MPI_Scatter(
-    send: *const c_void,
-    scount: c_int,
-    stype: MPI_Datatype,
-    recv: *mut c_void,
-    rcount: c_int,
-    rtype: MPI_Datatype,
-    root: c_int,
-    comm: MPI_Comm,
-) -> c_int {
-    if config().off {
-        // SAFETY: the caller's arguments, passed on unchanged.
-        return unsafe {
-            mpi_sys::PMPI_Scatter(send, scount, stype, recv, rcount, rtype, root, comm)
-        };
-    }
-    // SAFETY: the caller upholds MPI's contract.
-    guard("MPI_Scatter", || unsafe {
-        scatter(send, scount, stype, recv, rcount, rtype, root, comm)
-    })
-}
+rooted_call!(
+    /// `MPI_Gather`, taken over on one node (see the crate documentation).
+    ///
+    /// # Safety
+    /// MPI's contract for `MPI_Gather`.
+    MPI_Gather, PMPI_Gather, Gather, gather
+);
+
+rooted_call!(
+    /// `MPI_Scatter`, taken over on one node (see the crate documentation).
+    ///
+    /// # Safety
+    /// MPI's contract for `MPI_Scatter`.
+    MPI_Scatter, PMPI_Scatter, Scatter, scatter
+);
 
 /// `MPI_Finalize`: releases every communicator's smelt state (shared memory included),
 /// reports under `SMELT_MPI_VERBOSE=1` (rank 0 of MPI_COMM_WORLD), then finalizes MPI.
