@@ -641,63 +641,61 @@ impl Rooted {
         })
     }
 
-    /// The call's return code once smelt ran it (`Ok(false)`: no tree for this root,
-    /// MPI runs it).
-    fn finish(&self, h: &comm::Hier, r: Result<bool, Fail>) -> c_int {
-        match r {
-            Ok(true) => finish(Ok(()), self.call, self.comm, h),
+    /// Runs the call: through smelt with `body` where [`Rooted::plan`] (given
+    /// `max_bytes_at` and `sides`) allows, else through MPI. `body` returns
+    /// `Ok(false)` where there is no tree for this root: MPI runs the call.
+    fn run(
+        &self,
+        max_bytes_at: usize,
+        sides: impl FnOnce(bool) -> (bool, Side, bool),
+        body: impl FnOnce(&mut Plan) -> Result<bool, Fail>,
+    ) -> c_int {
+        let mut p = match self.plan(max_bytes_at, sides) {
+            Ok(p) => p,
+            Err(rc) => return rc,
+        };
+        match body(&mut p) {
+            Ok(true) => finish(Ok(()), self.call, self.comm, p.h),
             Ok(false) => self.fell(Why::NoTree),
-            Err(e) => finish(Err(e), self.call, self.comm, h),
+            Err(e) => finish(Err(e), self.call, self.comm, p.h),
         }
     }
 }
 
 fn gather(c: Rooted) -> c_int {
-    let p = c.plan(3, |is_root| {
+    let sides = |is_root| {
         let in_place = is_root && c.send.buf == ffi::in_place().cast_const();
         // Bytes per rank: the send signature (the receive one on an in-place root);
         // the root receives as many from each rank.
         (in_place, if in_place { c.recv } else { c.send }, is_root)
-    });
-    let Plan {
-        h,
-        root,
-        n,
-        is_root,
-        in_place,
-        k,
-        off,
-        roff,
-    } = match p {
-        Ok(p) => p,
-        Err(rc) => return rc,
     };
-    let mut run = || -> Result<bool, Fail> {
+    c.run(3, sides, |p| {
+        let (root, n, k) = (p.root, p.n, p.k);
         // This rank's part.
-        let (side, at) = if in_place {
+        let (side, at) = if p.in_place {
             (c.recv, c.recv.block(root)?)
         } else {
             (c.send, c.send.buf)
         };
         // SAFETY: MPI's contract: the send buffer (the root's block of the receive
         // buffer, in place) holds a block: `k` bytes of data.
-        let mine = unsafe { side.read(at, off, k, c.comm) }?;
-        if !is_root {
-            return h.gather(&mine, &mut [], root);
+        let mine = unsafe { side.read(at, p.off, k, c.comm) }?;
+        if !p.is_root {
+            return p.h.gather(&mine, &mut [], root);
         }
-        match roff {
+        match p.roff {
             Some(o) => {
                 // SAFETY: MPI's contract: room for n blocks of `k` bytes, back to back
                 // (a dense datatype), from `o`.
                 let out = unsafe { bytes_at_mut(c.recv.buf.cast_mut(), o, n * k) };
-                h.gather(&mine, out, root)
+                p.h.gather(&mine, out, root)
             }
             None => {
                 let mut all = vec![0u8; n * k];
-                if !h.gather(&mine, &mut all, root)? {
+                if !p.h.gather(&mine, &mut all, root)? {
                     return Ok(false);
                 }
-                for i in (0..n).filter(|&i| !(in_place && i == root)) {
+                for i in (0..n).filter(|&i| !(p.in_place && i == root)) {
                     let at = c.recv.block(i)?.cast_mut();
                     // SAFETY: MPI's contract: block `i` has room for `rcount` elements.
                     unsafe { c.recv.write(at, &all[i * k..(i + 1) * k], c.comm) }?;
@@ -705,41 +703,24 @@ fn gather(c: Rooted) -> c_int {
                 Ok(true)
             }
         }
-    };
-    let r = run();
-    c.finish(h, r)
+    })
 }
 
 fn scatter(c: Rooted) -> c_int {
-    let p = c.plan(4, |is_root| {
+    let sides = |is_root| {
         let in_place = is_root && c.recv.buf == ffi::in_place().cast_const();
         // Bytes per rank: the receive signature (the send one on the root); the root's
         // own part goes to its receive buffer unless in place.
-        (
-            in_place,
-            if is_root { c.send } else { c.recv },
-            is_root && !in_place,
-        )
-    });
-    let Plan {
-        h,
-        root,
-        n,
-        is_root,
-        in_place,
-        k,
-        off,
-        roff,
-    } = match p {
-        Ok(p) => p,
-        Err(rc) => return rc,
+        let mine = if is_root { c.send } else { c.recv };
+        (in_place, mine, is_root && !in_place)
     };
-    let mut run = || -> Result<bool, Fail> {
+    c.run(4, sides, |p| {
+        let (root, n, k) = (p.root, p.n, p.k);
         // The root's parts, by rank.
         let packed;
-        let all: &[u8] = if !is_root {
+        let all: &[u8] = if !p.is_root {
             &[]
-        } else if let Some(o) = off {
+        } else if let Some(o) = p.off {
             // SAFETY: MPI's contract: n blocks of `k` bytes back to back (a dense
             // datatype) from `o` in the send buffer.
             unsafe { bytes_at(c.send.buf, o, n * k) }
@@ -754,29 +735,27 @@ fn scatter(c: Rooted) -> c_int {
             &packed
         };
         // This rank's part.
-        let direct = if is_root { roff } else { off };
+        let direct = if p.is_root { p.roff } else { p.off };
         let recv = c.recv.buf.cast_mut();
         match direct {
             Some(o) => {
                 // SAFETY: MPI's contract: room for `k` bytes of data at `o`.
                 let mine = unsafe { bytes_at_mut(recv, o, k) };
-                h.scatter(all, mine, root)
+                p.h.scatter(all, mine, root)
             }
             None => {
                 let mut mine = vec![0u8; k];
-                if !h.scatter(all, &mut mine, root)? {
+                if !p.h.scatter(all, &mut mine, root)? {
                     return Ok(false);
                 }
-                if !in_place {
+                if !p.in_place {
                     // SAFETY: MPI's contract: room for `rcount` elements of `rtype`.
                     unsafe { c.recv.write(recv, &mine, c.comm) }?;
                 }
                 Ok(true)
             }
         }
-    };
-    let r = run();
-    c.finish(h, r)
+    })
 }
 
 /// The kernel for a reduction, or why MPI does it.
@@ -810,6 +789,39 @@ fn kernel(dt: MPI_Datatype, op: MPI_Op) -> Result<(ops::Combine, usize), Why> {
     Ok((f, elem.size()))
 }
 
+/// The reduction a reduce or allreduce (`call`) of `count` (not negative) elements of
+/// `dt` under `op` runs through smelt, and its size in bytes (at most `max`); `Err`: the
+/// call's return code without smelt (a fall-back, counted, runs `pmpi`; or nothing to
+/// move).
+fn reduction(
+    call: Call,
+    count: c_int,
+    dt: MPI_Datatype,
+    op: MPI_Op,
+    max: usize,
+    pmpi: impl Fn() -> c_int,
+) -> Result<(Reduction, usize), c_int> {
+    let fell = |why| {
+        stats::fell_back(call, why);
+        pmpi()
+    };
+    let (combine, esize) = kernel(dt, op).map_err(fell)?;
+    let Some(len) = esize.checked_mul(count as usize).filter(|&l| l <= max) else {
+        return Err(fell(Why::TooLarge));
+    };
+    if len == 0 {
+        stats::taken(call);
+        return Err(ffi::success());
+    }
+    let red = Reduction {
+        count,
+        dt,
+        op,
+        combine,
+    };
+    Ok((red, len))
+}
+
 unsafe fn reduce(
     send: *const c_void,
     recv: *mut c_void,
@@ -832,31 +844,11 @@ unsafe fn reduce(
         stats::fell_back(Call::Reduce, Why::BadArgs);
         return pmpi();
     }
-    let (combine, esize) = match kernel(dt, op) {
-        Ok(k) => k,
-        Err(why) => {
-            stats::fell_back(Call::Reduce, why);
-            return pmpi();
-        }
+    let (red, len) = match reduction(Call::Reduce, count, dt, op, h.max_bytes[1], pmpi) {
+        Ok(x) => x,
+        Err(rc) => return rc,
     };
-    let Some(len) = esize
-        .checked_mul(count as usize)
-        .filter(|&l| l <= h.max_bytes[1])
-    else {
-        stats::fell_back(Call::Reduce, Why::TooLarge);
-        return pmpi();
-    };
-    if len == 0 {
-        stats::taken(Call::Reduce);
-        return ffi::success();
-    }
     let input = if in_place { recv.cast_const() } else { send };
-    let red = Reduction {
-        count,
-        dt,
-        op,
-        combine,
-    };
     // SAFETY: MPI's contract: `input` holds `count` elements of `dt` (`len` bytes);
     // the root's `recv` has room for as many.
     let r = unsafe { h.reduce(input.cast(), recv.cast(), len, red, root as usize) };
@@ -882,24 +874,10 @@ unsafe fn allreduce(
         stats::fell_back(Call::Allreduce, Why::BadArgs);
         return pmpi();
     }
-    let (combine, esize) = match kernel(dt, op) {
-        Ok(k) => k,
-        Err(why) => {
-            stats::fell_back(Call::Allreduce, why);
-            return pmpi();
-        }
+    let (red, len) = match reduction(Call::Allreduce, count, dt, op, h.max_bytes[2], pmpi) {
+        Ok(x) => x,
+        Err(rc) => return rc,
     };
-    let Some(len) = esize
-        .checked_mul(count as usize)
-        .filter(|&l| l <= h.max_bytes[2])
-    else {
-        stats::fell_back(Call::Allreduce, Why::TooLarge);
-        return pmpi();
-    };
-    if len == 0 {
-        stats::taken(Call::Allreduce);
-        return ffi::success();
-    }
     if send != ffi::in_place().cast_const() {
         // SAFETY: MPI's contract: both buffers hold `count` elements of `dt`; `copy`
         // tolerates the (erroneous but common) case of equal buffers.
@@ -907,12 +885,6 @@ unsafe fn allreduce(
     }
     // SAFETY: `recv` holds `len` bytes this call may read and write.
     let acc = unsafe { std::slice::from_raw_parts_mut(recv.cast::<u8>(), len) };
-    let red = Reduction {
-        count,
-        dt,
-        op,
-        combine,
-    };
     let r = h.allreduce(acc, red);
     finish(r, Call::Allreduce, comm, h)
 }
