@@ -44,48 +44,54 @@ fn add(acc: &mut [u8], x: &[u8]) {
     }
 }
 
-#[test]
-fn byte_collectives_match_a_sequential_computation() {
-    // 64 slots of 48 bytes: 3072-byte fragments.
-    let lens = [0usize, 1, 47, 3071, 3072, 3073, 10_000];
+/// Runs `body(n, root, member)` on every member of a group of every shape of 1 to 6
+/// members and three roots; every member must succeed.
+fn on_every_shape(body: impl Fn(usize, usize, &mut Member) -> Result<(), GroupError> + Sync) {
     for n in 1..=6 {
         for root in [0, n - 1, n / 2] {
             for tree in shapes(n, root) {
                 let out = Group::new(&tree)
                     .unwrap()
-                    .run(|m: &mut Member| -> Result<(), GroupError> {
-                        let r = m.rank().index();
-                        for &len in &lens {
-                            // broadcast_into: the root's bytes everywhere, root unchanged.
-                            let mut b = if r == root {
-                                data(root, len)
-                            } else {
-                                vec![0xAA; len]
-                            };
-                            m.broadcast_into(&mut b)?;
-                            assert_eq!(b, data(root, len), "broadcast n={n} root={root} len={len}");
-                            // reduce_bytes / allreduce_bytes: the byte-wise sum of all.
-                            let mut want = vec![0u8; len];
-                            for k in 0..n {
-                                add(&mut want, &data(k, len));
-                            }
-                            let mut d = data(r, len);
-                            let at_root = m.reduce_bytes(&mut d, add)?;
-                            assert_eq!(at_root, r == root);
-                            if at_root {
-                                assert_eq!(d, want, "reduce n={n} root={root} len={len}");
-                            }
-                            let mut d = data(r, len);
-                            m.allreduce_bytes(&mut d, add)?;
-                            assert_eq!(d, want, "allreduce n={n} root={root} len={len}");
-                        }
-                        Ok(())
-                    })
+                    .run(|m| body(n, root, m))
                     .unwrap();
                 assert!(out.iter().all(|r| r.is_ok()), "{out:?}");
             }
         }
     }
+}
+
+#[test]
+fn byte_collectives_match_a_sequential_computation() {
+    // 64 slots of 48 bytes: 3072-byte fragments.
+    let lens = [0usize, 1, 47, 3071, 3072, 3073, 10_000];
+    on_every_shape(|n, root, m| {
+        let r = m.rank().index();
+        for &len in &lens {
+            // broadcast_into: the root's bytes everywhere, root unchanged.
+            let mut b = if r == root {
+                data(root, len)
+            } else {
+                vec![0xAA; len]
+            };
+            m.broadcast_into(&mut b)?;
+            assert_eq!(b, data(root, len), "broadcast n={n} root={root} len={len}");
+            // reduce_bytes / allreduce_bytes: the byte-wise sum of all.
+            let mut want = vec![0u8; len];
+            for k in 0..n {
+                add(&mut want, &data(k, len));
+            }
+            let mut d = data(r, len);
+            let at_root = m.reduce_bytes(&mut d, add)?;
+            assert_eq!(at_root, r == root);
+            if at_root {
+                assert_eq!(d, want, "reduce n={n} root={root} len={len}");
+            }
+            let mut d = data(r, len);
+            m.allreduce_bytes(&mut d, add)?;
+            assert_eq!(d, want, "allreduce n={n} root={root} len={len}");
+        }
+        Ok(())
+    });
 }
 
 #[test]
@@ -167,36 +173,26 @@ fn two_members_allreduce_exchanges_and_combines_root_first() {
 
 #[test]
 fn gather_and_scatter_bytes_place_each_members_part_by_rank() {
-    for n in 1..=6 {
-        for root in [0, n - 1, n / 2] {
-            for tree in shapes(n, root) {
-                let out = Group::new(&tree)
-                    .unwrap()
-                    .run(|m: &mut Member| -> Result<(), GroupError> {
-                        let r = m.rank().index();
-                        // Around the fragment size (3072 bytes) in total and per member.
-                        for k in [0usize, 1, 7, 500, 3072, 3100] {
-                            let mut all = if r == root {
-                                vec![0xEE; n * k]
-                            } else {
-                                Vec::new()
-                            };
-                            let at_root = m.gather_bytes(&data(r, k), &mut all)?;
-                            assert_eq!(at_root, r == root);
-                            let want: Vec<u8> = (0..n).flat_map(|q| data(q, k)).collect();
-                            if at_root {
-                                assert_eq!(all, want, "gather n={n} root={root} k={k}");
-                            }
-                            let src = if r == root { want.clone() } else { Vec::new() };
-                            let mut mine = vec![0x11; k];
-                            m.scatter_bytes(&src, &mut mine)?;
-                            assert_eq!(mine, data(r, k), "scatter n={n} root={root} k={k}");
-                        }
-                        Ok(())
-                    })
-                    .unwrap();
-                assert!(out.iter().all(|r| r.is_ok()), "{out:?}");
+    on_every_shape(|n, root, m| {
+        let r = m.rank().index();
+        // Around the fragment size (3072 bytes) in total and per member.
+        for k in [0usize, 1, 7, 500, 3072, 3100] {
+            let mut all = if r == root {
+                vec![0xEE; n * k]
+            } else {
+                Vec::new()
+            };
+            let at_root = m.gather_bytes(&data(r, k), &mut all)?;
+            assert_eq!(at_root, r == root);
+            let want: Vec<u8> = (0..n).flat_map(|q| data(q, k)).collect();
+            if at_root {
+                assert_eq!(all, want, "gather n={n} root={root} k={k}");
             }
+            let src = if r == root { want.clone() } else { Vec::new() };
+            let mut mine = vec![0x11; k];
+            m.scatter_bytes(&src, &mut mine)?;
+            assert_eq!(mine, data(r, k), "scatter n={n} root={root} k={k}");
         }
-    }
+        Ok(())
+    });
 }
