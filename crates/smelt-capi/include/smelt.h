@@ -11,12 +11,14 @@
  * Conventions
  *  - Every function returns an int status: SMELT_OK (0) or one of SMELT_ERR_*. On
  *    failure smelt_last_error() describes the problem in one line.
- *  - Objects (smelt_model, smelt_tree, smelt_group, smelt_member) are handles: opaque
- *    pointer-sized values that the library checks on every call and that are never
- *    addresses (do not dereference, compare them only for equality). Create them with
- *    the *_load / *_build / *_create / smelt_group_attach / smelt_job_join functions
- *    and release them with the matching *_free / smelt_member_detach / smelt_job_leave
- *    (which accept NULL). Misusing a
+ *  - Objects (smelt_model, smelt_tree, smelt_group, smelt_member, smelt_kvs,
+ *    smelt_kvs_client) are handles: opaque pointer-sized values that the library
+ *    checks on every call and that are never addresses (do not dereference, compare
+ *    them only for equality). Create them with the *_load / *_build / *_create /
+ *    smelt_group_attach / smelt_job_join / smelt_kvs_open functions and release them
+ *    with the matching *_free / smelt_member_detach / smelt_job_leave /
+ *    smelt_kvs_close (which accept NULL; smelt_kvs_close also releases the store's
+ *    client handles). Misusing a
  *    handle is an error, never undefined behaviour: a handle freed twice, used after
  *    its free, passed where another kind is expected, or not a handle at all gives
  *    SMELT_ERR_INVALID_HANDLE (NULL gives SMELT_ERR_INVALID_ARGUMENT).
@@ -246,6 +248,87 @@ int smelt_job_leave(smelt_member *member);
 /* Releases a group (NULL is ignored). SMELT_ERR_BUSY, and the group stays, while a
  * member is attached or running; SMELT_ERR_INVALID_HANDLE if already freed. */
 int smelt_group_free(smelt_group *group);
+
+/* ---- a replicated key-value store ---------------------------------------------- */
+
+/* A replicated key-value store (docs/kvs.md): replicas are threads of this process;
+ * sets are ordered by 1Paxos (the acceptor broadcasting over a smelt tree), two-phase
+ * commit or a plain atomic broadcast and applied in the same order by every replica;
+ * gets are answered by the client's home replica from its own copy. With 1Paxos and
+ * 2PC a set returns once every replica has it, so every get that starts afterwards,
+ * from any client, sees it or a later value (linearizable). */
+typedef struct smelt_kvs smelt_kvs;
+
+/* One client of a store: its own request ids and home replica (client c's home is
+ * replica c % replicas). */
+typedef struct smelt_kvs_client smelt_kvs_client;
+
+/* How a store is built. Fill it with smelt_kvs_config_init, then change fields. */
+typedef struct smelt_kvs_config {
+    size_t replicas;             /* replicas (threads), >= 1; default 3 */
+    size_t clients;              /* clients; default 3 */
+    const char *protocol;        /* "1paxos" (default, also NULL), "2pc", "broadcast"
+                                    (not linearizable across replicas: for benchmarks) */
+    const char *tree;            /* the broadcast tree: a smelt_tree_build algo name;
+                                    NULL = "adaptive-shuffled" */
+    size_t key_len;              /* longest key in bytes, <= 255; default 8 */
+    size_t value_len;            /* longest value in bytes; default 16 */
+    size_t capacity;             /* slots per channel (48 bytes each; one message takes
+                                    14 + key_len + value_len bytes); default 64 */
+    uint64_t attempt_timeout_ms; /* a client's wait per attempt (1..86400000); 2000 */
+    uint64_t close_timeout_ms;   /* smelt_kvs_close's wait for the replicas; 10000 */
+    uint32_t attempts;           /* attempts per operation, >= 1 (a retry reuses the
+                                    request id: a set is applied once); default 3 */
+    int failover;                /* 1Paxos view change when a replica stops: 1 or 0;
+                                    default 1 */
+} smelt_kvs_config;
+
+/* Fills *cfg with the defaults above. */
+int smelt_kvs_config_init(smelt_kvs_config *cfg);
+
+/* Starts a store (one thread per replica) and its clients. The strings in *cfg are
+ * read during the call only. SMELT_ERR_INVALID_ARGUMENT (and a one-line message) for a
+ * configuration it cannot build: zero replicas, an unknown protocol or tree, keys
+ * longer than 255 bytes, values too long for the channels' capacity, ... */
+int smelt_kvs_open(const smelt_kvs_config *cfg, smelt_kvs **kvs);
+
+/* The handle of client `index` (0..clients): the same handle on every call, valid
+ * until smelt_kvs_close. SMELT_ERR_INVALID_ARGUMENT for an index out of range. */
+int smelt_kvs_client_at(const smelt_kvs *kvs, size_t index, smelt_kvs_client **client);
+
+/* Number of clients. */
+int smelt_kvs_nclients(const smelt_kvs *kvs, size_t *n);
+
+/* Sets key (key_len bytes, at most cfg.key_len) to value (value_len bytes, at most
+ * cfg.value_len); key or value may be NULL when its length is 0. Returns once the set
+ * is committed at every replica (1Paxos, 2PC). SMELT_ERR_INVALID_ARGUMENT for a key or
+ * value too long (nothing is sent); SMELT_ERR_TIMEOUT after every attempt went
+ * unanswered (the set may or may not have been applied, at most once);
+ * SMELT_ERR_RUNTIME when a replica it depends on failed. */
+int smelt_kvs_set(smelt_kvs_client *client, const void *key, size_t key_len,
+                  const void *value, size_t value_len);
+
+/* Reads key at the client's home replica. A key never set: *found = 0, *len = 0. Else
+ * *found = 1, *len = the value's length, and the value in value[0..*len) (room for
+ * cap bytes; value may be NULL when cap is 0). SMELT_ERR_BUFFER, with *found and *len
+ * set, when the value is longer than cap (no value is longer than cfg.value_len).
+ * len and found must not be NULL. Errors otherwise as smelt_kvs_set. */
+int smelt_kvs_get(smelt_kvs_client *client, const void *key, size_t key_len, void *value,
+                  size_t cap, size_t *len, int *found);
+
+/* Closes a store (NULL is ignored): invalidates every client handle (waiting for a
+ * call in flight on another thread to end, at most attempts x attempt_timeout_ms),
+ * lets the replicas finish what was ordered, stops them, and checks that every replica
+ * applied the same log (SMELT_ERR_RUNTIME if not). The store and client handles are
+ * invalid afterwards, whatever it returns: a later use of either, or a second close,
+ * gives SMELT_ERR_INVALID_HANDLE.
+ *
+ * Threads: a smelt_kvs handle may be used from any threads at once (smelt_kvs_client,
+ * smelt_kvs_nclients, smelt_kvs_close). A client handle is used by one thread at a time
+ * and may move between threads; a call with a client handle that another thread is
+ * using right now returns SMELT_ERR_BUSY at once and does nothing. Give each thread
+ * its own client for concurrent operations. */
+int smelt_kvs_close(smelt_kvs *kvs);
 
 #ifdef __cplusplus
 }

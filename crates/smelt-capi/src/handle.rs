@@ -1,5 +1,6 @@
-//! The handle table: what C holds for a model, tree, group or member is an opaque,
-//! generation-checked id, never the address of something the library might free.
+//! The handle table: what C holds for a model, tree, group, member, key-value store or
+//! store client is an opaque, generation-checked id, never the address of something
+//! the library might free.
 //!
 //! A handle packs a kind tag, a slot index and the slot's generation into one
 //! pointer-sized value (C sees it as an opaque pointer it never dereferences). Freeing
@@ -10,15 +11,16 @@
 //! Slots live in fixed-size segments that are allocated once and never freed, so a
 //! lookup needs no global lock: it finds its slot through a `OnceLock` and locks that
 //! slot's own mutex. Models, trees and groups are shared (`Arc`) and their slot is
-//! locked only long enough to clone the `Arc`; a member's slot is locked with
-//! `try_lock` for the whole call, which is the member's in-use flag: a second thread
-//! using the same member handle at the same time gets `SMELT_ERR_BUSY`.
+//! locked only long enough to clone the `Arc`; a member's (or store client's) slot is
+//! locked with `try_lock` for the whole call, which is its in-use flag: a second thread
+//! using the same member or client handle at the same time gets `SMELT_ERR_BUSY`.
 //!
 //! Generations have 28 bits (12 on 32-bit targets) and freed slots are reused oldest
 //! first, so a stale handle could only be mistaken for a new object after its slot was
 //! reused 2^28 times.
 
 use crate::group::{GroupInner, MemberState};
+use crate::kvs::KvsObj;
 use crate::{err, Res, TreeObj, SMELT_ERR_BUSY, SMELT_ERR_INVALID_ARGUMENT};
 use crate::{Error, SMELT_ERR_INVALID_HANDLE};
 use smelt_model::Model;
@@ -33,6 +35,8 @@ pub(crate) enum Kind {
     Tree = 2,
     Group = 3,
     Member = 4,
+    Kvs = 5,
+    KvsClient = 6,
 }
 
 impl Kind {
@@ -42,6 +46,8 @@ impl Kind {
             2 => Kind::Tree,
             3 => Kind::Group,
             4 => Kind::Member,
+            5 => Kind::Kvs,
+            6 => Kind::KvsClient,
             _ => return None,
         })
     }
@@ -52,6 +58,8 @@ impl Kind {
             Kind::Tree => "tree",
             Kind::Group => "group",
             Kind::Member => "member",
+            Kind::Kvs => "kvs",
+            Kind::KvsClient => "kvs client",
         }
     }
 }
@@ -62,6 +70,8 @@ pub(crate) enum Object {
     Tree(Arc<TreeObj>),
     Group(Arc<GroupInner>),
     Member(Box<MemberState>),
+    Kvs(Arc<KvsObj>),
+    KvsClient(Box<::smelt_kvs::Client>),
 }
 
 impl Object {
@@ -71,6 +81,8 @@ impl Object {
             Object::Tree(_) => Kind::Tree,
             Object::Group(_) => Kind::Group,
             Object::Member(_) => Kind::Member,
+            Object::Kvs(_) => Kind::Kvs,
+            Object::KvsClient(_) => Kind::KvsClient,
         }
     }
 }
@@ -221,15 +233,14 @@ fn find(h: usize, kind: Kind, what: &str) -> Res<(&'static Slot, u32)> {
 
 fn stale(kind: Kind, what: &str) -> Error {
     let how = match kind {
-        Kind::Member => "detached, or its smelt_group_run body returned",
-        _ => "freed",
+        Kind::Member => "already detached, or its smelt_group_run body returned",
+        Kind::Kvs => "already closed",
+        Kind::KvsClient => "its store was closed",
+        Kind::Model | Kind::Tree | Kind::Group => "already freed",
     };
     Error(
         SMELT_ERR_INVALID_HANDLE,
-        format!(
-            "{what} is not a live {} handle (already {how})",
-            kind.name()
-        ),
+        format!("{what} is not a live {} handle ({how})", kind.name()),
     )
 }
 
@@ -262,24 +273,59 @@ pub(crate) fn shared<T>(h: usize, kind: Kind, what: &str, f: impl FnOnce(&Object
 /// The member of handle `h`, locked for the caller: `SMELT_ERR_BUSY` if another thread
 /// is using it right now.
 pub(crate) fn member(h: usize, what: &str) -> Res<MemberGuard> {
-    let (s, generation) = find(h, Kind::Member, what)?;
+    Ok(MemberGuard(exclusive(h, Kind::Member, what)?))
+}
+
+/// The store client of handle `h`, locked for the caller: `SMELT_ERR_BUSY` if another
+/// thread is using it right now.
+pub(crate) fn kvs_client(h: usize, what: &str) -> Res<KvsClientGuard> {
+    Ok(KvsClientGuard(exclusive(h, Kind::KvsClient, what)?))
+}
+
+/// The object of handle `h` (a member or a store client), locked for the whole call:
+/// `SMELT_ERR_BUSY` if another thread holds it right now.
+fn exclusive(h: usize, kind: Kind, what: &str) -> Res<MutexGuard<'static, Option<Object>>> {
+    let (s, generation) = find(h, kind, what)?;
     let g = match s.obj.try_lock() {
         Ok(g) => g,
         Err(TryLockError::Poisoned(p)) => p.into_inner(),
         Err(TryLockError::WouldBlock) => {
             // In use — or being reused for another object: tell them apart.
             if s.generation.load(Ordering::Acquire) != generation {
-                return Err(stale(Kind::Member, what));
+                return Err(stale(kind, what));
             }
             return err(
                 SMELT_ERR_BUSY,
                 format!(
-                    "{what} is in use by another thread (a member handle is used by one thread at a time)"
+                    "{what} is in use by another thread (a {} handle is used by one thread at a time)",
+                    kind.name()
                 ),
             );
         }
     };
-    Ok(MemberGuard(check(g, s, generation, Kind::Member, what)?))
+    check(g, s, generation, kind, what)
+}
+
+/// A store client, locked by the calling thread.
+pub(crate) struct KvsClientGuard(MutexGuard<'static, Option<Object>>);
+
+impl std::ops::Deref for KvsClientGuard {
+    type Target = ::smelt_kvs::Client;
+    fn deref(&self) -> &::smelt_kvs::Client {
+        match self.0.as_ref() {
+            Some(Object::KvsClient(c)) => c,
+            _ => unreachable!("checked to be a store client"),
+        }
+    }
+}
+
+impl std::ops::DerefMut for KvsClientGuard {
+    fn deref_mut(&mut self) -> &mut ::smelt_kvs::Client {
+        match self.0.as_mut() {
+            Some(Object::KvsClient(c)) => c,
+            _ => unreachable!("checked to be a store client"),
+        }
+    }
 }
 
 /// A member, locked by the calling thread.

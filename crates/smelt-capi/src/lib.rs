@@ -4,13 +4,13 @@
 //! leaves a message for [`smelt_last_error`] on failure; none lets a Rust panic cross
 //! the FFI boundary (each body runs under `catch_unwind`, a panic becomes
 //! `SMELT_ERR_PANIC`). Objects are handles created by `*_load` / `*_build` /
-//! `*_create` / `smelt_group_attach` / `smelt_job_join` and released by the matching
-//! `*_free` / `smelt_member_detach` / `smelt_job_leave`: C sees opaque pointers, but
+//! `*_create` / `smelt_group_attach` / `smelt_job_join` / `smelt_kvs_open` and released
+//! by the matching `*_free` / `smelt_member_detach` / `smelt_job_leave` /
+//! `smelt_kvs_close` (the key-value store, `kvs.rs`): C sees opaque pointers, but
 //! their values are generation-checked ids in the library's handle table
-//! (`handle.rs`), never addresses, so a handle freed
-//! twice, used after its free, of the wrong kind, or made up is answered with
-//! `SMELT_ERR_INVALID_HANDLE`, and a member handle used by two threads at once with
-//! `SMELT_ERR_BUSY`.
+//! (`handle.rs`), never addresses, so a handle freed twice, used after its free, of
+//! the wrong kind, or made up is answered with `SMELT_ERR_INVALID_HANDLE`, and a member
+//! or store client handle used by two threads at once with `SMELT_ERR_BUSY`.
 //!
 //! # `unsafe`
 //! A C API cannot avoid `unsafe`: it reads and writes through raw pointers handed over
@@ -25,6 +25,7 @@
 
 mod group;
 mod handle;
+mod kvs;
 
 use ::smelt_model::{Model, ModelError};
 use ::smelt_tree::{Payload, Topology, Tree};
@@ -35,6 +36,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 pub use group::*;
+pub use kvs::*;
 
 /// Status codes of every function (see `smelt.h`).
 pub type smelt_status = c_int;

@@ -61,6 +61,28 @@ fn c_bcast_reduce_example_runs() {
     }
 }
 
+/// `examples/c/kvs.c`: 3 replicas, 2 clients on 2 threads, read-your-writes and final
+/// values, use after close; with 1Paxos and with 2PC.
+#[test]
+fn c_kvs_example_runs() {
+    for proto in ["1paxos", "2pc"] {
+        if let Some(out) = build_and_run("kvs", &[proto, "100"]) {
+            let ok = format!("kvs ok: 3 replicas, 2 clients, {proto}, 100 sets and 200 gets");
+            assert!(out.contains(&ok), "{out}");
+        }
+    }
+}
+
+/// `tests/c/kvs_misuse.c`: a bad configuration, NULL arguments, an oversized key or
+/// value, a small buffer, a handle of the wrong kind, use after close, double close.
+#[test]
+fn c_kvs_misuse_is_an_error() {
+    let src = repo_root().join("crates/smelt-capi/tests/c/kvs_misuse.c");
+    if let Some(out) = build_and_run_file(&src, &[]) {
+        assert!(out.contains("kvs misuse ok"), "{out}");
+    }
+}
+
 #[test]
 fn c_example_reports_a_missing_model_file() {
     let Some(cc) = cc() else { return };

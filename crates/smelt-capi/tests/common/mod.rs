@@ -12,16 +12,24 @@ pub fn repo_root() -> PathBuf {
 }
 
 /// The directory holding libsmelt.so: the test exe is `<target>/<profile>/deps/x-hash`.
+/// `cargo test` refreshes `deps/libsmelt.so` but not the copy `cargo build` put in
+/// `<profile>/`, so the newer of the two is taken.
 pub fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let deps = exe.parent().unwrap();
     let profile = deps.parent().unwrap();
-    for d in [profile, deps] {
-        if d.join("libsmelt.so").exists() || d.join("libsmelt.a").exists() {
-            return d.to_path_buf();
-        }
-    }
-    panic!("libsmelt.so not found next to {}", exe.display());
+    let modified = |d: &Path| {
+        ["libsmelt.so", "libsmelt.a"]
+            .iter()
+            .filter_map(|f| d.join(f).metadata().and_then(|m| m.modified()).ok())
+            .max()
+    };
+    [profile, deps]
+        .into_iter()
+        .filter_map(|d| Some((modified(d)?, d)))
+        .max_by_key(|&(t, _)| t)
+        .map(|(_, d)| d.to_path_buf())
+        .unwrap_or_else(|| panic!("libsmelt.so not found next to {}", exe.display()))
 }
 
 /// The first C compiler found (cc, gcc, clang).
