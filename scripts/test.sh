@@ -13,6 +13,8 @@ echo "[smelt] tests"
 cargo test --workspace 2>&1
 echo "[smelt] MPI interposer: smelt-mpi with its 'mpi' feature, C programs under mpirun"
 cargo test -p smelt-mpi --features mpi 2>&1
+echo "[smelt] MPI interposer under an external suite: mpi4py's collective tests (2 and 4 ranks, emulated nodes)"
+bash scripts/mpi4py_suite.sh 2>&1
 echo "[smelt] loom model check of the queuepair protocol"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p smelt-transport --release --lib --test loom 2>&1
 if cargo +nightly miri --version >/dev/null 2>&1; then
