@@ -17,16 +17,7 @@
 #include <time.h>
 #include <smelt.h>
 
-static int failures = 0;
-
-#define EXPECT(cond)                                                                 \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, \
-                    __LINE__, #cond, smelt_last_error());                            \
-            failures++;                                                              \
-        }                                                                            \
-    } while (0)
+#include "expect.h"
 
 static double now(void) {
     struct timespec ts;
