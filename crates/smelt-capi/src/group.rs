@@ -935,17 +935,11 @@ pub extern "C" fn smelt_group_free(group: *mut smelt_group) -> smelt_status {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::last;
     use crate::*;
     use std::ptr;
     use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
     use std::time::Instant;
-
-    fn last() -> String {
-        // SAFETY: smelt_last_error returns a valid NUL-terminated string.
-        unsafe { std::ffi::CStr::from_ptr(smelt_last_error()) }
-            .to_string_lossy()
-            .into_owned()
-    }
 
     /// A synthetic model of `sockets` x `cores` CPUs (send 50 ns, receive 60 ns, remote
     /// costs times `remote`) and a tree of `algo` (None: the default) over all of it.

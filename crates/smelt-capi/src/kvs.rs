@@ -365,17 +365,10 @@ pub extern "C" fn smelt_kvs_close(kvs: *mut smelt_kvs) -> smelt_status {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{smelt_last_error, SMELT_ERR_BUSY, SMELT_OK};
-    use std::ffi::{CStr, CString};
+    use crate::tests::last;
+    use crate::{SMELT_ERR_BUSY, SMELT_OK};
+    use std::ffi::CString;
     use std::ptr;
-
-    fn last() -> String {
-        // SAFETY: smelt_last_error returns a NUL-terminated string that stays valid
-        // until the next smelt call on this thread.
-        unsafe { CStr::from_ptr(smelt_last_error()) }
-            .to_string_lossy()
-            .into_owned()
-    }
 
     fn cfg(replicas: usize, clients: usize) -> smelt_kvs_config {
         let mut c = smelt_kvs_config::default();

@@ -502,8 +502,10 @@ mod tests {
     use super::*;
     use std::ptr;
 
-    fn last() -> String {
-        // SAFETY: smelt_last_error returns a valid NUL-terminated string.
+    /// This thread's last error message (for the tests of every module).
+    pub(crate) fn last() -> String {
+        // SAFETY: smelt_last_error returns a NUL-terminated string that stays valid
+        // until the next smelt call on this thread.
         unsafe { CStr::from_ptr(smelt_last_error()) }
             .to_string_lossy()
             .into_owned()
