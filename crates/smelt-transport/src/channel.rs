@@ -184,14 +184,13 @@ pub(crate) struct Shared {
     abort: Option<Abort>,
 }
 
-// SAFETY: the only non-Sync parts are the slots' payload cells (and raw pointers to
-// the memory, which `mem` keeps alive: a heap allocation freed only in Drop, or a
-// mapping held by the `Remote`). The ring protocol gives exclusive access to each
-// payload: the producer writes a slot only after the consumer's `head` (Release, read
-// with Acquire) shows the slot's previous message was fully read, and the consumer
-// reads a slot only after its header (written last with Release, read with Acquire)
-// announces the new message. No two threads ever access one payload concurrently, and
-// there is exactly one Producer and one Consumer.
+// The only non-Sync parts are the slots' payload cells (and raw pointers to the
+// memory, which `mem` keeps alive: a heap allocation freed only in Drop, or a mapping
+// held by the `Remote`). The producer writes a slot only after the consumer's `head`
+// (Release, read with Acquire) shows its previous message was fully read; the consumer
+// reads a slot only after its header (written last, Release) announces the message.
+// SAFETY: so no two threads ever access one payload concurrently (one Producer, one
+// Consumer, the protocol above).
 unsafe impl Sync for Shared {}
 // SAFETY: see the Sync impl; the payloads are plain integers with no thread affinity.
 unsafe impl Send for Shared {}

@@ -841,10 +841,9 @@ impl ShmMember {
                 self.rank
             )));
         }
-        // SAFETY: `validate` checked that the ring lies inside the mapping, aligned;
-        // the creator zeroed it; the mapping lives as long as the Arc passed as the
-        // ring's Remote; and only this rank opens this end (the rank's lock and its
-        // joined state are exclusive).
+        // Only this rank opens this end: the rank's lock and joined state are exclusive.
+        // SAFETY: `validate` checked the ring lies inside the mapping, aligned; the
+        // creator zeroed it; the mapping lives as long as the Arc passed as its Remote.
         let shared = unsafe {
             shared_ring(
                 self.map.base.add(r.offset as usize),
