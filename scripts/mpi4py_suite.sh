@@ -25,22 +25,10 @@ TARGET="${CARGO_TARGET_DIR:-target}"
 CACHE="$TARGET/mpi4py"
 RUN_TIMEOUT=300
 
-have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-if [ -z "${SMELT_NO_INSTALL:-}" ]; then
-    bash scripts/deps.sh   # Open MPI, clang (bindgen); installs only what is missing
-    need=()
-    # python3-numpy: mpi4py's tests then also run every collective on NumPy arrays
-    for p in python3 python3-pip python3-mpi4py python3-numpy; do
-        have_pkg "$p" || need+=("$p")
-    done
-    if [ ${#need[@]} -gt 0 ]; then
-        SUDO=""
-        [ "$(id -u)" = 0 ] || SUDO="sudo"
-        echo "[mpi4py] installing Debian packages: ${need[*]}" >&2
-        $SUDO apt-get update -qq >&2
-        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
-    fi
-fi
+# Open MPI, clang (bindgen) and mpi4py's packages, only what is missing (nothing with
+# SMELT_NO_INSTALL=1); python3-numpy: mpi4py's tests then also run every collective on
+# NumPy arrays.
+bash scripts/deps.sh python3 python3-pip python3-mpi4py python3-numpy
 
 VERSION="$("$PY" -c 'import mpi4py; print(mpi4py.__version__)')"
 SRC="$CACHE/mpi4py-$VERSION"
