@@ -12,11 +12,36 @@ use serde::Serialize;
 use smelt_model::Model;
 use std::path::Path;
 
+/// Where a compared tree comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TreeSource {
+    /// A generator of the registry.
+    Generated(Topology),
+    /// A tree file (its name as shown).
+    File(String),
+}
+
+impl TreeSource {
+    /// A static generated tree (a file's tree is never "the best static tree").
+    pub fn is_static(&self) -> bool {
+        matches!(self, TreeSource::Generated(t) if t.is_static())
+    }
+}
+
+impl std::fmt::Display for TreeSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TreeSource::Generated(t) => write!(f, "{t}"),
+            TreeSource::File(name) => write!(f, "file:{name}"),
+        }
+    }
+}
+
 /// One topology's tree and predicted times over a group.
 #[derive(Debug, Clone)]
 pub struct Row {
-    /// The topology.
-    pub topology: Topology,
+    /// The topology, or the tree file.
+    pub topology: TreeSource,
     /// Its tree over the group.
     pub tree: Tree,
     /// Predicted time of every operation.
@@ -48,12 +73,26 @@ pub fn evaluate_group(
             let ch = t.children(&c, r);
             let prediction = predict_local(&c, r, &ch, pl);
             Row {
-                topology: t,
+                topology: TreeSource::Generated(t),
                 tree: c.tree(r, ch),
                 prediction,
             }
         })
         .collect())
+}
+
+/// A given tree's row (a tree file named `name`): its predicted times under `model`.
+pub fn evaluate_tree(
+    model: &Model,
+    tree: &Tree,
+    name: &str,
+    pl: Payload,
+) -> Result<Row, TreeError> {
+    Ok(Row {
+        topology: TreeSource::File(name.to_string()),
+        tree: tree.clone(),
+        prediction: crate::sim::predict(model, tree, pl)?,
+    })
 }
 
 /// The static topology with the lowest predicted time for `op` (first on ties).

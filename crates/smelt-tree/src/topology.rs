@@ -81,14 +81,7 @@ impl Topology {
     /// True for the hardware-oblivious and classic machine-aware trees the paper
     /// compares against (everything but Smelt's adaptive trees and `optimized`).
     pub fn is_static(self) -> bool {
-        !matches!(
-            self,
-            Topology::Adaptive
-                | Topology::AdaptiveSorted
-                | Topology::AdaptiveShuffled
-                | Topology::Optimized
-                | Topology::OptimizedFor(_)
-        )
+        self.generator().is_static
     }
 
     /// Builds the tree over `members` (positions in `model`) rooted at `root` (a
@@ -120,112 +113,330 @@ impl Topology {
     /// The child lists (local indices, send order) of this topology over `c`
     /// rooted at local index `root`. The fast path for rebuilding trees.
     pub fn children(self, c: &Costs, root: usize) -> Vec<Vec<usize>> {
-        let n = c.len();
+        (self.generator().build)(self, c, root)
+    }
+
+    /// This topology's entry in the [`GENERATORS`] registry.
+    pub fn generator(self) -> &'static Generator {
+        let name = match self {
+            Topology::Sequential => "sequential",
+            Topology::Binary => "binary",
+            Topology::Fibonacci => "fibonacci",
+            Topology::Knomial(_) => "knomial",
+            Topology::Mst => "mst",
+            Topology::Cluster => "cluster",
+            Topology::Bad => "bad",
+            Topology::Adaptive => "adaptive",
+            Topology::AdaptiveSorted => "adaptive-sorted",
+            Topology::AdaptiveShuffled => "adaptive-shuffled",
+            Topology::Optimized => "optimized",
+            Topology::OptimizedFor(_) => "optimized",
+        };
+        GENERATORS
+            .iter()
+            .find(|g| g.name == name)
+            .expect("every topology has a registry entry (checked by a test)")
+    }
+
+    /// The parameter's value in names (`knomial:4`, `optimized:reduce`), if any.
+    fn param_text(self) -> Option<String> {
         match self {
-            Topology::Sequential => ranked(
-                n,
-                root,
-                |r, n| if r == 0 { (1..n).collect() } else { vec![] },
-            ),
-            Topology::Binary => ranked(n, root, |r, n| {
+            Topology::Knomial(k) => Some(k.to_string()),
+            Topology::OptimizedFor(op) if op != Op::Broadcast => Some(op.name().to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// The parameter a tree generator takes after a colon in its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Param {
+    /// None: the name alone.
+    None,
+    /// The k-nomial radix, an integer from 1 to [`MAX_RADIX`] (required).
+    Radix,
+    /// An operation to optimize for (optional; default broadcast).
+    Op,
+}
+
+/// Largest k-nomial radix accepted by name.
+pub const MAX_RADIX: u32 = 1024;
+
+/// One tree generator of the registry: its name (as `--algo`, `--topologies`,
+/// tuning files and the C API spell it), parameter, one-line description, whether it
+/// is a static tree (hardware-oblivious or a classic machine-aware one) and its
+/// builder. A new tree shape is a [`Topology`] variant plus one entry here.
+pub struct Generator {
+    /// Canonical name.
+    pub name: &'static str,
+    /// Other names accepted on input, each with the full name it stands for.
+    pub aliases: &'static [(&'static str, &'static str)],
+    /// What may follow `name:`.
+    pub param: Param,
+    /// One line for `--help` and `smelt tree --list`.
+    pub description: &'static str,
+    /// A static tree (compared against as "the best static tree").
+    pub is_static: bool,
+    /// The topology for a parameter value (radix, or the index of an [`Op`] in
+    /// [`Op::ALL`]).
+    make: fn(u32) -> Topology,
+    /// The child lists (local indices, send order) over `c` from local root `root`.
+    build: fn(Topology, &Costs, usize) -> Vec<Vec<usize>>,
+}
+
+impl fmt::Debug for Generator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Generator")
+            .field("name", &self.name)
+            .field("param", &self.param)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Generator {
+    /// The name as written with its parameter placeholder (`knomial:K`).
+    pub fn usage(&self) -> String {
+        match self.param {
+            Param::None => self.name.to_string(),
+            Param::Radix => format!("{}:K", self.name),
+            Param::Op => format!("{}[:OP]", self.name),
+        }
+    }
+}
+
+/// Every tree generator, in display order.
+pub static GENERATORS: &[Generator] = &[
+    Generator {
+        name: "sequential",
+        aliases: &[("star", "sequential"), ("flat", "sequential")],
+        param: Param::None,
+        description: "star: the root sends to every member in turn",
+        is_static: true,
+        make: |_| Topology::Sequential,
+        build: |_, c, root| {
+            ranked(c.len(), root, |r, n| {
+                if r == 0 {
+                    (1..n).collect()
+                } else {
+                    vec![]
+                }
+            })
+        },
+    },
+    Generator {
+        name: "binary",
+        aliases: &[("bintree", "binary")],
+        param: Param::None,
+        description: "binary tree in rank order: rank i sends to 2i+1, then 2i+2",
+        is_static: true,
+        make: |_| Topology::Binary,
+        build: |_, c, root| {
+            ranked(c.len(), root, |r, n| {
                 [2 * r + 1, 2 * r + 2]
                     .into_iter()
                     .filter(|&x| x < n)
                     .collect()
-            }),
-            Topology::Knomial(k) => {
-                ranked(n, root, |r, n| knomial_children(r, n, k.max(1) as usize))
-            }
-            Topology::Fibonacci => fibonacci(n, root),
-            Topology::Mst => prim2(c, root, false),
-            Topology::Bad => prim2(c, root, true),
-            Topology::Cluster => cluster(c, root),
-            Topology::Adaptive => adaptive(c, root),
-            Topology::AdaptiveSorted => {
-                let mut ch = adaptive(c, root);
-                sort_sends(c, root, &mut ch);
-                ch
-            }
-            Topology::AdaptiveShuffled => {
-                let mut ch = adaptive(c, root);
-                sort_sends(c, root, &mut ch);
-                shuffle(c, root, &mut ch);
-                ch
-            }
-            Topology::Optimized | Topology::OptimizedFor(Op::Broadcast) => {
-                optimize::optimized(c, root, &optimize::Options::default())
-            }
-            Topology::OptimizedFor(op) => {
+            })
+        },
+    },
+    Generator {
+        name: "fibonacci",
+        aliases: &[],
+        param: Param::None,
+        description: "Fibonacci tree (larger left subtrees), filled breadth first",
+        is_static: true,
+        make: |_| Topology::Fibonacci,
+        build: |_, c, root| fibonacci(c.len(), root),
+    },
+    Generator {
+        name: "knomial",
+        aliases: &[("chain", "knomial:1"), ("binomial", "knomial:2")],
+        param: Param::Radix,
+        description: "k-nomial tree of radix K (1 = chain, 2 = binomial), larger subtrees first",
+        is_static: true,
+        make: Topology::Knomial,
+        build: |t, c, root| {
+            let k = match t {
+                Topology::Knomial(k) => k.max(1) as usize,
+                _ => 2,
+            };
+            ranked(c.len(), root, |r, n| knomial_children(r, n, k))
+        },
+    },
+    Generator {
+        name: "mst",
+        aliases: &[],
+        param: Param::None,
+        description:
+            "Prim's minimum spanning tree on send + receive cost, at most two children each",
+        is_static: true,
+        make: |_| Topology::Mst,
+        build: |_, c, root| prim2(c, root, false),
+    },
+    Generator {
+        name: "cluster",
+        aliases: &[],
+        param: Param::None,
+        description: "HMPI-style: binary tree between NUMA-node leaders, sequential inside a node",
+        is_static: true,
+        make: |_| Topology::Cluster,
+        build: |_, c, root| cluster(c, root),
+    },
+    Generator {
+        name: "bad",
+        aliases: &[("badtree", "bad")],
+        param: Param::None,
+        description: "the paper's bad tree: the same spanning tree on inverted costs",
+        is_static: true,
+        make: |_| Topology::Bad,
+        build: |_, c, root| prim2(c, root, true),
+    },
+    Generator {
+        name: "adaptive",
+        aliases: &[("adaptivetree", "adaptive")],
+        param: Param::None,
+        description: "Smelt's adaptive tree (the paper's Algorithm 1)",
+        is_static: false,
+        make: |_| Topology::Adaptive,
+        build: |_, c, root| adaptive(c, root),
+    },
+    Generator {
+        name: "adaptive-sorted",
+        aliases: &[("adaptivetree-sort", "adaptive-sorted")],
+        param: Param::None,
+        description: "adaptive tree, sends reordered by the cost of the receiving subtree",
+        is_static: false,
+        make: |_| Topology::AdaptiveSorted,
+        build: |_, c, root| {
+            let mut ch = adaptive(c, root);
+            sort_sends(c, root, &mut ch);
+            ch
+        },
+    },
+    Generator {
+        name: "adaptive-shuffled",
+        aliases: &[("adaptivetree-shuffle-sort", "adaptive-shuffled")],
+        param: Param::None,
+        description: "adaptive tree with shuffling and re-sorting (smelt's default)",
+        is_static: false,
+        make: |_| Topology::AdaptiveShuffled,
+        build: |_, c, root| {
+            let mut ch = adaptive(c, root);
+            sort_sends(c, root, &mut ch);
+            shuffle(c, root, &mut ch);
+            ch
+        },
+    },
+    Generator {
+        name: "optimized",
+        aliases: &[],
+        param: Param::Op,
+        description: "local search seeded with the adaptive trees, scored by OP's predicted time \
+                      (default broadcast; OP = ab, reduce, barrier, 2pc)",
+        is_static: false,
+        make: |i| match Op::ALL.get(i as usize).copied() {
+            None | Some(Op::Broadcast) => Topology::Optimized,
+            Some(op) => Topology::OptimizedFor(op),
+        },
+        build: |t, c, root| match t {
+            Topology::OptimizedFor(op) if op != Op::Broadcast => {
                 optimize::optimized_for(c, root, op, &optimize::Options::default())
             }
-        }
-    }
+            _ => optimize::optimized(c, root, &optimize::Options::default()),
+        },
+    },
+];
+
+/// The names `FromStr` accepts, with their aliases, for error messages.
+pub fn names() -> String {
+    GENERATORS
+        .iter()
+        .map(|g| {
+            let mut s = g.usage();
+            if !g.aliases.is_empty() {
+                let a: Vec<String> = g
+                    .aliases
+                    .iter()
+                    .map(|(a, full)| format!("{a} = {full}"))
+                    .collect();
+                s.push_str(&format!(" ({})", a.join(", ")));
+            }
+            s
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One line per generator (`name  description`), for `--help` texts.
+pub fn help() -> String {
+    let w = GENERATORS
+        .iter()
+        .map(|g| g.usage().len())
+        .max()
+        .unwrap_or(0);
+    GENERATORS
+        .iter()
+        .map(|g| format!("  {:w$}  {}\n", g.usage(), g.description))
+        .collect()
 }
 
 impl fmt::Display for Topology {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Topology::Sequential => f.write_str("sequential"),
-            Topology::Binary => f.write_str("binary"),
-            Topology::Fibonacci => f.write_str("fibonacci"),
-            Topology::Knomial(k) => write!(f, "knomial:{k}"),
-            Topology::Mst => f.write_str("mst"),
-            Topology::Cluster => f.write_str("cluster"),
-            Topology::Bad => f.write_str("bad"),
-            Topology::Adaptive => f.write_str("adaptive"),
-            Topology::AdaptiveSorted => f.write_str("adaptive-sorted"),
-            Topology::AdaptiveShuffled => f.write_str("adaptive-shuffled"),
-            Topology::Optimized => f.write_str("optimized"),
-            Topology::OptimizedFor(op) => write!(f, "optimized:{}", op.name()),
+        f.write_str(self.generator().name)?;
+        match self.param_text() {
+            Some(p) => write!(f, ":{p}"),
+            None => Ok(()),
         }
     }
 }
 
-/// The names `FromStr` accepts, for error messages and `--help`.
-pub const NAMES: &str = "sequential (star), binary (bintree), fibonacci, knomial:K (chain = knomial:1, \
-binomial = knomial:2), mst, cluster, bad (badtree), adaptive, adaptive-sorted, adaptive-shuffled, optimized, \
-optimized:OP (OP = ab, reduce, barrier, 2pc)";
-
 impl FromStr for Topology {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let t = match s.trim().to_ascii_lowercase().as_str() {
-            "sequential" | "star" => Topology::Sequential,
-            "binary" | "bintree" => Topology::Binary,
-            "fibonacci" => Topology::Fibonacci,
-            "chain" => Topology::Knomial(1),
-            "binomial" => Topology::Knomial(2),
-            "mst" => Topology::Mst,
-            "cluster" => Topology::Cluster,
-            "bad" | "badtree" => Topology::Bad,
-            "adaptive" | "adaptivetree" => Topology::Adaptive,
-            "adaptive-sorted" | "adaptivetree-sort" => Topology::AdaptiveSorted,
-            "adaptive-shuffled" | "adaptivetree-shuffle-sort" => Topology::AdaptiveShuffled,
-            "optimized" => Topology::Optimized,
-            other => {
-                if let Some(o) = other.strip_prefix("optimized:") {
-                    return match Op::ALL.into_iter().find(|op| op.name() == o) {
-                        Some(Op::Broadcast) => Ok(Topology::Optimized),
-                        Some(op) => Ok(Topology::OptimizedFor(op)),
-                        None => Err(format!(
-                            "unknown operation '{o}' in '{s}': expected optimized:OP with OP one of broadcast, ab, reduce, barrier, 2pc"
-                        )),
-                    };
-                }
-                if let Some(k) = other.strip_prefix("knomial:") {
-                    match k.parse::<u32>() {
-                        Ok(k) if (1..=1024).contains(&k) => return Ok(Topology::Knomial(k)),
-                        _ => {
-                            return Err(format!(
-                                "bad radix '{k}' in '{s}': expected knomial:K with K from 1 to 1024"
-                            ))
-                        }
-                    }
-                }
-                return Err(format!("unknown topology '{s}' (known: {NAMES})"));
-            }
+        let lower = s.trim().to_ascii_lowercase();
+        let (name, param) = match lower.split_once(':') {
+            Some((n, p)) => (n, Some(p)),
+            None => (lower.as_str(), None),
         };
-        Ok(t)
+        let alias = GENERATORS
+            .iter()
+            .flat_map(|g| g.aliases.iter())
+            .find(|(a, _)| *a == lower);
+        if let Some((_, full)) = alias {
+            return full.parse();
+        }
+        let g = GENERATORS
+            .iter()
+            .find(|g| g.name == name)
+            .ok_or_else(|| format!("unknown topology '{s}' (known: {})", names()))?;
+        let value = match (g.param, param) {
+            (Param::None, None) => 0,
+            (Param::None, Some(_)) => {
+                return Err(format!("'{s}': the topology {} takes no parameter", g.name))
+            }
+            (Param::Radix, p) => match p.map(|k| k.parse::<u32>()) {
+                Some(Ok(k)) if (1..=MAX_RADIX).contains(&k) => k,
+                _ => {
+                    return Err(format!(
+                        "bad radix '{}' in '{s}': expected {}:K with K from 1 to {MAX_RADIX}",
+                        p.unwrap_or(""),
+                        g.name
+                    ))
+                }
+            },
+            (Param::Op, None) => 0,
+            (Param::Op, Some(o)) => match Op::ALL.iter().position(|op| op.name() == o) {
+                Some(i) => i as u32,
+                None => {
+                    return Err(format!(
+                        "unknown operation '{o}' in '{s}': expected {}:OP with OP one of {}",
+                        g.name,
+                        Op::ALL.map(|o| o.name()).join(", ")
+                    ))
+                }
+            },
+        };
+        Ok((g.make)(value))
     }
 }
 
@@ -573,5 +784,44 @@ mod tests {
                 Topology::OptimizedFor(Op::Barrier)
             ]
         );
+    }
+
+    /// The registry is the one list of names: every topology prints as a name that
+    /// parses back to it, every entry is reachable, aliases resolve.
+    #[test]
+    fn registry_round_trips() {
+        let mut all: Vec<Topology> = Topology::EVALUATED_EXTENDED.to_vec();
+        all.extend([1, 3, 16, MAX_RADIX].map(Topology::Knomial));
+        all.push(Topology::OptimizedFor(Op::AtomicBroadcast));
+        all.push(Topology::OptimizedFor(Op::TwoPhaseCommit));
+        for t in all {
+            assert_eq!(t.to_string().parse::<Topology>(), Ok(t), "{t}");
+            assert_eq!(t.generator().is_static, t.is_static());
+        }
+        for g in GENERATORS {
+            let probe = match g.param {
+                Param::Radix => format!("{}:2", g.name),
+                _ => g.name.to_string(),
+            };
+            let t: Topology = probe.parse().unwrap();
+            assert_eq!(t.generator().name, g.name);
+            for (a, full) in g.aliases {
+                assert_eq!(a.parse::<Topology>(), full.parse::<Topology>());
+            }
+            assert!(help().contains(g.description));
+        }
+        assert_eq!("chain".parse(), Ok(Topology::Knomial(1)));
+        assert_eq!("optimized:broadcast".parse(), Ok(Topology::Optimized));
+        for bad in [
+            "knomial",
+            "knomial:0",
+            "knomial:1025",
+            "binary:2",
+            "optimized:x",
+            "nope",
+        ] {
+            let e = bad.parse::<Topology>().unwrap_err();
+            assert!(e.contains(bad.split(':').next_back().unwrap()), "{e}");
+        }
     }
 }

@@ -30,9 +30,17 @@ pub struct Tree {
     pub children: Vec<Vec<Pos>>,
 }
 
-/// JSON form: `{"root": r, "children": {"r": [c1, c2, ...], ...}}` with OS CPU ids.
+/// JSON form (a tree file): `{"members": [m0, m1, ...], "root": r, "children":
+/// {"r": [c1, c2, ...], ...}}` with OS CPU ids. `members` gives every member's rank
+/// (its index), so a file round trip keeps ranks, root and child order; files
+/// without it (older versions) are read with members in the order they appear
+/// (root, then parents and children in key order). Other fields (`algo`,
+/// `predicted_ns`, ... as `smelt tree --format json` writes them) are ignored.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TreeJson {
+    /// OS CPU id of every member, in rank order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<Vec<CpuId>>,
     /// OS CPU id of the root.
     pub root: CpuId,
     /// OS CPU id (as a string key) → its children's OS CPU ids in send order.
@@ -195,6 +203,7 @@ impl Tree {
     /// The JSON form with OS CPU ids.
     pub fn to_json(&self) -> TreeJson {
         TreeJson {
+            members: Some(self.members.clone()),
             root: self.members[self.root],
             children: self
                 .children
@@ -211,26 +220,73 @@ impl Tree {
         }
     }
 
-    /// Builds a tree from its JSON form. Members are the root and every CPU named.
+    /// Builds a tree from its JSON form, checking it: every CPU named once as a
+    /// member, every parent and child a member, a spanning tree from the root.
     pub fn from_json(j: &TreeJson) -> Result<Tree, TreeError> {
-        let mut members = vec![j.root];
+        let mut parsed: Vec<(CpuId, &Vec<CpuId>)> = Vec::with_capacity(j.children.len());
         for (p, cs) in &j.children {
-            let p: CpuId = p
+            let cpu: CpuId = p
+                .trim()
                 .parse()
                 .map_err(|_| TreeError::Invalid(format!("'{p}' is not a CPU id")))?;
-            for &c in std::iter::once(&p).chain(cs) {
-                if !members.contains(&c) {
-                    members.push(c);
+            parsed.push((cpu, cs));
+        }
+        let members = match &j.members {
+            Some(m) => {
+                let mut seen = std::collections::HashSet::new();
+                if let Some(d) = m.iter().find(|c| !seen.insert(**c)) {
+                    return Err(TreeError::Invalid(format!(
+                        "CPU {d} is listed twice in \"members\""
+                    )));
                 }
+                m.clone()
             }
-        }
-        let idx = |c: CpuId| Pos(members.iter().position(|&m| m == c).unwrap());
+            None => {
+                let mut members = vec![j.root];
+                for (p, cs) in &parsed {
+                    for &c in std::iter::once(p).chain(cs.iter()) {
+                        if !members.contains(&c) {
+                            members.push(c);
+                        }
+                    }
+                }
+                members
+            }
+        };
+        let idx = |c: CpuId| {
+            members
+                .iter()
+                .position(|&m| m == c)
+                .map(Pos)
+                .ok_or_else(|| {
+                    TreeError::Invalid(format!("CPU {c} is in the tree but not in \"members\""))
+                })
+        };
         let mut children = vec![Vec::new(); members.len()];
-        for (p, cs) in &j.children {
-            let pi = idx(p.parse().unwrap());
-            children[pi] = cs.iter().map(|&c| idx(c)).collect();
+        for (p, cs) in parsed {
+            children[idx(p)?.index()] = cs.iter().map(|&c| idx(c)).collect::<Result<_, _>>()?;
         }
-        Tree::new(members, Pos(0), children)
+        Tree::new(members.clone(), idx(j.root)?, children)
+    }
+
+    /// Parses a tree file's text ([`TreeJson`]).
+    pub fn from_json_str(text: &str) -> Result<Tree, TreeError> {
+        let j: TreeJson = serde_json::from_str(text)
+            .map_err(|e| TreeError::Invalid(format!("not a tree file: {e}")))?;
+        Tree::from_json(&j)
+    }
+
+    /// Reads a tree file (as `smelt tree --format json` writes it).
+    pub fn load(path: &std::path::Path) -> Result<Tree, TreeError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| TreeError::Invalid(format!("cannot read {}: {e}", path.display())))?;
+        Tree::from_json_str(&text)
+            .map_err(|e| TreeError::Invalid(format!("{}: {e}", path.display())))
+    }
+
+    /// The tree file's text: pretty JSON with a trailing newline.
+    pub fn to_json_string(&self) -> String {
+        serde_json::to_string_pretty(&self.to_json()).expect("a tree always serializes") + "\n"
     }
 }
 
@@ -275,16 +331,62 @@ mod tests {
         );
     }
 
-    /// The typed ids serialize as bare numbers: the file format is unchanged.
+    /// The typed ids serialize as bare numbers; files without `members` (older
+    /// versions) still load.
     #[test]
     fn json_text_unchanged() {
         let text = r#"{"root":5,"children":{"4":[7],"5":[4,6]}}"#;
         let j: TreeJson = serde_json::from_str(text).unwrap();
         let t = Tree::from_json(&j).unwrap();
-        assert_eq!(serde_json::to_string(&t.to_json()).unwrap(), text);
+        assert_eq!(
+            serde_json::to_string(&t.to_json()).unwrap(),
+            r#"{"members":[5,4,7,6],"root":5,"children":{"4":[7],"5":[4,6]}}"#
+        );
         let big = r#"{"root":4000000000,"children":{"4000000000":[0]}}"#;
         let j: TreeJson = serde_json::from_str(big).unwrap();
         assert_eq!(j.root, CpuId(4_000_000_000));
         assert_eq!(serde_json::to_string(&j).unwrap(), big);
+    }
+
+    /// A file round trip keeps every rank (member order), the root and child order.
+    #[test]
+    fn file_round_trip_keeps_ranks() {
+        let t = tree(&[9, 2, 7, 4, 3], 2, &[&[], &[3], &[4, 1, 0], &[], &[]]).unwrap();
+        let back = Tree::from_json_str(&t.to_json_string()).unwrap();
+        assert_eq!(back, t);
+        let dir = std::env::temp_dir().join(format!("smelt-tree-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("t.json");
+        std::fs::write(&f, t.to_json_string()).unwrap();
+        assert_eq!(Tree::load(&f).unwrap(), t);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bad_tree_files_are_refused() {
+        for (text, want) in [
+            ("", "not a tree file"),
+            ("{}", "not a tree file"),
+            (r#"{"root":1,"children":{"x":[2]}}"#, "not a CPU id"),
+            (r#"{"members":[1,2,1],"root":1,"children":{}}"#, "twice"),
+            (
+                r#"{"members":[1,2],"root":1,"children":{"1":[3]}}"#,
+                "not in",
+            ),
+            (r#"{"members":[1,2],"root":3,"children":{}}"#, "not in"),
+            (
+                r#"{"members":[1,2],"root":1,"children":{}}"#,
+                "invalid tree",
+            ),
+            (
+                r#"{"members":[1,2],"root":1,"children":{"1":[2],"2":[1]}}"#,
+                "invalid tree",
+            ),
+        ] {
+            let e = Tree::from_json_str(text).unwrap_err().to_string();
+            assert!(e.contains(want), "{text}: {e}");
+        }
+        let e = Tree::load(std::path::Path::new("/nonexistent/t.json")).unwrap_err();
+        assert!(e.to_string().contains("cannot read"), "{e}");
     }
 }
