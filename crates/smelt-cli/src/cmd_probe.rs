@@ -11,6 +11,7 @@ use std::time::Duration;
 #[derive(clap::Args)]
 #[command(
     after_help = "Examples:\n  smelt probe -o model.json\n  smelt probe --quick --cpus 0-7 -o model.json\n  \
+                  smelt probe --cache   # for libsmelt_mpi: ~/.cache/smelt/model-<host>.json\n  \
                   smelt probe --sample --time-limit 120 -o big.json   # large machines\n\n\
                   Cost: one thread stays pinned on each CPU for the whole sweep, so a pair costs \
                   only its measurement: ~0.1 ms (--quick) to ~0.2 ms on a 2-CPU VM, a few \
@@ -24,9 +25,14 @@ pub struct ProbeArgs {
     /// CPUs to probe (e.g. `0-7,12`); default: every CPU this process may use.
     #[arg(long)]
     pub cpus: Option<String>,
-    /// Write the model here (JSON); default: print it to stdout.
+    /// Write the model here (JSON); default: print it to stdout (unless --cache).
     #[arg(short = 'o', long = "output")]
     pub output: Option<PathBuf>,
+    /// Also keep the model as this host's cached probe,
+    /// `$XDG_CACHE_HOME/smelt/model-<host>.json` (else `~/.cache/smelt/...`), where the
+    /// MPI interposer (libsmelt_mpi) finds it.
+    #[arg(long)]
+    pub cache: bool,
     /// Coarse pass: fewer repetitions per pair.
     #[arg(long)]
     pub quick: bool,
@@ -57,11 +63,33 @@ pub fn run(a: ProbeArgs) -> Result<()> {
     if let Some(o) = &a.output {
         crate::common::check_output("-o", o, &[])?;
     }
+    let cache = if a.cache {
+        Some(smelt_model::host::cached_model_path().ok_or_else(|| {
+            anyhow::anyhow!("option --cache: neither XDG_CACHE_HOME nor HOME names a directory")
+        })?)
+    } else {
+        None
+    };
     let model = probe_model(&a, requested.as_deref())?;
-    let json = model.to_json();
     match &a.output {
         Some(p) => model.save(p).map_err(|e| anyhow::anyhow!("{e}"))?,
-        None => println!("{json}"),
+        None if cache.is_none() => println!("{}", model.to_json()),
+        None => {}
+    }
+    if let Some(p) = &cache {
+        if let Some(dir) = p.parent() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("option --cache: cannot create {}", dir.display()))?;
+        }
+        model
+            .save(p)
+            .map_err(|e| anyhow::anyhow!("option --cache: {e}"))?;
+        if !a.quiet {
+            eprintln!(
+                "cached as {}",
+                smelt_model::text::escape_line(&p.display().to_string())
+            );
+        }
     }
     Ok(())
 }

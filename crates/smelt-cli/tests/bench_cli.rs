@@ -66,6 +66,31 @@ fn probe_writes_a_valid_model() {
 }
 
 #[test]
+fn probe_cache_keeps_the_model_where_the_mpi_interposer_looks() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = smelt()
+        .args(["probe", "--quick", "--reps", "3", "--cache"])
+        .env("XDG_CACHE_HOME", dir.path())
+        .output()
+        .expect("cannot run smelt");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        out.stdout.is_empty(),
+        "the model goes to the cache, not stdout"
+    );
+    let path = smelt_model::host::cached_model_path_in(
+        Some(dir.path().into()),
+        None,
+        &smelt_model::host::host_name(),
+    )
+    .unwrap();
+    assert!(err.contains("cached as"), "{err}");
+    let m = smelt_model::Model::load(&path).unwrap();
+    assert_eq!(m.provenance.method, "probe");
+}
+
+#[test]
 fn probe_prints_the_model_without_output_file() {
     let (code, out, err) = run(&[
         "probe",

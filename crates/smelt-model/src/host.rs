@@ -1,7 +1,9 @@
 //! Small facts about the machine and the clock that provenance records need,
-//! without extra dependencies: the current date in RFC 3339, the host name, and the
-//! CPU model string from `/proc/cpuinfo`.
+//! without extra dependencies: the current date in RFC 3339, the host name, the
+//! CPU model string from `/proc/cpuinfo`, and where this host's probed model is cached.
 
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The current UTC time as RFC 3339 (`2026-11-22T02:16:54Z`).
@@ -53,6 +55,45 @@ pub fn host_name() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// Where this host's probed model is cached: `smelt probe --cache` writes it there and
+/// `libsmelt_mpi` (smelt-mpi) reads it. `$XDG_CACHE_HOME/smelt/model-<host>.json`, else
+/// `$HOME/.cache/smelt/model-<host>.json`; `None` when neither variable gives an
+/// absolute directory.
+pub fn cached_model_path() -> Option<PathBuf> {
+    cached_model_path_in(
+        std::env::var_os("XDG_CACHE_HOME"),
+        std::env::var_os("HOME"),
+        &host_name(),
+    )
+}
+
+/// [`cached_model_path`] for given `XDG_CACHE_HOME`, `HOME` and host name. Characters
+/// of the host name other than letters, digits, `.`, `-` and `_` become `_`.
+pub fn cached_model_path_in(
+    xdg_cache_home: Option<OsString>,
+    home: Option<OsString>,
+    host: &str,
+) -> Option<PathBuf> {
+    let abs = |v: Option<OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
+    let base = abs(xdg_cache_home).or_else(|| abs(home).map(|h| h.join(".cache")))?;
+    let host: String = host
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let host = if host.is_empty() || host.starts_with('.') {
+        format!("_{host}")
+    } else {
+        host
+    };
+    Some(base.join("smelt").join(format!("model-{host}.json")))
+}
+
 /// The first `model name` (x86) / `cpu model` / `Processor` line of `/proc/cpuinfo`,
 /// if any.
 pub fn cpu_model_from_proc() -> Option<String> {
@@ -72,6 +113,30 @@ pub fn cpu_model_from_proc() -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cached_model_path_prefers_xdg_then_home() {
+        let p = |x: Option<&str>, h: Option<&str>, host: &str| {
+            cached_model_path_in(x.map(Into::into), h.map(Into::into), host)
+        };
+        assert_eq!(
+            p(Some("/c"), Some("/h"), "n1"),
+            Some(PathBuf::from("/c/smelt/model-n1.json"))
+        );
+        assert_eq!(
+            p(Some("rel"), Some("/h"), "n1"),
+            Some(PathBuf::from("/h/.cache/smelt/model-n1.json"))
+        );
+        assert_eq!(
+            p(None, Some("/h"), "a/b ..c"),
+            Some(PathBuf::from("/h/.cache/smelt/model-a_b_..c.json"))
+        );
+        assert_eq!(p(None, None, "x"), None);
+        assert_eq!(
+            p(Some("/c"), None, ".."),
+            Some(PathBuf::from("/c/smelt/model-_...json"))
+        );
+    }
 
     #[test]
     fn formats_known_dates() {

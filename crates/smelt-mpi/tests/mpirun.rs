@@ -189,6 +189,9 @@ fn mpirun(np: usize, prog: &Path, args: &[&str], env: &[(&str, &str)], limit: Du
         // Past the default cut-offs, so that multi-fragment messages (3 KiB fragments)
         // run through smelt too; `two_ranks` runs with the defaults.
         ("SMELT_MPI_MAX_BYTES".into(), "16384".into()),
+        // No cached probe of this host unless a test makes one (the user's own cache
+        // would change the trees, not the results).
+        ("XDG_CACHE_HOME".into(), empty_cache().display().to_string()),
     ];
     for (k, v) in env {
         vars.retain(|(x, _)| x != k);
@@ -242,6 +245,13 @@ fn mpirun(np: usize, prog: &Path, args: &[&str], env: &[(&str, &str)], limit: Du
 }
 
 const LIMIT: Duration = Duration::from_secs(120);
+
+/// A cache directory with nothing in it.
+fn empty_cache() -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("smelt-mpi-empty-cache");
+    let _ = std::fs::create_dir_all(&d);
+    d
+}
 
 /// The collectives program passes, smelt took every kind of call, nothing is left in
 /// shared memory.
@@ -425,4 +435,178 @@ fn a_wait_past_the_timeout_aborts_the_job() {
     let r = dies(2, "late", &[("SMELT_MPI_TIMEOUT", "1")]);
     assert!(r.stderr.contains("timed out"), "{}", r.show());
     assert!(r.took < Duration::from_secs(5), "{}", r.show());
+}
+
+/// A valid model of this host's CPUs (made-up costs: CPUs farther apart cost more),
+/// written to `path`.
+fn write_host_model(path: &Path, cpus: &[u32]) {
+    let n = cpus.len();
+    let cost = |i: usize, j: usize| 100.0 + 10.0 * i.abs_diff(j) as f64;
+    let mut m = smelt_model::Model::new(
+        cpus.to_vec(),
+        smelt_model::cost_matrix(n, cost),
+        smelt_model::cost_matrix(n, cost),
+    );
+    m.provenance.method = "test".into();
+    m.provenance.host = smelt_model::host::host_name();
+    m.save(path).expect("write the model");
+}
+
+/// The CPUs this process may use (mpirun binds 2 ranks to 2 of them).
+fn host_cpus() -> Vec<u32> {
+    smelt_transport::allowed_cpus().unwrap_or_default()
+}
+
+/// The summary's line about rank 0's node's tree model.
+fn model_line(r: &Run) -> String {
+    r.stderr
+        .lines()
+        .find(|l| l.starts_with("smelt-mpi: tree model on rank 0's node: "))
+        .unwrap_or_else(|| panic!("no tree model line:\n{}", r.show()))
+        .to_string()
+}
+
+#[test]
+fn model_file_builds_the_trees() {
+    let dir = tempfile_dir("model");
+    let file = dir.join("host.json");
+    let cpus = host_cpus();
+    write_host_model(&file, &cpus);
+    let f = file.display().to_string();
+    // 2 ranks, each bound to a CPU of its own by mpirun (2 CPUs or more).
+    let r = collectives(2, &[("SMELT_MPI_MODEL", &f)]);
+    assert_taken(&r);
+    let line = model_line(&r);
+    if cpus.len() >= 2 {
+        assert!(
+            line.contains(&format!("SMELT_MPI_MODEL={f}")) && line.contains("CPUs "),
+            "{}",
+            r.show()
+        );
+        assert!(!line.contains("uniform"), "{}", r.show());
+    }
+    // 4 ranks on as many CPUs or fewer are not each bound to one: uniform, and said so.
+    if cpus.len() <= 4 {
+        let r = mpirun(
+            4,
+            &program("collectives"),
+            &["0"],
+            &[("SMELT_MPI_MODEL", &f)],
+            LIMIT,
+        );
+        assert!(r.ok(), "{}", r.show());
+        assert!(
+            model_line(&r).contains("uniform: the node's ranks are not each bound"),
+            "{}",
+            r.show()
+        );
+    }
+    // A model without the ranks' CPUs: uniform, said as it happens, results right.
+    let other = dir.join("other.json");
+    write_host_model(&other, &[4000, 4001]);
+    let o = other.display().to_string();
+    let r = mpirun(
+        2,
+        &program("collectives"),
+        &["0"],
+        &[("SMELT_MPI_MODEL", &o)],
+        LIMIT,
+    );
+    assert!(r.ok(), "{}", r.show());
+    if cpus.len() >= 2 {
+        assert!(
+            model_line(&r).contains("does not fit the node's CPUs"),
+            "{}",
+            r.show()
+        );
+        assert!(
+            r.stderr.contains("trees come from a uniform model"),
+            "{}",
+            r.show()
+        );
+    }
+}
+
+#[test]
+fn malformed_model_file_falls_back_to_uniform() {
+    let dir = tempfile_dir("bad-model");
+    let file = dir.join("bad.json");
+    std::fs::write(&file, "{\"format\": \"smelt-model\", \"cpus\": [0, ").unwrap();
+    let f = file.display().to_string();
+    let r = collectives(2, &[("SMELT_MPI_MODEL", &f)]);
+    assert_taken(&r);
+    let line = model_line(&r);
+    assert!(
+        line.contains("uniform: SMELT_MPI_MODEL=") && line.contains("could not be loaded"),
+        "{}",
+        r.show()
+    );
+    // Said as it happens (once per process), not only in the summary.
+    assert!(
+        r.stderr.contains("could not be loaded")
+            && r.stderr.contains("trees come from a uniform model"),
+        "{}",
+        r.show()
+    );
+    // A missing file too.
+    let r = mpirun(
+        2,
+        &program("collectives"),
+        &["0"],
+        &[("SMELT_MPI_MODEL", "/nonexistent/m.json")],
+        LIMIT,
+    );
+    assert!(r.ok(), "{}", r.show());
+    assert!(
+        model_line(&r).contains("could not be loaded"),
+        "{}",
+        r.show()
+    );
+}
+
+#[test]
+fn cached_probe_builds_the_trees_and_no_model_is_uniform() {
+    let dir = tempfile_dir("cache");
+    let path = smelt_model::host::cached_model_path_in(
+        Some(dir.as_os_str().into()),
+        None,
+        &smelt_model::host::host_name(),
+    )
+    .unwrap();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let cpus = host_cpus();
+    write_host_model(&path, &cpus);
+    let d = dir.display().to_string();
+    let r = mpirun(
+        2,
+        &program("collectives"),
+        &["0"],
+        &[("XDG_CACHE_HOME", &d)],
+        LIMIT,
+    );
+    assert!(r.ok(), "{}", r.show());
+    if cpus.len() >= 2 {
+        assert!(
+            model_line(&r).contains(&format!("the cached probe of this host {}", path.display())),
+            "{}",
+            r.show()
+        );
+    }
+    // Without a model or a cached probe: uniform, as before.
+    let r = mpirun(2, &program("collectives"), &["0"], &[], LIMIT);
+    assert!(r.ok(), "{}", r.show());
+    assert!(
+        model_line(&r).contains("uniform: no SMELT_MPI_MODEL, no cached probe"),
+        "{}",
+        r.show()
+    );
+}
+
+/// A fresh directory under the target's temporary directory.
+fn tempfile_dir(tag: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("smelt-mpi-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("create a temporary directory");
+    d
 }

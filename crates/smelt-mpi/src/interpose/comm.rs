@@ -9,6 +9,7 @@
 
 use super::config::Config;
 use super::ffi::{self, MPI_Comm, MPI_Datatype, MPI_Op, MpiErr};
+use super::model;
 use super::stats::{self, Why};
 use crate::ops::Combine;
 use smelt_runtime::process::{join, Job};
@@ -99,6 +100,8 @@ pub struct Hier {
     trees: Vec<Slot>,
     made: usize,
     topology: Topology,
+    /// The node's model (leader only; `None`: uniform): position `i` is local rank `i`.
+    model: Option<smelt_model::Model>,
     wait: WaitPolicy,
     timeout: Duration,
     /// Largest message smelt takes for MPI_Bcast, MPI_Reduce, MPI_Allreduce,
@@ -116,10 +119,10 @@ impl Drop for Hier {
     }
 }
 
-/// The CPUs this process may run on, as a bit mask of 1024 CPUs.
-fn cpu_mask() -> [u64; 16] {
+/// `cpus` (the CPUs this process may run on) as a bit mask of 1024 CPUs.
+fn cpu_mask(cpus: &[u32]) -> [u64; 16] {
     let mut m = [0u64; 16];
-    for c in smelt_transport::allowed_cpus().unwrap_or_default() {
+    for &c in cpus {
         if (c as usize) < 1024 {
             m[c as usize / 64] |= 1 << (c % 64);
         }
@@ -128,13 +131,25 @@ fn cpu_mask() -> [u64; 16] {
 }
 
 /// The tree of a node of `n` ranks rooted at local rank `root`: member `i` is local
-/// rank `i` (the ids are positions, not CPUs: MPI ranks are never pinned by smelt).
-fn node_tree(n: usize, root: usize, topo: Topology) -> Result<Tree, String> {
-    // No machine model is probed here (yet): a uniform one, so the topology decides
-    // the shape (see docs/mpi.md).
-    let model = smelt_model::synthetic(1, n, 1.0, 1.0, 1.0);
+/// rank `i`. With the node's `model` (position `i`: local rank `i`'s CPU) the members
+/// are the ranks' CPUs and the costs the model's; without, a uniform model whose
+/// made-up CPU ids are the local ranks (MPI ranks are never pinned by smelt either way).
+fn node_tree(
+    n: usize,
+    root: usize,
+    topo: Topology,
+    model: Option<&smelt_model::Model>,
+) -> Result<Tree, String> {
+    let uniform;
+    let model = match model {
+        Some(m) if m.len() == n => m,
+        _ => {
+            uniform = smelt_model::synthetic(1, n, 1.0, 1.0, 1.0);
+            &uniform
+        }
+    };
     let members: Vec<usize> = (0..n).collect();
-    topo.generate(&model, &members, Some(root))
+    topo.generate(model, &members, Some(root))
         .map_err(|e| format!("tree for a node of {n} ranks: {e}"))
 }
 
@@ -203,7 +218,8 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
     // Hosts, and whether a host has more ranks than CPUs.
     let mut host = ffi::split_shared(comm, rank as c_int)?;
     let (host_rank, host_size) = ffi::rank_size(host)?;
-    let mut mask = cpu_mask();
+    let allowed = smelt_transport::allowed_cpus().unwrap_or_default();
+    let mut mask = cpu_mask(&allowed);
     ffi::allreduce_bor_u64(&mut mask, host)?;
     let cpus: usize = mask.iter().map(|w| w.count_ones() as usize).sum();
     let oversubscribed = host_size > cpus.max(1);
@@ -218,6 +234,20 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
         host
     };
     let (node_rank, node_size) = ffi::rank_size(node)?;
+    // The node's model: the leader decides from the CPU each rank is bound to (it
+    // alone builds the node's trees; the others join them).
+    let mut node_model = None;
+    if node_size > 1 {
+        let mine = match allowed[..] {
+            [c] => c as c_int,
+            _ => -1,
+        };
+        let cpus = ffi::allgather_pair([mine, 0], node, node_size)?;
+        if node_rank == 0 {
+            let cpus: Vec<Option<u32>> = cpus.iter().map(|c| u32::try_from(c[0]).ok()).collect();
+            node_model = Some(model::for_node(&cpus, cfg.model.as_deref(), cfg.verbose));
+        }
+    }
     let color = if node_rank == 0 { 0 } else { ffi::undefined() };
     let leaders = ffi::split(comm, color, rank as c_int)?;
     let mut idx = [0u8; 8];
@@ -255,6 +285,7 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
         trees: (0..node_size).map(|_| Slot::Untried).collect(),
         made: 0,
         topology,
+        model: node_model.as_mut().and_then(|m| m.model.take()),
         wait: if oversubscribed {
             WaitPolicy::OVERSUBSCRIBED
         } else {
@@ -300,6 +331,9 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
             max_bytes[3],
             max_bytes[4],
         ));
+        if let Some(m) = &node_model {
+            stats::note(format!("tree model on rank 0's node: {}", m.describe));
+        }
     }
     Ok(CommState {
         comm,
@@ -331,7 +365,7 @@ impl Hier {
                 wait: Some(self.wait),
                 ..GroupConfig::default()
             };
-            let made = node_tree(self.node_size, root, self.topology)
+            let made = node_tree(self.node_size, root, self.topology, self.model.as_ref())
                 .and_then(|t| Job::create(&[t], &cfg).map_err(|e| e.to_string()));
             let text = match &made {
                 Ok(j) => format!("+{}\n{}", j.path().display(), j.key()),

@@ -34,6 +34,10 @@ pub struct Config {
     /// `SMELT_MPI_TREE`: the tree inside a node (a `smelt tree --algo` name); default
     /// `adaptive-sorted`, or `sequential` (flat) when the host has more ranks than CPUs.
     pub tree: Option<String>,
+    /// `SMELT_MPI_MODEL`: a smelt model file (`smelt probe -o`, `smelt model import`)
+    /// the nodes' trees are built from; default: this host's cached probe
+    /// (`smelt probe --cache`) if there is one, else a uniform model.
+    pub model: Option<String>,
 }
 
 fn warn(var: &str, val: &str, why: &str) {
@@ -83,6 +87,7 @@ fn parse() -> Config {
             number("SMELT_MPI_TIMEOUT", DEFAULT_TIMEOUT_S, 1 << 32).max(1),
         ),
         tree: get("SMELT_MPI_TREE"),
+        model: get("SMELT_MPI_MODEL"),
     }
 }
 

@@ -6,6 +6,7 @@
 mod comm;
 mod config;
 mod ffi;
+mod model;
 mod stats;
 
 use crate::ops::{self, Elem};
