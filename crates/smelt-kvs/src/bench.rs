@@ -4,7 +4,9 @@
 
 use crate::config::{KvsError, StoreConfig};
 use crate::history::{HistoryOp, OpKind};
+use crate::raft_store::{RaftClient, RaftStore};
 use crate::store::{Store, StoreReport};
+use crate::Client;
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -224,6 +226,80 @@ pub fn unique_value(client: usize, n: u64) -> u64 {
 /// Runs the store under load for `cfg.duration` (each client's last operation may
 /// take up to its attempts × attempt timeout more), then closes it.
 pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
+    validate(cfg)?;
+    let store = Store::start(cfg.store.clone())?;
+    drive(cfg, store, store_setup(&cfg.store))
+}
+
+/// [`run`] with the same store replicated by Raft instead ([`RaftStore`]: same
+/// replicas, clients, homes, keys and values, the same load); `cfg.store`'s protocol
+/// and tree do not apply, and a crash of `Victim::Acceptor` or `Victim::Leader` stops
+/// Raft's current leader.
+pub fn run_raft(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
+    validate(cfg)?;
+    let store = RaftStore::start(cfg.store.clone())?;
+    drive(cfg, store, "raft (raft-rs, in memory)".into())
+}
+
+/// A store the load generator drives (the smelt store or the Raft peer).
+trait Driven {
+    type C: Loader + Send;
+    fn take_clients(&mut self) -> Vec<Self::C>;
+    fn root(&self) -> usize;
+    fn leader(&self) -> usize;
+    fn crash(&mut self, replica: usize) -> Result<(), KvsError>;
+    fn close(self) -> Result<StoreReport, KvsError>;
+}
+
+/// A client of a [`Driven`] store.
+trait Loader {
+    fn id(&self) -> usize;
+    fn retries(&self) -> u64;
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, KvsError>;
+    fn set(&mut self, key: &[u8], value: &[u8]) -> Result<(), KvsError>;
+}
+
+macro_rules! driven {
+    ($store:ty, $client:ty, $root:expr) => {
+        impl Driven for $store {
+            type C = $client;
+            fn take_clients(&mut self) -> Vec<$client> {
+                <$store>::take_clients(self)
+            }
+            fn root(&self) -> usize {
+                $root(self)
+            }
+            fn leader(&self) -> usize {
+                <$store>::leader(self)
+            }
+            fn crash(&mut self, replica: usize) -> Result<(), KvsError> {
+                <$store>::crash(self, replica)
+            }
+            fn close(self) -> Result<StoreReport, KvsError> {
+                <$store>::close(self)
+            }
+        }
+        impl Loader for $client {
+            fn id(&self) -> usize {
+                <$client>::id(self)
+            }
+            fn retries(&self) -> u64 {
+                <$client>::retries(self)
+            }
+            fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, KvsError> {
+                <$client>::get(self, key)
+            }
+            fn set(&mut self, key: &[u8], value: &[u8]) -> Result<(), KvsError> {
+                <$client>::set(self, key, value)
+            }
+        }
+    };
+}
+driven!(Store, Client, Store::root);
+// Raft has no acceptor: its leader orders the log.
+driven!(RaftStore, RaftClient, RaftStore::leader);
+
+fn validate(cfg: &BenchConfig) -> Result<(), KvsError> {
     if !(0.0..=1.0).contains(&cfg.get_ratio) {
         return Err(KvsError::Config(format!(
             "get ratio {} is not between 0 and 1",
@@ -262,8 +338,14 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
             )));
         }
     }
-    let mut store = Store::start(cfg.store.clone())?;
-    let setup = store_setup(&cfg.store);
+    Ok(())
+}
+
+fn drive<S: Driven>(
+    cfg: &BenchConfig,
+    mut store: S,
+    setup: String,
+) -> Result<BenchResult, KvsError> {
     let clients = store.take_clients();
     let value_len = cfg.store.value_len;
     let base = Instant::now();

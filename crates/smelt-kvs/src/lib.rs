@@ -15,12 +15,14 @@ pub mod bench;
 mod client;
 mod config;
 pub mod history;
+mod raft_store;
 mod replica;
 mod store;
 mod wire;
 
 pub use client::Client;
 pub use config::{KvsError, ParentsChildren, Protocol, StoreConfig, TreeSpec, Veto};
+pub use raft_store::{RaftClient, RaftStore};
 pub use replica::{Applied, ReplicaReport};
 pub use store::{Store, StoreReport};
 pub use wire::Entry;
