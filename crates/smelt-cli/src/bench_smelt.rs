@@ -39,15 +39,6 @@ pub struct Plan {
     pub flatten: bool,
 }
 
-/// The label of smelt's figure for topology `t`, flattened or not.
-pub fn label(t: Topology, flattened: bool) -> String {
-    if flattened {
-        format!("{t} (flattened: oversubscribed)")
-    } else {
-        t.to_string()
-    }
-}
-
 /// The runtime's name for an operation (the AB variant is not measured separately).
 fn runtime_op(op: Op) -> Option<measure::Op> {
     match op {
@@ -145,6 +136,17 @@ impl Smelt<'_> {
             oversubscribed,
             flatten: false,
         })
+    }
+
+    /// A given tree (a `--tree` file) over its own CPUs, and its predicted times.
+    pub fn plan_tree(&self, tree: Tree) -> Plan {
+        let prediction = smelt_tree::predict(self.model, &tree, Payload::default()).ok();
+        Plan {
+            tree,
+            prediction,
+            oversubscribed: false,
+            flatten: false,
+        }
     }
 
     fn config(&self, p: &Plan, rounds: usize) -> MeasureConfig {

@@ -19,7 +19,7 @@ use smelt_model::{format_cpu_list, parse_cpu_list, Model};
 use smelt_peers::{c::CPeers, rust as rpeers};
 use smelt_probe::figure::{Metric, PeerResult, Status};
 use smelt_probe::Budget;
-use smelt_tree::{Op, Topology};
+use smelt_tree::{Op, Topology, Tree};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -52,6 +52,11 @@ pub struct BenchArgs {
     /// Topologies (`smelt tree --algo` names); default: every static tree and smelt's.
     #[arg(long, value_delimiter = ',')]
     pub topologies: Vec<String>,
+    /// Also measure the tree in FILE (a tree file from `smelt tree --format json`,
+    /// repeatable): its members are the CPUs it names (they must be CPUs of the
+    /// model), its ranks, root and send order as saved. Rows are named `file:NAME`.
+    #[arg(long = "tree", value_name = "FILE")]
+    pub trees: Vec<PathBuf>,
     /// Rounds per collective figure (default 1000, 200 with --quick; 1 to 1000000).
     #[arg(long, value_parser = crate::common::count(1, 1_000_000))]
     pub rounds: Option<usize>,
@@ -310,6 +315,7 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
             format_cpu_list(&allowed)
         );
     }
+    let file_trees = load_tree_files(&a.trees, &model)?;
     let cpus = model.cpus.clone();
     let members = a.threads.unwrap_or(cpus.len());
     let rounds = a.rounds.unwrap_or(if a.quick { 200 } else { 1000 });
@@ -348,7 +354,8 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         all: Vec::new(),
         progress: smelt_probe::progress::Progress::new(
             true,
-            (topologies.len() * ops.len() + 10 + 7 * (peer_threads.len() + 1)) as u64,
+            ((topologies.len() + file_trees.len()) * ops.len() + 10 + 7 * (peer_threads.len() + 1))
+                as u64,
             "figures",
         )
         .with_label("smelt bench"),
@@ -370,152 +377,31 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
     // 1. smelt's collectives over every topology, the trees as given. With more members
     //    than CPUs, also smelt's tree run flattened (`flatten_oversubscribed`), the
     //    configuration to use there; the simulator does not model that, so no prediction.
-    let mut collectives = Vec::new();
-    let mut runs: Vec<(Topology, bool)> = topologies.iter().map(|&t| (t, false)).collect();
+    let mut runs: Vec<TreeRun> = topologies
+        .iter()
+        .map(|&t| TreeRun::generated(&sm, t, members, false))
+        .collect();
     if members > cpus.len() {
-        runs.push((smelt_tree_choice, true));
+        runs.push(TreeRun::generated(&sm, smelt_tree_choice, members, true));
     }
-    for (t, flatten) in runs {
-        let plan = sm.plan(t, members).map(|mut p| {
-            p.flatten = flatten;
-            p
-        });
-        for &op in &ops {
-            if floors.over() {
-                floors.progress.inc();
-                collectives.push(Collective {
-                    topology: smelt::label(t, flatten),
-                    op: op_name(op).into(),
-                    members,
-                    flattened: flatten,
-                    status: Status::Skipped {
-                        reason: format!("not measured: --time-limit {limit_s} s reached"),
-                    },
-                    predicted_ns: None,
-                    floor_ns: None,
-                    vs_floor: None,
-                });
-                continue;
-            }
-            let (res, floor) = floors.around(|| match &plan {
-                Ok(p) => sm.measure(p, op),
-                Err(e) => Err(e.clone()),
-            });
-            let flattened = res.as_ref().map_or(flatten, |r| r.1);
-            let topology = smelt::label(t, flattened);
-            floors.progress.step(format!("{topology} {}", op.name()));
-            let predicted = plan
-                .as_ref()
-                .ok()
-                .filter(|_| !flattened)
-                .and_then(|p| p.prediction)
-                .map(|p| p.get(predicted_op(op)));
-            let status = match res {
-                Ok((ns, _)) => Status::Ok { ns },
-                Err(reason) => Status::Failed { reason },
-            };
-            let vs = match &status {
-                Status::Ok { ns } => vs_floor(Some(ns.median), floor),
-                _ => None,
-            };
-            collectives.push(Collective {
-                topology,
-                op: op_name(op).into(),
-                members,
-                flattened,
-                status,
-                predicted_ns: predicted,
-                floor_ns: floor,
-                vs_floor: vs,
-            });
-        }
+    for (path, tree) in &file_trees {
+        runs.push(TreeRun::file(&sm, path, tree.clone()));
     }
+    let collectives = measure_collectives(&sm, &mut floors, runs, &ops, limit_s);
 
-    // 2. Transport: latency and streaming, smelt's queuepair vs the floor and the peers.
+    // 2. Transport and 3. collectives vs the peers.
     let cpeers = CPeers::new(smelt_peers::c::default_cache_dir());
-    let mut transport = Vec::new();
-    transport.extend(floors.figure(|| {
-        let r = smelt_peers::floor::pingpong(fa, fb, &budget);
-        PeerResult::measured("raw cache line (atomics)", Metric::Latency, 2, r)
-    }));
-    transport.extend(floors.figure(|| smelt_probe::transport::qp_latency(fa, fb, &budget)));
-    if !a.no_peers {
-        transport.extend(floors.figure(|| rpeers::rtrb_latency(fa, fb, &budget)));
-        transport.extend(floors.figure(|| rpeers::crossbeam_latency(fa, fb, &budget)));
-    }
-    let mut ump = if a.no_peers {
-        vec![]
-    } else {
-        floors.figures(|| cpeers.ump(fa, fb, &budget))
-    };
-    if let Some(i) = ump.iter().position(|f| f.peer.metric == Metric::Latency) {
-        transport.push(ump.remove(i));
-    }
-    transport.extend(floors.figure(|| smelt_probe::transport::qp_throughput(fa, fb, &budget)));
-    transport.extend(ump);
-    if !a.no_peers {
-        transport.extend(floors.figure(|| rpeers::rtrb_throughput(fa, fb, &budget)));
-        transport.extend(floors.figure(|| rpeers::crossbeam_throughput(fa, fb, &budget)));
-    }
-
-    // 3. Collectives vs the peers: barriers at several thread counts, broadcast and
-    //    reduce with 2 members.
-    // smelt runs its own tree, flattened when there are more threads than CPUs.
-    let mut peers = Vec::new();
-    // The OpenMP and MPI programs measure barrier and reduction (and MPI broadcast) in
-    // one run: run each once per thread count, keep the barrier figures here and the
-    // broadcast/reduce figures (at every thread count, beside smelt's) below.
-    let two = 2usize;
-    let mut rooted: Vec<Figure> = Vec::new();
-    let mut thread_counts = peer_threads.clone();
-    if !thread_counts.contains(&two) {
-        thread_counts.push(two);
-    }
-    for &t in &thread_counts {
-        let barrier_row = peer_threads.contains(&t);
-        if barrier_row {
-            peers.extend(floors.smelt_figure(&sm, smelt_tree_choice, t, Op::Barrier));
-            if a.processes {
-                peers.extend(floors.process_figure(&sm, smelt_tree_choice, t, Op::Barrier));
-            }
-        }
-        if a.no_peers {
-            continue;
-        }
-        let mut combined = floors.figures(|| cpeers.openmp(&cpus, t, &budget));
-        combined.extend(
-            floors
-                .figures(|| cpeers.mpi(&cpus, t, &budget))
-                .into_iter()
-                .map(|mut f| {
-                    f.mode = "processes";
-                    f
-                }),
-        );
-        if barrier_row {
-            peers.extend(floors.figure(|| rpeers::std_barrier(&cpus, t, &budget)));
-            peers.extend(floors.figures(|| cpeers.barriers(&cpus, t, &budget)));
-        }
-        for f in combined {
-            if f.peer.metric == Metric::Barrier {
-                if barrier_row {
-                    peers.push(f);
-                }
-            } else {
-                rooted.push(f);
-            }
-        }
-    }
-    for &t in &thread_counts {
-        for op in [Op::Broadcast, Op::Reduce] {
-            peers.extend(floors.smelt_figure(&sm, smelt_tree_choice, t, op));
-            if a.processes {
-                peers.extend(floors.process_figure(&sm, smelt_tree_choice, t, op));
-            }
-        }
-    }
-    peers.extend(rooted);
-    peers.sort_by_key(|f| (metric_order(f.peer.metric), f.peer.threads));
+    let transport = measure_transport(&cpeers, &mut floors, &budget, fa, fb, a.no_peers);
+    let peers = measure_peers(
+        &sm,
+        &cpeers,
+        &mut floors,
+        &cpus,
+        &peer_threads,
+        &budget,
+        smelt_tree_choice,
+        &a,
+    );
 
     floors.progress.finish();
     let ratios = ratios(&collectives, &transport, &peers, members);
@@ -593,6 +479,244 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         .into());
     }
     Ok(())
+}
+
+/// One tree to measure in the topology table.
+struct TreeRun {
+    /// The row's name before any "(flattened ...)" suffix.
+    label: String,
+    plan: Result<smelt::Plan, String>,
+    flatten: bool,
+    members: usize,
+}
+
+impl TreeRun {
+    fn generated(sm: &smelt::Smelt, t: Topology, members: usize, flatten: bool) -> TreeRun {
+        TreeRun {
+            label: t.to_string(),
+            plan: sm.plan(t, members).map(|mut p| {
+                p.flatten = flatten;
+                p
+            }),
+            flatten,
+            members,
+        }
+    }
+
+    fn file(sm: &smelt::Smelt, path: &std::path::Path, tree: Tree) -> TreeRun {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| path.display().to_string());
+        TreeRun {
+            label: format!("file:{name}"),
+            members: tree.len(),
+            plan: Ok(sm.plan_tree(tree)),
+            flatten: false,
+        }
+    }
+}
+
+/// Reads the `--tree` files; every member must be a CPU of the model.
+fn load_tree_files(paths: &[PathBuf], model: &Model) -> Result<Vec<(PathBuf, Tree)>> {
+    paths
+        .iter()
+        .map(|p| {
+            let t = Tree::load(p).map_err(|e| anyhow::anyhow!("option --tree: {e}"))?;
+            if let Some(c) = t.members.iter().find(|c| !model.cpus.contains(&c.get())) {
+                bail!(
+                    "option --tree: {}: CPU {c} is not one of the CPUs benchmarked ({}); pick them with --cpus or --model",
+                    p.display(),
+                    format_cpu_list(&model.cpus)
+                );
+            }
+            Ok((p.clone(), t))
+        })
+        .collect()
+}
+
+/// smelt's collectives over every tree of `runs`, each operation measured the
+/// paper's way between two floor measurements.
+fn measure_collectives(
+    sm: &smelt::Smelt,
+    floors: &mut Floors,
+    runs: Vec<TreeRun>,
+    ops: &[Op],
+    limit_s: f64,
+) -> Vec<Collective> {
+    let mut collectives = Vec::new();
+    for run in runs {
+        let label = |flattened: bool| {
+            if flattened {
+                format!("{} (flattened: oversubscribed)", run.label)
+            } else {
+                run.label.clone()
+            }
+        };
+        let members = run.members;
+        for &op in ops {
+            if floors.over() {
+                floors.progress.inc();
+                collectives.push(Collective {
+                    topology: label(run.flatten),
+                    op: op_name(op).into(),
+                    members,
+                    flattened: run.flatten,
+                    status: Status::Skipped {
+                        reason: format!("not measured: --time-limit {limit_s} s reached"),
+                    },
+                    predicted_ns: None,
+                    floor_ns: None,
+                    vs_floor: None,
+                });
+                continue;
+            }
+            let (res, floor) = floors.around(|| match &run.plan {
+                Ok(p) => sm.measure(p, op),
+                Err(e) => Err(e.clone()),
+            });
+            let flattened = res.as_ref().map_or(run.flatten, |r| r.1);
+            let topology = label(flattened);
+            floors.progress.step(format!("{topology} {}", op.name()));
+            let predicted = run
+                .plan
+                .as_ref()
+                .ok()
+                .filter(|_| !flattened)
+                .and_then(|p| p.prediction)
+                .map(|p| p.get(predicted_op(op)));
+            let status = match res {
+                Ok((ns, _)) => Status::Ok { ns },
+                Err(reason) => Status::Failed { reason },
+            };
+            let vs = match &status {
+                Status::Ok { ns } => vs_floor(Some(ns.median), floor),
+                _ => None,
+            };
+            collectives.push(Collective {
+                topology,
+                op: op_name(op).into(),
+                members,
+                flattened,
+                status,
+                predicted_ns: predicted,
+                floor_ns: floor,
+                vs_floor: vs,
+            });
+        }
+    }
+    collectives
+}
+
+/// The transport's figures: latency and streaming, smelt's queuepair vs the floor and
+/// the peers.
+fn measure_transport(
+    cpeers: &CPeers,
+    floors: &mut Floors,
+    budget: &Budget,
+    fa: u32,
+    fb: u32,
+    no_peers: bool,
+) -> Vec<Figure> {
+    // 2. Transport: latency and streaming, smelt's queuepair vs the floor and the peers.
+    let mut transport = Vec::new();
+    transport.extend(floors.figure(|| {
+        let r = smelt_peers::floor::pingpong(fa, fb, budget);
+        PeerResult::measured("raw cache line (atomics)", Metric::Latency, 2, r)
+    }));
+    transport.extend(floors.figure(|| smelt_probe::transport::qp_latency(fa, fb, budget)));
+    if !no_peers {
+        transport.extend(floors.figure(|| rpeers::rtrb_latency(fa, fb, budget)));
+        transport.extend(floors.figure(|| rpeers::crossbeam_latency(fa, fb, budget)));
+    }
+    let mut ump = if no_peers {
+        vec![]
+    } else {
+        floors.figures(|| cpeers.ump(fa, fb, budget))
+    };
+    if let Some(i) = ump.iter().position(|f| f.peer.metric == Metric::Latency) {
+        transport.push(ump.remove(i));
+    }
+    transport.extend(floors.figure(|| smelt_probe::transport::qp_throughput(fa, fb, budget)));
+    transport.extend(ump);
+    if !no_peers {
+        transport.extend(floors.figure(|| rpeers::rtrb_throughput(fa, fb, budget)));
+        transport.extend(floors.figure(|| rpeers::crossbeam_throughput(fa, fb, budget)));
+    }
+    transport
+}
+
+/// Collectives vs the peers: barriers at several thread counts, broadcast and reduce
+/// at each, smelt with its own tree (flattened when there are more threads than CPUs).
+fn measure_peers(
+    sm: &smelt::Smelt,
+    cpeers: &CPeers,
+    floors: &mut Floors,
+    cpus: &[u32],
+    peer_threads: &[usize],
+    budget: &Budget,
+    smelt_tree_choice: Topology,
+    a: &BenchArgs,
+) -> Vec<Figure> {
+    // 3. Collectives vs the peers: barriers at several thread counts, broadcast and
+    //    reduce with 2 members.
+    // smelt runs its own tree, flattened when there are more threads than CPUs.
+    let mut peers = Vec::new();
+    // The OpenMP and MPI programs measure barrier and reduction (and MPI broadcast) in
+    // one run: run each once per thread count, keep the barrier figures here and the
+    // broadcast/reduce figures (at every thread count, beside smelt's) below.
+    let two = 2usize;
+    let mut rooted: Vec<Figure> = Vec::new();
+    let mut thread_counts = peer_threads.to_vec();
+    if !thread_counts.contains(&two) {
+        thread_counts.push(two);
+    }
+    for &t in &thread_counts {
+        let barrier_row = peer_threads.contains(&t);
+        if barrier_row {
+            peers.extend(floors.smelt_figure(sm, smelt_tree_choice, t, Op::Barrier));
+            if a.processes {
+                peers.extend(floors.process_figure(sm, smelt_tree_choice, t, Op::Barrier));
+            }
+        }
+        if a.no_peers {
+            continue;
+        }
+        let mut combined = floors.figures(|| cpeers.openmp(cpus, t, budget));
+        combined.extend(
+            floors
+                .figures(|| cpeers.mpi(cpus, t, budget))
+                .into_iter()
+                .map(|mut f| {
+                    f.mode = "processes";
+                    f
+                }),
+        );
+        if barrier_row {
+            peers.extend(floors.figure(|| rpeers::std_barrier(cpus, t, budget)));
+            peers.extend(floors.figures(|| cpeers.barriers(cpus, t, budget)));
+        }
+        for f in combined {
+            if f.peer.metric == Metric::Barrier {
+                if barrier_row {
+                    peers.push(f);
+                }
+            } else {
+                rooted.push(f);
+            }
+        }
+    }
+    for &t in &thread_counts {
+        for op in [Op::Broadcast, Op::Reduce] {
+            peers.extend(floors.smelt_figure(sm, smelt_tree_choice, t, op));
+            if a.processes {
+                peers.extend(floors.process_figure(sm, smelt_tree_choice, t, op));
+            }
+        }
+    }
+    peers.extend(rooted);
+    peers.sort_by_key(|f| (metric_order(f.peer.metric), f.peer.threads));
+    peers
 }
 
 /// Every figure of the report that failed, named with its reason.

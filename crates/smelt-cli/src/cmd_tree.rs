@@ -6,7 +6,8 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Map, Value};
 use smelt_model::{format_cpu_list, parse_cpu_list, Model};
 use smelt_tree::evaluate::{
-    best_static, correlate, evaluate_group, read_ab_bench, round_robin_groups, speedup, Row,
+    best_static, correlate, evaluate_group, evaluate_tree, read_ab_bench, round_robin_groups,
+    speedup, Row, TreeSource,
 };
 use smelt_tree::optimum::optimum;
 use smelt_tree::plot::{render, render_lines, BarChart, LineChart};
@@ -33,11 +34,10 @@ pub enum TreeFormat {
 /// Arguments of `smelt tree`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Topologies: sequential (star), binary (bintree), fibonacci, knomial:K \
-    (chain = knomial:1, binomial = knomial:2), mst, cluster, bad, adaptive, adaptive-sorted, \
-    adaptive-shuffled, optimized, optimized:OP (OP = ab, reduce, barrier, 2pc).\n\n\
+    after_help = format!("Topologies:\n{}\n\
     Examples:\n  smelt tree --model m.json\n  smelt tree --model m.json --algo mst --cpus 0-7 --root 3\n  \
-    smelt tree --model m.json --format svg -o tree.svg\n  smelt tree --model m.json --format json"
+    smelt tree --model m.json --format svg -o tree.svg\n  smelt tree --model m.json --format json -o t.json   \
+    (a tree file for --tree)", smelt_tree::topology::help())
 )]
 pub struct TreeArgs {
     /// Model JSON file (from `smelt probe` or `smelt import`).
@@ -74,7 +74,8 @@ pub struct TreeArgs {
     smelt evaluate --model m.json --scaling       group sizes 2..n, round-robin over NUMA nodes (Figure 10)\n  \
     smelt evaluate --model m.json --optimum --cpus 0-7   exhaustive optimum vs adaptive vs optimized\n  \
     smelt evaluate --model m.json --optimum --subsets 10 the same on 10 pseudo-random 8-CPU subsets\n  \
-    smelt evaluate --model m.json --ab-bench ab-bench.csv   Spearman rank correlation with measured times\n\n\
+    smelt evaluate --model m.json --ab-bench ab-bench.csv   Spearman rank correlation with measured times\n  \
+    smelt evaluate --model m.json --tree t.json   a saved tree (smelt tree --format json -o t.json) beside the topologies\n\n\
     ab-bench.csv is also used automatically when the model was imported from a directory that has one.")]
 pub struct EvaluateArgs {
     /// Model JSON file.
@@ -89,6 +90,10 @@ pub struct EvaluateArgs {
     /// Root CPU (OS id); default: the lowest average send cost, for every topology.
     #[arg(long)]
     pub root: Option<u32>,
+    /// A tree file (from `smelt tree --format json`) to evaluate beside the
+    /// topologies: the group and root are the file's, its row is `file:NAME`.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["models", "cpus", "root", "scaling", "optimum"])]
+    pub tree: Option<PathBuf>,
     /// Comma-separated topologies to compare (default: all).
     #[arg(long)]
     pub algos: Option<String>,
@@ -518,16 +523,46 @@ pub fn evaluate(a: EvaluateArgs) -> Result<()> {
         .as_ref()
         .context("--model or --models is required")?;
     let model = load(path)?;
-    let members = group(&model, a.cpus.as_deref())?;
-    let root = root_pos(&model, &members, a.root)?;
+    let file_tree = match &a.tree {
+        Some(p) => Some((
+            p,
+            Tree::load(p).map_err(|e| anyhow::anyhow!("--tree: {e}"))?,
+        )),
+        None => None,
+    };
+    let (members, root) = match &file_tree {
+        Some((p, t)) => {
+            let cpus: Vec<u32> = t.members.iter().map(|c| c.get()).collect();
+            let members = model
+                .positions(&cpus)
+                .map_err(|e| anyhow::anyhow!("--tree: {}: {e}", p.display()))?;
+            let root = members[t.root.index()];
+            (members, Some(root))
+        }
+        None => {
+            let members = group(&model, a.cpus.as_deref())?;
+            let root = root_pos(&model, &members, a.root)?;
+            (members, root)
+        }
+    };
     if a.optimum {
         return evaluate_optimum(&model, &members, root, &a);
     }
     if a.scaling {
         return evaluate_scaling(&model, &members, &topos, pl, op, &a);
     }
-    let rows =
+    let mut rows =
         evaluate_group(&model, &members, root, &topos, pl).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some((p, t)) = &file_tree {
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| p.display().to_string());
+        rows.push(
+            evaluate_tree(&model, t, &name, pl)
+                .map_err(|e| anyhow::anyhow!("--tree: {}: {e}", p.display()))?,
+        );
+    }
     for r in &rows {
         check_finite(&r.prediction, &format!("the {} tree", r.topology))?;
     }
@@ -1081,7 +1116,10 @@ fn evaluate_models(
         let sp: Vec<Vec<f64>> = smelt
             .iter()
             .map(|t| {
-                let r = rows.iter().find(|r| r.topology == *t).expect("evaluated");
+                let r = rows
+                    .iter()
+                    .find(|r| r.topology == TreeSource::Generated(*t))
+                    .expect("evaluated");
                 Op::ALL
                     .iter()
                     .map(|&o| speedup(&rows, r, o).unwrap_or(f64::NAN))

@@ -398,3 +398,82 @@ fn which(name: &str) -> Option<std::path::PathBuf> {
         .map(|d| d.join(name))
         .find(|p| p.is_file())
 }
+
+#[test]
+fn bench_measures_a_saved_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let cpus = smelt_transport::allowed_cpus().unwrap();
+    let list: Vec<String> = cpus.iter().take(2).map(|c| c.to_string()).collect();
+    let model = dir.path().join("m.json");
+    let (code, _, err) = run(&[
+        "probe",
+        "--quick",
+        "--cpus",
+        &list.join(","),
+        "-o",
+        model.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let t = dir.path().join("pair.json");
+    let (code, _, err) = run(&[
+        "tree",
+        "--model",
+        model.to_str().unwrap(),
+        "--algo",
+        "sequential",
+        "--format",
+        "json",
+        "-o",
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run(&[
+        "bench",
+        "--quick",
+        "--json",
+        "--no-peers",
+        "--rounds",
+        "10",
+        "--ops",
+        "barrier,broadcast",
+        "--model",
+        model.to_str().unwrap(),
+        "--topologies",
+        "binary",
+        "--tree",
+        t.to_str().unwrap(),
+        "--peer-threads",
+        "2",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows: Vec<&serde_json::Value> = j["collectives"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["topology"] == "file:pair.json")
+        .collect();
+    assert_eq!(rows.len(), 2, "{j}");
+    for r in rows {
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(r["members"], list.len(), "{r}");
+    }
+    // A tree over CPUs the run does not use is refused before measuring.
+    let far = dir.path().join("far.json");
+    std::fs::write(
+        &far,
+        r#"{"members":[100000,100001],"root":100000,"children":{"100000":[100001]}}"#,
+    )
+    .unwrap();
+    let (code, _, err) = run(&[
+        "bench",
+        "--quick",
+        "--no-peers",
+        "--model",
+        model.to_str().unwrap(),
+        "--tree",
+        far.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--tree") && err.contains("100000"), "{err}");
+}

@@ -315,3 +315,74 @@ fn evaluate_correlates_with_ab_bench() {
         "ab.csv:2",
     );
 }
+
+/// A tree saved with `smelt tree --format json -o` loads back unchanged: `smelt
+/// evaluate --tree` predicts exactly what it predicts for the generated tree, and
+/// damaged files are refused with one error line.
+#[test]
+fn saved_trees_evaluate_like_the_generated_ones() {
+    let (dir, m) = small_model();
+    let m = m.as_str();
+    let t = dir.path().join("t.json");
+    let t = t.to_str().unwrap();
+    ok(&[
+        "tree", "--model", m, "--algo", "binary", "--cpus", "1-6", "--root", "3", "--format",
+        "json", "-o", t,
+    ]);
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(t).unwrap()).unwrap();
+    assert_eq!(
+        saved["members"],
+        serde_json::json!([1, 2, 3, 4, 5, 6]),
+        "{saved}"
+    );
+    let v = ok_json(&[
+        "evaluate",
+        "--model",
+        m,
+        "--tree",
+        t,
+        "--algos",
+        "binary,adaptive",
+        "--json",
+    ]);
+    let topo = &v["topologies"];
+    assert_eq!(
+        topo["file:t.json"]["predicted"], topo["binary"]["predicted"],
+        "{v}"
+    );
+    assert_eq!(topo["file:t.json"]["root"], 3);
+    assert_eq!(v["cpus"], "1-6", "{v}");
+    // The file's row is not a static tree: never "the best static tree".
+    assert!(v["best_static"]["broadcast"]["topology"] != "file:t.json");
+    ok_containing(&["evaluate", "--model", m, "--tree", t], &["file:t.json"]);
+
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"members":[1,2],"root":1,"children":{"1":[2],"2":[1]}}"#,
+    )
+    .unwrap();
+    fails(
+        &["evaluate", "--model", m, "--tree", bad.to_str().unwrap()],
+        "--tree",
+    );
+    let other = dir.path().join("other.json");
+    std::fs::write(
+        &other,
+        r#"{"members":[1,99],"root":1,"children":{"1":[99]}}"#,
+    )
+    .unwrap();
+    fails(
+        &["evaluate", "--model", m, "--tree", other.to_str().unwrap()],
+        "99",
+    );
+    fails(
+        &["evaluate", "--model", m, "--tree", "/nonexistent/t.json"],
+        "cannot read",
+    );
+    fails(
+        &["evaluate", "--model", m, "--tree", t, "--cpus", "0-3"],
+        "--cpus",
+    );
+}
