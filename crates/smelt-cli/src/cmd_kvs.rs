@@ -19,13 +19,14 @@ use std::time::Duration;
 
 #[derive(Args)]
 #[command(
-    about = "Run the replicated key-value store under load: agreement over smelt's tree vs sequential sending vs a plain broadcast",
+    about = "Run the replicated key-value store under load: agreement over smelt's tree vs sequential sending vs a plain broadcast vs Raft",
     long_about = "Starts a replicated key-value store (replicas and clients as threads), runs \
     clients doing random gets and sets for --duration seconds, and reports set and get \
-    throughput and latency (p50, p99) for three setups in one run: the protocol over smelt's \
+    throughput and latency (p50, p99) for four setups in one run: the protocol over smelt's \
     tree (--tree), the protocol over sequential sending (the acceptor sends to every replica in \
-    turn, the paper's baseline), and the plain atomic broadcast over the tree (no agreement \
-    round; the paper's reference line). Sets are ordered by the protocol and applied in the \
+    turn, the paper's baseline), the plain atomic broadcast over the tree (no agreement \
+    round; the paper's reference line), and the same store replicated with Raft (raft-rs in \
+    memory, ReadIndex gets: the peer users would pick). Sets are ordered by the protocol and applied in the \
     same order at every replica; gets are answered by the client's home replica. Every set \
     writes a value never written before (client id and sequence number).\n\n\
     --history FILE writes every operation of the first setup as one JSON line \
@@ -69,11 +70,12 @@ pub struct KvsArgs {
     /// Longest value, bytes (at least 8).
     #[arg(long, default_value = "16", value_parser = crate::common::count(8, 1 << 20))]
     pub value_len: usize,
-    /// Which setups to run, of tree, sequential, broadcast.
+    /// Which setups to run, of tree, sequential, broadcast, raft (the same store
+    /// replicated with raft-rs, in memory; its replicas are always threads).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "tree,sequential,broadcast"
+        default_value = "tree,sequential,broadcast,raft"
     )]
     pub setups: Vec<String>,
     /// Seed of the clients' random choices.
@@ -105,9 +107,19 @@ pub struct KvsArgs {
     /// Only check this history file for linearizability (nothing is run).
     #[arg(long, conflicts_with_all = ["history", "check"])]
     pub check_file: Option<PathBuf>,
+    /// Run each replica in a process of its own (this `smelt` re-executed), linked by
+    /// shared memory; clients stay threads of this process. --crash then kills the
+    /// replica's process (SIGKILL).
+    #[arg(long)]
+    pub processes: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The hidden `smelt kvs-replica`: one replica process of `smelt kvs --processes`.
+pub fn replica_process() -> Result<()> {
+    smelt_kvs::process::run_replica_from_env().map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// One setup of the comparison.
@@ -215,7 +227,9 @@ fn t_crash_line(out: &mut String, role: &str, at: Duration, replica: usize, r: &
     out.push_str(&format!(
         "{role}: replica {replica} stopped at {:.2} s{}\n",
         at.as_secs_f64(),
-        if vc > 0 {
+        if role == "raft" {
+            format!(" (leader changes seen: {vc})")
+        } else if vc > 0 {
             format!(" (survivors changed view {vc} times)")
         } else {
             " (no failover: sets fail from then on)".into()
@@ -296,8 +310,16 @@ pub fn run(a: KvsArgs) -> Result<()> {
                 protocol: Protocol::Broadcast,
                 tree,
             },
+            // Raft elects its own leader; protocol and tree do not apply.
+            "raft" => Setup {
+                role: "raft",
+                protocol,
+                tree,
+            },
             other => {
-                bail!("--setups: unknown setup '{other}' (known: tree, sequential, broadcast)")
+                bail!(
+                    "--setups: unknown setup '{other}' (known: tree, sequential, broadcast, raft)"
+                )
             }
         };
         if setups.iter().any(|x: &Setup| x.role == setup.role) {
@@ -353,7 +375,13 @@ pub fn run(a: KvsArgs) -> Result<()> {
     };
     let threads = replicas + clients;
     let note = format!(
-        "{threads} threads on {} CPUs{}; {}",
+        "{}{} threads on {} CPUs{}; {}",
+        if a.processes {
+            format!("{replicas} replica processes + ")
+        } else {
+            String::new()
+        },
+        if a.processes { clients } else { threads },
         allowed.len(),
         if threads > allowed.len() {
             " (oversubscribed: tree levels cost scheduling rounds)"
@@ -401,6 +429,13 @@ pub fn run(a: KvsArgs) -> Result<()> {
         cfg.attempt_timeout = Duration::from_secs_f64(a.attempt_timeout);
         cfg.attempts = a.attempts;
         cfg.failover = !a.no_failover;
+        if a.processes {
+            let exe = std::env::current_exe().context("cannot find the smelt executable")?;
+            cfg.deployment = smelt_kvs::Deployment::Processes {
+                program: exe,
+                args: vec!["kvs-replica".into()],
+            };
+        }
         cfg.capacity = (cfg.capacity).max((a.key_len + a.value_len + 64).div_ceil(48) + 1);
         if pinned {
             cfg.replica_cpus = replica_cpus.clone();
@@ -415,7 +450,12 @@ pub fn run(a: KvsArgs) -> Result<()> {
         if pinned {
             b.client_cpus = client_cpus.clone();
         }
-        let mut r = bench::run(&b).map_err(|e| anyhow::anyhow!("{}: {e}", s.role))?;
+        let mut r = if s.role == "raft" {
+            bench::run_raft(&b)
+        } else {
+            bench::run(&b)
+        }
+        .map_err(|e| anyhow::anyhow!("{}: {e}", s.role))?;
         if b.history {
             if let Some(p) = &a.history {
                 let mut text = String::with_capacity(r.history.len() * 100);
@@ -450,6 +490,15 @@ pub fn run(a: KvsArgs) -> Result<()> {
         })),
         _ => None,
     };
+    // smelt's tree over the Raft peer.
+    let vs_raft = match (find("tree"), find("raft")) {
+        (Some(t), Some(q)) => Some(json!({
+            "set_throughput_tree_over_raft": t.sets.per_sec / q.sets.per_sec.max(1e-9),
+            "set_p50_tree_over_raft": t.sets.p50_ns as f64 / (q.sets.p50_ns.max(1)) as f64,
+            "get_throughput_tree_over_raft": t.gets.per_sec / q.gets.per_sec.max(1e-9),
+        })),
+        _ => None,
+    };
     let mut problems = Vec::new();
     for (s, r) in &results {
         if let Err(e) = r.report.check_logs() {
@@ -465,8 +514,8 @@ pub fn run(a: KvsArgs) -> Result<()> {
             .map(|(s, r)| {
                 json!({
                     "setup": s.role,
-                    "protocol": s.protocol.name(),
-                    "tree": s.tree.to_string(),
+                    "protocol": if s.role == "raft" { "raft" } else { s.protocol.name() },
+                    "tree": (s.role != "raft").then(|| s.tree.to_string()),
                     "root": r.report.root,
                     "leader": r.report.leader,
                     "sets": stats_json(&r.sets),
@@ -491,9 +540,11 @@ pub fn run(a: KvsArgs) -> Result<()> {
             "key_len": a.key_len,
             "value_len": a.value_len,
             "placement": note,
+            "processes": a.processes,
             "failover": !a.no_failover && protocol == Protocol::OnePaxos,
             "rows": rows,
             "ratios": ratios,
+            "ratios_vs_raft": vs_raft,
             "history": history_written.as_ref().map(|(p, n)| json!({"file": p.display().to_string(), "ops": n})),
             "linearizable": check_result.as_ref().map(|r| r.is_ok()),
         });
@@ -529,6 +580,14 @@ pub fn run(a: KvsArgs) -> Result<()> {
                 tr.sets.per_sec / q.sets.per_sec.max(1e-9),
                 tr.sets.p50_ns as f64 / q.sets.p50_ns.max(1) as f64,
                 tr.sets.p99_ns as f64 / q.sets.p99_ns.max(1) as f64
+            ));
+        }
+        if let (Some(tr), Some(q)) = (find("tree"), find("raft")) {
+            t.push_str(&format!(
+                "tree vs raft: set throughput {:.2}x, set p50 {:.2}x, get throughput {:.2}x\n",
+                tr.sets.per_sec / q.sets.per_sec.max(1e-9),
+                tr.sets.p50_ns as f64 / q.sets.p50_ns.max(1) as f64,
+                tr.gets.per_sec / q.gets.per_sec.max(1e-9)
             ));
         }
         for (s, r) in &results {

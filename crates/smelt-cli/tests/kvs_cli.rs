@@ -1,5 +1,5 @@
-//! `smelt kvs` end to end: the three setups in one run, histories and their check,
-//! bad input.
+//! `smelt kvs` end to end: the four setups in one run (smelt's tree, sequential
+//! sending, the plain broadcast, the Raft peer), histories and their check, bad input.
 
 mod common;
 
@@ -15,7 +15,7 @@ fn fails_with(code: i32, args: &[&str], what: &str) {
 }
 
 #[test]
-fn three_setups_in_one_run() {
+fn four_setups_in_one_run() {
     let out = ok(&[
         "kvs",
         "--replicas",
@@ -29,10 +29,19 @@ fn three_setups_in_one_run() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let rows = v["rows"].as_array().unwrap();
     let setups: Vec<&str> = rows.iter().map(|r| r["setup"].as_str().unwrap()).collect();
-    assert_eq!(setups, ["tree", "sequential", "broadcast"]);
+    assert_eq!(setups, ["tree", "sequential", "broadcast", "raft"]);
     assert_eq!(rows[0]["protocol"], "1paxos");
     assert_eq!(rows[1]["tree"], "sequential");
     assert_eq!(rows[2]["protocol"], "broadcast");
+    // The Raft peer's row, beside smelt's.
+    assert_eq!(rows[3]["protocol"], "raft");
+    assert_eq!(rows[3]["tree"], serde_json::Value::Null);
+    assert!(
+        v["ratios_vs_raft"]["set_throughput_tree_over_raft"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
     for r in rows {
         assert_eq!(r["logs_identical"], true, "{r}");
         assert!(r["sets"]["ok"].as_u64().unwrap() > 0, "{r}");
@@ -65,6 +74,66 @@ fn three_setups_in_one_run() {
         "{out}"
     );
     assert!(out.contains("tree vs sequential sending"), "{out}");
+    assert!(
+        out.contains("replica logs identical after each run: yes"),
+        "{out}"
+    );
+}
+
+/// The Raft peer alone: its history is written and linearizable, its logs agree, in
+/// text the row and the tree-vs-raft line; its leader stopped mid-run, Raft fails over.
+#[test]
+fn the_raft_row_is_checked_like_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = dir.path().join("raft.jsonl");
+    let out = ok(&[
+        "kvs",
+        "--replicas",
+        "4",
+        "--clients",
+        "12",
+        "--keys",
+        "3",
+        "--get-ratio",
+        "0.5",
+        "--duration",
+        "0.4",
+        "--setups",
+        "raft",
+        "--history",
+        h.to_str().unwrap(),
+        "--check",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["linearizable"], true, "{v}");
+    assert!(v["history"]["ops"].as_u64().unwrap() > 0, "{v}");
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["setup"], "raft");
+    assert_eq!(rows[0]["logs_identical"], true);
+    assert!(rows[0]["sets"]["ok"].as_u64().unwrap() > 0);
+    let out = ok(&["kvs", "--check-file", h.to_str().unwrap()]);
+    assert!(out.contains("linearizable"), "{out}");
+    // Text, beside smelt's tree; the leader stopped mid-run.
+    let out = ok(&[
+        "kvs",
+        "--replicas",
+        "5",
+        "--clients",
+        "5",
+        "--duration",
+        "1.2",
+        "--setups",
+        "tree,raft",
+        "--crash",
+        "leader@0.3",
+        "--check",
+    ]);
+    assert!(out.contains("raft (raft-rs, in memory)"), "{out}");
+    assert!(out.contains("tree vs raft: set throughput"), "{out}");
+    assert!(out.contains("raft: replica"), "{out}");
+    assert!(out.contains("linearizable: yes"), "{out}");
     assert!(
         out.contains("replica logs identical after each run: yes"),
         "{out}"
@@ -199,4 +268,57 @@ fn crashes_mid_run_fail_over() {
         assert!(failed <= 4, "{r}");
         assert!(r["sets"]["ok"].as_u64().unwrap() > 0);
     }
+}
+
+/// `--processes`: every replica is a `smelt kvs-replica` process linked by shared
+/// memory; the acceptor's process is killed (SIGKILL) mid-run and the survivors fail
+/// over; the history is linearizable, the logs agree, and the segments (made in a
+/// directory of this test's, `SMELT_SHM_DIR`) are all gone afterwards.
+#[test]
+fn replicas_as_processes_fail_over_and_leave_nothing() {
+    let dir = std::env::temp_dir().join(format!("smelt-kvs-cli-shm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_smelt"))
+        .args([
+            "kvs",
+            "--processes",
+            "--replicas",
+            "4",
+            "--clients",
+            "6",
+            "--keys",
+            "3",
+            "--get-ratio",
+            "0.5",
+            "--duration",
+            "0.6",
+            "--setups",
+            "tree,sequential",
+            "--attempt-timeout",
+            "0.2",
+            "--attempts",
+            "20",
+            "--crash",
+            "acceptor@0.2",
+            "--check",
+            "--json",
+        ])
+        .env("SMELT_SHM_DIR", &dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["processes"], true, "{v}");
+    assert_eq!(v["linearizable"], true, "{v}");
+    for r in v["rows"].as_array().unwrap() {
+        assert_eq!(r["logs_identical"], true, "{r}");
+        assert_eq!(r["crashed"].as_array().unwrap().len(), 1, "{r}");
+        assert!(r["view_changes"].as_u64().unwrap() >= 1, "{r}");
+        assert!(r["sets"]["ok"].as_u64().unwrap() > 0, "{r}");
+    }
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let _ = std::fs::remove_dir(&dir);
+    // The hidden replica subcommand, run by hand: one error line, status 2.
+    fails_with(2, &["kvs-replica"], "SMELT_KVS_REPLICA is not set");
 }

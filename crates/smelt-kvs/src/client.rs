@@ -3,6 +3,7 @@
 use crate::config::KvsError;
 use crate::wire::{self, tag, untag, Kind};
 use smelt_runtime::mesh::{Mesh, MeshError};
+use smelt_runtime::mesh_job::ShmLink;
 use smelt_runtime::Rank;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -19,7 +20,7 @@ use std::time::Duration;
 pub struct Client {
     pub(crate) id: usize,
     pub(crate) home: usize,
-    pub(crate) mesh: Mesh,
+    pub(crate) mesh: ClientMesh,
     pub(crate) seq: u64,
     pub(crate) key_len: usize,
     pub(crate) value_len: usize,
@@ -30,6 +31,35 @@ pub struct Client {
     pub(crate) buf: Vec<u8>,
     /// Attempts beyond the first, over this client's life.
     pub(crate) retries: u64,
+}
+
+/// A client's links: in-process queuepairs (replicas as threads) or queuepairs in
+/// shared memory (replicas as processes).
+#[derive(Debug)]
+pub(crate) enum ClientMesh {
+    Threads(Mesh),
+    Processes(Mesh<ShmLink>),
+}
+
+impl ClientMesh {
+    fn send(&mut self, to: Rank, t: u64, body: &[u8], timeout: Duration) -> Result<(), MeshError> {
+        match self {
+            ClientMesh::Threads(m) => m.send(to, t, body, timeout),
+            ClientMesh::Processes(m) => m.send(to, t, body, timeout),
+        }
+    }
+
+    fn recv_from(
+        &mut self,
+        from: Rank,
+        buf: &mut [u8],
+        timeout: Duration,
+    ) -> Result<(u64, usize), MeshError> {
+        match self {
+            ClientMesh::Threads(m) => m.recv_from(from, buf, timeout),
+            ClientMesh::Processes(m) => m.recv_from(from, buf, timeout),
+        }
+    }
 }
 
 /// What a reply said.

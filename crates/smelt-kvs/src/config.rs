@@ -241,6 +241,9 @@ pub struct StoreConfig {
     /// leader if the leader stopped) and go on, losing no accepted set. Needs a link
     /// between every two replicas. Default true.
     pub failover: bool,
+    /// Where the replicas run: threads of this process (default) or one process each
+    /// ([`Deployment::Processes`](crate::Deployment)).
+    pub deployment: crate::process::Deployment,
 }
 
 impl fmt::Debug for StoreConfig {
@@ -264,6 +267,7 @@ impl fmt::Debug for StoreConfig {
             .field("veto", &self.veto.as_ref().map(|_| "..."))
             .field("replica_cpus", &self.replica_cpus)
             .field("failover", &self.failover)
+            .field("deployment", &self.deployment)
             .finish()
     }
 }
@@ -290,6 +294,7 @@ impl StoreConfig {
             veto: None,
             replica_cpus: None,
             failover: true,
+            deployment: Default::default(),
         }
     }
 

@@ -15,6 +15,7 @@ pub mod bench;
 mod client;
 mod config;
 pub mod history;
+pub mod process;
 mod raft_store;
 mod replica;
 mod store;
@@ -22,6 +23,7 @@ mod wire;
 
 pub use client::Client;
 pub use config::{KvsError, ParentsChildren, Protocol, StoreConfig, TreeSpec, Veto};
+pub use process::Deployment;
 pub use raft_store::{RaftClient, RaftStore};
 pub use replica::{Applied, ReplicaReport};
 pub use store::{Store, StoreReport};

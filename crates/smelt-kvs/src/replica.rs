@@ -3,8 +3,10 @@
 
 use crate::config::{Protocol, TreeSpec, Veto};
 use crate::wire::{self, bslot, split_bslot, tag, untag, Entry, Kind};
+use serde::{Deserialize, Serialize};
 use smelt_runtime::mesh::{Mesh, MeshError};
 use smelt_runtime::Rank;
+use smelt_transport::{Endpoint, Link};
 use std::collections::BTreeMap;
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -79,7 +81,7 @@ impl Layout {
 }
 
 /// One applied set, as kept with [`StoreConfig::keep_log`](crate::StoreConfig).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Applied {
     /// The log slot it was ordered at.
     pub slot: u64,
@@ -87,8 +89,9 @@ pub struct Applied {
     pub entry: Entry,
 }
 
-/// How a replica ended, and what it applied.
-#[derive(Debug, Clone)]
+/// How a replica ended, and what it applied (a replica process sends it to the store
+/// as one JSON line).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReplicaReport {
     /// The replica.
     pub replica: usize,
@@ -130,6 +133,9 @@ enum Exit {
     Crashed,
     Aborted,
     Alone,
+    /// The store's control member left (its process died): nobody will close this
+    /// replica.
+    Orphaned,
 }
 
 /// One delivered, undecided slot.
@@ -151,9 +157,9 @@ struct Vc {
     max_delivered: u64,
 }
 
-pub(crate) struct Replica {
+pub(crate) struct Replica<L: Link = Endpoint> {
     me: usize,
-    mesh: Mesh,
+    mesh: Mesh<L>,
     lay: std::sync::Arc<Layout>,
     protocol: Protocol,
     link_timeout: Duration,
@@ -206,6 +212,8 @@ pub(crate) struct Replica {
     waiting_sets: HashMap<u32, u64>,
     waiting_gets: Vec<(Rank, u64, Vec<u8>, u64)>,
     fault: Option<String>,
+    /// The control member left.
+    orphaned: bool,
     // Report.
     applied: u64,
     duplicates: u64,
@@ -226,11 +234,11 @@ fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
 
 const FNV_START: u64 = 0xcbf29ce484222325;
 
-impl Replica {
+impl<L: Link> Replica<L> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         me: usize,
-        mesh: Mesh,
+        mesh: Mesh<L>,
         lay: std::sync::Arc<Layout>,
         protocol: Protocol,
         link_timeout: Duration,
@@ -238,7 +246,7 @@ impl Replica {
         keep_log: bool,
         failover: bool,
         spec: std::sync::Arc<TreeSpec>,
-    ) -> Replica {
+    ) -> Replica<L> {
         let children: Vec<Rank> = lay.children[me].iter().map(|&c| Rank(c)).collect();
         let replicas = lay.replicas;
         Replica {
@@ -282,6 +290,7 @@ impl Replica {
             waiting_sets: HashMap::new(),
             waiting_gets: Vec::new(),
             fault: None,
+            orphaned: false,
             applied: 0,
             duplicates: 0,
             aborted: 0,
@@ -332,6 +341,9 @@ impl Replica {
             if let Some(x) = x {
                 break x;
             }
+            if self.orphaned {
+                break Exit::Orphaned;
+            }
         };
         self.report(exit)
     }
@@ -361,6 +373,7 @@ impl Replica {
                 Exit::Crashed => "crashed",
                 Exit::Aborted => "aborted",
                 Exit::Alone => "every peer left",
+                Exit::Orphaned => "the store's control member left",
             }
             .into(),
             fault: self.fault,
@@ -414,7 +427,13 @@ impl Replica {
             self.waiting_gets.retain(|g| g.0 != peer);
             return;
         }
-        if peer == self.lay.control() || self.fin_from.get(peer.index()) == Some(&true) {
+        if peer == self.lay.control() {
+            // The store closes its control link only once every replica reported, or
+            // when its process died: either way nobody will close this replica.
+            self.orphaned = true;
+            return;
+        }
+        if self.fin_from.get(peer.index()) == Some(&true) {
             return;
         }
         if self.failover && peer.index() < self.lay.replicas {

@@ -1,10 +1,11 @@
 //! Starting, driving and closing a store.
 
-use crate::client::Client;
+use crate::client::{Client, ClientMesh};
 use crate::config::{KvsError, Protocol, StoreConfig};
+use crate::process::Processes;
 use crate::replica::{Layout, Replica, ReplicaReport};
 use crate::wire::{tag, Entry, Kind};
-use smelt_runtime::mesh::{Mesh, MeshBuilder};
+use smelt_runtime::mesh::{Mesh, MeshBuilder, MeshError};
 use smelt_runtime::Rank;
 use smelt_transport::{Abort, PAYLOAD_PER_SLOT};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,7 +14,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// A replicated key-value store: replicas as threads, and the clients to hand to the
+/// A replicated key-value store: replicas as threads (or as processes, with
+/// [`Deployment::Processes`](crate::Deployment)), and the clients to hand to the
 /// threads that use them ([`take_clients`](Store::take_clients)).
 ///
 /// ```
@@ -32,18 +34,37 @@ use std::time::{Duration, Instant};
 pub struct Store {
     cfg_name: String,
     lay: Arc<Layout>,
-    control: Option<Mesh>,
+    /// The replicas and the control member; None once closed.
+    members: Option<Members>,
     clients: Vec<Client>,
-    threads: Vec<Option<JoinHandle<()>>>,
     reports: mpsc::Receiver<ReplicaReport>,
     got: Vec<Option<ReplicaReport>>,
-    abort: Abort,
     closed: Arc<AtomicBool>,
     close_timeout: Duration,
     link_timeout: Duration,
     /// 1Paxos with failover: the root and leader follow the survivors.
     failover: bool,
     crashed: Vec<bool>,
+}
+
+/// Where the replicas run, with the store's control member linked to each.
+#[derive(Debug)]
+enum Members {
+    Threads {
+        control: Mesh,
+        threads: Vec<Option<JoinHandle<()>>>,
+        abort: Abort,
+    },
+    Processes(Processes),
+}
+
+impl Members {
+    fn send(&mut self, r: usize, t: u64, timeout: Duration) -> Result<(), MeshError> {
+        match self {
+            Members::Threads { control, .. } => control.send(Rank(r), t, &[], timeout),
+            Members::Processes(p) => p.control.send(Rank(r), t, &[], timeout),
+        }
+    }
 }
 
 /// What every replica reported when the store closed.
@@ -160,7 +181,6 @@ impl Store {
             }
         }
         let tree = cfg.tree.build(r)?;
-        let spec = Arc::new(cfg.tree.clone());
         let root = tree.root.index();
         let leader = match cfg.leader {
             Some(l) if l >= r => {
@@ -207,11 +227,67 @@ impl Store {
                 .collect(),
             homes: homes.clone(),
         });
+        let links = lay.links(
+            cfg.protocol,
+            cfg.failover && cfg.protocol == Protocol::OnePaxos,
+        );
+        let closed = Arc::new(AtomicBool::new(false));
+        let client = |c: usize, mesh: ClientMesh| Client {
+            id: c,
+            home: homes[c],
+            mesh,
+            seq: 0,
+            key_len: cfg.key_len,
+            value_len: cfg.value_len,
+            attempt_timeout: cfg.attempt_timeout,
+            attempts: cfg.attempts,
+            closed: closed.clone(),
+            body: Vec::new(),
+            buf: vec![0; max],
+            retries: 0,
+        };
+        let (tx, rx) = mpsc::channel();
+        let (members, clients) = if cfg.deployment.is_processes() {
+            let (p, meshes) = Processes::start(&cfg, &lay, &links, tx, &rx)?;
+            let clients = meshes
+                .into_iter()
+                .enumerate()
+                .map(|(c, m)| client(c, ClientMesh::Processes(m)))
+                .collect();
+            (Members::Processes(p), clients)
+        } else {
+            Self::start_threads(&cfg, &lay, links, tx, |c, m| {
+                client(c, ClientMesh::Threads(m))
+            })?
+        };
+        Ok(Store {
+            cfg_name: format!("{} over {}", cfg.protocol, cfg.tree.name()),
+            lay,
+            members: Some(members),
+            clients,
+            reports: rx,
+            got: vec![None; r],
+            closed,
+            close_timeout: cfg.close_timeout,
+            link_timeout: cfg.link_timeout,
+            failover: cfg.failover && cfg.protocol == Protocol::OnePaxos,
+            crashed: vec![false; r],
+        })
+    }
+
+    /// One thread per replica, linked by in-process queuepairs.
+    fn start_threads(
+        cfg: &StoreConfig,
+        lay: &Arc<Layout>,
+        links: Vec<(Rank, Rank)>,
+        tx: mpsc::Sender<ReplicaReport>,
+        client: impl Fn(usize, Mesh) -> Client,
+    ) -> Result<(Members, Vec<Client>), KvsError> {
+        let r = lay.replicas;
+        let m = lay.clients;
+        let spec = Arc::new(cfg.tree.clone());
         let mut b = MeshBuilder::new(lay.size())
-            .links(lay.links(
-                cfg.protocol,
-                cfg.failover && cfg.protocol == Protocol::OnePaxos,
-            ))
+            .links(links)
             .capacity(cfg.capacity);
         if let Some(w) = cfg.wait {
             b = b.wait_policy(w);
@@ -220,7 +296,6 @@ impl Store {
             .build()
             .map_err(|e| KvsError::Config(e.to_string()))?
             .into_iter();
-        let (tx, rx) = mpsc::channel();
         let mut threads = Vec::with_capacity(r);
         let mut replica_meshes: Vec<Mesh> =
             (0..r).map(|_| meshes.next().expect("r meshes")).collect();
@@ -262,39 +337,18 @@ impl Store {
                 }
             }
         }
-        let closed = Arc::new(AtomicBool::new(false));
         let clients: Vec<Client> = (0..m)
-            .map(|c| Client {
-                id: c,
-                home: homes[c],
-                mesh: meshes.next().expect("m meshes"),
-                seq: 0,
-                key_len: cfg.key_len,
-                value_len: cfg.value_len,
-                attempt_timeout: cfg.attempt_timeout,
-                attempts: cfg.attempts,
-                closed: closed.clone(),
-                body: Vec::new(),
-                buf: vec![0; max],
-                retries: 0,
-            })
+            .map(|c| client(c, meshes.next().expect("m meshes")))
             .collect();
         let control = meshes.next().expect("control mesh");
-        Ok(Store {
-            cfg_name: format!("{} over {}", cfg.protocol, cfg.tree.name()),
-            lay,
-            control: Some(control),
+        Ok((
+            Members::Threads {
+                control,
+                threads,
+                abort: abort_of,
+            },
             clients,
-            threads,
-            reports: rx,
-            got: vec![None; r],
-            abort: abort_of,
-            closed,
-            close_timeout: cfg.close_timeout,
-            link_timeout: cfg.link_timeout,
-            failover: cfg.failover && cfg.protocol == Protocol::OnePaxos,
-            crashed: vec![false; r],
-        })
+        ))
     }
 
     /// The clients (once; later calls return none). Client `c` is `clients[c]`.
@@ -347,11 +401,44 @@ impl Store {
         &self.lay.children
     }
 
+    /// Where the replicas' shared memory was made (replicas as processes; None for
+    /// threads). Its name is removed once every replica joined, before
+    /// [`start`](Store::start) returns, so nothing is left behind whatever happens
+    /// later.
+    pub fn segment(&self) -> Option<&std::path::Path> {
+        match &self.members {
+            Some(Members::Processes(p)) => Some(p.segment()),
+            _ => None,
+        }
+    }
+
+    /// The process id of replica `replica` (replicas as processes; None for threads).
+    pub fn replica_pid(&self, replica: usize) -> Option<u32> {
+        match &self.members {
+            Some(Members::Processes(p)) => p.pid(replica),
+            _ => None,
+        }
+    }
+
+    /// Keeps a replica's report.
+    fn take(&mut self, mut rep: ReplicaReport) {
+        let i = rep.replica;
+        if i >= self.got.len() {
+            return;
+        }
+        if self.crashed[i] {
+            // A replica process killed by `crash` reports as a crashed thread does.
+            rep.exit = "crashed".into();
+        }
+        self.got[i] = Some(rep);
+    }
+
     /// Stops replica `replica` at once, as a fail-stop crash: its thread ends and its
-    /// links close; what it held is gone. With 1Paxos failover the survivors change
-    /// view and go on; otherwise the replicas linked to it stop taking part in ordering
-    /// (sets then fail; reads of keys without undecided sets are still answered). Its
-    /// clients get [`KvsError::HomeFailed`].
+    /// links close (a replica process is killed with `SIGKILL`); what it held is gone.
+    /// With 1Paxos failover the survivors change view and go on; otherwise the
+    /// replicas linked to it stop taking part in ordering (sets then fail; reads of
+    /// keys without undecided sets are still answered). Its clients get
+    /// [`KvsError::HomeFailed`].
     pub fn crash(&mut self, replica: usize) -> Result<(), KvsError> {
         if replica >= self.lay.replicas {
             return Err(KvsError::Config(format!(
@@ -362,22 +449,22 @@ impl Store {
         if self.crashed[replica] {
             return Ok(());
         }
-        self.crashed[replica] = true;
         let t = self.link_timeout;
-        let c = self.control.as_mut().ok_or(KvsError::Closed)?;
-        c.send(Rank(replica), tag(Kind::Crash, 0), &[], t)
-            .map_err(|e| KvsError::Replica {
-                replica,
-                what: e.to_string(),
-            })?;
+        match self.members.as_mut().ok_or(KvsError::Closed)? {
+            Members::Processes(p) => p.kill(replica)?,
+            m => m
+                .send(replica, tag(Kind::Crash, 0), t)
+                .map_err(|e| KvsError::Replica {
+                    replica,
+                    what: e.to_string(),
+                })?,
+        }
+        self.crashed[replica] = true;
         // Wait for it to be gone (bounded).
         let deadline = Instant::now() + self.close_timeout;
         while self.got[replica].is_none() && Instant::now() < deadline {
             match self.reports.recv_timeout(Duration::from_millis(10)) {
-                Ok(rep) => {
-                    let i = rep.replica;
-                    self.got[i] = Some(rep);
-                }
+                Ok(rep) => self.take(rep),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
@@ -398,20 +485,33 @@ impl Store {
         let t = self.link_timeout.min(self.close_timeout);
         // Every live replica hears it: whichever is the root of the current view (the
         // acceptor may have changed) finishes and tells the others.
-        if let Some(c) = self.control.as_mut() {
+        if let Some(c) = self.members.as_mut() {
             for r in 0..self.lay.replicas {
                 if self.got[r].is_none() {
-                    let _ = c.send(Rank(r), tag(Kind::Fin, 0), &[], t);
+                    let _ = c.send(r, tag(Kind::Fin, 0), t);
                 }
             }
         }
         let deadline = Instant::now() + self.close_timeout;
         let mut forced = false;
+        // Replica processes killed because they did not finish in time.
+        let mut stopped = vec![false; self.lay.replicas];
         while self.got.iter().any(|g| g.is_none()) {
             let now = Instant::now();
             if now >= deadline && !forced {
                 // What did not finish in time is stopped.
-                self.abort.trigger();
+                match &self.members {
+                    Some(Members::Threads { abort, .. }) => abort.trigger(),
+                    Some(Members::Processes(p)) => {
+                        for (r, st) in stopped.iter_mut().enumerate() {
+                            if self.got[r].is_none() {
+                                let _ = p.kill(r);
+                                *st = true;
+                            }
+                        }
+                    }
+                    None => {}
+                }
                 forced = true;
             }
             let wait = if forced {
@@ -423,9 +523,11 @@ impl Store {
                 .reports
                 .recv_timeout(wait.min(Duration::from_millis(100)))
             {
-                Ok(rep) => {
-                    let i = rep.replica;
-                    self.got[i] = Some(rep);
+                Ok(mut rep) => {
+                    if stopped.get(rep.replica) == Some(&true) {
+                        rep.exit = "aborted".into();
+                    }
+                    self.take(rep);
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     if forced && Instant::now() > deadline + Duration::from_secs(5) {
@@ -435,14 +537,20 @@ impl Store {
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
         }
-        for h in self.threads.iter_mut() {
-            if let Some(h) = h.take() {
-                if h.is_finished() || !forced {
-                    let _ = h.join();
+        match self.members.take() {
+            Some(Members::Threads { mut threads, .. }) => {
+                for h in threads.iter_mut() {
+                    if let Some(h) = h.take() {
+                        if h.is_finished() || !forced {
+                            let _ = h.join();
+                        }
+                    }
                 }
             }
+            // Reaps every process (killing any still running).
+            Some(Members::Processes(p)) => drop(p),
+            None => {}
         }
-        self.control = None;
         StoreReport {
             setup: self.cfg_name.clone(),
             root: self.lay.root,
@@ -454,7 +562,7 @@ impl Store {
 
 impl Drop for Store {
     fn drop(&mut self) {
-        if self.control.is_some() {
+        if self.members.is_some() {
             self.shutdown();
         }
     }

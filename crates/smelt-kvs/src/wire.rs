@@ -106,7 +106,7 @@ pub(crate) const ERR_REJECTED: u8 = 2;
 pub(crate) const ERR_CLOSED: u8 = 3;
 
 /// One set as ordered by agreement: who asked (client id and request id), key, value.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Entry {
     /// Client id.
     pub client: u32,

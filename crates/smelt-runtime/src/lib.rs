@@ -37,6 +37,7 @@ mod error;
 mod group;
 pub mod measure;
 pub mod mesh;
+pub mod mesh_job;
 pub mod process;
 mod word;
 

@@ -1,0 +1,526 @@
+//! Replicas as processes: each replica runs in a process of its own, linked to the
+//! others, to the clients and to the store's control member by queuepairs in shared
+//! memory ([`smelt_runtime::mesh_job`]). The protocols, trees, failover and the client
+//! API are those of thread replicas; the clients and the control member stay in the
+//! process that started the store.
+//!
+//! A replica process is a program started with the variables of the store's mesh job
+//! and [`ENV_REPLICA`]; it calls [`run_replica_from_env`], which joins, serves until
+//! the store closes (or its process is killed), and writes its
+//! [`ReplicaReport`](crate::ReplicaReport) to its standard output as one JSON line.
+//! `smelt kvs-replica` (the hidden subcommand `smelt kvs --processes` uses) and the
+//! `smelt-kvs-replica` binary of this crate are such programs; a program of your own
+//! can be one by calling [`run_replica_from_env`] first thing when
+//! [`is_replica_process`] says so.
+
+use crate::config::{KvsError, Protocol, StoreConfig, TreeSpec};
+use crate::replica::{Layout, Replica, ReplicaReport};
+use serde::{Deserialize, Serialize};
+use smelt_model::Model;
+use smelt_runtime::mesh::Mesh;
+use smelt_runtime::mesh_job::{self, MeshJob, ShmLink};
+use smelt_runtime::{Rank, WaitPolicy};
+use smelt_transport::allowed_cpus;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Environment variable set (to the replica's index) for a replica process.
+pub const ENV_REPLICA: &str = "SMELT_KVS_REPLICA";
+
+/// Most replicas a store of processes may have.
+pub const MAX_PROCESS_REPLICAS: usize = 256;
+/// Most clients a store of processes may have (each holds a mapping and a file
+/// descriptor of the segment in the store's process).
+pub const MAX_PROCESS_CLIENTS: usize = 512;
+
+/// Where a store's replicas run ([`StoreConfig::deployment`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Deployment {
+    /// One thread per replica in this process (the default).
+    #[default]
+    Threads,
+    /// One process per replica: `program` started with `args` and the replica's
+    /// environment; it must call [`run_replica_from_env`] (the `smelt` binary with
+    /// the argument `kvs-replica`, or this crate's `smelt-kvs-replica`). Clients stay
+    /// in this process.
+    Processes {
+        /// The replica program.
+        program: PathBuf,
+        /// Its arguments.
+        args: Vec<String>,
+    },
+}
+
+impl Deployment {
+    /// Replicas as processes of `program` (no arguments).
+    pub fn processes(program: impl Into<PathBuf>) -> Deployment {
+        Deployment::Processes {
+            program: program.into(),
+            args: Vec::new(),
+        }
+    }
+
+    /// True for [`Deployment::Processes`].
+    pub fn is_processes(&self) -> bool {
+        matches!(self, Deployment::Processes { .. })
+    }
+}
+
+/// The tree as a replica process rebuilds it after a view change.
+#[derive(Serialize, Deserialize)]
+enum BlobTree {
+    Uniform(String),
+    Model {
+        topology: String,
+        model: Box<Model>,
+        cpus: Vec<u32>,
+    },
+    Explicit,
+}
+
+/// What every replica process reads from the job's segment.
+#[derive(Serialize, Deserialize)]
+struct Blob {
+    replicas: usize,
+    clients: usize,
+    root: usize,
+    leader: usize,
+    parent: Vec<Option<usize>>,
+    children: Vec<Vec<usize>>,
+    homes: Vec<usize>,
+    protocol: String,
+    tree: BlobTree,
+    link_timeout_ns: u64,
+    keep_log: bool,
+    failover: bool,
+    wait: Option<[u64; 4]>,
+    cpus: Option<Vec<u32>>,
+}
+
+/// True if this process was started as a store's replica ([`ENV_REPLICA`] is set).
+pub fn is_replica_process() -> bool {
+    std::env::var_os(ENV_REPLICA).is_some()
+}
+
+/// Runs this process as the store's replica its environment names: joins the
+/// store's mesh, serves until the store closes it, and prints its report (one JSON
+/// line) on standard output. Errors: not started as a replica, or the job cannot be
+/// joined (as [`KvsError::Config`]).
+pub fn run_replica_from_env() -> Result<(), KvsError> {
+    let bad = |e: &dyn std::fmt::Display| KvsError::Config(format!("replica process: {e}"));
+    if !is_replica_process() {
+        return Err(bad(&format!(
+            "{ENV_REPLICA} is not set: replica processes are started by a store (Deployment::Processes, smelt kvs --processes)"
+        )));
+    }
+    let (mut mesh, blob) = mesh_job::join_from_env(None).map_err(|e| bad(&e))?;
+    let b: Blob = serde_json::from_slice(&blob)
+        .map_err(|e| bad(&format!("the store's description is unreadable: {e}")))?;
+    let me = mesh.rank().index();
+    if me >= b.replicas {
+        return Err(bad(&format!(
+            "rank {me} is not a replica (0..{})",
+            b.replicas
+        )));
+    }
+    if let Some([s, y, pi, pm]) = b.wait {
+        mesh.set_wait_policy(WaitPolicy {
+            spin_polls: s as u32,
+            yield_polls: y as u32,
+            park_initial: Duration::from_nanos(pi),
+            park_max: Duration::from_nanos(pm),
+        });
+    }
+    let protocol: Protocol = b.protocol.parse().map_err(|e: String| bad(&e))?;
+    let topo = |t: &str| t.parse().map_err(|e: String| bad(&e));
+    let spec = match b.tree {
+        BlobTree::Uniform(t) => TreeSpec::Uniform(topo(&t)?),
+        BlobTree::Model {
+            topology,
+            model,
+            cpus,
+        } => TreeSpec::Model {
+            topology: topo(&topology)?,
+            model: Arc::new(*model),
+            cpus,
+        },
+        // Only the shape of later views is built from the spec: for an explicit tree
+        // that is the sequential star, whatever the tree.
+        BlobTree::Explicit => TreeSpec::Explicit(
+            smelt_tree::Tree::from_raw(
+                (0..b.replicas as u32).collect(),
+                b.root,
+                b.children.clone(),
+            )
+            .map_err(|e| bad(&e))?,
+        ),
+    };
+    let pinned = b
+        .cpus
+        .as_ref()
+        .and_then(|c| c.get(me))
+        .is_some_and(|&c| smelt_transport::pin_current_thread(c).is_ok());
+    let lay = Arc::new(Layout {
+        replicas: b.replicas,
+        clients: b.clients,
+        root: b.root,
+        leader: b.leader,
+        parent: b.parent,
+        children: b.children,
+        homes: b.homes,
+    });
+    let rep = Replica::new(
+        me,
+        mesh,
+        lay,
+        protocol,
+        Duration::from_nanos(b.link_timeout_ns),
+        None,
+        b.keep_log,
+        b.failover,
+        Arc::new(spec),
+    );
+    let mut report = rep.run();
+    report.pinned = pinned;
+    let line = serde_json::to_string(&report).map_err(|e| bad(&e))?;
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")
+        .and_then(|_| out.flush())
+        .map_err(|e| bad(&format!("writing the report: {e}")))
+}
+
+/// The replica processes of a store, as the store's process holds them.
+#[derive(Debug)]
+pub(crate) struct Processes {
+    /// The store's control member.
+    pub(crate) control: Mesh<ShmLink>,
+    /// Each replica's process (shared with the thread that reads its report).
+    children: Vec<Arc<Mutex<Child>>>,
+    job: MeshJob,
+    readers: Vec<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// A report for a replica process that ended without writing one.
+fn no_report(
+    replica: usize,
+    status: Option<std::process::ExitStatus>,
+    stderr: &str,
+) -> ReplicaReport {
+    use std::os::unix::process::ExitStatusExt as _;
+    let killed = status.and_then(|s| s.signal());
+    let tail: String = stderr
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .chars()
+        .take(300)
+        .collect();
+    ReplicaReport {
+        replica,
+        delivered: 0,
+        decided: 0,
+        applied: 0,
+        duplicates: 0,
+        aborted: 0,
+        digest: 0,
+        log: None,
+        undecided: None,
+        keys: 0,
+        // Killed (SIGKILL, by Store::crash or anyone): a fail-stop crash.
+        exit: if killed.is_some() {
+            "crashed".into()
+        } else {
+            "its process ended without a report".into()
+        },
+        fault: Some(match (killed, status) {
+            (Some(sig), _) => format!("its process was killed by signal {sig}"),
+            (None, Some(s)) => format!(
+                "its process exited ({s}){}",
+                if tail.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {tail}")
+                }
+            ),
+            (None, None) => format!(
+                "its process did not exit{}",
+                if tail.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {tail}")
+                }
+            ),
+        }),
+        pinned: false,
+        view_changes: 0,
+        root: replica,
+    }
+}
+
+/// Reads replica `r`'s report from its standard output (and what it wrote to
+/// standard error), waits for it to exit (bounded), and sends the report.
+fn read_report(r: usize, child: Arc<Mutex<Child>>, tx: mpsc::Sender<ReplicaReport>) {
+    let (out, err) = {
+        let mut c = child.lock().unwrap_or_else(|e| e.into_inner());
+        (c.stdout.take(), c.stderr.take())
+    };
+    let errs = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(mut e) = err {
+            let _ = e.read_to_string(&mut s);
+        }
+        s
+    });
+    let mut report = None;
+    if let Some(o) = out {
+        for line in BufReader::new(o).lines() {
+            let Ok(line) = line else { break };
+            if let Ok(rep) = serde_json::from_str::<ReplicaReport>(line.trim()) {
+                report = Some(rep);
+            }
+        }
+    }
+    // Standard output closed: the process is ending. Wait for it, a bounded time.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        let st = child.lock().unwrap_or_else(|e| e.into_inner()).try_wait();
+        match st {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
+            _ => break None,
+        }
+    };
+    let stderr = errs.join().unwrap_or_default();
+    let rep = match report {
+        Some(mut rep) => {
+            rep.replica = r;
+            rep
+        }
+        None => no_report(r, status, &stderr),
+    };
+    let _ = tx.send(rep);
+}
+
+/// The wait policy of a store's members: the one asked for, else dedicated when every
+/// member may have a CPU of its own, oversubscribed otherwise.
+fn wait_of(cfg: &StoreConfig, members: usize) -> WaitPolicy {
+    cfg.wait.unwrap_or_else(|| {
+        if allowed_cpus().map(|c| c.len()).unwrap_or(1) >= members {
+            WaitPolicy::DEDICATED
+        } else {
+            WaitPolicy::OVERSUBSCRIBED
+        }
+    })
+}
+
+impl Processes {
+    /// Creates the store's mesh job, joins the clients and the control member from this
+    /// process, starts one process per replica and waits (at most `link_timeout`) until
+    /// every one joined. Returns the processes and the clients' meshes; reports arrive
+    /// on `tx`.
+    pub(crate) fn start(
+        cfg: &StoreConfig,
+        lay: &Layout,
+        links: &[(Rank, Rank)],
+        tx: mpsc::Sender<ReplicaReport>,
+        rx: &mpsc::Receiver<ReplicaReport>,
+    ) -> Result<(Processes, Vec<Mesh<ShmLink>>), KvsError> {
+        let Deployment::Processes { program, args } = &cfg.deployment else {
+            return Err(KvsError::Config("not a store of processes".into()));
+        };
+        if cfg.veto.is_some() {
+            return Err(KvsError::Config(
+                "a veto (a Rust closure) cannot run in replica processes: use Deployment::Threads"
+                    .into(),
+            ));
+        }
+        if lay.replicas > MAX_PROCESS_REPLICAS || lay.clients > MAX_PROCESS_CLIENTS {
+            return Err(KvsError::Config(format!(
+                "{} replicas and {} clients: replicas as processes allow at most {MAX_PROCESS_REPLICAS} replicas and {MAX_PROCESS_CLIENTS} clients",
+                lay.replicas, lay.clients
+            )));
+        }
+        let tree = match &cfg.tree {
+            TreeSpec::Uniform(t) => BlobTree::Uniform(t.to_string()),
+            TreeSpec::Model {
+                topology,
+                model,
+                cpus,
+            } => BlobTree::Model {
+                topology: topology.to_string(),
+                model: Box::new((**model).clone()),
+                cpus: cpus.clone(),
+            },
+            TreeSpec::Explicit(_) => BlobTree::Explicit,
+        };
+        let blob = Blob {
+            replicas: lay.replicas,
+            clients: lay.clients,
+            root: lay.root,
+            leader: lay.leader,
+            parent: lay.parent.clone(),
+            children: lay.children.clone(),
+            homes: lay.homes.clone(),
+            protocol: cfg.protocol.name().into(),
+            tree,
+            link_timeout_ns: cfg.link_timeout.as_nanos().min(u64::MAX as u128) as u64,
+            keep_log: cfg.keep_log,
+            failover: cfg.failover,
+            wait: cfg.wait.map(|w| {
+                [
+                    w.spin_polls as u64,
+                    w.yield_polls as u64,
+                    w.park_initial.as_nanos() as u64,
+                    w.park_max.as_nanos() as u64,
+                ]
+            }),
+            cpus: cfg.replica_cpus.clone(),
+        };
+        let blob = serde_json::to_vec(&blob).map_err(|e| KvsError::Config(e.to_string()))?;
+        let size = lay.size();
+        let job = MeshJob::create(size, links, cfg.capacity, &blob)
+            .map_err(|e| KvsError::Config(format!("replica processes: {e}")))?;
+        let wait = wait_of(cfg, size);
+        let join = |rank: usize| {
+            job.join(Rank(rank), wait, None)
+                .map_err(|e| KvsError::Config(format!("replica processes: member {rank}: {e}")))
+        };
+        let mut clients = Vec::with_capacity(lay.clients);
+        for c in 0..lay.clients {
+            clients.push(join(lay.client_rank(c).index())?);
+        }
+        let control = join(lay.control().index())?;
+        let mut procs = Processes {
+            control,
+            children: Vec::with_capacity(lay.replicas),
+            job,
+            readers: Vec::new(),
+        };
+        for r in 0..lay.replicas {
+            let mut cmd = Command::new(program);
+            cmd.args(args)
+                .envs(procs.job.env(Rank(r)))
+                .env(ENV_REPLICA, r.to_string())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let child = cmd.spawn().map_err(|e| KvsError::Replica {
+                replica: r,
+                what: format!("cannot start {}: {e}", program.display()),
+            })?;
+            let child = Arc::new(Mutex::new(child));
+            procs.children.push(child.clone());
+            let tx = tx.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("smelt-kvs-report-{r}"))
+                .spawn(move || read_report(r, child, tx))
+                .map_err(|e| KvsError::Replica {
+                    replica: r,
+                    what: format!("cannot start the thread reading its report: {e}"),
+                })?;
+            procs.readers.push(Some(h));
+        }
+        // Every replica joins (then the segment's name is gone), or start fails.
+        let deadline = Instant::now() + cfg.link_timeout.max(Duration::from_secs(1));
+        while procs.job.joined() < size {
+            for r in 0..lay.replicas {
+                let exited = procs.children[r]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .try_wait();
+                if let Ok(Some(_)) = exited {
+                    // Its reader ends now that the process closed its pipes.
+                    if let Some(h) = procs.readers[r].take() {
+                        let _ = h.join();
+                    }
+                    let why = rx
+                        .try_iter()
+                        .find(|x| x.replica == r)
+                        .and_then(|x| x.fault)
+                        .unwrap_or_default();
+                    return Err(KvsError::Replica {
+                        replica: r,
+                        what: format!(
+                            "its process ({}{}{}) ended before joining the store: {why}",
+                            program.display(),
+                            if args.is_empty() { "" } else { " " },
+                            args.join(" "),
+                        ),
+                    });
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(KvsError::Replica {
+                    replica: (0..lay.replicas).next().unwrap_or(0),
+                    what: format!(
+                        "only {} of {size} members joined the store within {:?} (is {} a replica program?)",
+                        procs.job.joined(),
+                        cfg.link_timeout,
+                        program.display()
+                    ),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok((procs, clients))
+    }
+
+    /// Where the segment was made (its name is removed once every member joined).
+    pub(crate) fn segment(&self) -> &Path {
+        self.job.path()
+    }
+
+    /// The process id of replica `r`.
+    pub(crate) fn pid(&self, r: usize) -> Option<u32> {
+        self.children
+            .get(r)
+            .map(|c| c.lock().unwrap_or_else(|e| e.into_inner()).id())
+    }
+
+    /// Kills replica `r`'s process (SIGKILL: fail-stop, nothing of it runs any more).
+    pub(crate) fn kill(&self, r: usize) -> Result<(), KvsError> {
+        let Some(c) = self.children.get(r) else {
+            return Ok(());
+        };
+        let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
+        match c.try_wait() {
+            Ok(Some(_)) => Ok(()),
+            _ => c.kill().map_err(|e| KvsError::Replica {
+                replica: r,
+                what: format!("cannot kill its process: {e}"),
+            }),
+        }
+    }
+
+    /// Kills every replica process still running.
+    pub(crate) fn kill_all(&self) {
+        for r in 0..self.children.len() {
+            let _ = self.kill(r);
+        }
+    }
+
+    /// Waits for the report readers (each ends once its process exited, bounded).
+    pub(crate) fn reap(&mut self) {
+        for h in self.readers.iter_mut() {
+            if let Some(h) = h.take() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        // No replica process outlives its store.
+        self.kill_all();
+        self.reap();
+        for c in &self.children {
+            let _ = c.lock().unwrap_or_else(|e| e.into_inner()).wait();
+        }
+    }
+}

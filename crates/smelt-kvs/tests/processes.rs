@@ -1,0 +1,284 @@
+//! Replicas as processes (`Deployment::Processes`), each a `smelt-kvs-replica` process
+//! linked by shared memory: the same protocols, failover on `SIGKILL`, logs collected
+//! from the processes, nothing left in /dev/shm.
+
+use smelt_kvs::bench::{self, BenchConfig};
+use smelt_kvs::history::{check_history, HistoryOp, OpKind};
+use smelt_kvs::{Deployment, KvsError, Protocol, Store, StoreConfig, StoreReport, TreeSpec};
+use smelt_tree::Topology;
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+fn processes() -> Deployment {
+    Deployment::processes(env!("CARGO_BIN_EXE_smelt-kvs-replica"))
+}
+
+fn config(replicas: usize, clients: usize, p: Protocol, tree: Topology) -> StoreConfig {
+    let mut cfg = StoreConfig::new(replicas, clients)
+        .protocol(p)
+        .tree(TreeSpec::Uniform(tree));
+    cfg.deployment = processes();
+    cfg.keep_log = true;
+    cfg
+}
+
+/// Every replica applied the same log, every acknowledged set is in it, no request is
+/// applied twice.
+fn check_logs(rep: &StoreReport, hist: &[HistoryOp]) {
+    rep.check_logs().unwrap();
+    let live: Vec<_> = rep
+        .replicas
+        .iter()
+        .flatten()
+        .filter(|r| r.exit == "closed")
+        .collect();
+    assert!(!live.is_empty());
+    for r in &live {
+        let log = r.log.as_ref().expect("logs kept");
+        let mut seen = HashSet::new();
+        for a in log {
+            assert!(
+                seen.insert((a.entry.client, a.entry.seq)),
+                "request {}/{} applied twice",
+                a.entry.client,
+                a.entry.seq
+            );
+        }
+        let values: HashSet<u64> = log
+            .iter()
+            .chain(r.undecided.iter().flatten())
+            .map(|a| u64::from_le_bytes(a.entry.value[..8].try_into().unwrap()))
+            .collect();
+        for h in hist.iter().filter(|h| h.op == OpKind::Set && h.ok) {
+            assert!(
+                values.contains(&h.value.unwrap()),
+                "replica {}: acknowledged set {h:?} lost",
+                r.replica
+            );
+        }
+    }
+}
+
+#[test]
+fn replica_processes_serve_gets_and_sets() {
+    for p in [Protocol::OnePaxos, Protocol::TwoPc, Protocol::Broadcast] {
+        let mut s = Store::start(config(3, 2, p, Topology::Binary)).unwrap();
+        let seg = s.segment().expect("a store of processes").to_path_buf();
+        assert!(!seg.exists(), "{} left behind", seg.display());
+        let pids: Vec<u32> = (0..3).map(|r| s.replica_pid(r).unwrap()).collect();
+        assert!(pids.iter().all(|&x| x != std::process::id()));
+        let mut c = s.take_clients();
+        c[0].set(b"k", b"v1").unwrap();
+        if p != Protocol::Broadcast {
+            assert_eq!(c[1].get(b"k").unwrap(), Some(b"v1".to_vec()), "{p}");
+        }
+        assert_eq!(c[0].get(b"k").unwrap(), Some(b"v1".to_vec()), "{p}");
+        assert_eq!(c[1].get(b"none").unwrap(), None);
+        assert!(matches!(
+            c[0].set(&[0; 9], b""),
+            Err(KvsError::KeyTooLong { .. })
+        ));
+        let rep = s.close().unwrap();
+        rep.check_logs().unwrap();
+        for r in rep.replicas.iter().flatten() {
+            assert_eq!(r.exit, "closed", "{p}: {r:?}");
+            assert_eq!(r.applied, 1, "{p}");
+            assert_eq!(r.log.as_ref().unwrap().len(), 1);
+        }
+        assert!(matches!(c[0].get(b"k"), Err(KvsError::Closed)));
+        // Every replica process has exited.
+        for pid in pids {
+            assert!(
+                !std::path::Path::new(&format!("/proc/{pid}")).exists()
+                    || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                        .map(|s| s.contains(") Z"))
+                        .unwrap_or(true),
+                "replica process {pid} still runs"
+            );
+        }
+    }
+}
+
+/// Mixed gets and sets from 8 client threads on 4 replica processes (16 members on the
+/// 2 CPUs here): the history is linearizable and every replica applied the same log.
+#[test]
+fn random_run_over_processes_is_linearizable() {
+    for p in [Protocol::OnePaxos, Protocol::TwoPc] {
+        let mut b = BenchConfig::new(config(4, 8, p, Topology::AdaptiveShuffled));
+        b.duration = Duration::from_millis(400);
+        b.keys = 3;
+        b.get_ratio = 0.5;
+        b.history = true;
+        let t0 = Instant::now();
+        let res = bench::run(&b).unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(30));
+        assert!(
+            res.sets.ok > 0 && res.gets.ok > 0,
+            "{p}: {:?} {:?}",
+            res.sets,
+            res.gets
+        );
+        assert_eq!(
+            res.sets.failed + res.gets.failed,
+            0,
+            "{p}: {:?}",
+            res.first_error
+        );
+        check_logs(&res.report, &res.history);
+        let s = check_history(&res.history).unwrap_or_else(|e| panic!("{p}: {e}"));
+        assert!(s.ops > 0);
+        eprintln!(
+            "{p} over processes: {} sets, {} gets in {:?}",
+            res.sets.ok, res.gets.ok, res.elapsed
+        );
+    }
+}
+
+/// Clients alternate sets and gets on two keys; `victims` are killed (SIGKILL) at the
+/// given times.
+fn crash_run(
+    mut s: Store,
+    victims: &[(u64, usize)],
+    run_for: Duration,
+) -> (Vec<HistoryOp>, StoreReport, Duration) {
+    let clients = s.take_clients();
+    let base = Instant::now();
+    let stop = base + run_for;
+    let hist = std::thread::scope(|sc| {
+        let hs: Vec<_> = clients
+            .into_iter()
+            .map(|mut c| {
+                sc.spawn(move || {
+                    let mut h = Vec::new();
+                    let mut n = 0;
+                    while Instant::now() < stop {
+                        n += 1;
+                        let key = n % 2;
+                        let v = bench::unique_value(c.id(), n);
+                        let t0 = base.elapsed().as_nanos() as u64;
+                        let (op, r) = if n % 2 == 0 {
+                            let mut value = [0u8; 16];
+                            value[..8].copy_from_slice(&v.to_le_bytes());
+                            (
+                                OpKind::Set,
+                                c.set(&key.to_le_bytes(), &value).map(|_| Some(v)),
+                            )
+                        } else {
+                            (
+                                OpKind::Get,
+                                c.get(&key.to_le_bytes()).map(|x| {
+                                    x.map(|b| u64::from_le_bytes(b[..8].try_into().unwrap()))
+                                }),
+                            )
+                        };
+                        let home_failed = matches!(r, Err(KvsError::HomeFailed { .. }));
+                        h.push(HistoryOp {
+                            client: c.id(),
+                            op,
+                            key,
+                            value: match (&r, op) {
+                                (Ok(x), _) => *x,
+                                (Err(_), OpKind::Set) => Some(v),
+                                (Err(_), OpKind::Get) => None,
+                            },
+                            call_ns: t0,
+                            return_ns: base.elapsed().as_nanos() as u64,
+                            ok: r.is_ok(),
+                        });
+                        if home_failed {
+                            break;
+                        }
+                    }
+                    h
+                })
+            })
+            .collect();
+        for &(at_ms, victim) in victims {
+            let at = base + Duration::from_millis(at_ms);
+            std::thread::sleep(at.saturating_duration_since(Instant::now()));
+            s.crash(victim).unwrap();
+        }
+        hs.into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    let rep = s.close().unwrap();
+    (hist, rep, base.elapsed())
+}
+
+/// 1Paxos failover with processes: the acceptor's process is killed (SIGKILL) mid-run,
+/// then the backup acceptor's. The survivors change view and keep serving; no
+/// acknowledged set is lost; the history is linearizable; nothing hangs.
+#[test]
+fn killed_acceptor_process_fails_over() {
+    for (what, tree) in [
+        ("acceptor", Topology::Binary),
+        ("acceptor twice", Topology::AdaptiveShuffled),
+    ] {
+        let mut cfg = config(5, 6, Protocol::OnePaxos, tree);
+        cfg.attempt_timeout = Duration::from_millis(150);
+        cfg.attempts = 20;
+        cfg.close_timeout = Duration::from_secs(5);
+        let s = Store::start(cfg).unwrap();
+        let seg = s.segment().unwrap().to_path_buf();
+        let root = s.root();
+        let mut victims = vec![(200, root)];
+        if what == "acceptor twice" {
+            victims.push((450, (0..5).find(|&r| r != root).unwrap()));
+        }
+        let dead: Vec<usize> = victims.iter().map(|v| v.1).collect();
+        let last = victims.last().unwrap().0;
+        let (hist, rep, took) = crash_run(s, &victims, Duration::from_millis(last + 500));
+        let setup = format!("{what} over {tree}");
+        assert!(took < Duration::from_secs(20), "{setup}: took {took:?}");
+        rep.check_logs().unwrap_or_else(|e| panic!("{setup}: {e}"));
+        check_logs(&rep, &hist);
+        check_history(&hist).unwrap_or_else(|e| panic!("{setup}: {e}"));
+        let after = Duration::from_millis(last + 100).as_nanos() as u64;
+        let ok_after = hist
+            .iter()
+            .filter(|h| h.op == OpKind::Set && h.ok && h.call_ns > after)
+            .count();
+        assert!(ok_after > 0, "{setup}: no set succeeded after the kill");
+        for r in rep.replicas.iter().flatten() {
+            if dead.contains(&r.replica) {
+                assert_eq!(r.exit, "crashed", "{setup}");
+            } else {
+                assert_eq!(r.exit, "closed", "{setup}: {r:?}");
+                assert!(
+                    r.view_changes >= 1,
+                    "{setup}: replica {} kept its view",
+                    r.replica
+                );
+                assert!(!dead.contains(&r.root), "{setup}: a dead root");
+            }
+        }
+        assert!(!seg.exists(), "{setup}: {} left behind", seg.display());
+        eprintln!(
+            "{setup}: {ok_after} sets ok after the last kill, {} operations failed",
+            hist.iter().filter(|h| !h.ok).count()
+        );
+    }
+}
+
+/// A replica program that is not one, or does not exist: a clear error, nothing left.
+#[test]
+fn bad_replica_program_is_a_clear_error() {
+    let mut cfg = StoreConfig::new(2, 1);
+    cfg.deployment = Deployment::processes("/nonexistent/smelt-kvs-replica");
+    let e = Store::start(cfg).unwrap_err();
+    assert!(
+        matches!(&e, KvsError::Replica { what, .. } if what.contains("cannot start")),
+        "{e}"
+    );
+    let mut cfg = StoreConfig::new(2, 1);
+    cfg.deployment = Deployment::processes("/bin/false");
+    let e = Store::start(cfg).unwrap_err();
+    assert!(e.to_string().contains("ended before joining"), "{e}");
+    let mut cfg = StoreConfig::new(2, 1).protocol(Protocol::TwoPc);
+    cfg.deployment = processes();
+    cfg.veto = Some(std::sync::Arc::new(|_, _, _| true));
+    assert!(matches!(Store::start(cfg), Err(KvsError::Config(_))));
+    // Not started by a store.
+    assert!(smelt_kvs::process::run_replica_from_env().is_err());
+}
