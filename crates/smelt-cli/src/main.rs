@@ -14,7 +14,6 @@ mod cmd_launch;
 mod cmd_model;
 mod cmd_probe;
 mod cmd_run;
-mod cmd_evaluate;
 mod cmd_tree;
 mod common;
 
@@ -53,7 +52,7 @@ enum Cmd {
     /// Build a broadcast tree from a model and print or draw it.
     Tree(cmd_tree::TreeArgs),
     /// Predict every topology's time for every operation from a model.
-    Evaluate(cmd_evaluate::EvaluateArgs),
+    Evaluate(cmd_tree::EvaluateArgs),
     /// Measure collectives on this machine over every topology, next to the peers.
     Bench(cmd_bench::BenchArgs),
     /// Start N processes as one job on this host (like mpirun for one machine).
@@ -102,7 +101,7 @@ fn main() {
         Cmd::Import(a) => cmd_model::import(a),
         Cmd::Model(c) => cmd_model::run(c),
         Cmd::Tree(a) => cmd_tree::tree(a),
-        Cmd::Evaluate(a) => cmd_evaluate::evaluate(a),
+        Cmd::Evaluate(a) => cmd_tree::evaluate(a),
         Cmd::Bench(a) => cmd_bench::run(a),
         Cmd::Launch(a) => cmd_launch::run(a),
         Cmd::Kvs(a) => cmd_kvs::run(a),
