@@ -122,6 +122,11 @@ pub struct BenchArgs {
     pub time_limit: Option<f64>,
 }
 
+/// smelt's side of the comparison with the peers is the tree smelt builds
+/// (adaptive-shuffled), not the best measured one: picking the minimum of many noisy
+/// figures would flatter it.
+const SMELT_TREE: Topology = Topology::AdaptiveShuffled;
+
 /// Most members / threads `smelt bench` runs (groups beyond the CPUs share them).
 const MAX_THREADS: usize = 1024;
 
@@ -369,10 +374,7 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         timeout,
     };
 
-    // smelt's side of the comparison with the peers is the tree smelt builds
-    // (adaptive-shuffled), not the best measured one: picking the minimum of many noisy
-    // figures would flatter it.
-    let smelt_tree_choice = Topology::AdaptiveShuffled;
+    let smelt_tree_choice = SMELT_TREE;
 
     // 1. smelt's collectives over every topology, the trees as given. With more members
     //    than CPUs, also smelt's tree run flattened (`flatten_oversubscribed`), the
@@ -399,7 +401,6 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         &cpus,
         &peer_threads,
         &budget,
-        smelt_tree_choice,
         &a,
     );
 
@@ -655,9 +656,9 @@ fn measure_peers(
     cpus: &[u32],
     peer_threads: &[usize],
     budget: &Budget,
-    smelt_tree_choice: Topology,
     a: &BenchArgs,
 ) -> Vec<Figure> {
+    let smelt_tree_choice = SMELT_TREE;
     // 3. Collectives vs the peers: barriers at several thread counts, broadcast and
     //    reduce with 2 members.
     // smelt runs its own tree, flattened when there are more threads than CPUs.

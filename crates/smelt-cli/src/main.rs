@@ -9,6 +9,7 @@
 
 mod bench_processes;
 mod cmd_bench;
+mod cmd_evaluate;
 mod cmd_kvs;
 mod cmd_launch;
 mod cmd_model;
@@ -52,7 +53,7 @@ enum Cmd {
     /// Build a broadcast tree from a model and print or draw it.
     Tree(cmd_tree::TreeArgs),
     /// Predict every topology's time for every operation from a model.
-    Evaluate(cmd_tree::EvaluateArgs),
+    Evaluate(cmd_evaluate::EvaluateArgs),
     /// Measure collectives on this machine over every topology, next to the peers.
     Bench(cmd_bench::BenchArgs),
     /// Start N processes as one job on this host (like mpirun for one machine).
@@ -101,7 +102,7 @@ fn main() {
         Cmd::Import(a) => cmd_model::import(a),
         Cmd::Model(c) => cmd_model::run(c),
         Cmd::Tree(a) => cmd_tree::tree(a),
-        Cmd::Evaluate(a) => cmd_tree::evaluate(a),
+        Cmd::Evaluate(a) => cmd_evaluate::evaluate(a),
         Cmd::Bench(a) => cmd_bench::run(a),
         Cmd::Launch(a) => cmd_launch::run(a),
         Cmd::Kvs(a) => cmd_kvs::run(a),
