@@ -7,7 +7,8 @@
 //! LD_PRELOAD=target/release/libsmelt_mpi.so mpirun -np 8 ./my_mpi_program
 //! ```
 //!
-//! it runs `MPI_Bcast`, `MPI_Reduce`, `MPI_Allreduce` and `MPI_Barrier` hierarchically:
+//! it runs `MPI_Bcast`, `MPI_Reduce`, `MPI_Allreduce`, `MPI_Barrier`, `MPI_Gather` and
+//! `MPI_Scatter` hierarchically:
 //! smelt's trees over shared memory inside each node (the ranks that share memory, or
 //! emulated nodes of `SMELT_RANKS_PER_NODE` ranks), MPI's own collectives between the
 //! nodes' leaders. Everything it does not take (user operations, `MPI_MAXLOC`, derived

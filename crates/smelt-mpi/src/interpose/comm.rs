@@ -96,6 +96,13 @@ pub struct Hier {
     my_node: usize,
     /// For each rank of the communicator: its node and its rank in that node.
     place: Vec<[c_int; 2]>,
+    /// Ranks per node, by node.
+    node_sizes: Vec<usize>,
+    /// Where each node starts in node-major order (nodes by index, ranks by local rank):
+    /// the order the leaders' `MPI_Gatherv`/`MPI_Scatterv` move the ranks' parts in.
+    node_off: Vec<usize>,
+    /// True when node-major order is rank order (nodes of consecutive ranks).
+    node_major_is_rank_order: bool,
     /// This node's trees by local root.
     trees: Vec<Slot>,
     made: usize,
@@ -224,10 +231,16 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
     let cpus: usize = mask.iter().map(|w| w.count_ones() as usize).sum();
     let oversubscribed = host_size > cpus.max(1);
 
-    // Nodes: the host, or emulated nodes of k of its ranks.
+    // Nodes: the host, or emulated nodes of k of its ranks in MPI_COMM_WORLD rank
+    // order (so a process stays with the same others in every communicator that
+    // holds them all, and a communicator that reorders the ranks has nodes of
+    // ranks that do not follow each other, as real nodes may).
     let k = cfg.ranks_per_node;
     let node = if k > 0 && k < host_size {
-        let n = ffi::split(host, (host_rank / k) as c_int, host_rank as c_int)?;
+        let world_rank = ffi::rank_size(ffi::comm_world())?.0 as c_int;
+        let all = ffi::allgather_pair([world_rank, 0], host, host_size)?;
+        let before = all.iter().filter(|p| p[0] < world_rank).count();
+        let n = ffi::split(host, (before / k) as c_int, host_rank as c_int)?;
         ffi::free(&mut host);
         n
     } else {
@@ -263,6 +276,22 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
         .max()
         .unwrap_or(0)
         + 1;
+    let mut node_sizes = vec![0usize; n_nodes];
+    for p in &place {
+        node_sizes[p[0].max(0) as usize] += 1;
+    }
+    let node_off: Vec<usize> = node_sizes
+        .iter()
+        .scan(0, |at, &s| {
+            let o = *at;
+            *at += s;
+            Some(o)
+        })
+        .collect();
+    let node_major_is_rank_order = place
+        .iter()
+        .enumerate()
+        .all(|(r, p)| node_off[p[0].max(0) as usize] + p[1].max(0) as usize == r);
 
     let topology = match &cfg.tree {
         Some(name) => Topology::from_str(name).unwrap_or_else(|e| {
@@ -282,6 +311,9 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
         n_nodes,
         my_node,
         place,
+        node_sizes,
+        node_off,
+        node_major_is_rank_order,
         trees: (0..node_size).map(|_| Slot::Untried).collect(),
         made: 0,
         topology,
@@ -321,7 +353,8 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
     }
     if rank == 0 {
         stats::note(format!(
-            "communicator of {size} ranks: {n_nodes} node(s), {node_size} rank(s) on rank 0's node{}, tree {}, {} wait, cut-offs {}/{}/{}/{}/{} bytes (bcast/reduce/allreduce/gather/scatter)",
+            "communicator of {size} ranks: {n_nodes} node(s){}, {node_size} rank(s) on rank 0's node{}, tree {}, {} wait, cut-offs {}/{}/{}/{}/{} bytes (bcast/reduce/allreduce/gather/scatter)",
+            if h.node_major_is_rank_order { "" } else { " of ranks not in rank order" },
             if k > 0 { format!(" (SMELT_RANKS_PER_NODE={k})") } else { String::new() },
             h.topology,
             if oversubscribed { "oversubscribed" } else { "dedicated" },
@@ -620,22 +653,23 @@ impl Hier {
         Ok(())
     }
 
-    /// True when the communicator is one node (gather and scatter are taken there
-    /// only).
-    pub fn one_node(&self) -> bool {
-        self.n_nodes == 1
-    }
-
-    /// The tree rooted at communicator rank `root` (one node only), made on first use.
+    /// The tree rooted at communicator rank `root` (on one node, where local ranks are
+    /// the communicator's), made on first use.
     fn tree_at(&mut self, root: usize) -> Result<Option<&mut Member>, MpiErr> {
         let local = self.place[root][1] as usize;
         self.tree(local)
     }
 
-    /// `MPI_Gather` on one node: `mine` from every rank, `out` (ranks × `mine.len()`
-    /// bytes, by rank) on the root. `Ok(false)`: no tree for this root (every rank
-    /// sees the same), MPI must do it.
+    /// `MPI_Gather`: `mine` from every rank, `out` (ranks × `mine.len()` bytes, by
+    /// rank) on the root. One node: smelt's tree from the root. Several: smelt's trees
+    /// to the leaders, `MPI_Gatherv` among them (see [`Hier::gather_nodes`]).
+    /// `Ok(false)`: no tree for this root (one node; every rank sees the same), MPI
+    /// must do it.
     pub fn gather(&mut self, mine: &[u8], out: &mut [u8], root: usize) -> Result<bool, Fail> {
+        if self.n_nodes > 1 {
+            self.gather_nodes(mine, out, root)?;
+            return Ok(true);
+        }
         match self.tree_at(root)? {
             Some(m) => {
                 m.gather_bytes(mine, out)?;
@@ -645,9 +679,15 @@ impl Hier {
         }
     }
 
-    /// `MPI_Scatter` on one node: the root's `all` (ranks × `mine.len()` bytes, by
-    /// rank), each rank's part into `mine`. `Ok(false)` as for [`Hier::gather`].
+    /// `MPI_Scatter`: the root's `all` (ranks × `mine.len()` bytes, by rank), each
+    /// rank's part into `mine`. One node: smelt's tree from the root; several: the
+    /// leaders' `MPI_Scatterv`, then smelt's trees from the leaders. `Ok(false)` as for
+    /// [`Hier::gather`].
     pub fn scatter(&mut self, all: &[u8], mine: &mut [u8], root: usize) -> Result<bool, Fail> {
+        if self.n_nodes > 1 {
+            self.scatter_nodes(all, mine, root)?;
+            return Ok(true);
+        }
         match self.tree_at(root)? {
             Some(m) => {
                 m.scatter_bytes(all, mine)?;
@@ -655,6 +695,135 @@ impl Hier {
             }
             None => Ok(false),
         }
+    }
+
+    /// The leaders' `MPI_Gatherv`/`MPI_Scatterv` layout for `k` bytes per rank: bytes
+    /// and offset of each node's parts in node-major order.
+    fn node_layout(&self, k: usize) -> (Vec<c_int>, Vec<c_int>) {
+        let counts = self.node_sizes.iter().map(|&s| (s * k) as c_int).collect();
+        let displs = self.node_off.iter().map(|&o| (o * k) as c_int).collect();
+        (counts, displs)
+    }
+
+    /// Position of communicator rank `r` in node-major order.
+    fn node_major(&self, r: usize) -> usize {
+        let [node, local] = self.place[r].map(|x| x.max(0) as usize);
+        self.node_off[node] + local
+    }
+
+    /// Gathers this node's parts (`k` bytes each) to its leader's `out` (node size ×
+    /// `k` bytes, by local rank; `&mut []` elsewhere).
+    fn node_gather(&mut self, mine: &[u8], out: &mut [u8]) -> Result<(), Fail> {
+        if self.node_size > 1 {
+            self.leader_tree().gather_bytes(mine, out)?;
+        } else {
+            out.copy_from_slice(mine);
+        }
+        Ok(())
+    }
+
+    /// Scatters the leader's `part` (node size × `k` bytes, by local rank) to the node.
+    fn node_scatter(&mut self, part: &[u8], mine: &mut [u8]) -> Result<(), Fail> {
+        if self.node_size > 1 {
+            self.leader_tree().scatter_bytes(part, mine)?;
+        } else {
+            mine.copy_from_slice(part);
+        }
+        Ok(())
+    }
+
+    /// `MPI_Gather` over several nodes: smelt's tree gathers each node's parts to its
+    /// leader; the leaders `MPI_Gatherv` them (nodes may differ in size) to the leader
+    /// of the root's node, which puts them in rank order (nodes need not hold
+    /// consecutive ranks) and, for a root that is not the leader, hands them over.
+    fn gather_nodes(&mut self, mine: &[u8], out: &mut [u8], root: usize) -> Result<(), Fail> {
+        let k = mine.len();
+        let [rnode, rlocal] = self.place[root].map(|x| x.max(0) as usize);
+        let is_root = self.rank == root;
+        if self.node_rank != 0 {
+            self.node_gather(mine, &mut [])?;
+            if is_root {
+                ffi::recv_bytes(out, 0, FORWARD_TAG, self.node)?;
+            }
+            return Ok(());
+        }
+        let (counts, displs) = self.node_layout(k);
+        let part =
+            self.node_off[self.my_node] * k..(self.node_off[self.my_node] + self.node_size) * k;
+        if self.my_node != rnode {
+            let mut own = vec![0u8; part.len()];
+            self.node_gather(mine, &mut own)?;
+            ffi::gatherv_bytes(Some(&own), &mut [], &counts, &displs, rnode, self.leaders)?;
+            return Ok(());
+        }
+        if is_root && self.node_major_is_rank_order {
+            // Straight into the root's buffer.
+            self.node_gather(mine, &mut out[part])?;
+            ffi::gatherv_bytes(None, out, &counts, &displs, rnode, self.leaders)?;
+            return Ok(());
+        }
+        let mut all = vec![0u8; self.size * k];
+        self.node_gather(mine, &mut all[part])?;
+        ffi::gatherv_bytes(None, &mut all, &counts, &displs, rnode, self.leaders)?;
+        let mut sorted = Vec::new();
+        let dst: &mut [u8] = if is_root {
+            out
+        } else {
+            sorted.resize(self.size * k, 0);
+            &mut sorted
+        };
+        for r in 0..self.size {
+            let i = self.node_major(r);
+            dst[r * k..(r + 1) * k].copy_from_slice(&all[i * k..(i + 1) * k]);
+        }
+        if !is_root {
+            ffi::send_bytes(dst, rlocal, FORWARD_TAG, self.node)?;
+        }
+        Ok(())
+    }
+
+    /// `MPI_Scatter` over several nodes: the root (through its node's leader, when it is
+    /// not the leader) `MPI_Scatterv`s each node's parts to its leader, in node-major
+    /// order; smelt's tree scatters them inside each node.
+    fn scatter_nodes(&mut self, all: &[u8], mine: &mut [u8], root: usize) -> Result<(), Fail> {
+        let k = mine.len();
+        let [rnode, rlocal] = self.place[root].map(|x| x.max(0) as usize);
+        let is_root = self.rank == root;
+        if self.node_rank != 0 {
+            if is_root {
+                ffi::send_bytes(all, 0, FORWARD_TAG, self.node)?;
+            }
+            return self.node_scatter(&[], mine);
+        }
+        let (counts, displs) = self.node_layout(k);
+        let part =
+            self.node_off[self.my_node] * k..(self.node_off[self.my_node] + self.node_size) * k;
+        if self.my_node != rnode {
+            let mut own = vec![0u8; part.len()];
+            ffi::scatterv_bytes(&[], &counts, &displs, Some(&mut own), rnode, self.leaders)?;
+            return self.node_scatter(&own, mine);
+        }
+        let mut from_root = Vec::new();
+        let src: &[u8] = if is_root {
+            all
+        } else {
+            from_root.resize(self.size * k, 0);
+            ffi::recv_bytes(&mut from_root, rlocal, FORWARD_TAG, self.node)?;
+            &from_root
+        };
+        let mut sorted = Vec::new();
+        let nm: &[u8] = if self.node_major_is_rank_order {
+            src
+        } else {
+            sorted.resize(self.size * k, 0);
+            for r in 0..self.size {
+                let i = self.node_major(r);
+                sorted[i * k..(i + 1) * k].copy_from_slice(&src[r * k..(r + 1) * k]);
+            }
+            &sorted
+        };
+        ffi::scatterv_bytes(nm, &counts, &displs, None, rnode, self.leaders)?;
+        self.node_scatter(&nm[part], mine)
     }
 
     /// `MPI_Barrier`.

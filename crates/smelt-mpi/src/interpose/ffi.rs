@@ -239,6 +239,72 @@ pub fn recv_bytes(buf: &mut [u8], src: usize, tag: c_int, comm: MPI_Comm) -> Res
     check(unsafe { mpi_sys::PMPI_Recv(p, n, dt, src as c_int, tag, comm, status_ignore()) })
 }
 
+/// `MPI_Gatherv` of bytes among `comm` to `root`: `mine` from every member but the
+/// root, whose own part is already in place in `all` (`None`); on the root, member
+/// `i`'s `counts[i]` bytes land at `displs[i]` in `all` (not used elsewhere: `&mut []`).
+pub fn gatherv_bytes(
+    mine: Option<&[u8]>,
+    all: &mut [u8],
+    counts: &[c_int],
+    displs: &[c_int],
+    root: usize,
+    comm: MPI_Comm,
+) -> Result<(), MpiErr> {
+    let (sp, sn) = match mine {
+        Some(m) => (m.as_ptr().cast::<c_void>(), m.len() as c_int),
+        None => (in_place().cast_const(), 0),
+    };
+    // SAFETY: `mine` is valid for its `sn` bytes (or MPI_IN_PLACE on the root); on the
+    // root `all` holds every member's `counts[i]` bytes at `displs[i]` (the caller
+    // sized it so), `counts` and `displs` having one entry per member.
+    check(unsafe {
+        mpi_sys::PMPI_Gatherv(
+            sp,
+            sn,
+            byte(),
+            all.as_mut_ptr().cast(),
+            counts.as_ptr(),
+            displs.as_ptr(),
+            byte(),
+            root as c_int,
+            comm,
+        )
+    })
+}
+
+/// `MPI_Scatterv` of bytes among `comm` from `root`: on the root, `all` holds member
+/// `i`'s `counts[i]` bytes at `displs[i]` (not used elsewhere: `&[]`); each member but
+/// the root receives its part into `mine`; the root's stays in `all` (`None`).
+pub fn scatterv_bytes(
+    all: &[u8],
+    counts: &[c_int],
+    displs: &[c_int],
+    mine: Option<&mut [u8]>,
+    root: usize,
+    comm: MPI_Comm,
+) -> Result<(), MpiErr> {
+    let (rp, rn) = match mine {
+        Some(m) => (m.as_mut_ptr().cast::<c_void>(), m.len() as c_int),
+        None => (in_place(), 0),
+    };
+    // SAFETY: on the root `all` holds every member's `counts[i]` bytes at `displs[i]`
+    // (one entry per member); `mine` is valid for writes of its `rn` bytes (or
+    // MPI_IN_PLACE on the root).
+    check(unsafe {
+        mpi_sys::PMPI_Scatterv(
+            all.as_ptr().cast(),
+            counts.as_ptr(),
+            displs.as_ptr(),
+            byte(),
+            rp,
+            rn,
+            byte(),
+            root as c_int,
+            comm,
+        )
+    })
+}
+
 /// The thread level MPI provides.
 pub fn thread_level() -> Result<c_int, MpiErr> {
     let mut p = 0;

@@ -1,5 +1,5 @@
-//! The interposer: `MPI_Bcast`, `MPI_Reduce`, `MPI_Allreduce`, `MPI_Barrier` and
-//! `MPI_Finalize` defined here (C symbols) take precedence over the MPI library's when
+//! The interposer: `MPI_Bcast`, `MPI_Reduce`, `MPI_Allreduce`, `MPI_Barrier`,
+//! `MPI_Gather`, `MPI_Scatter` and `MPI_Finalize` defined here (C symbols) take precedence over the MPI library's when
 //! `libsmelt_mpi.so` is preloaded; what smelt does not take goes to `PMPI_*`, the MPI
 //! profiling interface, unchanged.
 
@@ -473,12 +473,8 @@ unsafe fn bytes_at_mut<'a>(at: *mut c_void, off: isize, len: usize) -> &'a mut [
     unsafe { std::slice::from_raw_parts_mut(at.cast::<u8>().wrapping_offset(off), len) }
 }
 
-/// The root of a gather or scatter that smelt runs (one node only, a root in range),
-/// or why it falls back.
-fn one_node_root(h: &comm::Hier, root: c_int) -> Result<usize, Why> {
-    if !h.one_node() {
-        return Err(Why::SeveralNodes);
-    }
+/// The root of a gather or scatter, or why it falls back (out of range).
+fn checked_root(h: &comm::Hier, root: c_int) -> Result<usize, Why> {
     if root < 0 || root as usize >= h.size {
         return Err(Why::BadArgs);
     }
@@ -601,7 +597,7 @@ impl Rooted {
             Ok(None) => return Err(self.pmpi()),
             Err(rc) => return Err(rc),
         };
-        let root = one_node_root(h, self.root).map_err(|why| self.fell(why))?;
+        let root = checked_root(h, self.root).map_err(|why| self.fell(why))?;
         let (n, is_root) = (h.size, h.rank == root);
         let (in_place, mine, check_recv) = sides(is_root);
         let (sz, off) = match mine.blocks() {
@@ -623,7 +619,9 @@ impl Rooted {
                 Err(e) => return Err(e.0),
             }
         }
-        if k > h.max_bytes[max_bytes_at] || k.checked_mul(n).is_none() {
+        // The leaders' MPI_Gatherv/MPI_Scatterv count bytes in C ints.
+        let fits = k.checked_mul(n).is_some_and(|t| t <= c_int::MAX as usize);
+        if k > h.max_bytes[max_bytes_at] || !fits {
             return Err(self.fell(Why::TooLarge));
         }
         if k == 0 {
@@ -1008,7 +1006,7 @@ macro_rules! rooted_call {
 }
 
 rooted_call!(
-    /// `MPI_Gather`, taken over on one node (see the crate documentation).
+    /// `MPI_Gather`, taken over (see the crate documentation).
     ///
     /// # Safety
     /// MPI's contract for `MPI_Gather`.
@@ -1016,7 +1014,7 @@ rooted_call!(
 );
 
 rooted_call!(
-    /// `MPI_Scatter`, taken over on one node (see the crate documentation).
+    /// `MPI_Scatter`, taken over (see the crate documentation).
     ///
     /// # Safety
     /// MPI's contract for `MPI_Scatter`.

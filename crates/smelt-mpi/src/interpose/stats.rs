@@ -56,7 +56,6 @@ pub enum Why {
     OtherOp,
     OpNotForType,
     BadArgs,
-    SeveralNodes,
     NoTree,
 }
 
@@ -75,7 +74,6 @@ const ALL_WHY: [Why; WHYS] = [
     Why::OtherOp,
     Why::OpNotForType,
     Why::BadArgs,
-    Why::SeveralNodes,
     Why::NoTree,
 ];
 
@@ -95,7 +93,6 @@ impl Why {
             Why::OtherOp => "MPI_REPLACE/MPI_NO_OP/MPI_OP_NULL",
             Why::OpNotForType => "operation not defined for the datatype",
             Why::BadArgs => "invalid arguments (left to MPI to report)",
-            Why::SeveralNodes => "several nodes (gather and scatter are taken on one node only)",
             Why::NoTree => "no tree for this root (the node's limit of trees)",
         }
     }

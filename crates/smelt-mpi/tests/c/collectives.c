@@ -2,7 +2,9 @@
  * MPI_Scatter against plain C.
  *
  * Every (datatype x operation x root x in-place x count) on MPI_COMM_WORLD, on
- * MPI_Comm_split(even/odd) and on an MPI_Comm_dup of it; each result is compared with
+ * MPI_Comm_split(even/odd), on an MPI_Comm_dup of it and on all ranks reordered (even
+ * first: with emulated nodes, nodes of ranks that do not follow each other); each
+ * result is compared with
  * the same arithmetic done here in C (never with what the MPI library computes).
  * Also: floating-point allreduce results identical on every rank, broadcasts of
  * derived datatypes (contiguous on the root only, and strided), the fallbacks (a
@@ -333,18 +335,22 @@ static void check_reduce_case(MPI_Comm comm, const struct type *t, int count, in
     st->seed = seed;
 }
 
-static void check_comm(MPI_Comm comm, int seed0)
+/* Every datatype, operation and root; `few`: counts 3 and 384 only (else 1, 3, 64, 384
+ * and 1000). */
+static void check_comm(MPI_Comm comm, int seed0, bool few)
 {
     struct reduce_state st = {.seed = seed0};
     MPI_Comm_rank(comm, &st.rank);
     MPI_Comm_size(comm, &st.size);
-    static const int counts[] = {1, 3, 64, 384, 1000};
+    static const int all_counts[] = {1, 3, 64, 384, 1000}, few_counts[] = {3, 384};
+    const int *counts = few ? few_counts : all_counts;
+    size_t ncounts = few ? 2 : 5;
     size_t max = 1000 * 8;
     st.send = malloc(max);
     st.recv = malloc(max);
     st.want = malloc(max);
     st.tmp = malloc(max);
-    sweep(comm, counts, sizeof counts / sizeof counts[0], check_reduce_case, &st);
+    sweep(comm, counts, ncounts, check_reduce_case, &st);
     free(st.send);
     free(st.recv);
     free(st.want);
@@ -654,7 +660,7 @@ int main(int argc, char **argv)
     mpi_ops[O_BXOR] = MPI_BXOR;
     init_types();
     for (int r = 0; r < rounds; r++) {
-        check_comm(MPI_COMM_WORLD, 1000 * r);
+        check_comm(MPI_COMM_WORLD, 1000 * r, false);
         check_gather_scatter(MPI_COMM_WORLD, 3000 + 1000 * r);
         check_float_identical(MPI_COMM_WORLD);
         check_fallbacks(MPI_COMM_WORLD);
@@ -663,8 +669,8 @@ int main(int argc, char **argv)
         MPI_Comm split, dup;
         MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, -world_rank, &split);
         MPI_Comm_dup(split, &dup);
-        check_comm(split, 5000 + 1000 * r);
-        check_comm(dup, 9000 + 1000 * r);
+        check_comm(split, 5000 + 1000 * r, false);
+        check_comm(dup, 9000 + 1000 * r, false);
         check_gather_scatter(dup, 7000 + 1000 * r);
         check_float_identical(dup);
         check_fallbacks(dup);
@@ -672,6 +678,17 @@ int main(int argc, char **argv)
         MPI_Comm_free(&dup);
         check_barrier(split);
         MPI_Comm_free(&split);
+        /* All ranks, reordered (even world ranks first): emulated nodes
+         * (SMELT_RANKS_PER_NODE, made in world rank order) then hold ranks that do not
+         * follow each other in this communicator, as real nodes may. */
+        int wsize;
+        MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+        MPI_Comm perm;
+        MPI_Comm_split(MPI_COMM_WORLD, 0, (world_rank % 2) * wsize + world_rank, &perm);
+        check_comm(perm, 11000 + 1000 * r, true);
+        check_gather_scatter(perm, 13000 + 1000 * r);
+        check_barrier(perm);
+        MPI_Comm_free(&perm);
     }
     long total = 0;
     MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
