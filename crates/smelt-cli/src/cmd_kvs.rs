@@ -39,12 +39,13 @@ use std::time::Duration;
     smelt kvs --model model.json --protocol 2pc --json\n  smelt kvs --check-file h.jsonl"
 )]
 pub struct KvsArgs {
-    /// Replicas; default: one per NUMA node (of --model, or of this machine).
-    #[arg(long, value_parser = crate::common::count(1, 1024))]
-    pub replicas: Option<usize>,
-    /// Clients (load generators); default: two per replica.
-    #[arg(long, value_parser = crate::common::count(1, 4096))]
-    pub clients: Option<usize>,
+    /// Replicas; default: one per NUMA node (of --model, or of this machine). With
+    /// --simulate a list (default 4,8,16,32,64, those the machine has CPUs for).
+    #[arg(long, value_delimiter = ',', value_parser = crate::common::count(1, 1024))]
+    pub replicas: Vec<usize>,
+    /// Clients (load generators); default: two per replica. With --simulate a list.
+    #[arg(long, value_delimiter = ',', value_parser = crate::common::count(1, 4096))]
+    pub clients: Vec<usize>,
     /// Agreement protocol: 1paxos or 2pc (broadcast: the plain atomic broadcast alone).
     #[arg(long, default_value = "1paxos")]
     pub protocol: String,
@@ -112,6 +113,10 @@ pub struct KvsArgs {
     /// replica's process (SIGKILL).
     #[arg(long)]
     pub processes: bool,
+    /// Predict instead of running: simulate the store on the --model machine
+    /// (smelt_kvs::sim) for each --replicas and --clients count.
+    #[arg(long, requires = "model", conflicts_with_all = ["check_file", "history", "check", "crash"])]
+    pub simulate: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -242,6 +247,12 @@ fn us(ns: u64) -> String {
 }
 
 pub fn run(a: KvsArgs) -> Result<()> {
+    if a.simulate {
+        return crate::cmd_kvs_sim::run(&a);
+    }
+    if a.replicas.len() > 1 || a.clients.len() > 1 {
+        bail!("--replicas and --clients take one number each (lists need --simulate)");
+    }
     if let Some(f) = &a.check_file {
         let text =
             std::fs::read_to_string(f).with_context(|| format!("--check-file {}", f.display()))?;
@@ -353,7 +364,7 @@ pub fn run(a: KvsArgs) -> Result<()> {
         )),
         None => None,
     };
-    let replicas = a.replicas.unwrap_or_else(|| match &model {
+    let replicas = a.replicas.first().copied().unwrap_or_else(|| match &model {
         Some(m) => {
             let mut n = m.node_ids();
             n.sort_unstable();
@@ -362,7 +373,7 @@ pub fn run(a: KvsArgs) -> Result<()> {
         }
         None => local_nodes(),
     });
-    let clients = a.clients.unwrap_or(2 * replicas);
+    let clients = a.clients.first().copied().unwrap_or(2 * replicas);
     // Placement: pinned along the model where its CPUs are this machine's.
     let allowed = allowed_cpus().unwrap_or_default();
     let (replica_cpus, client_cpus, pinned) = match &model {

@@ -11,6 +11,7 @@ mod bench_processes;
 mod cmd_bench;
 mod cmd_evaluate;
 mod cmd_kvs;
+mod cmd_kvs_sim;
 mod cmd_launch;
 mod cmd_model;
 mod cmd_probe;

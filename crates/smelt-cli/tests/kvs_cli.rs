@@ -322,3 +322,92 @@ fn replicas_as_processes_fail_over_and_leave_nothing() {
     // The hidden replica subcommand, run by hand: one error line, status 2.
     fails_with(2, &["kvs-replica"], "SMELT_KVS_REPLICA is not set");
 }
+
+#[test]
+fn simulated_mode_predicts_every_setup() {
+    let csv = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/machines/core-to-core-latency/Intel Core i7-6700K.csv");
+    let csv = csv.to_str().unwrap();
+    let args = [
+        "kvs",
+        "--model",
+        csv,
+        "--simulate",
+        "--clients",
+        "4",
+        "--json",
+    ];
+    let out = ok(&args);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["simulated"], true);
+    assert_eq!(v["cpus"], 8);
+    // Default replica counts on 8 CPUs: 4 and 8; three setups each.
+    let rows = v["rows"].as_array().unwrap();
+    let keys: Vec<(u64, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["replicas"].as_u64().unwrap(),
+                r["setup"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            (4, "tree"),
+            (4, "sequential"),
+            (4, "broadcast"),
+            (8, "tree"),
+            (8, "sequential"),
+            (8, "broadcast")
+        ]
+    );
+    for r in rows {
+        for k in ["set_per_sec", "set_mean_ns", "set_p50_ns", "get_per_sec"] {
+            let x = r[k].as_f64().unwrap();
+            assert!(x.is_finite() && x > 0.0, "{k}: {r}");
+        }
+    }
+    let ratios = v["ratios"].as_array().unwrap();
+    assert_eq!(ratios.len(), 2);
+    assert!(
+        ratios[1]["set_throughput_tree_over_sequential"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    // Deterministic.
+    assert_eq!(ok(&args), out);
+    // Human output: the table and the ratios.
+    let text = ok(&[
+        "kvs",
+        "--model",
+        csv,
+        "--simulate",
+        "--replicas",
+        "8",
+        "--clients",
+        "2,8",
+    ]);
+    assert!(text.contains("tree vs sequential sending"), "{text}");
+    assert!(text.matches("sequential ").count() >= 2, "{text}");
+    // Bad input: one error line, status 2.
+    fails_with(2, &["kvs", "--simulate"], "--model");
+    fails_with(
+        2,
+        &["kvs", "--model", csv, "--simulate", "--replicas", "9"],
+        "8 CPUs",
+    );
+    fails_with(
+        2,
+        &["kvs", "--model", "/nonexistent.json", "--simulate"],
+        "--model",
+    );
+    fails_with(2, &["kvs", "--replicas", "2,3"], "--simulate");
+    fails_with(
+        2,
+        &["kvs", "--model", csv, "--simulate", "--get-ratio", "1"],
+        "--get-ratio",
+    );
+}

@@ -18,6 +18,7 @@ pub mod history;
 pub mod process;
 mod raft_store;
 mod replica;
+pub mod sim;
 mod store;
 mod wire;
 
