@@ -14,24 +14,36 @@
 //! - AB (as the original Smelt Simulator): broadcast, then the member that received
 //!   last sends a completion message back to the root: `+ t_send(last, root) +
 //!   t_receive(last, root)`.
-//! - Reduce: leaves start at 0 and send to their parent. A parent takes its
-//!   children's messages in order of arrival (ties: send order), each costing
-//!   `t_receive(c, p)` and starting no earlier than both the arrival and the end of
-//!   the previous receive; after the last child it sends upward (`t_send(p,
-//!   parent)`). The reduce time is when the root has taken its last child's message.
-//!   Simulated with a binary heap of arrival events: O(n log n).
-//! - Barrier: a reduce (everybody enters at 0) followed by a broadcast from the root
-//!   that starts when the reduce ends; the time is when the last member is released.
-//! - Two-phase commit: broadcast `prepare`; each member votes (joins a reduce) once
-//!   it has forwarded `prepare` to all its children; the root broadcasts `commit`
+//! - Reduce (loosely synchronized, as it runs back to back and as the machine
+//!   database measures it): leaves start at 0 and send to their parent. A parent
+//!   polls its children's channels in send order (what the runtime does). A child's
+//!   message that is not there yet is waited for and taken at `t_receive(c, p)`; a run
+//!   of consecutive children whose messages have all arrived by the time the parent
+//!   gets to them is taken together at the cost of the dearest one (their cache-line
+//!   misses are independent loads the core overlaps: memory-level parallelism). After
+//!   its last child the parent sends upward (`t_send(p, parent)`). The reduce time is
+//!   when the root has taken its last child's message. O(n).
+//! - Strict reduce (inside barrier and 2PC, where nobody runs ahead: every channel
+//!   holds one message, written just before it is read): the original Simulator's
+//!   rule — a parent takes its children's messages in order of arrival (ties: send
+//!   order), each costing `t_receive(c, p)` one after the other ([`reduce_time`]).
+//! - Barrier: as it runs in a program, after the previous barrier (or broadcast):
+//!   member `v` enters once the previous release reached it and it forwarded it to its
+//!   children; the clock starts when the root leaves the previous barrier (has sent
+//!   its last release). Strict reduce, then a broadcast from the root; the time is
+//!   when the last member is released. With exactly two members the runtime's
+//!   shortcut: both send at once and take the other's message (one latency).
+//! - Two-phase commit: broadcast `prepare`; each member votes (joins a strict reduce)
+//!   once it has forwarded `prepare` to all its children; the root broadcasts `commit`
 //!   when the vote reduce ends; the time is when the last member holds `commit`.
 //! - Payload: a message of `lines` cache lines costs `1 + (lines − 1) ×
 //!   extra_line_factor` times the measured one-line costs, on both the send and the
 //!   receive side. The default factor 1.0 assumes every extra line is another full
 //!   coherence transfer (no pipelining or prefetching): an upper bound; measure and
 //!   pass a smaller factor where lines overlap.
-//! - No contention on the interconnect, no interference between concurrent
-//!   messages, no write-buffer effects (the paper's assumptions).
+//! - No contention on the interconnect, no write-buffer effects (the paper's
+//!   assumptions); the only interference modelled is the overlap of a parent's reads
+//!   of channels that are already filled (loose reduce).
 
 use crate::costs::Costs;
 use crate::tree::{Tree, TreeError};
@@ -80,9 +92,10 @@ pub enum Op {
     Broadcast,
     /// Broadcast plus the last member's completion message to the root.
     AtomicBroadcast,
-    /// Children-to-parent combining up to the root.
+    /// Children-to-parent combining up to the root (loosely synchronized).
     Reduce,
-    /// Reduce, then broadcast.
+    /// Strict reduce (members entering as released by the previous barrier), then
+    /// broadcast.
     Barrier,
     /// Broadcast prepare, reduce votes, broadcast commit.
     TwoPhaseCommit,
@@ -219,9 +232,11 @@ impl PartialOrd for Ev {
     }
 }
 
-/// Reduce up the tree; member `v` may start taking its children's messages (or,
-/// for a leaf, sending its own) at `ready[v]`. Returns when the root has taken the
-/// last message. Event-driven: arrivals are processed in global time order.
+/// Strict reduce up the tree (the original Simulator's reduce; barrier and 2PC use
+/// it): member `v` may start taking its children's messages (or, for a leaf, sending
+/// its own) at `ready[v]`; a parent takes them in order of arrival, one after the
+/// other, each at `t_receive`. Returns when the root has taken the last message.
+/// Event-driven: arrivals are processed in global time order.
 pub fn reduce_time(
     c: &Costs,
     root: usize,
@@ -273,6 +288,79 @@ pub fn reduce_time(
     cur[root]
 }
 
+/// Loosely synchronized reduce (the model of [`Op::Reduce`]): every member may start
+/// at `ready[v]`; a parent polls its children in send order, waits for a message that
+/// has not arrived (then takes it at `t_receive`), and takes a run of consecutive
+/// children whose messages are already there together, at the largest `t_receive` of
+/// the run (overlapped misses). Returns when the root has taken its last message.
+pub fn reduce_time_overlapped(
+    c: &Costs,
+    root: usize,
+    children: &[Vec<usize>],
+    ready: &[f64],
+    scale: f64,
+) -> f64 {
+    // Post-order: every child is done before its parent.
+    let order = crate::topology::postorder(root, children);
+    let mut done = vec![0.0f64; c.len()];
+    for v in order {
+        let cs = &children[v];
+        let mut t = ready[v];
+        let mut i = 0;
+        while i < cs.len() {
+            let arrival = |ch: usize| done[ch] + c.s(ch, v) * scale;
+            let a = arrival(cs[i]);
+            if a > t {
+                t = a + c.r(cs[i], v) * scale;
+                i += 1;
+                continue;
+            }
+            let mut run = 0.0f64;
+            while i < cs.len() && arrival(cs[i]) <= t {
+                run = run.max(c.r(cs[i], v) * scale);
+                i += 1;
+            }
+            t += run;
+        }
+        done[v] = t;
+    }
+    done[root]
+}
+
+/// Time each member has forwarded a broadcast from `root` (holding it at `t0`) to all
+/// its children: when it holds the message plus its sends.
+fn forwarded(c: &Costs, root: usize, children: &[Vec<usize>], scale: f64, t0: f64) -> Vec<f64> {
+    let at = broadcast_arrivals(c, root, children, scale, t0);
+    (0..c.len())
+        .map(|v| {
+            at[v]
+                + children[v]
+                    .iter()
+                    .map(|&ch| c.s(v, ch) * scale)
+                    .sum::<f64>()
+        })
+        .collect()
+}
+
+/// Barrier time (see the module documentation): after the previous barrier's release,
+/// a strict reduce and a broadcast; the runtime's one-latency exchange for two members.
+fn barrier_time(c: &Costs, root: usize, children: &[Vec<usize>], scale: f64) -> f64 {
+    if c.len() == 1 {
+        return 0.0;
+    }
+    if c.len() == 2 {
+        let other = 1 - root;
+        let (sr, sc) = (c.s(root, other) * scale, c.s(other, root) * scale);
+        let root_done = sr.max(sc) + c.r(other, root) * scale;
+        let other_done = sc.max(sr) + c.r(root, other) * scale;
+        return root_done.max(other_done);
+    }
+    let fw = forwarded(c, root, children, scale, 0.0);
+    let ready: Vec<f64> = fw.iter().map(|&x| x - fw[root]).collect();
+    let r = reduce_time(c, root, children, &ready, scale);
+    max_of(&broadcast_arrivals(c, root, children, scale, r)).1
+}
+
 fn max_of(v: &[f64]) -> (usize, f64) {
     let mut best = (0, f64::NEG_INFINITY);
     for (i, &x) in v.iter().enumerate() {
@@ -297,16 +385,10 @@ pub fn simulate(c: &Costs, root: usize, children: &[Vec<usize>], op: Op, pl: Pay
                 t + c.sr(last, root) * k
             }
         }
-        Op::Reduce => reduce_time(c, root, children, &vec![0.0; n], k),
-        Op::Barrier => {
-            let r = reduce_time(c, root, children, &vec![0.0; n], k);
-            max_of(&broadcast_arrivals(c, root, children, k, r)).1
-        }
+        Op::Reduce => reduce_time_overlapped(c, root, children, &vec![0.0; n], k),
+        Op::Barrier => barrier_time(c, root, children, k),
         Op::TwoPhaseCommit => {
-            let at = broadcast_arrivals(c, root, children, k, 0.0);
-            let ready: Vec<f64> = (0..n)
-                .map(|v| at[v] + children[v].iter().map(|&ch| c.s(v, ch) * k).sum::<f64>())
-                .collect();
+            let ready = forwarded(c, root, children, k, 0.0);
             let r = reduce_time(c, root, children, &ready, k);
             max_of(&broadcast_arrivals(c, root, children, k, r)).1
         }

@@ -108,7 +108,41 @@ fn random_tree(rng: &mut Rng, m: &Model, members: &[usize]) -> Tree {
     .unwrap()
 }
 
-/// Reduce written as a recursion, independently of the event simulator.
+/// The loosely synchronized reduce ([`Op::Reduce`]) as a recursion: children polled
+/// in send order; a run of messages already there when the parent gets to them costs
+/// the largest receive of the run.
+fn recursive_reduce_overlapped(m: &Model, t: &Tree) -> f64 {
+    fn done(m: &Model, t: &Tree, v: Pos) -> f64 {
+        let pv = m.position(t.members[v].get()).unwrap();
+        let kids: Vec<(f64, f64)> = t.children[v]
+            .iter()
+            .map(|&c| {
+                let pc = m.position(t.members[c].get()).unwrap();
+                (done(m, t, c) + m.send(pc, pv), m.receive(pc, pv))
+            })
+            .collect();
+        let mut cur = 0.0f64;
+        let mut i = 0;
+        while i < kids.len() {
+            if kids[i].0 > cur {
+                cur = kids[i].0 + kids[i].1;
+                i += 1;
+            } else {
+                let mut run = 0.0f64;
+                while i < kids.len() && kids[i].0 <= cur {
+                    run = run.max(kids[i].1);
+                    i += 1;
+                }
+                cur += run;
+            }
+        }
+        cur
+    }
+    done(m, t, t.root)
+}
+
+/// The strict reduce (the original Simulator's, [`sim::reduce_time`]) written as a
+/// recursion, independently of the event simulator.
 fn recursive_reduce(m: &Model, t: &Tree) -> f64 {
     fn done(m: &Model, t: &Tree, v: Pos) -> f64 {
         let pv = m.position(t.members[v].get()).unwrap();
@@ -142,14 +176,40 @@ fn simulator_matches_the_recursive_formulas() {
             let one = Payload::default();
             let b = simulate(&c, t.root.index(), &t.child_indices(), Op::Broadcast, one);
             assert!((b - recursive_lat(&m, &t)).abs() < 1e-6 * b.max(1.0));
-            let r = simulate(&c, t.root.index(), &t.child_indices(), Op::Reduce, one);
+            let (root, ch) = (t.root.index(), t.child_indices());
+            let r = simulate(&c, root, &ch, Op::Reduce, one);
             assert!(
-                (r - recursive_reduce(&m, &t)).abs() < 1e-6 * r.max(1.0),
+                (r - recursive_reduce_overlapped(&m, &t)).abs() < 1e-6 * r.max(1.0),
                 "{r}"
             );
-            // Barrier = reduce, then a broadcast starting when the reduce ends.
-            let bar = simulate(&c, t.root.index(), &t.child_indices(), Op::Barrier, one);
-            assert!((bar - (r + b)).abs() < 1e-6 * bar.max(1.0));
+            let strict = sim::reduce_time(&c, root, &ch, &vec![0.0; c.len()], 1.0);
+            assert!(
+                (strict - recursive_reduce(&m, &t)).abs() < 1e-6 * strict.max(1.0),
+                "{strict}"
+            );
+            // Overlapping never makes a reduce slower than taking the same messages
+            // one by one in send order.
+            assert!(r <= recursive_reduce_in_order(&c, root, &ch) + 1e-6 * r.max(1.0));
+            // Barrier = strict reduce with members entering as the previous release
+            // left them, then a broadcast; two members: one crossing exchange.
+            let bar = simulate(&c, root, &ch, Op::Barrier, one);
+            let want = match c.len() {
+                1 => 0.0,
+                2 => {
+                    let o = 1 - root;
+                    let s = c.s(root, o).max(c.s(o, root));
+                    (s + c.r(o, root)).max(s + c.r(root, o))
+                }
+                n => {
+                    let at = sim::broadcast_arrivals(&c, root, &ch, 1.0, 0.0);
+                    let fw: Vec<f64> = (0..n)
+                        .map(|v| at[v] + ch[v].iter().map(|&x| c.s(v, x)).sum::<f64>())
+                        .collect();
+                    let ready: Vec<f64> = fw.iter().map(|x| x - fw[root]).collect();
+                    sim::reduce_time(&c, root, &ch, &ready, 1.0) + b
+                }
+            };
+            assert!((bar - want).abs() < 1e-6 * bar.max(1.0), "{bar} {want}");
             // Payload: every cost scales with 1 + (lines-1) * factor.
             let three = Payload {
                 lines: 3,
@@ -164,6 +224,43 @@ fn simulator_matches_the_recursive_formulas() {
     }
 }
 
+/// Reduce taking every child's message in send order, one after the other.
+fn recursive_reduce_in_order(c: &Costs, root: usize, ch: &[Vec<usize>]) -> f64 {
+    fn done(c: &Costs, ch: &[Vec<usize>], v: usize) -> f64 {
+        let mut t = 0.0f64;
+        for &x in &ch[v] {
+            t = t.max(done(c, ch, x) + c.s(x, v)) + c.r(x, v);
+        }
+        t
+    }
+    done(c, ch, root)
+}
+
+#[test]
+fn reduce_overlaps_messages_already_there() {
+    // A star 0 <- 1, 2, 3: send 1, receive 10, except receive 40 from member 2. All
+    // three messages are there at 1 when the root polls child 1 (it waits for it):
+    // the first is taken alone (1 + 10), the two others together at the dearer (40).
+    let n = 4;
+    let send = vec![1.0; n * n];
+    let mut recv = vec![10.0; n * n];
+    recv[2 * n] = 40.0;
+    let c = Costs::from_matrices(send, recv, n).unwrap();
+    let ch = vec![vec![1, 2, 3], vec![], vec![], vec![]];
+    assert_eq!(simulate(&c, 0, &ch, Op::Reduce, Payload::default()), 51.0);
+    // The strict reduce (barrier, 2PC) takes them one by one: 1 + 10 + 40 + 10.
+    assert_eq!(sim::reduce_time(&c, 0, &ch, &[0.0; 4], 1.0), 61.0);
+}
+
+#[test]
+fn two_members_barrier_is_one_exchange() {
+    // send 0->1: 2, 1->0: 5; receive 0->1: 7, 1->0: 3. Both send at once: the root
+    // holds 1's arrival at 5 + 3, member 1 the root's at 5 + 7.
+    let c = Costs::from_matrices(vec![0.0, 2.0, 5.0, 0.0], vec![0.0, 7.0, 3.0, 0.0], 2).unwrap();
+    let ch = vec![vec![1], vec![]];
+    assert_eq!(simulate(&c, 0, &ch, Op::Barrier, Payload::default()), 12.0);
+}
+
 #[test]
 fn two_phase_commit_on_a_chain_is_hand_computable() {
     // 0 -> 1 -> 2 with send 1 and receive 10 everywhere.
@@ -176,7 +273,11 @@ fn two_phase_commit_on_a_chain_is_hand_computable() {
     assert_eq!(simulate(&c, 0, &ch, Op::Broadcast, pl), 22.0);
     assert_eq!(simulate(&c, 0, &ch, Op::AtomicBroadcast, pl), 33.0);
     assert_eq!(simulate(&c, 0, &ch, Op::Reduce, pl), 22.0);
-    assert_eq!(simulate(&c, 0, &ch, Op::Barrier, pl), 44.0);
+    // Barrier: the previous release left 0 at 1 (its clock starts), 1 at 12 (holds
+    // it at 11, forwards), 2 at 22, i.e. 0 / 11 / 21 relative to the root; 2's arrival
+    // reaches 1 at 22, taken 32; 1's reaches the root at 33, taken 43; the release
+    // reaches 2 at 43 + 22.
+    assert_eq!(simulate(&c, 0, &ch, Op::Barrier, pl), 65.0);
     // prepare reaches 2 at 22; 2 votes: at 1 at 23, taken 33; 1 ready at 12 (sent at
     // 11+1), sends up at 34, root takes it at 44; commit reaches 2 at 66.
     assert_eq!(simulate(&c, 0, &ch, Op::TwoPhaseCommit, pl), 66.0);
