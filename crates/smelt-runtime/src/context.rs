@@ -103,6 +103,10 @@ pub struct Context<L: Link = Endpoint> {
     pub(crate) timeout: Duration,
     pub(crate) shared: Arc<GroupShared>,
     pub(crate) scratch: Vec<u8>,
+    /// Bytes per fragment of long messages ([`GroupConfig::segment`]).
+    pub(crate) segment: usize,
+    /// Longest message of one call ([`GroupConfig::max_message`]).
+    pub(crate) max_message: usize,
     /// Packed values of the slice reductions, kept between calls so a reduction in a
     /// loop does not allocate.
     pub(crate) packed: Vec<u8>,
@@ -209,6 +213,20 @@ impl<L: Link> Context<L> {
             coll,
             seq: self.seq,
         })
+    }
+
+    /// Fails the call on every member (before anything is sent) when `len` bytes are
+    /// more than [`GroupConfig::max_message`](crate::GroupConfig::max_message).
+    #[inline]
+    fn check_len(&self, len: usize, t: Tag) -> Res<()> {
+        if len > self.max_message {
+            return Err(self.mismatch(format!(
+                "{}: a message of {len} bytes is longer than the limit of {} bytes (GroupConfig::max_message)",
+                t.op(),
+                self.max_message
+            )));
+        }
+        Ok(())
     }
 
     /// Records a mismatch as this member's failure (waking everyone) and returns it.
@@ -378,8 +396,9 @@ impl<L: Link> Context<L> {
     }
 
     fn broadcast_inner(&mut self, buf: &mut Vec<u8>, scratch: &mut [u8], t: Tag) -> Res<()> {
-        let max = scratch.len();
+        let max = self.segment;
         if self.parent.is_none() {
+            self.check_len(buf.len(), t)?;
             let mut off = 0;
             loop {
                 let end = (off + max).min(buf.len());
@@ -417,7 +436,7 @@ impl<L: Link> Context<L> {
     /// Sends `data` to one link as fragments of at most `max` bytes (a last fragment
     /// shorter than `max` ends it).
     fn send_fragments(&mut self, to: Option<usize>, data: &[u8], t: Tag) -> Res<()> {
-        let max = self.scratch.len();
+        let max = self.segment;
         let timeout = self.timeout;
         let peer = match to {
             Some(i) => &mut self.children[i],
@@ -444,7 +463,7 @@ impl<L: Link> Context<L> {
     /// (appending) until a short one.
     fn recv_bytes(&mut self, child: Option<usize>, out: &mut Vec<u8>, t: Tag) -> Res<()> {
         let mut scratch = std::mem::take(&mut self.scratch);
-        let max = scratch.len();
+        let max = self.segment;
         let r = loop {
             if child.is_none() && self.parent.is_none() {
                 break Ok(());
@@ -550,30 +569,77 @@ impl<L: Link> Context<L> {
         bytes: &mut Vec<u8>,
         t: Tag,
     ) -> Res<bool> {
-        for i in 0..self.children.len() {
-            bytes.clear();
-            self.recv_bytes(Some(i), bytes, t)?;
-            if bytes.len() != data.len() * T::BYTES {
-                return Err(self.mismatch(format!(
-                    "{}: member {} sent {} values, this member has {}",
-                    t.op(),
-                    self.children[i].rank,
-                    bytes.len() / T::BYTES.max(1),
-                    data.len()
-                )));
+        bytes.clear();
+        pack(data, bytes);
+        // Fragments are multiples of 48 bytes, so no value straddles two of them.
+        let mut combine = |acc: &mut [u8], other: &[u8]| {
+            for k in 0..acc.len() / T::BYTES {
+                let v = op(unpack_at::<T>(acc, k), unpack_at::<T>(other, k));
+                acc[k * T::BYTES..(k + 1) * T::BYTES]
+                    .copy_from_slice(&v.to_word().to_le_bytes()[..T::BYTES]);
             }
-            for (k, x) in data.iter_mut().enumerate() {
-                *x = op(*x, unpack_at(bytes, k));
-            }
-        }
+        };
+        self.reduce_pipeline(bytes, &mut combine, t, T::BYTES)?;
         if self.parent.is_some() {
-            bytes.clear();
-            pack(data, bytes);
-            self.send_fragments(None, bytes, t)?;
-            Ok(false)
-        } else {
-            Ok(true)
+            return Ok(false);
         }
+        for (k, x) in data.iter_mut().enumerate() {
+            *x = unpack_at(bytes, k);
+        }
+        Ok(true)
+    }
+
+    /// A reduction as a pipeline over `data`: fragment by fragment (each
+    /// [`segment`](crate::GroupConfig::segment) bytes, the last one shorter, an empty one
+    /// when the length is a multiple of it), each child's fragment is received and
+    /// folded into this member's (`combine(acc, other)`, children in send order), then
+    /// the fragment goes on to the parent while the next one arrives. Children whose
+    /// data has another length give [`GroupError::Mismatch`] (`unit`: bytes per value,
+    /// for the message).
+    fn reduce_pipeline(
+        &mut self,
+        data: &mut [u8],
+        combine: &mut dyn FnMut(&mut [u8], &[u8]),
+        t: Tag,
+        unit: usize,
+    ) -> Res<()> {
+        let seg = self.segment;
+        self.check_len(data.len(), t)?;
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let r = (|| {
+            let mut off = 0;
+            loop {
+                let want = (data.len() - off).min(seg);
+                for i in 0..self.children.len() {
+                    let n = self.recv_checked(Some(i), &mut scratch, t)?;
+                    if n != want {
+                        let what = if unit == 1 { "bytes" } else { "values" };
+                        return Err(self.mismatch(format!(
+                            "{}: member {} sends another length than this member's {} {what} ({n} bytes where {want} were due at byte {off})",
+                            t.op(),
+                            self.children[i].rank,
+                            data.len() / unit.max(1),
+                        )));
+                    }
+                    combine(&mut data[off..off + n], &scratch[..n]);
+                }
+                if let Some(p) = self.parent.as_mut() {
+                    if let Err(e) =
+                        p.link
+                            .send(t.word(), &data[off..off + want], Some(self.timeout))
+                    {
+                        let r = p.rank;
+                        return Err(self.fail(e, r, t.op()));
+                    }
+                }
+                off += want;
+                if want < seg {
+                    return Ok(());
+                }
+            }
+        })();
+        self.scratch = scratch;
+        r
     }
 
     /// [`reduce_slice`](Context::reduce_slice) then broadcast: every member's `data`
@@ -611,7 +677,8 @@ impl<L: Link> Context<L> {
     }
 
     fn broadcast_into_inner(&mut self, buf: &mut [u8], scratch: &mut [u8], t: Tag) -> Res<()> {
-        let max = scratch.len();
+        let max = self.segment;
+        self.check_len(buf.len(), t)?;
         let mut off = 0;
         loop {
             let n = match self.parent {
@@ -668,37 +735,21 @@ impl<L: Link> Context<L> {
     /// [`reduce_slice`](Context::reduce_slice) does, with the same messages. On the root
     /// `data` holds the result and `true` is returned; elsewhere `data` is scratch.
     /// Buffers of different lengths give [`GroupError::Mismatch`].
+    ///
+    /// Long buffers cross the tree as a pipeline of fragments
+    /// ([`GroupConfig::segment`](crate::GroupConfig::segment) bytes, a multiple of 48):
+    /// `combine` is called once per fragment and child with the matching pieces of
+    /// `acc` and `other`, so it must work element by element, for elements whose size
+    /// divides 48 bytes (1, 2, 4, 8, 16, ...: every MPI basic type). A buffer of at most
+    /// one fragment gets one call with the whole buffers.
     pub fn reduce_bytes(
         &mut self,
         data: &mut [u8],
         mut combine: impl FnMut(&mut [u8], &[u8]),
     ) -> Res<bool> {
         let t = self.begin(Coll::ReduceSlice)?;
-        let mut bytes = std::mem::take(&mut self.packed);
-        let r = (|| {
-            for i in 0..self.children.len() {
-                bytes.clear();
-                self.recv_bytes(Some(i), &mut bytes, t)?;
-                if bytes.len() != data.len() {
-                    return Err(self.mismatch(format!(
-                        "{}: member {} sent {} bytes, this member has {}",
-                        t.op(),
-                        self.children[i].rank,
-                        bytes.len(),
-                        data.len()
-                    )));
-                }
-                combine(data, &bytes);
-            }
-            if self.parent.is_some() {
-                self.send_fragments(None, data, t)?;
-                Ok(false)
-            } else {
-                Ok(true)
-            }
-        })();
-        self.packed = bytes;
-        r
+        self.reduce_pipeline(data, &mut combine, t, 1)?;
+        Ok(self.parent.is_none())
     }
 
     /// [`reduce_bytes`](Context::reduce_bytes) then
@@ -763,6 +814,7 @@ impl<L: Link> Context<L> {
     pub fn gather_bytes(&mut self, mine: &[u8], out: &mut [u8]) -> Res<bool> {
         let t = self.begin(Coll::Gather)?;
         let k = mine.len();
+        self.check_len(k.saturating_mul(self.size()), t)?;
         let mut bytes = std::mem::take(&mut self.packed);
         bytes.clear();
         bytes.extend_from_slice(mine);
@@ -810,6 +862,7 @@ impl<L: Link> Context<L> {
     pub fn scatter_bytes(&mut self, all: &[u8], mine: &mut [u8]) -> Res<()> {
         let t = self.begin(Coll::Scatter)?;
         let k = mine.len();
+        self.check_len(k.saturating_mul(self.size()), t)?;
         let mut pre = std::mem::take(&mut self.packed);
         pre.clear();
         let r = (|| {

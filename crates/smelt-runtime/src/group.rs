@@ -46,6 +46,33 @@ pub struct GroupConfig {
     /// scheduling round instead, and the shallowest tree is fastest. Pre-order is kept,
     /// so reductions give the same results. Default false (run the trees as given).
     pub flatten_oversubscribed: bool,
+    /// Bytes per fragment of messages longer than one fragment (the byte and slice
+    /// broadcasts, reductions, allreductions, gathers and scatters). A long message
+    /// crosses the tree as a pipeline: each member forwards (broadcast) or combines and
+    /// passes on (reduce) a fragment as soon as it has it, while the next one arrives.
+    /// Rounded down to a multiple of [`PAYLOAD_PER_SLOT`](smelt_transport::PAYLOAD_PER_SLOT)
+    /// (48) and kept between 48 bytes and one channel (`capacity` × 48). Default
+    /// (`None`): half a channel, so one fragment is copied out while the next is copied
+    /// in (1536 bytes with the default capacity).
+    pub segment: Option<usize>,
+    /// Longest message one collective call may move, in bytes (a broadcast's buffer, a
+    /// reduction's data, a gather's or scatter's whole buffer). A longer one fails the
+    /// call on every member with [`GroupError::Mismatch`] before anything is sent.
+    /// Default [`MAX_MESSAGE_BYTES`] (1 GiB).
+    pub max_message: usize,
+}
+
+/// The default [`GroupConfig::max_message`]: 1 GiB.
+pub const MAX_MESSAGE_BYTES: usize = 1 << 30;
+
+impl GroupConfig {
+    /// The fragment size in bytes that [`segment`](GroupConfig::segment) gives.
+    pub fn segment_bytes(&self) -> usize {
+        let slot = smelt_transport::PAYLOAD_PER_SLOT;
+        let max = self.capacity.max(1) * slot;
+        let want = self.segment.unwrap_or(max / 2);
+        want.clamp(slot, max) / slot * slot
+    }
 }
 
 impl Default for GroupConfig {
@@ -56,6 +83,8 @@ impl Default for GroupConfig {
             pinning: Pinning::Auto,
             wait: None,
             flatten_oversubscribed: false,
+            segment: None,
+            max_message: MAX_MESSAGE_BYTES,
         }
     }
 }
@@ -827,6 +856,8 @@ pub(crate) fn build_contexts<L: Link>(
             timeout: cfg.timeout,
             shared: shared.clone(),
             scratch: vec![0; scratch_len],
+            segment: cfg.segment_bytes(),
+            max_message: cfg.max_message,
             packed: Vec::new(),
             seq: 0,
         }));

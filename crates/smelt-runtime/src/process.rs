@@ -48,8 +48,18 @@ pub const ENV_CPU: &str = "SMELT_CPU";
 struct Blob {
     trees: Vec<BlobTree>,
     capacity: usize,
+    /// [`GroupConfig::segment`] (absent in jobs of older versions: the default).
+    #[serde(default)]
+    segment: Option<usize>,
+    /// [`GroupConfig::max_message`] (absent in jobs of older versions: the default).
+    #[serde(default = "default_max_message")]
+    max_message: usize,
     timeout_ns: u64,
     wait: Option<[u64; 4]>,
+}
+
+fn default_max_message() -> usize {
+    crate::group::MAX_MESSAGE_BYTES
 }
 
 /// A tree as the job description holds it (the ids serialize as bare numbers).
@@ -106,6 +116,8 @@ impl Job {
                 })
                 .collect(),
             capacity: cfg.capacity,
+            segment: cfg.segment,
+            max_message: cfg.max_message,
             timeout_ns: cfg.timeout.as_nanos().min(u64::MAX as u128) as u64,
             wait: cfg.wait.map(|w| {
                 [
@@ -240,6 +252,8 @@ pub fn join(path: &Path, key: &str, rank: Rank) -> Result<Member, GroupError> {
     };
     let cfg = GroupConfig {
         capacity: blob.capacity,
+        segment: blob.segment,
+        max_message: blob.max_message,
         timeout: Duration::from_nanos(blob.timeout_ns),
         wait: Some(wait),
         ..GroupConfig::default()
