@@ -39,9 +39,10 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_millis(10);
 const HEARTBEAT_TICKS: usize = 2;
 const ELECTION_TICKS: usize = 50;
-/// A read-index request not answered within this many ticks is asked again (it is
-/// dropped by a follower that knows no leader).
-const REREAD_TICKS: u32 = 10;
+/// A read-index request not answered within this many ticks is asked again (raft-rs
+/// drops it at a follower that knows no leader, and at a new leader that has not yet
+/// committed an entry of its term).
+const REREAD_TICKS: u32 = 5;
 /// Log entries kept below the lowest index every live replica applied (the rest is
 /// compacted away, so long runs take bounded memory).
 const KEEP_ENTRIES: u64 = 1 << 16;
