@@ -20,7 +20,8 @@ use std::time::Duration;
 #[derive(Args)]
 #[command(
     about = "Run the replicated key-value store under load: agreement over smelt's tree vs sequential sending vs a plain broadcast vs Raft",
-    long_about = "Starts a replicated key-value store (replicas and clients as threads), runs \
+    long_about = "Starts a replicated key-value store (replicas and clients as threads; with \
+    --processes each replica is a process of its own), runs \
     clients doing random gets and sets for --duration seconds, and reports set and get \
     throughput and latency (p50, p99) for four setups in one run: the protocol over smelt's \
     tree (--tree), the protocol over sequential sending (the acceptor sends to every replica in \

@@ -15,11 +15,16 @@ use std::time::Duration;
 ///
 /// Every operation carries a request id; an attempt that gets no answer within the
 /// store's `attempt_timeout` is retried with the same id (at most `attempts` times),
-/// and a set is applied once however many copies of it reach the log.
+/// and a set is applied once however many copies of it reach the log. With 1Paxos
+/// failover a client whose home replica stops moves to its next backup replica
+/// ([`StoreConfig::client_backups`](crate::StoreConfig)) and retries there.
 #[derive(Debug)]
 pub struct Client {
     pub(crate) id: usize,
+    /// The replica serving it now (its home, or a backup after the home stopped).
     pub(crate) home: usize,
+    /// The replicas it may be served by, in order: its home, then its backups.
+    pub(crate) serve: Vec<usize>,
     pub(crate) mesh: ClientMesh,
     pub(crate) seq: u64,
     pub(crate) key_len: usize,
@@ -74,7 +79,8 @@ impl Client {
         self.id
     }
 
-    /// Index of the client's home replica.
+    /// Index of the replica serving the client: its home replica, or the backup it
+    /// moved to when its home stopped.
     pub fn home(&self) -> usize {
         self.home
     }
@@ -137,25 +143,56 @@ impl Client {
         }
     }
 
+    /// The replica serving this client left: moves to the next backup (true), if one
+    /// is left and the store is open.
+    fn move_on(&mut self) -> bool {
+        if self.closed.load(Ordering::Acquire) {
+            return false;
+        }
+        let Some(i) = self.serve.iter().position(|&r| r == self.home) else {
+            return false;
+        };
+        match self.serve.get(i + 1) {
+            Some(&next) => {
+                self.home = next;
+                true
+            }
+            None => false,
+        }
+    }
+
     fn call(&mut self, kind: Kind, body: &[u8], op: &'static str) -> Result<Reply, KvsError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(KvsError::Closed);
         }
         self.seq += 1;
         let seq = self.seq;
-        let home = Rank(self.home);
-        for attempt in 0..self.attempts {
-            if attempt > 0 {
+        // Attempts without an answer; a move to a backup replica (bounded by their
+        // number) resends at once without counting one.
+        let mut attempt = 0;
+        let mut sent_once = false;
+        'attempts: while attempt < self.attempts {
+            if sent_once {
                 self.retries += 1;
             }
+            sent_once = true;
+            let home = Rank(self.home);
             match self
                 .mesh
                 .send(home, tag(kind, seq), body, self.attempt_timeout)
             {
                 Ok(()) => {}
-                Err(MeshError::Timeout { .. }) => continue,
+                Err(MeshError::Timeout { .. }) => {
+                    attempt += 1;
+                    continue;
+                }
                 Err(MeshError::Aborted { .. }) => return Err(KvsError::Closed),
-                Err(MeshError::PeerGone { .. }) => return Err(self.gone()),
+                Err(MeshError::PeerGone { .. }) => {
+                    if self.move_on() {
+                        continue;
+                    }
+                    return Err(self.gone());
+                }
                 Err(e) => return Err(KvsError::Unavailable(e.to_string())),
             }
             let deadline = std::time::Instant::now() + self.attempt_timeout;
@@ -192,13 +229,19 @@ impl Client {
                     }
                     Err(MeshError::Timeout { .. }) => break,
                     Err(MeshError::Aborted { .. }) => return Err(KvsError::Closed),
-                    Err(MeshError::PeerGone { .. }) => return Err(self.gone()),
+                    Err(MeshError::PeerGone { .. }) => {
+                        if self.move_on() {
+                            continue 'attempts;
+                        }
+                        return Err(self.gone());
+                    }
                     Err(e) => return Err(KvsError::Unavailable(e.to_string())),
                 }
             }
             if self.closed.load(Ordering::Acquire) {
                 return Err(KvsError::Closed);
             }
+            attempt += 1;
         }
         Err(KvsError::Timeout {
             op,

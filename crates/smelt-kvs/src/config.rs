@@ -244,6 +244,12 @@ pub struct StoreConfig {
     /// Where the replicas run: threads of this process (default) or one process each
     /// ([`Deployment::Processes`](crate::Deployment)).
     pub deployment: crate::process::Deployment,
+    /// 1Paxos with failover only: how many replicas after its home (in index order,
+    /// wrapping) each client is also linked to. When its home stops, a client moves to
+    /// the first of them that lives and retries there with the same request id (a set
+    /// is still applied once); [`KvsError::HomeFailed`] only once none is left.
+    /// Default 2 (0: clients stay with their home).
+    pub client_backups: usize,
 }
 
 impl fmt::Debug for StoreConfig {
@@ -268,6 +274,7 @@ impl fmt::Debug for StoreConfig {
             .field("replica_cpus", &self.replica_cpus)
             .field("failover", &self.failover)
             .field("deployment", &self.deployment)
+            .field("client_backups", &self.client_backups)
             .finish()
     }
 }
@@ -295,6 +302,7 @@ impl StoreConfig {
             replica_cpus: None,
             failover: true,
             deployment: Default::default(),
+            client_backups: 2,
         }
     }
 
@@ -351,8 +359,9 @@ pub enum KvsError {
     /// stopping). A set refused this way may have been applied (at most once).
     #[error("unavailable: {0}")]
     Unavailable(String),
-    /// The client's home replica stopped (fail-stop); the client cannot reach the store
-    /// any more (a set in flight may have been applied, at most once).
+    /// The client's home replica stopped (fail-stop), and so did its backups if it has
+    /// any ([`StoreConfig::client_backups`]): the client cannot reach the store any
+    /// more (a set in flight may have been applied, at most once).
     #[error("home replica {replica} failed")]
     HomeFailed {
         /// The home replica.
@@ -361,7 +370,7 @@ pub enum KvsError {
     /// Two-phase commit aborted the set (a replica voted no); it was not applied.
     #[error("set rejected: {0}")]
     Rejected(String),
-    /// A replica thread could not be started, or failed.
+    /// A replica thread or process could not be started, or failed.
     #[error("replica {replica}: {what}")]
     Replica {
         /// The replica.

@@ -91,6 +91,7 @@ struct Blob {
     parent: Vec<Option<usize>>,
     children: Vec<Vec<usize>>,
     homes: Vec<usize>,
+    backups: usize,
     protocol: String,
     tree: BlobTree,
     link_timeout_ns: u64,
@@ -171,6 +172,7 @@ pub fn run_replica_from_env() -> Result<(), KvsError> {
         parent: b.parent,
         children: b.children,
         homes: b.homes,
+        backups: b.backups,
     });
     let rep = Replica::new(
         me,
@@ -366,6 +368,7 @@ impl Processes {
             parent: lay.parent.clone(),
             children: lay.children.clone(),
             homes: lay.homes.clone(),
+            backups: lay.backups,
             protocol: cfg.protocol.name().into(),
             tree,
             link_timeout_ns: cfg.link_timeout.as_nanos().min(u64::MAX as u128) as u64,

@@ -25,6 +25,9 @@ pub(crate) struct Layout {
     pub(crate) parent: Vec<Option<usize>>,
     pub(crate) children: Vec<Vec<usize>>,
     pub(crate) homes: Vec<usize>,
+    /// How many replicas after its home (in index order, wrapping) each client is also
+    /// linked to, to move to when its home stops (1Paxos failover; 0 otherwise).
+    pub(crate) backups: usize,
 }
 
 impl Layout {
@@ -41,6 +44,13 @@ impl Layout {
     }
     pub(crate) fn size(&self) -> usize {
         self.replicas + self.clients + 1
+    }
+    /// The replicas client `c` may be served by, in the order it tries them: its
+    /// home, then its backups.
+    pub(crate) fn client_replicas(&self, c: usize) -> Vec<usize> {
+        let h = self.homes[c];
+        let n = self.backups.min(self.replicas.saturating_sub(1));
+        (0..=n).map(|k| (h + k) % self.replicas).collect()
     }
     /// Every link the store needs (replica pairs along tree edges, homes to the leader
     /// or root, leader to acceptor, clients to homes, control to every replica).
@@ -73,8 +83,10 @@ impl Layout {
         if protocol == Protocol::OnePaxos && self.leader != self.root {
             v.push((Rank(self.leader), Rank(self.root)));
         }
-        for (c, &h) in self.homes.iter().enumerate() {
-            v.push((self.client_rank(c), Rank(h)));
+        for c in 0..self.clients {
+            for r in self.client_replicas(c) {
+                v.push((self.client_rank(c), Rank(r)));
+            }
         }
         v
     }
@@ -305,6 +317,13 @@ impl<L: Link> Replica<L> {
     /// load), and wait for more.
     pub(crate) fn run(mut self) -> ReplicaReport {
         self.update_quiet();
+        // Links of clients homed elsewhere (this replica is their backup) stay idle
+        // until their home stops.
+        for c in 0..self.lay.clients {
+            if self.lay.homes[c] != self.me {
+                let _ = self.mesh.set_quiet(self.lay.client_rank(c), true);
+            }
+        }
         let mut buf = vec![0u8; self.mesh.max_message_len_all().max(64)];
         let exit = 'outer: loop {
             let mut ev = Some(self.mesh.recv_any(&mut buf, Duration::from_secs(1)));
@@ -534,10 +553,18 @@ impl<L: Link> Replica<L> {
         None
     }
 
-    fn on_get(&mut self, from: Rank, seq: u64, key: &[u8]) {
-        if self.lay.client_of(from).is_none() {
-            return;
+    /// A client homed elsewhere that moved here: its link is polled as the others.
+    fn moved_in(&mut self, from: Rank, c: u32) {
+        if self.lay.homes[c as usize] != self.me {
+            let _ = self.mesh.set_quiet(from, false);
         }
+    }
+
+    fn on_get(&mut self, from: Rank, seq: u64, key: &[u8]) {
+        let Some(c) = self.lay.client_of(from) else {
+            return;
+        };
+        self.moved_in(from, c);
         if let Some(&(n, last)) = self.pending_keys.get(key) {
             if n > 0 {
                 if let Some(f) = self.fault.clone() {
@@ -572,6 +599,7 @@ impl<L: Link> Replica<L> {
         let Some(c) = self.lay.client_of(from) else {
             return;
         };
+        self.moved_in(from, c);
         let Some((key, value)) = wire::decode_set(body) else {
             self.reply_error(from, seq, wire::ERR_UNAVAILABLE, "malformed set");
             return;
@@ -729,9 +757,8 @@ impl<L: Link> Replica<L> {
         self.decided = slot;
         self.aborted += 1;
         let e = p.entry;
-        if self.lay.homes[e.client as usize] == self.me
-            && self.waiting_sets.get(&e.client) == Some(&e.seq)
-        {
+        // The replica the client sent it to answers (its home, or the one it moved to).
+        if self.waiting_sets.get(&e.client) == Some(&e.seq) {
             self.waiting_sets.remove(&e.client);
             let r = self.lay.client_rank(e.client as usize);
             self.reply_error(r, e.seq, wire::ERR_REJECTED, "a replica voted no");
@@ -760,9 +787,9 @@ impl<L: Link> Replica<L> {
             }
             self.kv.insert(e.key, e.value);
         }
-        if self.lay.homes[e.client as usize] == self.me
-            && self.waiting_sets.get(&e.client) == Some(&e.seq)
-        {
+        // The replica the client sent it to answers (its home, or the one it moved to;
+        // a retry's later copy, skipped above, is answered too).
+        if self.waiting_sets.get(&e.client) == Some(&e.seq) {
             self.waiting_sets.remove(&e.client);
             let r = self.lay.client_rank(e.client as usize);
             self.send(r, tag(Kind::SetOk, e.seq), &[]);

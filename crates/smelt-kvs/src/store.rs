@@ -226,6 +226,11 @@ impl Store {
                 .map(|cs| cs.iter().map(|c| c.index()).collect())
                 .collect(),
             homes: homes.clone(),
+            backups: if cfg.failover && cfg.protocol == Protocol::OnePaxos {
+                cfg.client_backups
+            } else {
+                0
+            },
         });
         let links = lay.links(
             cfg.protocol,
@@ -235,6 +240,7 @@ impl Store {
         let client = |c: usize, mesh: ClientMesh| Client {
             id: c,
             home: homes[c],
+            serve: lay.client_replicas(c),
             mesh,
             seq: 0,
             key_len: cfg.key_len,
@@ -437,8 +443,9 @@ impl Store {
     /// links close (a replica process is killed with `SIGKILL`); what it held is gone.
     /// With 1Paxos failover the survivors change view and go on; otherwise the
     /// replicas linked to it stop taking part in ordering (sets then fail; reads of
-    /// keys without undecided sets are still answered). Its clients get
-    /// [`KvsError::HomeFailed`].
+    /// keys without undecided sets are still answered). Its clients move to their
+    /// next backup replica (1Paxos failover, [`StoreConfig::client_backups`]) or, with
+    /// none left, get [`KvsError::HomeFailed`].
     pub fn crash(&mut self, replica: usize) -> Result<(), KvsError> {
         if replica >= self.lay.replicas {
             return Err(KvsError::Config(format!(

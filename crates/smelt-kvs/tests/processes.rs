@@ -282,3 +282,87 @@ fn bad_replica_program_is_a_clear_error() {
     // Not started by a store.
     assert!(smelt_kvs::process::run_replica_from_env().is_err());
 }
+
+/// Client re-homing: the home replica of client 0 is killed, then its first backup;
+/// the client moves on each time and keeps working (no operation fails), each set is
+/// applied once, and the history is linearizable. Over threads and over processes.
+#[test]
+fn a_client_moves_to_a_backup_when_its_home_stops() {
+    for procs in [false, true] {
+        let mut cfg = StoreConfig::new(4, 4)
+            .protocol(Protocol::OnePaxos)
+            .tree(TreeSpec::Uniform(Topology::Binary));
+        if procs {
+            cfg.deployment = processes();
+        }
+        cfg.keep_log = true;
+        cfg.attempt_timeout = Duration::from_millis(300);
+        cfg.attempts = 10;
+        cfg.close_timeout = Duration::from_secs(5);
+        let mut s = Store::start(cfg).unwrap();
+        let mut clients = s.take_clients();
+        let home = clients[0].home();
+        let backup = (home + 1) % 4;
+        let base = Instant::now();
+        let mut hist = Vec::new();
+        let mut n = 0u64;
+        let mut op = |c: &mut smelt_kvs::Client, hist: &mut Vec<HistoryOp>| {
+            n += 1;
+            let t0 = base.elapsed().as_nanos() as u64;
+            let (kind, r) = if n.is_multiple_of(2) {
+                let v = bench::unique_value(c.id(), n);
+                let mut value = [0u8; 16];
+                value[..8].copy_from_slice(&v.to_le_bytes());
+                (OpKind::Set, c.set(b"k", &value).map(|_| Some(v)))
+            } else {
+                (
+                    OpKind::Get,
+                    c.get(b"k")
+                        .map(|x| x.map(|b| u64::from_le_bytes(b[..8].try_into().unwrap()))),
+                )
+            };
+            let r = r.unwrap_or_else(|e| panic!("operation {n} at replica {}: {e}", c.home()));
+            hist.push(HistoryOp {
+                client: c.id(),
+                op: kind,
+                key: 0,
+                value: r,
+                call_ns: t0,
+                return_ns: base.elapsed().as_nanos() as u64,
+                ok: true,
+            });
+        };
+        for _ in 0..20 {
+            op(&mut clients[0], &mut hist);
+        }
+        s.crash(home).unwrap();
+        for _ in 0..20 {
+            op(&mut clients[0], &mut hist);
+        }
+        assert_eq!(clients[0].home(), backup, "threads={}", !procs);
+        s.crash(backup).unwrap();
+        for _ in 0..20 {
+            op(&mut clients[0], &mut hist);
+            // Another client keeps working too.
+            op(&mut clients[2], &mut hist);
+        }
+        assert_eq!(clients[0].home(), (home + 2) % 4);
+        drop(clients);
+        let rep = s.close().unwrap();
+        check_logs(&rep, &hist);
+        check_history(&hist).unwrap();
+    }
+    // Without backups, the client of a stopped home gets HomeFailed.
+    let mut cfg = StoreConfig::new(3, 3);
+    cfg.client_backups = 0;
+    cfg.attempt_timeout = Duration::from_millis(300);
+    let mut s = Store::start(cfg).unwrap();
+    let mut clients = s.take_clients();
+    clients[1].set(b"k", b"v").unwrap();
+    s.crash(clients[1].home()).unwrap();
+    assert!(matches!(
+        clients[1].get(b"k"),
+        Err(KvsError::HomeFailed { .. })
+    ));
+    assert_eq!(clients[2].get(b"k").unwrap(), Some(b"v".to_vec()));
+}
