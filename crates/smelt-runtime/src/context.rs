@@ -107,6 +107,10 @@ pub struct Context<L: Link = Endpoint> {
     pub(crate) segment: usize,
     /// Longest message of one call ([`GroupConfig::max_message`]).
     pub(crate) max_message: usize,
+    /// How this context's collectives synchronize ([`Context::set_sync`]).
+    pub(crate) sync: SyncMode,
+    /// Inside a strict collective: the collectives it is made of run as they are.
+    pub(crate) in_strict: bool,
     /// Packed values of the slice reductions, kept between calls so a reduction in a
     /// loop does not allocate.
     pub(crate) packed: Vec<u8>,
@@ -115,6 +119,53 @@ pub struct Context<L: Link = Endpoint> {
 }
 
 type Res<T> = Result<T, GroupError>;
+
+/// How a collective synchronizes its members (seed 001, §3).
+///
+/// * **Loose** (the default): members enter and leave a collective freely; a member
+///   leaves as soon as its own part is done, so back-to-back collectives pipeline (the
+///   root may start the next broadcast while the leaves still receive the last one).
+/// * **Strict**: data starts moving only after every member entered, and the collective
+///   ends everywhere before the first member leaves: a barrier before and after it.
+///   What benchmarks that time single collectives measure, and what a program needs
+///   when it reuses buffers that other members may still be reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SyncMode {
+    /// Members enter and leave freely; back-to-back collectives pipeline.
+    #[default]
+    Loose,
+    /// A barrier before and after every collective.
+    Strict,
+}
+
+impl SyncMode {
+    /// `loose` or `strict`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SyncMode::Loose => "loose",
+            SyncMode::Strict => "strict",
+        }
+    }
+}
+
+impl std::fmt::Display for SyncMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for SyncMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<SyncMode, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "loose" => Ok(SyncMode::Loose),
+            "strict" => Ok(SyncMode::Strict),
+            other => Err(format!(
+                "unknown synchronization '{other}' (known: loose, strict)"
+            )),
+        }
+    }
+}
 
 impl<L: Link> Context<L> {
     /// Which tree of the group this is (index in the list the group was built from).
@@ -213,6 +264,55 @@ impl<L: Link> Context<L> {
             coll,
             seq: self.seq,
         })
+    }
+
+    /// How this context's collectives synchronize (default: the group's
+    /// [`GroupConfig::sync`](crate::GroupConfig::sync), loose unless set).
+    pub fn sync_mode(&self) -> SyncMode {
+        self.sync
+    }
+
+    /// Makes every later collective on this context run `mode`. Every member must make
+    /// the same choice at the same point (a strict collective adds barriers, which
+    /// the other members must call too).
+    pub fn set_sync(&mut self, mode: SyncMode) {
+        self.sync = mode;
+    }
+
+    /// Runs `f` (one or more collectives on this context) in `mode`, then restores the
+    /// context's own mode: the per-call choice, e.g.
+    /// `ctx.with_sync(SyncMode::Strict, |c| c.reduce_slice(&mut v, |a, b| a + b))`.
+    pub fn with_sync<T>(&mut self, mode: SyncMode, f: impl FnOnce(&mut Self) -> Res<T>) -> Res<T> {
+        let before = std::mem::replace(&mut self.sync, mode);
+        let r = f(self);
+        self.sync = before;
+        r
+    }
+
+    /// Runs one collective in this context's mode: as it is when loose (or inside a
+    /// strict collective), between two barriers when strict.
+    #[inline(always)]
+    fn synced<T>(&mut self, f: impl FnOnce(&mut Self) -> Res<T>) -> Res<T> {
+        if self.sync == SyncMode::Loose || self.in_strict {
+            return f(self);
+        }
+        self.strict_section(f)
+    }
+
+    /// A strict collective: a barrier (no data moves before every member entered),
+    /// the collective, a barrier (no member leaves before it ended everywhere).
+    #[inline(never)]
+    fn strict_section<T>(&mut self, f: impl FnOnce(&mut Self) -> Res<T>) -> Res<T> {
+        self.in_strict = true;
+        let r = match self.barrier() {
+            Ok(()) => match f(self) {
+                Ok(v) => self.barrier().map(|()| v),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        self.in_strict = false;
+        r
     }
 
     /// Fails the call on every member (before anything is sent) when `len` bytes are
@@ -370,6 +470,12 @@ impl<L: Link> Context<L> {
     /// (other members' `w` is ignored). Zero-copy fast path.
     #[inline]
     pub fn broadcast_word(&mut self, w: u64) -> Res<u64> {
+        self.synced(|c| c.broadcast_word_loose(w))
+    }
+
+    /// [`broadcast_word`](Context::broadcast_word) without the synchronization of [`SyncMode::Strict`].
+    #[inline]
+    fn broadcast_word_loose(&mut self, w: u64) -> Res<u64> {
         let t = self.begin(Coll::Broadcast)?;
         let w = self.recv_parent_word(t)?.unwrap_or(w);
         self.down_word(w, t)?;
@@ -379,6 +485,12 @@ impl<L: Link> Context<L> {
     /// Broadcasts a zero-payload message from the root (a signal).
     #[inline]
     pub fn broadcast_empty(&mut self) -> Res<()> {
+        self.synced(|c| c.broadcast_empty_loose())
+    }
+
+    /// [`broadcast_empty`](Context::broadcast_empty) without the synchronization of [`SyncMode::Strict`].
+    #[inline]
+    fn broadcast_empty_loose(&mut self) -> Res<()> {
         let t = self.begin(Coll::Broadcast)?;
         self.recv_parent_word(t)?;
         self.down_empty(t)
@@ -388,6 +500,12 @@ impl<L: Link> Context<L> {
     /// replaced by the root's bytes. Messages larger than one channel message are sent
     /// as fragments that every inner member forwards as soon as it has them.
     pub fn broadcast(&mut self, buf: &mut Vec<u8>) -> Res<()> {
+        self.synced(|c| c.broadcast_loose(buf))
+    }
+
+    /// [`broadcast`](Context::broadcast) without the synchronization of [`SyncMode::Strict`].
+    #[inline]
+    fn broadcast_loose(&mut self, buf: &mut Vec<u8>) -> Res<()> {
         let t = self.begin(Coll::Broadcast)?;
         let mut scratch = std::mem::take(&mut self.scratch);
         let r = self.broadcast_inner(buf, &mut scratch, t);
@@ -488,6 +606,12 @@ impl<L: Link> Context<L> {
     /// root and `None` elsewhere. Zero-copy word path.
     #[inline]
     pub fn reduce<T: Word>(&mut self, v: T, op: impl Fn(T, T) -> T) -> Res<Option<T>> {
+        self.synced(|c| c.reduce_loose(v, op))
+    }
+
+    /// [`reduce`](Context::reduce) without the synchronization of [`SyncMode::Strict`].
+    #[inline]
+    fn reduce_loose<T: Word>(&mut self, v: T, op: impl Fn(T, T) -> T) -> Res<Option<T>> {
         let t = self.begin(Coll::Reduce)?;
         let mut acc = v;
         for i in 0..self.children.len() {
@@ -506,6 +630,12 @@ impl<L: Link> Context<L> {
     /// root: once every member has called it).
     #[inline]
     pub fn reduce_empty(&mut self) -> Res<()> {
+        self.synced(|c| c.reduce_empty_loose())
+    }
+
+    /// [`reduce_empty`](Context::reduce_empty) without the synchronization of [`SyncMode::Strict`].
+    #[inline]
+    fn reduce_empty_loose(&mut self) -> Res<()> {
         let t = self.begin(Coll::Reduce)?;
         self.reduce_empty_tagged(t)
     }
@@ -521,6 +651,12 @@ impl<L: Link> Context<L> {
     /// [`reduce`](Context::reduce) then broadcast of the result: every member gets it.
     #[inline]
     pub fn allreduce<T: Word>(&mut self, v: T, op: impl Fn(T, T) -> T) -> Res<T> {
+        self.synced(|c| c.allreduce_loose(v, op))
+    }
+
+    /// [`allreduce`](Context::allreduce) without the synchronization of [`SyncMode::Strict`].
+    #[inline]
+    fn allreduce_loose<T: Word>(&mut self, v: T, op: impl Fn(T, T) -> T) -> Res<T> {
         let r = self.reduce(v, op)?;
         let w = self.broadcast_word(r.map_or(0, |x| x.to_word()))?;
         Ok(T::from_word(w))
@@ -555,6 +691,12 @@ impl<L: Link> Context<L> {
     /// scratch (it holds the subtree's partial result). Slices of different lengths
     /// give [`GroupError::Mismatch`].
     pub fn reduce_slice<T: Word>(&mut self, data: &mut [T], op: impl Fn(T, T) -> T) -> Res<bool> {
+        self.synced(|c| c.reduce_slice_loose(data, op))
+    }
+
+    /// [`reduce_slice`](Context::reduce_slice) without the synchronization of [`SyncMode::Strict`].
+    #[inline]
+    fn reduce_slice_loose<T: Word>(&mut self, data: &mut [T], op: impl Fn(T, T) -> T) -> Res<bool> {
         let t = self.begin(Coll::ReduceSlice)?;
         let mut bytes = std::mem::take(&mut self.packed);
         let r = self.reduce_slice_inner(data, op, &mut bytes, t);
@@ -645,6 +787,16 @@ impl<L: Link> Context<L> {
     /// [`reduce_slice`](Context::reduce_slice) then broadcast: every member's `data`
     /// holds the result.
     pub fn allreduce_slice<T: Word>(&mut self, data: &mut [T], op: impl Fn(T, T) -> T) -> Res<()> {
+        self.synced(|c| c.allreduce_slice_loose(data, op))
+    }
+
+    /// [`allreduce_slice`](Context::allreduce_slice) without the synchronization of [`SyncMode::Strict`].
+    #[inline]
+    fn allreduce_slice_loose<T: Word>(
+        &mut self,
+        data: &mut [T],
+        op: impl Fn(T, T) -> T,
+    ) -> Res<()> {
         self.reduce_slice(data, op)?;
         let mut bytes = std::mem::take(&mut self.packed);
         bytes.clear();
@@ -669,6 +821,12 @@ impl<L: Link> Context<L> {
     /// messages as [`broadcast`](Context::broadcast), without allocating; a member
     /// whose `buf` has another length than the root's gets [`GroupError::Mismatch`].
     pub fn broadcast_into(&mut self, buf: &mut [u8]) -> Res<()> {
+        self.synced(|c| c.broadcast_into_loose(buf))
+    }
+
+    /// [`broadcast_into`](Context::broadcast_into) without the synchronization of [`SyncMode::Strict`].
+    #[inline]
+    fn broadcast_into_loose(&mut self, buf: &mut [u8]) -> Res<()> {
         let t = self.begin(Coll::Broadcast)?;
         let mut scratch = std::mem::take(&mut self.scratch);
         let r = self.broadcast_into_inner(buf, &mut scratch, t);
@@ -745,6 +903,16 @@ impl<L: Link> Context<L> {
     pub fn reduce_bytes(
         &mut self,
         data: &mut [u8],
+        combine: impl FnMut(&mut [u8], &[u8]),
+    ) -> Res<bool> {
+        self.synced(|c| c.reduce_bytes_loose(data, combine))
+    }
+
+    /// [`reduce_bytes`](Context::reduce_bytes) without the synchronization of [`SyncMode::Strict`].
+    #[inline]
+    fn reduce_bytes_loose(
+        &mut self,
+        data: &mut [u8],
         mut combine: impl FnMut(&mut [u8], &[u8]),
     ) -> Res<bool> {
         let t = self.begin(Coll::ReduceSlice)?;
@@ -761,6 +929,16 @@ impl<L: Link> Context<L> {
     /// (so the bytes are identical, as in the tree's order): one message latency
     /// instead of two, as [`barrier`](Context::barrier) does.
     pub fn allreduce_bytes(
+        &mut self,
+        data: &mut [u8],
+        combine: impl FnMut(&mut [u8], &[u8]),
+    ) -> Res<()> {
+        self.synced(|c| c.allreduce_bytes_loose(data, combine))
+    }
+
+    /// [`allreduce_bytes`](Context::allreduce_bytes) without the synchronization of [`SyncMode::Strict`].
+    #[inline]
+    fn allreduce_bytes_loose(
         &mut self,
         data: &mut [u8],
         mut combine: impl FnMut(&mut [u8], &[u8]),
@@ -812,6 +990,12 @@ impl<L: Link> Context<L> {
     /// subtree's bytes to its parent in one message (fragmented when long). Lengths
     /// that do not fit together give [`GroupError::Mismatch`].
     pub fn gather_bytes(&mut self, mine: &[u8], out: &mut [u8]) -> Res<bool> {
+        self.synced(|c| c.gather_bytes_loose(mine, out))
+    }
+
+    /// [`gather_bytes`](Context::gather_bytes) without the synchronization of [`SyncMode::Strict`].
+    #[inline]
+    fn gather_bytes_loose(&mut self, mine: &[u8], out: &mut [u8]) -> Res<bool> {
         let t = self.begin(Coll::Gather)?;
         let k = mine.len();
         self.check_len(k.saturating_mul(self.size()), t)?;
@@ -860,6 +1044,12 @@ impl<L: Link> Context<L> {
     /// and passes each child its part. Lengths that do not fit together give
     /// [`GroupError::Mismatch`].
     pub fn scatter_bytes(&mut self, all: &[u8], mine: &mut [u8]) -> Res<()> {
+        self.synced(|c| c.scatter_bytes_loose(all, mine))
+    }
+
+    /// [`scatter_bytes`](Context::scatter_bytes) without the synchronization of [`SyncMode::Strict`].
+    #[inline]
+    fn scatter_bytes_loose(&mut self, all: &[u8], mine: &mut [u8]) -> Res<()> {
         let t = self.begin(Coll::Scatter)?;
         let k = mine.len();
         self.check_len(k.saturating_mul(self.size()), t)?;
@@ -905,6 +1095,12 @@ impl<L: Link> Context<L> {
 
     /// Gathers one word per member at the root: `Some(values by rank)` on the root.
     pub fn gather_word(&mut self, v: u64) -> Res<Option<Vec<u64>>> {
+        self.synced(|c| c.gather_word_loose(v))
+    }
+
+    /// [`gather_word`](Context::gather_word) without the synchronization of [`SyncMode::Strict`].
+    #[inline]
+    fn gather_word_loose(&mut self, v: u64) -> Res<Option<Vec<u64>>> {
         let t = self.begin(Coll::Gather)?;
         let mut vals = vec![v];
         let mut bytes = Vec::new();
@@ -936,6 +1132,12 @@ impl<L: Link> Context<L> {
     /// Scatters one word to each member from the root: the root passes `Some(values)`
     /// indexed by rank (one per member); every member gets its own value.
     pub fn scatter_word(&mut self, values: Option<&[u64]>) -> Res<u64> {
+        self.synced(|c| c.scatter_word_loose(values))
+    }
+
+    /// [`scatter_word`](Context::scatter_word) without the synchronization of [`SyncMode::Strict`].
+    #[inline]
+    fn scatter_word_loose(&mut self, values: Option<&[u64]>) -> Res<u64> {
         let t = self.begin(Coll::Scatter)?;
         let pre: Vec<u64> = if self.parent.is_none() {
             let vals = values.unwrap_or(&[]);

@@ -60,6 +60,10 @@ pub struct GroupConfig {
     /// call on every member with [`GroupError::Mismatch`] before anything is sent.
     /// Default [`MAX_MESSAGE_BYTES`] (1 GiB).
     pub max_message: usize,
+    /// How every context's collectives synchronize to begin with (each context may
+    /// change it: [`Context::set_sync`](crate::Context::set_sync), per call
+    /// [`Context::with_sync`](crate::Context::with_sync)). Default loose.
+    pub sync: crate::SyncMode,
 }
 
 /// The default [`GroupConfig::max_message`]: 1 GiB.
@@ -85,6 +89,7 @@ impl Default for GroupConfig {
             flatten_oversubscribed: false,
             segment: None,
             max_message: MAX_MESSAGE_BYTES,
+            sync: crate::SyncMode::Loose,
         }
     }
 }
@@ -422,6 +427,34 @@ impl<L: Link> Member<L> {
     /// Context 0's [`Context::scatter_bytes`].
     pub fn scatter_bytes(&mut self, all: &[u8], mine: &mut [u8]) -> Result<(), GroupError> {
         ctx0!(self).scatter_bytes(all, mine)
+    }
+    /// Sets how every context of this member synchronizes from now on
+    /// ([`Context::set_sync`]; every member must do the same).
+    pub fn set_sync(&mut self, mode: crate::SyncMode) {
+        for c in self.contexts.iter_mut().flatten() {
+            c.set_sync(mode);
+        }
+    }
+    /// Runs `f` with every context in `mode`, then restores each context's own
+    /// ([`Context::with_sync`] for the member's collectives).
+    pub fn with_sync<T>(
+        &mut self,
+        mode: crate::SyncMode,
+        f: impl FnOnce(&mut Self) -> Result<T, GroupError>,
+    ) -> Result<T, GroupError> {
+        let before: Vec<Option<crate::SyncMode>> = self
+            .contexts
+            .iter()
+            .map(|c| c.as_ref().map(|c| c.sync_mode()))
+            .collect();
+        self.set_sync(mode);
+        let r = f(self);
+        for (c, b) in self.contexts.iter_mut().zip(before) {
+            if let (Some(c), Some(b)) = (c.as_mut(), b) {
+                c.set_sync(b);
+            }
+        }
+        r
     }
     /// Context 0's [`Context::barrier`].
     #[inline]
@@ -858,6 +891,8 @@ pub(crate) fn build_contexts<L: Link>(
             scratch: vec![0; scratch_len],
             segment: cfg.segment_bytes(),
             max_message: cfg.max_message,
+            sync: cfg.sync,
+            in_strict: false,
             packed: Vec::new(),
             seq: 0,
         }));

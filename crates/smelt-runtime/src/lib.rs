@@ -41,9 +41,11 @@ pub mod mesh_job;
 pub mod process;
 mod word;
 
-pub use context::Context;
+pub use context::{Context, SyncMode};
 pub use error::{panic_message, GroupError};
-pub use group::{tree_edges, Group, GroupConfig, LinkEnd, Member, Pinning, Placement};
+pub use group::{
+    tree_edges, Group, GroupConfig, LinkEnd, Member, Pinning, Placement, MAX_MESSAGE_BYTES,
+};
 pub use smelt_ids::{CpuId, Pos, Rank};
 pub use smelt_transport::WaitPolicy;
 pub use word::Word;

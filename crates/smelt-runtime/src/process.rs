@@ -54,6 +54,9 @@ struct Blob {
     /// [`GroupConfig::max_message`] (absent in jobs of older versions: the default).
     #[serde(default = "default_max_message")]
     max_message: usize,
+    /// [`GroupConfig::sync`] is strict.
+    #[serde(default)]
+    strict: bool,
     timeout_ns: u64,
     wait: Option<[u64; 4]>,
 }
@@ -118,6 +121,7 @@ impl Job {
             capacity: cfg.capacity,
             segment: cfg.segment,
             max_message: cfg.max_message,
+            strict: cfg.sync == crate::SyncMode::Strict,
             timeout_ns: cfg.timeout.as_nanos().min(u64::MAX as u128) as u64,
             wait: cfg.wait.map(|w| {
                 [
@@ -254,6 +258,11 @@ pub fn join(path: &Path, key: &str, rank: Rank) -> Result<Member, GroupError> {
         capacity: blob.capacity,
         segment: blob.segment,
         max_message: blob.max_message,
+        sync: if blob.strict {
+            crate::SyncMode::Strict
+        } else {
+            crate::SyncMode::Loose
+        },
         timeout: Duration::from_nanos(blob.timeout_ns),
         wait: Some(wait),
         ..GroupConfig::default()
