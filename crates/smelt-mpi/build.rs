@@ -1,9 +1,11 @@
-//! With the `mpi` feature: compiles `src/shim.c` with the MPI compiler wrapper that
+//! With the `mpi` feature: compiles `src/shim.c` (MPI's handles) and `src/fortran.c`
+//! (the Fortran entry points) with the MPI compiler wrapper that
 //! rsmpi's probe finds (`$MPICC`, `mpicc`, or `$MPI_PKG_CONFIG`), so the interposer is
 //! built for exactly the MPI ABI it will be loaded with. Without the feature: nothing.
 
 fn main() {
     println!("cargo:rerun-if-changed=src/shim.c");
+    println!("cargo:rerun-if-changed=src/fortran.c");
     println!("cargo:rerun-if-env-changed=MPICC");
     println!("cargo:rerun-if-env-changed=MPI_PKG_CONFIG");
     #[cfg(feature = "mpi")]
@@ -23,7 +25,7 @@ fn shim() {
         }
     };
     let mut b = cc::Build::new();
-    b.file("src/shim.c").warnings(true);
+    b.file("src/shim.c").file("src/fortran.c").warnings(true);
     match &lib.mpicc {
         Some(mpicc) => {
             b.compiler(mpicc);

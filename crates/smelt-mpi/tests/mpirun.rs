@@ -613,3 +613,69 @@ fn tempfile_dir(tag: &str) -> PathBuf {
     std::fs::create_dir_all(&d).expect("create a temporary directory");
     d
 }
+
+/// tests/fortran/collectives.f90 compiled with `mpifort` (once); `None` without it.
+fn fortran_program() -> Option<PathBuf> {
+    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fortran/collectives.f90");
+            let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("smelt-mpi-fortran-collectives");
+            let mpifort = std::env::var("MPIFORT").unwrap_or_else(|_| "mpifort".into());
+            let st = match Command::new(&mpifort)
+                .args(["-O1", "-Wall", "-Werror", "-o"])
+                .arg(&out)
+                .arg(&src)
+                .status()
+            {
+                Ok(st) => st,
+                Err(e) => {
+                    eprintln!("SKIPPED: the Fortran test needs {mpifort} ({e}); scripts/deps.sh installs gfortran");
+                    return None;
+                }
+            };
+            assert!(st.success(), "{mpifort} {} failed", src.display());
+            Some(out)
+        })
+        .clone()
+}
+
+#[test]
+fn fortran_calls_are_taken() {
+    let Some(prog) = fortran_program() else {
+        return;
+    };
+    for (np, env) in [
+        (2, vec![]),
+        (4, vec![("SMELT_RANKS_PER_NODE", "2")]),
+        (3, vec![("SMELT_RANKS_PER_NODE", "2")]),
+    ] {
+        let r = mpirun(np, &prog, &[], &env, LIMIT);
+        assert!(r.ok(), "Fortran on {np} ranks {env:?}:\n{}", r.show());
+        assert!(r.stdout.contains("fortran: OK"), "{}", r.show());
+        assert!(
+            r.leftovers.is_empty(),
+            "left in shared memory: {:?}",
+            r.leftovers
+        );
+        // MPI_FINALIZE from Fortran reached the interposer (the summary), and smelt
+        // took every call (in place included: a misread MPI_IN_PLACE gives wrong sums).
+        for call in [
+            "MPI_Bcast",
+            "MPI_Reduce",
+            "MPI_Allreduce",
+            "MPI_Barrier",
+            "MPI_Gather",
+            "MPI_Scatter",
+        ] {
+            let (taken, fell) = r
+                .counts(call)
+                .unwrap_or_else(|| panic!("no summary line for {call}:\n{}", r.show()));
+            assert!(
+                taken >= 4 && fell == 0,
+                "{call}: taken {taken}, fell back {fell}:\n{}",
+                r.show()
+            );
+        }
+    }
+}

@@ -6,6 +6,7 @@
 mod comm;
 mod config;
 mod ffi;
+mod fortran;
 mod model;
 mod stats;
 
