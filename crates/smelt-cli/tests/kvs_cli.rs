@@ -411,3 +411,90 @@ fn simulated_mode_predicts_every_setup() {
         "--get-ratio",
     );
 }
+
+/// The pids of the processes whose parent is `parent`.
+fn children_of(parent: u32) -> Vec<u32> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...: comm may hold spaces; it ends at the last ')'.
+        let rest = &stat[stat.rfind(')').unwrap_or(0) + 1..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if f.get(1).and_then(|p| p.parse::<u32>().ok()) == Some(parent) {
+            v.push(pid);
+        }
+    }
+    v
+}
+
+/// True while `pid` runs (a zombie has ended).
+fn runs(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            let rest = &s[s.rfind(')').unwrap_or(0) + 1..];
+            !matches!(rest.split_whitespace().next(), Some("Z") | Some("X"))
+        })
+        .unwrap_or(false)
+}
+
+/// `smelt kvs --processes` killed (SIGKILL) mid-run: its replica processes notice that
+/// the store's process is gone and end by themselves, and nothing is left in the
+/// segment directory.
+#[test]
+fn replica_processes_end_when_the_store_process_dies() {
+    let dir = std::env::temp_dir().join(format!("smelt-kvs-cli-orphans-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut driver = std::process::Command::new(env!("CARGO_BIN_EXE_smelt"))
+        .args([
+            "kvs",
+            "--processes",
+            "--replicas",
+            "3",
+            "--clients",
+            "3",
+            "--duration",
+            "20",
+            "--setups",
+            "tree",
+        ])
+        .env("SMELT_SHM_DIR", &dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait for the three replica processes to run (bounded).
+    let t0 = std::time::Instant::now();
+    let mut reps = Vec::new();
+    while reps.len() < 3 && t0.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        reps = children_of(driver.id());
+    }
+    assert_eq!(reps.len(), 3, "replica processes: {reps:?}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    driver.kill().unwrap();
+    driver.wait().unwrap();
+    let t1 = std::time::Instant::now();
+    while reps.iter().any(|&p| runs(p)) && t1.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let left: Vec<u32> = reps.iter().copied().filter(|&p| runs(p)).collect();
+    // Never leave them behind, even when the test fails.
+    for &p in &left {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &p.to_string()])
+            .status();
+    }
+    assert!(left.is_empty(), "replica processes still running: {left:?}");
+    eprintln!(
+        "replica processes ended {:?} after the store's process",
+        t1.elapsed()
+    );
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert!(files.is_empty(), "left behind: {files:?}");
+    let _ = std::fs::remove_dir(&dir);
+}

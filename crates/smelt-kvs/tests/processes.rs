@@ -366,3 +366,40 @@ fn a_client_moves_to_a_backup_when_its_home_stops() {
     ));
     assert_eq!(clients[2].get(b"k").unwrap(), Some(b"v".to_vec()));
 }
+
+/// A replica process killed from outside the store (`kill -9`, not `Store::crash`):
+/// found by its peers all the same, the survivors change view and serve, and its
+/// report says it crashed.
+#[test]
+fn a_replica_process_killed_from_outside_is_a_crash() {
+    let mut cfg = config(4, 2, Protocol::OnePaxos, Topology::Binary);
+    cfg.attempt_timeout = Duration::from_millis(200);
+    cfg.attempts = 20;
+    cfg.close_timeout = Duration::from_secs(5);
+    let mut s = Store::start(cfg).unwrap();
+    let mut c = s.take_clients();
+    c[0].set(b"a", b"1").unwrap();
+    let root = s.root();
+    let pid = s.replica_pid(root).unwrap();
+    let st = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let t0 = Instant::now();
+    for i in 0..20u8 {
+        c[1].set(b"b", &[i]).unwrap();
+        assert_eq!(c[0].get(b"b").unwrap(), Some(vec![i]));
+    }
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    assert_eq!(c[0].get(b"a").unwrap(), Some(b"1".to_vec()));
+    drop(c);
+    let rep = s.close().unwrap();
+    rep.check_logs().unwrap();
+    let dead = rep.replicas[root].as_ref().unwrap();
+    assert_eq!(dead.exit, "crashed", "{dead:?}");
+    for r in rep.replicas.iter().flatten().filter(|r| r.replica != root) {
+        assert_eq!((r.exit.as_str(), r.applied), ("closed", 21), "{r:?}");
+        assert!(r.view_changes >= 1);
+    }
+}
