@@ -11,6 +11,8 @@ mod mpi;
 mod report;
 #[path = "bench_smelt.rs"]
 mod smelt;
+#[path = "bench_sync.rs"]
+mod sync;
 pub(crate) use smelt::summary_of;
 
 use anyhow::{bail, Context, Result};
@@ -81,6 +83,12 @@ pub struct BenchArgs {
     /// number of ranks on the same CPUs; rows carry "mode": "threads" or "processes".
     #[arg(long)]
     pub processes: bool,
+    /// Run the loose/strict experiment instead (seed 001 §3): back-to-back reduce of
+    /// doubles over --sizes (default 8 B to 64 KiB), loose and strict, over the flat
+    /// tree, k-nomial radix 1, 2, 4, 8, 16 and smelt's tree (or --topologies), with
+    /// --threads members.
+    #[arg(long, conflicts_with_all = ["mpi", "processes"])]
+    pub sync: bool,
     /// Compare MPI instead: an unchanged MPI program's MPI_Bcast, MPI_Reduce,
     /// MPI_Allreduce and MPI_Barrier over message sizes, on Open MPI's default
     /// (tuned), its sm component, han, and smelt through libsmelt_mpi.so (LD_PRELOAD),
@@ -98,8 +106,8 @@ pub struct BenchArgs {
     /// libsmelt_mpi.so next to the smelt executable).
     #[arg(long, value_name = "PATH")]
     pub mpi_lib: Option<PathBuf>,
-    /// With --mpi: message sizes in bytes (default powers of two from 8 to 65536;
-    /// 8,64,512,4096,32768,65536 with --quick; each 1 to 64 MiB).
+    /// With --mpi and --sync: message sizes in bytes (default powers of two from 8 to
+    /// 65536; fewer with --quick; each 1 to 64 MiB).
     #[arg(long, value_delimiter = ',', value_parser = crate::common::count(1, 1 << 26))]
     pub sizes: Vec<usize>,
     /// With --mpi: write a latency-against-size plot per operation and rank count
@@ -323,6 +331,9 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
     let file_trees = load_tree_files(&a.trees, &model)?;
     let cpus = model.cpus.clone();
     let members = a.threads.unwrap_or(cpus.len());
+    if a.sync {
+        return sync::run(&a, &model, members);
+    }
     let rounds = a.rounds.unwrap_or(if a.quick { 200 } else { 1000 });
     let timeout = Duration::from_secs_f64(timeout_s);
     let budget = if a.quick {
@@ -394,15 +405,7 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
     // 2. Transport and 3. collectives vs the peers.
     let cpeers = CPeers::new(smelt_peers::c::default_cache_dir());
     let transport = measure_transport(&cpeers, &mut floors, &budget, fa, fb, a.no_peers);
-    let peers = measure_peers(
-        &sm,
-        &cpeers,
-        &mut floors,
-        &cpus,
-        &peer_threads,
-        &budget,
-        &a,
-    );
+    let peers = measure_peers(&sm, &cpeers, &mut floors, &cpus, &peer_threads, &budget, &a);
 
     floors.progress.finish();
     let ratios = ratios(&collectives, &transport, &peers, members);

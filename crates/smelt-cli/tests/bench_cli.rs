@@ -477,3 +477,36 @@ fn bench_measures_a_saved_tree() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--tree") && err.contains("100000"), "{err}");
 }
+
+#[test]
+fn bench_sync_measures_loose_and_strict_reductions() {
+    let (code, out, err) = run(&[
+        "bench",
+        "--sync",
+        "--quick",
+        "--json",
+        "--threads",
+        "3",
+        "--sizes",
+        "8,1024,4104",
+        "--topologies",
+        "sequential,knomial:1",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = j["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3 * 2 * 2, "{j}");
+    for r in rows {
+        assert!(r["median_ns"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(["loose", "strict"].contains(&r["mode"].as_str().unwrap()));
+    }
+    let gains = j["gains"].as_array().unwrap();
+    assert_eq!(gains.len(), 6, "{j}");
+    assert!(gains
+        .iter()
+        .all(|g| g["loose_speedup"].as_f64().unwrap() > 0.0));
+    // Sizes must be whole doubles.
+    let (code, _, err) = run(&["bench", "--sync", "--quick", "--sizes", "12"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("multiple of 8"), "{err}");
+}

@@ -313,15 +313,7 @@ pub fn measure_back_to_back(
     op: Op,
     cfg: &MeasureConfig,
 ) -> Result<Measurement, GroupError> {
-    let group = Group::with_config(std::slice::from_ref(tree), &cfg.group)?;
-    let placement = group.placement().clone();
-    let out = group.run(|m| back_to_back_member(m, op, cfg))?;
-    let (samples, iters) = out.into_iter().next().expect("a group has a member")?;
-    Ok(Measurement {
-        stats: Stats::from_samples(&samples),
-        ops_per_run: iters,
-        placement,
-    })
+    measure_back_to_back_with(tree, cfg, |m| back_to_back_member(m, op, cfg))
 }
 
 /// One member's part of [`measure_back_to_back`]: calibrates the loop length (the
@@ -333,6 +325,17 @@ pub fn back_to_back_member<L: smelt_transport::Link>(
     op: Op,
     cfg: &MeasureConfig,
 ) -> Result<(Vec<f64>, usize), GroupError> {
+    back_to_back_member_with(m, cfg, |m| op.run_once(m))
+}
+
+/// [`back_to_back_member`] for any operation: `once` runs one instance of it on the
+/// member (every member runs the same number, so it must be a collective or a fixed
+/// sequence of them).
+pub fn back_to_back_member_with<L: smelt_transport::Link>(
+    m: &mut Member<L>,
+    cfg: &MeasureConfig,
+    mut once: impl FnMut(&mut Member<L>) -> Result<(), GroupError>,
+) -> Result<(Vec<f64>, usize), GroupError> {
     let batch = cfg.batch;
     // Calibrate: the root decides, everyone follows its count.
     let mut iters = 1usize;
@@ -340,7 +343,7 @@ pub fn back_to_back_member<L: smelt_transport::Link>(
         m.barrier()?;
         let t0 = Instant::now();
         for _ in 0..iters {
-            op.run_once(m)?;
+            once(m)?;
         }
         let el = m.allreduce(ns(t0.elapsed()), f64::max)?;
         if el >= ns(batch) || iters >= 1 << 24 {
@@ -353,7 +356,7 @@ pub fn back_to_back_member<L: smelt_transport::Link>(
         m.barrier()?;
         let t0 = Instant::now();
         for _ in 0..iters {
-            op.run_once(m)?;
+            once(m)?;
         }
         let el = m.allreduce(ns(t0.elapsed()), f64::max)?;
         if run >= cfg.warmup {
@@ -361,6 +364,41 @@ pub fn back_to_back_member<L: smelt_transport::Link>(
         }
     }
     Ok((samples, iters))
+}
+
+/// Back-to-back instances of any operation over `tree` with thread members:
+/// `member(m)` runs on each member and returns what [`back_to_back_member_with`]
+/// returns (set up its buffers, then call it); rank 0's figures are reported.
+pub fn measure_back_to_back_with(
+    tree: &Tree,
+    cfg: &MeasureConfig,
+    member: impl Fn(&mut Member) -> Result<(Vec<f64>, usize), GroupError> + Sync,
+) -> Result<Measurement, GroupError> {
+    let group = Group::with_config(std::slice::from_ref(tree), &cfg.group)?;
+    let placement = group.placement().clone();
+    let out = group.run(member)?;
+    let (samples, iters) = out.into_iter().next().expect("a group has a member")?;
+    Ok(Measurement {
+        stats: Stats::from_samples(&samples),
+        ops_per_run: iters,
+        placement,
+    })
+}
+
+/// Back-to-back reductions of `doubles` doubles per member (sum) in `mode`: the
+/// experiment of seed 001 §3 (loose reductions pipeline, strict ones do not).
+pub fn measure_reduce_doubles(
+    tree: &Tree,
+    doubles: usize,
+    mode: crate::SyncMode,
+    cfg: &MeasureConfig,
+) -> Result<Measurement, GroupError> {
+    measure_back_to_back_with(tree, cfg, |m| {
+        let mut v = vec![m.rank().index() as f64; doubles];
+        back_to_back_member_with(m, cfg, |m| {
+            m.with_sync(mode, |m| m.reduce_slice(&mut v, |a, b| a + b).map(|_| ()))
+        })
+    })
 }
 
 /// Back-to-back barriers (ns per barrier); see [`measure_back_to_back`].
