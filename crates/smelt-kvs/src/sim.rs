@@ -628,7 +628,13 @@ pub fn simulate(model: &Model, cfg: &SimConfig) -> Result<SimResult, KvsError> {
         }
     }
     let (t0, t1) = (sim.t0.unwrap_or(0.0), sim.t1.unwrap_or(0.0));
-    let window = (t1 - t0).max(f64::MIN_POSITIVE);
+    let window = t1 - t0;
+    if !(window > 0.0 && window.is_finite()) {
+        return Err(bad(format!(
+            "the measured sets took no time ({window} ns): the model's costs among these \
+             CPUs are 0, so there is no throughput to predict"
+        )));
+    }
     let (set_mean, set_p50, set_p99) = summary(&mut sim.set_lat);
     let (get_mean, get_p50, _) = summary(&mut sim.get_lat);
     let sets = sim.set_lat.len() as u64;

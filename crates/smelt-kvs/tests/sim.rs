@@ -298,6 +298,12 @@ fn bad_input_is_an_error() {
     let mut c = quick(4, 4);
     c.keys = 0;
     assert!(err(c).contains("key"));
+    // A machine whose messages cost nothing has no throughput to predict.
+    let free = smelt_model::synthetic(1, 4, 0.0, 0.0, 1.0);
+    match simulate(&free, &quick(2, 2)) {
+        Err(KvsError::Config(s)) => assert!(s.contains("costs"), "{s}"),
+        other => panic!("{other:?}"),
+    }
     // Every replica count the machine has CPUs for works, up to all of them.
     assert!(simulate(&m, &quick(8, 3)).is_ok());
     assert_eq!(default_replica_counts(&m), [4, 8]);
