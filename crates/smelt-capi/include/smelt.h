@@ -135,11 +135,12 @@ int smelt_tree_member_cpu(const smelt_tree *tree, size_t index, uint32_t *cpu);
 /* Member index of the root. */
 int smelt_tree_root(const smelt_tree *tree, size_t *index);
 
-/* The simulator's predicted time in ns of op ("broadcast", "ab", "reduce", "barrier",
- * "2pc") over the tree, under the model the tree was built from. */
+/* The simulator's predicted time in ns of op ("broadcast", "ab", "reduce", "allreduce",
+ * "barrier", "gather", "scatter", "2pc") over the tree, under the model the tree was
+ * built from. */
 int smelt_tree_predict(const smelt_tree *tree, const char *op, double *ns);
 
-/* Writes the tree as JSON ({"root": cpu, "children": {"cpu": [cpu, ...]}}) into buf
+/* Writes the tree as JSON ({"members": [cpu, ...], "root": cpu, "children": {"cpu": [cpu, ...]}}) into buf
  * (len bytes including the NUL) and its length without NUL into *needed (if needed is
  * not NULL). SMELT_ERR_BUFFER if it does not fit: call with len 0 to learn the size. */
 int smelt_tree_to_json(const smelt_tree *tree, char *buf, size_t len, size_t *needed);

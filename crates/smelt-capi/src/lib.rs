@@ -424,8 +424,9 @@ pub extern "C" fn smelt_tree_root(tree: *const smelt_tree, index: *mut usize) ->
     guard(|| out(index, tree_of(tree)?.tree.root.index(), "index"))
 }
 
-/// The simulator's predicted time in ns of `op` ("broadcast", "ab", "reduce",
-/// "barrier", "2pc") over the tree, under the model it was built from.
+/// The simulator's predicted time in ns of `op` (an operation name of smelt's one
+/// vocabulary: "broadcast", "ab", "reduce", "allreduce", "barrier", "gather",
+/// "scatter", "2pc") over the tree, under the model it was built from.
 #[no_mangle]
 pub extern "C" fn smelt_tree_predict(
     tree: *const smelt_tree,
@@ -437,26 +438,16 @@ pub extern "C" fn smelt_tree_predict(
         let op = cstr(op, "op")?;
         let p = ::smelt_tree::predict(&t.model, &t.tree, Payload::default())
             .map_err(|e| Error(SMELT_ERR_TREE, e.to_string()))?;
-        let v = match op {
-            "broadcast" => p.broadcast,
-            "ab" => p.ab,
-            "reduce" => p.reduce,
-            "barrier" => p.barrier,
-            "2pc" => p.two_pc,
-            other => {
-                return err(
-                    SMELT_ERR_INVALID_ARGUMENT,
-                    format!(
-                        "unknown operation '{other}' (known: broadcast, ab, reduce, barrier, 2pc)"
-                    ),
-                )
-            }
+        let v = match op.parse::<::smelt_tree::Op>() {
+            Ok(op) => p.get(op),
+            Err(e) => return err(SMELT_ERR_INVALID_ARGUMENT, e),
         };
         out(ns, v, "ns")
     })
 }
 
-/// Writes the tree as JSON (`{"root": cpu, "children": {"cpu": [cpus...]}}`) into
+/// Writes the tree as JSON (a tree file: `{"members": [cpus...], "root": cpu,
+/// "children": {"cpu": [cpus...]}}`) into
 /// `buf` (room for `len` bytes, NUL included) and its length without NUL into
 /// `*needed` (may be NULL). `SMELT_ERR_BUFFER` when it does not fit; call with
 /// `len` 0 to learn the size.

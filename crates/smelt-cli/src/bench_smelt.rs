@@ -40,14 +40,8 @@ pub struct Plan {
 }
 
 /// The runtime's name for an operation (the AB variant is not measured separately).
-fn runtime_op(op: Op) -> Option<measure::Op> {
-    match op {
-        Op::Broadcast => Some(measure::Op::Broadcast),
-        Op::Reduce => Some(measure::Op::Reduce),
-        Op::Barrier => Some(measure::Op::Barrier),
-        Op::TwoPhaseCommit => Some(measure::Op::TwoPhaseCommit),
-        Op::AtomicBroadcast => None,
-    }
+fn runtime_op(op: Op) -> Option<Op> {
+    (op != Op::AtomicBroadcast).then_some(op)
 }
 
 /// The runtime's statistics as a [`Summary`]; the spread is estimated from the
@@ -244,7 +238,7 @@ impl Smelt<'_> {
         });
         crate::bench_processes::result(
             crate::bench_processes::figure_name(&t.to_string(), flattened),
-            rop.unwrap_or(measure::Op::Barrier),
+            rop.unwrap_or(Op::Barrier),
             procs,
             r,
         )

@@ -134,7 +134,7 @@ fn tree_errors_are_one_line() {
         &["evaluate", "--model", m, "--algos", "adaptive,zzz"],
         "zzz",
     );
-    fails(&["evaluate", "--model", m, "--op", "gather"], "gather");
+    fails(&["evaluate", "--model", m, "--op", "gossip"], "gossip");
     for limit in ["1e30", "0", "nan"] {
         fails(
             &[

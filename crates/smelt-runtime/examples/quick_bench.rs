@@ -91,7 +91,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         warmup: 20,
         ..cfg.clone()
     };
-    for op in Op::ALL {
+    for op in Op::RUN {
         show(
             &format!("smelt_{op}(paper, leaf completion)"),
             2,

@@ -14,72 +14,36 @@ use smelt_tree::Tree;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// A collective operation to measure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Op {
-    /// Atomic broadcast of one word from the root.
-    Broadcast,
-    /// Reduction of one word per member to the root (sum).
-    Reduce,
-    /// Barrier (zero-payload reduce, then zero-payload broadcast).
-    Barrier,
-    /// Two-phase commit: broadcast "prepare", reduce the votes (AND), broadcast the
-    /// decision.
-    TwoPhaseCommit,
-}
+/// The operations measured: smelt's one vocabulary ([`smelt_tree::Op`]).
+pub use smelt_tree::Op;
 
-impl Op {
-    /// Every operation, in display order.
-    pub const ALL: [Op; 4] = [Op::Broadcast, Op::Reduce, Op::Barrier, Op::TwoPhaseCommit];
-
-    /// Short name: `broadcast`, `reduce`, `barrier`, `2pc`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::Broadcast => "broadcast",
-            Op::Reduce => "reduce",
-            Op::Barrier => "barrier",
-            Op::TwoPhaseCommit => "2pc",
+/// Runs one instance of `op` on `m` (context 0): one word per member (broadcast,
+/// reduce and allreduce of a sum, gather and scatter of one word each), the barrier,
+/// and two-phase commit (broadcast "prepare", reduce the votes with AND, broadcast
+/// the decision). "ab" runs as the broadcast (the paper-style measurement of
+/// [`measure`] adds the completion message).
+pub fn run_once<L: smelt_transport::Link>(op: Op, m: &mut Member<L>) -> Result<(), GroupError> {
+    match op {
+        Op::Broadcast | Op::AtomicBroadcast => m.broadcast_word(0x5eed).map(|_| ()),
+        Op::Reduce => m.reduce(1u64, |a, b| a + b).map(|_| ()),
+        Op::Allreduce => m.allreduce(1u64, |a, b| a + b).map(|_| ()),
+        Op::Barrier => m.barrier(),
+        Op::Gather => m.gather_word(m.rank().index() as u64).map(|_| ()),
+        Op::Scatter => {
+            let n = m.size();
+            let root = Some(m.rank()) == m.root();
+            let vals: Vec<u64> = if root {
+                (0..n as u64).collect()
+            } else {
+                Vec::new()
+            };
+            m.scatter_word(root.then_some(&vals[..])).map(|_| ())
         }
-    }
-
-    /// The operation named `name` (as [`name`](Op::name) gives it).
-    pub fn from_name(name: &str) -> Option<Op> {
-        Op::ALL.into_iter().find(|o| o.name() == name)
-    }
-
-    /// Runs one instance of the operation on `m` (context 0).
-    pub fn run_once<L: smelt_transport::Link>(self, m: &mut Member<L>) -> Result<(), GroupError> {
-        match self {
-            Op::Broadcast => m.broadcast_word(0x5eed).map(|_| ()),
-            Op::Reduce => m.reduce(1u64, |a, b| a + b).map(|_| ()),
-            Op::Barrier => m.barrier(),
-            Op::TwoPhaseCommit => {
-                m.broadcast_word(1)?;
-                let all_yes = m.reduce(true, |a, b| a && b)?;
-                m.broadcast_word(all_yes.map_or(0, |v| v as u64))?;
-                Ok(())
-            }
-        }
-    }
-}
-
-impl std::fmt::Display for Op {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Op {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Op, String> {
-        match s {
-            "broadcast" | "bcast" | "ab" => Ok(Op::Broadcast),
-            "reduce" | "reduction" => Ok(Op::Reduce),
-            "barrier" => Ok(Op::Barrier),
-            "2pc" | "two-phase-commit" => Ok(Op::TwoPhaseCommit),
-            _ => Err(format!(
-                "unknown operation '{s}' (expected broadcast, reduce, barrier or 2pc)"
-            )),
+        Op::TwoPhaseCommit => {
+            m.broadcast_word(1)?;
+            let all_yes = m.reduce(true, |a, b| a && b)?;
+            m.broadcast_word(all_yes.map_or(0, |v| v as u64))?;
+            Ok(())
         }
     }
 }
@@ -266,7 +230,7 @@ pub fn measure(tree: &Tree, op: Op, cfg: &MeasureConfig) -> Result<Measurement, 
             for (li, leaf) in leaves.iter().enumerate() {
                 m.barrier()?;
                 let t0 = (rank == root).then(Instant::now);
-                op.run_once(m)?;
+                run_once(op, m)?;
                 if let Some(l) = *leaf {
                     if rank == l {
                         if let Some(tx) = tx.as_mut() {
@@ -325,7 +289,7 @@ pub fn back_to_back_member<L: smelt_transport::Link>(
     op: Op,
     cfg: &MeasureConfig,
 ) -> Result<(Vec<f64>, usize), GroupError> {
-    back_to_back_member_with(m, cfg, |m| op.run_once(m))
+    back_to_back_member_with(m, cfg, |m| run_once(op, m))
 }
 
 /// [`back_to_back_member`] for any operation: `once` runs one instance of it on the

@@ -34,7 +34,7 @@ fn trees() -> Vec<Tree> {
 #[test]
 fn paper_style_and_back_to_back_measure_every_op() {
     for tree in trees() {
-        for op in Op::ALL {
+        for op in Op::RUN {
             let m = measure(&tree, op, &cfg()).unwrap();
             assert_eq!(m.stats.samples, 5, "{op} on {tree:?}");
             assert!(m.stats.min_ns > 0.0 && m.stats.p10_ns <= m.stats.p90_ns);
@@ -56,7 +56,7 @@ fn flattened_groups_are_measured_over_the_flat_tree() {
     let tree = Tree::from_raw((0..n as u32).map(|i| 5000 + i).collect(), 0, children).unwrap();
     let mut c = cfg();
     c.group.flatten_oversubscribed = true;
-    for op in Op::ALL {
+    for op in Op::RUN {
         let m = measure(&tree, op, &c).unwrap();
         assert!(m.placement.flattened, "{op}");
         assert_eq!(m.stats.samples, 5, "{op}");

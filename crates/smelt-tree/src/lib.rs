@@ -17,6 +17,7 @@
 
 pub mod costs;
 pub mod evaluate;
+pub mod op;
 pub mod optimize;
 pub mod optimum;
 #[cfg(feature = "plot")]
@@ -27,7 +28,8 @@ pub mod topology;
 pub mod tree;
 
 pub use costs::Costs;
-pub use sim::{predict, Op, Payload, Prediction};
+pub use op::Op;
+pub use sim::{predict, Payload, Prediction};
 pub use smelt_ids::{CpuId, Pos};
 pub use topology::Topology;
 pub use tree::{Tree, TreeError};

@@ -85,43 +85,7 @@ impl Payload {
     }
 }
 
-/// An operation the simulator predicts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Op {
-    /// Time until the last member holds the message (`lat(T)`).
-    Broadcast,
-    /// Broadcast plus the last member's completion message to the root.
-    AtomicBroadcast,
-    /// Children-to-parent combining up to the root (loosely synchronized).
-    Reduce,
-    /// Strict reduce (members entering as released by the previous barrier), then
-    /// broadcast.
-    Barrier,
-    /// Broadcast prepare, reduce votes, broadcast commit.
-    TwoPhaseCommit,
-}
-
-impl Op {
-    /// Every operation, in display order.
-    pub const ALL: [Op; 5] = [
-        Op::Broadcast,
-        Op::AtomicBroadcast,
-        Op::Reduce,
-        Op::Barrier,
-        Op::TwoPhaseCommit,
-    ];
-
-    /// Short name used in tables and JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::Broadcast => "broadcast",
-            Op::AtomicBroadcast => "ab",
-            Op::Reduce => "reduce",
-            Op::Barrier => "barrier",
-            Op::TwoPhaseCommit => "2pc",
-        }
-    }
-}
+pub use crate::op::Op;
 
 /// Predicted time of every operation, in the model's unit (ns for model files).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -140,13 +104,20 @@ pub struct Prediction {
 }
 
 impl Prediction {
-    /// The time of one operation.
+    /// The time of one operation. The simulator models the operations of
+    /// [`Op::SIMULATED`]; the others follow from them as the runtime runs them:
+    /// allreduce = reduce then broadcast, gather ≈ reduce and scatter ≈ broadcast
+    /// (one-line messages; the growing payloads of gather and scatter are not
+    /// modelled).
     pub fn get(&self, op: Op) -> f64 {
         match op {
             Op::Broadcast => self.broadcast,
             Op::AtomicBroadcast => self.ab,
             Op::Reduce => self.reduce,
+            Op::Allreduce => self.reduce + self.broadcast,
             Op::Barrier => self.barrier,
+            Op::Gather => self.reduce,
+            Op::Scatter => self.broadcast,
             Op::TwoPhaseCommit => self.two_pc,
         }
     }
@@ -385,7 +356,12 @@ pub fn simulate(c: &Costs, root: usize, children: &[Vec<usize>], op: Op, pl: Pay
                 t + c.sr(last, root) * k
             }
         }
-        Op::Reduce => reduce_time_overlapped(c, root, children, &vec![0.0; n], k),
+        Op::Reduce | Op::Gather => reduce_time_overlapped(c, root, children, &vec![0.0; n], k),
+        Op::Allreduce => {
+            simulate(c, root, children, Op::Reduce, pl)
+                + simulate(c, root, children, Op::Broadcast, pl)
+        }
+        Op::Scatter => simulate(c, root, children, Op::Broadcast, pl),
         Op::Barrier => barrier_time(c, root, children, k),
         Op::TwoPhaseCommit => {
             let ready = forwarded(c, root, children, k, 0.0);

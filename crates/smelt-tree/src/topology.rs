@@ -332,7 +332,7 @@ pub static GENERATORS: &[Generator] = &[
         aliases: &[],
         param: Param::Op,
         description: "local search seeded with the adaptive trees, scored by OP's predicted time \
-                      (default broadcast; OP = ab, reduce, barrier, 2pc)",
+                      (default broadcast; OP = any operation name)",
         is_static: false,
         make: |i| match Op::ALL.get(i as usize).copied() {
             None | Some(Op::Broadcast) => Topology::Optimized,

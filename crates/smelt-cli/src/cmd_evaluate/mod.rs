@@ -98,12 +98,7 @@ pub struct EvaluateArgs {
 }
 
 fn parse_op(s: &str) -> Result<Op> {
-    Op::ALL
-        .into_iter()
-        .find(|o| o.name() == s)
-        .with_context(|| {
-            format!("--op: unknown operation '{s}' (known: broadcast, ab, reduce, barrier, 2pc)")
-        })
+    s.parse::<Op>().map_err(|e| anyhow::anyhow!("--op: {e}"))
 }
 
 fn topologies(list: Option<&str>) -> Result<Vec<Topology>> {
@@ -214,13 +209,13 @@ pub fn evaluate(a: EvaluateArgs) -> Result<()> {
                 machine_name(&model, path)
             ),
             y_label: "speedup".into(),
-            groups: Op::ALL.iter().map(|o| o.name().to_string()).collect(),
+            groups: Op::SIMULATED.iter().map(|o| o.name().to_string()).collect(),
             series: smelt
                 .iter()
                 .map(|r| {
                     (
                         r.topology.to_string(),
-                        Op::ALL
+                        Op::SIMULATED
                             .iter()
                             .map(|&o| speedup(&rows, r, o).unwrap_or(f64::NAN))
                             .collect(),
@@ -268,7 +263,7 @@ fn group_json(model: &Model, rows: &[Row]) -> Value {
     }
     let mut best = Map::new();
     let mut speed = Map::new();
-    for op in Op::ALL {
+    for op in Op::SIMULATED {
         if let Some(b) = best_static(rows, op) {
             best.insert(
                 op.name().into(),
@@ -278,7 +273,7 @@ fn group_json(model: &Model, rows: &[Row]) -> Value {
     }
     for r in rows.iter().filter(|r| !r.topology.is_static()) {
         let mut m = Map::new();
-        for op in Op::ALL {
+        for op in Op::SIMULATED {
             if let Some(x) = speedup(rows, r, op) {
                 m.insert(op.name().into(), json!(x));
             }
@@ -320,7 +315,7 @@ fn group_text(model: &Model, rows: &[Row]) -> String {
         format_cpu_list(&cpus)
     );
     let _ = write!(s, "{:<20}{:>6}", "topology", "root");
-    for op in Op::ALL {
+    for op in Op::SIMULATED {
         let _ = write!(s, "{:>12}", op.name());
     }
     s.push('\n');
@@ -331,13 +326,13 @@ fn group_text(model: &Model, rows: &[Row]) -> String {
             r.topology.to_string(),
             r.tree.members[r.tree.root]
         );
-        for op in Op::ALL {
+        for op in Op::SIMULATED {
             let _ = write!(s, "{:>12}", t1(r.prediction.get(op)));
         }
         s.push('\n');
     }
     let _ = write!(s, "\n{:<26}", "best static tree");
-    for op in Op::ALL {
+    for op in Op::SIMULATED {
         let name = best_static(rows, op)
             .map(|b| b.topology.to_string())
             .unwrap_or("-".into());
@@ -346,7 +341,7 @@ fn group_text(model: &Model, rows: &[Row]) -> String {
     s.push('\n');
     for r in rows.iter().filter(|r| !r.topology.is_static()) {
         let _ = write!(s, "{:<26}", format!("speedup {}", r.topology));
-        for op in Op::ALL {
+        for op in Op::SIMULATED {
             match speedup(rows, r, op).filter(|x| x.is_finite()) {
                 Some(x) => {
                     let _ = write!(s, "{:>11.3}x", x);

@@ -42,7 +42,7 @@ pub(super) fn evaluate_models(
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let best: Vec<String> = Op::ALL
+        let best: Vec<String> = Op::SIMULATED
             .iter()
             .map(|&o| {
                 best_static(&rows, o)
@@ -57,7 +57,7 @@ pub(super) fn evaluate_models(
                     .iter()
                     .find(|r| r.topology == TreeSource::Generated(*t))
                     .expect("evaluated");
-                Op::ALL
+                Op::SIMULATED
                     .iter()
                     .map(|&o| speedup(&rows, r, o).unwrap_or(f64::NAN))
                     .collect()
@@ -65,7 +65,7 @@ pub(super) fn evaluate_models(
             .collect();
         machines.push((name, m.len(), best, sp));
     }
-    let oi = |o: Op| Op::ALL.iter().position(|&x| x == o).unwrap_or(0);
+    let oi = |o: Op| Op::SIMULATED.iter().position(|&x| x == o).unwrap_or(0);
     let mean = |si: usize, o: usize| {
         let v: Vec<f64> = machines
             .iter()
@@ -111,12 +111,12 @@ pub(super) fn evaluate_models(
             .map(|(name, n, best, sp)| {
                 let mut b = Map::new();
                 let mut s = Map::new();
-                for (k, o) in Op::ALL.iter().enumerate() {
+                for (k, o) in Op::SIMULATED.iter().enumerate() {
                     b.insert(o.name().into(), json!(best[k]));
                 }
                 for (si, t) in smelt.iter().enumerate() {
                     let mut m = Map::new();
-                    for (k, o) in Op::ALL.iter().enumerate() {
+                    for (k, o) in Op::SIMULATED.iter().enumerate() {
                         m.insert(o.name().into(), json!(sp[si][k]));
                     }
                     s.insert(t.to_string(), Value::Object(m));
@@ -127,7 +127,7 @@ pub(super) fn evaluate_models(
         let mut means = Map::new();
         for (si, t) in smelt.iter().enumerate() {
             let mut m = Map::new();
-            for (k, o) in Op::ALL.iter().enumerate() {
+            for (k, o) in Op::SIMULATED.iter().enumerate() {
                 m.insert(o.name().into(), json!(mean(si, k)));
             }
             means.insert(t.to_string(), Value::Object(m));
@@ -138,7 +138,7 @@ pub(super) fn evaluate_models(
     let mut s = String::from(
         "Speedup of each smelt topology over the best static tree (>1 = faster), per operation\n",
     );
-    for (k, o) in Op::ALL.iter().enumerate() {
+    for (k, o) in Op::SIMULATED.iter().enumerate() {
         let _ = write!(
             s,
             "\n[{}]\n{:<48}{:>5}{:>14}",
