@@ -5,6 +5,8 @@
 //! floor taken right before and after it, so that ratios stay meaningful on a
 //! machine whose core-to-core latency drifts.
 
+#[path = "bench_large.rs"]
+mod large;
 #[path = "bench_mpi.rs"]
 mod mpi;
 #[path = "bench_report.rs"]
@@ -90,6 +92,15 @@ pub struct BenchArgs {
     /// --threads members.
     #[arg(long, conflicts_with_all = ["mpi", "processes"])]
     pub sync: bool,
+    /// Measure large messages instead: broadcast, reduce and allreduce (doubles, sum)
+    /// of --sizes (default 64 KiB to 16 MiB) with --threads members (default 2),
+    /// bandwidth against memcpy and Open MPI in one run.
+    #[arg(long, conflicts_with_all = ["mpi", "processes", "sync"])]
+    pub large: bool,
+    /// With --large: slots per channel (each 48 payload bytes; 1 to 1048576). Larger
+    /// channels carry larger fragments (half a channel each).
+    #[arg(long, default_value_t = 1024, value_parser = crate::common::count(1, 1 << 20))]
+    pub capacity: usize,
     /// Compare MPI instead: an unchanged MPI program's MPI_Bcast, MPI_Reduce,
     /// MPI_Allreduce and MPI_Barrier over message sizes, on Open MPI's default
     /// (tuned), its sm component, han, and smelt through libsmelt_mpi.so (LD_PRELOAD),
@@ -107,7 +118,7 @@ pub struct BenchArgs {
     /// libsmelt_mpi.so next to the smelt executable).
     #[arg(long, value_name = "PATH")]
     pub mpi_lib: Option<PathBuf>,
-    /// With --mpi and --sync: message sizes in bytes (default powers of two from 8 to
+    /// With --mpi, --sync and --large: message sizes in bytes (default powers of two from 8 to
     /// 65536; fewer with --quick; each 1 to 64 MiB).
     #[arg(long, value_delimiter = ',', value_parser = crate::common::count(1, 1 << 26))]
     pub sizes: Vec<usize>,
@@ -332,6 +343,9 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
     let members = a.threads.unwrap_or(cpus.len());
     if a.sync {
         return sync::run(&a, &model, members);
+    }
+    if a.large {
+        return large::run(&a, &model);
     }
     let rounds = a.rounds.unwrap_or(if a.quick { 200 } else { 1000 });
     let timeout = Duration::from_secs_f64(timeout_s);

@@ -510,3 +510,48 @@ fn bench_sync_measures_loose_and_strict_reductions() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("multiple of 8"), "{err}");
 }
+
+#[test]
+fn bench_large_reports_bandwidth_against_memcpy() {
+    let (code, out, err) = run(&[
+        "bench",
+        "--large",
+        "--quick",
+        "--json",
+        "--no-peers",
+        "--sizes",
+        "65536,1048584",
+        "--capacity",
+        "64",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["capacity"], 64);
+    assert_eq!(j["segment"], 1536);
+    let rows = j["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{j}");
+    for r in rows {
+        assert!(r["memcpy_gbs"].as_f64().unwrap() > 0.0);
+        let ops: Vec<&str> = r["ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["op"].as_str().unwrap())
+            .collect();
+        assert_eq!(ops, ["broadcast", "reduce", "allreduce"]);
+        for o in r["ops"].as_array().unwrap() {
+            assert!(o["smelt_gbs"].as_f64().unwrap() > 0.0, "{o}");
+            assert!(o["vs_memcpy"].as_f64().unwrap() > 0.0, "{o}");
+            assert_eq!(o["open_mpi_note"], "--no-peers");
+        }
+    }
+    let (code, _, err) = run(&[
+        "bench",
+        "--large",
+        "--quick",
+        "--no-peers",
+        "--sizes",
+        "100",
+    ]);
+    assert_eq!(code, 2, "{err}");
+}
