@@ -2,11 +2,13 @@
 //! linked by shared memory: the same protocols, failover on `SIGKILL`, logs collected
 //! from the processes, nothing left in /dev/shm.
 
-use smelt_kvs::bench::{self, BenchConfig};
+mod common;
+
+use common::{crash_run, sets_ok_after};
+use smelt_kvs::bench;
 use smelt_kvs::history::{check_history, HistoryOp, OpKind};
 use smelt_kvs::{Deployment, KvsError, Protocol, Store, StoreConfig, StoreReport, TreeSpec};
 use smelt_tree::Topology;
-use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 fn processes() -> Deployment {
@@ -35,27 +37,9 @@ fn check_logs(rep: &StoreReport, hist: &[HistoryOp]) {
     assert!(!live.is_empty());
     for r in &live {
         let log = r.log.as_ref().expect("logs kept");
-        let mut seen = HashSet::new();
-        for a in log {
-            assert!(
-                seen.insert((a.entry.client, a.entry.seq)),
-                "request {}/{} applied twice",
-                a.entry.client,
-                a.entry.seq
-            );
-        }
-        let values: HashSet<u64> = log
-            .iter()
-            .chain(r.undecided.iter().flatten())
-            .map(|a| u64::from_le_bytes(a.entry.value[..8].try_into().unwrap()))
-            .collect();
-        for h in hist.iter().filter(|h| h.op == OpKind::Set && h.ok) {
-            assert!(
-                values.contains(&h.value.unwrap()),
-                "replica {}: acknowledged set {h:?} lost",
-                r.replica
-            );
-        }
+        common::assert_applied_once(log);
+        let values = common::logged_values(log.iter().chain(r.undecided.iter().flatten()));
+        common::assert_acked_sets_in(&values, hist, &format!("replica {}: ", r.replica));
     }
 }
 
@@ -104,26 +88,8 @@ fn replica_processes_serve_gets_and_sets() {
 #[test]
 fn random_run_over_processes_is_linearizable() {
     for p in [Protocol::OnePaxos, Protocol::TwoPc] {
-        let mut b = BenchConfig::new(config(4, 8, p, Topology::AdaptiveShuffled));
-        b.duration = Duration::from_millis(400);
-        b.keys = 3;
-        b.get_ratio = 0.5;
-        b.history = true;
-        let t0 = Instant::now();
-        let res = bench::run(&b).unwrap();
-        assert!(t0.elapsed() < Duration::from_secs(30));
-        assert!(
-            res.sets.ok > 0 && res.gets.ok > 0,
-            "{p}: {:?} {:?}",
-            res.sets,
-            res.gets
-        );
-        assert_eq!(
-            res.sets.failed + res.gets.failed,
-            0,
-            "{p}: {:?}",
-            res.first_error
-        );
+        let cfg = config(4, 8, p, Topology::AdaptiveShuffled);
+        let res = common::random_run(cfg, 3, 400, bench::run);
         check_logs(&res.report, &res.history);
         let s = check_history(&res.history).unwrap_or_else(|e| panic!("{p}: {e}"));
         assert!(s.ops > 0);
@@ -132,78 +98,6 @@ fn random_run_over_processes_is_linearizable() {
             res.sets.ok, res.gets.ok, res.elapsed
         );
     }
-}
-
-/// Clients alternate sets and gets on two keys; `victims` are killed (SIGKILL) at the
-/// given times.
-fn crash_run(
-    mut s: Store,
-    victims: &[(u64, usize)],
-    run_for: Duration,
-) -> (Vec<HistoryOp>, StoreReport, Duration) {
-    let clients = s.take_clients();
-    let base = Instant::now();
-    let stop = base + run_for;
-    let hist = std::thread::scope(|sc| {
-        let hs: Vec<_> = clients
-            .into_iter()
-            .map(|mut c| {
-                sc.spawn(move || {
-                    let mut h = Vec::new();
-                    let mut n = 0;
-                    while Instant::now() < stop {
-                        n += 1;
-                        let key = n % 2;
-                        let v = bench::unique_value(c.id(), n);
-                        let t0 = base.elapsed().as_nanos() as u64;
-                        let (op, r) = if n % 2 == 0 {
-                            let mut value = [0u8; 16];
-                            value[..8].copy_from_slice(&v.to_le_bytes());
-                            (
-                                OpKind::Set,
-                                c.set(&key.to_le_bytes(), &value).map(|_| Some(v)),
-                            )
-                        } else {
-                            (
-                                OpKind::Get,
-                                c.get(&key.to_le_bytes()).map(|x| {
-                                    x.map(|b| u64::from_le_bytes(b[..8].try_into().unwrap()))
-                                }),
-                            )
-                        };
-                        let home_failed = matches!(r, Err(KvsError::HomeFailed { .. }));
-                        h.push(HistoryOp {
-                            client: c.id(),
-                            op,
-                            key,
-                            value: match (&r, op) {
-                                (Ok(x), _) => *x,
-                                (Err(_), OpKind::Set) => Some(v),
-                                (Err(_), OpKind::Get) => None,
-                            },
-                            call_ns: t0,
-                            return_ns: base.elapsed().as_nanos() as u64,
-                            ok: r.is_ok(),
-                        });
-                        if home_failed {
-                            break;
-                        }
-                    }
-                    h
-                })
-            })
-            .collect();
-        for &(at_ms, victim) in victims {
-            let at = base + Duration::from_millis(at_ms);
-            std::thread::sleep(at.saturating_duration_since(Instant::now()));
-            s.crash(victim).unwrap();
-        }
-        hs.into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect::<Vec<_>>()
-    });
-    let rep = s.close().unwrap();
-    (hist, rep, base.elapsed())
 }
 
 /// 1Paxos failover with processes: the acceptor's process is killed (SIGKILL) mid-run,
@@ -234,11 +128,7 @@ fn killed_acceptor_process_fails_over() {
         rep.check_logs().unwrap_or_else(|e| panic!("{setup}: {e}"));
         check_logs(&rep, &hist);
         check_history(&hist).unwrap_or_else(|e| panic!("{setup}: {e}"));
-        let after = Duration::from_millis(last + 100).as_nanos() as u64;
-        let ok_after = hist
-            .iter()
-            .filter(|h| h.op == OpKind::Set && h.ok && h.call_ns > after)
-            .count();
+        let ok_after = sets_ok_after(&hist, Duration::from_millis(last + 100));
         assert!(ok_after > 0, "{setup}: no set succeeded after the kill");
         for r in rep.replicas.iter().flatten() {
             if dead.contains(&r.replica) {

@@ -2,11 +2,12 @@
 //! store, random runs with 16 threads on 2 CPUs checked for linearizability,
 //! identical logs, retries applied once, the leader stopped mid-run.
 
+mod common;
+
+use common::check_run;
 use smelt_kvs::bench::{self, BenchConfig, Victim};
-use smelt_kvs::history::{check_history, OpKind};
-use smelt_kvs::{KvsError, RaftStore, StoreConfig, StoreReport};
+use smelt_kvs::{KvsError, RaftStore, StoreConfig};
 use smelt_transport::stress_scale;
-use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -122,64 +123,9 @@ fn a_closed_store_errors_and_nothing_hangs() {
     assert_eq!(c.get(b"a"), Err(KvsError::Closed));
 }
 
-/// Every live replica applied the same log, every acknowledged set is in it, no
-/// request is applied twice, and the history is linearizable.
-fn check_run(res: &bench::BenchResult) {
-    let rep: &StoreReport = &res.report;
-    rep.check_logs().unwrap();
-    let live = rep.replicas.iter().flatten().find(|r| r.exit == "closed");
-    let log = live
-        .and_then(|r| r.log.as_ref())
-        .expect("a live replica's log");
-    let mut seen = HashSet::new();
-    for a in log {
-        assert!(
-            seen.insert((a.entry.client, a.entry.seq)),
-            "request {}/{} applied twice",
-            a.entry.client,
-            a.entry.seq
-        );
-    }
-    let values: HashSet<u64> = log
-        .iter()
-        .map(|a| u64::from_le_bytes(a.entry.value[..8].try_into().unwrap()))
-        .collect();
-    for h in res.history.iter().filter(|h| h.op == OpKind::Set && h.ok) {
-        assert!(
-            values.contains(&h.value.unwrap()),
-            "acknowledged set {h:?} is not in the log"
-        );
-    }
-    let s = check_history(&res.history).unwrap_or_else(|e| panic!("{}: {e}", res.setup));
-    assert!(s.ops > 0);
-}
-
 fn random_run(replicas: usize, clients: usize, keys: u64) {
-    let mut cfg = StoreConfig::new(replicas, clients);
-    cfg.keep_log = true;
-    let mut b = BenchConfig::new(cfg);
-    b.duration = Duration::from_millis(400 * stress_scale());
-    b.keys = keys;
-    b.get_ratio = 0.5;
-    b.history = true;
-    b.seed = replicas as u64 * 31 + clients as u64;
-    let t0 = Instant::now();
-    let res = bench::run_raft(&b).unwrap();
-    assert!(t0.elapsed() < Duration::from_secs(30));
-    assert!(
-        res.sets.ok > 0 && res.gets.ok > 0,
-        "{}: {:?} {:?}",
-        res.setup,
-        res.sets,
-        res.gets
-    );
-    assert_eq!(
-        res.sets.failed + res.gets.failed,
-        0,
-        "{:?}",
-        res.first_error
-    );
-    check_run(&res);
+    let res = common::seeded_random_run(StoreConfig::new(replicas, clients), keys, bench::run_raft);
+    check_run(&res, true);
 }
 
 #[test]
@@ -196,30 +142,7 @@ fn random_runs_16_threads_are_linearizable() {
 /// history is linearizable.
 #[test]
 fn retried_sets_are_applied_once() {
-    let mut cfg = StoreConfig::new(4, 12);
-    cfg.keep_log = true;
-    cfg.attempt_timeout = Duration::from_micros(300);
-    cfg.attempts = 10_000;
-    let mut b = BenchConfig::new(cfg);
-    b.duration = Duration::from_millis(300 * stress_scale());
-    b.keys = 3;
-    b.get_ratio = 0.3;
-    b.history = true;
-    let res = bench::run_raft(&b).unwrap();
-    assert!(res.retries > 0, "no retries happened: {:?}", res.sets);
-    let dups: u64 = res
-        .report
-        .replicas
-        .iter()
-        .flatten()
-        .map(|r| r.duplicates)
-        .max()
-        .unwrap();
-    eprintln!(
-        "raft: {} sets, {} retries, {dups} duplicate copies skipped",
-        res.sets.ok, res.retries
-    );
-    check_run(&res);
+    common::retried_sets_are_applied_once(StoreConfig::new(4, 12), bench::run_raft, "raft");
 }
 
 /// The leader stops mid-run: the others elect a new one and go on; only the stopped
@@ -242,16 +165,12 @@ fn the_leader_stops_and_raft_fails_over() {
         "crashed"
     );
     // Sets completed after the crash (a new leader was elected).
-    let after = res
-        .history
-        .iter()
-        .filter(|h| h.op == OpKind::Set && h.ok && h.call_ns > at.as_nanos() as u64)
-        .count();
+    let after = common::sets_ok_after(&res.history, at);
     assert!(after > 0, "no set completed after the leader stopped");
     assert_ne!(res.report.leader, victim);
     // Only the stopped replica's clients failed.
     for h in res.history.iter().filter(|h| !h.ok) {
         assert_eq!(h.client % 5, victim, "{h:?}");
     }
-    check_run(&res);
+    check_run(&res, true);
 }

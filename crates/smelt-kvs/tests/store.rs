@@ -2,14 +2,16 @@
 //! votes, retries applied once, linearizability of random runs (16 threads on 2
 //! CPUs), identical logs, fail-stop replicas.
 
-use smelt_kvs::bench::{self, BenchConfig};
-use smelt_kvs::history::{check_history, OpKind};
+mod common;
+
+use common::{check_run, crash_run, sets_ok_after};
+use smelt_kvs::bench;
+use smelt_kvs::history::{check_history, HistoryOp, OpKind};
 use smelt_kvs::{KvsError, Protocol, Store, StoreConfig, StoreReport, TreeSpec};
 use smelt_transport::stress_scale;
 use smelt_tree::{Topology, Tree};
-use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn trees() -> Vec<TreeSpec> {
     vec![
@@ -150,64 +152,9 @@ fn two_phase_commit_aborts_on_a_no_vote() {
     }
 }
 
-/// Every replica applied the same log, every acknowledged set is in it, no request
-/// is applied twice, and the history is linearizable.
-fn check_run(res: &bench::BenchResult, linearizable: bool) {
-    let rep: &StoreReport = &res.report;
-    rep.check_logs().unwrap();
-    let live = rep.replicas.iter().flatten().find(|r| r.exit == "closed");
-    if let Some(log) = live.and_then(|r| r.log.as_ref()) {
-        let mut seen = HashSet::new();
-        for a in log {
-            assert!(
-                seen.insert((a.entry.client, a.entry.seq)),
-                "request {}/{} applied twice",
-                a.entry.client,
-                a.entry.seq
-            );
-        }
-        let values: HashSet<u64> = log
-            .iter()
-            .map(|a| u64::from_le_bytes(a.entry.value[..8].try_into().unwrap()))
-            .collect();
-        for h in res.history.iter().filter(|h| h.op == OpKind::Set && h.ok) {
-            assert!(
-                values.contains(&h.value.unwrap()),
-                "acknowledged set {h:?} is not in the log"
-            );
-        }
-    }
-    if linearizable {
-        let s = check_history(&res.history).unwrap_or_else(|e| panic!("{}: {e}", res.setup));
-        assert!(s.ops > 0);
-    }
-}
-
 fn random_run(p: Protocol, tree: TreeSpec, replicas: usize, clients: usize, keys: u64) {
-    let mut cfg = StoreConfig::new(replicas, clients).protocol(p).tree(tree);
-    cfg.keep_log = true;
-    let mut b = BenchConfig::new(cfg);
-    b.duration = Duration::from_millis(400 * stress_scale());
-    b.keys = keys;
-    b.get_ratio = 0.5;
-    b.history = true;
-    b.seed = replicas as u64 * 31 + clients as u64;
-    let t0 = Instant::now();
-    let res = bench::run(&b).unwrap();
-    assert!(t0.elapsed() < Duration::from_secs(30));
-    assert!(
-        res.sets.ok > 0 && res.gets.ok > 0,
-        "{}: {:?} {:?}",
-        res.setup,
-        res.sets,
-        res.gets
-    );
-    assert_eq!(
-        res.sets.failed + res.gets.failed,
-        0,
-        "{:?}",
-        res.first_error
-    );
+    let cfg = StoreConfig::new(replicas, clients).protocol(p).tree(tree);
+    let res = common::seeded_random_run(cfg, keys, bench::run);
     check_run(&res, p != Protocol::Broadcast);
 }
 
@@ -235,112 +182,16 @@ fn random_runs_16_threads_are_linearizable() {
 #[test]
 fn retried_sets_are_applied_once() {
     for p in [Protocol::OnePaxos, Protocol::TwoPc] {
-        let mut cfg = StoreConfig::new(4, 12)
+        let cfg = StoreConfig::new(4, 12)
             .protocol(p)
             .tree(TreeSpec::Uniform(Topology::Binary));
-        cfg.keep_log = true;
-        cfg.attempt_timeout = Duration::from_micros(300);
-        cfg.attempts = 10_000;
-        let mut b = BenchConfig::new(cfg);
-        b.duration = Duration::from_millis(300 * stress_scale());
-        b.keys = 3;
-        b.get_ratio = 0.3;
-        b.history = true;
-        let res = bench::run(&b).unwrap();
-        assert!(res.retries > 0, "no retries happened: {:?}", res.sets);
-        let dups: u64 = res
-            .report
-            .replicas
-            .iter()
-            .flatten()
-            .map(|r| r.duplicates)
-            .max()
-            .unwrap();
-        eprintln!(
-            "{p}: {} sets, {} retries, {dups} duplicate copies skipped",
-            res.sets.ok, res.retries
-        );
-        check_run(&res, true);
+        common::retried_sets_are_applied_once(cfg, bench::run, &p.to_string());
     }
-}
-
-/// Clients alternate gets and sets on two keys for `run_for` while `victims` crash at
-/// the given times; returns the history (ok or not) and the store's report.
-fn crash_run(
-    mut s: Store,
-    victims: &[(u64, usize)],
-    run_for: Duration,
-) -> (Vec<smelt_kvs::history::HistoryOp>, StoreReport, Duration) {
-    let clients = s.take_clients();
-    let base = Instant::now();
-    let stop = base + run_for;
-    let hist = std::thread::scope(|sc| {
-        let hs: Vec<_> = clients
-            .into_iter()
-            .map(|mut c| {
-                sc.spawn(move || {
-                    let mut h = Vec::new();
-                    let mut n = 0;
-                    while Instant::now() < stop {
-                        n += 1;
-                        let key = n % 2;
-                        let v = bench::unique_value(c.id(), n);
-                        let t0 = base.elapsed().as_nanos() as u64;
-                        let mut err = None;
-                        let (op, ok, val) = if n % 2 == 0 {
-                            let mut value = [0u8; 16];
-                            value[..8].copy_from_slice(&v.to_le_bytes());
-                            let r = c.set(&key.to_le_bytes(), &value);
-                            let ok = r.is_ok();
-                            err = r.err();
-                            (OpKind::Set, ok, Some(v))
-                        } else {
-                            match c.get(&key.to_le_bytes()) {
-                                Ok(x) => (
-                                    OpKind::Get,
-                                    true,
-                                    x.map(|b| u64::from_le_bytes(b[..8].try_into().unwrap())),
-                                ),
-                                Err(e) => {
-                                    err = Some(e);
-                                    (OpKind::Get, false, None)
-                                }
-                            }
-                        };
-                        h.push(smelt_kvs::history::HistoryOp {
-                            client: c.id(),
-                            op,
-                            key,
-                            value: val,
-                            call_ns: t0,
-                            return_ns: base.elapsed().as_nanos() as u64,
-                            ok,
-                        });
-                        // A client whose home replica stopped has nowhere to go.
-                        if matches!(&err, Some(KvsError::HomeFailed { .. })) {
-                            break;
-                        }
-                    }
-                    h
-                })
-            })
-            .collect();
-        for &(at_ms, victim) in victims {
-            let at = base + Duration::from_millis(at_ms);
-            std::thread::sleep(at.saturating_duration_since(Instant::now()));
-            s.crash(victim).unwrap();
-        }
-        hs.into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect::<Vec<_>>()
-    });
-    let rep = s.close().unwrap();
-    (hist, rep, base.elapsed())
 }
 
 /// Every acknowledged set is held by every survivor (applied, or delivered and not
 /// yet decided when the store was stopped).
-fn acked_sets_survive(hist: &[smelt_kvs::history::HistoryOp], rep: &StoreReport) {
+fn acked_sets_survive(hist: &[HistoryOp], rep: &StoreReport) {
     let acked: Vec<u64> = hist
         .iter()
         .filter(|h| h.op == OpKind::Set && h.ok)
@@ -353,13 +204,7 @@ fn acked_sets_survive(hist: &[smelt_kvs::history::HistoryOp], rep: &StoreReport)
         .flatten()
         .filter(|r| r.exit != "crashed")
     {
-        let vals: HashSet<u64> = r
-            .log
-            .iter()
-            .chain(r.undecided.iter())
-            .flatten()
-            .map(|a| u64::from_le_bytes(a.entry.value[..8].try_into().unwrap()))
-            .collect();
+        let vals = common::logged_values(r.log.iter().chain(r.undecided.iter()).flatten());
         for v in &acked {
             assert!(
                 vals.contains(v),
@@ -447,11 +292,7 @@ fn one_paxos_fails_over() {
         acked_sets_survive(&hist, &rep);
         check_history(&hist).unwrap_or_else(|e| panic!("{setup}: {e}"));
         // Sets by clients whose home survived succeed after the last crash.
-        let after = Duration::from_millis(last + 100).as_nanos() as u64;
-        let ok_after = hist
-            .iter()
-            .filter(|h| h.op == OpKind::Set && h.ok && h.call_ns > after)
-            .count();
+        let ok_after = sets_ok_after(&hist, Duration::from_millis(last + 100));
         assert!(ok_after > 0, "{setup}: no set succeeded after the crash");
         for r in rep.replicas.iter().flatten() {
             if dead.contains(&r.replica) {
@@ -512,10 +353,8 @@ fn one_paxos_survives_random_crashes() {
         rep.check_logs().unwrap_or_else(|e| panic!("{setup}: {e}"));
         acked_sets_survive(&hist, &rep);
         check_history(&hist).unwrap_or_else(|e| panic!("{setup}: {e}"));
-        let after = Duration::from_millis(last + 100).as_nanos() as u64;
         assert!(
-            hist.iter()
-                .any(|h| h.op == OpKind::Set && h.ok && h.call_ns > after),
+            sets_ok_after(&hist, Duration::from_millis(last + 100)) > 0,
             "{setup}: no set succeeded after the crashes"
         );
     }
