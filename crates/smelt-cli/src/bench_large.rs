@@ -4,7 +4,7 @@
 //! ranks, in one run. Reductions are sums of doubles, as in the MPI program.
 
 use super::BenchArgs;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde::Serialize;
 use smelt_model::Model;
 use smelt_peers::c::{CPeers, MpiSystem};
@@ -211,15 +211,7 @@ pub fn run(a: &BenchArgs, model: &Model) -> Result<()> {
         rows,
         warnings,
     };
-    let json = serde_json::to_string_pretty(&report).context("cannot serialise the report")?;
-    if let Some(p) = &a.json_out {
-        smelt_model::write_atomic(p, json.as_bytes()).map_err(|e| anyhow::anyhow!("{e}"))?;
-    }
-    if a.json {
-        println!("{json}");
-    } else {
-        crate::common::print_text(&table(&report));
-    }
+    super::emit_report(a, &report, || table(&report))?;
     let failed: Vec<String> = report
         .rows
         .iter()
@@ -231,15 +223,7 @@ pub fn run(a: &BenchArgs, model: &Model) -> Result<()> {
             })
         })
         .collect();
-    if !failed.is_empty() {
-        return Err(crate::common::Incomplete(format!(
-            "{} figure(s) failed: {}",
-            failed.len(),
-            failed.join("; ")
-        ))
-        .into());
-    }
-    Ok(())
+    super::fail_if_any(failed)
 }
 
 fn table(r: &LargeReport) -> String {

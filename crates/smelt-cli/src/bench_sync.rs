@@ -5,7 +5,7 @@
 
 use super::smelt::oversubscribed_model;
 use super::BenchArgs;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde::Serialize;
 use smelt_model::Model;
 use smelt_runtime::measure::{measure_reduce_doubles, MeasureConfig};
@@ -208,15 +208,7 @@ pub fn run(a: &BenchArgs, model: &Model, members: usize) -> Result<()> {
         rows,
         warnings,
     };
-    let json = serde_json::to_string_pretty(&report).context("cannot serialise the report")?;
-    if let Some(p) = &a.json_out {
-        smelt_model::write_atomic(p, json.as_bytes()).map_err(|e| anyhow::anyhow!("{e}"))?;
-    }
-    if a.json {
-        println!("{json}");
-    } else {
-        crate::common::print_text(&table(&report, &sizes, &built));
-    }
+    super::emit_report(a, &report, || table(&report, &sizes, &built))?;
     let failed: Vec<String> = report
         .rows
         .iter()
@@ -226,15 +218,7 @@ pub fn run(a: &BenchArgs, model: &Model, members: usize) -> Result<()> {
                 .map(|e| format!("{} {} B {} ({e})", r.tree, r.bytes, r.mode))
         })
         .collect();
-    if !failed.is_empty() {
-        return Err(crate::common::Incomplete(format!(
-            "{} figure(s) failed: {}",
-            failed.len(),
-            failed.join("; ")
-        ))
-        .into());
-    }
-    Ok(())
+    super::fail_if_any(failed)
 }
 
 fn table(r: &SyncReport, sizes: &[usize], built: &[(Topology, Tree)]) -> String {

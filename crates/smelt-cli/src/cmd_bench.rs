@@ -471,31 +471,51 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         ratios,
         warnings,
     };
-    let json = serde_json::to_string_pretty(&report).context("cannot serialise the report")?;
+    emit_report(&a, &report, || {
+        if a.csv {
+            report.to_csv()
+        } else {
+            report.to_table()
+        }
+    })?;
+    if cut_short {
+        crate::common::warn(&report.warnings[0]);
+    }
+    fail_if_any(failed_figures(&report))
+}
+
+/// Writes a report: its JSON to `--json-out` (if given), and to standard output as
+/// JSON (`--json`) or as `text()`.
+fn emit_report<T: serde::Serialize>(
+    a: &BenchArgs,
+    report: &T,
+    text: impl FnOnce() -> String,
+) -> Result<()> {
+    let json = serde_json::to_string_pretty(report).context("cannot serialise the report")?;
     if let Some(p) = &a.json_out {
         smelt_model::write_atomic(p, json.as_bytes()).map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     if a.json {
         println!("{json}");
-    } else if a.csv {
-        crate::common::print_text(&report.to_csv());
     } else {
-        crate::common::print_text(&report.to_table());
-    }
-    if cut_short {
-        crate::common::warn(&report.warnings[0]);
-    }
-    let failed = failed_figures(&report);
-    if !failed.is_empty() {
-        return Err(crate::common::Incomplete(format!(
-            "{} figure{} failed: {}",
-            failed.len(),
-            if failed.len() == 1 { "" } else { "s" },
-            failed.join("; ")
-        ))
-        .into());
+        crate::common::print_text(&text());
     }
     Ok(())
+}
+
+/// Ok, or the figures that failed as one error (exit status 1: the report was
+/// printed, but incomplete).
+fn fail_if_any(failed: Vec<String>) -> Result<()> {
+    if failed.is_empty() {
+        return Ok(());
+    }
+    Err(crate::common::Incomplete(format!(
+        "{} figure{} failed: {}",
+        failed.len(),
+        if failed.len() == 1 { "" } else { "s" },
+        failed.join("; ")
+    ))
+    .into())
 }
 
 /// One tree to measure in the topology table.

@@ -7,34 +7,13 @@
 //! The largest sizes run once per collective by default; `SMELT_STRESS=k` adds k
 //! pseudo-random sizes up to 16 MiB + 1 per configuration.
 
-use smelt_runtime::{CpuId, Group, GroupConfig, GroupError, Member, Pos};
+use smelt_runtime::{Group, GroupConfig, GroupError, Member};
 use smelt_tree::Tree;
+mod common;
 
 /// A star, a chain and a binary tree over `n` members rooted at `root`.
 fn shapes(n: usize, root: usize) -> Vec<Tree> {
-    let order: Vec<usize> = std::iter::once(root)
-        .chain((0..n).filter(|&m| m != root))
-        .collect();
-    let mut star = vec![Vec::new(); n];
-    star[root] = order[1..].to_vec();
-    let mut chain = vec![Vec::new(); n];
-    let mut binary = vec![Vec::new(); n];
-    for i in 1..n {
-        chain[order[i - 1]].push(order[i]);
-        binary[order[(i - 1) / 2]].push(order[i]);
-    }
-    let cpus = CpuId::list((0..n as u32).map(|i| 7000 + i));
-    [star, chain, binary]
-        .into_iter()
-        .map(|ch| {
-            Tree::new(
-                cpus.clone(),
-                Pos(root),
-                ch.into_iter().map(Pos::list).collect(),
-            )
-            .unwrap()
-        })
-        .collect()
+    common::shapes(n, root, 7000)
 }
 
 fn data(rank: usize, len: usize) -> Vec<u8> {

@@ -3,31 +3,15 @@
 //! (16 members, more threads than CPUs); a strict collective returns on no member
 //! before every member entered it; the per-call choice restores the context's mode.
 
-use smelt_runtime::{CpuId, Group, GroupConfig, GroupError, Member, Pos, SyncMode};
+use smelt_runtime::{Group, GroupConfig, GroupError, Member, SyncMode};
 use smelt_tree::Tree;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+mod common;
+
+/// A star, a chain and a binary tree over `n` members rooted at member 0.
 fn shapes(n: usize) -> Vec<Tree> {
-    let mut star = vec![Vec::new(); n];
-    star[0] = (1..n).collect();
-    let mut chain = vec![Vec::new(); n];
-    let mut binary = vec![Vec::new(); n];
-    for i in 1..n {
-        chain[i - 1].push(i);
-        binary[(i - 1) / 2].push(i);
-    }
-    let cpus = CpuId::list((0..n as u32).map(|i| 9000 + i));
-    [star, chain, binary]
-        .into_iter()
-        .map(|ch| {
-            Tree::new(
-                cpus.clone(),
-                Pos(0),
-                ch.into_iter().map(Pos::list).collect(),
-            )
-            .unwrap()
-        })
-        .collect()
+    common::shapes(n, 0, 9000)
 }
 
 fn rounds() -> usize {

@@ -2,9 +2,37 @@
 //! against a sequential computation, for members on any link.
 #![allow(dead_code)]
 
-use smelt_runtime::{GroupError, Member};
+use smelt_runtime::{CpuId, GroupError, Member, Pos};
 use smelt_transport::Link;
 use smelt_tree::Tree;
+
+/// Trees over `n` members rooted at `root`: a star, a chain and a binary tree (in
+/// that order), members on made-up CPU ids `first_cpu..` (so they run unpinned).
+pub fn shapes(n: usize, root: usize, first_cpu: u32) -> Vec<Tree> {
+    let order: Vec<usize> = std::iter::once(root)
+        .chain((0..n).filter(|&m| m != root))
+        .collect();
+    let mut star = vec![Vec::new(); n];
+    star[root] = order[1..].to_vec();
+    let mut chain = vec![Vec::new(); n];
+    let mut binary = vec![Vec::new(); n];
+    for i in 1..n {
+        chain[order[i - 1]].push(order[i]);
+        binary[order[(i - 1) / 2]].push(order[i]);
+    }
+    let cpus = CpuId::list((0..n as u32).map(|i| first_cpu + i));
+    [star, chain, binary]
+        .into_iter()
+        .map(|ch| {
+            Tree::new(
+                cpus.clone(),
+                Pos(root),
+                ch.into_iter().map(Pos::list).collect(),
+            )
+            .unwrap()
+        })
+        .collect()
+}
 
 /// A random tree over `n` members (CPU ids 0..n; on 2 CPUs most are made up, so members
 /// run unpinned), from a small deterministic generator.
