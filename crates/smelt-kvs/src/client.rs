@@ -1,6 +1,6 @@
 //! A client of the store: get and set through its home replica.
 
-use crate::config::KvsError;
+use crate::config::{KvsError, StoreConfig};
 use crate::wire::{self, tag, untag, Kind};
 use smelt_runtime::mesh::{Mesh, MeshError};
 use smelt_runtime::mesh_job::ShmLink;
@@ -27,10 +27,7 @@ pub struct Client {
     pub(crate) serve: Vec<usize>,
     pub(crate) mesh: ClientMesh,
     pub(crate) seq: u64,
-    pub(crate) key_len: usize,
-    pub(crate) value_len: usize,
-    pub(crate) attempt_timeout: Duration,
-    pub(crate) attempts: u32,
+    pub(crate) limits: Limits,
     pub(crate) closed: Arc<AtomicBool>,
     pub(crate) body: Vec<u8>,
     pub(crate) buf: Vec<u8>,
@@ -67,6 +64,84 @@ impl ClientMesh {
     }
 }
 
+/// The accessors every client (a smelt store's and the Raft peer's) has beyond
+/// `home`: `id`, `retries` and `next_request_id`, of fields `id`, `retries`, `seq`.
+macro_rules! request_accessors {
+    () => {
+        /// This client's id (0-based, as in histories).
+        pub fn id(&self) -> usize {
+            self.id
+        }
+
+        /// Retries made so far (attempts beyond the first).
+        pub fn retries(&self) -> u64 {
+            self.retries
+        }
+
+        /// The request id the next operation will carry.
+        pub fn next_request_id(&self) -> u64 {
+            self.seq + 1
+        }
+    };
+}
+pub(crate) use request_accessors;
+
+/// What a client (a smelt store's or the Raft peer's) takes from the store's
+/// configuration: the longest key and value, and how long and how often it tries.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub(crate) key_len: usize,
+    pub(crate) value_len: usize,
+    pub(crate) attempt_timeout: Duration,
+    pub(crate) attempts: u32,
+}
+
+impl Limits {
+    pub(crate) fn of(cfg: &StoreConfig) -> Limits {
+        Limits {
+            key_len: cfg.key_len,
+            value_len: cfg.value_len,
+            attempt_timeout: cfg.attempt_timeout,
+            attempts: cfg.attempts,
+        }
+    }
+
+    /// A set's `key` and `value` (`None` for a get) within the store's lengths.
+    pub(crate) fn check(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), KvsError> {
+        if key.len() > self.key_len {
+            return Err(KvsError::KeyTooLong {
+                len: key.len(),
+                max: self.key_len,
+            });
+        }
+        match value {
+            Some(v) if v.len() > self.value_len => Err(KvsError::ValueTooLong {
+                len: v.len(),
+                max: self.value_len,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Operation `op` got no answer in any attempt.
+    pub(crate) fn timed_out(&self, op: &'static str) -> KvsError {
+        KvsError::Timeout {
+            op,
+            attempts: self.attempts,
+            per_attempt: self.attempt_timeout,
+        }
+    }
+}
+
+/// Why a client's replica `home` cannot be reached: the store closed, or it failed.
+pub(crate) fn gone(closed: &AtomicBool, home: usize) -> KvsError {
+    if closed.load(Ordering::Acquire) {
+        KvsError::Closed
+    } else {
+        KvsError::HomeFailed { replica: home }
+    }
+}
+
 /// What a reply said.
 enum Reply {
     Got(Option<Vec<u8>>),
@@ -74,10 +149,7 @@ enum Reply {
 }
 
 impl Client {
-    /// This client's id (0-based, as in histories).
-    pub fn id(&self) -> usize {
-        self.id
-    }
+    request_accessors!();
 
     /// Index of the replica serving the client: its home replica, or the backup it
     /// moved to when its home stopped.
@@ -85,27 +157,11 @@ impl Client {
         self.home
     }
 
-    /// Retries made so far (attempts beyond the first).
-    pub fn retries(&self) -> u64 {
-        self.retries
-    }
-
-    /// The request id the next operation will carry.
-    pub fn next_request_id(&self) -> u64 {
-        self.seq + 1
-    }
-
     /// Sets `key` to `value` (each at most the store's key and value length). Returns
     /// once the set is ordered and (for 1Paxos and 2PC) committed at every replica: a
     /// get that starts afterwards at any replica sees it or a later value.
     pub fn set(&mut self, key: &[u8], value: &[u8]) -> Result<(), KvsError> {
-        self.check_key(key)?;
-        if value.len() > self.value_len {
-            return Err(KvsError::ValueTooLong {
-                len: value.len(),
-                max: self.value_len,
-            });
-        }
+        self.limits.check(key, Some(value))?;
         let mut body = std::mem::take(&mut self.body);
         wire::encode_set(key, value, &mut body);
         let r = self.call(Kind::Set, &body, "set");
@@ -118,29 +174,15 @@ impl Client {
 
     /// The value of `key` at the home replica (`None` for a key never set).
     pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, KvsError> {
-        self.check_key(key)?;
+        self.limits.check(key, None)?;
         match self.call(Kind::Get, key, "get")? {
             Reply::Got(v) => Ok(v),
             Reply::SetOk => Err(KvsError::Unavailable("a set's answer to a get".into())),
         }
     }
 
-    fn check_key(&self, key: &[u8]) -> Result<(), KvsError> {
-        if key.len() > self.key_len {
-            return Err(KvsError::KeyTooLong {
-                len: key.len(),
-                max: self.key_len,
-            });
-        }
-        Ok(())
-    }
-
     fn gone(&self) -> KvsError {
-        if self.closed.load(Ordering::Acquire) {
-            KvsError::Closed
-        } else {
-            KvsError::HomeFailed { replica: self.home }
-        }
+        gone(&self.closed, self.home)
     }
 
     /// The replica serving this client left: moves to the next backup (true), if one
@@ -171,7 +213,7 @@ impl Client {
         // number) resends at once without counting one.
         let mut attempt = 0;
         let mut sent_once = false;
-        'attempts: while attempt < self.attempts {
+        'attempts: while attempt < self.limits.attempts {
             if sent_once {
                 self.retries += 1;
             }
@@ -179,7 +221,7 @@ impl Client {
             let home = Rank(self.home);
             match self
                 .mesh
-                .send(home, tag(kind, seq), body, self.attempt_timeout)
+                .send(home, tag(kind, seq), body, self.limits.attempt_timeout)
             {
                 Ok(()) => {}
                 Err(MeshError::Timeout { .. }) => {
@@ -195,7 +237,7 @@ impl Client {
                 }
                 Err(e) => return Err(KvsError::Unavailable(e.to_string())),
             }
-            let deadline = std::time::Instant::now() + self.attempt_timeout;
+            let deadline = std::time::Instant::now() + self.limits.attempt_timeout;
             loop {
                 let left = deadline.saturating_duration_since(std::time::Instant::now());
                 if left.is_zero() {
@@ -243,10 +285,6 @@ impl Client {
             }
             attempt += 1;
         }
-        Err(KvsError::Timeout {
-            op,
-            attempts: self.attempts,
-            per_attempt: self.attempt_timeout,
-        })
+        Err(self.limits.timed_out(op))
     }
 }

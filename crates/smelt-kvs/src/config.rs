@@ -280,6 +280,66 @@ impl fmt::Debug for StoreConfig {
 }
 
 impl StoreConfig {
+    /// What every store (smelt's and the Raft peer) asks of the numbers of replicas
+    /// and clients and of the key length.
+    pub(crate) fn check_counts(&self) -> Result<(), KvsError> {
+        let (r, m) = (self.replicas, self.clients);
+        if r == 0 {
+            return Err(KvsError::Config(
+                "a store needs at least one replica".into(),
+            ));
+        }
+        if r > 4096 || m > 65536 {
+            return Err(KvsError::Config(format!(
+                "{r} replicas and {m} clients: at most 4096 replicas and 65536 clients"
+            )));
+        }
+        if self.key_len > 255 {
+            return Err(KvsError::Config(format!(
+                "keys of {} bytes: at most 255",
+                self.key_len
+            )));
+        }
+        Ok(())
+    }
+
+    /// `replica_cpus`, if given, names one CPU per replica.
+    pub(crate) fn check_replica_cpus(&self) -> Result<(), KvsError> {
+        if let Some(c) = &self.replica_cpus {
+            if c.len() != self.replicas {
+                return Err(KvsError::Config(format!(
+                    "{} replica CPUs for {} replicas",
+                    c.len(),
+                    self.replicas
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Each client's home replica: `homes`, checked, or client `c` at replica
+    /// `c % replicas`.
+    pub(crate) fn client_homes(&self) -> Result<Vec<usize>, KvsError> {
+        let (r, m) = (self.replicas, self.clients);
+        match &self.homes {
+            Some(h) => {
+                if h.len() != m {
+                    return Err(KvsError::Config(format!(
+                        "{} homes for {m} clients",
+                        h.len()
+                    )));
+                }
+                if let Some(&bad) = h.iter().find(|&&x| x >= r) {
+                    return Err(KvsError::Config(format!(
+                        "home {bad} is not a replica (0..{r})"
+                    )));
+                }
+                Ok(h.clone())
+            }
+            None => Ok((0..m).map(|c| c % r).collect()),
+        }
+    }
+
     /// The defaults for `replicas` replicas and `clients` clients.
     pub fn new(replicas: usize, clients: usize) -> StoreConfig {
         StoreConfig {

@@ -222,46 +222,23 @@ fn no_report(
         .chars()
         .take(300)
         .collect();
-    ReplicaReport {
-        replica,
-        delivered: 0,
-        decided: 0,
-        applied: 0,
-        duplicates: 0,
-        aborted: 0,
-        digest: 0,
-        log: None,
-        undecided: None,
-        keys: 0,
-        // Killed (SIGKILL, by Store::crash or anyone): a fail-stop crash.
-        exit: if killed.is_some() {
-            "crashed".into()
-        } else {
-            "its process ended without a report".into()
-        },
-        fault: Some(match (killed, status) {
-            (Some(sig), _) => format!("its process was killed by signal {sig}"),
-            (None, Some(s)) => format!(
-                "its process exited ({s}){}",
-                if tail.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {tail}")
-                }
-            ),
-            (None, None) => format!(
-                "its process did not exit{}",
-                if tail.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {tail}")
-                }
-            ),
-        }),
-        pinned: false,
-        view_changes: 0,
-        root: replica,
-    }
+    // Killed (SIGKILL, by Store::crash or anyone): a fail-stop crash.
+    let exit = if killed.is_some() {
+        "crashed".into()
+    } else {
+        "its process ended without a report".into()
+    };
+    let tail = if tail.is_empty() {
+        String::new()
+    } else {
+        format!(": {tail}")
+    };
+    let fault = match (killed, status) {
+        (Some(sig), _) => format!("its process was killed by signal {sig}"),
+        (None, Some(s)) => format!("its process exited ({s}){tail}"),
+        (None, None) => format!("its process did not exit{tail}"),
+    };
+    ReplicaReport::without_log(replica, exit, fault)
 }
 
 /// Reads replica `r`'s report from its standard output (and what it wrote to

@@ -19,8 +19,9 @@
 //!   [`Store::close`](crate::Store::close) so that
 //!   [`StoreReport::check_logs`] compares what the replicas applied.
 
+use crate::client::{self, request_accessors, Limits};
 use crate::config::{KvsError, StoreConfig};
-use crate::replica::{Applied, ReplicaReport};
+use crate::replica::{self, ReplicaReport, StateMachine};
 use crate::store::StoreReport;
 use crate::wire::Entry;
 use raft::eraftpb::{ConfState, EntryType, Message};
@@ -140,22 +141,7 @@ impl RaftStore {
     pub fn start(cfg: StoreConfig) -> Result<RaftStore, KvsError> {
         let r = cfg.replicas;
         let m = cfg.clients;
-        if r == 0 {
-            return Err(KvsError::Config(
-                "a store needs at least one replica".into(),
-            ));
-        }
-        if r > 4096 || m > 65536 {
-            return Err(KvsError::Config(format!(
-                "{r} replicas and {m} clients: at most 4096 replicas and 65536 clients"
-            )));
-        }
-        if cfg.key_len > 255 {
-            return Err(KvsError::Config(format!(
-                "keys of {} bytes: at most 255",
-                cfg.key_len
-            )));
-        }
+        cfg.check_counts()?;
         if cfg.value_len > 1 << 24 {
             return Err(KvsError::Config(format!(
                 "values of {} bytes: at most 16 MiB",
@@ -170,31 +156,8 @@ impl RaftStore {
                 "the attempt timeout must be above 0".into(),
             ));
         }
-        if let Some(c) = &cfg.replica_cpus {
-            if c.len() != r {
-                return Err(KvsError::Config(format!(
-                    "{} replica CPUs for {r} replicas",
-                    c.len()
-                )));
-            }
-        }
-        let homes = match &cfg.homes {
-            Some(h) => {
-                if h.len() != m {
-                    return Err(KvsError::Config(format!(
-                        "{} homes for {m} clients",
-                        h.len()
-                    )));
-                }
-                if let Some(&bad) = h.iter().find(|&&x| x >= r) {
-                    return Err(KvsError::Config(format!(
-                        "home {bad} is not a replica (0..{r})"
-                    )));
-                }
-                h.clone()
-            }
-            None => (0..m).map(|c| c % r).collect(),
-        };
+        cfg.check_replica_cpus()?;
+        let homes = cfg.client_homes()?;
         let logger = slog::Logger::root(slog::Discard, slog::o!());
         let voters: Vec<u64> = (1..=r as u64).collect();
         let mut nodes = Vec::with_capacity(r);
@@ -237,8 +200,7 @@ impl RaftStore {
                     .map(|c| (homes[c] == i).then(|| reply_tx[c].clone()))
                     .collect(),
                 shared: shared.clone(),
-                kv: HashMap::new(),
-                last_applied: HashMap::new(),
+                sm: StateMachine::new(cfg.keep_log),
                 waiting_sets: HashMap::new(),
                 unproposed: Vec::new(),
                 new_gets: Vec::new(),
@@ -246,11 +208,6 @@ impl RaftStore {
                 next_read: 0,
                 ready_reads: Vec::new(),
                 applied_index: 0,
-                applied: 0,
-                duplicates: 0,
-                digest: FNV_START,
-                keep_log: cfg.keep_log,
-                log: Vec::new(),
                 closing: false,
                 fault: None,
                 leader: 0,
@@ -258,41 +215,29 @@ impl RaftStore {
                 ticks: 0,
                 since_compact: 0,
             };
-            let tx = rtx.clone();
-            let pin = cfg.replica_cpus.as_ref().map(|c| c[i]);
-            let h = std::thread::Builder::new()
-                .name(format!("smelt-raft-{i}"))
-                .spawn(move || {
-                    let pinned =
-                        pin.is_some_and(|c| smelt_transport::pin_current_thread(c).is_ok());
-                    // A panic inside raft-rs (a broken invariant) ends this replica
-                    // with a report saying so instead of leaving the store waiting.
-                    let mut report =
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rep.run()))
-                            .unwrap_or_else(|p| {
-                                let what = p
-                                    .downcast_ref::<String>()
-                                    .cloned()
-                                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                                    .unwrap_or_default();
-                                panicked_report(i, what)
-                            });
-                    report.pinned = pinned;
-                    let _ = tx.send(report);
-                });
-            match h {
+            // A panic inside raft-rs (a broken invariant) ends this replica with a
+            // report saying so instead of leaving the store waiting.
+            let run = move || {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rep.run())).unwrap_or_else(
+                    |p| {
+                        let what = p
+                            .downcast_ref::<String>()
+                            .cloned()
+                            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                            .unwrap_or_default();
+                        panicked_report(i, what)
+                    },
+                )
+            };
+            let name = format!("smelt-raft-{i}");
+            let cpus = cfg.replica_cpus.as_ref();
+            match replica::spawn_replica(i, name, cpus, rtx.clone(), run) {
                 Ok(h) => threads.push(Some(h)),
                 Err(e) => {
                     for tx in &inputs {
                         let _ = tx.send(Input::Crash);
                     }
-                    for t in threads.into_iter().flatten() {
-                        let _ = t.join();
-                    }
-                    return Err(KvsError::Replica {
-                        replica: i,
-                        what: format!("cannot start its thread: {e}"),
-                    });
+                    return Err(replica::replica_thread_failed(i, e, threads));
                 }
             }
         }
@@ -307,10 +252,7 @@ impl RaftStore {
                 to_home: inputs[homes[c]].clone(),
                 replies,
                 seq: 0,
-                key_len: cfg.key_len,
-                value_len: cfg.value_len,
-                attempt_timeout: cfg.attempt_timeout,
-                attempts: cfg.attempts,
+                limits: Limits::of(&cfg),
                 closed: closed.clone(),
                 retries: 0,
             })
@@ -482,10 +424,7 @@ pub struct RaftClient {
     to_home: Sender<Input>,
     replies: Receiver<Reply>,
     seq: u64,
-    key_len: usize,
-    value_len: usize,
-    attempt_timeout: Duration,
-    attempts: u32,
+    limits: Limits,
     closed: Arc<AtomicBool>,
     retries: u64,
 }
@@ -503,36 +442,17 @@ impl std::fmt::Debug for Reply {
 }
 
 impl RaftClient {
-    /// This client's id (0-based, as in histories).
-    pub fn id(&self) -> usize {
-        self.id
-    }
+    request_accessors!();
 
     /// Index of the client's home replica.
     pub fn home(&self) -> usize {
         self.home
     }
 
-    /// Retries made so far (attempts beyond the first).
-    pub fn retries(&self) -> u64 {
-        self.retries
-    }
-
-    /// The request id the next operation will carry.
-    pub fn next_request_id(&self) -> u64 {
-        self.seq + 1
-    }
-
     /// Sets `key` to `value`; returns once the set is committed (a majority has it)
     /// and applied at the home replica.
     pub fn set(&mut self, key: &[u8], value: &[u8]) -> Result<(), KvsError> {
-        self.check_key(key)?;
-        if value.len() > self.value_len {
-            return Err(KvsError::ValueTooLong {
-                len: value.len(),
-                max: self.value_len,
-            });
-        }
+        self.limits.check(key, Some(value))?;
         let client = self.id as u32;
         let e = |seq| {
             let mut data = Vec::with_capacity(13 + key.len() + value.len());
@@ -554,7 +474,7 @@ impl RaftClient {
     /// The value of `key` (`None` for a key never set), read linearizably at the home
     /// replica through Raft's ReadIndex.
     pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, KvsError> {
-        self.check_key(key)?;
+        self.limits.check(key, None)?;
         let client = self.id as u32;
         match self.call(
             |seq| Input::Get {
@@ -569,22 +489,8 @@ impl RaftClient {
         }
     }
 
-    fn check_key(&self, key: &[u8]) -> Result<(), KvsError> {
-        if key.len() > self.key_len {
-            return Err(KvsError::KeyTooLong {
-                len: key.len(),
-                max: self.key_len,
-            });
-        }
-        Ok(())
-    }
-
     fn gone(&self) -> KvsError {
-        if self.closed.load(Ordering::Acquire) {
-            KvsError::Closed
-        } else {
-            KvsError::HomeFailed { replica: self.home }
-        }
+        client::gone(&self.closed, self.home)
     }
 
     fn call(&mut self, make: impl Fn(u64) -> Input, op: &'static str) -> Result<Answer, KvsError> {
@@ -593,14 +499,14 @@ impl RaftClient {
         }
         self.seq += 1;
         let seq = self.seq;
-        for attempt in 0..self.attempts {
+        for attempt in 0..self.limits.attempts {
             if attempt > 0 {
                 self.retries += 1;
             }
             if self.to_home.send(make(seq)).is_err() {
                 return Err(self.gone());
             }
-            let deadline = Instant::now() + self.attempt_timeout;
+            let deadline = Instant::now() + self.limits.attempt_timeout;
             loop {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
@@ -623,43 +529,17 @@ impl RaftClient {
                 return Err(KvsError::Closed);
             }
         }
-        Err(KvsError::Timeout {
-            op,
-            attempts: self.attempts,
-            per_attempt: self.attempt_timeout,
-        })
+        Err(self.limits.timed_out(op))
     }
 }
 
 fn panicked_report(replica: usize, what: String) -> ReplicaReport {
-    ReplicaReport {
+    ReplicaReport::without_log(
         replica,
-        delivered: 0,
-        decided: 0,
-        applied: 0,
-        duplicates: 0,
-        aborted: 0,
-        digest: 0,
-        log: None,
-        undecided: None,
-        keys: 0,
-        exit: "panicked".into(),
-        fault: Some(format!("raft-rs panicked: {what}")),
-        pinned: false,
-        view_changes: 0,
-        root: replica,
-    }
+        "panicked".into(),
+        format!("raft-rs panicked: {what}"),
+    )
 }
-
-fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
-    for &b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    h
-}
-
-const FNV_START: u64 = 0xcbf29ce484222325;
 
 /// A get waiting at its home replica.
 struct Get {
@@ -678,9 +558,8 @@ struct RaftReplica {
     /// Reply channel of each client homed here (by client id).
     replies: Vec<Option<Sender<Reply>>>,
     shared: Arc<Shared>,
-    kv: HashMap<Vec<u8>, Vec<u8>>,
-    /// Per client, the last request applied (a later copy of it is skipped).
-    last_applied: HashMap<u32, u64>,
+    /// The store, and what it applied.
+    sm: StateMachine,
     /// Sets of this replica's clients not applied yet: client → (request id, entry).
     waiting_sets: HashMap<u32, (u64, Vec<u8>)>,
     /// Clients whose set could not be proposed (no leader known yet).
@@ -693,11 +572,6 @@ struct RaftReplica {
     /// Gets whose read index is known, waiting for it to be applied here.
     ready_reads: Vec<(u64, Vec<Get>)>,
     applied_index: u64,
-    applied: u64,
-    duplicates: u64,
-    digest: u64,
-    keep_log: bool,
-    log: Vec<Applied>,
     closing: bool,
     fault: Option<String>,
     /// Raft id of the leader last known (0: none).
@@ -751,13 +625,13 @@ impl RaftReplica {
             replica: self.me,
             delivered: last,
             decided: self.applied_index,
-            applied: self.applied,
-            duplicates: self.duplicates,
+            applied: self.sm.applied,
+            duplicates: self.sm.duplicates,
             aborted: 0,
-            digest: self.digest,
-            log: self.keep_log.then(|| std::mem::take(&mut self.log)),
+            digest: self.sm.digest,
+            log: self.sm.keep_log.then(|| std::mem::take(&mut self.sm.log)),
             undecided: None,
-            keys: self.kv.len(),
+            keys: self.sm.kv.len(),
             exit: exit.into(),
             fault: self.fault.take(),
             pinned: false,
@@ -778,7 +652,7 @@ impl RaftReplica {
             Input::Set { client, seq, data } => {
                 if self.closing {
                     self.reply(client, seq, Answer::Closed);
-                } else if self.last_applied.get(&client).is_some_and(|&l| l >= seq) {
+                } else if self.sm.last_applied.get(&client).is_some_and(|&l| l >= seq) {
                     // A retry of a set applied already.
                     self.reply(client, seq, Answer::SetOk);
                 } else {
@@ -992,34 +866,12 @@ impl RaftReplica {
                 self.note_fault(format!("raft entry {} is not a set", ent.index));
                 continue;
             };
-            let last = self.last_applied.entry(e.client).or_insert(0);
-            if *last >= e.seq {
-                self.duplicates += 1;
-            } else {
-                *last = e.seq;
-                self.applied += 1;
-                let mut h = fnv(self.digest, &e.client.to_le_bytes());
-                h = fnv(h, &e.seq.to_le_bytes());
-                h = fnv(h, &[e.key.len() as u8]);
-                h = fnv(h, &e.key);
-                h = fnv(h, &(e.value.len() as u32).to_le_bytes());
-                self.digest = fnv(h, &e.value);
-                if self.keep_log {
-                    self.log.push(Applied {
-                        slot: ent.index,
-                        entry: e.clone(),
-                    });
-                }
-                self.kv.insert(e.key, e.value);
-            }
-            if self
-                .waiting_sets
-                .get(&e.client)
-                .is_some_and(|w| w.0 == e.seq)
-            {
-                self.waiting_sets.remove(&e.client);
-                self.unproposed.retain(|&c| c != e.client);
-                self.reply(e.client, e.seq, Answer::SetOk);
+            let (client, seq) = (e.client, e.seq);
+            self.sm.apply(ent.index, e);
+            if self.waiting_sets.get(&client).is_some_and(|w| w.0 == seq) {
+                self.waiting_sets.remove(&client);
+                self.unproposed.retain(|&c| c != client);
+                self.reply(client, seq, Answer::SetOk);
             }
         }
     }
@@ -1036,7 +888,7 @@ impl RaftReplica {
         self.ready_reads = later;
         for (_, gets) in now {
             for g in gets {
-                let v = self.kv.get(&g.key).cloned();
+                let v = self.sm.kv.get(&g.key).cloned();
                 self.reply(g.client, g.seq, Answer::Got(v));
             }
         }

@@ -139,6 +139,64 @@ pub struct ReplicaReport {
     pub root: usize,
 }
 
+impl ReplicaReport {
+    /// The report of a replica that ended without one of its own (it panicked, or its
+    /// process died): nothing applied, no log, its own root.
+    pub(crate) fn without_log(replica: usize, exit: String, fault: String) -> ReplicaReport {
+        ReplicaReport {
+            replica,
+            delivered: 0,
+            decided: 0,
+            applied: 0,
+            duplicates: 0,
+            aborted: 0,
+            digest: 0,
+            log: None,
+            undecided: None,
+            keys: 0,
+            exit,
+            fault: Some(fault),
+            pinned: false,
+            view_changes: 0,
+            root: replica,
+        }
+    }
+}
+
+/// Starts replica `i`'s thread, `name`, pinned to its CPU of `replica_cpus` if
+/// given: it sends the report of `run` (saying whether it was pinned) to `tx`.
+pub(crate) fn spawn_replica(
+    i: usize,
+    name: String,
+    replica_cpus: Option<&Vec<u32>>,
+    tx: std::sync::mpsc::Sender<ReplicaReport>,
+    run: impl FnOnce() -> ReplicaReport + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let pin = replica_cpus.map(|c| c[i]);
+    std::thread::Builder::new().name(name).spawn(move || {
+        let pinned = pin.is_some_and(|c| smelt_transport::pin_current_thread(c).is_ok());
+        let mut report = run();
+        report.pinned = pinned;
+        let _ = tx.send(report);
+    })
+}
+
+/// Replica `i`'s thread could not start (`e`): waits for the `started` ones (told to
+/// stop already) and says so.
+pub(crate) fn replica_thread_failed(
+    i: usize,
+    e: std::io::Error,
+    started: Vec<Option<std::thread::JoinHandle<()>>>,
+) -> crate::config::KvsError {
+    for t in started.into_iter().flatten() {
+        let _ = t.join();
+    }
+    crate::config::KvsError::Replica {
+        replica: i,
+        what: format!("cannot start its thread: {e}"),
+    }
+}
+
 /// Why the loop ended.
 enum Exit {
     Closed,
@@ -176,7 +234,6 @@ pub(crate) struct Replica<L: Link = Endpoint> {
     protocol: Protocol,
     link_timeout: Duration,
     veto: Option<Veto>,
-    keep_log: bool,
     // The view: ballot, who is root (acceptor) and leader, the tree over the survivors.
     failover: bool,
     spec: std::sync::Arc<TreeSpec>,
@@ -197,9 +254,8 @@ pub(crate) struct Replica<L: Link = Endpoint> {
     view_changes: u64,
     /// Departures found while sending, to handle between messages.
     gone: Vec<Rank>,
-    // The store.
-    kv: HashMap<Vec<u8>, Vec<u8>>,
-    last_applied: HashMap<u32, u64>,
+    // The store, and what it applied.
+    sm: StateMachine,
     // The log.
     delivered: u64,
     decided: u64,
@@ -227,11 +283,7 @@ pub(crate) struct Replica<L: Link = Endpoint> {
     /// The control member left.
     orphaned: bool,
     // Report.
-    applied: u64,
-    duplicates: u64,
     aborted: u64,
-    digest: u64,
-    log: Vec<Applied>,
     out: Vec<u8>,
 }
 
@@ -245,6 +297,60 @@ fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
 }
 
 const FNV_START: u64 = 0xcbf29ce484222325;
+
+/// A replica's copy of the store and what it applied (the smelt replicas' and the
+/// Raft peer's alike): each request's set is applied once, folded into the digest and,
+/// if kept, the log.
+#[derive(Debug)]
+pub(crate) struct StateMachine {
+    pub(crate) kv: HashMap<Vec<u8>, Vec<u8>>,
+    /// Per client, the last request applied (a later copy of it is skipped).
+    pub(crate) last_applied: HashMap<u32, u64>,
+    pub(crate) applied: u64,
+    pub(crate) duplicates: u64,
+    pub(crate) digest: u64,
+    pub(crate) keep_log: bool,
+    pub(crate) log: Vec<Applied>,
+}
+
+impl StateMachine {
+    pub(crate) fn new(keep_log: bool) -> StateMachine {
+        StateMachine {
+            kv: HashMap::new(),
+            last_applied: HashMap::new(),
+            applied: 0,
+            duplicates: 0,
+            digest: FNV_START,
+            keep_log,
+            log: Vec::new(),
+        }
+    }
+
+    /// Applies set `e`, ordered at `slot`, unless its request was applied already (a
+    /// duplicate, counted).
+    pub(crate) fn apply(&mut self, slot: u64, e: Entry) {
+        let last = self.last_applied.entry(e.client).or_insert(0);
+        if *last >= e.seq {
+            self.duplicates += 1;
+        } else {
+            *last = e.seq;
+            self.applied += 1;
+            let mut h = fnv(self.digest, &e.client.to_le_bytes());
+            h = fnv(h, &e.seq.to_le_bytes());
+            h = fnv(h, &[e.key.len() as u8]);
+            h = fnv(h, &e.key);
+            h = fnv(h, &(e.value.len() as u32).to_le_bytes());
+            self.digest = fnv(h, &e.value);
+            if self.keep_log {
+                self.log.push(Applied {
+                    slot,
+                    entry: e.clone(),
+                });
+            }
+            self.kv.insert(e.key, e.value);
+        }
+    }
+}
 
 impl<L: Link> Replica<L> {
     #[allow(clippy::too_many_arguments)]
@@ -284,9 +390,7 @@ impl<L: Link> Replica<L> {
             protocol,
             link_timeout,
             veto,
-            keep_log,
-            kv: HashMap::new(),
-            last_applied: HashMap::new(),
+            sm: StateMachine::new(keep_log),
             delivered: 0,
             decided: 0,
             pending: VecDeque::new(),
@@ -303,11 +407,7 @@ impl<L: Link> Replica<L> {
             waiting_gets: Vec::new(),
             fault: None,
             orphaned: false,
-            applied: 0,
-            duplicates: 0,
             aborted: 0,
-            digest: FNV_START,
-            log: Vec::new(),
             out: Vec::new(),
         }
     }
@@ -372,11 +472,11 @@ impl<L: Link> Replica<L> {
             replica: self.me,
             delivered: self.delivered,
             decided: self.decided,
-            applied: self.applied,
-            duplicates: self.duplicates,
+            applied: self.sm.applied,
+            duplicates: self.sm.duplicates,
             aborted: self.aborted,
-            digest: self.digest,
-            undecided: self.keep_log.then(|| {
+            digest: self.sm.digest,
+            undecided: self.sm.keep_log.then(|| {
                 self.pending
                     .iter()
                     .map(|p| Applied {
@@ -385,8 +485,8 @@ impl<L: Link> Replica<L> {
                     })
                     .collect()
             }),
-            log: self.keep_log.then_some(self.log),
-            keys: self.kv.len(),
+            log: self.sm.keep_log.then_some(self.sm.log),
+            keys: self.sm.kv.len(),
             exit: match exit {
                 Exit::Closed => "closed",
                 Exit::Crashed => "crashed",
@@ -583,7 +683,7 @@ impl<L: Link> Replica<L> {
 
     fn answer_get(&mut self, to: Rank, seq: u64, key: &[u8]) {
         self.out.clear();
-        match self.kv.get(key) {
+        match self.sm.kv.get(key) {
             Some(v) => {
                 self.out.push(1);
                 self.out.extend_from_slice(v);
@@ -767,32 +867,14 @@ impl<L: Link> Replica<L> {
     }
 
     fn apply(&mut self, slot: u64, e: Entry) {
-        let last = self.last_applied.entry(e.client).or_insert(0);
-        if *last >= e.seq {
-            self.duplicates += 1;
-        } else {
-            *last = e.seq;
-            self.applied += 1;
-            let mut h = fnv(self.digest, &e.client.to_le_bytes());
-            h = fnv(h, &e.seq.to_le_bytes());
-            h = fnv(h, &[e.key.len() as u8]);
-            h = fnv(h, &e.key);
-            h = fnv(h, &(e.value.len() as u32).to_le_bytes());
-            self.digest = fnv(h, &e.value);
-            if self.keep_log {
-                self.log.push(Applied {
-                    slot,
-                    entry: e.clone(),
-                });
-            }
-            self.kv.insert(e.key, e.value);
-        }
+        let (client, seq) = (e.client, e.seq);
+        self.sm.apply(slot, e);
         // The replica the client sent it to answers (its home, or the one it moved to;
         // a retry's later copy, skipped above, is answered too).
-        if self.waiting_sets.get(&e.client) == Some(&e.seq) {
-            self.waiting_sets.remove(&e.client);
-            let r = self.lay.client_rank(e.client as usize);
-            self.send(r, tag(Kind::SetOk, e.seq), &[]);
+        if self.waiting_sets.get(&client) == Some(&seq) {
+            self.waiting_sets.remove(&client);
+            let r = self.lay.client_rank(client as usize);
+            self.send(r, tag(Kind::SetOk, seq), &[]);
         }
     }
 

@@ -1,9 +1,9 @@
 //! Starting, driving and closing a store.
 
-use crate::client::{Client, ClientMesh};
+use crate::client::{Client, ClientMesh, Limits};
 use crate::config::{KvsError, Protocol, StoreConfig};
 use crate::process::Processes;
-use crate::replica::{Layout, Replica, ReplicaReport};
+use crate::replica::{self, Layout, Replica, ReplicaReport};
 use crate::wire::{tag, Entry, Kind};
 use smelt_runtime::mesh::{Mesh, MeshBuilder, MeshError};
 use smelt_runtime::Rank;
@@ -134,22 +134,7 @@ impl Store {
     pub fn start(cfg: StoreConfig) -> Result<Store, KvsError> {
         let r = cfg.replicas;
         let m = cfg.clients;
-        if r == 0 {
-            return Err(KvsError::Config(
-                "a store needs at least one replica".into(),
-            ));
-        }
-        if r > 4096 || m > 65536 {
-            return Err(KvsError::Config(format!(
-                "{r} replicas and {m} clients: at most 4096 replicas and 65536 clients"
-            )));
-        }
-        if cfg.key_len > 255 {
-            return Err(KvsError::Config(format!(
-                "keys of {} bytes: at most 255",
-                cfg.key_len
-            )));
-        }
+        cfg.check_counts()?;
         if cfg.attempts == 0 {
             return Err(KvsError::Config("attempts must be at least 1".into()));
         }
@@ -172,14 +157,7 @@ impl Store {
                 "a veto (vote) needs the 2pc protocol".into(),
             ));
         }
-        if let Some(c) = &cfg.replica_cpus {
-            if c.len() != r {
-                return Err(KvsError::Config(format!(
-                    "{} replica CPUs for {r} replicas",
-                    c.len()
-                )));
-            }
-        }
+        cfg.check_replica_cpus()?;
         let tree = cfg.tree.build(r)?;
         let root = tree.root.index();
         let leader = match cfg.leader {
@@ -191,23 +169,7 @@ impl Store {
             Some(l) => l,
             None => (0..r).find(|&x| x != root).unwrap_or(root),
         };
-        let homes = match &cfg.homes {
-            Some(h) => {
-                if h.len() != m {
-                    return Err(KvsError::Config(format!(
-                        "{} homes for {m} clients",
-                        h.len()
-                    )));
-                }
-                if let Some(&bad) = h.iter().find(|&&x| x >= r) {
-                    return Err(KvsError::Config(format!(
-                        "home {bad} is not a replica (0..{r})"
-                    )));
-                }
-                h.clone()
-            }
-            None => (0..m).map(|c| c % r).collect(),
-        };
+        let homes = cfg.client_homes()?;
         let mut parent = vec![None; r];
         for (p, cs) in tree.children.iter().enumerate() {
             for c in cs {
@@ -243,10 +205,7 @@ impl Store {
             serve: lay.client_replicas(c),
             mesh,
             seq: 0,
-            key_len: cfg.key_len,
-            value_len: cfg.value_len,
-            attempt_timeout: cfg.attempt_timeout,
-            attempts: cfg.attempts,
+            limits: Limits::of(&cfg),
             closed: closed.clone(),
             body: Vec::new(),
             buf: vec![0; max],
@@ -318,28 +277,13 @@ impl Store {
                 cfg.failover,
                 spec.clone(),
             );
-            let tx = tx.clone();
-            let pin = cfg.replica_cpus.as_ref().map(|c| c[i]);
-            let h = std::thread::Builder::new()
-                .name(format!("smelt-kvs-{i}"))
-                .spawn(move || {
-                    let pinned =
-                        pin.is_some_and(|c| smelt_transport::pin_current_thread(c).is_ok());
-                    let mut rep_report = rep.run();
-                    rep_report.pinned = pinned;
-                    let _ = tx.send(rep_report);
-                });
-            match h {
+            let name = format!("smelt-kvs-{i}");
+            let cpus = cfg.replica_cpus.as_ref();
+            match replica::spawn_replica(i, name, cpus, tx.clone(), move || rep.run()) {
                 Ok(h) => threads.push(Some(h)),
                 Err(e) => {
                     abort_of.trigger();
-                    for t in threads.into_iter().flatten() {
-                        let _ = t.join();
-                    }
-                    return Err(KvsError::Replica {
-                        replica: i,
-                        what: format!("cannot start its thread: {e}"),
-                    });
+                    return Err(replica::replica_thread_failed(i, e, threads));
                 }
             }
         }
