@@ -74,6 +74,38 @@ pub fn cached_model_path_in(
     home: Option<OsString>,
     host: &str,
 ) -> Option<PathBuf> {
+    cache_file_in(xdg_cache_home, home, "model", host)
+}
+
+/// Where a host's tuning file is cached: `smelt tune` writes it there and every tree
+/// asked for as `auto` reads it. `$XDG_CACHE_HOME/smelt/tune-<host>.json`, else
+/// `$HOME/.cache/smelt/tune-<host>.json` (the directory of [`cached_model_path`]);
+/// `None` when neither variable gives an absolute directory.
+pub fn cached_tune_path(host: &str) -> Option<PathBuf> {
+    cached_tune_path_in(
+        std::env::var_os("XDG_CACHE_HOME"),
+        std::env::var_os("HOME"),
+        host,
+    )
+}
+
+/// [`cached_tune_path`] for given `XDG_CACHE_HOME` and `HOME`; the host name is
+/// sanitized as in [`cached_model_path_in`].
+pub fn cached_tune_path_in(
+    xdg_cache_home: Option<OsString>,
+    home: Option<OsString>,
+    host: &str,
+) -> Option<PathBuf> {
+    cache_file_in(xdg_cache_home, home, "tune", host)
+}
+
+/// `<cache dir>/smelt/<kind>-<sanitized host>.json`.
+fn cache_file_in(
+    xdg_cache_home: Option<OsString>,
+    home: Option<OsString>,
+    kind: &str,
+    host: &str,
+) -> Option<PathBuf> {
     let abs = |v: Option<OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
     let base = abs(xdg_cache_home).or_else(|| abs(home).map(|h| h.join(".cache")))?;
     let host: String = host
@@ -91,7 +123,7 @@ pub fn cached_model_path_in(
     } else {
         host
     };
-    Some(base.join("smelt").join(format!("model-{host}.json")))
+    Some(base.join("smelt").join(format!("{kind}-{host}.json")))
 }
 
 /// The first `model name` (x86) / `cpu model` / `Processor` line of `/proc/cpuinfo`,
@@ -132,6 +164,10 @@ mod tests {
             Some(PathBuf::from("/h/.cache/smelt/model-a_b_..c.json"))
         );
         assert_eq!(p(None, None, "x"), None);
+        assert_eq!(
+            cached_tune_path_in(Some("/c".into()), None, "n 1"),
+            Some(PathBuf::from("/c/smelt/tune-n_1.json"))
+        );
         assert_eq!(
             p(Some("/c"), None, ".."),
             Some(PathBuf::from("/c/smelt/model-_...json"))

@@ -10,6 +10,7 @@
 //!   two-phase commit times.
 //! - [`optimum`]: exhaustive branch-and-bound search for the optimal broadcast tree
 //!   of small groups.
+//! - [`tuning`]: tuning files (`smelt tune`), `SMELT_TUNE` and the tree `auto`.
 //! - [`stats`]: Spearman rank correlation, for comparing predictions with
 //!   measurements.
 
@@ -26,6 +27,7 @@ pub mod sim;
 pub mod stats;
 pub mod topology;
 pub mod tree;
+pub mod tuning;
 
 pub use costs::Costs;
 pub use op::Op;

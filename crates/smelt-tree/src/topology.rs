@@ -46,6 +46,12 @@ pub enum Topology {
     /// time (`optimized:reduce`, `optimized:barrier`, ...); never slower for it than
     /// any other topology. `OptimizedFor(Op::Broadcast)` is `Optimized`.
     OptimizedFor(Op),
+    /// The tuned choice ([`crate::tuning::resolve_auto`]): `SMELT_TUNE`, else this
+    /// host's tuning file, else the simulator's best candidate. [`Topology::generate`]
+    /// resolves it for a one-line broadcast; callers that know the operation and
+    /// message size call [`resolve_auto`](crate::tuning::resolve_auto) themselves.
+    /// Over costs alone ([`Topology::children`]) it is the predicted choice.
+    Auto,
 }
 
 impl Topology {
@@ -93,6 +99,18 @@ impl Topology {
         members: &[usize],
         root: Option<usize>,
     ) -> Result<Tree, TreeError> {
+        if self == Topology::Auto {
+            let r = crate::tuning::resolve_auto(
+                Op::Broadcast,
+                crate::tuning::LINE_BYTES,
+                crate::tuning::Mode::Loose,
+                model,
+                members,
+                root,
+            )
+            .map_err(TreeError::Invalid)?;
+            return r.choice.topology.generate(model, members, root);
+        }
         let c = Costs::new(model, members)?;
         let root = match root {
             None => c.default_root(),
@@ -131,6 +149,7 @@ impl Topology {
             Topology::AdaptiveShuffled => "adaptive-shuffled",
             Topology::Optimized => "optimized",
             Topology::OptimizedFor(_) => "optimized",
+            Topology::Auto => "auto",
         };
         GENERATORS
             .iter()
@@ -344,6 +363,16 @@ pub static GENERATORS: &[Generator] = &[
             }
             _ => optimize::optimized(c, root, &optimize::Options::default()),
         },
+    },
+    Generator {
+        name: "auto",
+        aliases: &[("tuned", "auto")],
+        param: Param::None,
+        description: "the tuned choice: SMELT_TUNE, else this host's tuning file (smelt tune), \
+                      else the simulator's best candidate (the default)",
+        is_static: false,
+        make: |_| Topology::Auto,
+        build: |_, c, root| crate::tuning::auto_children(c, root),
     },
 ];
 

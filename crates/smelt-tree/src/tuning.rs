@@ -1,0 +1,1129 @@
+//! Tuning files: which tree (and fragment size) to use for each operation, group size
+//! and message size on one host, measured by `smelt tune` or predicted by the
+//! simulator, and the resolution of the tree `auto` from them.
+//!
+//! # The file
+//! JSON, in the spirit of MPICH's tuning files: mode → operation → group size →
+//! message sizes, each with the algorithm chosen (a name of the
+//! [`GENERATORS`](crate::topology::GENERATORS) registry) and its parameters:
+//!
+//! ```json
+//! { "format": "smelt-tuning/1", "smelt_version": "0.1.0", "host": "node7",
+//!   "cpu_model": "...", "cpus": "0-15", "created": "2026-11-23T10:00:00Z",
+//!   "source": "measured", "modes": ["loose"],
+//!   "rules": { "loose": { "reduce": { "16": [
+//!       { "bytes": 8, "algo": "knomial:4", "median_ns": 412.0,
+//!         "candidates": { "binary": 530.1, "knomial:4": 412.0 } },
+//!       { "bytes": 4096, "algo": "knomial:1", "segment": 768, "median_ns": 2900.0 } ] } } } }
+//! ```
+//!
+//! A file is used only for the host it was made on (`host`, with the same CPUs and
+//! CPU model as the model asked about) and by the smelt version that wrote it; any
+//! other file is refused with a message saying why, and the simulator's prediction is
+//! used instead ([`resolve_auto`]).
+//!
+//! # Lookup
+//! [`TuningFile::lookup`]: the rules of the largest group size not above the group's
+//! (the smallest one when all are larger), then the message size nearest to the
+//! message's on a log scale (ties: the smaller). `ab` uses the broadcast's rules.
+//!
+//! # `SMELT_TUNE`
+//! An override for one run, [`Overrides::parse`]: rules separated by `;`, the first
+//! matching one wins:
+//!
+//! ```text
+//! RULE     = SELECTOR "=" ALGO [ "," "segment=" BYTES ]
+//! SELECTOR = (OP | "*") [ ":" RANGE ] [ "@" ("loose" | "strict") ]
+//! RANGE    = SIZE | SIZE "-" [SIZE] | "-" SIZE        (bounds included)
+//! SIZE     = digits [ "k" | "K" | "KiB" | "M" | "MiB" ]   (k = 1024)
+//! ```
+//!
+//! e.g. `reduce:0-1024=knomial:4;bcast=binary;*:64k-=knomial:1,segment=768`.
+
+use crate::costs::Costs;
+use crate::op::Op;
+use crate::sim::{self, Payload};
+use crate::topology::Topology;
+use serde::{Deserialize, Serialize};
+use smelt_model::Model;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// The `format` field of every tuning file.
+pub const FORMAT: &str = "smelt-tuning/1";
+/// The environment variable of the one-run override.
+pub const TUNE_ENV: &str = "SMELT_TUNE";
+/// The smelt version writing and accepting tuning files.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// Bytes of one cache line, to turn a message size into the simulator's payload.
+pub const LINE_BYTES: u64 = 64;
+
+/// The candidates `smelt tune` and the prediction of `auto` compare, by default:
+/// every static tree (k-nomial radix 1 to 16), Smelt's adaptive family and
+/// `optimized` (scored by the operation tuned: `optimized:OP`).
+pub const DEFAULT_CANDIDATES: &str = "sequential,binary,fibonacci,knomial:1-16,mst,cluster,\
+adaptive,adaptive-sorted,adaptive-shuffled,optimized";
+
+/// How the collectives of a tuning are synchronized (seed 001 §3; the runtime's
+/// `SyncMode`): loose ones pipeline back to back, strict ones are fenced by barriers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Mode {
+    /// Members enter and leave freely.
+    #[default]
+    Loose,
+    /// A barrier before and after every collective.
+    Strict,
+}
+
+impl Mode {
+    /// Both modes.
+    pub const ALL: [Mode; 2] = [Mode::Loose, Mode::Strict];
+
+    /// `loose` or `strict`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Loose => "loose",
+            Mode::Strict => "strict",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mode, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "loose" => Ok(Mode::Loose),
+            "strict" => Ok(Mode::Strict),
+            o => Err(format!("unknown mode '{o}' (known: loose, strict)")),
+        }
+    }
+}
+
+/// Where a tuning file's times come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// `smelt tune`: medians measured on the host.
+    Measured,
+    /// `smelt tune --predict`: the simulator's times from a model.
+    Predicted,
+}
+
+/// One message size class of one operation and group size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Message size in bytes (per member; 0 for the barrier and 2PC).
+    pub bytes: u64,
+    /// The tree chosen, as the registry names it (`knomial:4`, `adaptive-shuffled`).
+    pub algo: String,
+    /// Fragment size of long messages chosen (bytes), if tuned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment: Option<usize>,
+    /// Median time of the choice, ns (predicted: the simulator's time).
+    pub median_ns: f64,
+    /// Median of every candidate compared (name, with `,segment=N` where tuned → ns).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub candidates: BTreeMap<String, f64>,
+}
+
+/// Rules of one mode: operation name → group size → entries by message size.
+pub type ModeRules = BTreeMap<String, BTreeMap<usize, Vec<Entry>>>;
+
+/// A tuning file (see the module documentation).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TuningFile {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// The smelt version that wrote it ([`VERSION`]).
+    pub smelt_version: String,
+    /// Host the rules are for (the model's host for predicted files).
+    pub host: String,
+    /// CPU model string of that host, if known.
+    #[serde(default)]
+    pub cpu_model: String,
+    /// The CPUs tuned over, as a CPU list (`0-15`).
+    pub cpus: String,
+    /// RFC 3339 time of creation.
+    pub created: String,
+    /// Measured or predicted.
+    pub source: Source,
+    /// The modes that have rules.
+    pub modes: Vec<String>,
+    /// Mode name → [`ModeRules`].
+    pub rules: BTreeMap<String, ModeRules>,
+}
+
+/// What [`TuningFile::lookup`] and [`Overrides::find`] give: a tree and its fragment
+/// size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Choice {
+    /// The tree.
+    pub topology: Topology,
+    /// Fragment size of long messages, bytes (`None`: the runtime's default).
+    pub segment: Option<usize>,
+}
+
+impl fmt::Display for Choice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.topology)?;
+        if let Some(s) = self.segment {
+            write!(f, ",segment={s}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The operation whose rules `op` uses (`ab` is measured as the broadcast).
+fn rules_op(op: Op) -> Op {
+    match op {
+        Op::AtomicBroadcast => Op::Broadcast,
+        o => o,
+    }
+}
+
+/// log2 distance between two message sizes (0 counts as 1 byte).
+fn size_distance(a: u64, b: u64) -> f64 {
+    ((a.max(1) as f64).log2() - (b.max(1) as f64).log2()).abs()
+}
+
+impl TuningFile {
+    /// An empty file for `host` (rules added by the tuner).
+    pub fn new(host: &str, cpu_model: &str, cpus: &[u32], source: Source) -> TuningFile {
+        TuningFile {
+            format: FORMAT.into(),
+            smelt_version: VERSION.into(),
+            host: host.into(),
+            cpu_model: cpu_model.into(),
+            cpus: smelt_model::format_cpu_list(cpus),
+            created: smelt_model::host::now_rfc3339(),
+            source,
+            modes: Vec::new(),
+            rules: BTreeMap::new(),
+        }
+    }
+
+    /// Parses and checks the structure (format, names, sizes); not the host.
+    pub fn from_json(text: &str) -> Result<TuningFile, String> {
+        let f: TuningFile = serde_json::from_str(text)
+            .map_err(|e| format!("not a smelt tuning file ({e}); make one with 'smelt tune'"))?;
+        f.validate()?;
+        Ok(f)
+    }
+
+    /// Structural checks: [`FORMAT`], [`VERSION`], known modes, operations and
+    /// algorithm names, finite times, group sizes ≥ 1, at least one entry per group.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.format != FORMAT {
+            return Err(format!(
+                "format '{}' is not {FORMAT}; make a new one with 'smelt tune'",
+                self.format
+            ));
+        }
+        if self.smelt_version != VERSION {
+            return Err(format!(
+                "it was written by smelt {}, this is smelt {VERSION}; run 'smelt tune' again",
+                self.smelt_version
+            ));
+        }
+        smelt_model::parse_cpu_list(&self.cpus)
+            .map_err(|e| format!("bad CPU list '{}': {e}", self.cpus))?;
+        for (mode, ops) in &self.rules {
+            mode.parse::<Mode>()?;
+            for (op, groups) in ops {
+                op.parse::<Op>()?;
+                for (g, entries) in groups {
+                    if *g == 0 {
+                        return Err(format!("{mode}/{op}: group size 0"));
+                    }
+                    if entries.is_empty() {
+                        return Err(format!("{mode}/{op}/{g}: no entries"));
+                    }
+                    for e in entries {
+                        let t: Topology = e
+                            .algo
+                            .parse()
+                            .map_err(|why| format!("{mode}/{op}/{g}/{} B: {why}", e.bytes))?;
+                        if t == Topology::Auto {
+                            return Err(format!(
+                                "{mode}/{op}/{g}/{} B: 'auto' cannot be a tuned choice",
+                                e.bytes
+                            ));
+                        }
+                        if !e.median_ns.is_finite() || e.median_ns < 0.0 {
+                            return Err(format!(
+                                "{mode}/{op}/{g}/{} B: bad median {}",
+                                e.bytes, e.median_ns
+                            ));
+                        }
+                        if e.segment == Some(0) {
+                            return Err(format!("{mode}/{op}/{g}/{} B: segment 0", e.bytes));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Loads `path` and checks it ([`TuningFile::validate`]); errors name the file.
+    pub fn load(path: &Path) -> Result<TuningFile, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read tuning file {}: {e}", path.display()))?;
+        Self::from_json(&text).map_err(|e| format!("tuning file {} refused: {e}", path.display()))
+    }
+
+    /// Checks that the file is for `model`'s machine: the same host name, CPUs and
+    /// (where both know it) CPU model.
+    pub fn check_machine(&self, model: &Model) -> Result<(), String> {
+        let host = &model.provenance.host;
+        if &self.host != host {
+            return Err(format!(
+                "it is for host '{}', not '{host}'; run 'smelt tune' on this host",
+                self.host
+            ));
+        }
+        let cpus = smelt_model::format_cpu_list(&{
+            let mut v = model.cpus.clone();
+            v.sort_unstable();
+            v
+        });
+        if self.cpus != cpus {
+            return Err(format!(
+                "it was tuned over CPUs {}, the machine has CPUs {cpus}; run 'smelt tune' again",
+                self.cpus
+            ));
+        }
+        let cm = &model.provenance.cpu_model;
+        if !self.cpu_model.is_empty() && !cm.is_empty() && &self.cpu_model != cm {
+            return Err(format!(
+                "it is for CPU model '{}', the machine has '{cm}'",
+                self.cpu_model
+            ));
+        }
+        Ok(())
+    }
+
+    /// JSON text (pretty, with a final newline).
+    pub fn to_json_string(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a tuning file serializes") + "\n"
+    }
+
+    /// Writes the file atomically, creating its directory.
+    pub fn save(&self, path: &Path) -> Result<(), String> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        smelt_model::write_atomic(path, self.to_json_string().as_bytes()).map_err(|e| e.to_string())
+    }
+
+    /// Sets the entry of one cell (replacing one of the same size) and records the mode.
+    pub fn insert(&mut self, mode: Mode, op: Op, group: usize, entry: Entry) {
+        if !self.modes.iter().any(|m| m == mode.name()) {
+            self.modes.push(mode.name().into());
+        }
+        let list = self
+            .rules
+            .entry(mode.name().into())
+            .or_default()
+            .entry(op.name().into())
+            .or_default()
+            .entry(group)
+            .or_default();
+        list.retain(|e| e.bytes != entry.bytes);
+        list.push(entry);
+        list.sort_by_key(|e| e.bytes);
+    }
+
+    /// The entry measured for exactly this cell, if any (for `--resume`).
+    pub fn cell(&self, mode: Mode, op: Op, group: usize, bytes: u64) -> Option<&Entry> {
+        self.rules
+            .get(mode.name())?
+            .get(op.name())?
+            .get(&group)?
+            .iter()
+            .find(|e| e.bytes == bytes)
+    }
+
+    /// Every cell: (mode, op, group size, entry).
+    pub fn cells(&self) -> impl Iterator<Item = (Mode, Op, usize, &Entry)> {
+        self.rules.iter().flat_map(|(m, ops)| {
+            let m: Mode = m.parse().unwrap_or_default();
+            ops.iter().flat_map(move |(o, groups)| {
+                let o: Op = o.parse().unwrap_or(Op::Broadcast);
+                groups
+                    .iter()
+                    .flat_map(move |(g, es)| es.iter().map(move |e| (m, o, *g, e)))
+            })
+        })
+    }
+
+    /// The choice for `op` over `group` members and `bytes` per member in `mode`
+    /// (nearest classes, see the module documentation); `None` when the file has no
+    /// rules for that mode and operation.
+    pub fn lookup(&self, mode: Mode, op: Op, group: usize, bytes: u64) -> Option<Choice> {
+        let groups = self.rules.get(mode.name())?.get(rules_op(op).name())?;
+        let entries = groups
+            .range(..=group)
+            .next_back()
+            .or_else(|| groups.iter().next())
+            .map(|(_, e)| e)?;
+        let mut best: Option<&Entry> = None;
+        for e in entries {
+            let better = match best {
+                None => true,
+                Some(b) => {
+                    let (de, db) = (size_distance(e.bytes, bytes), size_distance(b.bytes, bytes));
+                    de < db || (de == db && e.bytes < b.bytes)
+                }
+            };
+            if better {
+                best = Some(e);
+            }
+        }
+        let e = best?;
+        Some(Choice {
+            topology: e.algo.parse().ok()?,
+            segment: e.segment,
+        })
+    }
+}
+
+/// The per-host cache path of `host`'s tuning file
+/// ([`smelt_model::host::cached_tune_path`]).
+pub fn cached_path(host: &str) -> Option<PathBuf> {
+    smelt_model::host::cached_tune_path(host)
+}
+
+/// One rule of [`Overrides`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct OverrideRule {
+    /// The operation, or `None` for every one (`*`).
+    pub op: Option<Op>,
+    /// Smallest message size (bytes) included.
+    pub min: u64,
+    /// Largest message size included.
+    pub max: u64,
+    /// The mode, or `None` for both.
+    pub mode: Option<Mode>,
+    /// What to use.
+    pub choice: Choice,
+}
+
+/// `SMELT_TUNE`: rules for one run (see the module documentation for the grammar).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Overrides {
+    /// In order; the first matching one wins.
+    pub rules: Vec<OverrideRule>,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let (digits, mult) = if let Some(d) = lower
+        .strip_suffix("kib")
+        .or_else(|| lower.strip_suffix('k'))
+    {
+        (d, 1u64 << 10)
+    } else if let Some(d) = lower
+        .strip_suffix("mib")
+        .or_else(|| lower.strip_suffix('m'))
+    {
+        (d, 1u64 << 20)
+    } else {
+        (lower.as_str(), 1)
+    };
+    digits
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|v| v.checked_mul(mult))
+        .ok_or_else(|| format!("bad size '{t}' (expected bytes, e.g. 512, 4k, 1MiB)"))
+}
+
+impl Overrides {
+    /// Parses `SMELT_TUNE`'s value; an empty one has no rules.
+    pub fn parse(text: &str) -> Result<Overrides, String> {
+        let mut rules = Vec::new();
+        for (i, raw) in text.split(';').enumerate() {
+            let r = raw.trim();
+            if r.is_empty() {
+                continue;
+            }
+            let bad = |why: String| format!("{TUNE_ENV} rule {} '{r}': {why}", i + 1);
+            let (sel, algo) = r.split_once('=').ok_or_else(|| {
+                bad("expected SELECTOR=ALGO, e.g. reduce:0-1024=knomial:4".into())
+            })?;
+            let (sel, mode) = match sel.split_once('@') {
+                Some((s, m)) => (s, Some(m.parse::<Mode>().map_err(bad)?)),
+                None => (sel, None),
+            };
+            let (op, range) = match sel.split_once(':') {
+                Some((o, r)) => (o.trim(), Some(r.trim())),
+                None => (sel.trim(), None),
+            };
+            let op = match op {
+                "*" | "all" => None,
+                o => Some(o.parse::<Op>().map_err(bad)?),
+            };
+            let (min, max) = match range {
+                None => (0, u64::MAX),
+                Some(r) => match r.split_once('-') {
+                    None => {
+                        let v = parse_size(r).map_err(bad)?;
+                        (v, v)
+                    }
+                    Some((lo, hi)) => {
+                        let lo = if lo.trim().is_empty() {
+                            0
+                        } else {
+                            parse_size(lo).map_err(bad)?
+                        };
+                        let hi = if hi.trim().is_empty() {
+                            u64::MAX
+                        } else {
+                            parse_size(hi).map_err(bad)?
+                        };
+                        if lo > hi {
+                            return Err(bad(format!("empty range {lo}-{hi}")));
+                        }
+                        (lo, hi)
+                    }
+                },
+            };
+            let mut parts = algo.split(',');
+            let name = parts.next().unwrap_or("").trim();
+            let topology: Topology = name.parse().map_err(bad)?;
+            if topology == Topology::Auto {
+                return Err(bad("'auto' cannot be an override's choice".into()));
+            }
+            let mut segment = None;
+            for p in parts {
+                match p.trim().split_once('=') {
+                    Some((k, v)) if k.trim() == "segment" => {
+                        let v = parse_size(v).map_err(bad)?;
+                        if v == 0 {
+                            return Err(bad("segment must be at least 1 byte".into()));
+                        }
+                        segment = Some(v as usize);
+                    }
+                    _ => {
+                        return Err(bad(format!(
+                            "unknown parameter '{}' (known: segment=BYTES)",
+                            p.trim()
+                        )))
+                    }
+                }
+            }
+            rules.push(OverrideRule {
+                op,
+                min,
+                max,
+                mode,
+                choice: Choice { topology, segment },
+            });
+        }
+        Ok(Overrides { rules })
+    }
+
+    /// `SMELT_TUNE` from the environment: `Ok(None)` when unset or empty.
+    pub fn from_env() -> Result<Option<Overrides>, String> {
+        match std::env::var(TUNE_ENV) {
+            Err(std::env::VarError::NotPresent) => Ok(None),
+            Err(_) => Err(format!("{TUNE_ENV} is not valid UTF-8")),
+            Ok(v) if v.trim().is_empty() => Ok(None),
+            Ok(v) => Self::parse(&v).map(Some),
+        }
+    }
+
+    /// The first rule matching the operation (`ab` matches broadcast rules too),
+    /// size and mode.
+    pub fn find(&self, mode: Mode, op: Op, bytes: u64) -> Option<Choice> {
+        self.rules
+            .iter()
+            .find(|r| {
+                r.op.is_none_or(|o| o == op || o == rules_op(op))
+                    && (r.min..=r.max).contains(&bytes)
+                    && r.mode.is_none_or(|m| m == mode)
+            })
+            .map(|r| r.choice)
+    }
+}
+
+/// The candidates of a list (`DEFAULT_CANDIDATES` syntax: registry names, and
+/// `knomial:A-B` for a range of radices); `auto` is refused.
+pub fn parse_candidates(list: &str) -> Result<Vec<Topology>, String> {
+    let mut out: Vec<Topology> = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let lower = item.to_ascii_lowercase();
+        let range = lower
+            .strip_prefix("knomial:")
+            .and_then(|r| r.split_once('-'));
+        let ts: Vec<Topology> = match range {
+            Some((a, b)) => {
+                let p = |x: &str| {
+                    x.trim()
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|k| (1..=crate::topology::MAX_RADIX).contains(k))
+                        .ok_or_else(|| format!("bad radix range in '{item}'"))
+                };
+                let (a, b) = (p(a)?, p(b)?);
+                if a > b {
+                    return Err(format!("empty radix range in '{item}'"));
+                }
+                (a..=b).map(Topology::Knomial).collect()
+            }
+            None => vec![item.parse::<Topology>()?],
+        };
+        for t in ts {
+            if t == Topology::Auto {
+                return Err("'auto' is what tuning chooses for, not a candidate".into());
+            }
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err("no candidates".into());
+    }
+    Ok(out)
+}
+
+/// The candidate as used for `op`: `optimized` is scored by the operation tuned.
+pub fn for_op(t: Topology, op: Op) -> Topology {
+    match t {
+        Topology::Optimized | Topology::OptimizedFor(_) => match rules_op(op) {
+            Op::Broadcast => Topology::Optimized,
+            o => Topology::OptimizedFor(o),
+        },
+        t => t,
+    }
+}
+
+/// The default groups of a machine: the whole machine, then each node (NUMA node or
+/// package, as [`Model::node_ids`] groups them) when there are several. Positions.
+pub fn default_groups(model: &Model) -> Vec<(String, Vec<usize>)> {
+    let mut out = vec![("all".to_string(), (0..model.len()).collect::<Vec<_>>())];
+    let ids = model.node_ids();
+    let nodes = ids.iter().copied().max().map_or(0, |m| m + 1);
+    if nodes > 1 {
+        for n in 0..nodes {
+            let members: Vec<usize> = (0..model.len()).filter(|&p| ids[p] == n).collect();
+            if !members.is_empty() {
+                out.push((format!("node{n}"), members));
+            }
+        }
+    }
+    out
+}
+
+/// The simulator's payload for `bytes` per member: whole 64-byte cache lines.
+pub fn payload_for(bytes: u64) -> Payload {
+    Payload::lines(bytes.div_ceil(LINE_BYTES).clamp(1, u32::MAX as u64) as u32)
+}
+
+/// Predicted time of `op` over a tree in `mode`: strict adds the two barriers around
+/// it.
+pub fn predicted_time(
+    c: &Costs,
+    root: usize,
+    children: &[Vec<usize>],
+    op: Op,
+    mode: Mode,
+    pl: Payload,
+) -> f64 {
+    let t = sim::simulate(c, root, children, op, pl);
+    match mode {
+        Mode::Loose => t,
+        Mode::Strict => t + 2.0 * sim::simulate(c, root, children, Op::Barrier, Payload::default()),
+    }
+}
+
+/// The distinct trees of `candidates` over `c` from `root` (the first name of each
+/// shape is kept), for `op`.
+pub fn distinct_trees(
+    c: &Costs,
+    root: usize,
+    candidates: &[Topology],
+    op: Op,
+) -> Vec<(Topology, Vec<Vec<usize>>)> {
+    distinct_trees_cached(c, root, candidates, op, &mut BTreeMap::new())
+}
+
+/// [`distinct_trees`] with the trees that do not depend on the operation (all but
+/// `optimized`) kept in `cache` (by name) across operations of one group.
+fn distinct_trees_cached(
+    c: &Costs,
+    root: usize,
+    candidates: &[Topology],
+    op: Op,
+    cache: &mut BTreeMap<String, Vec<Vec<usize>>>,
+) -> Vec<(Topology, Vec<Vec<usize>>)> {
+    let mut out: Vec<(Topology, Vec<Vec<usize>>)> = Vec::new();
+    for &t in candidates {
+        let t = for_op(t, op);
+        if out.iter().any(|(u, _)| *u == t) {
+            continue;
+        }
+        let ch = cache
+            .entry(t.to_string())
+            .or_insert_with(|| t.children(c, root))
+            .clone();
+        if !out.iter().any(|(_, o)| *o == ch) {
+            out.push((t, ch));
+        }
+    }
+    out
+}
+
+/// The simulator's best candidate for one cell: (tree, predicted time, every
+/// candidate's time by name). Ties go to the earlier candidate.
+pub fn predict_best(
+    c: &Costs,
+    root: usize,
+    candidates: &[Topology],
+    op: Op,
+    mode: Mode,
+    bytes: u64,
+) -> (Topology, f64, BTreeMap<String, f64>) {
+    let pl = payload_for(bytes);
+    let mut all = BTreeMap::new();
+    let mut best: Option<(Topology, f64)> = None;
+    for (t, ch) in distinct_trees(c, root, candidates, op) {
+        let v = predicted_time(c, root, &ch, op, mode, pl);
+        all.insert(t.to_string(), v);
+        if best.is_none_or(|(_, b)| v < b) {
+            best = Some((t, v));
+        }
+    }
+    let (t, v) = best.expect("parse_candidates never gives an empty list");
+    (t, v, all)
+}
+
+/// The message sizes of an operation in a tuning: those given for data-carrying
+/// operations, `[0]` for the barrier and 2PC.
+pub fn sizes_for(op: Op, sizes: &[u64]) -> Vec<u64> {
+    if op.carries_data() {
+        sizes.to_vec()
+    } else {
+        vec![0]
+    }
+}
+
+/// Powers of two from `lo` to `hi` bytes.
+pub fn powers_of_two(lo: u64, hi: u64) -> Vec<u64> {
+    let mut v = Vec::new();
+    let mut s = lo.max(1).next_power_of_two();
+    while s <= hi {
+        v.push(s);
+        s = match s.checked_mul(2) {
+            Some(x) => x,
+            None => break,
+        };
+    }
+    v
+}
+
+/// A tuning file from the simulator (`smelt tune --predict`): for every mode,
+/// operation, group (rules keyed by its size; the first group of a size wins) and
+/// message size, the candidate with the lowest predicted time. Trees are built once
+/// per group and operation from the group's default root.
+pub fn tune_predicted(
+    model: &Model,
+    groups: &[Vec<usize>],
+    ops: &[Op],
+    sizes: &[u64],
+    modes: &[Mode],
+    candidates: &[Topology],
+) -> Result<TuningFile, String> {
+    let mut cpus = model.cpus.clone();
+    cpus.sort_unstable();
+    let mut f = TuningFile::new(
+        &model.provenance.host,
+        &model.provenance.cpu_model,
+        &cpus,
+        Source::Predicted,
+    );
+    let node_ids = model.node_ids();
+    let mut seen_sizes = Vec::new();
+    for members in groups {
+        if seen_sizes.contains(&members.len()) {
+            continue;
+        }
+        seen_sizes.push(members.len());
+        let c = Costs::with_nodes(model, members, &node_ids).map_err(|e| e.to_string())?;
+        let root = c.default_root();
+        let mut cache = BTreeMap::new();
+        for &op in ops {
+            let trees = distinct_trees_cached(&c, root, candidates, op, &mut cache);
+            for &mode in modes {
+                // One-line times; sizes scale every send and receive alike.
+                let base: Vec<(Topology, f64)> = trees
+                    .iter()
+                    .map(|(t, ch)| {
+                        (
+                            *t,
+                            predicted_time(&c, root, ch, op, mode, Payload::default()),
+                        )
+                    })
+                    .collect();
+                for bytes in sizes_for(op, sizes) {
+                    let pl = payload_for(bytes);
+                    let mut all = BTreeMap::new();
+                    let mut best: Option<(Topology, f64)> = None;
+                    for (t, ch) in &trees {
+                        let v = if pl.lines == 1 {
+                            base.iter().find(|(u, _)| u == t).map_or(f64::NAN, |x| x.1)
+                        } else {
+                            predicted_time(&c, root, ch, op, mode, pl)
+                        };
+                        all.insert(t.to_string(), v);
+                        if best.is_none_or(|(_, b)| v < b) {
+                            best = Some((*t, v));
+                        }
+                    }
+                    let (t, v) = best.ok_or("no candidates")?;
+                    f.insert(
+                        mode,
+                        op,
+                        members.len(),
+                        Entry {
+                            bytes,
+                            algo: t.to_string(),
+                            segment: None,
+                            median_ns: v,
+                            candidates: all,
+                        },
+                    );
+                }
+            }
+        }
+    }
+    Ok(f)
+}
+
+/// Where the tree of an `auto` resolution came from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Origin {
+    /// `SMELT_TUNE`.
+    Override,
+    /// The host's tuning file.
+    File(PathBuf),
+    /// The simulator (no usable tuning file).
+    Predicted,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Override => write!(f, "{TUNE_ENV}"),
+            Origin::File(p) => write!(f, "tuning file {}", p.display()),
+            Origin::Predicted => f.write_str("the simulator's prediction"),
+        }
+    }
+}
+
+/// An `auto` resolution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolved {
+    /// The tree and fragment size.
+    pub choice: Choice,
+    /// Where it came from.
+    pub origin: Origin,
+    /// Why a tuning file was not used (refused: malformed, other host or version), if
+    /// one was there.
+    pub warning: Option<String>,
+}
+
+/// The host's tuning file for `model` (`tune-<model's host>.json` in the cache
+/// directory): `Ok(None)` when there is none, `Err(why)` when one is there but
+/// refused.
+pub fn host_file(model: &Model) -> Result<Option<(PathBuf, TuningFile)>, String> {
+    let Some(path) = cached_path(&model.provenance.host) else {
+        return Ok(None);
+    };
+    if !path.exists() {
+        return Ok(None);
+    }
+    let f = TuningFile::load(&path)?;
+    f.check_machine(model)
+        .map_err(|e| format!("tuning file {} refused: {e}", path.display()))?;
+    Ok(Some((path, f)))
+}
+
+/// Resolves the tree `auto` for `op` with `bytes` per member in `mode` over `members`
+/// (positions in `model`) from `root` (default: the group's default root):
+/// `SMELT_TUNE` if a rule matches, else the host's tuning file, else the simulator's
+/// best candidate ([`DEFAULT_CANDIDATES`]: every static tree and smelt's, so never
+/// predicted slower than the best static tree). A malformed `SMELT_TUNE` is an error;
+/// a refused tuning file falls back to the prediction with a warning.
+pub fn resolve_auto(
+    op: Op,
+    bytes: u64,
+    mode: Mode,
+    model: &Model,
+    members: &[usize],
+    root: Option<usize>,
+) -> Result<Resolved, String> {
+    if let Some(o) = Overrides::from_env()? {
+        if let Some(choice) = o.find(mode, op, bytes) {
+            return Ok(Resolved {
+                choice,
+                origin: Origin::Override,
+                warning: None,
+            });
+        }
+    }
+    let mut warning = None;
+    match host_file(model) {
+        Ok(Some((path, f))) => {
+            if let Some(choice) = f.lookup(mode, op, members.len(), bytes) {
+                return Ok(Resolved {
+                    choice,
+                    origin: Origin::File(path),
+                    warning: None,
+                });
+            }
+        }
+        Ok(None) => {}
+        Err(e) => warning = Some(format!("{e}; using the simulator's prediction")),
+    }
+    let topology = predict_auto(op, bytes, mode, model, members, root)?;
+    Ok(Resolved {
+        choice: Choice {
+            topology,
+            segment: None,
+        },
+        origin: Origin::Predicted,
+        warning,
+    })
+}
+
+/// The simulator's choice for `auto` (see [`resolve_auto`]).
+pub fn predict_auto(
+    op: Op,
+    bytes: u64,
+    mode: Mode,
+    model: &Model,
+    members: &[usize],
+    root: Option<usize>,
+) -> Result<Topology, String> {
+    let c = Costs::new(model, members).map_err(|e| e.to_string())?;
+    let root = match root {
+        None => c.default_root(),
+        Some(r) => members
+            .iter()
+            .position(|&m| m == r)
+            .ok_or("the root is not one of the members")?,
+    };
+    let cands = parse_candidates(DEFAULT_CANDIDATES)?;
+    Ok(predict_best(&c, root, &cands, op, mode, bytes).0)
+}
+
+/// The predicted `auto` tree over costs alone (no host, so no tuning file): the
+/// registry's builder of `auto` (broadcast of one line, loose).
+pub(crate) fn auto_children(c: &Costs, root: usize) -> Vec<Vec<usize>> {
+    let cands = parse_candidates(DEFAULT_CANDIDATES).expect("the default candidates parse");
+    let (t, _, _) = predict_best(c, root, &cands, Op::Broadcast, Mode::Loose, LINE_BYTES);
+    t.children(c, root)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model() -> Model {
+        let mut m = smelt_model::synthetic(2, 4, 50.0, 40.0, 3.0);
+        m.provenance.host = "testhost".into();
+        m.provenance.cpu_model = "Test CPU".into();
+        m
+    }
+
+    fn file() -> TuningFile {
+        let m = model();
+        let groups: Vec<Vec<usize>> = default_groups(&m).into_iter().map(|g| g.1).collect();
+        tune_predicted(
+            &m,
+            &groups,
+            &Op::RUN,
+            &powers_of_two(8, 4096),
+            &Mode::ALL,
+            &parse_candidates(DEFAULT_CANDIDATES).unwrap(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn round_trips_and_validates() {
+        let f = file();
+        let text = f.to_json_string();
+        let g = TuningFile::from_json(&text).unwrap();
+        assert_eq!(f, g);
+        assert_eq!(
+            g.rules["loose"]["reduce"]
+                .keys()
+                .copied()
+                .collect::<Vec<_>>(),
+            vec![4, 8]
+        );
+        assert_eq!(g.rules["strict"]["barrier"][&8].len(), 1);
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sub/tune.json");
+        f.save(&p).unwrap();
+        assert_eq!(TuningFile::load(&p).unwrap(), f);
+        f.check_machine(&model()).unwrap();
+    }
+
+    #[test]
+    fn refuses_bad_files_with_a_reason() {
+        let f = file();
+        let e = TuningFile::from_json("{\"format\": 3").unwrap_err();
+        assert!(e.contains("not a smelt tuning file"), "{e}");
+        let mut v = f.clone();
+        v.smelt_version = "0.0.0-old".into();
+        let e = TuningFile::from_json(&v.to_json_string()).unwrap_err();
+        assert!(e.contains("0.0.0-old") && e.contains(VERSION), "{e}");
+        let mut v = f.clone();
+        v.rules
+            .get_mut("loose")
+            .unwrap()
+            .get_mut("reduce")
+            .unwrap()
+            .get_mut(&8)
+            .unwrap()[0]
+            .algo = "nope".into();
+        let e = TuningFile::from_json(&v.to_json_string()).unwrap_err();
+        assert!(e.contains("nope"), "{e}");
+        let mut other = model();
+        other.provenance.host = "elsewhere".into();
+        let e = f.check_machine(&other).unwrap_err();
+        assert!(e.contains("testhost") && e.contains("elsewhere"), "{e}");
+        let small = smelt_model::synthetic(1, 4, 50.0, 40.0, 3.0);
+        let mut small = small;
+        small.provenance.host = "testhost".into();
+        let e = f.check_machine(&small).unwrap_err();
+        assert!(e.contains("CPUs"), "{e}");
+    }
+
+    #[test]
+    fn lookup_takes_the_nearest_classes() {
+        let mut f = TuningFile::new("h", "", &[0, 1, 2, 3], Source::Measured);
+        let e = |bytes, algo: &str| Entry {
+            bytes,
+            algo: algo.into(),
+            segment: None,
+            median_ns: 1.0,
+            candidates: BTreeMap::new(),
+        };
+        f.insert(Mode::Loose, Op::Reduce, 4, e(8, "binary"));
+        f.insert(Mode::Loose, Op::Reduce, 4, e(1024, "knomial:1"));
+        f.insert(Mode::Loose, Op::Reduce, 16, e(8, "sequential"));
+        f.insert(Mode::Loose, Op::Broadcast, 4, e(8, "mst"));
+        let t = |g, b| f.lookup(Mode::Loose, Op::Reduce, g, b).unwrap().topology;
+        assert_eq!(t(4, 8), Topology::Binary);
+        assert_eq!(t(4, 64), Topology::Binary); // log2 distance 3 vs 4
+        assert_eq!(t(4, 256), Topology::Knomial(1));
+        assert_eq!(t(4, 1 << 20), Topology::Knomial(1));
+        assert_eq!(t(8, 8), Topology::Binary); // largest group size not above
+        assert_eq!(t(2, 8), Topology::Binary); // none below: the smallest
+        assert_eq!(t(100, 8), Topology::Sequential);
+        assert_eq!(
+            f.lookup(Mode::Loose, Op::AtomicBroadcast, 4, 8)
+                .unwrap()
+                .topology,
+            Topology::Mst
+        );
+        assert!(f.lookup(Mode::Strict, Op::Reduce, 4, 8).is_none());
+        assert!(f.lookup(Mode::Loose, Op::Gather, 4, 8).is_none());
+    }
+
+    #[test]
+    fn overrides_parse_and_match() {
+        let o = Overrides::parse(
+            "reduce:0-1024=knomial:4; bcast=binary;*:64k-=knomial:1,segment=768;barrier@strict=sequential",
+        )
+        .unwrap();
+        assert_eq!(o.rules.len(), 4);
+        let f = |m, op, b| o.find(m, op, b).map(|c| c.to_string());
+        assert_eq!(
+            f(Mode::Loose, Op::Reduce, 1024).as_deref(),
+            Some("knomial:4")
+        );
+        assert_eq!(f(Mode::Loose, Op::Reduce, 1025), None);
+        assert_eq!(
+            f(Mode::Loose, Op::Reduce, 65536).as_deref(),
+            Some("knomial:1,segment=768")
+        );
+        assert_eq!(
+            f(Mode::Strict, Op::AtomicBroadcast, 9).as_deref(),
+            Some("binary")
+        );
+        assert_eq!(
+            f(Mode::Strict, Op::Barrier, 0).as_deref(),
+            Some("sequential")
+        );
+        assert_eq!(f(Mode::Loose, Op::Barrier, 0), None);
+        assert_eq!(Overrides::parse(" ; ").unwrap().rules.len(), 0);
+        for (bad, says) in [
+            ("reduce", "SELECTOR=ALGO"),
+            ("gossip=binary", "gossip"),
+            ("reduce:x-4=binary", "'x'"),
+            ("reduce:9-4=binary", "empty range"),
+            ("reduce=knomial:0", "radix"),
+            ("reduce=auto", "auto"),
+            ("reduce=binary,seg=4", "seg=4"),
+            ("reduce@fast=binary", "fast"),
+            ("bcast=binary;reduce", "rule 2"),
+        ] {
+            let e = Overrides::parse(bad).unwrap_err();
+            assert!(e.contains(says) && e.contains(TUNE_ENV), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn candidates_parse_with_radix_ranges() {
+        let c = parse_candidates(DEFAULT_CANDIDATES).unwrap();
+        assert!(c.contains(&Topology::Knomial(16)) && c.contains(&Topology::Knomial(1)));
+        assert_eq!(c.len(), 4 + 16 + 2 + 3 + 1 - 1); // knomial:1-16 replaces one entry
+        assert!(parse_candidates("auto").is_err());
+        assert!(parse_candidates("knomial:4-2").is_err());
+        assert!(parse_candidates("").is_err());
+        assert_eq!(
+            parse_candidates("chain,knomial:1,binary").unwrap(),
+            vec![Topology::Knomial(1), Topology::Binary]
+        );
+    }
+
+    #[test]
+    fn predicted_choice_is_never_slower_than_the_best_static_tree() {
+        let m = model();
+        let f = file();
+        for (mode, op, g, e) in f.cells() {
+            let chosen = e.median_ns;
+            let best_static = e
+                .candidates
+                .iter()
+                .filter(|(n, _)| n.parse::<Topology>().unwrap().is_static())
+                .map(|(_, v)| *v)
+                .fold(f64::INFINITY, f64::min);
+            assert!(
+                chosen <= best_static,
+                "{mode} {op} {g} {}: {chosen} > {best_static}",
+                e.bytes
+            );
+        }
+        let all: Vec<usize> = (0..m.len()).collect();
+        let t = predict_auto(Op::Reduce, 8, Mode::Loose, &m, &all, None).unwrap();
+        assert!(!matches!(t, Topology::Auto));
+    }
+}
