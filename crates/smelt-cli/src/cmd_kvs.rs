@@ -128,67 +128,25 @@ pub fn replica_process() -> Result<()> {
     smelt_kvs::process::run_replica_from_env().map_err(|e| anyhow::anyhow!("{e}"))
 }
 
+/// `--protocol` and `--tree`, parsed.
+pub(crate) fn protocol_and_tree(a: &KvsArgs) -> Result<(Protocol, Topology)> {
+    let protocol: Protocol = a
+        .protocol
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--protocol: {e}"))?;
+    let tree: Topology = a
+        .tree
+        .trim()
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--tree: {e}"))?;
+    Ok((protocol, tree))
+}
+
 /// One setup of the comparison.
 struct Setup {
     role: &'static str,
     protocol: Protocol,
     tree: Topology,
-}
-
-/// Replica and client CPUs from a model: replicas on the first CPU of each NUMA node
-/// in turn (then the second, ...), clients on the other CPUs of their home's node.
-fn placement(model: &Model, replicas: usize, clients: usize) -> (Vec<u32>, Vec<u32>) {
-    let nodes = model.node_ids();
-    let mut by_node: Vec<Vec<u32>> = Vec::new();
-    for (pos, &n) in nodes.iter().enumerate() {
-        if by_node.len() <= n {
-            by_node.resize(n + 1, Vec::new());
-        }
-        by_node[n].push(model.cpus[pos]);
-    }
-    by_node.retain(|v| !v.is_empty());
-    if by_node.is_empty() {
-        return (Vec::new(), Vec::new());
-    }
-    let mut rep = Vec::with_capacity(replicas);
-    let mut rep_node = Vec::with_capacity(replicas);
-    let mut round = 0;
-    while rep.len() < replicas {
-        let before = rep.len();
-        for (n, cpus) in by_node.iter().enumerate() {
-            if rep.len() < replicas && round < cpus.len() {
-                rep.push(cpus[round]);
-                rep_node.push(n);
-            }
-        }
-        if rep.len() == before {
-            // More replicas than CPUs: reuse them.
-            let k = rep.len();
-            rep.push(rep[k % before.max(1)]);
-            rep_node.push(rep_node[k % before.max(1)]);
-        }
-        round += 1;
-    }
-    let mut next = vec![0usize; by_node.len()];
-    let cli = (0..clients)
-        .map(|c| {
-            let home = c % replicas;
-            let n = rep_node[home];
-            let others: Vec<u32> = by_node[n]
-                .iter()
-                .copied()
-                .filter(|x| !rep.contains(x))
-                .collect();
-            if others.is_empty() {
-                rep[home]
-            } else {
-                let x = others[next[n] % others.len()];
-                next[n] += 1;
-                x
-            }
-        })
-        .collect();
-    (rep, cli)
 }
 
 /// NUMA nodes of this machine (at least 1).
@@ -294,15 +252,7 @@ pub fn run(a: KvsArgs) -> Result<()> {
     if let Some(h) = &a.history {
         crate::common::check_output("--history", h, &[])?;
     }
-    let protocol: Protocol = a
-        .protocol
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--protocol: {e}"))?;
-    let tree: Topology = a
-        .tree
-        .trim()
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--tree: {e}"))?;
+    let (protocol, tree) = protocol_and_tree(&a)?;
     let mut setups = Vec::new();
     for s in &a.setups {
         let s = s.trim().to_ascii_lowercase();
@@ -379,7 +329,7 @@ pub fn run(a: KvsArgs) -> Result<()> {
     let allowed = allowed_cpus().unwrap_or_default();
     let (replica_cpus, client_cpus, pinned) = match &model {
         Some(m) => {
-            let (r, c) = placement(m, replicas, clients);
+            let (r, c) = smelt_kvs::sim::placement(m, replicas, clients);
             let ok = r.iter().chain(c.iter()).all(|x| allowed.contains(x));
             (Some(r), Some(c), ok)
         }

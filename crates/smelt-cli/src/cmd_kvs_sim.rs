@@ -6,10 +6,8 @@ use crate::cmd_kvs::KvsArgs;
 use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
 use smelt_kvs::sim::{self, SimConfig, SimResult};
-use smelt_kvs::Protocol;
 use smelt_model::import::{import, ImportOptions};
 use smelt_model::Model;
-use smelt_tree::Topology;
 use std::io::Write as _;
 use std::path::Path;
 
@@ -60,15 +58,7 @@ pub fn run(a: &KvsArgs) -> Result<()> {
         bail!("--simulate needs --model FILE (a model file, or a file smelt import reads)");
     };
     let model = load_model(path)?;
-    let protocol: Protocol = a
-        .protocol
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--protocol: {e}"))?;
-    let tree: Topology = a
-        .tree
-        .trim()
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--tree: {e}"))?;
+    let (protocol, tree) = crate::cmd_kvs::protocol_and_tree(a)?;
     let all = sim::setups(protocol, tree);
     let mut setups = Vec::new();
     let mut raft_asked = false;
