@@ -14,6 +14,31 @@ fn fails_with(code: i32, args: &[&str], what: &str) {
     assert!(err.starts_with("error:") && err.contains(what), "{err}");
 }
 
+/// `smelt kvs` of `setups` with 4 replicas and 12 clients on 3 keys, half gets, for
+/// 0.4 s, its history written to `history` and checked; `more` arguments after.
+fn history_run(setups: &str, history: &str, more: &[&str]) -> String {
+    let mut args = vec![
+        "kvs",
+        "--replicas",
+        "4",
+        "--clients",
+        "12",
+        "--keys",
+        "3",
+        "--get-ratio",
+        "0.5",
+        "--duration",
+        "0.4",
+        "--setups",
+        setups,
+        "--history",
+        history,
+        "--check",
+    ];
+    args.extend_from_slice(more);
+    ok(&args)
+}
+
 #[test]
 fn four_setups_in_one_run() {
     let out = ok(&[
@@ -86,25 +111,7 @@ fn four_setups_in_one_run() {
 fn the_raft_row_is_checked_like_the_others() {
     let dir = tempfile::tempdir().unwrap();
     let h = dir.path().join("raft.jsonl");
-    let out = ok(&[
-        "kvs",
-        "--replicas",
-        "4",
-        "--clients",
-        "12",
-        "--keys",
-        "3",
-        "--get-ratio",
-        "0.5",
-        "--duration",
-        "0.4",
-        "--setups",
-        "raft",
-        "--history",
-        h.to_str().unwrap(),
-        "--check",
-        "--json",
-    ]);
+    let out = history_run("raft", h.to_str().unwrap(), &["--json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["linearizable"], true, "{v}");
     assert!(v["history"]["ops"].as_u64().unwrap() > 0, "{v}");
@@ -145,24 +152,7 @@ fn history_is_written_and_checked() {
     let dir = tempfile::tempdir().unwrap();
     let h = dir.path().join("h.jsonl");
     let hs = h.to_str().unwrap();
-    let out = ok(&[
-        "kvs",
-        "--replicas",
-        "4",
-        "--clients",
-        "12",
-        "--keys",
-        "3",
-        "--get-ratio",
-        "0.5",
-        "--duration",
-        "0.4",
-        "--setups",
-        "tree",
-        "--history",
-        hs,
-        "--check",
-    ]);
+    let out = history_run("tree", hs, &[]);
     assert!(out.contains("linearizable: yes"), "{out}");
     let text = std::fs::read_to_string(&h).unwrap();
     let mut sets = 0;
