@@ -35,6 +35,7 @@
 mod context;
 mod error;
 mod group;
+mod job_env;
 pub mod measure;
 pub mod mesh;
 pub mod mesh_job;

@@ -36,11 +36,12 @@
 //! # Ok::<(), smelt_runtime::mesh::MeshError>(())
 //! ```
 
+use crate::job_env::{join_env, read_join_env, shm_job_accessors, JoinVars};
 use crate::mesh::{Mesh, MeshError};
 use crate::Rank;
 use smelt_transport::shm::{RingSpec, ShmJob, ShmMember};
 use smelt_transport::{allowed_cpus, Abort, Endpoint, Link, TransportError, WaitPolicy};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,6 +51,8 @@ pub const ENV_MESH_JOB: &str = "SMELT_MESH_JOB";
 pub const ENV_MESH_KEY: &str = "SMELT_MESH_KEY";
 /// Environment variable: this member's rank.
 pub const ENV_MESH_RANK: &str = "SMELT_MESH_RANK";
+
+const MESH_VARS: JoinVars = [ENV_MESH_JOB, ENV_MESH_KEY, ENV_MESH_RANK];
 
 /// How often, at most, an idle link checks that its peer's process lives.
 pub const LIVENESS_EVERY: Duration = Duration::from_millis(1);
@@ -120,33 +123,11 @@ impl MeshJob {
         self.size
     }
 
-    /// The segment's path.
-    pub fn path(&self) -> &Path {
-        self.shm.path()
-    }
-
-    /// The job's key.
-    pub fn key(&self) -> String {
-        self.shm.key()
-    }
+    shm_job_accessors!();
 
     /// The environment member `rank` needs to join ([`join_from_env`]).
     pub fn env(&self, rank: Rank) -> Vec<(String, String)> {
-        vec![
-            (ENV_MESH_JOB.into(), self.path().display().to_string()),
-            (ENV_MESH_KEY.into(), self.key()),
-            (ENV_MESH_RANK.into(), rank.to_string()),
-        ]
-    }
-
-    /// Members that have joined so far.
-    pub fn joined(&self) -> usize {
-        self.shm.attached() as usize
-    }
-
-    /// True once member `rank`'s process died after joining.
-    pub fn is_dead(&self, rank: Rank) -> bool {
-        self.shm.is_dead(rank.index() as u32)
+        join_env(&self.shm, MESH_VARS, rank)
     }
 
     /// Joins as member `rank` from the creator's process (a process may hold several
@@ -172,16 +153,12 @@ impl MeshJob {
 /// mesh and the creator's blob. `wait`: how it waits (default: oversubscribed when the
 /// job has more members than this process may use CPUs).
 pub fn join_from_env(wait: Option<WaitPolicy>) -> Result<(Mesh<ShmLink>, Vec<u8>), MeshError> {
-    let var = |k: &str| {
-        std::env::var(k).map_err(|_| {
-            MeshError::Invalid(format!(
-                "{k} is not set: this process is not a member of a mesh job ({ENV_MESH_JOB}, {ENV_MESH_KEY} and {ENV_MESH_RANK} come from its creator)"
-            ))
-        })
-    };
-    let path = PathBuf::from(var(ENV_MESH_JOB)?);
-    let key = var(ENV_MESH_KEY)?;
-    let rank: Rank = var(ENV_MESH_RANK)?
+    let (path, key, rank) = read_join_env(MESH_VARS, |k| {
+        MeshError::Invalid(format!(
+            "{k} is not set: this process is not a member of a mesh job ({ENV_MESH_JOB}, {ENV_MESH_KEY} and {ENV_MESH_RANK} come from its creator)"
+        ))
+    })?;
+    let rank: Rank = rank
         .trim()
         .parse()
         .map_err(|_| MeshError::Invalid(format!("{ENV_MESH_RANK} is not a rank")))?;

@@ -21,6 +21,7 @@
 //! member's error.
 
 use crate::group::{check_trees, ranks_of, tree_edges, GroupShared};
+use crate::job_env::{join_env, read_join_env, shm_job_accessors, JoinVars};
 use crate::{GroupConfig, GroupError, Member};
 use serde::{Deserialize, Serialize};
 use smelt_ids::{CpuId, Pos, Rank};
@@ -28,7 +29,7 @@ use smelt_transport::shm::{RingSpec, ShmJob, ShmMember};
 use smelt_transport::{allowed_cpus, Abort, Endpoint, WaitPolicy};
 use smelt_tree::Tree;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,6 +43,8 @@ pub const ENV_RANK: &str = "SMELT_RANK";
 pub const ENV_SIZE: &str = "SMELT_SIZE";
 /// Environment variable: this member's OS CPU id (informational; the launcher pins).
 pub const ENV_CPU: &str = "SMELT_CPU";
+
+const GROUP_VARS: JoinVars = [ENV_JOB, ENV_KEY, ENV_RANK];
 
 /// What members read back from the segment.
 #[derive(Serialize, Deserialize)]
@@ -148,41 +151,20 @@ impl Job {
         &self.cpus
     }
 
-    /// The segment's path.
-    pub fn path(&self) -> &Path {
-        self.shm.path()
-    }
-
-    /// The job's key.
-    pub fn key(&self) -> String {
-        self.shm.key()
-    }
+    shm_job_accessors!();
 
     /// The environment member `rank` needs to join ([`join_from_env`]).
     pub fn env(&self, rank: Rank) -> Vec<(String, String)> {
-        vec![
-            (ENV_JOB.into(), self.path().display().to_string()),
-            (ENV_KEY.into(), self.key()),
-            (ENV_RANK.into(), rank.to_string()),
-            (ENV_SIZE.into(), self.size().to_string()),
-            (
-                ENV_CPU.into(),
-                self.cpus
-                    .get(rank.index())
-                    .map(|c| c.to_string())
-                    .unwrap_or_default(),
-            ),
-        ]
-    }
-
-    /// Members that have joined so far.
-    pub fn joined(&self) -> usize {
-        self.shm.attached() as usize
-    }
-
-    /// True once member `rank`'s process died after joining.
-    pub fn is_dead(&self, rank: Rank) -> bool {
-        self.shm.is_dead(rank.index() as u32)
+        let mut env = join_env(&self.shm, GROUP_VARS, rank);
+        env.push((ENV_SIZE.into(), self.size().to_string()));
+        env.push((
+            ENV_CPU.into(),
+            self.cpus
+                .get(rank.index())
+                .map(|c| c.to_string())
+                .unwrap_or_default(),
+        ));
+        env
     }
 
     /// Fails the job on member `rank`'s behalf (first failure wins): every member's
@@ -206,16 +188,12 @@ impl Job {
 /// Joins the job described by the environment ([`ENV_JOB`], [`ENV_KEY`],
 /// [`ENV_RANK`]), as set by `smelt launch` or [`Job::env`].
 pub fn join_from_env() -> Result<Member, GroupError> {
-    let var = |k: &str| {
-        std::env::var(k).map_err(|_| {
-            GroupError::Job(format!(
-                "{k} is not set: start this program with `smelt launch`, or set {ENV_JOB}, {ENV_KEY} and {ENV_RANK}"
-            ))
-        })
-    };
-    let path = PathBuf::from(var(ENV_JOB)?);
-    let key = var(ENV_KEY)?;
-    let rank: Rank = var(ENV_RANK)?
+    let (path, key, rank) = read_join_env(GROUP_VARS, |k| {
+        GroupError::Job(format!(
+            "{k} is not set: start this program with `smelt launch`, or set {ENV_JOB}, {ENV_KEY} and {ENV_RANK}"
+        ))
+    })?;
+    let rank: Rank = rank
         .parse()
         .map_err(|_| GroupError::Job(format!("{ENV_RANK} is not a rank")))?;
     join(&path, &key, rank)
