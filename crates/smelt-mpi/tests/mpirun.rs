@@ -256,9 +256,15 @@ fn empty_cache() -> PathBuf {
 /// The collectives program passes, smelt took every kind of call, nothing is left in
 /// shared memory.
 fn collectives(np: usize, env: &[(&str, &str)]) -> Run {
-    let r = mpirun(np, &program("collectives"), &[], env, LIMIT);
-    assert!(r.ok(), "collectives on {np} ranks {env:?}:\n{}", r.show());
-    assert!(r.stdout.contains("collectives: OK"), "{}", r.show());
+    passes("collectives", &program("collectives"), np, env)
+}
+
+/// Program `prog` (named `what`) on `np` ranks with `env` succeeds, prints
+/// "`what`: OK", and leaves nothing in shared memory.
+fn passes(what: &str, prog: &Path, np: usize, env: &[(&str, &str)]) -> Run {
+    let r = mpirun(np, prog, &[], env, LIMIT);
+    assert!(r.ok(), "{what} on {np} ranks {env:?}:\n{}", r.show());
+    assert!(r.stdout.contains(&format!("{what}: OK")), "{}", r.show());
     assert!(
         r.leftovers.is_empty(),
         "left in shared memory: {:?}",
@@ -267,16 +273,25 @@ fn collectives(np: usize, env: &[(&str, &str)]) -> Run {
     r
 }
 
+/// [`collectives`] on `np` ranks with `env`, smelt taking the calls ([`assert_taken`]).
+fn taken(np: usize, env: &[(&str, &str)]) -> Run {
+    let r = collectives(np, env);
+    assert_taken(&r);
+    r
+}
+
+/// The calls smelt takes.
+const CALLS: [&str; 6] = [
+    "MPI_Bcast",
+    "MPI_Reduce",
+    "MPI_Allreduce",
+    "MPI_Barrier",
+    "MPI_Gather",
+    "MPI_Scatter",
+];
+
 fn assert_taken(r: &Run) {
-    let calls = [
-        "MPI_Bcast",
-        "MPI_Reduce",
-        "MPI_Allreduce",
-        "MPI_Barrier",
-        "MPI_Gather",
-        "MPI_Scatter",
-    ];
-    for call in calls {
+    for call in CALLS {
         let (taken, _) = r
             .counts(call)
             .unwrap_or_else(|| panic!("no summary line for {call}:\n{}", r.show()));
@@ -298,54 +313,36 @@ fn assert_taken(r: &Run) {
 
 #[test]
 fn two_ranks() {
-    let r = collectives(2, &[]);
-    assert_taken(&r);
+    let r = taken(2, &[]);
     // The split communicators have one rank each: MPI's business.
     assert!(r.fell_back("MPI_Reduce", "one rank") > 0, "{}", r.show());
     // The default cut-offs.
-    let r = collectives(2, &[("SMELT_MPI_MAX_BYTES", "")]);
-    assert_taken(&r);
-    assert!(
-        r.stderr.contains("cut-offs 512/512/1024/256/64 bytes"),
-        "{}",
-        r.show()
-    );
+    let r = taken(2, &[("SMELT_MPI_MAX_BYTES", "")]);
+    assert_stderr(&r, "cut-offs 512/512/1024/256/64 bytes");
     assert!(r.fell_back("MPI_Bcast", "cut-off") > 0, "{}", r.show());
 }
 
 #[test]
 fn four_ranks_oversubscribed() {
-    let r = collectives(4, &[]);
-    assert_taken(&r);
-    assert!(r.stderr.contains("1 node(s), 4 rank(s)"), "{}", r.show());
+    let r = taken(4, &[]);
+    assert_stderr(&r, "1 node(s), 4 rank(s)");
 }
 
 #[test]
 fn four_ranks_as_two_emulated_nodes() {
-    let r = collectives(4, &[("SMELT_RANKS_PER_NODE", "2")]);
-    assert_taken(&r);
-    assert!(r.stderr.contains("2 node(s), 2 rank(s)"), "{}", r.show());
+    let r = taken(4, &[("SMELT_RANKS_PER_NODE", "2")]);
+    assert_stderr(&r, "2 node(s), 2 rank(s)");
     // The reordered communicator: gather and scatter put the nodes' parts in order.
-    assert!(
-        r.stderr.contains("2 node(s) of ranks not in rank order"),
-        "{}",
-        r.show()
-    );
+    assert_stderr(&r, "2 node(s) of ranks not in rank order");
 }
 
 #[test]
 fn uneven_emulated_nodes() {
     // Nodes of 3 and 1 ranks on 4; of 2 and 1 on 3.
-    let r = collectives(4, &[("SMELT_RANKS_PER_NODE", "3")]);
-    assert_taken(&r);
-    assert!(r.stderr.contains("2 node(s), 3 rank(s)"), "{}", r.show());
-    let r = collectives(3, &[("SMELT_RANKS_PER_NODE", "2")]);
-    assert_taken(&r);
-    assert!(
-        r.stderr.contains("of ranks not in rank order"),
-        "{}",
-        r.show()
-    );
+    let r = taken(4, &[("SMELT_RANKS_PER_NODE", "3")]);
+    assert_stderr(&r, "2 node(s), 3 rank(s)");
+    let r = taken(3, &[("SMELT_RANKS_PER_NODE", "2")]);
+    assert_stderr(&r, "of ranks not in rank order");
 }
 
 #[test]
@@ -436,7 +433,7 @@ fn an_aborting_rank_ends_the_job() {
 fn a_wait_past_the_timeout_aborts_the_job() {
     // The last rank sleeps 5 s inside the loop; the others give up after 1 s.
     let r = dies(2, "late", &[("SMELT_MPI_TIMEOUT", "1")]);
-    assert!(r.stderr.contains("timed out"), "{}", r.show());
+    assert_stderr(&r, "timed out");
     assert!(r.took < Duration::from_secs(5), "{}", r.show());
 }
 
@@ -469,6 +466,23 @@ fn model_line(r: &Run) -> String {
         .to_string()
 }
 
+/// One pass of `collectives` on `np` ranks with `env`, which succeeds.
+fn one_pass(np: usize, env: &[(&str, &str)]) -> Run {
+    let r = mpirun(np, &program("collectives"), &["0"], env, LIMIT);
+    assert!(r.ok(), "{}", r.show());
+    r
+}
+
+/// `r`'s standard error says `what`.
+fn assert_stderr(r: &Run, what: &str) {
+    assert!(r.stderr.contains(what), "{}", r.show());
+}
+
+/// `r`'s tree model line says `what`.
+fn assert_model(r: &Run, what: &str) {
+    assert!(model_line(r).contains(what), "{}", r.show());
+}
+
 #[test]
 fn model_file_builds_the_trees() {
     let dir = tempfile_dir("model");
@@ -477,8 +491,7 @@ fn model_file_builds_the_trees() {
     write_host_model(&file, &cpus);
     let f = file.display().to_string();
     // 2 ranks, each bound to a CPU of its own by mpirun (2 CPUs or more).
-    let r = collectives(2, &[("SMELT_MPI_MODEL", &f)]);
-    assert_taken(&r);
+    let r = taken(2, &[("SMELT_MPI_MODEL", &f)]);
     let line = model_line(&r);
     if cpus.len() >= 2 {
         assert!(
@@ -490,43 +503,17 @@ fn model_file_builds_the_trees() {
     }
     // 4 ranks on as many CPUs or fewer are not each bound to one: uniform, and said so.
     if cpus.len() <= 4 {
-        let r = mpirun(
-            4,
-            &program("collectives"),
-            &["0"],
-            &[("SMELT_MPI_MODEL", &f)],
-            LIMIT,
-        );
-        assert!(r.ok(), "{}", r.show());
-        assert!(
-            model_line(&r).contains("uniform: the node's ranks are not each bound"),
-            "{}",
-            r.show()
-        );
+        let r = one_pass(4, &[("SMELT_MPI_MODEL", &f)]);
+        assert_model(&r, "uniform: the node's ranks are not each bound");
     }
     // A model without the ranks' CPUs: uniform, said as it happens, results right.
     let other = dir.join("other.json");
     write_host_model(&other, &[4000, 4001]);
     let o = other.display().to_string();
-    let r = mpirun(
-        2,
-        &program("collectives"),
-        &["0"],
-        &[("SMELT_MPI_MODEL", &o)],
-        LIMIT,
-    );
-    assert!(r.ok(), "{}", r.show());
+    let r = one_pass(2, &[("SMELT_MPI_MODEL", &o)]);
     if cpus.len() >= 2 {
-        assert!(
-            model_line(&r).contains("does not fit the node's CPUs"),
-            "{}",
-            r.show()
-        );
-        assert!(
-            r.stderr.contains("trees come from a uniform model"),
-            "{}",
-            r.show()
-        );
+        assert_model(&r, "does not fit the node's CPUs");
+        assert_stderr(&r, "trees come from a uniform model");
     }
 }
 
@@ -536,8 +523,7 @@ fn malformed_model_file_falls_back_to_uniform() {
     let file = dir.join("bad.json");
     std::fs::write(&file, "{\"format\": \"smelt-model\", \"cpus\": [0, ").unwrap();
     let f = file.display().to_string();
-    let r = collectives(2, &[("SMELT_MPI_MODEL", &f)]);
-    assert_taken(&r);
+    let r = taken(2, &[("SMELT_MPI_MODEL", &f)]);
     let line = model_line(&r);
     assert!(
         line.contains("uniform: SMELT_MPI_MODEL=") && line.contains("could not be loaded"),
@@ -552,19 +538,8 @@ fn malformed_model_file_falls_back_to_uniform() {
         r.show()
     );
     // A missing file too.
-    let r = mpirun(
-        2,
-        &program("collectives"),
-        &["0"],
-        &[("SMELT_MPI_MODEL", "/nonexistent/m.json")],
-        LIMIT,
-    );
-    assert!(r.ok(), "{}", r.show());
-    assert!(
-        model_line(&r).contains("could not be loaded"),
-        "{}",
-        r.show()
-    );
+    let r = one_pass(2, &[("SMELT_MPI_MODEL", "/nonexistent/m.json")]);
+    assert_model(&r, "could not be loaded");
 }
 
 #[test]
@@ -580,29 +555,16 @@ fn cached_probe_builds_the_trees_and_no_model_is_uniform() {
     let cpus = host_cpus();
     write_host_model(&path, &cpus);
     let d = dir.display().to_string();
-    let r = mpirun(
-        2,
-        &program("collectives"),
-        &["0"],
-        &[("XDG_CACHE_HOME", &d)],
-        LIMIT,
-    );
-    assert!(r.ok(), "{}", r.show());
+    let r = one_pass(2, &[("XDG_CACHE_HOME", &d)]);
     if cpus.len() >= 2 {
-        assert!(
-            model_line(&r).contains(&format!("the cached probe of this host {}", path.display())),
-            "{}",
-            r.show()
+        assert_model(
+            &r,
+            &format!("the cached probe of this host {}", path.display()),
         );
     }
     // Without a model or a cached probe: uniform, as before.
-    let r = mpirun(2, &program("collectives"), &["0"], &[], LIMIT);
-    assert!(r.ok(), "{}", r.show());
-    assert!(
-        model_line(&r).contains("uniform: no SMELT_MPI_MODEL, no cached probe"),
-        "{}",
-        r.show()
-    );
+    let r = one_pass(2, &[]);
+    assert_model(&r, "uniform: no SMELT_MPI_MODEL, no cached probe");
 }
 
 /// A fresh directory under the target's temporary directory.
@@ -650,24 +612,10 @@ fn fortran_calls_are_taken() {
         (4, vec![("SMELT_RANKS_PER_NODE", "2")]),
         (3, vec![("SMELT_RANKS_PER_NODE", "2")]),
     ] {
-        let r = mpirun(np, &prog, &[], &env, LIMIT);
-        assert!(r.ok(), "Fortran on {np} ranks {env:?}:\n{}", r.show());
-        assert!(r.stdout.contains("fortran: OK"), "{}", r.show());
-        assert!(
-            r.leftovers.is_empty(),
-            "left in shared memory: {:?}",
-            r.leftovers
-        );
+        let r = passes("fortran", &prog, np, &env);
         // MPI_FINALIZE from Fortran reached the interposer (the summary), and smelt
         // took every call (in place included: a misread MPI_IN_PLACE gives wrong sums).
-        for call in [
-            "MPI_Bcast",
-            "MPI_Reduce",
-            "MPI_Allreduce",
-            "MPI_Barrier",
-            "MPI_Gather",
-            "MPI_Scatter",
-        ] {
+        for call in CALLS {
             let (taken, fell) = r
                 .counts(call)
                 .unwrap_or_else(|| panic!("no summary line for {call}:\n{}", r.show()));
