@@ -161,33 +161,24 @@ void smelt_mpi_f_barrier(MPI_Fint *comm, MPI_Fint *ierr, const char *name)
         *ierr = (MPI_Fint)rc;
 }
 
-void smelt_mpi_f_gather(void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf, MPI_Fint *recvcount,
-                     MPI_Fint *recvtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr, const char *name)
-{
-    NEXT_IF_UNKNOWN(rooted_f, name);
-    if (fallback) {
-        fallback(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, ierr);
-        return;
+/* Gather and scatter: the same arguments, MPI_IN_PLACE possible at either end. */
+#define ROOTED(fname, call)                                                                                \
+    void fname(void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf, MPI_Fint *recvcount, \
+               MPI_Fint *recvtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr, const char *name)       \
+    {                                                                                                      \
+        NEXT_IF_UNKNOWN(rooted_f, name);                                                                   \
+        if (fallback) {                                                                                    \
+            fallback(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, ierr);        \
+            return;                                                                                        \
+        }                                                                                                  \
+        int rc = call(buf(sendbuf), (int)*sendcount, PMPI_Type_f2c(*sendtype), buf(recvbuf),               \
+                      (int)*recvcount, PMPI_Type_f2c(*recvtype), (int)*root, PMPI_Comm_f2c(*comm));        \
+        if (ierr)                                                                                          \
+            *ierr = (MPI_Fint)rc;                                                                          \
     }
-    int rc = MPI_Gather(buf(sendbuf), (int)*sendcount, PMPI_Type_f2c(*sendtype), buf(recvbuf), (int)*recvcount,
-                        PMPI_Type_f2c(*recvtype), (int)*root, PMPI_Comm_f2c(*comm));
-    if (ierr)
-        *ierr = (MPI_Fint)rc;
-}
 
-void smelt_mpi_f_scatter(void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf, MPI_Fint *recvcount,
-                      MPI_Fint *recvtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr, const char *name)
-{
-    NEXT_IF_UNKNOWN(rooted_f, name);
-    if (fallback) {
-        fallback(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, ierr);
-        return;
-    }
-    int rc = MPI_Scatter(buf(sendbuf), (int)*sendcount, PMPI_Type_f2c(*sendtype), buf(recvbuf), (int)*recvcount,
-                         PMPI_Type_f2c(*recvtype), (int)*root, PMPI_Comm_f2c(*comm));
-    if (ierr)
-        *ierr = (MPI_Fint)rc;
-}
+ROOTED(smelt_mpi_f_gather, MPI_Gather)
+ROOTED(smelt_mpi_f_scatter, MPI_Scatter)
 
 void smelt_mpi_f_finalize(MPI_Fint *ierr, const char *name)
 {

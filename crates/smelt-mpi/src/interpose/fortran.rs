@@ -8,44 +8,23 @@ use std::os::raw::{c_char, c_void};
 
 type P = *mut c_void;
 
-extern "C" {
-    fn smelt_mpi_f_bcast(b: P, c: P, t: P, r: P, m: P, e: P, name: *const c_char);
-    fn smelt_mpi_f_reduce(s: P, d: P, c: P, t: P, o: P, r: P, m: P, e: P, name: *const c_char);
-    fn smelt_mpi_f_allreduce(s: P, d: P, c: P, t: P, o: P, m: P, e: P, name: *const c_char);
-    fn smelt_mpi_f_barrier(m: P, e: P, name: *const c_char);
-    fn smelt_mpi_f_gather(
-        s: P,
-        sc: P,
-        st: P,
-        d: P,
-        dc: P,
-        dt: P,
-        r: P,
-        m: P,
-        e: P,
-        name: *const c_char,
-    );
-    fn smelt_mpi_f_scatter(
-        s: P,
-        sc: P,
-        st: P,
-        d: P,
-        dc: P,
-        dt: P,
-        r: P,
-        m: P,
-        e: P,
-        name: *const c_char,
-    );
-    fn smelt_mpi_f_finalize(e: P, name: *const c_char);
+/// Declares `$body` (in `src/fortran.c`: arguments `$args`, then the symbol's name)
+/// and defines each `$sym` (the manglings of one Fortran entry point) as a call of it
+/// with its arguments and its own name.
+macro_rules! fortran {
+    ($body:ident $args:tt: $($sym:ident)+) => {
+        fortran_body!($body $args);
+        $(fortran_symbol!($body $args $sym);)+
+    };
 }
 
-/// Defines each `$sym` (the manglings of one Fortran entry point) as a call of `$body`
-/// with its arguments `$args` and its own name.
-macro_rules! fortran {
-    ($body:ident $args:tt: $($sym:ident)+) => {$(
-        fortran_symbol!($body $args $sym);
-    )+};
+/// The declaration of [`fortran!`]'s body.
+macro_rules! fortran_body {
+    ($body:ident ($($a:ident),*)) => {
+        extern "C" {
+            fn $body($($a: P,)* name: *const c_char);
+        }
+    };
 }
 
 /// One symbol of [`fortran!`].
