@@ -697,18 +697,25 @@ impl Hier {
         }
     }
 
-    /// The leaders' `MPI_Gatherv`/`MPI_Scatterv` layout for `k` bytes per rank: bytes
-    /// and offset of each node's parts in node-major order.
-    fn node_layout(&self, k: usize) -> (Vec<c_int>, Vec<c_int>) {
-        let counts = self.node_sizes.iter().map(|&s| (s * k) as c_int).collect();
-        let displs = self.node_off.iter().map(|&o| (o * k) as c_int).collect();
-        (counts, displs)
+    /// Node and rank within its node of communicator rank `r`.
+    fn place_of(&self, r: usize) -> [usize; 2] {
+        self.place[r].map(|x| x.max(0) as usize)
     }
 
     /// Position of communicator rank `r` in node-major order.
     fn node_major(&self, r: usize) -> usize {
-        let [node, local] = self.place[r].map(|x| x.max(0) as usize);
+        let [node, local] = self.place_of(r);
         self.node_off[node] + local
+    }
+
+    /// The leaders' `MPI_Gatherv`/`MPI_Scatterv` layout for `k` bytes per rank (bytes
+    /// and offset of each node's parts in node-major order), and where this node's
+    /// parts lie in it.
+    fn leader_layout(&self, k: usize) -> (Vec<c_int>, Vec<c_int>, std::ops::Range<usize>) {
+        let counts = self.node_sizes.iter().map(|&s| (s * k) as c_int).collect();
+        let displs = self.node_off.iter().map(|&o| (o * k) as c_int).collect();
+        let start = self.node_off[self.my_node];
+        (counts, displs, start * k..(start + self.node_size) * k)
     }
 
     /// Gathers this node's parts (`k` bytes each) to its leader's `out` (node size ×
@@ -738,7 +745,7 @@ impl Hier {
     /// consecutive ranks) and, for a root that is not the leader, hands them over.
     fn gather_nodes(&mut self, mine: &[u8], out: &mut [u8], root: usize) -> Result<(), Fail> {
         let k = mine.len();
-        let [rnode, rlocal] = self.place[root].map(|x| x.max(0) as usize);
+        let [rnode, rlocal] = self.place_of(root);
         let is_root = self.rank == root;
         if self.node_rank != 0 {
             self.node_gather(mine, &mut [])?;
@@ -747,9 +754,7 @@ impl Hier {
             }
             return Ok(());
         }
-        let (counts, displs) = self.node_layout(k);
-        let part =
-            self.node_off[self.my_node] * k..(self.node_off[self.my_node] + self.node_size) * k;
+        let (counts, displs, part) = self.leader_layout(k);
         if self.my_node != rnode {
             let mut own = vec![0u8; part.len()];
             self.node_gather(mine, &mut own)?;
@@ -787,7 +792,7 @@ impl Hier {
     /// order; smelt's tree scatters them inside each node.
     fn scatter_nodes(&mut self, all: &[u8], mine: &mut [u8], root: usize) -> Result<(), Fail> {
         let k = mine.len();
-        let [rnode, rlocal] = self.place[root].map(|x| x.max(0) as usize);
+        let [rnode, rlocal] = self.place_of(root);
         let is_root = self.rank == root;
         if self.node_rank != 0 {
             if is_root {
@@ -795,9 +800,7 @@ impl Hier {
             }
             return self.node_scatter(&[], mine);
         }
-        let (counts, displs) = self.node_layout(k);
-        let part =
-            self.node_off[self.my_node] * k..(self.node_off[self.my_node] + self.node_size) * k;
+        let (counts, displs, part) = self.leader_layout(k);
         if self.my_node != rnode {
             let mut own = vec![0u8; part.len()];
             ffi::scatterv_bytes(&[], &counts, &displs, Some(&mut own), rnode, self.leaders)?;
