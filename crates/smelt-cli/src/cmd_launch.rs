@@ -41,8 +41,9 @@ pub struct LaunchArgs {
     /// without one, the tree is built from a uniform model.
     #[arg(long)]
     pub model: Option<PathBuf>,
-    /// Tree topology (as `smelt tree --algo`).
-    #[arg(long, default_value = "adaptive-shuffled")]
+    /// Tree topology (as `smelt tree --algo`); `auto` (the default): the tuned tree
+    /// for a broadcast (SMELT_TUNE, this host's tuning file, else the prediction).
+    #[arg(long, default_value = "auto")]
     pub tree: String,
     /// Longest a collective waits for a peer, in seconds.
     #[arg(long, default_value = "30", value_parser = crate::common::seconds)]
@@ -87,6 +88,14 @@ fn plan(a: &LaunchArgs) -> Result<(Tree, Vec<u32>)> {
             let pos = m
                 .positions(&chosen)
                 .map_err(|e| anyhow::anyhow!("--model: {e}"))?;
+            let (topo, _) = crate::cmd_tree::resolve_auto_cli(
+                topo,
+                smelt_tree::Op::Broadcast,
+                1,
+                m,
+                &pos,
+                None,
+            )?;
             let tree = topo.generate(m, &pos, None)?;
             // Ranks follow the tree's member order (OS CPU ids).
             let pins = tree.members.iter().map(|c| c.get()).collect();

@@ -73,10 +73,13 @@ pub fn run(a: RunArgs) -> Result<()> {
         "--model".into(),
         model.clone(),
         "--algo".into(),
-        "adaptive-shuffled".into(),
+        "auto".into(),
     ];
     tree.extend(cpus.iter().cloned());
-    step("3. Smelt's adaptive tree for this machine", &tree)?;
+    step(
+        "3. the tree smelt picks for this machine (auto: tuning file, else prediction)",
+        &tree,
+    )?;
     let mut eval = vec!["evaluate".into(), "--model".into(), model.clone()];
     eval.extend(cpus.iter().cloned());
     step("4. predicted latency of every topology (simulator)", &eval)?;

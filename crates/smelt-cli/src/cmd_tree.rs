@@ -29,7 +29,7 @@ pub enum TreeFormat {
 #[derive(clap::Args)]
 #[command(
     after_help = format!("Topologies:\n{}\n\
-    Examples:\n  smelt tree --model m.json\n  smelt tree --model m.json --algo mst --cpus 0-7 --root 3\n  \
+    Examples:\n  smelt tree --model m.json      (auto: the tuned tree, see smelt tune)\n  smelt tree --model m.json --algo mst --cpus 0-7 --root 3\n  \
     smelt tree --model m.json --format svg -o tree.svg\n  smelt tree --model m.json --format json -o t.json   \
     (a tree file for --tree)", smelt_tree::topology::help())
 )]
@@ -37,9 +37,14 @@ pub struct TreeArgs {
     /// Model JSON file (from `smelt probe` or `smelt import`).
     #[arg(long)]
     pub model: PathBuf,
-    /// Topology to build.
-    #[arg(long, default_value = "adaptive-shuffled")]
+    /// Topology to build. `auto` (the default): SMELT_TUNE, else this host's tuning
+    /// file (`smelt tune`), else the simulator's best candidate, for --op and a
+    /// message of --lines cache lines (see docs/tune.md).
+    #[arg(long, default_value = "auto")]
     pub algo: String,
+    /// The operation `--algo auto` picks the tree for.
+    #[arg(long, default_value = "broadcast", value_parser = |s: &str| s.parse::<smelt_tree::Op>())]
+    pub op: smelt_tree::Op,
     /// CPUs of the group as a list (e.g. 0-7,16-23); default: every CPU of the model.
     #[arg(long)]
     pub cpus: Option<String>,
@@ -197,6 +202,7 @@ pub fn tree(a: TreeArgs) -> Result<()> {
     let model = load(&a.model)?;
     let members = group(&model, a.cpus.as_deref())?;
     let root = root_pos(&model, &members, a.root)?;
+    let (topo, auto) = resolve_auto_cli(topo, a.op, a.lines, &model, &members, root)?;
     let tree = topo
         .generate(&model, &members, root)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -215,11 +221,31 @@ pub fn tree(a: TreeArgs) -> Result<()> {
             let j = tree.to_json();
             let mut v = serde_json::to_value(&j)?;
             v["algo"] = json!(topo.to_string());
+            if let Some(r) = &auto {
+                v["auto"] = json!({
+                    "op": a.op.name(),
+                    "choice": r.choice.to_string(),
+                    "from": r.origin.to_string(),
+                });
+            }
             v["units"] = json!(units(&model));
             v["predicted_ns"] = prediction_json(&pred);
             serde_json::to_string_pretty(&v)? + "\n"
         }
-        TreeFormat::Text => text_drawing(&model, &c, &tree, topo, &pred, &at),
+        TreeFormat::Text => {
+            let mut s = String::new();
+            if let Some(r) = &auto {
+                let _ = writeln!(
+                    s,
+                    "auto ({} of {} B): {} from {}",
+                    a.op,
+                    u64::from(a.lines) * smelt_tree::tuning::LINE_BYTES,
+                    r.choice,
+                    r.origin
+                );
+            }
+            s + &text_drawing(&model, &c, &tree, topo, &pred, &at)
+        }
         TreeFormat::Dot => dot(&c, &tree, topo, &at, &units(&model)),
         TreeFormat::Svg => {
             let src = dot(&c, &tree, topo, &at, &units(&model));
@@ -227,6 +253,35 @@ pub fn tree(a: TreeArgs) -> Result<()> {
         }
     };
     emit_as(a.output.as_deref(), &text, a.format == TreeFormat::Text)
+}
+
+/// Resolves `auto` for `op` and a message of `lines` cache lines (a refused tuning
+/// file is a warning: the prediction is used); other topologies pass through.
+pub(crate) fn resolve_auto_cli(
+    topo: Topology,
+    op: smelt_tree::Op,
+    lines: u32,
+    model: &Model,
+    members: &[usize],
+    root: Option<usize>,
+) -> Result<(Topology, Option<smelt_tree::tuning::Resolved>)> {
+    if topo != Topology::Auto {
+        return Ok((topo, None));
+    }
+    let bytes = u64::from(lines.max(1)) * smelt_tree::tuning::LINE_BYTES;
+    let r = smelt_tree::tuning::resolve_auto(
+        op,
+        bytes,
+        smelt_tree::tuning::Mode::Loose,
+        model,
+        members,
+        root,
+    )
+    .map_err(|e| anyhow::anyhow!("--algo auto: {e}"))?;
+    if let Some(w) = &r.warning {
+        crate::common::warn(w);
+    }
+    Ok((r.choice.topology, Some(r)))
 }
 
 fn text_drawing(

@@ -17,6 +17,7 @@ mod cmd_model;
 mod cmd_probe;
 mod cmd_run;
 mod cmd_tree;
+mod cmd_tune;
 mod common;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -57,6 +58,9 @@ enum Cmd {
     Evaluate(cmd_evaluate::EvaluateArgs),
     /// Measure collectives on this machine over every topology, next to the peers.
     Bench(cmd_bench::BenchArgs),
+    /// Find the fastest tree per operation, message size and group on this machine
+    /// (or predict it from a model): the tuning file that `auto` uses.
+    Tune(cmd_tune::TuneArgs),
     /// Start N processes as one job on this host (like mpirun for one machine).
     Launch(cmd_launch::LaunchArgs),
     /// Run the replicated key-value store (1Paxos / 2PC over smelt's tree) under load.
@@ -105,6 +109,7 @@ fn main() {
         Cmd::Tree(a) => cmd_tree::tree(a),
         Cmd::Evaluate(a) => cmd_evaluate::evaluate(a),
         Cmd::Bench(a) => cmd_bench::run(a),
+        Cmd::Tune(a) => cmd_tune::run(a),
         Cmd::Launch(a) => cmd_launch::run(a),
         Cmd::Kvs(a) => cmd_kvs::run(a),
         Cmd::BenchMember(a) => bench_processes::member(a),

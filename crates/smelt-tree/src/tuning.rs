@@ -425,7 +425,9 @@ pub struct Overrides {
     pub rules: Vec<OverrideRule>,
 }
 
-fn parse_size(s: &str) -> Result<u64, String> {
+/// A message size: digits with an optional `k`/`KiB` or `M`/`MiB` suffix (powers of
+/// 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let lower = t.to_ascii_lowercase();
     let (digits, mult) = if let Some(d) = lower

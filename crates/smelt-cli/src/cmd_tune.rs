@@ -1,0 +1,1004 @@
+//! `smelt tune`: empirical search over the candidate trees (and fragment sizes) for
+//! every operation × message size × group × synchronization mode on this machine,
+//! written as the host's tuning file that `auto` uses (docs/tune.md). Also: the same
+//! file from the simulator (`--predict`), a fresh re-measurement of a file's choices
+//! (`--check`), a comparison of two files (`--compare`) and an export to Open MPI's
+//! `tuned` dynamic rules (`--export-ompi`).
+
+use anyhow::{bail, Context as _, Result};
+use smelt_model::Model;
+use smelt_runtime::measure::{back_to_back_member_with, measure_back_to_back_with, MeasureConfig};
+use smelt_runtime::{GroupConfig, Member, Pinning, SyncMode};
+use smelt_tree::tuning::{self, Entry, Mode, Source, TuningFile};
+use smelt_tree::{Costs, Op, Topology, Tree};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Arguments of `smelt tune`.
+#[derive(clap::Args)]
+#[command(
+    after_help = "Examples:\n  smelt tune --quick --time-limit 120      (measure; writes ~/.cache/smelt/tune-<host>.json)\n  \
+    smelt tune --resume                       (continue a run the time limit stopped)\n  \
+    smelt tune --check --quick                (re-measure: is each choice within 5 % of the best?)\n  \
+    smelt tune --model m.json --predict       (from the simulator, for the model's host)\n  \
+    smelt tune --compare predicted.json       (how often the predicted choice is the measured one)\n  \
+    smelt tune --export-ompi rules.conf       (Open MPI coll_tuned_dynamic_rules_filename)\n\
+    See docs/tune.md."
+)]
+pub struct TuneArgs {
+    /// Model file: the CPUs, nodes and costs the trees are built from. Default: this
+    /// host's cached model (smelt probe --cache), else a uniform model over the CPUs
+    /// this process may use.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Write the file from the simulator's predictions (needs --model; any host).
+    #[arg(long)]
+    pub predict: bool,
+    /// Re-measure every cell of the tuning file: the share of cells whose choice is
+    /// within 5 % of the best candidate.
+    #[arg(long, conflicts_with_all = ["predict", "resume"])]
+    pub check: bool,
+    /// Compare the tuning file with another (e.g. predicted) one: how often the
+    /// choices agree, and how far the other's choices are from the measured best.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["predict", "check", "resume"])]
+    pub compare: Option<PathBuf>,
+    /// Write the tuning file's choices as an Open MPI `tuned` dynamic rules file.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["predict", "check", "resume", "compare"])]
+    pub export_ompi: Option<PathBuf>,
+    /// Synchronization modes: loose, strict or both.
+    #[arg(long, default_value = "loose", value_parser = ["loose", "strict", "both"])]
+    pub mode: String,
+    /// Operations (default: broadcast, reduce, allreduce, barrier, gather, scatter, 2pc).
+    #[arg(long)]
+    pub ops: Option<String>,
+    /// Candidate trees (registry names; knomial:A-B for a range of radices).
+    #[arg(long, default_value = tuning::DEFAULT_CANDIDATES)]
+    pub candidates: String,
+    /// Message sizes in bytes: a list (8,64,4k) or a range of powers of two (8-64k).
+    /// Default 8-64k; with --quick 8,512,8k,64k.
+    #[arg(long)]
+    pub sizes: Option<String>,
+    /// Fragment sizes tried for messages longer than a fragment, with the best tree.
+    #[arg(long, default_value = "768,1536,3072")]
+    pub segments: String,
+    /// Fewer sizes and repeats.
+    #[arg(long)]
+    pub quick: bool,
+    /// Stop measuring after this many seconds (the cells done are written; --resume
+    /// continues).
+    #[arg(long, value_parser = crate::common::seconds)]
+    pub time_limit: Option<f64>,
+    /// Keep the cells already in the output file and measure only the others.
+    #[arg(long)]
+    pub resume: bool,
+    /// The tuning file to write (or to read for --check, --compare, --export-ompi).
+    /// Default: the host's cache path ($XDG_CACHE_HOME/smelt/tune-<host>.json).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+}
+
+/// `smelt tune`.
+pub fn run(a: TuneArgs) -> Result<()> {
+    if let Some(out) = &a.export_ompi {
+        let f = load_file(&a, None)?;
+        crate::common::check_output("--export-ompi", out, &[])?;
+        let text = export_ompi(&f)?;
+        smelt_model::write_atomic(out, text.as_bytes()).map_err(|e| anyhow::anyhow!("{e}"))?;
+        eprintln!("wrote {}", out.display());
+        return Ok(());
+    }
+    if let Some(other) = &a.compare {
+        let f = load_file(&a, None)?;
+        let o = TuningFile::load(other).map_err(|e| anyhow::anyhow!(e))?;
+        crate::common::print_text(&compare(&f, &o));
+        return Ok(());
+    }
+    let model = machine(&a)?;
+    let modes: Vec<Mode> = match a.mode.as_str() {
+        "both" => Mode::ALL.to_vec(),
+        m => vec![m
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("--mode: {e}"))?],
+    };
+    let ops = match &a.ops {
+        None => Op::RUN.to_vec(),
+        Some(s) => s
+            .split(',')
+            .map(|o| o.parse::<Op>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("--ops: {e}"))?,
+    };
+    let cands = tuning::parse_candidates(&a.candidates)
+        .map_err(|e| anyhow::anyhow!("--candidates: {e}"))?;
+    let sizes = parse_sizes(a.sizes.as_deref(), a.quick)?;
+    let groups = tuning::default_groups(&model);
+    if a.predict {
+        let path = output_path(&a, &model)?;
+        let members: Vec<Vec<usize>> = groups.into_iter().map(|g| g.1).collect();
+        let f = tuning::tune_predicted(&model, &members, &ops, &sizes, &modes, &cands)
+            .map_err(|e| anyhow::anyhow!(e))?;
+        f.save(&path).map_err(|e| anyhow::anyhow!(e))?;
+        crate::common::print_text(&table(&f));
+        eprintln!("wrote {} (predicted)", path.display());
+        return Ok(());
+    }
+    let here = smelt_model::host::host_name();
+    if model.provenance.host != here {
+        bail!(
+            "the model is of host '{}', this is '{here}': measuring runs here (use --predict for a model of another machine)",
+            model.provenance.host
+        );
+    }
+    let avail = smelt_transport::allowed_cpus().unwrap_or_default();
+    if let Some(c) = model.cpus.iter().find(|c| !avail.contains(c)) {
+        bail!(
+            "CPU {c} of the model is not available to this process (it may use {})",
+            smelt_model::format_cpu_list(&avail)
+        );
+    }
+    let segments = parse_segments(&a.segments)?;
+    let cfg = measure_config(a.quick);
+    let limit = a.time_limit.map(Duration::from_secs_f64);
+    if a.check {
+        let f = load_file(&a, Some(&model))?;
+        return check(&f, &model, &groups, &cands, &cfg, limit);
+    }
+    let path = output_path(&a, &model)?;
+    let mut file = if a.resume && path.exists() {
+        let f = TuningFile::load(&path).map_err(|e| anyhow::anyhow!("--resume: {e}"))?;
+        f.check_machine(&model)
+            .map_err(|e| anyhow::anyhow!("--resume: {}: {e}", path.display()))?;
+        if f.source != Source::Measured {
+            bail!("--resume: {} is a predicted file", path.display());
+        }
+        f
+    } else {
+        let mut cpus = model.cpus.clone();
+        cpus.sort_unstable();
+        TuningFile::new(&here, &model.provenance.cpu_model, &cpus, Source::Measured)
+    };
+    let plan = Plan::new(&model, &groups, &ops, &sizes, &modes, &cands, &segments)?;
+    let todo: Vec<&Cell> = plan
+        .cells
+        .iter()
+        .filter(|c| file.cell(c.mode, c.op, c.group_size, c.bytes).is_none())
+        .collect();
+    let kept = plan.cells.len() - todo.len();
+    let total: u64 = todo.iter().map(|c| c.work(&plan) as u64).sum();
+    let progress =
+        smelt_probe::progress::Progress::new(true, total, "measurements").with_label("smelt tune");
+    let start = Instant::now();
+    let mut done = 0usize;
+    let mut stopped = false;
+    for cell in todo {
+        if limit.is_some_and(|l| start.elapsed() >= l) {
+            stopped = true;
+            break;
+        }
+        progress.step(cell.label());
+        match tune_cell(cell, &plan, &cfg, &progress, limit.map(|l| (start, l))) {
+            Ok(Some(e)) => {
+                file.insert(cell.mode, cell.op, cell.group_size, e);
+                file.save(&path).map_err(|e| anyhow::anyhow!(e))?;
+                done += 1;
+            }
+            Ok(None) => {
+                stopped = true;
+                break;
+            }
+            Err(e) => crate::common::warn(&format!("{}: {e:#}", cell.label())),
+        }
+    }
+    progress.finish();
+    if done == 0 && kept == 0 {
+        if stopped {
+            bail!("the time limit ran out before the first cell was measured; give more time");
+        }
+        bail!("no cell could be measured (see the warnings above)");
+    }
+    file.save(&path).map_err(|e| anyhow::anyhow!(e))?;
+    crate::common::print_text(&table(&file));
+    let total_cells = plan.cells.len();
+    eprintln!(
+        "wrote {} ({} of {total_cells} cells: {done} measured now, {kept} kept; {:.0} s)",
+        path.display(),
+        done + kept,
+        start.elapsed().as_secs_f64()
+    );
+    if stopped {
+        eprintln!("the time limit stopped the run; 'smelt tune --resume' measures the rest");
+    }
+    Ok(())
+}
+
+/// The machine: `--model`, else the cached model of this host, else a uniform model.
+fn machine(a: &TuneArgs) -> Result<Model> {
+    if let Some(p) = &a.model {
+        return Model::load(p).map_err(|e| anyhow::anyhow!("--model: {e}"));
+    }
+    if a.predict {
+        bail!("--predict needs --model FILE (the machine to predict for)");
+    }
+    if let Some(p) = smelt_model::host::cached_model_path().filter(|p| p.is_file()) {
+        return Model::load(&p).map_err(|e| anyhow::anyhow!("cached model {}: {e}", p.display()));
+    }
+    let cpus = smelt_transport::allowed_cpus().context("the CPUs this process may use")?;
+    if cpus.is_empty() {
+        bail!("no CPU available");
+    }
+    let n = cpus.len();
+    let mut m = Model::new(
+        cpus,
+        smelt_model::cost_matrix(n, |_, _| 100.0),
+        smelt_model::cost_matrix(n, |_, _| 100.0),
+    );
+    m.provenance.host = smelt_model::host::host_name();
+    m.provenance.cpu_model = smelt_model::host::cpu_model_from_proc().unwrap_or_default();
+    m.provenance.method = "uniform".into();
+    crate::common::warn(
+        "no model of this host (smelt probe --cache): the trees come from a uniform model",
+    );
+    Ok(m)
+}
+
+fn output_path(a: &TuneArgs, model: &Model) -> Result<PathBuf> {
+    match &a.output {
+        Some(p) => Ok(p.clone()),
+        None => tuning::cached_path(&model.provenance.host).ok_or_else(|| {
+            anyhow::anyhow!(
+                "neither XDG_CACHE_HOME nor HOME is an absolute directory: give -o FILE"
+            )
+        }),
+    }
+}
+
+/// The file to read for --check, --compare, --export-ompi: -o, else the host's cache
+/// path (of the model's host where a model is given, else of this host).
+fn load_file(a: &TuneArgs, model: Option<&Model>) -> Result<TuningFile> {
+    let path = match (&a.output, model) {
+        (Some(p), _) => p.clone(),
+        (None, Some(m)) => output_path(a, m)?,
+        (None, None) => {
+            let host = match &a.model {
+                Some(p) => {
+                    Model::load(p)
+                        .map_err(|e| anyhow::anyhow!("--model: {e}"))?
+                        .provenance
+                        .host
+                }
+                None => smelt_model::host::host_name(),
+            };
+            tuning::cached_path(&host)
+                .ok_or_else(|| anyhow::anyhow!("no cache directory: give -o FILE"))?
+        }
+    };
+    if !path.exists() {
+        bail!(
+            "no tuning file at {} (run 'smelt tune' first)",
+            path.display()
+        );
+    }
+    let f = TuningFile::load(&path).map_err(|e| anyhow::anyhow!(e))?;
+    if let Some(m) = model {
+        f.check_machine(m)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    }
+    Ok(f)
+}
+
+fn parse_sizes(s: Option<&str>, quick: bool) -> Result<Vec<u64>> {
+    let s = match s {
+        Some(s) => s,
+        None if quick => "8,512,8k,64k",
+        None => "8-64k",
+    };
+    let bad = |e: String| anyhow::anyhow!("--sizes: {e}");
+    let mut v = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((lo, hi)) => {
+                let (lo, hi) = (
+                    tuning::parse_size(lo).map_err(bad)?,
+                    tuning::parse_size(hi).map_err(bad)?,
+                );
+                v.extend(tuning::powers_of_two(lo, hi));
+            }
+            None => v.push(tuning::parse_size(part).map_err(bad)?),
+        }
+    }
+    v.sort_unstable();
+    v.dedup();
+    if v.is_empty() || v[0] == 0 {
+        bail!("--sizes: give sizes of at least 1 byte");
+    }
+    if let Some(big) = v.iter().find(|&&b| b > 1 << 24) {
+        bail!("--sizes: {big} bytes is more than the 16 MiB smelt tune measures");
+    }
+    Ok(v)
+}
+
+/// Distinct fragment sizes as the runtime rounds them.
+fn parse_segments(s: &str) -> Result<Vec<usize>> {
+    let mut v = Vec::new();
+    for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let b = tuning::parse_size(p).map_err(|e| anyhow::anyhow!("--segments: {e}"))?;
+        let seg = GroupConfig {
+            segment: Some(b as usize),
+            ..GroupConfig::default()
+        }
+        .segment_bytes();
+        if !v.contains(&seg) {
+            v.push(seg);
+        }
+    }
+    Ok(v)
+}
+
+fn measure_config(quick: bool) -> MeasureConfig {
+    MeasureConfig {
+        rounds: if quick { 7 } else { 15 },
+        warmup: if quick { 2 } else { 3 },
+        batch: Duration::from_millis(if quick { 1 } else { 5 }),
+        group: GroupConfig {
+            timeout: Duration::from_secs(20),
+            pinning: Pinning::Auto,
+            ..GroupConfig::default()
+        },
+    }
+}
+
+/// One cell to tune.
+struct Cell {
+    mode: Mode,
+    op: Op,
+    /// Index into [`Plan::groups`].
+    group: usize,
+    group_size: usize,
+    bytes: u64,
+}
+
+impl Cell {
+    fn label(&self) -> String {
+        format!(
+            "{} {} n={} {} B",
+            self.mode, self.op, self.group_size, self.bytes
+        )
+    }
+
+    /// Measurements: one per distinct tree, plus the fragment sizes tried.
+    fn work(&self, plan: &Plan) -> usize {
+        plan.trees(self.group, self.op).len() + plan.segments_for(self).len()
+    }
+}
+
+/// The groups' distinct trees per operation, and the cells.
+struct Plan {
+    /// Per group: per operation, the distinct candidate trees.
+    trees: Vec<BTreeMap<Op, Vec<(Topology, Tree)>>>,
+    cells: Vec<Cell>,
+    segments: Vec<usize>,
+    default_segment: usize,
+}
+
+impl Plan {
+    fn new(
+        model: &Model,
+        groups: &[(String, Vec<usize>)],
+        ops: &[Op],
+        sizes: &[u64],
+        modes: &[Mode],
+        cands: &[Topology],
+        segments: &[usize],
+    ) -> Result<Plan> {
+        let mut trees = Vec::new();
+        let mut cells = Vec::new();
+        let mut sizes_seen = Vec::new();
+        for (gi, (_, members)) in groups.iter().enumerate() {
+            let c = Costs::new(model, members).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let root = c.default_root();
+            let mut per_op = BTreeMap::new();
+            for &op in ops {
+                let ts: Vec<(Topology, Tree)> = tuning::distinct_trees(&c, root, cands, op)
+                    .into_iter()
+                    .map(|(t, ch)| (t, c.tree(root, ch)))
+                    .collect();
+                per_op.insert(op, ts);
+            }
+            trees.push(per_op);
+            // Rules are keyed by group size: the first group of a size is tuned.
+            if sizes_seen.contains(&members.len()) {
+                continue;
+            }
+            sizes_seen.push(members.len());
+            for &mode in modes {
+                for &op in ops {
+                    for bytes in tuning::sizes_for(op, sizes) {
+                        cells.push(Cell {
+                            mode,
+                            op,
+                            group: gi,
+                            group_size: members.len(),
+                            bytes,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(Plan {
+            trees,
+            cells,
+            segments: segments.to_vec(),
+            default_segment: GroupConfig::default().segment_bytes(),
+        })
+    }
+
+    fn trees(&self, group: usize, op: Op) -> &[(Topology, Tree)] {
+        self.trees[group].get(&op).map_or(&[], |v| &v[..])
+    }
+
+    /// Fragment sizes other than the default worth trying for the cell: those shorter
+    /// than the message (or the default's), for operations that carry data.
+    fn segments_for(&self, c: &Cell) -> Vec<usize> {
+        if !c.op.carries_data() {
+            return Vec::new();
+        }
+        let len = match c.op {
+            Op::Gather | Op::Scatter => c.bytes as usize * c.group_size,
+            _ => c.bytes as usize,
+        };
+        if len <= self.segments.iter().copied().min().unwrap_or(usize::MAX) {
+            return Vec::new();
+        }
+        self.segments
+            .iter()
+            .copied()
+            .filter(|&s| s != self.default_segment && (s < len || self.default_segment < len))
+            .collect()
+    }
+}
+
+/// One member's part: `op` on `bytes` per member in `mode`, back to back.
+fn member_loop(
+    m: &mut Member,
+    op: Op,
+    mode: Mode,
+    bytes: usize,
+    cfg: &MeasureConfig,
+) -> Result<(Vec<f64>, usize), smelt_runtime::GroupError> {
+    let n = m.size();
+    let root = m.is_root();
+    let sync = match mode {
+        Mode::Loose => SyncMode::Loose,
+        Mode::Strict => SyncMode::Strict,
+    };
+    let mut buf = vec![m.rank().index() as u8; bytes];
+    let mut all = if root && matches!(op, Op::Gather | Op::Scatter) {
+        vec![7u8; bytes * n]
+    } else {
+        Vec::new()
+    };
+    let xor = |acc: &mut [u8], o: &[u8]| {
+        for (a, b) in acc.iter_mut().zip(o) {
+            *a ^= *b;
+        }
+    };
+    back_to_back_member_with(m, cfg, |m| {
+        m.with_sync(sync, |m| match op {
+            Op::Broadcast | Op::AtomicBroadcast => m.broadcast_into(&mut buf),
+            Op::Reduce => m.reduce_bytes(&mut buf, xor).map(|_| ()),
+            Op::Allreduce => m.allreduce_bytes(&mut buf, xor),
+            Op::Gather => m.gather_bytes(&buf, &mut all).map(|_| ()),
+            Op::Scatter => m.scatter_bytes(&all, &mut buf),
+            Op::Barrier | Op::TwoPhaseCommit => smelt_runtime::measure::run_once(op, m),
+        })
+    })
+}
+
+/// Median ns of `op` over `tree` with fragments of `segment` bytes.
+fn measure_one(
+    tree: &Tree,
+    op: Op,
+    mode: Mode,
+    bytes: u64,
+    segment: Option<usize>,
+    cfg: &MeasureConfig,
+) -> Result<f64> {
+    let mut cfg = cfg.clone();
+    cfg.group.segment = segment;
+    if tree.len() > smelt_transport::allowed_cpus().map_or(1, |c| c.len()) {
+        cfg.group.pinning = Pinning::Never;
+    }
+    let r = measure_back_to_back_with(tree, &cfg, |m| {
+        member_loop(m, op, mode, bytes as usize, &cfg)
+    })?;
+    Ok(r.stats.median_ns)
+}
+
+/// Measures one cell: every distinct tree with the default fragment size, then the
+/// other fragment sizes with the best tree. `Ok(None)`: the time limit ran out.
+fn tune_cell(
+    cell: &Cell,
+    plan: &Plan,
+    cfg: &MeasureConfig,
+    progress: &smelt_probe::progress::Progress,
+    limit: Option<(Instant, Duration)>,
+) -> Result<Option<Entry>> {
+    let over = || limit.is_some_and(|(s, l)| s.elapsed() >= l);
+    let mut cands = BTreeMap::new();
+    let mut best: Option<(Topology, Option<usize>, f64)> = None;
+    let trees = plan.trees(cell.group, cell.op);
+    for (t, tree) in trees {
+        if over() {
+            return Ok(None);
+        }
+        match measure_one(tree, cell.op, cell.mode, cell.bytes, None, cfg) {
+            Ok(v) => {
+                cands.insert(t.to_string(), v);
+                if best.is_none_or(|b| v < b.2) {
+                    best = Some((*t, None, v));
+                }
+            }
+            Err(e) => crate::common::warn(&format!("{} {t}: {e:#}", cell.label())),
+        }
+        progress.inc();
+    }
+    let Some((bt, _, _)) = best else {
+        bail!("every candidate failed");
+    };
+    let tree = &trees.iter().find(|(t, _)| *t == bt).expect("measured").1;
+    for s in plan.segments_for(cell) {
+        if over() {
+            return Ok(None);
+        }
+        match measure_one(tree, cell.op, cell.mode, cell.bytes, Some(s), cfg) {
+            Ok(v) => {
+                cands.insert(format!("{bt},segment={s}"), v);
+                if best.is_none_or(|b| v < b.2) {
+                    best = Some((bt, Some(s), v));
+                }
+            }
+            Err(e) => crate::common::warn(&format!("{} {bt} segment {s}: {e:#}", cell.label())),
+        }
+        progress.inc();
+    }
+    let (t, segment, v) = best.expect("set above");
+    Ok(Some(Entry {
+        bytes: cell.bytes,
+        algo: t.to_string(),
+        segment,
+        median_ns: v,
+        candidates: cands,
+    }))
+}
+
+/// The choices, one line per cell.
+fn table(f: &TuningFile) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "tuning of {} ({}, {} CPUs {}), smelt {}",
+        f.host,
+        match f.source {
+            Source::Measured => "measured",
+            Source::Predicted => "predicted",
+        },
+        smelt_model::parse_cpu_list(&f.cpus).map_or(0, |v| v.len()),
+        f.cpus,
+        f.smelt_version
+    );
+    let _ = writeln!(
+        s,
+        "{:<7} {:<10} {:>5} {:>8}  {:<26} {:>12}  {:>10}",
+        "mode", "op", "n", "bytes", "choice", "median (ns)", "candidates"
+    );
+    for (mode, op, g, e) in f.cells() {
+        let choice = match e.segment {
+            Some(seg) => format!("{},segment={seg}", e.algo),
+            None => e.algo.clone(),
+        };
+        let _ = writeln!(
+            s,
+            "{:<7} {:<10} {:>5} {:>8}  {:<26} {:>12.1}  {:>10}",
+            mode.name(),
+            op.name(),
+            g,
+            e.bytes,
+            choice,
+            e.median_ns,
+            e.candidates.len()
+        );
+    }
+    s
+}
+
+/// `--check`: re-measures every cell of `f` present in this run's groups: all
+/// distinct candidates and the file's choice; a cell passes when the choice is within
+/// 5 % of the best of them.
+fn check(
+    f: &TuningFile,
+    model: &Model,
+    groups: &[(String, Vec<usize>)],
+    cands: &[Topology],
+    cfg: &MeasureConfig,
+    limit: Option<Duration>,
+) -> Result<()> {
+    let cells: Vec<(Mode, Op, usize, Entry)> = f
+        .cells()
+        .filter(|(_, _, g, _)| groups.iter().any(|(_, m)| m.len() == *g))
+        .map(|(m, o, g, e)| (m, o, g, e.clone()))
+        .collect();
+    if cells.is_empty() {
+        bail!("the tuning file has no cell for this machine's groups");
+    }
+    let ops: Vec<Op> = {
+        let mut v: Vec<Op> = cells.iter().map(|c| c.1).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let plan = Plan::new(model, groups, &ops, &[8], &[Mode::Loose], cands, &[])?;
+    let total: u64 = cells
+        .iter()
+        .map(|(_, op, g, _)| {
+            let gi = groups.iter().position(|(_, m)| m.len() == *g).unwrap_or(0);
+            plan.trees(gi, *op).len() as u64 + 1
+        })
+        .sum();
+    let progress = smelt_probe::progress::Progress::new(true, total, "measurements")
+        .with_label("smelt tune --check");
+    let start = Instant::now();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<7} {:<10} {:>5} {:>8}  {:<26} {:>11}  {:<20} {:>11}  {:>6}",
+        "mode", "op", "n", "bytes", "choice", "choice ns", "best now", "best ns", "ratio"
+    );
+    let (mut pass, mut checked) = (0usize, 0usize);
+    for (mode, op, g, e) in &cells {
+        if limit.is_some_and(|l| start.elapsed() >= l) {
+            break;
+        }
+        let gi = groups.iter().position(|(_, m)| m.len() == *g).unwrap_or(0);
+        progress.step(format!("{mode} {op} n={g} {} B", e.bytes));
+        let trees = plan.trees(gi, *op);
+        let mut best: Option<(String, f64)> = None;
+        for (t, tree) in trees {
+            if let Ok(v) = measure_one(tree, *op, *mode, e.bytes, None, cfg) {
+                if best.as_ref().is_none_or(|b| v < b.1) {
+                    best = Some((t.to_string(), v));
+                }
+            }
+            progress.inc();
+        }
+        // The file's choice, as auto would run it (its tree and fragment size).
+        let chosen: Topology = e.algo.parse().map_err(|x: String| anyhow::anyhow!(x))?;
+        let members = &groups[gi].1;
+        let c = Costs::new(model, members).map_err(|x| anyhow::anyhow!("{x}"))?;
+        let root = c.default_root();
+        let tree = c.tree(root, chosen.children(&c, root));
+        let v = measure_one(&tree, *op, *mode, e.bytes, e.segment, cfg);
+        progress.inc();
+        let (Ok(v), Some((bn, bv))) = (v, best) else {
+            crate::common::warn(&format!("{mode} {op} n={g} {} B: not measured", e.bytes));
+            continue;
+        };
+        let best_v = bv.min(v);
+        let ratio = v / best_v;
+        checked += 1;
+        if ratio <= 1.05 {
+            pass += 1;
+        }
+        let choice = match e.segment {
+            Some(s) => format!("{},segment={s}", e.algo),
+            None => e.algo.clone(),
+        };
+        let _ = writeln!(
+            out,
+            "{:<7} {:<10} {:>5} {:>8}  {:<26} {:>11.1}  {:<20} {:>11.1}  {:>6.3}",
+            mode.name(),
+            op.name(),
+            g,
+            e.bytes,
+            choice,
+            v,
+            if v <= bv { choice.clone() } else { bn },
+            best_v,
+            ratio
+        );
+    }
+    progress.finish();
+    if checked == 0 {
+        bail!("no cell could be re-measured (time limit too short?)");
+    }
+    let _ = writeln!(
+        out,
+        "within 5 % of the best candidate: {pass} of {checked} cells ({:.1} %){}",
+        100.0 * pass as f64 / checked as f64,
+        if checked < cells.len() {
+            format!("; {} cells not checked (time limit)", cells.len() - checked)
+        } else {
+            String::new()
+        }
+    );
+    crate::common::print_text(&out);
+    Ok(())
+}
+
+/// `--compare`: cells of both files; how often `other`'s choice is `f`'s, and (where
+/// `f` measured `other`'s choice) how far it is from `f`'s best.
+fn compare(f: &TuningFile, other: &TuningFile) -> String {
+    let (mut both, mut same, mut within, mut rated) = (0usize, 0usize, 0usize, 0usize);
+    let mut s = String::new();
+    for (mode, op, g, e) in f.cells() {
+        let Some(o) = other.cell(mode, op, g, e.bytes) else {
+            continue;
+        };
+        both += 1;
+        if o.algo == e.algo {
+            same += 1;
+        }
+        if let Some(v) = e.candidates.get(&o.algo) {
+            let best = e
+                .candidates
+                .iter()
+                .filter(|(k, _)| !k.contains(",segment="))
+                .map(|(_, v)| *v)
+                .fold(f64::INFINITY, f64::min);
+            rated += 1;
+            if *v <= best * 1.05 {
+                within += 1;
+            }
+        }
+        if o.algo != e.algo {
+            let _ = writeln!(
+                s,
+                "{mode} {op} n={g} {} B: {} vs {}",
+                e.bytes, e.algo, o.algo
+            );
+        }
+    }
+    let pct = |a: usize, b: usize| {
+        if b == 0 {
+            0.0
+        } else {
+            100.0 * a as f64 / b as f64
+        }
+    };
+    let _ = writeln!(
+        s,
+        "cells in both files: {both}; same tree: {same} ({:.1} %); the other file's tree within 5 % of this file's best tree (default fragments): {within} of {rated} ({:.1} %)",
+        pct(same, both),
+        pct(within, rated)
+    );
+    s
+}
+
+/// Open MPI `tuned` collective id and the algorithm (id, fan-in/out) nearest to a
+/// smelt tree, per operation (docs/tune.md has the table). `None`: no Open MPI
+/// counterpart (2PC).
+pub fn ompi_algorithm(op: Op, t: Topology, group: usize) -> Option<(u32, u32, u32)> {
+    let radix = match t {
+        Topology::Knomial(k) => Some(k),
+        _ => None,
+    };
+    let seq = t == Topology::Sequential;
+    Some(match op {
+        // bcast (7): 1 basic_linear, 2 chain, 5 binary_tree, 6 binomial, 7 knomial.
+        Op::Broadcast | Op::AtomicBroadcast => match (seq, radix) {
+            (true, _) => (7, 1, 0),
+            (_, Some(1)) => (7, 2, 1),
+            (_, Some(2)) => (7, 6, 0),
+            (_, Some(k)) => (7, 7, k),
+            _ if t == Topology::Binary
+                || matches!(t, Topology::Fibonacci | Topology::Mst | Topology::Cluster) =>
+            {
+                (7, 5, 0)
+            }
+            _ => (7, 6, 0),
+        },
+        // reduce (11): 1 linear, 2 chain, 4 binary, 5 binomial, 8 knomial.
+        Op::Reduce => match (seq, radix) {
+            (true, _) => (11, 1, 0),
+            (_, Some(1)) => (11, 2, 1),
+            (_, Some(2)) => (11, 5, 0),
+            (_, Some(k)) => (11, 8, k),
+            _ if matches!(
+                t,
+                Topology::Binary | Topology::Fibonacci | Topology::Mst | Topology::Cluster
+            ) =>
+            {
+                (11, 4, 0)
+            }
+            _ => (11, 5, 0),
+        },
+        // allreduce (2): 1 basic_linear (reduce + bcast, linear), 2 nonoverlapping
+        // (reduce then bcast, each by its own rules).
+        Op::Allreduce => (2, if seq { 1 } else { 2 }, 0),
+        // barrier (6): 1 linear, 5 two_proc, 6 tree.
+        Op::Barrier => (
+            6,
+            if seq {
+                1
+            } else if group == 2 {
+                5
+            } else {
+                6
+            },
+            0,
+        ),
+        // gather (9) and scatter (15): 1 basic_linear, 2 binomial.
+        Op::Gather => (9, if seq { 1 } else { 2 }, 0),
+        Op::Scatter => (15, if seq { 1 } else { 2 }, 0),
+        Op::TwoPhaseCommit => return None,
+    })
+}
+
+/// One Open MPI message size rule: from size, algorithm, fan-in/out, segment size.
+type OmpiRule = (u64, u32, u32, usize);
+
+/// The tuning file's loose rules (strict ones where it has no loose ones) as an Open
+/// MPI classic dynamic rules file (`coll_tuned_dynamic_rules_filename`, format
+/// version 1): collectives, communicator sizes, message sizes → algorithm, fan-in/out,
+/// segment size. Message sizes are Open MPI's (gather: × communicator size); a rule
+/// starts just above the geometric middle between two tuned sizes (the first at 0), so Open
+/// MPI's "largest rule size not above the message" picks the nearest tuned size.
+pub fn export_ompi(f: &TuningFile) -> Result<String> {
+    let mode = if f.rules.contains_key("loose") {
+        "loose"
+    } else {
+        "strict"
+    };
+    let Some(rules) = f.rules.get(mode) else {
+        bail!("the tuning file has no rules");
+    };
+    // collective id → comm size → [(msg size, alg, faninout, segsize)]
+    let mut out: BTreeMap<u32, BTreeMap<usize, Vec<OmpiRule>>> = BTreeMap::new();
+    for (op, groups) in rules {
+        let op: Op = op.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+        for (&g, entries) in groups {
+            let mut list = Vec::new();
+            let mut prev: Option<u64> = None;
+            for e in entries {
+                let t: Topology = e.algo.parse().map_err(|x: String| anyhow::anyhow!(x))?;
+                let Some((coll, alg, fan)) = ompi_algorithm(op, t, g) else {
+                    continue;
+                };
+                let size = match op {
+                    Op::Gather => e.bytes * g as u64,
+                    _ => e.bytes,
+                };
+                let from = match prev {
+                    None => 0,
+                    Some(p) => (p.max(1) as f64 * size.max(1) as f64).sqrt().floor() as u64 + 1,
+                };
+                prev = Some(size);
+                let seg = match op {
+                    Op::Broadcast | Op::Reduce => e.segment.unwrap_or(0),
+                    _ => 0,
+                };
+                // Merge equal neighbours.
+                if list
+                    .last()
+                    .is_some_and(|l: &OmpiRule| (l.1, l.2, l.3) == (alg, fan, seg))
+                {
+                    continue;
+                }
+                debug_assert!(
+                    coll == ompi_algorithm(op, Topology::Sequential, g).map_or(0, |x| x.0)
+                );
+                list.push((from, alg, fan, seg));
+            }
+            if let Some(coll) = ompi_algorithm(op, Topology::Sequential, g).map(|x| x.0) {
+                if !list.is_empty() {
+                    out.entry(coll).or_default().insert(g, list);
+                }
+            }
+        }
+    }
+    out.retain(|_, v| !v.is_empty());
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}   # collectives (smelt tune of {}, {mode} rules; smelt {})",
+        out.len(),
+        f.host,
+        f.smelt_version
+    );
+    for (coll, sizes) in &out {
+        let _ = writeln!(s, "{coll}   # collective id");
+        let _ = writeln!(s, "{}   # comm sizes", sizes.len());
+        for (g, rules) in sizes {
+            let _ = writeln!(s, "{g}   # comm size");
+            let _ = writeln!(s, "{}   # message sizes", rules.len());
+            for (from, alg, fan, seg) in rules {
+                let _ = writeln!(s, "{from} {alg} {fan} {seg}");
+            }
+        }
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses the classic rules format back: every count matches, rules ascend from 0.
+    pub(crate) fn parse_ompi(text: &str) -> Vec<(u32, usize, Vec<[u64; 4]>)> {
+        let mut nums = text
+            .lines()
+            .map(|l| l.split('#').next().unwrap().trim())
+            .filter(|l| !l.is_empty());
+        let mut next = || nums.next().expect("more lines");
+        let n: usize = next().parse().unwrap();
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let coll: u32 = next().parse().unwrap();
+            let sizes: usize = next().parse().unwrap();
+            for _ in 0..sizes {
+                let g: usize = next().parse().unwrap();
+                let k: usize = next().parse().unwrap();
+                let mut rules = Vec::new();
+                for _ in 0..k {
+                    let v: Vec<u64> = next()
+                        .split_whitespace()
+                        .map(|x| x.parse().unwrap())
+                        .collect();
+                    assert_eq!(v.len(), 4);
+                    rules.push([v[0], v[1], v[2], v[3]]);
+                }
+                assert_eq!(rules[0][0], 0);
+                assert!(rules.windows(2).all(|w| w[0][0] < w[1][0]));
+                out.push((coll, g, rules));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn export_maps_trees_and_parses_back() {
+        let mut f = TuningFile::new("h", "", &[0, 1, 2, 3, 4, 5, 6, 7], Source::Measured);
+        let e = |bytes, algo: &str, segment| Entry {
+            bytes,
+            algo: algo.into(),
+            segment,
+            median_ns: 1.0,
+            candidates: BTreeMap::new(),
+        };
+        f.insert(Mode::Loose, Op::Broadcast, 8, e(8, "knomial:4", None));
+        f.insert(Mode::Loose, Op::Broadcast, 8, e(64, "knomial:4", None));
+        f.insert(
+            Mode::Loose,
+            Op::Broadcast,
+            8,
+            e(4096, "knomial:1", Some(768)),
+        );
+        f.insert(Mode::Loose, Op::Reduce, 8, e(8, "sequential", None));
+        f.insert(Mode::Loose, Op::Reduce, 4, e(8, "binary", None));
+        f.insert(Mode::Loose, Op::TwoPhaseCommit, 8, e(0, "binary", None));
+        f.insert(Mode::Loose, Op::Gather, 8, e(8, "adaptive", None));
+        f.insert(Mode::Loose, Op::Gather, 8, e(64, "sequential", None));
+        let text = export_ompi(&f).unwrap();
+        let p = parse_ompi(&text);
+        let get = |c: u32, g: usize| p.iter().find(|x| x.0 == c && x.1 == g).unwrap().2.clone();
+        assert_eq!(get(7, 8), vec![[0, 7, 4, 0], [513, 2, 1, 768]]);
+        assert_eq!(get(11, 8), vec![[0, 1, 0, 0]]);
+        assert_eq!(get(11, 4), vec![[0, 4, 0, 0]]);
+        assert_eq!(get(9, 8), vec![[0, 2, 0, 0], [182, 1, 0, 0]]);
+        assert_eq!(p.len(), 4); // no 2PC
+    }
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_sizes(None, true).unwrap(), vec![8, 512, 8192, 65536]);
+        assert_eq!(parse_sizes(None, false).unwrap().len(), 14);
+        assert_eq!(
+            parse_sizes(Some("64,8-32"), false).unwrap(),
+            vec![8, 16, 32, 64]
+        );
+        assert!(parse_sizes(Some("0"), false).is_err());
+        assert!(parse_sizes(Some("x"), false).is_err());
+        assert!(parse_sizes(Some("1G"), false).is_err());
+    }
+}
