@@ -39,45 +39,59 @@ void smelt_mpi_f_finalize(MPI_Fint *, const char *);
 
 /* Open MPI: MPI_IN_PLACE and MPI_BOTTOM in Fortran are common blocks whose name
  * depends on the Fortran compiler's mangling; libmpi defines the one of the compiler
- * it was built with. Weak: absent ones are NULL. */
-extern char mpi_fortran_in_place_ __attribute__((weak));
-extern char mpi_fortran_in_place __attribute__((weak));
-extern char mpi_fortran_in_place__ __attribute__((weak));
-extern char MPI_FORTRAN_IN_PLACE __attribute__((weak));
-extern char mpi_fortran_bottom_ __attribute__((weak));
-extern char mpi_fortran_bottom __attribute__((weak));
-extern char mpi_fortran_bottom__ __attribute__((weak));
-extern char MPI_FORTRAN_BOTTOM __attribute__((weak));
+ * it was built with. Weak: absent ones are NULL. MANGLED lists the four, in the
+ * order WEAK_MANGLED declares them. */
+#define WEAK_MANGLED(lower, UPPER)                \
+    extern char lower##_ __attribute__((weak));  \
+    extern char lower __attribute__((weak));     \
+    extern char lower##__ __attribute__((weak)); \
+    extern char UPPER __attribute__((weak))
+#define MANGLED(lower, UPPER) {&lower##_, &lower, &lower##__, &UPPER}
+WEAK_MANGLED(mpi_fortran_in_place, MPI_FORTRAN_IN_PLACE);
+WEAK_MANGLED(mpi_fortran_bottom, MPI_FORTRAN_BOTTOM);
 /* MPICH: pointers to its common blocks, set when its Fortran library initializes. */
 extern void *MPIR_F_MPI_IN_PLACE __attribute__((weak));
 extern void *MPIR_F_MPI_BOTTOM __attribute__((weak));
 
-static int is_in_place(const void *p)
+/* One Fortran constant: its Open MPI common blocks (by mangling; NULL where absent)
+ * and MPICH's pointer to it (`mpich` itself NULL where absent). */
+struct fconst {
+    const void *open_mpi[4];
+    void *const *mpich;
+};
+
+static const struct fconst in_place = {MANGLED(mpi_fortran_in_place, MPI_FORTRAN_IN_PLACE),
+                                       &MPIR_F_MPI_IN_PLACE};
+static const struct fconst bottom = {MANGLED(mpi_fortran_bottom, MPI_FORTRAN_BOTTOM), &MPIR_F_MPI_BOTTOM};
+
+/* True when `p` is the Fortran constant `c`. */
+static int is_const(const void *p, const struct fconst *c)
 {
     if (p == NULL)
         return 0;
-    if (p == &mpi_fortran_in_place_ || p == &mpi_fortran_in_place || p == &mpi_fortran_in_place__ ||
-        p == &MPI_FORTRAN_IN_PLACE)
-        return 1;
-    return &MPIR_F_MPI_IN_PLACE != NULL && MPIR_F_MPI_IN_PLACE != NULL && p == MPIR_F_MPI_IN_PLACE;
+    for (int i = 0; i < 4; i++)
+        if (p == c->open_mpi[i])
+            return 1;
+    return c->mpich != NULL && *c->mpich != NULL && p == *c->mpich;
+}
+
+static int is_in_place(const void *p)
+{
+    return is_const(p, &in_place);
 }
 
 static int is_bottom(const void *p)
 {
-    if (p == NULL)
-        return 0;
-    if (p == &mpi_fortran_bottom_ || p == &mpi_fortran_bottom || p == &mpi_fortran_bottom__ ||
-        p == &MPI_FORTRAN_BOTTOM)
-        return 1;
-    return &MPIR_F_MPI_BOTTOM != NULL && MPIR_F_MPI_BOTTOM != NULL && p == MPIR_F_MPI_BOTTOM;
+    return is_const(p, &bottom);
 }
 
 /* True when this MPI's Fortran MPI_IN_PLACE can be recognized. */
 static int in_place_known(void)
 {
-    return &mpi_fortran_in_place_ != NULL || &mpi_fortran_in_place != NULL ||
-           &mpi_fortran_in_place__ != NULL || &MPI_FORTRAN_IN_PLACE != NULL ||
-           (&MPIR_F_MPI_IN_PLACE != NULL && MPIR_F_MPI_IN_PLACE != NULL);
+    for (int i = 0; i < 4; i++)
+        if (in_place.open_mpi[i] != NULL)
+            return 1;
+    return in_place.mpich != NULL && *in_place.mpich != NULL;
 }
 
 /* A Fortran buffer as C sees it. */
