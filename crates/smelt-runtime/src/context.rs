@@ -111,6 +111,8 @@ pub struct Context<L: Link = Endpoint> {
     pub(crate) sync: SyncMode,
     /// Inside a strict collective: the collectives it is made of run as they are.
     pub(crate) in_strict: bool,
+    /// Messages of at least this many bytes are lent ([`GroupConfig::lend_from`]).
+    pub(crate) lend_from: usize,
     /// Packed values of the slice reductions, kept between calls so a reduction in a
     /// loop does not allocate.
     pub(crate) packed: Vec<u8>,
@@ -731,6 +733,111 @@ impl<L: Link> Context<L> {
         Ok(true)
     }
 
+    /// True if a message of `len` bytes is lent: long enough, and every link of this
+    /// member can lend (the same answer at both ends of each link).
+    #[inline]
+    fn lends(&self, len: usize) -> bool {
+        len >= self.lend_from
+            && self.parent.as_ref().is_none_or(|p| p.link.can_lend())
+            && self.children.iter().all(|c| c.link.can_lend())
+    }
+
+    /// Receives one lent chunk from the parent (`None`) or child `i` and passes it to
+    /// `take` if its tag and length are right; then checks what came.
+    fn borrow_chunk(
+        &mut self,
+        from: Option<usize>,
+        want: usize,
+        t: Tag,
+        take: impl FnOnce(&[u8]),
+    ) -> Res<()> {
+        let timeout = self.timeout;
+        let peer = match from {
+            Some(i) => &mut self.children[i],
+            None => self.parent.as_mut().expect("a member with a parent"),
+        };
+        let r = peer.link.borrow(Some(timeout), |tag, src| {
+            if tag != t.word() {
+                return Err((tag, src.len()));
+            }
+            if src.len() != want {
+                return Err((tag, src.len()));
+            }
+            take(src);
+            Ok(())
+        });
+        let rank = peer.rank;
+        match r {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err((tag, n))) => {
+                self.expect(tag, t, rank)?;
+                Err(self.mismatch(format!(
+                    "{}: member {rank} lends {n} bytes where this member expects {want}",
+                    t.op()
+                )))
+            }
+            Err(e) => Err(self.fail(e, rank, t.op())),
+        }
+    }
+
+    /// Lends `data` to the parent (`to_parent`) or to every child at once.
+    fn lend_chunk(&mut self, to_parent: bool, data: &[u8], t: Tag) -> Res<()> {
+        let timeout = Some(self.timeout);
+        let r = if to_parent {
+            match self.parent.as_mut() {
+                Some(p) => L::lend_all(&mut [&mut p.link], t.word(), data, timeout)
+                    .map_err(|(_, e)| (p.rank, e)),
+                None => Ok(()),
+            }
+        } else if self.children.is_empty() {
+            Ok(())
+        } else {
+            let mut links: Vec<&mut L> = self.children.iter_mut().map(|c| &mut c.link).collect();
+            L::lend_all(&mut links, t.word(), data, timeout)
+                .map_err(|(i, e)| (self.children[i].rank, e))
+        };
+        r.map_err(|(rank, e)| self.fail(e, rank, t.op()))
+    }
+
+    /// [`broadcast_into`](Context::broadcast_into) by loans: chunk by chunk, copy the
+    /// parent's chunk once, then lend it to every child at once.
+    fn broadcast_lent(&mut self, buf: &mut [u8], t: Tag) -> Res<()> {
+        let len = buf.len();
+        let mut off = 0;
+        while off < len {
+            let end = (off + crate::group::LOAN_CHUNK).min(len);
+            if self.parent.is_some() {
+                let dst = &mut buf[off..end];
+                self.borrow_chunk(None, end - off, t, |src| dst.copy_from_slice(src))?;
+            }
+            self.lend_chunk(false, &buf[off..end], t)?;
+            off = end;
+        }
+        Ok(())
+    }
+
+    /// The reduction's pipeline by loans: chunk by chunk, combine every child's lent
+    /// chunk into this member's in place (no copy), then lend it to the parent.
+    fn reduce_lent(
+        &mut self,
+        data: &mut [u8],
+        combine: &mut dyn FnMut(&mut [u8], &[u8]),
+        t: Tag,
+    ) -> Res<()> {
+        let len = data.len();
+        let mut off = 0;
+        while off < len {
+            let end = (off + crate::group::LOAN_CHUNK).min(len);
+            for i in 0..self.children.len() {
+                let acc = &mut data[off..end];
+                self.borrow_chunk(Some(i), end - off, t, |src| combine(acc, src))?;
+            }
+            self.lend_chunk(true, &data[off..end], t)?;
+            off = end;
+        }
+        Ok(())
+    }
+
     /// A reduction as a pipeline over `data`: fragment by fragment (each
     /// [`segment`](crate::GroupConfig::segment) bytes, the last one shorter, an empty one
     /// when the length is a multiple of it), each child's fragment is received and
@@ -747,6 +854,9 @@ impl<L: Link> Context<L> {
     ) -> Res<()> {
         let seg = self.segment;
         self.check_len(data.len(), t)?;
+        if self.lends(data.len()) {
+            return self.reduce_lent(data, combine, t);
+        }
         let mut scratch = std::mem::take(&mut self.scratch);
         let r = (|| {
             let mut off = 0;
@@ -837,6 +947,9 @@ impl<L: Link> Context<L> {
     fn broadcast_into_inner(&mut self, buf: &mut [u8], scratch: &mut [u8], t: Tag) -> Res<()> {
         let max = self.segment;
         self.check_len(buf.len(), t)?;
+        if self.lends(buf.len()) {
+            return self.broadcast_lent(buf, t);
+        }
         let mut off = 0;
         loop {
             let n = match self.parent {

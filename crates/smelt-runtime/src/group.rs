@@ -64,7 +64,21 @@ pub struct GroupConfig {
     /// change it: [`Context::set_sync`](crate::Context::set_sync), per call
     /// [`Context::with_sync`](crate::Context::with_sync)). Default loose.
     pub sync: crate::SyncMode,
+    /// Messages of at least this many bytes (broadcasts with `broadcast_into`,
+    /// reductions and allreductions of bytes and slices) are *lent* where the links
+    /// can lend ([`Link::can_lend`]: members that are threads of one process): each
+    /// receiver copies the sender's buffer directly (or combines it in place), once,
+    /// in chunks of [`LOAN_CHUNK`] bytes pipelined along the tree, instead of twice
+    /// through the channel's cache-line slots. Default [`LEND_FROM`] (64 KiB);
+    /// `usize::MAX` turns lending off. Must be the same on every member.
+    pub lend_from: usize,
 }
+
+/// The default [`GroupConfig::lend_from`]: 64 KiB.
+pub const LEND_FROM: usize = 64 << 10;
+/// Bytes per loan of a lent message (a multiple of 48, so no value of an MPI basic
+/// type straddles two loans): 256 KiB rounded down.
+pub const LOAN_CHUNK: usize = (256 << 10) / 48 * 48;
 
 /// The default [`GroupConfig::max_message`]: 1 GiB.
 pub const MAX_MESSAGE_BYTES: usize = 1 << 30;
@@ -90,6 +104,7 @@ impl Default for GroupConfig {
             segment: None,
             max_message: MAX_MESSAGE_BYTES,
             sync: crate::SyncMode::Loose,
+            lend_from: LEND_FROM,
         }
     }
 }
@@ -893,6 +908,7 @@ pub(crate) fn build_contexts<L: Link>(
             max_message: cfg.max_message,
             sync: cfg.sync,
             in_strict: false,
+            lend_from: cfg.lend_from,
             packed: Vec::new(),
             seq: 0,
         }));

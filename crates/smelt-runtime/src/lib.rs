@@ -45,7 +45,8 @@ mod word;
 pub use context::{Context, SyncMode};
 pub use error::{panic_message, GroupError};
 pub use group::{
-    tree_edges, Group, GroupConfig, LinkEnd, Member, Pinning, Placement, MAX_MESSAGE_BYTES,
+    tree_edges, Group, GroupConfig, LinkEnd, Member, Pinning, Placement, LEND_FROM, LOAN_CHUNK,
+    MAX_MESSAGE_BYTES,
 };
 pub use smelt_ids::{CpuId, Pos, Rank};
 pub use smelt_transport::WaitPolicy;

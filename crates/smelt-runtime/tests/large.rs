@@ -4,7 +4,8 @@
 //! of three and four members, checked against a sequential computation; a message
 //! past `GroupConfig::max_message` fails every member with a clear error and no hang.
 //!
-//! The largest sizes run once per collective by default; `SMELT_STRESS=k` adds k
+//! Messages of 64 KiB and more are lent between threads (single copy); a test runs
+//! both paths at the same sizes. The largest sizes run once per collective by default; `SMELT_STRESS=k` adds k
 //! pseudo-random sizes up to 16 MiB + 1 per configuration.
 
 use smelt_runtime::{Group, GroupConfig, GroupError, Member};
@@ -140,6 +141,38 @@ fn sizes_around_the_fragment_and_odd_ones() {
         for n in [3, 4] {
             for tree in shapes(n, n / 2) {
                 for &len in &sizes {
+                    check_all(&tree, &cfg, len);
+                }
+            }
+        }
+    }
+}
+
+/// Loans (single copy between threads) from every size up, across chunk boundaries,
+/// and the fragment path at sizes that are normally lent.
+#[test]
+fn lent_and_fragmented_paths_agree() {
+    let chunk = smelt_runtime::LOAN_CHUNK;
+    for lend_from in [100, usize::MAX] {
+        let cfg = GroupConfig {
+            lend_from,
+            ..GroupConfig::default()
+        };
+        let sizes = [
+            0,
+            1,
+            99,
+            100,
+            101,
+            4096,
+            chunk - 1,
+            chunk,
+            chunk + 1,
+            2 * chunk + 7,
+        ];
+        for n in [2, 3, 4] {
+            for tree in shapes(n, n - 1) {
+                for len in sizes {
                     check_all(&tree, &cfg, len);
                 }
             }

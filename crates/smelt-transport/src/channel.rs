@@ -182,6 +182,9 @@ pub(crate) struct Shared {
     slots: *const Slot,
     mem: Memory,
     abort: Option<Abort>,
+    /// Where the producer lends a buffer to the consumer (heap rings only: both ends
+    /// share an address space); see `crate::loan`.
+    loan: Option<Box<crate::loan::LoanBox>>,
 }
 
 // The only non-Sync parts are the slots' payload cells (and raw pointers to the
@@ -287,6 +290,16 @@ impl Shared {
             }
             Memory::Shared { .. } => futex_wait(&self.side(who).waiting, 1, wait),
         }
+    }
+
+    /// The ring's loan box (heap rings only).
+    pub(crate) fn loan_box(&self) -> Option<&crate::loan::LoanBox> {
+        self.loan.as_deref()
+    }
+
+    /// True once the ring's abort flag (if any) was raised.
+    pub(crate) fn is_aborted(&self) -> bool {
+        self.abort.as_ref().is_some_and(|a| a.is_triggered())
     }
 
     /// The other process's failure, if it has one: aborted job or dead peer.
@@ -396,6 +409,7 @@ pub fn try_channel(
             ]),
         },
         abort,
+        loan: Some(Box::default()),
     });
     Ok((
         Producer::new(shared.clone(), capacity_slots),
@@ -428,6 +442,7 @@ pub(crate) unsafe fn shared_ring(
         slots,
         mem: Memory::Shared { remote, peer },
         abort,
+        loan: None,
     }))
 }
 
@@ -700,6 +715,11 @@ impl Producer {
         self.policy = p;
     }
 
+    /// The ring this end belongs to (for `crate::loan`).
+    pub(crate) fn ring(&self) -> &Shared {
+        &self.shared
+    }
+
     /// True if `n` slots are free; re-reads the consumer's position only when the
     /// cached one says they are not.
     #[inline(always)]
@@ -969,6 +989,11 @@ impl Consumer {
     fn ready_header(&self) -> Option<u64> {
         let h = self.shared.slot(self.idx).header.load(Ordering::Acquire);
         (h & SEQ_AND_CONT == seq_bits(self.head)).then_some(h)
+    }
+
+    /// The ring this end belongs to (for `crate::loan`).
+    pub(crate) fn ring(&self) -> &Shared {
+        &self.shared
     }
 
     /// The next header, or `Empty` / `Disconnected`.

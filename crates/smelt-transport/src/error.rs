@@ -50,6 +50,10 @@ pub enum TransportError {
     /// A channel needs between 1 and [`MAX_CAPACITY`](crate::MAX_CAPACITY) slots.
     #[error("invalid channel capacity {0} (must be 1..=16777216 slots)")]
     InvalidCapacity(usize),
+    /// A borrow found no loan: the peer sent data, or nothing was lent (it stays
+    /// queued), or the ring cannot lend (its ends are in different processes).
+    #[error("expected a lent buffer, found {0}")]
+    NoLoan(String),
     /// `recv_word` found a message that is not a word (0 or 8 bytes); it stays queued.
     #[error("expected a one-word message, found a {len}-byte message")]
     NotAWord {

@@ -58,6 +58,7 @@ mod backoff;
 mod channel;
 mod error;
 mod link;
+mod loan;
 mod queuepair;
 #[cfg(not(loom))]
 pub mod shm;
@@ -73,4 +74,5 @@ pub use channel::{
 };
 pub use error::TransportError;
 pub use link::Link;
+pub use loan::lend_all;
 pub use queuepair::{queuepair, try_queuepair, Endpoint};

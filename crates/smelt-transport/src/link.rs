@@ -64,6 +64,46 @@ pub trait Link: Send {
     fn is_ready(&self) -> bool;
     /// True once the peer closed its end.
     fn is_disconnected(&self) -> bool;
+    /// True if this link can lend buffers to its peer and borrow the peer's
+    /// ([`Link::lend_all`], [`Link::borrow`]): single-copy transfers of large
+    /// messages. Must be the same at both ends of a link. Default: false.
+    fn can_lend(&self) -> bool {
+        false
+    }
+    /// Lends `data` to the peers of all `links` at once and returns when every one of
+    /// them gave it back (see [`crate::lend_all`]); errors name the link's index.
+    /// Default: [`TransportError::NoLoan`] (the transport cannot lend).
+    fn lend_all(
+        links: &mut [&mut Self],
+        tag: u64,
+        data: &[u8],
+        timeout: Option<Duration>,
+    ) -> Result<(), (usize, TransportError)>
+    where
+        Self: Sized,
+    {
+        let _ = (links, tag, data, timeout);
+        Err((
+            0,
+            TransportError::NoLoan("a transport that cannot lend".into()),
+        ))
+    }
+    /// Borrows what the peer lends: calls `f(tag, bytes)` with the lent bytes (see
+    /// [`Consumer::borrow`](crate::Consumer::borrow)). Default:
+    /// [`TransportError::NoLoan`].
+    fn borrow<R>(
+        &mut self,
+        timeout: Option<Duration>,
+        f: impl FnOnce(u64, &[u8]) -> R,
+    ) -> Result<R, TransportError>
+    where
+        Self: Sized,
+    {
+        let _ = (timeout, f);
+        Err(TransportError::NoLoan(
+            "a transport that cannot lend".into(),
+        ))
+    }
 }
 
 impl Link for Endpoint {
@@ -120,5 +160,24 @@ impl Link for Endpoint {
     #[inline]
     fn is_disconnected(&self) -> bool {
         self.tx.is_disconnected() || self.rx.is_disconnected()
+    }
+    fn can_lend(&self) -> bool {
+        self.tx.can_lend() && self.rx.can_lend()
+    }
+    fn lend_all(
+        links: &mut [&mut Self],
+        tag: u64,
+        data: &[u8],
+        timeout: Option<Duration>,
+    ) -> Result<(), (usize, TransportError)> {
+        let mut tx: Vec<&mut crate::Producer> = links.iter_mut().map(|l| &mut l.tx).collect();
+        crate::lend_all(&mut tx, tag, data, timeout)
+    }
+    fn borrow<R>(
+        &mut self,
+        timeout: Option<Duration>,
+        f: impl FnOnce(u64, &[u8]) -> R,
+    ) -> Result<R, TransportError> {
+        self.rx.borrow(timeout, f)
     }
 }
