@@ -143,7 +143,15 @@ pub fn run(a: TuneArgs) -> Result<()> {
     let limit = a.time_limit.map(Duration::from_secs_f64);
     if a.check {
         let f = load_file(&a, Some(&model))?;
-        return check(&f, &model, &groups, &cands, &cfg, limit);
+        return check(
+            &f,
+            &model,
+            &groups,
+            &cands,
+            &segments,
+            (&cfg, passes(a.quick)),
+            limit,
+        );
     }
     let path = output_path(&a, &model)?;
     let mut file = if a.resume && path.exists() {
@@ -166,7 +174,10 @@ pub fn run(a: TuneArgs) -> Result<()> {
         .filter(|c| file.cell(c.mode, c.op, c.group_size, c.bytes).is_none())
         .collect();
     let kept = plan.cells.len() - todo.len();
-    let total: u64 = todo.iter().map(|c| c.work(&plan) as u64).sum();
+    let total: u64 = todo
+        .iter()
+        .map(|c| (c.work(&plan) * passes(a.quick)) as u64)
+        .sum();
     let progress =
         smelt_probe::progress::Progress::new(true, total, "measurements").with_label("smelt tune");
     let start = Instant::now();
@@ -178,7 +189,8 @@ pub fn run(a: TuneArgs) -> Result<()> {
             break;
         }
         progress.step(cell.label());
-        match tune_cell(cell, &plan, &cfg, &progress, limit.map(|l| (start, l))) {
+        let lim = limit.map(|l| (start, l));
+        match tune_cell(cell, &plan, &cfg, passes(a.quick), &progress, lim) {
             Ok(Some(e)) => {
                 file.insert(cell.mode, cell.op, cell.group_size, e);
                 file.save(&path).map_err(|e| anyhow::anyhow!(e))?;
@@ -367,9 +379,11 @@ impl Cell {
         )
     }
 
-    /// Measurements: one per distinct tree, plus the fragment sizes tried.
+    /// Measurements per pass: one per distinct tree, plus the fragment sizes tried
+    /// (with the default again).
     fn work(&self, plan: &Plan) -> usize {
-        plan.trees(self.group, self.op).len() + plan.segments_for(self).len()
+        let s = plan.segments_for(self).len();
+        plan.trees(self.group, self.op).len() + if s > 0 { s + 1 } else { 0 }
     }
 }
 
@@ -516,57 +530,132 @@ fn measure_one(
     Ok(r.stats.median_ns)
 }
 
+/// One configuration of a cell: a tree (index into the cell's trees) and a fragment
+/// size (`None`: the runtime's default).
+type Config = (usize, Option<usize>);
+
+/// Measures `configs` in `passes` interleaved passes (every configuration once per
+/// pass, so slow drifts of the machine hit all alike); a configuration's figure is
+/// the median of its passes. `Ok(None)`: the time limit ran out. A configuration that
+/// fails is warned about and left out (`None`).
+fn measure_configs(
+    cell: &Cell,
+    trees: &[(Topology, Tree)],
+    configs: &[Config],
+    cfg: &MeasureConfig,
+    passes: usize,
+    progress: &smelt_probe::progress::Progress,
+    over: &dyn Fn() -> bool,
+) -> Result<Option<Vec<Option<f64>>>> {
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+    let mut failed = vec![false; configs.len()];
+    for _ in 0..passes {
+        for (i, &(ti, seg)) in configs.iter().enumerate() {
+            if over() {
+                return Ok(None);
+            }
+            if !failed[i] {
+                let (t, tree) = &trees[ti];
+                match measure_one(tree, cell.op, cell.mode, cell.bytes, seg, cfg) {
+                    Ok(v) => samples[i].push(v),
+                    Err(e) => {
+                        failed[i] = true;
+                        crate::common::warn(&format!(
+                            "{} {}: {e:#}",
+                            cell.label(),
+                            config_name(*t, seg)
+                        ));
+                    }
+                }
+            }
+            progress.inc();
+        }
+    }
+    Ok(Some(
+        samples
+            .iter()
+            .zip(&failed)
+            .map(|(s, &f)| (!f && !s.is_empty()).then(|| median(s)))
+            .collect(),
+    ))
+}
+
+fn median(v: &[f64]) -> f64 {
+    smelt_runtime::measure::Stats::from_samples(v).median_ns
+}
+
+/// `tree` or `tree,segment=N`, as the candidates of a tuning file name them.
+fn config_name(t: Topology, seg: Option<usize>) -> String {
+    match seg {
+        Some(s) => format!("{t},segment={s}"),
+        None => t.to_string(),
+    }
+}
+
+/// Measurement passes per configuration.
+fn passes(quick: bool) -> usize {
+    if quick {
+        3
+    } else {
+        5
+    }
+}
+
 /// Measures one cell: every distinct tree with the default fragment size, then the
-/// other fragment sizes with the best tree. `Ok(None)`: the time limit ran out.
+/// best tree with each other fragment size (and the default again, interleaved with
+/// them). `Ok(None)`: the time limit ran out.
 fn tune_cell(
     cell: &Cell,
     plan: &Plan,
     cfg: &MeasureConfig,
+    passes: usize,
     progress: &smelt_probe::progress::Progress,
     limit: Option<(Instant, Duration)>,
 ) -> Result<Option<Entry>> {
     let over = || limit.is_some_and(|(s, l)| s.elapsed() >= l);
-    let mut cands = BTreeMap::new();
-    let mut best: Option<(Topology, Option<usize>, f64)> = None;
     let trees = plan.trees(cell.group, cell.op);
-    for (t, tree) in trees {
-        if over() {
-            return Ok(None);
-        }
-        match measure_one(tree, cell.op, cell.mode, cell.bytes, None, cfg) {
-            Ok(v) => {
-                cands.insert(t.to_string(), v);
-                if best.is_none_or(|b| v < b.2) {
-                    best = Some((*t, None, v));
-                }
+    let configs: Vec<Config> = (0..trees.len()).map(|i| (i, None)).collect();
+    let Some(first) = measure_configs(cell, trees, &configs, cfg, passes, progress, &over)? else {
+        return Ok(None);
+    };
+    let mut cands = BTreeMap::new();
+    let mut best: Option<(Config, f64)> = None;
+    for (&c, v) in configs.iter().zip(&first) {
+        if let Some(v) = *v {
+            cands.insert(config_name(trees[c.0].0, c.1), v);
+            if best.is_none_or(|b| v < b.1) {
+                best = Some((c, v));
             }
-            Err(e) => crate::common::warn(&format!("{} {t}: {e:#}", cell.label())),
         }
-        progress.inc();
     }
-    let Some((bt, _, _)) = best else {
+    let Some(((bt, _), _)) = best else {
         bail!("every candidate failed");
     };
-    let tree = &trees.iter().find(|(t, _)| *t == bt).expect("measured").1;
-    for s in plan.segments_for(cell) {
-        if over() {
+    let segs = plan.segments_for(cell);
+    if !segs.is_empty() {
+        let mut configs: Vec<Config> = vec![(bt, None)];
+        configs.extend(segs.iter().map(|&s| (bt, Some(s))));
+        let Some(second) = measure_configs(cell, trees, &configs, cfg, passes, progress, &over)?
+        else {
             return Ok(None);
-        }
-        match measure_one(tree, cell.op, cell.mode, cell.bytes, Some(s), cfg) {
-            Ok(v) => {
-                cands.insert(format!("{bt},segment={s}"), v);
-                if best.is_none_or(|b| v < b.2) {
-                    best = Some((bt, Some(s), v));
+        };
+        // The best tree's variants, measured side by side, decide the fragment size.
+        best = None;
+        for (&c, v) in configs.iter().zip(&second) {
+            if let Some(v) = *v {
+                cands.insert(config_name(trees[c.0].0, c.1), v);
+                if best.is_none_or(|b| v < b.1) {
+                    best = Some((c, v));
                 }
             }
-            Err(e) => crate::common::warn(&format!("{} {bt} segment {s}: {e:#}", cell.label())),
         }
-        progress.inc();
     }
-    let (t, segment, v) = best.expect("set above");
+    let Some(((ti, segment), v)) = best else {
+        bail!("every fragment size failed");
+    };
     Ok(Some(Entry {
         bytes: cell.bytes,
-        algo: t.to_string(),
+        algo: trees[ti].0.to_string(),
         segment,
         median_ns: v,
         candidates: cands,
@@ -613,15 +702,17 @@ fn table(f: &TuningFile) -> String {
     s
 }
 
-/// `--check`: re-measures every cell of `f` present in this run's groups: all
-/// distinct candidates and the file's choice; a cell passes when the choice is within
-/// 5 % of the best of them.
+/// `--check`: re-measures every cell of `f` present in this run's groups, in a fresh
+/// run: every distinct candidate tree with the default fragments, the file's choice's
+/// tree with each fragment size (so the file's choice, as `auto` runs it, is among
+/// them), interleaved; a cell passes when the choice is within 5 % of the best.
 fn check(
     f: &TuningFile,
     model: &Model,
     groups: &[(String, Vec<usize>)],
     cands: &[Topology],
-    cfg: &MeasureConfig,
+    segments: &[usize],
+    (cfg, passes): (&MeasureConfig, usize),
     limit: Option<Duration>,
 ) -> Result<()> {
     let cells: Vec<(Mode, Op, usize, Entry)> = f
@@ -638,73 +729,91 @@ fn check(
         v.dedup();
         v
     };
-    let plan = Plan::new(model, groups, &ops, &[8], &[Mode::Loose], cands, &[])?;
-    let total: u64 = cells
-        .iter()
-        .map(|(_, op, g, _)| {
-            let gi = groups.iter().position(|(_, m)| m.len() == *g).unwrap_or(0);
-            plan.trees(gi, *op).len() as u64 + 1
-        })
-        .sum();
+    let plan = Plan::new(model, groups, &ops, &[8], &[Mode::Loose], cands, segments)?;
+    // Per cell: its trees (the candidates', plus the file's choice if it is not one)
+    // and configurations; the index of the file's choice.
+    let mut work = Vec::new();
+    for (mode, op, g, e) in &cells {
+        let gi = groups.iter().position(|(_, m)| m.len() == *g).unwrap_or(0);
+        let mut trees: Vec<(Topology, Tree)> = plan.trees(gi, *op).to_vec();
+        let chosen: Topology = e.algo.parse().map_err(|x: String| anyhow::anyhow!(x))?;
+        let c = Costs::new(model, &groups[gi].1).map_err(|x| anyhow::anyhow!("{x}"))?;
+        let root = c.default_root();
+        let shape = chosen.children(&c, root);
+        let ti = match trees.iter().position(|(_, t)| t.child_indices() == shape) {
+            Some(i) => i,
+            None => {
+                trees.push((chosen, c.tree(root, shape)));
+                trees.len() - 1
+            }
+        };
+        let cell = Cell {
+            mode: *mode,
+            op: *op,
+            group: gi,
+            group_size: *g,
+            bytes: e.bytes,
+        };
+        let mut configs: Vec<Config> = (0..trees.len()).map(|i| (i, None)).collect();
+        let mut segs = plan.segments_for(&cell);
+        segs.extend(e.segment);
+        for s in segs {
+            if !configs.contains(&(ti, Some(s))) {
+                configs.push((ti, Some(s)));
+            }
+        }
+        let choice = configs
+            .iter()
+            .position(|&c| c == (ti, e.segment))
+            .expect("the choice is one of the configurations");
+        work.push((cell, trees, configs, choice, e.clone()));
+    }
+    let total: u64 = work.iter().map(|w| (w.2.len() * passes) as u64).sum();
     let progress = smelt_probe::progress::Progress::new(true, total, "measurements")
         .with_label("smelt tune --check");
     let start = Instant::now();
+    let over = || limit.is_some_and(|l| start.elapsed() >= l);
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<7} {:<10} {:>5} {:>8}  {:<26} {:>11}  {:<20} {:>11}  {:>6}",
+        "{:<7} {:<10} {:>5} {:>8}  {:<26} {:>11}  {:<26} {:>11}  {:>6}",
         "mode", "op", "n", "bytes", "choice", "choice ns", "best now", "best ns", "ratio"
     );
     let (mut pass, mut checked) = (0usize, 0usize);
-    for (mode, op, g, e) in &cells {
-        if limit.is_some_and(|l| start.elapsed() >= l) {
+    for (cell, trees, configs, choice, e) in &work {
+        progress.step(cell.label());
+        let Some(v) = measure_configs(cell, trees, configs, cfg, passes, &progress, &over)? else {
             break;
-        }
-        let gi = groups.iter().position(|(_, m)| m.len() == *g).unwrap_or(0);
-        progress.step(format!("{mode} {op} n={g} {} B", e.bytes));
-        let trees = plan.trees(gi, *op);
-        let mut best: Option<(String, f64)> = None;
-        for (t, tree) in trees {
-            if let Ok(v) = measure_one(tree, *op, *mode, e.bytes, None, cfg) {
-                if best.as_ref().is_none_or(|b| v < b.1) {
-                    best = Some((t.to_string(), v));
-                }
-            }
-            progress.inc();
-        }
-        // The file's choice, as auto would run it (its tree and fragment size).
-        let chosen: Topology = e.algo.parse().map_err(|x: String| anyhow::anyhow!(x))?;
-        let members = &groups[gi].1;
-        let c = Costs::new(model, members).map_err(|x| anyhow::anyhow!("{x}"))?;
-        let root = c.default_root();
-        let tree = c.tree(root, chosen.children(&c, root));
-        let v = measure_one(&tree, *op, *mode, e.bytes, e.segment, cfg);
-        progress.inc();
-        let (Ok(v), Some((bn, bv))) = (v, best) else {
-            crate::common::warn(&format!("{mode} {op} n={g} {} B: not measured", e.bytes));
+        };
+        let Some(cv) = v[*choice] else {
+            crate::common::warn(&format!(
+                "{}: the choice could not be measured",
+                cell.label()
+            ));
             continue;
         };
-        let best_v = bv.min(v);
-        let ratio = v / best_v;
+        let (bi, bv) = v
+            .iter()
+            .enumerate()
+            .filter_map(|(i, x)| x.map(|x| (i, x)))
+            .fold((*choice, cv), |b, x| if x.1 < b.1 { x } else { b });
+        let ratio = cv / bv;
         checked += 1;
         if ratio <= 1.05 {
             pass += 1;
         }
-        let choice = match e.segment {
-            Some(s) => format!("{},segment={s}", e.algo),
-            None => e.algo.clone(),
-        };
+        let name = |i: usize| config_name(trees[configs[i].0].0, configs[i].1);
         let _ = writeln!(
             out,
-            "{:<7} {:<10} {:>5} {:>8}  {:<26} {:>11.1}  {:<20} {:>11.1}  {:>6.3}",
-            mode.name(),
-            op.name(),
-            g,
+            "{:<7} {:<10} {:>5} {:>8}  {:<26} {:>11.1}  {:<26} {:>11.1}  {:>6.3}",
+            cell.mode.name(),
+            cell.op.name(),
+            cell.group_size,
             e.bytes,
-            choice,
-            v,
-            if v <= bv { choice.clone() } else { bn },
-            best_v,
+            name(*choice),
+            cv,
+            name(bi),
+            bv,
             ratio
         );
     }
