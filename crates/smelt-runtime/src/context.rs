@@ -908,19 +908,19 @@ impl<L: Link> Context<L> {
         op: impl Fn(T, T) -> T,
     ) -> Res<()> {
         self.reduce_slice(data, op)?;
+        // Every member knows the result's length: broadcast it in place (lent between
+        // threads when long).
         let mut bytes = std::mem::take(&mut self.packed);
         bytes.clear();
         if self.is_root() {
             pack(data, &mut bytes);
+        } else {
+            bytes.resize(data.len() * T::BYTES, 0);
         }
-        let r = self.broadcast(&mut bytes).and_then(|()| {
-            if bytes.len() != data.len() * T::BYTES {
-                return Err(self.mismatch("allreduce_slice: result length differs".into()));
-            }
+        let r = self.broadcast_into(&mut bytes).map(|()| {
             for (k, x) in data.iter_mut().enumerate() {
                 *x = unpack_at(&bytes, k);
             }
-            Ok(())
         });
         self.packed = bytes;
         r
