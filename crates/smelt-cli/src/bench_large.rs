@@ -100,7 +100,7 @@ fn smelt_ns(tree: &Tree, op: Op, bytes: usize, cfg: &MeasureConfig) -> Result<f6
         })
     })
     .map_err(|e| e.to_string())?;
-    Ok(m.stats.median_ns)
+    Ok(m.stats.median)
 }
 
 /// Runs the comparison on `model`'s CPUs.

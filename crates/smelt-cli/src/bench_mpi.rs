@@ -414,7 +414,7 @@ mod tests {
 
     #[test]
     fn speedup_is_tuned_over_smelt_for_the_same_cell() {
-        let summary = |m: f64| smelt_probe::stats::summarize(&[m]).unwrap();
+        let summary = |m: f64| smelt_tree::stats::summarize(&[m]).unwrap();
         let f = |system: &str, m: f64| MpiFigure {
             system: system.into(),
             op: "bcast".into(),

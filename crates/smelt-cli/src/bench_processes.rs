@@ -152,6 +152,6 @@ pub fn result(name: String, op: Op, procs: usize, r: Result<Vec<f64>, String>) -
         name,
         metric_of(op),
         procs,
-        r.map(|s| crate::cmd_bench::summary_of(&smelt_runtime::measure::Stats::from_samples(&s))),
+        r.map(|s| smelt_runtime::measure::summarize(&s)),
     )
 }

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 use smelt_probe::figure::{Metric, PeerResult, Status};
-use smelt_probe::Summary;
+use smelt_tree::stats::Summary;
 use std::fmt::Write as _;
 
 /// The whole report.

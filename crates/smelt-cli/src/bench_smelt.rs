@@ -5,9 +5,9 @@
 
 use smelt_model::Model;
 use smelt_probe::figure::{Metric, PeerResult};
-use smelt_probe::Summary;
-use smelt_runtime::measure::{self, MeasureConfig, Stats};
+use smelt_runtime::measure::{self, MeasureConfig};
 use smelt_runtime::{GroupConfig, Pinning};
+use smelt_tree::stats::Summary;
 use smelt_tree::{Op, Payload, Prediction, Topology, Tree};
 use std::time::Duration;
 
@@ -42,21 +42,6 @@ pub struct Plan {
 /// The runtime's name for an operation (the AB variant is not measured separately).
 fn runtime_op(op: Op) -> Option<Op> {
     (op != Op::AtomicBroadcast).then_some(op)
-}
-
-/// The runtime's statistics as a [`Summary`]; the spread is estimated from the
-/// 10–90 % range as for a normal distribution ((p90 − p10) / 2.563).
-pub fn summary_of(s: &Stats) -> Summary {
-    Summary {
-        median: s.median_ns,
-        mad: ((s.p90_ns - s.p10_ns) / 2.563).max(0.0),
-        p10: s.p10_ns,
-        p90: s.p90_ns,
-        min: s.min_ns,
-        max: s.max_ns,
-        n: s.samples,
-        rejected: 0,
-    }
 }
 
 /// A model of `members` members placed round-robin on the CPUs of `m`: member `i`
@@ -168,7 +153,7 @@ impl Smelt<'_> {
         let rop = runtime_op(op).ok_or_else(|| format!("{} is not measured", op.name()))?;
         let m = measure::measure(&p.tree, rop, &self.config(p, self.rounds))
             .map_err(|e| e.to_string())?;
-        Ok((summary_of(&m.stats), m.placement.flattened))
+        Ok((m.stats, m.placement.flattened))
     }
 
     /// smelt's figure for the peer comparison: `op` over `t` with `threads` members,
@@ -189,7 +174,7 @@ impl Smelt<'_> {
             let m = measure::measure_back_to_back(&p.tree, rop, &self.config(&p, self.runs))
                 .map_err(|e| e.to_string())?;
             flattened = m.placement.flattened;
-            Ok(summary_of(&m.stats))
+            Ok(m.stats)
         });
         let name = if flattened {
             format!("smelt ({t}, flattened: oversubscribed)")

@@ -134,9 +134,9 @@ pub fn run(a: &BenchArgs, model: &Model, members: usize) -> Result<()> {
                         tree: t.to_string(),
                         bytes,
                         mode: mode.name(),
-                        median_ns: Some(m.stats.median_ns),
-                        p10_ns: Some(m.stats.p10_ns),
-                        p90_ns: Some(m.stats.p90_ns),
+                        median_ns: Some(m.stats.median),
+                        p10_ns: Some(m.stats.p10),
+                        p90_ns: Some(m.stats.p90),
                         error: None,
                     },
                     Err(e) => Row {

@@ -15,7 +15,6 @@ mod report;
 mod smelt;
 #[path = "bench_sync.rs"]
 mod sync;
-pub(crate) use smelt::summary_of;
 
 use anyhow::{bail, Context, Result};
 use report::{Collective, Figure, FloorInfo, Ratio, Report};
@@ -449,7 +448,7 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
     all.sort_by(f64::total_cmp);
     let floor = FloorInfo {
         cpus: [fa, fb],
-        median_ns: smelt_probe::stats::median_sorted(&all),
+        median_ns: smelt_tree::stats::median_sorted(&all),
         min_ns: all.first().copied().unwrap_or(f64::NAN),
         max_ns: all.last().copied().unwrap_or(f64::NAN),
         probes: all.len(),

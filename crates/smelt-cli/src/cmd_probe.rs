@@ -152,7 +152,7 @@ fn off_diagonal_median(m: &[Vec<f64>]) -> f64 {
         })
         .collect();
     v.sort_by(f64::total_cmp);
-    smelt_probe::stats::median_sorted(&v)
+    smelt_tree::stats::median_sorted(&v)
 }
 
 /// The human summary, on stderr (stdout may carry the model).

@@ -527,7 +527,7 @@ fn measure_one(
     let r = measure_back_to_back_with(tree, &cfg, |m| {
         member_loop(m, op, mode, bytes as usize, &cfg)
     })?;
-    Ok(r.stats.median_ns)
+    Ok(r.stats.median)
 }
 
 /// One configuration of a cell: a tree (index into the cell's trees) and a fragment
@@ -580,8 +580,11 @@ fn measure_configs(
     ))
 }
 
+/// The plain median of the passes' figures (no outlier rejection: there are 3 or 5).
 fn median(v: &[f64]) -> f64 {
-    smelt_runtime::measure::Stats::from_samples(v).median_ns
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    smelt_tree::stats::median_sorted(&v)
 }
 
 /// `tree` or `tree,segment=N`, as the candidates of a tuning file name them.

@@ -5,7 +5,7 @@
 //! channel only, never by the harness.
 
 use crate::harness::{run_team, Budget, Deadline, Timeout, Worker};
-use crate::stats::{halve, Summary};
+use smelt_tree::stats::{halve, Summary};
 
 /// The sending end of a one-way link carrying words.
 pub trait SendWord: Send {

@@ -15,9 +15,9 @@
 
 use crate::harness::Deadline;
 use crate::link::{RecvWord, SendWord};
-use crate::stats::{median_sorted, summarize, Summary};
 use smelt_model::Hierarchy;
 use smelt_transport::{Consumer, Producer};
+use smelt_tree::stats::{median_sorted, summarize, Summary};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};

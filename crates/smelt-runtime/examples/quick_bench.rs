@@ -10,9 +10,9 @@ fn show(name: &str, threads: usize, m: &Measurement) {
     let s = &m.stats;
     println!(
         "{name:<44} {threads:>3} {:>12.1} {:>12.1} {:>12.1}  {}{}",
-        s.median_ns,
-        s.p10_ns,
-        s.p90_ns,
+        s.median,
+        s.p10,
+        s.p90,
         if m.placement.pinned {
             "pinned"
         } else {

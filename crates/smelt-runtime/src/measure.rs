@@ -48,56 +48,14 @@ pub fn run_once<L: smelt_transport::Link>(op: Op, m: &mut Member<L>) -> Result<(
     }
 }
 
-/// Summary of samples, in nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Stats {
-    /// Median.
-    pub median_ns: f64,
-    /// 10th percentile.
-    pub p10_ns: f64,
-    /// 90th percentile.
-    pub p90_ns: f64,
-    /// Mean.
-    pub mean_ns: f64,
-    /// Smallest sample.
-    pub min_ns: f64,
-    /// Largest sample.
-    pub max_ns: f64,
-    /// Number of samples.
-    pub samples: usize,
-}
+/// Summaries of samples (nanoseconds here): smelt's one statistics type, with the
+/// probe's outlier rejection ([`smelt_tree::stats::summarize`]).
+pub use smelt_tree::stats::Summary;
 
-impl Stats {
-    /// Summarises `samples` (ns); all zero for no samples.
-    pub fn from_samples(samples: &[f64]) -> Stats {
-        if samples.is_empty() {
-            return Stats {
-                median_ns: 0.0,
-                p10_ns: 0.0,
-                p90_ns: 0.0,
-                mean_ns: 0.0,
-                min_ns: 0.0,
-                max_ns: 0.0,
-                samples: 0,
-            };
-        }
-        let mut v = samples.to_vec();
-        v.sort_by(|a, b| a.total_cmp(b));
-        let q = |p: f64| {
-            let x = p * (v.len() - 1) as f64;
-            let (lo, hi) = (x.floor() as usize, x.ceil() as usize);
-            v[lo] + (v[hi] - v[lo]) * (x - lo as f64)
-        };
-        Stats {
-            median_ns: q(0.5),
-            p10_ns: q(0.1),
-            p90_ns: q(0.9),
-            mean_ns: v.iter().sum::<f64>() / v.len() as f64,
-            min_ns: v[0],
-            max_ns: v[v.len() - 1],
-            samples: v.len(),
-        }
-    }
+/// Summarises `samples` (ns) with [`smelt_tree::stats::summarize`] (outliers farther
+/// than 3.5 scaled MADs from the median rejected); all zero for no samples.
+pub fn summarize(samples: &[f64]) -> Summary {
+    smelt_tree::stats::summarize(samples).unwrap_or_default()
 }
 
 /// How much to measure.
@@ -141,7 +99,7 @@ impl MeasureConfig {
 #[derive(Debug, Clone)]
 pub struct Measurement {
     /// Nanoseconds per operation.
-    pub stats: Stats,
+    pub stats: Summary,
     /// Operations per recorded run (back-to-back measurements; 1 for
     /// paper-style rounds).
     pub ops_per_run: usize,
@@ -261,7 +219,7 @@ pub fn measure(tree: &Tree, op: Op, cfg: &MeasureConfig) -> Result<Measurement, 
         }
     }
     Ok(Measurement {
-        stats: Stats::from_samples(&samples),
+        stats: summarize(&samples),
         ops_per_run: 1,
         placement,
     })
@@ -343,7 +301,7 @@ pub fn measure_back_to_back_with(
     let out = group.run(member)?;
     let (samples, iters) = out.into_iter().next().expect("a group has a member")?;
     Ok(Measurement {
-        stats: Stats::from_samples(&samples),
+        stats: summarize(&samples),
         ops_per_run: iters,
         placement,
     })

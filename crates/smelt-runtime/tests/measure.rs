@@ -1,7 +1,7 @@
 //! The measurement helpers run every operation to completion and return the requested
 //! number of samples (no timing assertions: performance lives in the benchmarks).
 
-use smelt_runtime::measure::{measure, measure_back_to_back, MeasureConfig, Op, Stats};
+use smelt_runtime::measure::{measure, measure_back_to_back, summarize, MeasureConfig, Op};
 use smelt_tree::Tree;
 use std::time::Duration;
 
@@ -36,10 +36,10 @@ fn paper_style_and_back_to_back_measure_every_op() {
     for tree in trees() {
         for op in Op::RUN {
             let m = measure(&tree, op, &cfg()).unwrap();
-            assert_eq!(m.stats.samples, 5, "{op} on {tree:?}");
-            assert!(m.stats.min_ns > 0.0 && m.stats.p10_ns <= m.stats.p90_ns);
+            assert_eq!(m.stats.n + m.stats.rejected, 5, "{op} on {tree:?}");
+            assert!(m.stats.min > 0.0 && m.stats.p10 <= m.stats.p90);
             let b = measure_back_to_back(&tree, op, &cfg()).unwrap();
-            assert_eq!(b.stats.samples, 5);
+            assert_eq!(b.stats.n + b.stats.rejected, 5);
             assert!(b.ops_per_run >= 1);
         }
     }
@@ -59,21 +59,28 @@ fn flattened_groups_are_measured_over_the_flat_tree() {
     for op in Op::RUN {
         let m = measure(&tree, op, &c).unwrap();
         assert!(m.placement.flattened, "{op}");
-        assert_eq!(m.stats.samples, 5, "{op}");
+        assert_eq!(m.stats.n + m.stats.rejected, 5, "{op}");
         let b = measure_back_to_back(&tree, op, &c).unwrap();
-        assert!(b.placement.flattened && b.stats.samples == 5, "{op}");
+        assert!(
+            b.placement.flattened && b.stats.n + b.stats.rejected == 5,
+            "{op}"
+        );
     }
 }
 
 #[test]
 fn stats_percentiles() {
-    let s = Stats::from_samples(&[5.0, 1.0, 3.0, 2.0, 4.0]);
+    let s = summarize(&[5.0, 1.0, 3.0, 2.0, 4.0]);
     assert_eq!(
-        (s.min_ns, s.median_ns, s.max_ns, s.mean_ns),
-        (1.0, 3.0, 5.0, 3.0)
+        (s.min, s.median, s.max, s.n, s.rejected),
+        (1.0, 3.0, 5.0, 5, 0)
     );
-    assert!((s.p10_ns - 1.4).abs() < 1e-9 && (s.p90_ns - 4.6).abs() < 1e-9);
-    assert_eq!(Stats::from_samples(&[]).samples, 0);
+    assert!((s.p10 - 1.4).abs() < 1e-9 && (s.p90 - 4.6).abs() < 1e-9);
+    // The probe's outlier rejection: a sample far in the tail is dropped.
+    let s = summarize(&[100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8, 10_000.0]);
+    assert_eq!((s.n, s.rejected), (7, 1));
+    assert!(s.max < 200.0);
+    assert_eq!(summarize(&[]).n, 0);
     assert_eq!("2pc".parse::<Op>(), Ok(Op::TwoPhaseCommit));
     assert!("nope".parse::<Op>().is_err());
 }

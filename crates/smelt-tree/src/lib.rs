@@ -12,7 +12,8 @@
 //!   of small groups.
 //! - [`tuning`]: tuning files (`smelt tune`), `SMELT_TUNE` and the tree `auto`.
 //! - [`stats`]: Spearman rank correlation, for comparing predictions with
-//!   measurements.
+//!   measurements, and [`stats::Summary`], the robust statistics (median, MAD-based
+//!   outlier rejection, percentiles) every measurement of smelt reports.
 
 #![forbid(unsafe_code)]
 
