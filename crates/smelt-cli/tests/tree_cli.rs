@@ -305,6 +305,17 @@ fn evaluate_correlates_with_ab_bench() {
     assert!((rho("barriers") - 1.0).abs() < 0.01);
     assert!((rho("reduction") - 0.93).abs() < 0.01);
     assert!((rho("agreement") - 0.96).abs() < 0.01);
+    // Choosing by prediction: the measured fastest tree per operation, counted.
+    let agree = cs
+        .iter()
+        .filter(|c| c["best_measured"] == c["best_predicted"])
+        .count();
+    assert_eq!(v["ab_bench"]["predicted_best_is_measured_best"], agree);
+    assert_eq!(v["ab_bench"]["operations"], cs.len());
+    let best =
+        |name: &str| cs.iter().find(|c| c["operation"] == name).unwrap()["best_measured"].clone();
+    assert_eq!(best("barriers"), "AT");
+    assert_eq!(best("reduction"), "cluster");
     let bad = dir.path().join("ab.csv");
     std::fs::write(&bad, "algorithm,bintree\nab,oops\n").unwrap();
     fails(

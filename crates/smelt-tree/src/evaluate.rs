@@ -226,6 +226,17 @@ pub struct Correlation {
     pub pairs: Vec<(String, f64, f64)>,
     /// Spearman's rho (None if undefined).
     pub spearman: Option<f64>,
+    /// The column measured fastest.
+    pub best_measured: Option<String>,
+    /// The column predicted fastest: what choosing by prediction would pick.
+    pub best_predicted: Option<String>,
+}
+
+impl Correlation {
+    /// True if choosing by prediction picks the measured fastest tree.
+    pub fn best_agrees(&self) -> bool {
+        self.best_measured.is_some() && self.best_measured == self.best_predicted
+    }
 }
 
 /// Spearman correlation between `predict(topology)` and the measured times, per
@@ -253,10 +264,19 @@ pub fn correlate(
                 .collect();
             let m: Vec<f64> = pairs.iter().map(|p| p.1).collect();
             let q: Vec<f64> = pairs.iter().map(|p| p.2).collect();
+            let best = |k: fn(&(String, f64, f64)) -> f64| {
+                pairs
+                    .iter()
+                    .filter(|p| k(p).is_finite())
+                    .min_by(|a, b| k(a).total_cmp(&k(b)))
+                    .map(|p| p.0.clone())
+            };
             Some(Correlation {
                 operation: name.clone(),
                 op: op.name(),
                 spearman: spearman(&m, &q),
+                best_measured: best(|p| p.1),
+                best_predicted: best(|p| p.2),
                 pairs,
             })
         })

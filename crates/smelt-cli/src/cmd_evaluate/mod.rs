@@ -229,7 +229,13 @@ pub fn evaluate(a: EvaluateArgs) -> Result<()> {
     if a.json {
         let mut v = group_json(&model, &rows);
         if let Some((file, c)) = bench.as_ref().zip(corr.as_ref()) {
-            v["ab_bench"] = json!({ "file": file.display().to_string(), "correlations": c });
+            let agree = c.iter().filter(|x| x.best_agrees()).count();
+            v["ab_bench"] = json!({
+                "file": file.display().to_string(),
+                "correlations": c,
+                "predicted_best_is_measured_best": agree,
+                "operations": c.len(),
+            });
         }
         return emit(None, &(serde_json::to_string_pretty(&v)? + "\n"));
     }
@@ -399,6 +405,12 @@ fn correlation_text(file: &Path, cs: &[smelt_tree::evaluate::Correlation]) -> St
         let _ = writeln!(s, "    measured:  {}", names(&m));
         let _ = writeln!(s, "    predicted: {}", names(&p));
     }
+    let agree = cs.iter().filter(|c| c.best_agrees()).count();
+    let _ = writeln!(
+        s,
+        "  the predicted fastest tree is the measured fastest for {agree} of {} operations",
+        cs.len()
+    );
     s
 }
 
