@@ -119,10 +119,11 @@ int smelt_model_free(smelt_model *model);
 typedef struct smelt_tree smelt_tree;
 
 /* Builds a tree over ncpus OS CPU ids (all CPUs of the model when cpus is NULL and
- * ncpus is 0) with algorithm `algo`: "adaptive-shuffled" (Smelt's tree; also used when
- * algo is NULL), "adaptive", "adaptive-sorted", "optimized", "sequential", "binary",
- * "fibonacci", "knomial:K", "mst", "cluster", "bad". root is the OS CPU id of the
- * root, or -1 for the cheapest one. */
+ * ncpus is 0) with algorithm `algo`: "auto" (also used when algo is NULL: SMELT_TUNE,
+ * else this host's tuning file from `smelt tune`, else the simulator's best
+ * prediction), "adaptive-shuffled" (Smelt's tree), "adaptive", "adaptive-sorted",
+ * "optimized", "sequential", "binary", "fibonacci", "knomial:K", "mst", "cluster",
+ * "bad". root is the OS CPU id of the root, or -1 for the cheapest one. */
 int smelt_tree_build(const smelt_model *model, const char *algo, const uint32_t *cpus,
                      size_t ncpus, int64_t root, smelt_tree **tree);
 

@@ -325,7 +325,8 @@ pub extern "C" fn smelt_model_free(model: *mut smelt_model) -> smelt_status {
 }
 
 /// Builds a tree with algorithm `algo` (a `smelt tree --algo` name such as
-/// "adaptive-shuffled", "binary", "knomial:4"; NULL = "adaptive-shuffled") over the
+/// "adaptive-shuffled", "binary", "knomial:4"; NULL = "auto": `SMELT_TUNE`, else this
+/// host's tuning file from `smelt tune`, else the simulator's best prediction) over the
 /// given OS CPU ids (all CPUs of the model when `cpus` is NULL and `ncpus` is 0),
 /// rooted at OS CPU `root` (or the cheapest root when `root` is -1).
 #[no_mangle]
@@ -341,7 +342,7 @@ pub extern "C" fn smelt_tree_build(
         let model = model_of(model)?;
         let m = &*model;
         let algo = if algo.is_null() {
-            "adaptive-shuffled"
+            "auto"
         } else {
             cstr(algo, "algo")?
         };
