@@ -105,14 +105,7 @@ fn smelt_ns(tree: &Tree, op: Op, bytes: usize, cfg: &MeasureConfig) -> Result<f6
 
 /// Runs the comparison on `model`'s CPUs.
 pub fn run(a: &BenchArgs, model: &Model) -> Result<()> {
-    let sizes = if a.sizes.is_empty() {
-        default_sizes(a.quick)
-    } else {
-        a.sizes.clone()
-    };
-    if let Some(bad) = sizes.iter().find(|&&s| s % 8 != 0) {
-        bail!("option --sizes: {bad} bytes is not a whole number of doubles (a multiple of 8)");
-    }
+    let sizes = super::double_sizes(a, default_sizes(a.quick))?;
     let members = a.threads.unwrap_or(2).min(model.len()).max(1);
     if a.threads.is_some_and(|t| t > model.len()) {
         bail!(

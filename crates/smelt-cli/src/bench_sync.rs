@@ -5,7 +5,7 @@
 
 use super::smelt::oversubscribed_model;
 use super::BenchArgs;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use serde::Serialize;
 use smelt_model::Model;
 use smelt_runtime::measure::{measure_reduce_doubles, MeasureConfig};
@@ -68,14 +68,7 @@ struct SyncReport {
 
 /// Runs the experiment on `model`'s CPUs with `members` members.
 pub fn run(a: &BenchArgs, model: &Model, members: usize) -> Result<()> {
-    let sizes = if a.sizes.is_empty() {
-        default_sizes(a.quick)
-    } else {
-        a.sizes.clone()
-    };
-    if let Some(bad) = sizes.iter().find(|&&s| s % 8 != 0) {
-        bail!("option --sizes: {bad} bytes is not a whole number of doubles (a multiple of 8)");
-    }
+    let sizes = super::double_sizes(a, default_sizes(a.quick))?;
     let trees: Vec<Topology> = if a.topologies.is_empty() {
         default_trees()
     } else {

@@ -483,6 +483,20 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
     fail_if_any(failed_figures(&report))
 }
 
+/// `--sizes` (else `default`) for measurements of vectors of doubles: each a multiple
+/// of 8 bytes.
+fn double_sizes(a: &BenchArgs, default: Vec<usize>) -> Result<Vec<usize>> {
+    let sizes = if a.sizes.is_empty() {
+        default
+    } else {
+        a.sizes.clone()
+    };
+    if let Some(bad) = sizes.iter().find(|&&s| s % 8 != 0) {
+        bail!("option --sizes: {bad} bytes is not a whole number of doubles (a multiple of 8)");
+    }
+    Ok(sizes)
+}
+
 /// Writes a report: its JSON to `--json-out` (if given), and to standard output as
 /// JSON (`--json`) or as `text()`.
 fn emit_report<T: serde::Serialize>(
