@@ -2,7 +2,7 @@
 //! every transport ([`Link`]).
 
 use crate::group::GroupShared;
-use crate::word::{pack, unpack_at, Word};
+use crate::word::{pack, unpack_at, unpack_into, unpack_one, Word};
 use crate::GroupError;
 use smelt_ids::{CpuId, Rank};
 use smelt_transport::{Endpoint, Link, TransportError};
@@ -713,6 +713,11 @@ impl<L: Link> Context<L> {
         bytes: &mut Vec<u8>,
         t: Tag,
     ) -> Res<bool> {
+        let len = data.len() * T::BYTES;
+        self.check_len(len, t)?;
+        if self.lends(len) {
+            return self.reduce_slice_lent(data, op, bytes, t);
+        }
         bytes.clear();
         pack(data, bytes);
         // Fragments are multiples of 48 bytes, so no value straddles two of them.
@@ -727,10 +732,43 @@ impl<L: Link> Context<L> {
         if self.parent.is_some() {
             return Ok(false);
         }
-        for (k, x) in data.iter_mut().enumerate() {
-            *x = unpack_at(bytes, k);
-        }
+        unpack_into(bytes, data);
         Ok(true)
+    }
+
+    /// [`reduce_slice`](Context::reduce_slice) by loans, on the values themselves:
+    /// chunk by chunk, each child's lent bytes are combined straight into `data`, and
+    /// only the chunk going up is packed (into `bytes`) and lent to the parent. The
+    /// same messages and the same combining order as [`reduce_lent`](Self::reduce_lent).
+    fn reduce_slice_lent<T: Word>(
+        &mut self,
+        data: &mut [T],
+        op: impl Fn(T, T) -> T,
+        bytes: &mut Vec<u8>,
+        t: Tag,
+    ) -> Res<bool> {
+        // LOAN_CHUNK is a multiple of 48, so of every value size.
+        let per = crate::group::LOAN_CHUNK / T::BYTES;
+        let mut e0 = 0;
+        while e0 < data.len() {
+            let e1 = (e0 + per).min(data.len());
+            let want = (e1 - e0) * T::BYTES;
+            for i in 0..self.children.len() {
+                let acc = &mut data[e0..e1];
+                self.borrow_chunk(Some(i), want, t, |src| {
+                    for (x, c) in acc.iter_mut().zip(src.chunks_exact(T::BYTES)) {
+                        *x = op(*x, unpack_one(c));
+                    }
+                })?;
+            }
+            if self.parent.is_some() {
+                bytes.clear();
+                pack(&data[e0..e1], bytes);
+                self.lend_chunk(true, bytes, t)?;
+            }
+            e0 = e1;
+        }
+        Ok(self.parent.is_none())
     }
 
     /// True if a message of `len` bytes is lent: long enough, and every link of this
@@ -917,11 +955,9 @@ impl<L: Link> Context<L> {
         } else {
             bytes.resize(data.len() * T::BYTES, 0);
         }
-        let r = self.broadcast_into(&mut bytes).map(|()| {
-            for (k, x) in data.iter_mut().enumerate() {
-                *x = unpack_at(&bytes, k);
-            }
-        });
+        let r = self
+            .broadcast_into(&mut bytes)
+            .map(|()| unpack_into(&bytes, data));
         self.packed = bytes;
         r
     }

@@ -65,9 +65,25 @@ impl Word for bool {
 
 /// Appends `v` packed (`T::BYTES` little-endian bytes each) to `out`.
 pub(crate) fn pack<T: Word>(v: &[T], out: &mut Vec<u8>) {
-    out.reserve(v.len() * T::BYTES);
-    for x in v {
-        out.extend_from_slice(&x.to_word().to_le_bytes()[..T::BYTES]);
+    let start = out.len();
+    out.resize(start + v.len() * T::BYTES, 0);
+    for (x, c) in v.iter().zip(out[start..].chunks_exact_mut(T::BYTES)) {
+        c.copy_from_slice(&x.to_word().to_le_bytes()[..T::BYTES]);
+    }
+}
+
+/// The value packed in `c` (`T::BYTES` little-endian bytes).
+#[inline(always)]
+pub(crate) fn unpack_one<T: Word>(c: &[u8]) -> T {
+    let mut w = [0u8; 8];
+    w[..T::BYTES].copy_from_slice(c);
+    T::from_word(u64::from_le_bytes(w))
+}
+
+/// Overwrites `out` with the values packed in `bytes` (as many as both hold).
+pub(crate) fn unpack_into<T: Word>(bytes: &[u8], out: &mut [T]) {
+    for (x, c) in out.iter_mut().zip(bytes.chunks_exact(T::BYTES)) {
+        *x = unpack_one(c);
     }
 }
 
