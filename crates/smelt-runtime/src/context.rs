@@ -722,10 +722,12 @@ impl<L: Link> Context<L> {
         pack(data, bytes);
         // Fragments are multiples of 48 bytes, so no value straddles two of them.
         let mut combine = |acc: &mut [u8], other: &[u8]| {
-            for k in 0..acc.len() / T::BYTES {
-                let v = op(unpack_at::<T>(acc, k), unpack_at::<T>(other, k));
-                acc[k * T::BYTES..(k + 1) * T::BYTES]
-                    .copy_from_slice(&v.to_word().to_le_bytes()[..T::BYTES]);
+            for (a, o) in acc
+                .chunks_exact_mut(T::BYTES)
+                .zip(other.chunks_exact(T::BYTES))
+            {
+                let v = op(unpack_one::<T>(a), unpack_one::<T>(o));
+                a.copy_from_slice(&v.to_word().to_le_bytes()[..T::BYTES]);
             }
         };
         self.reduce_pipeline(bytes, &mut combine, t, T::BYTES)?;
