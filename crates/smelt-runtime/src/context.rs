@@ -122,6 +122,13 @@ pub struct Context<L: Link = Endpoint> {
 
 type Res<T> = Result<T, GroupError>;
 
+/// The `(start, end)` ranges of `len` items in pieces of `chunk` (the last shorter).
+fn loan_chunks(len: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..len)
+        .step_by(chunk.max(1))
+        .map(move |o| (o, (o + chunk.max(1)).min(len)))
+}
+
 /// How a collective synchronizes its members (seed 001, §3).
 ///
 /// * **Loose** (the default): members enter and leave a collective freely; a member
@@ -751,9 +758,7 @@ impl<L: Link> Context<L> {
     ) -> Res<bool> {
         // LOAN_CHUNK is a multiple of 48, so of every value size.
         let per = crate::group::LOAN_CHUNK / T::BYTES;
-        let mut e0 = 0;
-        while e0 < data.len() {
-            let e1 = (e0 + per).min(data.len());
+        for (e0, e1) in loan_chunks(data.len(), per) {
             let want = (e1 - e0) * T::BYTES;
             for i in 0..self.children.len() {
                 let acc = &mut data[e0..e1];
@@ -768,7 +773,6 @@ impl<L: Link> Context<L> {
                 pack(&data[e0..e1], bytes);
                 self.lend_chunk(true, bytes, t)?;
             }
-            e0 = e1;
         }
         Ok(self.parent.is_none())
     }
@@ -842,16 +846,12 @@ impl<L: Link> Context<L> {
     /// [`broadcast_into`](Context::broadcast_into) by loans: chunk by chunk, copy the
     /// parent's chunk once, then lend it to every child at once.
     fn broadcast_lent(&mut self, buf: &mut [u8], t: Tag) -> Res<()> {
-        let len = buf.len();
-        let mut off = 0;
-        while off < len {
-            let end = (off + crate::group::LOAN_CHUNK).min(len);
+        for (off, end) in loan_chunks(buf.len(), crate::group::LOAN_CHUNK) {
             if self.parent.is_some() {
                 let dst = &mut buf[off..end];
                 self.borrow_chunk(None, end - off, t, |src| dst.copy_from_slice(src))?;
             }
             self.lend_chunk(false, &buf[off..end], t)?;
-            off = end;
         }
         Ok(())
     }
@@ -864,16 +864,12 @@ impl<L: Link> Context<L> {
         combine: &mut dyn FnMut(&mut [u8], &[u8]),
         t: Tag,
     ) -> Res<()> {
-        let len = data.len();
-        let mut off = 0;
-        while off < len {
-            let end = (off + crate::group::LOAN_CHUNK).min(len);
+        for (off, end) in loan_chunks(data.len(), crate::group::LOAN_CHUNK) {
             for i in 0..self.children.len() {
                 let acc = &mut data[off..end];
                 self.borrow_chunk(Some(i), end - off, t, |src| combine(acc, src))?;
             }
             self.lend_chunk(true, &data[off..end], t)?;
-            off = end;
         }
         Ok(())
     }
