@@ -874,7 +874,8 @@ impl<L: Link> Context<L> {
         Ok(())
     }
 
-    /// A reduction as a pipeline over `data`: fragment by fragment (each
+    /// A reduction as a pipeline of fragments over `data` (the callers checked its
+    /// length and chose not to lend): fragment by fragment (each
     /// [`segment`](crate::GroupConfig::segment) bytes, the last one shorter, an empty one
     /// when the length is a multiple of it), each child's fragment is received and
     /// folded into this member's (`combine(acc, other)`, children in send order), then
@@ -889,10 +890,6 @@ impl<L: Link> Context<L> {
         unit: usize,
     ) -> Res<()> {
         let seg = self.segment;
-        self.check_len(data.len(), t)?;
-        if self.lends(data.len()) {
-            return self.reduce_lent(data, combine, t);
-        }
         let mut scratch = std::mem::take(&mut self.scratch);
         let r = (|| {
             let mut off = 0;
@@ -1063,7 +1060,12 @@ impl<L: Link> Context<L> {
         mut combine: impl FnMut(&mut [u8], &[u8]),
     ) -> Res<bool> {
         let t = self.begin(Coll::ReduceSlice)?;
-        self.reduce_pipeline(data, &mut combine, t, 1)?;
+        self.check_len(data.len(), t)?;
+        if self.lends(data.len()) {
+            self.reduce_lent(data, &mut combine, t)?;
+        } else {
+            self.reduce_pipeline(data, &mut combine, t, 1)?;
+        }
         Ok(self.parent.is_none())
     }
 
