@@ -204,16 +204,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         rows,
         speedups,
     };
-    let json = serde_json::to_string_pretty(&report)?;
-    if let Some(p) = &a.json_out {
-        smelt_model::write_atomic(p, json.as_bytes())
-            .with_context(|| format!("option --json-out: {}", p.display()))?;
-    }
-    if a.json {
-        println!("{json}");
-    } else {
-        crate::common::print_text(&table(&figures, &configs, &ops));
-    }
+    super::emit_report(a, &report, || table(&figures, &configs, &ops))?;
     if let Some(p) = &a.plot {
         plot(&figures, &configs, &ops, p)?;
     }
@@ -222,10 +213,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         .filter(|(_, f)| matches!(f.status, Status::Failed { .. }))
         .map(|(_, f)| format!("{} {} {} B x{}", f.system, f.op, f.bytes, f.ranks))
         .collect();
-    if !failed.is_empty() {
-        bail!("{} figure(s) FAILED: {}", failed.len(), failed.join("; "));
-    }
-    Ok(())
+    super::fail_if_any(failed)
 }
 
 fn speedups(figures: &[(Config, MpiFigure)]) -> Vec<Speedup> {

@@ -122,35 +122,21 @@ pub fn run(a: &BenchArgs, model: &Model, members: usize) -> Result<()> {
                 progress.step(format!("{t} {bytes} B {mode}"));
                 let r = measure_reduce_doubles(tree, bytes / 8, mode, &cfg);
                 progress.inc();
-                rows.push(match r {
-                    Ok(m) => Row {
-                        tree: t.to_string(),
-                        bytes,
-                        mode: mode.name(),
-                        median_ns: Some(m.stats.median),
-                        p10_ns: Some(m.stats.p10),
-                        p90_ns: Some(m.stats.p90),
-                        error: None,
-                    },
-                    Err(e) => Row {
-                        tree: t.to_string(),
-                        bytes,
-                        mode: mode.name(),
-                        median_ns: None,
-                        p10_ns: None,
-                        p90_ns: None,
-                        error: Some(e.to_string()),
-                    },
+                let stats = r.as_ref().ok().map(|m| &m.stats);
+                rows.push(Row {
+                    tree: t.to_string(),
+                    bytes,
+                    mode: mode.name(),
+                    median_ns: stats.map(|s| s.median),
+                    p10_ns: stats.map(|s| s.p10),
+                    p90_ns: stats.map(|s| s.p90),
+                    error: r.as_ref().err().map(|e| e.to_string()),
                 });
             }
         }
     }
     progress.finish();
-    let find = |tree: &str, bytes: usize, mode: &str| {
-        rows.iter()
-            .find(|r| r.tree == tree && r.bytes == bytes && r.mode == mode)
-            .and_then(|r| r.median_ns)
-    };
+    let find = |tree: &str, bytes: usize, mode: &str| median_ns(&rows, tree, bytes, mode);
     let mut gains = Vec::new();
     let mut best = Vec::new();
     for &bytes in &sizes {
@@ -173,11 +159,7 @@ pub fn run(a: &BenchArgs, model: &Model, members: usize) -> Result<()> {
                 .filter(|r| r.bytes == bytes && r.mode == mode && r.median_ns.is_some())
                 .min_by(|x, y| x.median_ns.unwrap().total_cmp(&y.median_ns.unwrap()))
             {
-                best.push((
-                    bytes,
-                    if mode == "loose" { "loose" } else { "strict" },
-                    b.tree.clone(),
-                ));
+                best.push((bytes, mode, b.tree.clone()));
             }
         }
     }
@@ -214,6 +196,13 @@ pub fn run(a: &BenchArgs, model: &Model, members: usize) -> Result<()> {
     super::fail_if_any(failed)
 }
 
+/// The median of `tree` at `bytes` in `mode`, if that figure was measured.
+fn median_ns(rows: &[Row], tree: &str, bytes: usize, mode: &str) -> Option<f64> {
+    rows.iter()
+        .find(|r| r.tree == tree && r.bytes == bytes && r.mode == mode)
+        .and_then(|r| r.median_ns)
+}
+
 fn table(r: &SyncReport, sizes: &[usize], built: &[(Topology, Tree)]) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -230,12 +219,7 @@ fn table(r: &SyncReport, sizes: &[usize], built: &[(Topology, Tree)]) -> String 
         let _ = write!(s, "{bytes:>8}");
         for (t, _) in built {
             let name = t.to_string();
-            let get = |mode: &str| {
-                r.rows
-                    .iter()
-                    .find(|x| x.tree == name && x.bytes == bytes && x.mode == mode)
-                    .and_then(|x| x.median_ns)
-            };
+            let get = |mode: &str| median_ns(&r.rows, &name, bytes, mode);
             let cell = match (get("loose"), get("strict")) {
                 (Some(l), Some(st)) => format!("{l:.0} | {st:.0} | {:.2}x", st / l),
                 _ => "failed".into(),

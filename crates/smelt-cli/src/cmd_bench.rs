@@ -397,8 +397,6 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         timeout,
     };
 
-    let smelt_tree_choice = SMELT_TREE;
-
     // 1. smelt's collectives over every topology, the trees as given. With more members
     //    than CPUs, also smelt's tree run flattened (`flatten_oversubscribed`), the
     //    configuration to use there; the simulator does not model that, so no prediction.
@@ -407,7 +405,7 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         .map(|&t| TreeRun::generated(&sm, t, members, false))
         .collect();
     if members > cpus.len() {
-        runs.push(TreeRun::generated(&sm, smelt_tree_choice, members, true));
+        runs.push(TreeRun::generated(&sm, SMELT_TREE, members, true));
     }
     for (path, tree) in &file_trees {
         runs.push(TreeRun::file(&sm, path, tree.clone()));
@@ -668,7 +666,6 @@ fn measure_transport(
     fb: u32,
     no_peers: bool,
 ) -> Vec<Figure> {
-    // 2. Transport: latency and streaming, smelt's queuepair vs the floor and the peers.
     let mut transport = Vec::new();
     transport.extend(floors.figure(|| {
         let r = smelt_peers::floor::pingpong(fa, fb, budget);
@@ -707,10 +704,6 @@ fn measure_peers(
     budget: &Budget,
     a: &BenchArgs,
 ) -> Vec<Figure> {
-    let smelt_tree_choice = SMELT_TREE;
-    // 3. Collectives vs the peers: barriers at several thread counts, broadcast and
-    //    reduce with 2 members.
-    // smelt runs its own tree, flattened when there are more threads than CPUs.
     let mut peers = Vec::new();
     // The OpenMP and MPI programs measure barrier and reduction (and MPI broadcast) in
     // one run: run each once per thread count, keep the barrier figures here and the
@@ -724,9 +717,9 @@ fn measure_peers(
     for &t in &thread_counts {
         let barrier_row = peer_threads.contains(&t);
         if barrier_row {
-            peers.extend(floors.smelt_figure(sm, smelt_tree_choice, t, Op::Barrier));
+            peers.extend(floors.smelt_figure(sm, SMELT_TREE, t, Op::Barrier));
             if a.processes {
-                peers.extend(floors.process_figure(sm, smelt_tree_choice, t, Op::Barrier));
+                peers.extend(floors.process_figure(sm, SMELT_TREE, t, Op::Barrier));
             }
         }
         if a.no_peers {
@@ -758,9 +751,9 @@ fn measure_peers(
     }
     for &t in &thread_counts {
         for op in [Op::Broadcast, Op::Reduce] {
-            peers.extend(floors.smelt_figure(sm, smelt_tree_choice, t, op));
+            peers.extend(floors.smelt_figure(sm, SMELT_TREE, t, op));
             if a.processes {
-                peers.extend(floors.process_figure(sm, smelt_tree_choice, t, op));
+                peers.extend(floors.process_figure(sm, SMELT_TREE, t, op));
             }
         }
     }

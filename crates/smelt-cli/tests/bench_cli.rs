@@ -17,10 +17,17 @@ fn run(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// `smelt ARGS`, which must exit 0; its standard output parsed as JSON.
+fn run_json(args: &[&str]) -> serde_json::Value {
+    let (code, out, err) = run(args);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
 /// `smelt bench --quick --json --no-peers --rounds 10 --ops barrier` with `threads`
 /// members (also the peer thread count) over `topologies`; the parsed report.
 fn bench_barrier_json(topologies: &str, threads: &str) -> serde_json::Value {
-    let (code, out, err) = run(&[
+    run_json(&[
         "bench",
         "--quick",
         "--json",
@@ -35,9 +42,7 @@ fn bench_barrier_json(topologies: &str, threads: &str) -> serde_json::Value {
         threads,
         "--peer-threads",
         threads,
-    ]);
-    assert_eq!(code, 0, "{err}");
-    serde_json::from_str(&out).unwrap()
+    ])
 }
 
 #[test]
@@ -296,7 +301,7 @@ fn bench_compares_topologies_only_when_they_differ() {
 
 #[test]
 fn bench_processes_measures_process_members_beside_thread_members() {
-    let (code, out, err) = run(&[
+    let v = run_json(&[
         "bench",
         "--quick",
         "--json",
@@ -311,8 +316,6 @@ fn bench_processes_measures_process_members_beside_thread_members() {
         "--peer-threads",
         "2,5",
     ]);
-    assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let peers = v["peers"].as_array().unwrap();
     for (metric, n) in [
         ("barrier", 2),
@@ -354,7 +357,7 @@ fn bench_mpi_reports_every_system_op_and_size() {
     }
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("libsmelt_mpi.so");
-    let (code, out, err) = run(&[
+    let j = run_json(&[
         "bench",
         "--mpi",
         "--quick",
@@ -368,11 +371,9 @@ fn bench_mpi_reports_every_system_op_and_size() {
         "--mpi-lib",
         missing.to_str().unwrap(),
     ]);
-    assert_eq!(code, 0, "{err}");
-    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
     let rows = j["rows"].as_array().unwrap();
     // 4 systems x (3 sized ops x 2 sizes + barrier).
-    assert_eq!(rows.len(), 4 * 7, "{out}");
+    assert_eq!(rows.len(), 4 * 7, "{j}");
     for r in rows {
         let sys = r["system"].as_str().unwrap();
         let status = r["status"].as_str().unwrap_or_default();
@@ -427,7 +428,7 @@ fn bench_measures_a_saved_tree() {
         t.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{err}");
-    let (code, out, err) = run(&[
+    let j = run_json(&[
         "bench",
         "--quick",
         "--json",
@@ -445,8 +446,6 @@ fn bench_measures_a_saved_tree() {
         "--peer-threads",
         "2",
     ]);
-    assert_eq!(code, 0, "{err}");
-    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
     let rows: Vec<&serde_json::Value> = j["collectives"]
         .as_array()
         .unwrap()
@@ -480,7 +479,7 @@ fn bench_measures_a_saved_tree() {
 
 #[test]
 fn bench_sync_measures_loose_and_strict_reductions() {
-    let (code, out, err) = run(&[
+    let j = run_json(&[
         "bench",
         "--sync",
         "--quick",
@@ -492,8 +491,6 @@ fn bench_sync_measures_loose_and_strict_reductions() {
         "--topologies",
         "sequential,knomial:1",
     ]);
-    assert_eq!(code, 0, "{err}");
-    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
     let rows = j["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 3 * 2 * 2, "{j}");
     for r in rows {
@@ -513,7 +510,7 @@ fn bench_sync_measures_loose_and_strict_reductions() {
 
 #[test]
 fn bench_large_reports_bandwidth_against_memcpy() {
-    let (code, out, err) = run(&[
+    let j = run_json(&[
         "bench",
         "--large",
         "--quick",
@@ -524,8 +521,6 @@ fn bench_large_reports_bandwidth_against_memcpy() {
         "--capacity",
         "64",
     ]);
-    assert_eq!(code, 0, "{err}");
-    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(j["capacity"], 64);
     assert_eq!(j["segment"], 1536);
     let rows = j["rows"].as_array().unwrap();

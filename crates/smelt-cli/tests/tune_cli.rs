@@ -1,8 +1,6 @@
 //! `smelt tune` end to end on this machine (a tiny set of cells, bounded by
 //! `--time-limit`), and `auto` in `smelt tree` using what it wrote.
 
-mod common;
-
 use smelt_tree::tuning::{Source, TuningFile};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
