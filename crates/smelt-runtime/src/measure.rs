@@ -21,29 +21,50 @@ pub use smelt_tree::Op;
 /// reduce and allreduce of a sum, gather and scatter of one word each), the barrier,
 /// and two-phase commit (broadcast "prepare", reduce the votes with AND, broadcast
 /// the decision). "ab" runs as the broadcast (the paper-style measurement of
-/// [`measure`] adds the completion message).
+/// [`measure`] adds the completion message). In a loop, use a [`Runner`]: it makes
+/// the scatter's values once.
 pub fn run_once<L: smelt_transport::Link>(op: Op, m: &mut Member<L>) -> Result<(), GroupError> {
-    match op {
-        Op::Broadcast | Op::AtomicBroadcast => m.broadcast_word(0x5eed).map(|_| ()),
-        Op::Reduce => m.reduce(1u64, |a, b| a + b).map(|_| ()),
-        Op::Allreduce => m.allreduce(1u64, |a, b| a + b).map(|_| ()),
-        Op::Barrier => m.barrier(),
-        Op::Gather => m.gather_word(m.rank().index() as u64).map(|_| ()),
-        Op::Scatter => {
-            let n = m.size();
-            let root = Some(m.rank()) == m.root();
-            let vals: Vec<u64> = if root {
-                (0..n as u64).collect()
-            } else {
-                Vec::new()
-            };
-            m.scatter_word(root.then_some(&vals[..])).map(|_| ())
-        }
-        Op::TwoPhaseCommit => {
-            m.broadcast_word(1)?;
-            let all_yes = m.reduce(true, |a, b| a && b)?;
-            m.broadcast_word(all_yes.map_or(0, |v| v as u64))?;
-            Ok(())
+    Runner::new(op, m).run(m)
+}
+
+/// One operation ready to run back to back on a member: what it sends is made once,
+/// outside the timed loop.
+pub struct Runner {
+    op: Op,
+    /// The root's scatter values (one per member); empty elsewhere and for other ops.
+    values: Vec<u64>,
+}
+
+impl Runner {
+    /// Prepares `op` on `m`.
+    pub fn new<L: smelt_transport::Link>(op: Op, m: &Member<L>) -> Runner {
+        let root = Some(m.rank()) == m.root();
+        let values = if op == Op::Scatter && root {
+            (0..m.size() as u64).collect()
+        } else {
+            Vec::new()
+        };
+        Runner { op, values }
+    }
+
+    /// Runs one instance (see [`run_once`]).
+    pub fn run<L: smelt_transport::Link>(&self, m: &mut Member<L>) -> Result<(), GroupError> {
+        match self.op {
+            Op::Broadcast | Op::AtomicBroadcast => m.broadcast_word(0x5eed).map(|_| ()),
+            Op::Reduce => m.reduce(1u64, |a, b| a + b).map(|_| ()),
+            Op::Allreduce => m.allreduce(1u64, |a, b| a + b).map(|_| ()),
+            Op::Barrier => m.barrier(),
+            Op::Gather => m.gather_word(m.rank().index() as u64).map(|_| ()),
+            Op::Scatter => {
+                let root = !self.values.is_empty();
+                m.scatter_word(root.then_some(&self.values[..])).map(|_| ())
+            }
+            Op::TwoPhaseCommit => {
+                m.broadcast_word(1)?;
+                let all_yes = m.reduce(true, |a, b| a && b)?;
+                m.broadcast_word(all_yes.map_or(0, |v| v as u64))?;
+                Ok(())
+            }
         }
     }
 }
@@ -183,12 +204,13 @@ pub fn measure(tree: &Tree, op: Op, cfg: &MeasureConfig) -> Result<Measurement, 
             Vec::new()
         };
         let mut samples = Vec::with_capacity(cfg.rounds);
+        let runner = Runner::new(op, m);
         for round in 0..total {
             let mut worst = 0f64;
             for (li, leaf) in leaves.iter().enumerate() {
                 m.barrier()?;
                 let t0 = (rank == root).then(Instant::now);
-                run_once(op, m)?;
+                runner.run(m)?;
                 if let Some(l) = *leaf {
                     if rank == l {
                         if let Some(tx) = tx.as_mut() {
@@ -247,7 +269,8 @@ pub fn back_to_back_member<L: smelt_transport::Link>(
     op: Op,
     cfg: &MeasureConfig,
 ) -> Result<(Vec<f64>, usize), GroupError> {
-    back_to_back_member_with(m, cfg, |m| run_once(op, m))
+    let runner = Runner::new(op, m);
+    back_to_back_member_with(m, cfg, |m| runner.run(m))
 }
 
 /// [`back_to_back_member`] for any operation: `once` runs one instance of it on the
