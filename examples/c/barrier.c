@@ -12,15 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <smelt.h>
-
-#define CHECK(call)                                                            \
-    do {                                                                       \
-        int rc_ = (call);                                                      \
-        if (rc_ != SMELT_OK) {                                                 \
-            fprintf(stderr, "%s failed (%d): %s\n", #call, rc_, smelt_last_error()); \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
+#include "example_check.h"
 
 struct state {
     int rounds;

@@ -14,15 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <smelt.h>
-
-#define CHECK(call)                                                            \
-    do {                                                                       \
-        int rc_ = (call);                                                      \
-        if (rc_ != SMELT_OK) {                                                 \
-            fprintf(stderr, "%s failed (%d): %s\n", #call, rc_, smelt_last_error()); \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
+#include "example_check.h"
 
 #define MSG "hello from the root"
 

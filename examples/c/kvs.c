@@ -14,18 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <smelt.h>
+#include "example_check.h"
 
 #define CLIENTS 2
 #define KEYS 4 /* keys per client */
-
-#define CHECK(call)                                                                    \
-    do {                                                                               \
-        int rc_ = (call);                                                              \
-        if (rc_ != SMELT_OK) {                                                         \
-            fprintf(stderr, "%s failed (%d): %s\n", #call, rc_, smelt_last_error());   \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
 
 #define FAIL(...)                                                                      \
     do {                                                                               \

@@ -246,7 +246,7 @@ impl Client {
                 match self.mesh.recv_from(home, &mut self.buf, left) {
                     Ok((t, n)) => {
                         let Some((k, num)) = untag(t) else { continue };
-                        if num != seq & ((1 << 56) - 1) {
+                        if num != seq & wire::NUM_MASK {
                             // The answer to an earlier attempt of an operation that
                             // gave up: stale.
                             continue;

@@ -879,21 +879,15 @@ impl<L: Link> Replica<L> {
     }
 
     fn answer_waiting_gets(&mut self) {
-        if self.waiting_gets.is_empty() {
-            return;
-        }
-        let decided = self.decided;
-        let mut ready = Vec::new();
-        self.waiting_gets.retain(|g| {
-            if g.3 <= decided {
-                ready.push((g.0, g.1, g.2.clone()));
-                false
+        // In arrival order, moving each ready get out (no copy of its key).
+        let mut i = 0;
+        while i < self.waiting_gets.len() {
+            if self.waiting_gets[i].3 <= self.decided {
+                let (r, seq, key, _) = self.waiting_gets.remove(i);
+                self.answer_get(r, seq, &key);
             } else {
-                true
+                i += 1;
             }
-        });
-        for (r, seq, key) in ready {
-            self.answer_get(r, seq, &key);
         }
     }
 

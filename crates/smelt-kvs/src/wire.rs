@@ -71,7 +71,8 @@ impl Kind {
     }
 }
 
-const NUM_MASK: u64 = (1 << 56) - 1;
+/// The number bits of a tag (below the kind's byte).
+pub(crate) const NUM_MASK: u64 = (1 << 56) - 1;
 
 /// A tag: kind and number (56 bits).
 #[inline]

@@ -789,6 +789,7 @@ impl Pace {
     /// Progress was made: start spinning again.
     fn reset(&mut self) {
         self.backoff.reset();
+        self.spins = 0;
     }
 
     fn next(&mut self) -> Step {
