@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# MPI_Bcast / MPI_Reduce / MPI_Allreduce / MPI_Barrier latency, 8 B to 64 KiB, in one
-# run for: Open MPI's default (tuned), Open MPI's shared-memory component
+# MPI_Bcast / MPI_Reduce / MPI_Allreduce / MPI_Gather / MPI_Scatter / MPI_Barrier latency,
+# 8 B to 64 KiB, in one run for: Open MPI's default (tuned), Open MPI's shared-memory component
 # (--mca coll_sm_priority 100), and smelt through the interposer (LD_PRELOAD, with no
 # cut-off, so the table shows where smelt stops winning).
 #
@@ -28,7 +28,7 @@ while getopts "n:k:r:m:w:" o; do
     r) repeats=$OPTARG ;;
     m) max=$OPTARG ;;
     w) way=$OPTARG ;;
-    *) sed -n '2,17p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,15p' "$0" >&2; exit 2 ;;
     esac
 done
 lib="${SMELT_MPI_LIB:-$root/target/release/libsmelt_mpi.so}"

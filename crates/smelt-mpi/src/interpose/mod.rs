@@ -60,6 +60,15 @@ fn guard(call: &str, f: impl FnOnce() -> c_int) -> c_int {
     }
 }
 
+/// Runs an intercepted call: `pmpi` (MPI alone) when smelt is off, else `run` under
+/// [`guard`] (`name` the call's MPI name).
+fn take_over(name: &str, pmpi: impl FnOnce() -> c_int, run: impl FnOnce() -> c_int) -> c_int {
+    if config().off {
+        return pmpi();
+    }
+    guard(name, run)
+}
+
 /// Attribute copy callback: a duplicated communicator does not inherit the state (it
 /// gets its own on first use).
 unsafe extern "C" fn copy_state(
@@ -179,22 +188,23 @@ fn release_all() {
     KEYVAL.store(i32::MIN, Ordering::Release);
 }
 
-/// The state's hierarchy, or the reason to fall back (counted).
-fn hier(comm: MPI_Comm, call: Call) -> Result<Option<&'static mut comm::Hier>, c_int> {
-    if comm == ffi::comm_null() {
-        stats::fell_back(call, Why::BadArgs);
-        return Ok(None);
-    }
-    match state(comm) {
-        Ok(st) => match &mut st.mode {
-            Mode::On(h) => Ok(Some(h)),
-            Mode::Off(why) => {
-                stats::fell_back(call, *why);
-                Ok(None)
-            }
-        },
-        Err(e) => Err(e.0),
-    }
+/// The state's hierarchy; `Err`: the call's return code without smelt (an MPI error,
+/// or a fall-back, counted, that `pmpi` ran).
+fn hier(
+    comm: MPI_Comm,
+    call: Call,
+    pmpi: impl FnOnce() -> c_int,
+) -> Result<&'static mut comm::Hier, c_int> {
+    let why = if comm == ffi::comm_null() {
+        Why::BadArgs
+    } else {
+        match &mut state(comm).map_err(|e| e.0)?.mode {
+            Mode::On(h) => return Ok(h),
+            Mode::Off(why) => *why,
+        }
+    };
+    stats::fell_back(call, why);
+    Err(pmpi())
 }
 
 /// The outcome of a hierarchical collective: success, an MPI error code for the
@@ -267,18 +277,20 @@ fn layout(dt: MPI_Datatype, buf: *const c_void) -> Result<Option<(usize, Layout)
     }
 }
 
+/// `MPI_Bcast` through smelt where it can; `pmpi` runs the call through MPI.
+///
+/// # Safety
+/// MPI's contract for `MPI_Bcast`.
 unsafe fn bcast(
     buf: *mut c_void,
     count: c_int,
     dt: MPI_Datatype,
     root: c_int,
     comm: MPI_Comm,
+    pmpi: impl Fn() -> c_int,
 ) -> c_int {
-    // SAFETY: the caller's arguments, passed on unchanged.
-    let pmpi = || unsafe { mpi_sys::PMPI_Bcast(buf, count, dt, root, comm) };
-    let h = match hier(comm, Call::Bcast) {
-        Ok(Some(h)) => h,
-        Ok(None) => return pmpi(),
+    let h = match hier(comm, Call::Bcast, &pmpi) {
+        Ok(h) => h,
         Err(rc) => return rc,
     };
     if count < 0 || root < 0 || root as usize >= h.size {
@@ -495,7 +507,7 @@ type RootedPmpi = unsafe extern "C" fn(
 ) -> c_int;
 
 /// The arguments of one `MPI_Gather` or `MPI_Scatter` call (made only by
-/// [`Rooted::new`], under MPI's contract for them), and the steps both calls take.
+/// `rooted_call!`'s functions, under MPI's contract for them), and the steps both calls take.
 #[derive(Clone, Copy)]
 struct Rooted {
     call: Call,
@@ -524,45 +536,16 @@ struct Plan {
 }
 
 impl Rooted {
-    /// # Safety
-    /// MPI's contract for `call` (`pmpi`) holds for these arguments.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn new(
-        call: Call,
-        pmpi: RootedPmpi,
-        send: *const c_void,
-        scount: c_int,
-        stype: MPI_Datatype,
-        recv: *mut c_void,
-        rcount: c_int,
-        rtype: MPI_Datatype,
-        root: c_int,
-        comm: MPI_Comm,
-    ) -> Rooted {
-        let side = |buf, count, dt| Side { buf, count, dt };
-        Rooted {
-            call,
-            pmpi,
-            send: side(send, scount, stype),
-            recv: side(recv.cast_const(), rcount, rtype),
-            root,
-            comm,
-        }
-    }
-
     /// Runs the call through MPI alone: smelt off, else `run` under [`guard`] (`name`
     /// the call's MPI name).
     fn take_over(self, name: &str, run: fn(Rooted) -> c_int) -> c_int {
-        if config().off {
-            return self.pmpi();
-        }
-        guard(name, || run(self))
+        take_over(name, || self.pmpi(), || run(self))
     }
 
     /// MPI runs the call.
     fn pmpi(&self) -> c_int {
         let (s, r) = (self.send, self.recv);
-        // SAFETY: the caller's arguments, passed on unchanged (`Rooted::new`).
+        // SAFETY: the caller's arguments, passed on unchanged (`rooted_call!`).
         unsafe {
             (self.pmpi)(
                 s.buf,
@@ -593,11 +576,7 @@ impl Rooted {
         max_bytes_at: usize,
         sides: impl FnOnce(bool) -> (bool, Side, bool),
     ) -> Result<Plan, c_int> {
-        let h = match hier(self.comm, self.call) {
-            Ok(Some(h)) => h,
-            Ok(None) => return Err(self.pmpi()),
-            Err(rc) => return Err(rc),
-        };
+        let h = hier(self.comm, self.call, || self.pmpi())?;
         let root = checked_root(h, self.root).map_err(|why| self.fell(why))?;
         let (n, is_root) = (h.size, h.rank == root);
         let (in_place, mine, check_recv) = sides(is_root);
@@ -822,6 +801,11 @@ fn reduction(
     Ok((red, len))
 }
 
+/// `MPI_Reduce` through smelt where it can; `pmpi` runs the call through MPI.
+///
+/// # Safety
+/// MPI's contract for `MPI_Reduce`.
+#[allow(clippy::too_many_arguments)]
 unsafe fn reduce(
     send: *const c_void,
     recv: *mut c_void,
@@ -830,12 +814,10 @@ unsafe fn reduce(
     op: MPI_Op,
     root: c_int,
     comm: MPI_Comm,
+    pmpi: impl Fn() -> c_int,
 ) -> c_int {
-    // SAFETY: the caller's arguments, passed on unchanged.
-    let pmpi = || unsafe { mpi_sys::PMPI_Reduce(send, recv, count, dt, op, root, comm) };
-    let h = match hier(comm, Call::Reduce) {
-        Ok(Some(h)) => h,
-        Ok(None) => return pmpi(),
+    let h = match hier(comm, Call::Reduce, &pmpi) {
+        Ok(h) => h,
         Err(rc) => return rc,
     };
     let is_root = root >= 0 && root as usize == h.rank;
@@ -855,6 +837,10 @@ unsafe fn reduce(
     finish(r, Call::Reduce, comm, h)
 }
 
+/// `MPI_Allreduce` through smelt where it can; `pmpi` runs the call through MPI.
+///
+/// # Safety
+/// MPI's contract for `MPI_Allreduce`.
 unsafe fn allreduce(
     send: *const c_void,
     recv: *mut c_void,
@@ -862,12 +848,10 @@ unsafe fn allreduce(
     dt: MPI_Datatype,
     op: MPI_Op,
     comm: MPI_Comm,
+    pmpi: impl Fn() -> c_int,
 ) -> c_int {
-    // SAFETY: the caller's arguments, passed on unchanged.
-    let pmpi = || unsafe { mpi_sys::PMPI_Allreduce(send, recv, count, dt, op, comm) };
-    let h = match hier(comm, Call::Allreduce) {
-        Ok(Some(h)) => h,
-        Ok(None) => return pmpi(),
+    let h = match hier(comm, Call::Allreduce, &pmpi) {
+        Ok(h) => h,
         Err(rc) => return rc,
     };
     if count < 0 {
@@ -889,12 +873,10 @@ unsafe fn allreduce(
     finish(r, Call::Allreduce, comm, h)
 }
 
-fn barrier(comm: MPI_Comm) -> c_int {
-    // SAFETY: the caller's argument, passed on unchanged.
-    let pmpi = || unsafe { mpi_sys::PMPI_Barrier(comm) };
-    let h = match hier(comm, Call::Barrier) {
-        Ok(Some(h)) => h,
-        Ok(None) => return pmpi(),
+/// `MPI_Barrier` through smelt where it can; `pmpi` runs the call through MPI.
+fn barrier(comm: MPI_Comm, pmpi: impl Fn() -> c_int) -> c_int {
+    let h = match hier(comm, Call::Barrier, &pmpi) {
+        Ok(h) => h,
         Err(rc) => return rc,
     };
     let r = h.barrier();
@@ -913,12 +895,12 @@ pub unsafe extern "C" fn MPI_Bcast(
     root: c_int,
     comm: MPI_Comm,
 ) -> c_int {
-    if config().off {
-        // SAFETY: the caller's arguments, passed on unchanged.
-        return unsafe { mpi_sys::PMPI_Bcast(buf, count, dt, root, comm) };
-    }
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let pmpi = || unsafe { mpi_sys::PMPI_Bcast(buf, count, dt, root, comm) };
     // SAFETY: the caller upholds MPI's contract.
-    guard("MPI_Bcast", || unsafe { bcast(buf, count, dt, root, comm) })
+    take_over("MPI_Bcast", pmpi, || unsafe {
+        bcast(buf, count, dt, root, comm, pmpi)
+    })
 }
 
 /// `MPI_Reduce`, taken over (see the crate documentation).
@@ -935,13 +917,11 @@ pub unsafe extern "C" fn MPI_Reduce(
     root: c_int,
     comm: MPI_Comm,
 ) -> c_int {
-    if config().off {
-        // SAFETY: the caller's arguments, passed on unchanged.
-        return unsafe { mpi_sys::PMPI_Reduce(send, recv, count, dt, op, root, comm) };
-    }
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let pmpi = || unsafe { mpi_sys::PMPI_Reduce(send, recv, count, dt, op, root, comm) };
     // SAFETY: the caller upholds MPI's contract.
-    guard("MPI_Reduce", || unsafe {
-        reduce(send, recv, count, dt, op, root, comm)
+    take_over("MPI_Reduce", pmpi, || unsafe {
+        reduce(send, recv, count, dt, op, root, comm, pmpi)
     })
 }
 
@@ -958,13 +938,11 @@ pub unsafe extern "C" fn MPI_Allreduce(
     op: MPI_Op,
     comm: MPI_Comm,
 ) -> c_int {
-    if config().off {
-        // SAFETY: the caller's arguments, passed on unchanged.
-        return unsafe { mpi_sys::PMPI_Allreduce(send, recv, count, dt, op, comm) };
-    }
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let pmpi = || unsafe { mpi_sys::PMPI_Allreduce(send, recv, count, dt, op, comm) };
     // SAFETY: the caller upholds MPI's contract.
-    guard("MPI_Allreduce", || unsafe {
-        allreduce(send, recv, count, dt, op, comm)
+    take_over("MPI_Allreduce", pmpi, || unsafe {
+        allreduce(send, recv, count, dt, op, comm, pmpi)
     })
 }
 
@@ -974,11 +952,9 @@ pub unsafe extern "C" fn MPI_Allreduce(
 /// MPI's contract for `MPI_Barrier`.
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Barrier(comm: MPI_Comm) -> c_int {
-    if config().off {
-        // SAFETY: the caller's argument, passed on unchanged.
-        return unsafe { mpi_sys::PMPI_Barrier(comm) };
-    }
-    guard("MPI_Barrier", || barrier(comm))
+    // SAFETY: the caller's argument, passed on unchanged.
+    let pmpi = || unsafe { mpi_sys::PMPI_Barrier(comm) };
+    take_over("MPI_Barrier", pmpi, || barrier(comm, pmpi))
 }
 
 /// Defines `MPI_Gather` and `MPI_Scatter` (the same arguments): `$name` runs `$run` on
@@ -998,9 +974,14 @@ macro_rules! rooted_call {
             root: c_int,
             comm: MPI_Comm,
         ) -> c_int {
-            let (p, call) = (mpi_sys::$pmpi, Call::$call);
-            // SAFETY: the caller upholds MPI's contract for this call.
-            let c = unsafe { Rooted::new(call, p, send, scount, stype, recv, rcount, rtype, root, comm) };
+            let c = Rooted {
+                call: Call::$call,
+                pmpi: mpi_sys::$pmpi,
+                send: Side { buf: send, count: scount, dt: stype },
+                recv: Side { buf: recv.cast_const(), count: rcount, dt: rtype },
+                root,
+                comm,
+            };
             c.take_over(stringify!($name), $run)
         }
     };

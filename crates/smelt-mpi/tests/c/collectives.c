@@ -55,6 +55,22 @@ static uint64_t h(int rank, int i, int seed)
     return mix(((uint64_t)(unsigned)seed << 40) ^ ((uint64_t)(unsigned)rank << 24) ^ (uint64_t)(unsigned)i);
 }
 
+/* comb_NAME: a[i] (acc) combined with x[i] under `op` for every i; the rest of the
+ * arguments are the switch's cases on p = a[i], q = x[i] (any other op aborts). */
+#define COMB(NAME, T, ...)                                                              \
+    static void comb_##NAME(void *acc, const void *xv, int count, enum op op)           \
+    {                                                                                   \
+        T *a = acc;                                                                     \
+        const T *x = xv;                                                                \
+        for (int i = 0; i < count; i++) {                                               \
+            T p = a[i], q = x[i];                                                       \
+            switch (op) {                                                               \
+            __VA_ARGS__                                                                 \
+            default: abort();                                                           \
+            }                                                                           \
+        }                                                                               \
+    }
+
 /* Integers: any bits (a quarter of them zero, for the logical operations); sums and
  * products wrap. Signed arithmetic is done on the unsigned type U (C's signed overflow
  * is undefined; MPI's is two's complement) and converted back. */
@@ -68,27 +84,17 @@ static uint64_t h(int rank, int i, int seed)
             b[i] = (x & 3) == 0 ? (T)0 : (T)(x >> 8);                                   \
         }                                                                               \
     }                                                                                   \
-    static void comb_##NAME(void *acc, const void *xv, int count, enum op op)           \
-    {                                                                                   \
-        T *a = acc;                                                                     \
-        const T *x = xv;                                                                \
-        for (int i = 0; i < count; i++) {                                               \
-            T p = a[i], q = x[i];                                                       \
-            switch (op) {                                                               \
-            case O_SUM: a[i] = (T)(U)((U)p + (U)q); break;                              \
-            case O_PROD: a[i] = (T)(U)((U)p * (U)q); break;                             \
-            case O_MIN: a[i] = p < q ? p : q; break;                                    \
-            case O_MAX: a[i] = p > q ? p : q; break;                                    \
-            case O_LAND: a[i] = (T)(p && q); break;                                     \
-            case O_LOR: a[i] = (T)(p || q); break;                                      \
-            case O_LXOR: a[i] = (T)(!p != !q); break;                                   \
-            case O_BAND: a[i] = (T)(p & q); break;                                      \
-            case O_BOR: a[i] = (T)(p | q); break;                                       \
-            case O_BXOR: a[i] = (T)(p ^ q); break;                                      \
-            default: abort();                                                           \
-            }                                                                           \
-        }                                                                               \
-    }
+    COMB(NAME, T,                                                                       \
+         case O_SUM: a[i] = (T)(U)((U)p + (U)q); break;                                 \
+         case O_PROD: a[i] = (T)(U)((U)p * (U)q); break;                                \
+         case O_MIN: a[i] = p < q ? p : q; break;                                       \
+         case O_MAX: a[i] = p > q ? p : q; break;                                       \
+         case O_LAND: a[i] = (T)(p && q); break;                                        \
+         case O_LOR: a[i] = (T)(p || q); break;                                         \
+         case O_LXOR: a[i] = (T)(!p != !q); break;                                      \
+         case O_BAND: a[i] = (T)(p & q); break;                                         \
+         case O_BOR: a[i] = (T)(p | q); break;                                          \
+         case O_BXOR: a[i] = (T)(p ^ q); break;)
 
 /* Floating point: values whose sums and products are exact in any order (multiples
  * of 1/4 for sums, +-1, 2 and 1/2 for products), so C's sequential result is what
@@ -103,20 +109,11 @@ static uint64_t h(int rank, int i, int seed)
             b[i] = op == O_PROD ? f[x & 3] : (T)((int)(x % 2001) - 1000) * (T)0.25;      \
         }                                                                               \
     }                                                                                   \
-    static void comb_##NAME(void *acc, const void *xv, int count, enum op op)           \
-    {                                                                                   \
-        T *a = acc;                                                                     \
-        const T *x = xv;                                                                \
-        for (int i = 0; i < count; i++) {                                               \
-            switch (op) {                                                               \
-            case O_SUM: a[i] += x[i]; break;                                            \
-            case O_PROD: a[i] *= x[i]; break;                                           \
-            case O_MIN: a[i] = x[i] < a[i] ? x[i] : a[i]; break;                        \
-            case O_MAX: a[i] = x[i] > a[i] ? x[i] : a[i]; break;                        \
-            default: abort();                                                           \
-            }                                                                           \
-        }                                                                               \
-    }
+    COMB(NAME, T,                                                                       \
+         case O_SUM: a[i] = p + q; break;                                               \
+         case O_PROD: a[i] = p * q; break;                                              \
+         case O_MIN: a[i] = q < p ? q : p; break;                                       \
+         case O_MAX: a[i] = q > p ? q : p; break;)
 
 INT_TYPE(i8, int8_t, uint32_t)
 INT_TYPE(i16, int16_t, uint32_t)
