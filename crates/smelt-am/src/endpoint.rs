@@ -1,0 +1,1346 @@
+//! The endpoint: a handler table, a destination table, and the links to reach them.
+
+use crate::error::AmError;
+use crate::poll::{PollPolicy, Poller};
+use crate::remote::Remote;
+use crate::wire::{self, Head, Kind, Reason, FIRST, LAST, MAX_ARGS};
+use smelt_runtime::mesh::{Mesh, MeshError};
+use smelt_runtime::Rank;
+use smelt_transport::{Backoff, Endpoint as QueuePairEnd, Link, TransportError, WaitPolicy};
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+/// An endpoint's global name: the node, the process on that node, the endpoint in
+/// that process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Name {
+    /// Node.
+    pub node: u32,
+    /// Process on the node.
+    pub process: u32,
+    /// Endpoint in the process.
+    pub endpoint: u32,
+}
+
+impl std::fmt::Display for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.node, self.process, self.endpoint)
+    }
+}
+
+/// How a destination is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// This endpoint itself.
+    Me,
+    /// Over the local links, as this member of the mesh.
+    Local(Rank),
+    /// Over the slow channel.
+    Remote,
+}
+
+/// One entry of the destination table.
+#[derive(Debug, Clone)]
+pub(crate) struct Dest {
+    pub(crate) name: Name,
+    /// The tag this endpoint presents to it.
+    pub(crate) key: u64,
+    pub(crate) route: Route,
+    pub(crate) gone: bool,
+}
+
+/// Settings of an endpoint.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Slots (cache lines of 48 payload bytes) per local link, each way. Small values
+    /// make senders wait for room (and serve their own queue meanwhile); at least 2.
+    pub capacity: usize,
+    /// Data bytes per chunk of a bulk message (default 8 KiB); larger data blocks are
+    /// pipelined in chunks of this size (or of what a link carries, if less).
+    pub bulk_chunk: usize,
+    /// Largest data block of one bulk message (default 64 MiB). Larger ones are
+    /// refused at the sender ([`AmError::TooLarge`]) and at the receiver
+    /// ([`Reason::TooLarge`]).
+    pub max_bulk: usize,
+    /// The longest any send or wait may take before it fails with
+    /// [`AmError::Timeout`] (default 30 s).
+    pub timeout: Duration,
+    /// How waits back off (default: from the number of members and CPUs).
+    pub wait: Option<WaitPolicy>,
+    /// When the slow channel is polled (default: adaptive, 1/8 to 1/32).
+    pub poll: PollPolicy,
+}
+
+/// Default data bytes per bulk chunk.
+pub const BULK_CHUNK: usize = 8 << 10;
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            capacity: 256,
+            bulk_chunk: BULK_CHUNK,
+            max_bulk: 64 << 20,
+            timeout: Duration::from_secs(30),
+            wait: None,
+            poll: PollPolicy::default(),
+        }
+    }
+}
+
+impl Config {
+    pub(crate) fn validate(&self) -> Result<(), AmError> {
+        if self.capacity < 2 || self.capacity > smelt_transport::MAX_CAPACITY {
+            return Err(AmError::Invalid(format!(
+                "a capacity of {} slots per link (2 to {})",
+                self.capacity,
+                smelt_transport::MAX_CAPACITY
+            )));
+        }
+        if self.bulk_chunk == 0 {
+            return Err(AmError::Invalid("a bulk chunk of 0 bytes".into()));
+        }
+        self.poll.validate().map_err(AmError::Invalid)
+    }
+}
+
+/// A message as its handler sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Msg<'a> {
+    /// The sender's index in this endpoint's destination table.
+    pub from: usize,
+    /// The handler index it was sent to.
+    pub handler: u8,
+    /// Its argument words (up to 8).
+    pub args: &'a [u64],
+    /// Its data block (empty for a short message).
+    pub data: &'a [u8],
+}
+
+/// A message that came back to its sender, as handler 0 sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Returned {
+    /// Why it came back.
+    pub reason: Reason,
+    /// The endpoint that sent it back (the message's destination).
+    pub by: usize,
+    /// Whether the message was a request (else a reply).
+    pub was_request: bool,
+    /// The handler index it was sent to.
+    pub handler: u8,
+    /// Its argument words.
+    pub args: Vec<u64>,
+    /// The length of its data block (the data is not sent back).
+    pub data_len: usize,
+}
+
+/// Counters of an endpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Requests sent.
+    pub requests_sent: u64,
+    /// Replies sent.
+    pub replies_sent: u64,
+    /// Messages handed to handlers (requests and replies).
+    pub handled: u64,
+    /// Messages this endpoint sent back to their senders.
+    pub returned_sent: u64,
+    /// Messages that came back to this endpoint.
+    pub returned_received: u64,
+    /// Link messages that were not active messages (dropped).
+    pub foreign: u64,
+    /// Polls of the slow channel.
+    pub remote_polls: u64,
+    /// Polls of the slow channel that found a message.
+    pub remote_hits: u64,
+}
+
+/// A request or reply handler: gets the endpoint's state, the context to reply
+/// through, and the message.
+pub type Handler<S, L> = Box<dyn FnMut(&mut S, &mut Ctx<'_, L>, &Msg<'_>) + Send>;
+/// Handler 0: gets the endpoint's state and a message that came back.
+pub type ReturnHandler<S> = Box<dyn FnMut(&mut S, &Returned) + Send>;
+
+/// Most returned messages kept for [`Endpoint::take_returned`] when no handler 0 is
+/// registered (later ones are counted in [`Stats::returned_received`] only).
+pub const KEEP_RETURNED: usize = 4096;
+
+/// A message taken in while waiting, or a departure to report.
+#[derive(Debug)]
+struct Held {
+    from: usize,
+    tag: u64,
+    bytes: Vec<u8>,
+}
+
+/// Tag of a held departure notice (never a valid active-message tag).
+const GONE: u64 = 0;
+
+/// A bulk message arriving in chunks from one sender.
+#[derive(Debug, Default)]
+struct Assembly {
+    active: bool,
+    /// Refused at its first chunk: drop the rest.
+    skip: bool,
+    handler: u8,
+    nargs: usize,
+    args: [u64; MAX_ARGS],
+    total: usize,
+    data: Vec<u8>,
+}
+
+/// Everything an endpoint uses to move messages (what a reply needs).
+pub struct Net<L: Link> {
+    me: usize,
+    mesh: Mesh<L>,
+    /// Global index of each local mesh rank.
+    global: Vec<usize>,
+    remote: Option<Box<dyn Remote>>,
+    dests: Vec<Dest>,
+    key: u64,
+    poller: Poller,
+    held: VecDeque<Held>,
+    /// Buffers of held messages, for reuse.
+    spare: Vec<Vec<u8>>,
+    out: Vec<u8>,
+    take: Vec<u8>,
+    outstanding: Vec<u32>,
+    cfg: Config,
+    wait: WaitPolicy,
+    stats: Stats,
+}
+
+/// What a handler gets to reply through: the opaque token of the request it handles.
+pub struct Ctx<'a, L: Link> {
+    net: &'a mut Net<L>,
+    from: usize,
+    request: bool,
+    replied: bool,
+}
+
+impl<L: Link> Ctx<'_, L> {
+    /// The sender's name.
+    pub fn from_name(&self) -> Name {
+        self.net.dests[self.from].name
+    }
+
+    /// This endpoint's index in its destination table.
+    pub fn me(&self) -> usize {
+        self.net.me
+    }
+
+    /// Replies to the request being handled with a short message to the requester's
+    /// handler `handler`. Exactly one reply per request: a second one fails with
+    /// [`AmError::AlreadyReplied`], one in a reply handler with
+    /// [`AmError::NotARequest`]. A handler that returns without replying makes its
+    /// request come back to the requester ([`Reason::NoReply`]).
+    pub fn reply(&mut self, handler: u8, args: &[u64]) -> Result<(), AmError> {
+        self.reply_inner(handler, args, None)
+    }
+
+    /// Replies with a data block (as [`reply`](Self::reply)).
+    pub fn reply_bulk(&mut self, handler: u8, args: &[u64], data: &[u8]) -> Result<(), AmError> {
+        self.reply_inner(handler, args, Some(data))
+    }
+
+    fn reply_inner(
+        &mut self,
+        handler: u8,
+        args: &[u64],
+        data: Option<&[u8]>,
+    ) -> Result<(), AmError> {
+        if !self.request {
+            return Err(AmError::NotARequest);
+        }
+        if self.replied {
+            return Err(AmError::AlreadyReplied);
+        }
+        check_message(handler, args, data, self.net.cfg.max_bulk)?;
+        // The token is spent whether or not the reply gets through.
+        self.replied = true;
+        self.net
+            .send_message(Kind::Reply, self.from, handler, args, data)?;
+        self.net.stats.replies_sent += 1;
+        Ok(())
+    }
+}
+
+fn check_message(
+    handler: u8,
+    args: &[u64],
+    data: Option<&[u8]>,
+    max: usize,
+) -> Result<(), AmError> {
+    if handler == 0 {
+        return Err(AmError::ReservedHandler);
+    }
+    if args.len() > MAX_ARGS {
+        return Err(AmError::TooManyArgs { n: args.len() });
+    }
+    match data {
+        Some(d) if d.len() > max => Err(AmError::TooLarge { len: d.len(), max }),
+        _ => Ok(()),
+    }
+}
+
+impl<L: Link> Net<L> {
+    fn err_mesh(&self, dest: usize, e: MeshError) -> AmError {
+        match e {
+            MeshError::PeerGone { .. } => AmError::PeerGone { dest },
+            MeshError::Aborted { .. } => AmError::Aborted,
+            MeshError::Transport { source, .. } => AmError::Transport { dest, source },
+            other => AmError::Transport {
+                dest,
+                source: TransportError::NotYours(other.to_string()),
+            },
+        }
+    }
+
+    fn dest(&self, dest: usize) -> Result<&Dest, AmError> {
+        self.dests.get(dest).ok_or(AmError::NoSuchDestination {
+            dest,
+            size: self.dests.len(),
+        })
+    }
+
+    /// Largest payload of one link message to `dest`.
+    fn room(&self, dest: usize) -> usize {
+        match self.dests[dest].route {
+            Route::Me => usize::MAX,
+            Route::Local(r) => self.mesh.max_message_len(r).unwrap_or(0),
+            Route::Remote => self.remote.as_ref().map_or(0, |r| r.max_message_len()),
+        }
+    }
+
+    /// Tries to send one link message: `Ok(false)` if there is no room now.
+    #[inline]
+    fn try_send_raw(&mut self, to: usize, tag: u64, payload: &[u8]) -> Result<bool, AmError> {
+        match self.dests[to].route {
+            Route::Local(r) => match self.mesh.try_send(r, tag, payload) {
+                Ok(()) => Ok(true),
+                Err(MeshError::Transport {
+                    source: TransportError::Full,
+                    ..
+                }) => Ok(false),
+                Err(e) => Err(self.err_mesh(to, e)),
+            },
+            Route::Me => {
+                let mut bytes = self.spare.pop().unwrap_or_default();
+                bytes.clear();
+                bytes.extend_from_slice(payload);
+                self.held.push_back(Held {
+                    from: self.me,
+                    tag,
+                    bytes,
+                });
+                Ok(true)
+            }
+            Route::Remote => {
+                let r = self.remote.as_mut().expect("a remote route has a remote");
+                match r.try_send(to, tag, payload) {
+                    Ok(()) => Ok(true),
+                    Err(TransportError::Full) => Ok(false),
+                    Err(TransportError::Disconnected | TransportError::PeerDied { .. }) => {
+                        Err(AmError::PeerGone { dest: to })
+                    }
+                    Err(TransportError::Aborted) => Err(AmError::Aborted),
+                    Err(source) => Err(AmError::Transport { dest: to, source }),
+                }
+            }
+        }
+    }
+
+    /// Takes every waiting message into the held queue (while a send waits for room,
+    /// so that peers sending to this endpoint progress). True if any.
+    fn take_in(&mut self) -> bool {
+        let mut any = false;
+        loop {
+            if self.take.len() < self.mesh.max_message_len_all().max(64) {
+                let n = self.rx_len();
+                self.take.resize(n, 0);
+            }
+            match self.mesh.try_recv_any(&mut self.take) {
+                Ok(Some((r, tag, n))) => {
+                    any = true;
+                    let mut bytes = self.spare.pop().unwrap_or_default();
+                    bytes.clear();
+                    bytes.extend_from_slice(&self.take[..n]);
+                    let from = self.global[r.index()];
+                    self.held.push_back(Held { from, tag, bytes });
+                }
+                Ok(None) => break,
+                Err(MeshError::PeerGone { peer, .. }) => {
+                    any = true;
+                    let from = self.global[peer.index()];
+                    self.held.push_back(Held {
+                        from,
+                        tag: GONE,
+                        bytes: Vec::new(),
+                    });
+                }
+                Err(_) => break,
+            }
+        }
+        if let Some(r) = self.remote.as_mut() {
+            r.progress();
+            let mut buf = self.spare.pop().unwrap_or_default();
+            while let Ok(Some((from, tag))) = r.try_recv(&mut buf) {
+                any = true;
+                self.held.push_back(Held {
+                    from,
+                    tag,
+                    bytes: std::mem::take(&mut buf),
+                });
+                buf = self.spare.pop().unwrap_or_default();
+            }
+            self.spare.push(buf);
+        }
+        any
+    }
+
+    /// A receive buffer's size: the longest message any link carries.
+    fn rx_len(&self) -> usize {
+        let local = self
+            .mesh
+            .peers()
+            .into_iter()
+            .filter_map(|p| self.mesh.max_message_len(p))
+            .max()
+            .unwrap_or(0);
+        local.max(64)
+    }
+
+    /// Sends one link message, waiting for room; while it waits it takes messages in
+    /// (what handlers use: they never run handlers themselves).
+    fn send_raw(&mut self, to: usize, tag: u64, payload: &[u8]) -> Result<(), AmError> {
+        let mut waiter = Waiter::new(&self.wait, self.cfg.timeout);
+        while !self.try_send_raw(to, tag, payload)? {
+            let took = self.take_in();
+            waiter.step(took, &self.mesh.abort_handle(), || {
+                format!("sending to endpoint {to} (its queue stayed full)")
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The chunks of a message to `to`, after checking that it can be sent.
+    fn chunks<'d>(
+        &self,
+        kind: Kind,
+        to: usize,
+        handler: u8,
+        args: &'d [u64],
+        data: Option<&'d [u8]>,
+    ) -> Result<Chunks<'d>, AmError> {
+        let d = self.dest(to)?;
+        if d.gone {
+            return Err(AmError::PeerGone { dest: to });
+        }
+        let key = (kind == Kind::Request).then_some(d.key);
+        let room = self.room(to);
+        let head = 8 * (key.is_some() as usize + args.len());
+        if data.is_some() && head + 8 >= room {
+            return Err(AmError::Invalid(format!(
+                "the link to endpoint {to} carries {room} bytes, too few for a bulk message's header (raise the capacity)"
+            )));
+        }
+        let chunk = self.cfg.bulk_chunk;
+        Ok(Chunks {
+            kind,
+            handler,
+            key,
+            args,
+            single: data.is_none_or(|d| d.len() <= chunk.min(room - head)),
+            data,
+            room,
+            chunk,
+            off: 0,
+            first: true,
+            done: false,
+        })
+    }
+
+    /// Sends a whole message from a handler (a reply), waiting as [`send_raw`] does.
+    fn send_message(
+        &mut self,
+        kind: Kind,
+        to: usize,
+        handler: u8,
+        args: &[u64],
+        data: Option<&[u8]>,
+    ) -> Result<(), AmError> {
+        let mut chunks = self.chunks(kind, to, handler, args, data)?;
+        let mut out = std::mem::take(&mut self.out);
+        let mut r = Ok(());
+        while let Some(t) = chunks.next(&mut out) {
+            r = self.send_raw(to, t, &out);
+            if r.is_err() {
+                break;
+            }
+        }
+        self.out = out;
+        r
+    }
+
+    /// Sends a message back to `to` (its handler 0), from the receiving side.
+    fn send_back(&mut self, to: usize, h: &Head, args: &[u64], data_len: usize, reason: Reason) {
+        if self.dests.get(to).is_none_or(|d| d.gone) {
+            return;
+        }
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        push_words(&mut out, None, args);
+        out.extend_from_slice(&(data_len as u64).to_le_bytes());
+        let t = wire::returned_tag(h.handler, args.len(), reason, h.kind == Kind::Request);
+        // A peer that left or a full queue that stays full: the notice is lost, as the
+        // message itself would have been; nothing else to tell.
+        if self.send_raw(to, t, &out).is_ok() {
+            self.stats.returned_sent += 1;
+        }
+        self.out = out;
+    }
+}
+
+fn push_words(out: &mut Vec<u8>, key: Option<u64>, args: &[u64]) {
+    if let Some(k) = key {
+        out.extend_from_slice(&k.to_le_bytes());
+    }
+    for a in args {
+        out.extend_from_slice(&a.to_le_bytes());
+    }
+}
+
+/// The link messages of one active message, built one at a time.
+struct Chunks<'d> {
+    kind: Kind,
+    handler: u8,
+    key: Option<u64>,
+    args: &'d [u64],
+    data: Option<&'d [u8]>,
+    single: bool,
+    room: usize,
+    chunk: usize,
+    off: usize,
+    first: bool,
+    done: bool,
+}
+
+impl Chunks<'_> {
+    /// Writes the next link message's payload into `out`: its tag, or `None` after
+    /// the last.
+    fn next(&mut self, out: &mut Vec<u8>) -> Option<u64> {
+        if self.done {
+            return None;
+        }
+        out.clear();
+        let Some(data) = self.data else {
+            self.done = true;
+            push_words(out, self.key, self.args);
+            return Some(wire::tag(
+                self.kind,
+                self.handler,
+                self.args.len(),
+                false,
+                FIRST | LAST,
+            ));
+        };
+        let mut flags = 0;
+        if self.first {
+            flags |= FIRST;
+            push_words(out, self.key, self.args);
+            if !self.single {
+                out.extend_from_slice(&(data.len() as u64).to_le_bytes());
+            }
+        }
+        let n = (data.len() - self.off)
+            .min(self.room - out.len())
+            .min(self.chunk);
+        if self.off + n == data.len() {
+            flags |= LAST;
+            self.done = true;
+        }
+        out.extend_from_slice(&data[self.off..self.off + n]);
+        self.off += n;
+        self.first = false;
+        Some(wire::tag(
+            self.kind,
+            self.handler,
+            self.args.len(),
+            true,
+            flags,
+        ))
+    }
+}
+
+/// The pacing of a wait for room or for messages: spin, yield, then park for a
+/// growing time, up to the timeout.
+struct Waiter {
+    backoff: Backoff,
+    park: Duration,
+    park_max: Duration,
+    start: Option<Instant>,
+    timeout: Duration,
+}
+
+impl Waiter {
+    fn new(wait: &WaitPolicy, timeout: Duration) -> Waiter {
+        Waiter {
+            backoff: Backoff::with_policy(wait),
+            park: wait.park_initial,
+            park_max: wait.park_max,
+            start: None,
+            timeout,
+        }
+    }
+
+    /// One round of waiting: `progressed` says whether the last round did something
+    /// (then the wait starts over from spinning).
+    fn step(
+        &mut self,
+        progressed: bool,
+        abort: &smelt_transport::Abort,
+        what: impl FnOnce() -> String,
+    ) -> Result<(), AmError> {
+        if progressed {
+            self.backoff.reset();
+            return Ok(());
+        }
+        if abort.is_triggered() {
+            return Err(AmError::Aborted);
+        }
+        if !self.backoff.is_completed() {
+            self.backoff.snooze();
+            return Ok(());
+        }
+        let now = Instant::now();
+        let start = *self.start.get_or_insert(now);
+        if now - start >= self.timeout {
+            return Err(AmError::Timeout {
+                what: what(),
+                after: self.timeout,
+            });
+        }
+        // Nobody wakes a sender when room is freed: park briefly, longer each time.
+        std::thread::park_timeout(self.park);
+        self.park = (self.park * 2).min(self.park_max);
+        Ok(())
+    }
+}
+
+/// An active-message endpoint (see the [crate documentation](crate)): a handler table,
+/// a destination table and the links to reach every destination. `S` is the state its
+/// handlers work on ([`state`](Endpoint::state)); `L` the transport of its local
+/// links (queuepairs between threads, or [`ShmLink`](smelt_runtime::mesh_job::ShmLink)
+/// between processes).
+pub struct Endpoint<S, L: Link = QueuePairEnd> {
+    net: Net<L>,
+    handlers: Vec<Option<Handler<S, L>>>,
+    on_returned: Option<ReturnHandler<S>>,
+    returned: VecDeque<Returned>,
+    state: S,
+    rx: Vec<u8>,
+    /// Per sender: a request and a reply in chunks.
+    asm: Vec<[Assembly; 2]>,
+    /// Payload of the request being sent.
+    req: Vec<u8>,
+    /// Errors met while serving during a send, for the next polls.
+    pending: VecDeque<AmError>,
+}
+
+impl<S, L: Link> std::fmt::Debug for Endpoint<S, L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("me", &self.net.me)
+            .field("name", &self.net.dests[self.net.me].name)
+            .field("destinations", &self.net.dests.len())
+            .field("stats", &self.net.stats)
+            .finish()
+    }
+}
+
+impl<S, L: Link + 'static> Endpoint<S, L> {
+    /// An endpoint over `mesh` (its links to the endpoints of its node; mesh rank `r`
+    /// is destination `global[r]`) and `remote` (every destination routed
+    /// [`Route::Remote`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        me: usize,
+        mesh: Mesh<L>,
+        global: Vec<usize>,
+        remote: Option<Box<dyn Remote>>,
+        dests: Vec<Dest>,
+        key: u64,
+        state: S,
+        cfg: Config,
+    ) -> Result<Endpoint<S, L>, AmError> {
+        cfg.validate()?;
+        if me >= dests.len() || global.len() != mesh.size() {
+            return Err(AmError::Invalid(format!(
+                "endpoint {me} in a table of {} with a mesh of {} for {} local endpoints",
+                dests.len(),
+                mesh.size(),
+                global.len()
+            )));
+        }
+        if remote.is_none() && dests.iter().any(|d| d.route == Route::Remote) {
+            return Err(AmError::Invalid(
+                "destinations on other nodes but no network channel".into(),
+            ));
+        }
+        let wait = cfg.wait.unwrap_or_else(|| mesh.wait_policy());
+        let n = dests.len();
+        let mut net = Net {
+            me,
+            mesh,
+            global,
+            remote,
+            dests,
+            key,
+            poller: Poller::new(cfg.poll),
+            held: VecDeque::new(),
+            spare: Vec::new(),
+            out: Vec::new(),
+            take: Vec::new(),
+            outstanding: vec![0; n],
+            cfg,
+            wait,
+            stats: Stats::default(),
+        };
+        net.mesh.set_wait_policy(wait);
+        let rx = vec![0; net.rx_len()];
+        Ok(Endpoint {
+            net,
+            handlers: (0..256).map(|_| None).collect(),
+            on_returned: None,
+            returned: VecDeque::new(),
+            state,
+            rx,
+            asm: (0..n).map(|_| Default::default()).collect(),
+            req: Vec::new(),
+            pending: VecDeque::new(),
+        })
+    }
+
+    /// This endpoint's index in its destination table.
+    pub fn me(&self) -> usize {
+        self.net.me
+    }
+
+    /// Entries of the destination table (every endpoint of the job).
+    pub fn size(&self) -> usize {
+        self.net.dests.len()
+    }
+
+    /// The name of destination `dest`.
+    pub fn name(&self, dest: usize) -> Option<Name> {
+        self.net.dests.get(dest).map(|d| d.name)
+    }
+
+    /// The index of the endpoint called `name`, if it is in the table.
+    pub fn lookup(&self, name: Name) -> Option<usize> {
+        self.net.dests.iter().position(|d| d.name == name)
+    }
+
+    /// True if `dest` is reached over the slow channel (another node).
+    pub fn is_remote(&self, dest: usize) -> bool {
+        self.net
+            .dests
+            .get(dest)
+            .is_some_and(|d| d.route == Route::Remote)
+    }
+
+    /// This endpoint's tag: what senders must present.
+    pub fn tag(&self) -> u64 {
+        self.net.key
+    }
+
+    /// Changes this endpoint's tag: requests that present the old one come back to
+    /// their senders ([`Reason::WrongTag`]). The other endpoints must learn the new tag
+    /// ([`set_dest_tag`](Self::set_dest_tag)) before they can send here again.
+    pub fn set_tag(&mut self, tag: u64) {
+        self.net.key = tag;
+    }
+
+    /// The tag this endpoint presents to `dest`.
+    pub fn dest_tag(&self, dest: usize) -> Option<u64> {
+        self.net.dests.get(dest).map(|d| d.key)
+    }
+
+    /// Sets the tag this endpoint presents to `dest`.
+    pub fn set_dest_tag(&mut self, dest: usize, tag: u64) -> Result<(), AmError> {
+        self.net.dest(dest)?;
+        self.net.dests[dest].key = tag;
+        Ok(())
+    }
+
+    /// Registers `f` as the handler at `index` (1 to 255), replacing any before.
+    pub fn register(
+        &mut self,
+        index: u8,
+        f: impl FnMut(&mut S, &mut Ctx<'_, L>, &Msg<'_>) + Send + 'static,
+    ) -> Result<(), AmError> {
+        if index == 0 {
+            return Err(AmError::ReservedHandler);
+        }
+        self.handlers[index as usize] = Some(Box::new(f));
+        Ok(())
+    }
+
+    /// Removes the handler at `index`: messages to it come back to their senders
+    /// ([`Reason::UnknownHandler`]).
+    pub fn unregister(&mut self, index: u8) {
+        self.handlers[index as usize] = None;
+    }
+
+    /// Registers handler 0: what runs for each message that comes back to this
+    /// endpoint. Without one, they are kept for [`take_returned`](Self::take_returned).
+    pub fn on_returned(&mut self, f: impl FnMut(&mut S, &Returned) + Send + 'static) {
+        self.on_returned = Some(Box::new(f));
+    }
+
+    /// The messages that came back while no handler 0 was registered (at most
+    /// [`KEEP_RETURNED`]), oldest first.
+    pub fn take_returned(&mut self) -> Vec<Returned> {
+        self.returned.drain(..).collect()
+    }
+
+    /// The handlers' state.
+    pub fn state(&self) -> &S {
+        &self.state
+    }
+
+    /// The handlers' state, to change.
+    pub fn state_mut(&mut self) -> &mut S {
+        &mut self.state
+    }
+
+    /// Ends the endpoint and gives its state back.
+    pub fn into_state(self) -> S {
+        self.state
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &Stats {
+        &self.net.stats
+    }
+
+    /// Requests sent to `dest` and not yet answered (by a reply or by coming back).
+    pub fn outstanding(&self, dest: usize) -> u32 {
+        self.net.outstanding.get(dest).copied().unwrap_or(0)
+    }
+
+    /// Requests sent to any destination and not yet answered.
+    pub fn outstanding_total(&self) -> u64 {
+        self.net.outstanding.iter().map(|&n| n as u64).sum()
+    }
+
+    /// A handle to the abort flag of the endpoints of this process: raising it makes
+    /// their waits fail with [`AmError::Aborted`].
+    pub fn abort_handle(&self) -> smelt_transport::Abort {
+        self.net.mesh.abort_handle()
+    }
+
+    /// Sends a short request (up to 8 argument words) to handler `handler` of `dest`.
+    /// If the destination's queue is full, this endpoint runs its own handlers on what
+    /// arrives meanwhile, so endpoints flooding each other never deadlock.
+    pub fn request(&mut self, dest: usize, handler: u8, args: &[u64]) -> Result<(), AmError> {
+        self.request_inner(dest, handler, args, None)
+    }
+
+    /// Sends a request with a data block (pipelined in chunks of
+    /// [`Config::bulk_chunk`] bytes; the handler gets it whole).
+    pub fn request_bulk(
+        &mut self,
+        dest: usize,
+        handler: u8,
+        args: &[u64],
+        data: &[u8],
+    ) -> Result<(), AmError> {
+        self.request_inner(dest, handler, args, Some(data))
+    }
+
+    fn request_inner(
+        &mut self,
+        dest: usize,
+        handler: u8,
+        args: &[u64],
+        data: Option<&[u8]>,
+    ) -> Result<(), AmError> {
+        check_message(handler, args, data, self.net.cfg.max_bulk)?;
+        let mut chunks = self.net.chunks(Kind::Request, dest, handler, args, data)?;
+        // Counted first: a request to this endpoint itself may be answered while it
+        // is being sent.
+        self.net.outstanding[dest] += 1;
+        let mut out = std::mem::take(&mut self.req);
+        let mut r = Ok(());
+        'chunks: while let Some(t) = chunks.next(&mut out) {
+            let mut waiter: Option<Waiter> = None;
+            loop {
+                match self.net.try_send_raw(dest, t, &out) {
+                    Ok(true) => continue 'chunks,
+                    Ok(false) => {}
+                    Err(e) => {
+                        r = Err(e);
+                        break 'chunks;
+                    }
+                }
+                // No room: serve this endpoint's own queue (run its handlers) meanwhile.
+                let served = match self.poll_inner(64) {
+                    Ok(n) => n > 0,
+                    // Reported by the next poll, in order.
+                    Err(e) => {
+                        self.pending.push_back(e);
+                        true
+                    }
+                };
+                let w =
+                    waiter.get_or_insert_with(|| Waiter::new(&self.net.wait, self.net.cfg.timeout));
+                if let Err(e) = w.step(served, &self.net.mesh.abort_handle(), || {
+                    format!("sending a request to endpoint {dest} (its queue stayed full)")
+                }) {
+                    r = Err(e);
+                    break 'chunks;
+                }
+            }
+        }
+        self.req = out;
+        match r {
+            Ok(()) => self.net.stats.requests_sent += 1,
+            Err(_) => self.net.outstanding[dest] -= 1,
+        }
+        r
+    }
+
+    /// Runs the handlers of up to `max` waiting messages without waiting: how many.
+    /// Errors are those of [`poll`](Self::poll).
+    pub fn poll_some(&mut self, max: usize) -> Result<usize, AmError> {
+        if let Some(e) = self.pending.pop_front() {
+            return Err(e);
+        }
+        self.poll_inner(max)
+    }
+
+    fn poll_inner(&mut self, max: usize) -> Result<usize, AmError> {
+        let mut n = 0;
+        while n < max && self.poll_one()? {
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Runs the handlers of the messages waiting now (at most 64 of them): how many
+    /// ran. Errors: [`AmError::PeerGone`] once for each endpoint that left (after its
+    /// last message), [`AmError::HandlerPanicked`] when a handler of this endpoint
+    /// panicked (the endpoint goes on), [`AmError::Aborted`].
+    pub fn poll(&mut self) -> Result<usize, AmError> {
+        self.poll_some(64)
+    }
+
+    /// Waits at most `timeout` for a message and runs the handlers of those waiting:
+    /// how many ran (at least 1), or [`AmError::Timeout`].
+    pub fn wait(&mut self, timeout: Duration) -> Result<usize, AmError> {
+        let mut waiter = Waiter::new(&self.net.wait, timeout);
+        loop {
+            let n = self.poll()?;
+            if n > 0 {
+                return Ok(n);
+            }
+            if waiter.backoff.is_completed() && self.net.remote.is_none() {
+                // Only local links: park on the mesh's doorbell, which a sender rings.
+                let start = *waiter.start.get_or_insert_with(Instant::now);
+                let left = timeout.saturating_sub(start.elapsed());
+                if left.is_zero() {
+                    return Err(AmError::Timeout {
+                        what: "waiting for a message".into(),
+                        after: timeout,
+                    });
+                }
+                let nap = waiter.park.min(left);
+                waiter.park = (waiter.park * 2).min(waiter.park_max);
+                let mut rx = std::mem::take(&mut self.rx);
+                let r = self.net.mesh.recv_any(&mut rx, nap);
+                let r = match r {
+                    Ok((r, tag, len)) => {
+                        let from = self.net.global[r.index()];
+                        self.handle(from, tag, &rx[..len]).map(|()| 1)
+                    }
+                    Err(MeshError::Timeout { .. }) => Ok(0),
+                    Err(MeshError::PeerGone { peer, .. }) => {
+                        Err(self.gone(self.net.global[peer.index()]))
+                    }
+                    Err(MeshError::NoPeers { .. }) => Err(AmError::Timeout {
+                        what: "waiting for a message (every other endpoint left)".into(),
+                        after: timeout,
+                    }),
+                    Err(e) => Err(self.net.err_mesh(self.net.me, e)),
+                };
+                self.rx = rx;
+                match r? {
+                    0 => continue,
+                    n => return Ok(n + self.poll()?),
+                }
+            }
+            waiter.step(false, &self.net.mesh.abort_handle(), || {
+                "waiting for a message".into()
+            })?;
+        }
+    }
+
+    /// Runs handlers until `done(state)` holds, for at most `timeout`.
+    pub fn run_until(
+        &mut self,
+        timeout: Duration,
+        mut done: impl FnMut(&S) -> bool,
+    ) -> Result<(), AmError> {
+        let end = Instant::now() + timeout;
+        while !done(&self.state) {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.wait(left) {
+                Ok(_) => {}
+                Err(AmError::Timeout { .. }) => {
+                    return Err(AmError::Timeout {
+                        what: "running handlers until the condition held".into(),
+                        after: timeout,
+                    })
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs handlers until every request this endpoint sent was answered (replied to
+    /// or returned), for at most `timeout`.
+    pub fn quiesce(&mut self, timeout: Duration) -> Result<(), AmError> {
+        let end = Instant::now() + timeout;
+        while self.outstanding_total() > 0 {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.wait(left) {
+                Ok(_) => {}
+                Err(AmError::Timeout { .. }) => {
+                    return Err(AmError::Timeout {
+                        what: format!(
+                            "waiting for {} requests to be answered",
+                            self.outstanding_total()
+                        ),
+                        after: timeout,
+                    })
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    fn gone(&mut self, dest: usize) -> AmError {
+        if let Some(d) = self.net.dests.get_mut(dest) {
+            d.gone = true;
+        }
+        // Its requests will never be answered.
+        if let Some(o) = self.net.outstanding.get_mut(dest) {
+            *o = 0;
+        }
+        AmError::PeerGone { dest }
+    }
+
+    /// Takes one message (held, local, or from the slow channel when it is due) and
+    /// runs its handler: false if none was waiting.
+    fn poll_one(&mut self) -> Result<bool, AmError> {
+        if let Some(h) = self.net.held.pop_front() {
+            let r = if h.tag == GONE {
+                Err(self.gone(h.from))
+            } else {
+                self.handle(h.from, h.tag, &h.bytes)
+            };
+            self.net.spare.push(h.bytes);
+            return r.map(|()| true);
+        }
+        if self.net.remote.is_some() && self.net.poller.due() {
+            self.poll_remote()?;
+            if let Some(h) = self.net.held.pop_front() {
+                let r = self.handle(h.from, h.tag, &h.bytes);
+                self.net.spare.push(h.bytes);
+                return r.map(|()| true);
+            }
+        }
+        let mut rx = std::mem::take(&mut self.rx);
+        let r = match self.net.mesh.try_recv_any(&mut rx) {
+            Ok(Some((r, tag, len))) => {
+                let from = self.net.global[r.index()];
+                self.handle(from, tag, &rx[..len]).map(|()| true)
+            }
+            Ok(None) => Ok(false),
+            Err(MeshError::PeerGone { peer, .. }) => Err(self.gone(self.net.global[peer.index()])),
+            Err(MeshError::Transport {
+                peer,
+                source: TransportError::BufferTooSmall { needed, .. },
+                ..
+            }) => {
+                // A link that carries more than the others: grow and take it next time.
+                let _ = peer;
+                rx.resize(needed, 0);
+                Ok(true)
+            }
+            Err(e) => Err(self.net.err_mesh(self.net.me, e)),
+        };
+        self.rx = rx;
+        r
+    }
+
+    /// A due poll of the slow channel: takes in up to the policy's batch.
+    fn poll_remote(&mut self) -> Result<(), AmError> {
+        let net = &mut self.net;
+        let Some(remote) = net.remote.as_mut() else {
+            return Ok(());
+        };
+        remote.progress();
+        net.stats.remote_polls += 1;
+        let mut found = false;
+        for _ in 0..net.poller.batch() {
+            let mut buf = net.spare.pop().unwrap_or_default();
+            match remote.try_recv(&mut buf) {
+                Ok(Some((from, tag))) => {
+                    found = true;
+                    net.held.push_back(Held {
+                        from,
+                        tag,
+                        bytes: buf,
+                    });
+                }
+                Ok(None) => {
+                    net.spare.push(buf);
+                    break;
+                }
+                Err(e) => {
+                    net.spare.push(buf);
+                    net.poller.record(found);
+                    return Err(match e {
+                        TransportError::Aborted => AmError::Aborted,
+                        source => AmError::Transport {
+                            dest: net.me,
+                            source,
+                        },
+                    });
+                }
+            }
+        }
+        net.stats.remote_hits += found as u64;
+        net.poller.record(found);
+        Ok(())
+    }
+
+    /// Handles one link message from `from`.
+    fn handle(&mut self, from: usize, tag: u64, bytes: &[u8]) -> Result<(), AmError> {
+        let Some(h) = wire::decode(tag) else {
+            self.net.stats.foreign += 1;
+            return Ok(());
+        };
+        if from >= self.asm.len() {
+            self.net.stats.foreign += 1;
+            return Ok(());
+        }
+        if h.kind == Kind::Returned {
+            return self.returned(from, &h, bytes);
+        }
+        let slot = (h.kind == Kind::Reply) as usize;
+        if !h.first {
+            return self.continue_bulk(from, slot, &h, bytes);
+        }
+        let keyed = h.kind == Kind::Request;
+        let words = keyed as usize + h.nargs;
+        let multi = h.bulk && !h.last;
+        if bytes.len() < 8 * (words + multi as usize) {
+            self.net.stats.foreign += 1;
+            return Ok(());
+        }
+        let mut args = [0u64; MAX_ARGS];
+        for (i, a) in args[..h.nargs].iter_mut().enumerate() {
+            *a = wire::word(bytes, keyed as usize + i);
+        }
+        let (total, data) = if multi {
+            (wire::word(bytes, words) as usize, &bytes[8 * (words + 1)..])
+        } else {
+            (bytes.len() - 8 * words, &bytes[8 * words..])
+        };
+        let refuse = if keyed && wire::word(bytes, 0) != self.net.key {
+            Some(Reason::WrongTag)
+        } else if self.handlers[h.handler as usize].is_none() {
+            Some(Reason::UnknownHandler)
+        } else if total > self.net.cfg.max_bulk {
+            Some(Reason::TooLarge)
+        } else if h.kind == Kind::Reply && self.net.outstanding[from] == 0 {
+            Some(Reason::UnexpectedReply)
+        } else {
+            None
+        };
+        // A reply answers its request when it is whole (or refused).
+        if h.kind == Kind::Reply
+            && refuse != Some(Reason::UnexpectedReply)
+            && (!multi || refuse.is_some())
+        {
+            self.net.outstanding[from] -= 1;
+        }
+        if let Some(reason) = refuse {
+            self.net
+                .send_back(from, &h, &args[..h.nargs], total, reason);
+            if multi {
+                let a = &mut self.asm[from][slot];
+                a.active = true;
+                a.skip = true;
+            }
+            return Ok(());
+        }
+        if multi {
+            let a = &mut self.asm[from][slot];
+            a.active = true;
+            a.skip = false;
+            a.handler = h.handler;
+            a.nargs = h.nargs;
+            a.args = args;
+            a.total = total;
+            a.data.clear();
+            a.data.reserve(total);
+            a.data.extend_from_slice(data);
+            return Ok(());
+        }
+        self.dispatch(from, h.kind, h.handler, &args[..h.nargs], data)
+    }
+
+    fn continue_bulk(
+        &mut self,
+        from: usize,
+        slot: usize,
+        h: &Head,
+        bytes: &[u8],
+    ) -> Result<(), AmError> {
+        let a = &mut self.asm[from][slot];
+        if !a.active {
+            // A chunk without a first one: not from a well-behaved sender.
+            self.net.stats.foreign += 1;
+            return Ok(());
+        }
+        if !a.skip {
+            a.data.extend_from_slice(bytes);
+        }
+        if !h.last {
+            return Ok(());
+        }
+        a.active = false;
+        if slot == 1 && !a.skip {
+            self.net.outstanding[from] = self.net.outstanding[from].saturating_sub(1);
+        }
+        let a = &mut self.asm[from][slot];
+        if a.skip || a.data.len() != a.total {
+            if !a.skip {
+                self.net.stats.foreign += 1;
+            }
+            return Ok(());
+        }
+        let (handler, nargs, args) = (a.handler, a.nargs, a.args);
+        let data = std::mem::take(&mut a.data);
+        let r = self.dispatch(from, h.kind, handler, &args[..nargs], &data);
+        self.asm[from][slot].data = data;
+        r
+    }
+
+    fn returned(&mut self, from: usize, h: &Head, bytes: &[u8]) -> Result<(), AmError> {
+        let (reason, was_request) = h.returned.expect("decoded as returned");
+        if bytes.len() < 8 * (h.nargs + 1) {
+            self.net.stats.foreign += 1;
+            return Ok(());
+        }
+        if was_request {
+            let o = &mut self.net.outstanding[from];
+            *o = o.saturating_sub(1);
+        }
+        self.net.stats.returned_received += 1;
+        let r = Returned {
+            reason,
+            by: from,
+            was_request,
+            handler: h.handler,
+            args: (0..h.nargs).map(|i| wire::word(bytes, i)).collect(),
+            data_len: wire::word(bytes, h.nargs) as usize,
+        };
+        match self.on_returned.as_mut() {
+            Some(f) => {
+                let state = &mut self.state;
+                catch_unwind(AssertUnwindSafe(|| f(state, &r))).map_err(|p| {
+                    AmError::HandlerPanicked {
+                        handler: 0,
+                        from,
+                        message: smelt_runtime::panic_message(&*p),
+                    }
+                })
+            }
+            None => {
+                if self.returned.len() < KEEP_RETURNED {
+                    self.returned.push_back(r);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Runs the handler of a whole message.
+    fn dispatch(
+        &mut self,
+        from: usize,
+        kind: Kind,
+        handler: u8,
+        args: &[u64],
+        data: &[u8],
+    ) -> Result<(), AmError> {
+        let Endpoint {
+            net,
+            handlers,
+            state,
+            ..
+        } = self;
+        let f = handlers[handler as usize]
+            .as_mut()
+            .expect("checked at arrival");
+        let mut ctx = Ctx {
+            net,
+            from,
+            request: kind == Kind::Request,
+            replied: false,
+        };
+        let msg = Msg {
+            from,
+            handler,
+            args,
+            data,
+        };
+        let r = catch_unwind(AssertUnwindSafe(|| f(state, &mut ctx, &msg)));
+        let replied = ctx.replied;
+        net.stats.handled += 1;
+        let head = Head {
+            handler,
+            nargs: args.len(),
+            kind,
+            bulk: !data.is_empty(),
+            first: true,
+            last: true,
+            returned: None,
+        };
+        match r {
+            Ok(()) => {
+                if kind == Kind::Request && !replied {
+                    net.send_back(from, &head, args, data.len(), Reason::NoReply);
+                }
+                Ok(())
+            }
+            Err(p) => {
+                if kind == Kind::Request && !replied {
+                    net.send_back(from, &head, args, data.len(), Reason::HandlerPanicked);
+                }
+                Err(AmError::HandlerPanicked {
+                    handler,
+                    from,
+                    message: smelt_runtime::panic_message(&*p),
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! Active messages over smelt's links.
+//!
+//! Collectives are one half of what parallel runtimes need; the other half is
+//! one-sided messages that run a handler where they arrive: the base of PGAS runtimes,
+//! task systems and aggregation libraries. This crate is the Active Messages II model
+//! (Mainwaring and Culler; Lumetta, Mainwaring and Culler's multi-protocol layer for
+//! clusters of SMPs) over smelt's cache-line queuepairs:
+//!
+//! * **Endpoints** ([`Endpoint`]), one per member (a thread, a process, an MPI rank),
+//!   each with a **handler table** indexed by small integers (1–255) and a
+//!   **destination table** naming every endpoint of the job ([`Name`]: node, process,
+//!   endpoint), indexed by small integers.
+//! * **Requests** run a handler at the destination, which must answer with exactly one
+//!   **reply** through the context ([`Ctx`]) it is given (the opaque token). Replies
+//!   run a handler back at the requester. **Short** messages carry up to 8 argument
+//!   words; **bulk** messages add a data block, pipelined in chunks of 8 KiB
+//!   ([`Config::bulk_chunk`]) and handed to the handler whole.
+//! * **Protection**: each endpoint has a 64-bit tag ([`Endpoint::tag`]) that requests
+//!   must present. A request with a wrong tag never reaches a handler: it comes back to
+//!   its sender's **handler 0** ([`Endpoint::on_returned`]) with [`Reason::WrongTag`],
+//!   as do messages to an unregistered handler, requests whose handler returned
+//!   without replying or panicked, and replies nobody asked for ([`Reason`]).
+//! * **Multi-protocol**: one API whichever way a destination is reached: queuepairs
+//!   between threads ([`threads`]), queuepairs in shared memory between the processes
+//!   of a host ([`process`]), and a network channel ([`Remote`]; MPI with the `mpi`
+//!   feature) to other nodes, polled by an adaptive policy ([`PollPolicy`]) because
+//!   polling the network costs far more than polling shared memory.
+//!
+//! **Ordering.** Messages from one endpoint to another (requests, replies and returned
+//! messages alike) are handled in the order they were sent (per-pair FIFO); there is no
+//! order between different senders.
+//!
+//! **Flow control.** Queues are bounded. A request that finds its destination's queue
+//! full runs this endpoint's own handlers on what arrives meanwhile, and a reply that
+//! finds one full takes arriving messages in for later: endpoints flooding each other
+//! through queues of a few slots never deadlock. Every wait is bounded
+//! ([`Config::timeout`]).
+//!
+//! **Failures.** An endpoint whose thread ended or whose process died is reported once
+//! by a poll as [`AmError::PeerGone`] (after its last message); sends to it fail with
+//! the same error and its unanswered requests are forgotten. A panicking handler is
+//! caught: the poll reports [`AmError::HandlerPanicked`] and the endpoint goes on.
+//!
+//! ```
+//! use smelt_am::{threads, Config};
+//! use std::time::Duration;
+//! const ADD: u8 = 1;
+//! const SUM: u8 = 2;
+//! // Two endpoints between threads; the state is the sum each received.
+//! let mut eps = threads(2, Config::default(), |_| 0u64).unwrap();
+//! let mut server = eps.pop().unwrap();
+//! let mut client = eps.pop().unwrap();
+//! server.register(ADD, |_, ctx, m| ctx.reply(SUM, &[m.args[0] + m.args[1]]).unwrap()).unwrap();
+//! client.register(SUM, |sum: &mut u64, _, m| *sum = m.args[0]).unwrap();
+//! std::thread::scope(|s| {
+//!     s.spawn(move || server.run_until(Duration::from_secs(5), |_| false).ok());
+//!     client.request(1, ADD, &[40, 2]).unwrap();
+//!     client.quiesce(Duration::from_secs(5)).unwrap();
+//!     assert_eq!(*client.state(), 42);
+//!     drop(client); // the server's wait ends: its only peer left
+//! });
+//! ```
+
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod endpoint;
+mod error;
+pub mod poll;
+pub mod process;
+mod remote;
+mod setup;
+pub mod wire;
+
+pub use endpoint::{
+    Config, Ctx, Endpoint, Handler, Msg, Name, ReturnHandler, Returned, Stats, BULK_CHUNK,
+    KEEP_RETURNED,
+};
+pub use error::AmError;
+pub use poll::PollPolicy;
+pub use remote::Remote;
+pub use setup::{random_tag, threads};
+pub use wire::{Reason, MAX_ARGS};

@@ -1,0 +1,198 @@
+//! Building the endpoints of a job.
+
+use crate::endpoint::{Config, Dest, Endpoint, Name, Route};
+use crate::error::AmError;
+use crate::remote::Remote;
+use smelt_runtime::mesh::{Mesh, MeshBuilder};
+use smelt_runtime::Rank;
+use smelt_transport::Link;
+use std::hash::{BuildHasher, Hasher};
+
+/// A fresh random 64-bit tag (from the standard library's per-process random
+/// hashing keys, mixed with a counter and the clock: unpredictable enough to catch
+/// misdirected messages, which is what tags are for).
+pub fn random_tag() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish()
+}
+
+/// The description of a job every endpoint needs: each endpoint's name, tag and node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Table {
+    pub(crate) names: Vec<Name>,
+    pub(crate) tags: Vec<u64>,
+}
+
+impl Table {
+    /// Encodes the table (little-endian words: count, then name and tag per entry).
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(8 + 20 * self.names.len());
+        b.extend_from_slice(&(self.names.len() as u64).to_le_bytes());
+        for (n, t) in self.names.iter().zip(&self.tags) {
+            for w in [n.node, n.process, n.endpoint] {
+                b.extend_from_slice(&w.to_le_bytes());
+            }
+            b.extend_from_slice(&t.to_le_bytes());
+        }
+        b
+    }
+
+    /// Decodes [`encode`](Self::encode)'s bytes.
+    pub(crate) fn decode(b: &[u8]) -> Result<Table, AmError> {
+        let bad = || AmError::Invalid("the job's destination table is malformed".into());
+        let n =
+            u64::from_le_bytes(b.get(..8).ok_or_else(bad)?.try_into().map_err(|_| bad())?) as usize;
+        if b.len() != 8 + 20 * n {
+            return Err(bad());
+        }
+        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
+        let mut t = Table {
+            names: Vec::with_capacity(n),
+            tags: Vec::with_capacity(n),
+        };
+        for i in 0..n {
+            let o = 8 + 20 * i;
+            t.names.push(Name {
+                node: u32_at(o),
+                process: u32_at(o + 4),
+                endpoint: u32_at(o + 8),
+            });
+            t.tags.push(u64::from_le_bytes(
+                b[o + 12..o + 20].try_into().expect("8 bytes"),
+            ));
+        }
+        Ok(t)
+    }
+
+    /// Endpoint `me`'s destination table and the global index of each local mesh
+    /// rank: the endpoints on `me`'s node are reached over the mesh (mesh rank = their
+    /// order among the node's endpoints), the others over the slow channel.
+    pub(crate) fn dests(&self, me: usize) -> (Vec<Dest>, Vec<usize>) {
+        let node = self.names[me].node;
+        let local: Vec<usize> = (0..self.names.len())
+            .filter(|&i| self.names[i].node == node)
+            .collect();
+        let dests = self
+            .names
+            .iter()
+            .zip(&self.tags)
+            .enumerate()
+            .map(|(i, (&name, &key))| Dest {
+                name,
+                key,
+                route: if i == me {
+                    crate::endpoint::Route::Me
+                } else if name.node == node {
+                    Route::Local(Rank(local.iter().position(|&l| l == i).expect("local")))
+                } else {
+                    Route::Remote
+                },
+                gone: false,
+            })
+            .collect();
+        (dests, local)
+    }
+
+    /// Builds endpoint `me` over its node's `mesh` and the slow channel.
+    pub(crate) fn endpoint<S, L: Link + 'static>(
+        &self,
+        me: usize,
+        mesh: Mesh<L>,
+        remote: Option<Box<dyn Remote>>,
+        state: S,
+        cfg: Config,
+    ) -> Result<Endpoint<S, L>, AmError> {
+        let (dests, global) = self.dests(me);
+        Endpoint::new(me, mesh, global, remote, dests, self.tags[me], state, cfg)
+    }
+}
+
+/// `n` endpoints between the threads of this process, linked all to all by
+/// queuepairs of [`Config::capacity`] slots; endpoint `i` is named `0.0.i` and gets
+/// state `state(i)` and a random tag, which every other endpoint knows. Move each into
+/// its thread.
+pub fn threads<S>(
+    n: usize,
+    cfg: Config,
+    mut state: impl FnMut(usize) -> S,
+) -> Result<Vec<Endpoint<S>>, AmError> {
+    cfg.validate()?;
+    if n == 0 {
+        return Err(AmError::Invalid("a job of no endpoints".into()));
+    }
+    let mut b = MeshBuilder::new(n).all_to_all().capacity(cfg.capacity);
+    if let Some(w) = cfg.wait {
+        b = b.wait_policy(w);
+    }
+    let meshes = b.build().map_err(|e| AmError::Invalid(e.to_string()))?;
+    let table = Table {
+        names: (0..n as u32)
+            .map(|endpoint| Name {
+                node: 0,
+                process: 0,
+                endpoint,
+            })
+            .collect(),
+        tags: (0..n).map(|_| random_tag()).collect(),
+    };
+    meshes
+        .into_iter()
+        .enumerate()
+        .map(|(i, mesh)| table.endpoint(i, mesh, None, state(i), cfg.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_round_trip_and_route() {
+        let names = vec![
+            Name {
+                node: 0,
+                process: 0,
+                endpoint: 0,
+            },
+            Name {
+                node: 0,
+                process: 1,
+                endpoint: 0,
+            },
+            Name {
+                node: 1,
+                process: 0,
+                endpoint: 0,
+            },
+            Name {
+                node: 0,
+                process: 2,
+                endpoint: 0,
+            },
+        ];
+        let t = Table {
+            tags: (0..4).map(|_| random_tag()).collect(),
+            names,
+        };
+        assert_eq!(Table::decode(&t.encode()).unwrap(), t);
+        assert!(Table::decode(&t.encode()[..20]).is_err());
+        assert!(Table::decode(&[]).is_err());
+        let (d, local) = t.dests(3);
+        assert_eq!(local, vec![0, 1, 3]);
+        assert_eq!(d[0].route, Route::Local(Rank(0)));
+        assert_eq!(d[1].route, Route::Local(Rank(1)));
+        assert_eq!(d[2].route, Route::Remote);
+        assert_eq!(d[3].route, Route::Me);
+        let tags: std::collections::BTreeSet<u64> = (0..1000).map(|_| random_tag()).collect();
+        assert_eq!(tags.len(), 1000);
+    }
+}

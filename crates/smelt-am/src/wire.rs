@@ -1,0 +1,223 @@
+//! How an active message travels: the link tag says what the message is, the payload
+//! carries the words and the data.
+//!
+//! Link tag (64 bits):
+//!
+//! | bits  | field |
+//! |-------|-------|
+//! | 0–7   | handler index |
+//! | 8–11  | number of argument words (0–8) |
+//! | 12–13 | kind: request, reply, returned |
+//! | 14    | bulk (the message has a data block) |
+//! | 15    | for a returned message: the returned message was a request |
+//! | 16    | first chunk of the message |
+//! | 17    | last chunk of the message |
+//! | 24–31 | for a returned message: why ([`Reason`]) |
+//! | 48–63 | [`MAGIC`]: a message that is not an active message is refused |
+//!
+//! Payload of a message's first chunk: `[key]` (requests only: the destination
+//! endpoint's tag the sender presents), the argument words, then, for a bulk message
+//! in several chunks, its total data length; then the first part of the data. Later
+//! chunks carry data only. A returned message carries the returned message's argument
+//! words and its data length (the data itself is not sent back).
+
+/// Most argument words a message carries.
+pub const MAX_ARGS: usize = 8;
+/// Marks a link message as an active message of this version.
+pub const MAGIC: u64 = 0xA3E1;
+
+const HANDLER: u64 = 0xff;
+const NARGS_SHIFT: u32 = 8;
+const KIND_SHIFT: u32 = 12;
+const BULK: u64 = 1 << 14;
+const WAS_REQUEST: u64 = 1 << 15;
+/// First chunk.
+pub const FIRST: u64 = 1 << 16;
+/// Last chunk.
+pub const LAST: u64 = 1 << 17;
+const REASON_SHIFT: u32 = 24;
+const MAGIC_SHIFT: u32 = 48;
+
+/// What a message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A request: its handler must reply.
+    Request,
+    /// A reply to a request.
+    Reply,
+    /// A message that came back to its sender (see [`Reason`]).
+    Returned,
+}
+
+/// Why a message came back to its sender's handler 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Reason {
+    /// The request presented a tag other than the destination endpoint's.
+    WrongTag = 1,
+    /// No handler is registered at that index at the destination.
+    UnknownHandler = 2,
+    /// The request's handler returned without replying.
+    NoReply = 3,
+    /// The handler panicked.
+    HandlerPanicked = 4,
+    /// A reply arrived from an endpoint with no request of ours outstanding.
+    UnexpectedReply = 5,
+    /// The message is larger than the destination accepts.
+    TooLarge = 6,
+}
+
+impl Reason {
+    fn from_u8(v: u8) -> Option<Reason> {
+        Some(match v {
+            1 => Reason::WrongTag,
+            2 => Reason::UnknownHandler,
+            3 => Reason::NoReply,
+            4 => Reason::HandlerPanicked,
+            5 => Reason::UnexpectedReply,
+            6 => Reason::TooLarge,
+            _ => return None,
+        })
+    }
+
+    /// A short description.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Reason::WrongTag => "the destination's tag was wrong",
+            Reason::UnknownHandler => "no handler at that index at the destination",
+            Reason::NoReply => "the request's handler did not reply",
+            Reason::HandlerPanicked => "the handler panicked",
+            Reason::UnexpectedReply => "a reply to no outstanding request",
+            Reason::TooLarge => "the message is larger than the destination accepts",
+        }
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// A decoded link tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    /// Handler index.
+    pub handler: u8,
+    /// Argument words.
+    pub nargs: usize,
+    /// What it is.
+    pub kind: Kind,
+    /// Carries data.
+    pub bulk: bool,
+    /// First chunk.
+    pub first: bool,
+    /// Last chunk.
+    pub last: bool,
+    /// Returned messages: why, and whether a request came back.
+    pub returned: Option<(Reason, bool)>,
+}
+
+/// Encodes a tag.
+#[inline]
+pub fn tag(kind: Kind, handler: u8, nargs: usize, bulk: bool, chunk: u64) -> u64 {
+    debug_assert!(nargs <= MAX_ARGS);
+    let k = match kind {
+        Kind::Request => 0,
+        Kind::Reply => 1,
+        Kind::Returned => 2,
+    };
+    (MAGIC << MAGIC_SHIFT)
+        | handler as u64
+        | ((nargs as u64) << NARGS_SHIFT)
+        | (k << KIND_SHIFT)
+        | if bulk { BULK } else { 0 }
+        | chunk
+}
+
+/// Encodes the tag of a returned message.
+pub fn returned_tag(handler: u8, nargs: usize, reason: Reason, was_request: bool) -> u64 {
+    tag(Kind::Returned, handler, nargs, false, FIRST | LAST)
+        | ((reason as u64) << REASON_SHIFT)
+        | if was_request { WAS_REQUEST } else { 0 }
+}
+
+/// Decodes a tag; `None` if it is not an active message of this version.
+#[inline]
+pub fn decode(t: u64) -> Option<Head> {
+    if t >> MAGIC_SHIFT != MAGIC {
+        return None;
+    }
+    let nargs = ((t >> NARGS_SHIFT) & 0xf) as usize;
+    if nargs > MAX_ARGS {
+        return None;
+    }
+    let kind = match (t >> KIND_SHIFT) & 3 {
+        0 => Kind::Request,
+        1 => Kind::Reply,
+        2 => Kind::Returned,
+        _ => return None,
+    };
+    let returned = if kind == Kind::Returned {
+        let r = Reason::from_u8(((t >> REASON_SHIFT) & 0xff) as u8)?;
+        Some((r, t & WAS_REQUEST != 0))
+    } else {
+        None
+    };
+    Some(Head {
+        handler: (t & HANDLER) as u8,
+        nargs,
+        kind,
+        bulk: t & BULK != 0,
+        first: t & FIRST != 0,
+        last: t & LAST != 0,
+        returned,
+    })
+}
+
+/// Reads little-endian word `i` of `b`.
+#[inline]
+pub fn word(b: &[u8], i: usize) -> u64 {
+    u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().expect("8 bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_round_trip() {
+        for kind in [Kind::Request, Kind::Reply] {
+            for nargs in 0..=MAX_ARGS {
+                for &(bulk, chunk) in &[
+                    (false, FIRST | LAST),
+                    (true, FIRST),
+                    (true, 0),
+                    (true, LAST),
+                ] {
+                    let h = decode(tag(kind, 200, nargs, bulk, chunk)).unwrap();
+                    assert_eq!(
+                        (h.kind, h.handler, h.nargs, h.bulk),
+                        (kind, 200, nargs, bulk)
+                    );
+                    assert_eq!((h.first, h.last), (chunk & FIRST != 0, chunk & LAST != 0));
+                    assert_eq!(h.returned, None);
+                }
+            }
+        }
+        let h = decode(returned_tag(7, 3, Reason::NoReply, true)).unwrap();
+        assert_eq!(h.kind, Kind::Returned);
+        assert_eq!(h.returned, Some((Reason::NoReply, true)));
+        assert_eq!((h.handler, h.nargs), (7, 3));
+    }
+
+    #[test]
+    fn foreign_tags_are_refused() {
+        assert_eq!(decode(0), None);
+        assert_eq!(decode(u64::MAX), None);
+        // Nine arguments, or kind 3, or a returned message with no reason.
+        assert_eq!(decode(tag(Kind::Request, 1, 0, false, 0) | (9 << 8)), None);
+        assert_eq!(decode(tag(Kind::Request, 1, 0, false, 0) | (3 << 12)), None);
+        assert_eq!(decode(tag(Kind::Returned, 1, 0, false, 0)), None);
+    }
+}
