@@ -66,6 +66,8 @@
 
 mod endpoint;
 mod error;
+pub mod histogram;
+pub mod logp;
 pub mod poll;
 pub mod process;
 mod remote;

@@ -1,0 +1,269 @@
+//! The LogP parameters of active messages between two endpoints, measured the way
+//! Culler et al. ("Assessing Fast Network Interfaces", 1996) and the multi-protocol
+//! Active Messages paper do:
+//!
+//! * **RTT**: a request and its reply, one at a time.
+//! * **o_s** (send overhead): the time one request call takes in a burst short enough
+//!   never to find the queue full.
+//! * **g** (gap): the time per request in a long stream (the steady state: the rate
+//!   the pair sustains, replies included).
+//! * **o_r** (receive overhead): the time of a poll that runs the handler of a reply
+//!   already waiting (the measurer waits long enough for it to arrive, without
+//!   polling, then times the poll).
+//! * **L** (latency) = RTT/2 − o_s − o_r (small or even negative where the overheads
+//!   dominate, as in the paper's table).
+//! * **G** (gap per byte): the time per byte of a stream of bulk requests of 1 MiB,
+//!   pipelined in chunks; bandwidth = 1/G; the half-power point n½ = g/G, the message
+//!   size at which the per-message and the per-byte costs are equal.
+//!
+//! One endpoint runs [`measure`], its peer [`respond`]; both [`register`] first.
+
+use crate::{AmError, Endpoint};
+use smelt_transport::Link;
+use std::time::{Duration, Instant};
+
+/// Handler: a request answered at once.
+pub const PING: u8 = 1;
+/// Handler: the reply.
+pub const PONG: u8 = 2;
+/// Handler: the end of the measurement.
+pub const STOP: u8 = 3;
+
+/// The state the measurement's handlers work on.
+#[derive(Debug, Default, Clone)]
+pub struct State {
+    /// Replies received.
+    pub pongs: u64,
+    /// Bytes received in bulk requests.
+    pub bytes: u64,
+    /// The measurer said stop.
+    pub stop: bool,
+}
+
+/// How long to measure.
+#[derive(Debug, Clone)]
+pub struct Opts {
+    /// Round trips per sample.
+    pub rounds: usize,
+    /// Requests per burst for o_s (at most what the queue holds).
+    pub burst: usize,
+    /// Requests in the stream for g.
+    pub stream: usize,
+    /// Bytes of each bulk request for G.
+    pub bulk: usize,
+    /// Bulk requests in the stream for G.
+    pub bulk_count: usize,
+    /// Samples (the median is reported).
+    pub samples: usize,
+    /// Longest wait for the peer.
+    pub timeout: Duration,
+}
+
+impl Opts {
+    /// Short runs (seconds).
+    pub fn quick() -> Opts {
+        Opts {
+            rounds: 2_000,
+            burst: 32,
+            stream: 20_000,
+            bulk: 1 << 20,
+            bulk_count: 8,
+            samples: 5,
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// LogP parameters, in nanoseconds (G in nanoseconds per byte).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LogP {
+    /// Latency: RTT/2 − o_s − o_r.
+    pub l: f64,
+    /// Send overhead.
+    pub o_s: f64,
+    /// Receive overhead.
+    pub o_r: f64,
+    /// Gap between short messages.
+    pub g: f64,
+    /// Gap per byte of bulk data.
+    pub big_g: f64,
+    /// Round trip.
+    pub rtt: f64,
+}
+
+impl LogP {
+    /// Bulk bandwidth, MB/s (10^6 bytes per second).
+    pub fn bandwidth_mb_s(&self) -> f64 {
+        1e3 / self.big_g
+    }
+
+    /// Half-power point, bytes: g / G.
+    pub fn half_power_bytes(&self) -> f64 {
+        self.g / self.big_g
+    }
+}
+
+/// Registers the measurement's handlers (both endpoints).
+pub fn register<L: Link + 'static>(ep: &mut Endpoint<State, L>) -> Result<(), AmError> {
+    ep.register(PING, |s: &mut State, ctx, m| {
+        s.bytes += m.data.len() as u64;
+        let _ = ctx.reply(PONG, &[]);
+    })?;
+    ep.register(PONG, |s: &mut State, _, _| s.pongs += 1)?;
+    ep.register(STOP, |s: &mut State, ctx, _| {
+        s.stop = true;
+        let _ = ctx.reply(PONG, &[]);
+    })
+}
+
+/// Serves the measurer until it says stop.
+pub fn respond<L: Link + 'static>(
+    ep: &mut Endpoint<State, L>,
+    timeout: Duration,
+) -> Result<(), AmError> {
+    ep.run_until(timeout, |s| s.stop)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Measures the LogP parameters of the link from `ep` to `peer` (which runs
+/// [`respond`]), then tells the peer to stop.
+pub fn measure<L: Link + 'static>(
+    ep: &mut Endpoint<State, L>,
+    peer: usize,
+    o: &Opts,
+) -> Result<LogP, AmError> {
+    let t = o.timeout;
+    let samples = o.samples.max(1);
+    // Warm-up.
+    for _ in 0..o.rounds.min(1000) {
+        ep.request(peer, PING, &[0])?;
+        ep.quiesce(t)?;
+    }
+    let mut rtt = Vec::new();
+    for _ in 0..samples {
+        let start = Instant::now();
+        for i in 0..o.rounds {
+            ep.request(peer, PING, &[i as u64])?;
+            // Spin on polls (no backoff) for the reply.
+            while ep.outstanding(peer) > 0 {
+                ep.poll()?;
+            }
+        }
+        rtt.push(start.elapsed().as_nanos() as f64 / o.rounds as f64);
+    }
+    let rtt = median(rtt);
+    let mut o_s = Vec::new();
+    for _ in 0..samples {
+        let mut total = 0.0;
+        let reps = (o.rounds / o.burst.max(1)).max(1);
+        for _ in 0..reps {
+            let start = Instant::now();
+            for i in 0..o.burst {
+                ep.request(peer, PING, &[i as u64])?;
+            }
+            total += start.elapsed().as_nanos() as f64;
+            ep.quiesce(t)?;
+        }
+        o_s.push(total / (reps * o.burst.max(1)) as f64);
+    }
+    let o_s = median(o_s);
+    let mut o_r = Vec::new();
+    for _ in 0..samples {
+        let mut total = 0.0;
+        let mut n = 0;
+        for i in 0..o.rounds.min(2000) {
+            ep.request(peer, PING, &[i as u64])?;
+            // Wait without polling until the reply must be there, then time the poll
+            // that runs its handler.
+            let until = Instant::now() + Duration::from_nanos((4.0 * rtt) as u64 + 2_000);
+            while Instant::now() < until {
+                std::hint::spin_loop();
+            }
+            let start = Instant::now();
+            let ran = ep.poll()?;
+            let took = start.elapsed().as_nanos() as f64;
+            if ran == 1 {
+                total += took;
+                n += 1;
+            }
+            ep.quiesce(t)?;
+        }
+        if n > 0 {
+            o_r.push(total / n as f64);
+        }
+    }
+    let o_r = if o_r.is_empty() {
+        f64::NAN
+    } else {
+        median(o_r)
+    };
+    let mut g = Vec::new();
+    for _ in 0..samples {
+        let start = Instant::now();
+        for i in 0..o.stream {
+            ep.request(peer, PING, &[i as u64])?;
+        }
+        ep.quiesce(t)?;
+        g.push(start.elapsed().as_nanos() as f64 / o.stream.max(1) as f64);
+    }
+    let g = median(g);
+    let data = vec![0x5au8; o.bulk.max(1)];
+    let mut big_g = Vec::new();
+    for _ in 0..samples {
+        let start = Instant::now();
+        for i in 0..o.bulk_count.max(1) {
+            ep.request_bulk(peer, PING, &[i as u64], &data)?;
+        }
+        ep.quiesce(t)?;
+        big_g.push(start.elapsed().as_nanos() as f64 / (o.bulk_count.max(1) * data.len()) as f64);
+    }
+    let big_g = median(big_g);
+    ep.request(peer, STOP, &[])?;
+    ep.quiesce(t)?;
+    Ok(LogP {
+        l: rtt / 2.0 - o_s - o_r,
+        o_s,
+        o_r,
+        g,
+        big_g,
+        rtt,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{threads, Config};
+
+    #[test]
+    fn measures_every_parameter_between_threads() {
+        let mut eps = threads(2, Config::default(), |_| State::default()).unwrap();
+        for ep in &mut eps {
+            register(ep).unwrap();
+        }
+        let mut b = eps.pop().unwrap();
+        let mut a = eps.pop().unwrap();
+        let o = Opts {
+            rounds: 50,
+            burst: 8,
+            stream: 200,
+            bulk: 20_000,
+            bulk_count: 2,
+            samples: 1,
+            timeout: Duration::from_secs(20),
+        };
+        let t = o.timeout;
+        let p = std::thread::scope(|s| {
+            s.spawn(move || respond(&mut b, t).unwrap());
+            measure(&mut a, 1, &o).unwrap()
+        });
+        for v in [p.o_s, p.o_r, p.g, p.big_g, p.rtt] {
+            assert!(v.is_finite() && v > 0.0, "{p:?}");
+        }
+        assert!(p.bandwidth_mb_s() > 0.0 && p.half_power_bytes() > 0.0);
+    }
+}
