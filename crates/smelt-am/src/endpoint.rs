@@ -906,7 +906,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
         self.req = out;
         match r {
             Ok(()) => self.net.stats.requests_sent += 1,
-            Err(_) => self.net.outstanding[dest] -= 1,
+            Err(_) => self.net.outstanding[dest] = self.net.outstanding[dest].saturating_sub(1),
         }
         r
     }
@@ -1178,7 +1178,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
             && refuse != Some(Reason::UnexpectedReply)
             && (!multi || refuse.is_some())
         {
-            self.net.outstanding[from] -= 1;
+            self.net.outstanding[from] = self.net.outstanding[from].saturating_sub(1);
         }
         if let Some(reason) = refuse {
             self.net

@@ -51,8 +51,8 @@ impl Default for Opts {
     }
 }
 
-/// The histogram's state at one endpoint.
-#[derive(Debug, Clone)]
+/// The histogram's state at one endpoint (empty by default: see [`state`]).
+#[derive(Debug, Clone, Default)]
 pub struct State {
     /// This endpoint's block of counters.
     pub counts: Vec<u64>,

@@ -1,0 +1,105 @@
+//! Active messages between processes of this host (shared-memory queuepairs): the
+//! histogram application across member processes, floods through tiny queues, and a
+//! member killed with SIGKILL.
+
+use smelt_am::histogram::{self, Opts};
+use smelt_am::process::{join_from_env, AmJob};
+use smelt_am::{AmError, Config};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(30);
+const ROLE: &str = "SMELT_AM_TEST_ROLE";
+
+fn cfg(capacity: usize) -> Config {
+    Config {
+        capacity,
+        timeout: T,
+        ..Config::default()
+    }
+}
+
+fn opts() -> Opts {
+    Opts {
+        bins: 4096,
+        updates: 5_000,
+        per_message: 4,
+        seed: 11,
+        timeout: T,
+    }
+}
+
+fn spawn(job: &AmJob, rank: usize, role: &str) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "member_entry", "--nocapture", "--test-threads=1"])
+        .envs(job.env(rank))
+        .env(ROLE, role)
+        .spawn()
+        .unwrap()
+}
+
+/// The member processes' side (does nothing when run as a test of its own).
+#[test]
+fn member_entry() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    match role.as_str() {
+        "histogram" => {
+            let o = opts();
+            let mut ep = join_from_env(histogram::State::default(), cfg(4)).unwrap();
+            let (n, me) = (ep.size(), ep.me());
+            *ep.state_mut() = histogram::state(&o, n, me);
+            histogram::register(&mut ep).unwrap();
+            let r = histogram::run(&mut ep, &o).unwrap();
+            assert!(r.ok, "member {me}: {r:?}");
+        }
+        "sleeper" => {
+            // Joins, then waits to be killed.
+            let _ep = join_from_env((), cfg(4)).unwrap();
+            std::thread::sleep(T);
+        }
+        other => panic!("unknown role {other}"),
+    }
+}
+
+#[test]
+fn the_histogram_runs_across_processes() {
+    let n = 4;
+    let job = AmJob::create(n, &cfg(4)).unwrap();
+    let children: Vec<Child> = (1..n).map(|r| spawn(&job, r, "histogram")).collect();
+    let o = opts();
+    let mut ep = job.join(0, histogram::state(&o, n, 0), cfg(4)).unwrap();
+    assert_eq!(ep.name(2).unwrap().process, 2);
+    histogram::register(&mut ep).unwrap();
+    let r = histogram::run(&mut ep, &o).unwrap();
+    assert!(r.ok, "{r:?}");
+    drop(ep);
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+}
+
+#[test]
+fn a_killed_member_is_reported_and_sends_to_it_fail() {
+    let job = AmJob::create(2, &cfg(2)).unwrap();
+    let mut child = spawn(&job, 1, "sleeper");
+    let mut ep = job.join(0, 0u32, cfg(2)).unwrap();
+    ep.register(2, |n: &mut u32, _, _| *n += 1).unwrap();
+    // Fill its queue (it never polls), then kill it mid-flood.
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    });
+    let mut err = None;
+    for _ in 0..10_000_000 {
+        if let Err(e) = ep.request(1, 1, &[1]) {
+            err = Some(e);
+            break;
+        }
+    }
+    killer.join().unwrap();
+    assert_eq!(err, Some(AmError::PeerGone { dest: 1 }));
+    assert_eq!(ep.request(1, 1, &[]), Err(AmError::PeerGone { dest: 1 }));
+}
