@@ -274,10 +274,14 @@ impl Report {
 
     /// CSV in the layout of the Smelt machine database's `ab-bench.csv`: rows
     /// `barriers`, `reduction`, `ab` (broadcast), `agreement` (2pc); a column and a
-    /// `_stderr` column per topology; values in µs. Operations not measured are left out.
+    /// `_stderr` column per topology; values in µs. Operations not measured are left out,
+    /// and so are the non-tree rows (the database's columns are trees).
     pub fn to_csv(&self) -> String {
         let mut tops: Vec<&str> = Vec::new();
         for c in &self.collectives {
+            if c.topology.parse::<smelt_tree::NonTree>().is_ok() {
+                continue;
+            }
             if !tops.contains(&c.topology.as_str()) {
                 tops.push(&c.topology);
             }

@@ -8,7 +8,9 @@ use smelt_probe::figure::{Metric, PeerResult};
 use smelt_runtime::measure::{self, MeasureConfig};
 use smelt_runtime::{GroupConfig, Pinning};
 use smelt_tree::stats::Summary;
-use smelt_tree::{Op, Payload, Prediction, Topology, Tree};
+use smelt_tree::tuning::AlgorithmTable;
+use smelt_tree::{NonTree, Op, Payload, Prediction, Topology, Tree};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What smelt's figures are measured with.
@@ -37,6 +39,18 @@ pub struct Plan {
     /// tree runs flat (root to every other member in pre-order), what a user should
     /// do with more threads than CPUs.
     pub flatten: bool,
+    /// A non-tree algorithm run beside the tree ([`Smelt::plan_non_tree`]): the
+    /// group's algorithm table, and the only operations the plan measures.
+    pub non_tree: Option<(Arc<AlgorithmTable>, Vec<Op>)>,
+}
+
+impl Plan {
+    /// True if the plan measures `op` (a non-tree plan only its operations).
+    pub fn runs(&self, op: Op) -> bool {
+        self.non_tree
+            .as_ref()
+            .is_none_or(|(_, ops)| ops.contains(&op))
+    }
 }
 
 /// The runtime's name for an operation (the AB variant is not measured separately).
@@ -114,7 +128,55 @@ impl Smelt<'_> {
             prediction,
             oversubscribed,
             flatten: false,
+            non_tree: None,
         })
+    }
+
+    /// A non-tree algorithm over `members` members (beside smelt's tree, which the
+    /// measurement's completion messages use), measured for its operations only,
+    /// with its predicted time.
+    pub fn plan_non_tree(&self, a: NonTree, members: usize) -> Result<Plan, String> {
+        let mut p = self.plan(super::SMELT_TREE, members)?;
+        let ops = a.entry().ops.to_vec();
+        let rules: Vec<String> = ops.iter().map(|o| format!("{o}={a}")).collect();
+        let table = AlgorithmTable::parse(&rules.join(";"))?;
+        // The simulator's time of the algorithm, in the slot of its operation.
+        p.prediction = p.prediction.map(|mut pr| {
+            let model = if p.oversubscribed {
+                oversubscribed_model(self.model, members)
+            } else {
+                self.model.clone()
+            };
+            let pos: Vec<usize> = (0..members).collect();
+            if let Ok(c) = smelt_tree::Costs::new(&model, &pos) {
+                let t = smelt_tree::sim::simulate_non_tree(&c, a, 1.0);
+                if ops.contains(&Op::Barrier) {
+                    pr.barrier = t;
+                }
+                if ops.contains(&Op::Allreduce) {
+                    // Prediction::get gives reduce + broadcast for the allreduce.
+                    pr.reduce = t;
+                    pr.broadcast = 0.0;
+                }
+            }
+            pr
+        });
+        p.non_tree = Some((Arc::new(table), ops));
+        Ok(p)
+    }
+
+    /// The non-tree rows of `smelt bench` for `ops`: each non-tree algorithm that runs
+    /// one of them, as (row name, plan).
+    pub fn non_tree_plans(
+        &self,
+        ops: &[Op],
+        members: usize,
+    ) -> Vec<(String, Result<Plan, String>)> {
+        NonTree::ALL
+            .iter()
+            .filter(|a| ops.iter().any(|&o| a.applies_to(o)))
+            .map(|&a| (a.to_string(), self.plan_non_tree(a, members)))
+            .collect()
     }
 
     /// A given tree (a `--tree` file) over its own CPUs, and its predicted times.
@@ -125,6 +187,7 @@ impl Smelt<'_> {
             prediction,
             oversubscribed: false,
             flatten: false,
+            non_tree: None,
         }
     }
 
@@ -141,6 +204,7 @@ impl Smelt<'_> {
                     Pinning::Auto
                 },
                 flatten_oversubscribed: p.flatten,
+                algorithms: p.non_tree.as_ref().map(|(t, _)| t.clone()),
                 ..GroupConfig::default()
             },
         }
@@ -214,6 +278,7 @@ impl Smelt<'_> {
                     prediction: None,
                     oversubscribed: p.oversubscribed,
                     flatten: false,
+                    non_tree: None,
                 },
                 self.runs,
             );

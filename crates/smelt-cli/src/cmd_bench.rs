@@ -410,6 +410,16 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
     for (path, tree) in &file_trees {
         runs.push(TreeRun::file(&sm, path, tree.clone()));
     }
+    // Non-tree algorithms (dissemination barrier, recursive-doubling allreduce), as
+    // rows of their own for the operations they run.
+    for (label, plan) in sm.non_tree_plans(&ops, members) {
+        runs.push(TreeRun {
+            label,
+            plan,
+            flatten: false,
+            members,
+        });
+    }
     let collectives = measure_collectives(&sm, &mut floors, runs, &ops, limit_s);
 
     // 2. Transport and 3. collectives vs the peers.
@@ -603,6 +613,9 @@ fn measure_collectives(
         };
         let members = run.members;
         for &op in ops {
+            if run.plan.as_ref().is_ok_and(|p| !p.runs(op)) {
+                continue;
+            }
             if floors.over() {
                 floors.progress.inc();
                 collectives.push(Collective {

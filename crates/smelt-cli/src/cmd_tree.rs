@@ -243,6 +243,13 @@ pub fn tree(a: TreeArgs) -> Result<()> {
                     r.choice,
                     r.origin
                 );
+                if r.choice.tree().is_none() {
+                    let _ = writeln!(
+                        s,
+                        "({} is not a tree: a group built with auto runs it over links between the members; below, the tree of its other collectives)",
+                        r.choice.algorithm
+                    );
+                }
             }
             s + &text_drawing(&model, &c, &tree, topo, &pred, &at)
         }
@@ -269,7 +276,7 @@ pub(crate) fn resolve_auto_cli(
         return Ok((topo, None));
     }
     let bytes = u64::from(lines.max(1)) * smelt_tree::tuning::LINE_BYTES;
-    let r = smelt_tree::tuning::resolve_auto(
+    let (tree, r) = smelt_tree::tuning::resolve_auto_tree(
         op,
         bytes,
         smelt_tree::tuning::Mode::Loose,
@@ -281,7 +288,7 @@ pub(crate) fn resolve_auto_cli(
     if let Some(w) = &r.warning {
         crate::common::warn(w);
     }
-    Ok((r.choice.topology, Some(r)))
+    Ok((tree, Some(r)))
 }
 
 fn text_drawing(

@@ -9,8 +9,8 @@ use anyhow::{bail, Context as _, Result};
 use smelt_model::Model;
 use smelt_runtime::measure::{back_to_back_member_with, measure_back_to_back_with, MeasureConfig};
 use smelt_runtime::{GroupConfig, Member, Pinning, SyncMode};
-use smelt_tree::tuning::{self, Entry, Mode, Source, TuningFile};
-use smelt_tree::{Costs, Op, Topology, Tree};
+use smelt_tree::tuning::{self, AlgorithmTable, Entry, Mode, Source, TuningFile};
+use smelt_tree::{Algorithm, Costs, NonTree, Op, Topology, Tree};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -53,7 +53,9 @@ pub struct TuneArgs {
     /// Operations (default: broadcast, reduce, allreduce, barrier, gather, scatter, 2pc).
     #[arg(long)]
     pub ops: Option<String>,
-    /// Candidate trees (registry names; knomial:A-B for a range of radices).
+    /// Candidates: trees (registry names; knomial:A-B for a range of radices) and
+    /// non-tree algorithms (dissemination: barrier; recursive-doubling: allreduce),
+    /// each measured for the operations it runs.
     #[arg(long, default_value = tuning::DEFAULT_CANDIDATES)]
     pub candidates: String,
     /// Message sizes in bytes: a list (8,64,4k) or a range of powers of two (8-64k).
@@ -389,8 +391,10 @@ impl Cell {
 
 /// The groups' distinct trees per operation, and the cells.
 struct Plan {
-    /// Per group: per operation, the distinct candidate trees.
-    trees: Vec<BTreeMap<Op, Vec<(Topology, Tree)>>>,
+    /// Per group: per operation, the distinct candidate trees, then the non-tree
+    /// candidates of the operation (each with the tree the group runs its other
+    /// collectives on: the first candidate tree).
+    trees: Vec<BTreeMap<Op, Vec<(Algorithm, Tree)>>>,
     cells: Vec<Cell>,
     segments: Vec<usize>,
     default_segment: usize,
@@ -403,7 +407,7 @@ impl Plan {
         ops: &[Op],
         sizes: &[u64],
         modes: &[Mode],
-        cands: &[Topology],
+        cands: &[Algorithm],
         segments: &[usize],
     ) -> Result<Plan> {
         let mut trees = Vec::new();
@@ -414,10 +418,20 @@ impl Plan {
             let root = c.default_root();
             let mut per_op = BTreeMap::new();
             for &op in ops {
-                let ts: Vec<(Topology, Tree)> = tuning::distinct_trees(&c, root, cands, op)
+                let mut ts: Vec<(Algorithm, Tree)> = tuning::distinct_trees(&c, root, cands, op)
                     .into_iter()
-                    .map(|(t, ch)| (t, c.tree(root, ch)))
+                    .map(|(t, ch)| (Algorithm::Tree(t), c.tree(root, ch)))
                     .collect();
+                let base = ts
+                    .first()
+                    .map(|t| t.1.clone())
+                    .unwrap_or_else(|| group_tree(&c, root));
+                for a in tuning::non_tree_candidates(cands, op) {
+                    ts.push((Algorithm::NonTree(a), base.clone()));
+                }
+                if ts.is_empty() {
+                    bail!("--candidates: none of them runs {op}");
+                }
                 per_op.insert(op, ts);
             }
             trees.push(per_op);
@@ -448,7 +462,7 @@ impl Plan {
         })
     }
 
-    fn trees(&self, group: usize, op: Op) -> &[(Topology, Tree)] {
+    fn trees(&self, group: usize, op: Op) -> &[(Algorithm, Tree)] {
         self.trees[group].get(&op).map_or(&[], |v| &v[..])
     }
 
@@ -510,9 +524,17 @@ fn member_loop(
     })
 }
 
-/// Median ns of `op` over `tree` with fragments of `segment` bytes.
+/// The tree a group runs beside a non-tree candidate when no tree is a candidate:
+/// the binomial tree.
+fn group_tree(c: &Costs, root: usize) -> Tree {
+    c.tree(root, Topology::Knomial(2).children(c, root))
+}
+
+/// Median ns of `op` by `alg` (over `tree`, or for a non-tree algorithm over links
+/// between all members beside it) with fragments of `segment` bytes.
 fn measure_one(
     tree: &Tree,
+    alg: Algorithm,
     op: Op,
     mode: Mode,
     bytes: u64,
@@ -521,6 +543,10 @@ fn measure_one(
 ) -> Result<f64> {
     let mut cfg = cfg.clone();
     cfg.group.segment = segment;
+    if alg.non_tree().is_some() {
+        let table = AlgorithmTable::fixed(op, alg).map_err(|e| anyhow::anyhow!(e))?;
+        cfg.group.algorithms = Some(std::sync::Arc::new(table));
+    }
     if tree.len() > smelt_transport::allowed_cpus().map_or(1, |c| c.len()) {
         cfg.group.pinning = Pinning::Never;
     }
@@ -540,7 +566,7 @@ type Config = (usize, Option<usize>);
 /// fails is warned about and left out (`None`).
 fn measure_configs(
     cell: &Cell,
-    trees: &[(Topology, Tree)],
+    trees: &[(Algorithm, Tree)],
     configs: &[Config],
     cfg: &MeasureConfig,
     passes: usize,
@@ -556,7 +582,7 @@ fn measure_configs(
             }
             if !failed[i] {
                 let (t, tree) = &trees[ti];
-                match measure_one(tree, cell.op, cell.mode, cell.bytes, seg, cfg) {
+                match measure_one(tree, *t, cell.op, cell.mode, cell.bytes, seg, cfg) {
                     Ok(v) => samples[i].push(v),
                     Err(e) => {
                         failed[i] = true;
@@ -588,7 +614,7 @@ fn median(v: &[f64]) -> f64 {
 }
 
 /// `tree` or `tree,segment=N`, as the candidates of a tuning file name them.
-fn config_name(t: Topology, seg: Option<usize>) -> String {
+fn config_name(t: Algorithm, seg: Option<usize>) -> String {
     match seg {
         Some(s) => format!("{t},segment={s}"),
         None => t.to_string(),
@@ -634,7 +660,12 @@ fn tune_cell(
     let Some(((bt, _), _)) = best else {
         bail!("every candidate failed");
     };
-    let segs = plan.segments_for(cell);
+    // Fragment sizes are a tree's (a non-tree algorithm sends pieces of a link message).
+    let segs = if trees[bt].0.tree().is_some() {
+        plan.segments_for(cell)
+    } else {
+        Vec::new()
+    };
     if !segs.is_empty() {
         let mut configs: Vec<Config> = vec![(bt, None)];
         configs.extend(segs.iter().map(|&s| (bt, Some(s))));
@@ -713,7 +744,7 @@ fn check(
     f: &TuningFile,
     model: &Model,
     groups: &[(String, Vec<usize>)],
-    cands: &[Topology],
+    cands: &[Algorithm],
     segments: &[usize],
     (cfg, passes): (&MeasureConfig, usize),
     limit: Option<Duration>,
@@ -738,17 +769,32 @@ fn check(
     let mut work = Vec::new();
     for (mode, op, g, e) in &cells {
         let gi = groups.iter().position(|(_, m)| m.len() == *g).unwrap_or(0);
-        let mut trees: Vec<(Topology, Tree)> = plan.trees(gi, *op).to_vec();
-        let chosen: Topology = e.algo.parse().map_err(|x: String| anyhow::anyhow!(x))?;
+        let mut trees: Vec<(Algorithm, Tree)> = plan.trees(gi, *op).to_vec();
+        let chosen: Algorithm = e.algo.parse().map_err(|x: String| anyhow::anyhow!(x))?;
         let c = Costs::new(model, &groups[gi].1).map_err(|x| anyhow::anyhow!("{x}"))?;
         let root = c.default_root();
-        let shape = chosen.children(&c, root);
-        let ti = match trees.iter().position(|(_, t)| t.child_indices() == shape) {
-            Some(i) => i,
-            None => {
-                trees.push((chosen, c.tree(root, shape)));
-                trees.len() - 1
+        let ti = match chosen {
+            Algorithm::Tree(t) => {
+                let shape = t.children(&c, root);
+                match trees
+                    .iter()
+                    .position(|(a, t)| a.tree().is_some() && t.child_indices() == shape)
+                {
+                    Some(i) => i,
+                    None => {
+                        trees.push((chosen, c.tree(root, shape)));
+                        trees.len() - 1
+                    }
+                }
             }
+            Algorithm::NonTree(_) => match trees.iter().position(|(a, _)| *a == chosen) {
+                Some(i) => i,
+                None => {
+                    let t = group_tree(&c, root);
+                    trees.push((chosen, t));
+                    trees.len() - 1
+                }
+            },
         };
         let cell = Cell {
             mode: *mode,
@@ -887,6 +933,17 @@ fn compare(f: &TuningFile, other: &TuningFile) -> String {
     s
 }
 
+/// Open MPI `tuned` collective id and algorithm (id, fan-in/out) of a smelt algorithm:
+/// the nearest to a tree ([`ompi_algorithm`]); the dissemination barrier is Open
+/// MPI's barrier 4 (bruck: the same rounds), recursive doubling its allreduce 3.
+pub fn ompi_for(op: Op, a: Algorithm, group: usize) -> Option<(u32, u32, u32)> {
+    match a {
+        Algorithm::Tree(t) => ompi_algorithm(op, t, group),
+        Algorithm::NonTree(NonTree::Dissemination) => Some((6, 4, 0)),
+        Algorithm::NonTree(NonTree::RecursiveDoubling) => Some((2, 3, 0)),
+    }
+}
+
 /// Open MPI `tuned` collective id and the algorithm (id, fan-in/out) nearest to a
 /// smelt tree, per operation (docs/tune.md has the table). `None`: no Open MPI
 /// counterpart (2PC).
@@ -973,8 +1030,8 @@ pub fn export_ompi(f: &TuningFile) -> Result<String> {
             let mut list = Vec::new();
             let mut prev: Option<u64> = None;
             for e in entries {
-                let t: Topology = e.algo.parse().map_err(|x: String| anyhow::anyhow!(x))?;
-                let Some((coll, alg, fan)) = ompi_algorithm(op, t, g) else {
+                let a: Algorithm = e.algo.parse().map_err(|x: String| anyhow::anyhow!(x))?;
+                let Some((coll, alg, fan)) = ompi_for(op, a, g) else {
                     continue;
                 };
                 let size = match op {

@@ -550,3 +550,47 @@ fn bench_large_reports_bandwidth_against_memcpy() {
     ]);
     assert_eq!(code, 2, "{err}");
 }
+
+/// The non-tree algorithms are rows of their own, for the operations they run only
+/// (dissemination: barrier; recursive doubling: allreduce), measured with 5 members
+/// (not a power of two).
+#[test]
+fn bench_shows_non_tree_rows_for_their_operations() {
+    let j = run_json(&[
+        "bench",
+        "--quick",
+        "--json",
+        "--no-peers",
+        "--rounds",
+        "10",
+        "--ops",
+        "broadcast,allreduce,barrier",
+        "--topologies",
+        "binary",
+        "--threads",
+        "5",
+        "--peer-threads",
+        "2",
+    ]);
+    let cols = j["collectives"].as_array().unwrap();
+    let row = |t: &str, op: &str| {
+        cols.iter()
+            .find(|c| c["topology"] == t && c["op"] == op)
+            .cloned()
+    };
+    for (t, op) in [
+        ("dissemination", "barrier"),
+        ("recursive-doubling", "allreduce"),
+    ] {
+        let c = row(t, op).unwrap_or_else(|| panic!("no {t} {op} row: {cols:?}"));
+        assert_eq!(c["status"], "ok", "{c}");
+    }
+    for (t, op) in [
+        ("dissemination", "broadcast"),
+        ("dissemination", "allreduce"),
+        ("recursive-doubling", "barrier"),
+    ] {
+        assert!(row(t, op).is_none(), "{t} {op} is not measured");
+    }
+    assert_eq!(row("binary", "barrier").unwrap()["status"], "ok");
+}

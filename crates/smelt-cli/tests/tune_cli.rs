@@ -230,3 +230,84 @@ fn predict_writes_a_file_for_the_models_host_and_compares() {
     let o = run(&cache, None, &["tune", "--predict"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("--model"));
 }
+
+/// The non-tree algorithms are candidates of the operations they run: measured in
+/// the barrier's and the allreduce's cells, named in the file, and `auto` reports them.
+#[test]
+fn tune_measures_non_tree_candidates() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let out = dir.path().join("t.json");
+    let (table, _) = ok(
+        &cache,
+        None,
+        &[
+            "tune",
+            "--quick",
+            "--time-limit",
+            "30",
+            "--ops",
+            "barrier,allreduce,reduce",
+            "--sizes",
+            "8",
+            "--candidates",
+            "binary,dissemination,recursive-doubling",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(table.contains("allreduce"), "{table}");
+    let f = TuningFile::load(&out).unwrap();
+    let mut seen = 0;
+    for (_, op, _, e) in f.cells() {
+        let names: Vec<&str> = e.candidates.keys().map(|s| s.as_str()).collect();
+        match op.name() {
+            "barrier" => {
+                assert!(names.contains(&"dissemination"), "{names:?}");
+                assert!(!names.contains(&"recursive-doubling"), "{names:?}");
+                seen += 1;
+            }
+            "allreduce" => {
+                assert!(names.contains(&"recursive-doubling"), "{names:?}");
+                assert!(!names.contains(&"dissemination"), "{names:?}");
+                seen += 1;
+            }
+            _ => assert_eq!(names, vec!["binary"]),
+        }
+    }
+    assert_eq!(seen, 2);
+    // --candidates with only a non-tree algorithm for an operation it does not run.
+    let o = run(
+        &cache,
+        None,
+        &[
+            "tune",
+            "--ops",
+            "reduce",
+            "--candidates",
+            "dissemination",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("none of them runs reduce"), "{e}");
+    // auto names a non-tree choice and shows the tree the group runs beside it.
+    let model = host_model(dir.path());
+    let (text, _) = ok(
+        &cache,
+        Some("barrier=dissemination"),
+        &[
+            "tree",
+            "--model",
+            model.to_str().unwrap(),
+            "--op",
+            "barrier",
+        ],
+    );
+    assert!(
+        text.contains("dissemination from SMELT_TUNE") && text.contains("is not a tree"),
+        "{text}"
+    );
+}

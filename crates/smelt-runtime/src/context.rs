@@ -29,16 +29,22 @@ pub(crate) enum Coll {
     ReduceSlice = 4,
     Gather = 5,
     Scatter = 6,
+    /// The dissemination barrier (links beyond the tree).
+    Dissemination = 7,
+    /// The recursive-doubling allreduce (links beyond the tree).
+    RecursiveDoubling = 8,
 }
 
 impl Coll {
-    const ALL: [Coll; 6] = [
+    const ALL: [Coll; 8] = [
         Coll::Broadcast,
         Coll::Reduce,
         Coll::Barrier,
         Coll::ReduceSlice,
         Coll::Gather,
         Coll::Scatter,
+        Coll::Dissemination,
+        Coll::RecursiveDoubling,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -49,23 +55,25 @@ impl Coll {
             Coll::ReduceSlice => "reduce_slice",
             Coll::Gather => "gather",
             Coll::Scatter => "scatter",
+            Coll::Dissemination => "dissemination barrier",
+            Coll::RecursiveDoubling => "recursive-doubling allreduce",
         }
     }
 }
 
 /// The tag of one collective call: operation and sequence number.
 #[derive(Debug, Clone, Copy)]
-struct Tag {
+pub(crate) struct Tag {
     coll: Coll,
     seq: u32,
 }
 
 impl Tag {
     #[inline(always)]
-    fn word(self) -> u64 {
+    pub(crate) fn word(self) -> u64 {
         ((self.coll as u64) << 56) | self.seq as u64
     }
-    fn op(self) -> &'static str {
+    pub(crate) fn op(self) -> &'static str {
         self.coll.name()
     }
     /// What a received tag says, for error messages.
@@ -118,6 +126,9 @@ pub struct Context<L: Link = Endpoint> {
     pub(crate) packed: Vec<u8>,
     /// Collectives called on this context so far.
     pub(crate) seq: u32,
+    /// Links beyond the tree for the non-tree algorithms, when the group's
+    /// [`GroupConfig::algorithms`](crate::GroupConfig::algorithms) may pick one.
+    pub(crate) nontree: Option<Box<crate::nontree::NonTreeLinks>>,
 }
 
 type Res<T> = Result<T, GroupError>;
@@ -264,7 +275,7 @@ impl<L: Link> Context<L> {
     /// Starts collective `coll`: fails fast once the group has failed (even where this
     /// collective could still complete locally) and returns the call's tag.
     #[inline(always)]
-    fn begin(&mut self, coll: Coll) -> Res<Tag> {
+    pub(crate) fn begin(&mut self, coll: Coll) -> Res<Tag> {
         if self.shared.is_aborted() {
             return Err(self.fail(TransportError::Aborted, self.rank, coll.name()));
         }
@@ -327,7 +338,7 @@ impl<L: Link> Context<L> {
     /// Fails the call on every member (before anything is sent) when `len` bytes are
     /// more than [`GroupConfig::max_message`](crate::GroupConfig::max_message).
     #[inline]
-    fn check_len(&self, len: usize, t: Tag) -> Res<()> {
+    pub(crate) fn check_len(&self, len: usize, t: Tag) -> Res<()> {
         if len > self.max_message {
             return Err(self.mismatch(format!(
                 "{}: a message of {len} bytes is longer than the limit of {} bytes (GroupConfig::max_message)",
@@ -340,7 +351,7 @@ impl<L: Link> Context<L> {
 
     /// Records a mismatch as this member's failure (waking everyone) and returns it.
     #[cold]
-    fn mismatch(&self, what: String) -> GroupError {
+    pub(crate) fn mismatch(&self, what: String) -> GroupError {
         let err = GroupError::Mismatch {
             rank: self.rank,
             what,
@@ -359,7 +370,7 @@ impl<L: Link> Context<L> {
     }
 
     #[cold]
-    fn crossed(&self, got: u64, t: Tag, peer: Rank) -> GroupError {
+    pub(crate) fn crossed(&self, got: u64, t: Tag, peer: Rank) -> GroupError {
         self.mismatch(format!(
             "in {} #{} on context {} it received {} from member {peer}: members called different collectives",
             t.op(),
@@ -666,6 +677,9 @@ impl<L: Link> Context<L> {
     /// [`allreduce`](Context::allreduce) without the synchronization of [`SyncMode::Strict`].
     #[inline]
     fn allreduce_loose<T: Word>(&mut self, v: T, op: impl Fn(T, T) -> T) -> Res<T> {
+        if self.nontree.is_some() && self.allreduce_by_doubling(T::BYTES) {
+            return self.allreduce_doubling_word(v, op);
+        }
         let r = self.reduce(v, op)?;
         let w = self.broadcast_word(r.map_or(0, |x| x.to_word()))?;
         Ok(T::from_word(w))
@@ -677,8 +691,15 @@ impl<L: Link> Context<L> {
     /// With exactly two members the root's release carries no more information than
     /// its own arrival, so both send their arrival at once and wait for the other's:
     /// one message latency instead of two, with the same two messages.
+    ///
+    /// When the group's [`algorithms`](crate::GroupConfig::algorithms) table picks the
+    /// dissemination barrier for this context's mode, it runs that instead (over
+    /// links beyond the tree).
     #[inline]
     pub fn barrier(&mut self) -> Res<()> {
+        if self.barrier_by_dissemination() {
+            return self.barrier_dissemination();
+        }
         let t = self.begin(Coll::Barrier)?;
         if self.size() == 2 {
             if self.parent.is_some() {
@@ -940,6 +961,9 @@ impl<L: Link> Context<L> {
         data: &mut [T],
         op: impl Fn(T, T) -> T,
     ) -> Res<()> {
+        if self.nontree.is_some() && self.allreduce_by_doubling(data.len() * T::BYTES) {
+            return self.allreduce_doubling_slice(data, op);
+        }
         self.reduce_slice(data, op)?;
         // Every member knows the result's length: broadcast it in place (lent between
         // threads when long).
@@ -1092,6 +1116,9 @@ impl<L: Link> Context<L> {
         data: &mut [u8],
         mut combine: impl FnMut(&mut [u8], &[u8]),
     ) -> Res<()> {
+        if self.nontree.is_some() && self.allreduce_by_doubling(data.len()) {
+            return self.allreduce_doubling(data, &mut combine);
+        }
         if self.size() == 2 && data.len() < self.scratch.len() {
             return self.exchange_bytes(data, combine);
         }

@@ -72,6 +72,16 @@ pub struct GroupConfig {
     /// through the channel's cache-line slots. Default [`LEND_FROM`] (64 KiB);
     /// `usize::MAX` turns lending off. Must be the same on every member.
     pub lend_from: usize,
+    /// Which algorithm runs the barrier and the allreduces, per mode and message size,
+    /// where non-tree algorithms may win (the dissemination barrier, the
+    /// recursive-doubling allreduce): `None` (the default) runs every collective on
+    /// the tree. A table that may pick a non-tree algorithm makes [`Group::new`]
+    /// build the links it needs between the members (beyond the tree edges; groups
+    /// of threads only). `smelt_tree::tuning::AlgorithmTable::auto` gives `auto`'s
+    /// table (`SMELT_TUNE`, the host's tuning file, else the prediction);
+    /// `AlgorithmTable::parse("barrier=dissemination")` a fixed one. Must be the same
+    /// on every member.
+    pub algorithms: Option<Arc<smelt_tree::tuning::AlgorithmTable>>,
 }
 
 /// The default [`GroupConfig::lend_from`]: 64 KiB.
@@ -105,6 +115,7 @@ impl Default for GroupConfig {
             max_message: MAX_MESSAGE_BYTES,
             sync: crate::SyncMode::Loose,
             lend_from: LEND_FROM,
+            algorithms: None,
         }
     }
 }
@@ -602,7 +613,17 @@ impl Group {
             }
             pairs.push(v);
         }
-        let mut members = Vec::with_capacity(n);
+        // Links beyond the trees for the non-tree algorithms: one mesh per context.
+        let mut meshes: Vec<Option<Vec<crate::nontree::NonTreeLinks>>> = Vec::new();
+        for _ in trees {
+            meshes.push(match &cfg.algorithms {
+                Some(table) => {
+                    crate::nontree::build_meshes(table, n, cfg.capacity, wait, &shared.abort)?
+                }
+                None => None,
+            });
+        }
+        let mut members: Vec<Member> = Vec::with_capacity(n);
         for (rank, &pin_to) in pin_to.iter().enumerate() {
             let rank = Rank(rank);
             members.push(Member::build(
@@ -617,6 +638,14 @@ impl Group {
                         .expect("each end taken once"))
                 },
             )?);
+        }
+        for (ctx, m) in meshes.into_iter().enumerate() {
+            let Some(m) = m else { continue };
+            for (member, links) in members.iter_mut().zip(m) {
+                if let Some(c) = member.contexts[ctx].as_mut() {
+                    c.nontree = Some(Box::new(links));
+                }
+            }
         }
         Ok(Group {
             members,
@@ -911,6 +940,7 @@ pub(crate) fn build_contexts<L: Link>(
             lend_from: cfg.lend_from,
             packed: Vec::new(),
             seq: 0,
+            nontree: None,
         }));
     }
     Ok(out)

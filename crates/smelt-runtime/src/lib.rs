@@ -39,6 +39,7 @@ mod job_env;
 pub mod measure;
 pub mod mesh;
 pub mod mesh_job;
+mod nontree;
 pub mod process;
 mod word;
 

@@ -34,5 +34,5 @@ pub use costs::Costs;
 pub use op::Op;
 pub use sim::{predict, Payload, Prediction};
 pub use smelt_ids::{CpuId, Pos};
-pub use topology::Topology;
+pub use topology::{Algorithm, NonTree, Topology};
 pub use tree::{Tree, TreeError};

@@ -393,3 +393,111 @@ pub fn predict(model: &Model, tree: &Tree, pl: Payload) -> Result<Prediction, Tr
         pl,
     ))
 }
+
+/// Predicted time of a non-tree algorithm ([`NonTree`](crate::NonTree)) over all
+/// members of `c` (local index = group rank), under the same model as the trees: a
+/// member's sends are sequential and block it for `t_send`, a message is there when
+/// its send ends, taking it blocks the receiver for `t_receive`; messages of `scale`
+/// times the one-line costs.
+///
+/// - Dissemination barrier: every member starts at 0; in round `k` member `i` sends to
+///   `i + 2^k` (mod n), then takes the message of `i − 2^k`; the time is when the
+///   last member has taken its last round's message.
+/// - Recursive doubling: ranks `p..n` (p the largest power of two ≤ n) first send to
+///   rank `i − p`, which takes it; then in step `k` member `i < p` sends to `i XOR 2^k`
+///   and takes its partner's message; at the end rank `i − p` sends the result to
+///   `i`. The time is when the last member holds the result. (Combining costs nothing,
+///   as in the tree simulations.)
+pub fn simulate_non_tree(c: &Costs, alg: crate::NonTree, scale: f64) -> f64 {
+    let n = c.len();
+    if n <= 1 {
+        return 0.0;
+    }
+    let s = |i: usize, j: usize| c.s(i, j) * scale;
+    let r = |i: usize, j: usize| c.r(i, j) * scale;
+    let mut ready = vec![0.0f64; n];
+    match alg {
+        crate::NonTree::Dissemination => {
+            let mut d = 1;
+            while d < n {
+                let sent: Vec<f64> = (0..n).map(|i| ready[i] + s(i, (i + d) % n)).collect();
+                for j in 0..n {
+                    let from = (j + n - d) % n;
+                    ready[j] = sent[j].max(sent[from]) + r(from, j);
+                }
+                d *= 2;
+            }
+        }
+        crate::NonTree::RecursiveDoubling => {
+            let p = 1usize << (usize::BITS - 1 - n.leading_zeros());
+            for e in p..n {
+                let sent = s(e, e - p);
+                ready[e] = sent;
+                ready[e - p] = ready[e - p].max(sent) + r(e, e - p);
+            }
+            let mut d = 1;
+            while d < p {
+                let sent: Vec<f64> = (0..p).map(|i| ready[i] + s(i, i ^ d)).collect();
+                for j in 0..p {
+                    let from = j ^ d;
+                    ready[j] = sent[j].max(sent[from]) + r(from, j);
+                }
+                d *= 2;
+            }
+            for e in p..n {
+                let h = e - p;
+                let sent = ready[h] + s(h, e);
+                ready[h] = sent;
+                ready[e] = ready[e].max(sent) + r(h, e);
+            }
+        }
+    }
+    max_of(&ready).1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::NonTree;
+
+    #[test]
+    fn non_tree_times_count_rounds_and_folds() {
+        let uniform =
+            |n: usize| Costs::from_matrices(vec![1.0; n * n], vec![1.0; n * n], n).unwrap();
+        // One round = one send + one receive = 2 units.
+        assert_eq!(
+            simulate_non_tree(&uniform(1), NonTree::Dissemination, 1.0),
+            0.0
+        );
+        assert_eq!(
+            simulate_non_tree(&uniform(2), NonTree::Dissemination, 1.0),
+            2.0
+        );
+        assert_eq!(
+            simulate_non_tree(&uniform(4), NonTree::Dissemination, 1.0),
+            4.0
+        );
+        assert_eq!(
+            simulate_non_tree(&uniform(5), NonTree::Dissemination, 1.0),
+            6.0
+        );
+        assert_eq!(
+            simulate_non_tree(&uniform(16), NonTree::Dissemination, 1.0),
+            8.0
+        );
+        assert_eq!(
+            simulate_non_tree(&uniform(4), NonTree::RecursiveDoubling, 1.0),
+            4.0
+        );
+        // 5 = 4 + 1: fold in (2), two steps (4), hand back (2).
+        assert_eq!(
+            simulate_non_tree(&uniform(5), NonTree::RecursiveDoubling, 1.0),
+            8.0
+        );
+        // Payload scales every cost.
+        assert_eq!(
+            simulate_non_tree(&uniform(4), NonTree::Dissemination, 3.0),
+            12.0
+        );
+    }
+}

@@ -100,7 +100,7 @@ impl Topology {
         root: Option<usize>,
     ) -> Result<Tree, TreeError> {
         if self == Topology::Auto {
-            let r = crate::tuning::resolve_auto(
+            let (t, _) = crate::tuning::resolve_auto_tree(
                 Op::Broadcast,
                 crate::tuning::LINE_BYTES,
                 crate::tuning::Mode::Loose,
@@ -109,7 +109,7 @@ impl Topology {
                 root,
             )
             .map_err(TreeError::Invalid)?;
-            return r.choice.topology.generate(model, members, root);
+            return t.generate(model, members, root);
         }
         let c = Costs::new(model, members)?;
         let root = match root {
@@ -467,6 +467,225 @@ impl FromStr for Topology {
         };
         Ok((g.make)(value))
     }
+}
+
+/// A collective algorithm that is not a tree: it runs between all members of a group
+/// over links that are not tree edges (the runtime builds them when a group may run
+/// it: `GroupConfig::algorithms`). The names are in [`NON_TREE`], beside the tree
+/// registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NonTree {
+    /// Dissemination barrier (Hensgen, Finkel and Manber): in round `k` member `i`
+    /// signals member `i + 2^k` (mod n) and waits for member `i − 2^k`;
+    /// ⌈log2 n⌉ rounds, any group size.
+    Dissemination,
+    /// Recursive-doubling allreduce: in step `k` member `i` exchanges its partial
+    /// result with member `i XOR 2^k` and both combine (the lower rank's value first,
+    /// so every member computes the same bits). With n not a power of two, the ranks
+    /// from the largest power of two p ≤ n on first fold their value into rank
+    /// `i − p` and get the result back from it at the end.
+    RecursiveDoubling,
+}
+
+/// One non-tree algorithm of the registry: its name, aliases, the operations it
+/// implements and a one-line description.
+#[derive(Debug)]
+pub struct NonTreeEntry {
+    /// Canonical name (tuning files, `SMELT_TUNE`, `--candidates`, `smelt bench`).
+    pub name: &'static str,
+    /// Other names accepted on input.
+    pub aliases: &'static [&'static str],
+    /// The operations it implements.
+    pub ops: &'static [Op],
+    /// One line for `--help`.
+    pub description: &'static str,
+    /// The algorithm.
+    pub algorithm: NonTree,
+}
+
+/// Every non-tree algorithm, in display order.
+pub static NON_TREE: &[NonTreeEntry] = &[
+    NonTreeEntry {
+        name: "dissemination",
+        aliases: &["dissemination-barrier"],
+        ops: &[Op::Barrier],
+        description: "barrier only: in round k member i signals i+2^k and waits for i-2^k \
+                      (ceil(log2 n) rounds, links beyond the tree)",
+        algorithm: NonTree::Dissemination,
+    },
+    NonTreeEntry {
+        name: "recursive-doubling",
+        aliases: &["recursive_doubling", "rd"],
+        ops: &[Op::Allreduce],
+        description: "allreduce only: member i exchanges with i XOR 2^k and combines; ranks \
+                      beyond a power of two fold in first (links beyond the tree)",
+        algorithm: NonTree::RecursiveDoubling,
+    },
+];
+
+impl NonTree {
+    /// Both non-tree algorithms.
+    pub const ALL: [NonTree; 2] = [NonTree::Dissemination, NonTree::RecursiveDoubling];
+
+    /// This algorithm's entry in [`NON_TREE`].
+    pub fn entry(self) -> &'static NonTreeEntry {
+        NON_TREE
+            .iter()
+            .find(|e| e.algorithm == self)
+            .expect("every non-tree algorithm has a registry entry (checked by a test)")
+    }
+
+    /// Canonical name.
+    pub fn name(self) -> &'static str {
+        self.entry().name
+    }
+
+    /// True if it implements `op`.
+    pub fn applies_to(self, op: Op) -> bool {
+        self.entry().ops.contains(&op)
+    }
+}
+
+impl fmt::Display for NonTree {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What runs a collective: a tree of the [`GENERATORS`] registry, or a [`NonTree`]
+/// algorithm (for the operations it implements). Tuning files, `SMELT_TUNE` and
+/// `smelt tune --candidates` name either; [`FromStr`] parses both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// A tree (every operation).
+    Tree(Topology),
+    /// A non-tree algorithm (only its operations).
+    NonTree(NonTree),
+}
+
+impl Algorithm {
+    /// The tree, if this is one.
+    pub fn tree(self) -> Option<Topology> {
+        match self {
+            Algorithm::Tree(t) => Some(t),
+            Algorithm::NonTree(_) => None,
+        }
+    }
+
+    /// The non-tree algorithm, if this is one.
+    pub fn non_tree(self) -> Option<NonTree> {
+        match self {
+            Algorithm::NonTree(a) => Some(a),
+            Algorithm::Tree(_) => None,
+        }
+    }
+
+    /// True if it can run `op` (trees run every operation).
+    pub fn applies_to(self, op: Op) -> bool {
+        match self {
+            Algorithm::Tree(_) => true,
+            Algorithm::NonTree(a) => a.applies_to(op),
+        }
+    }
+
+    /// `Ok` if it can run `op`, else an error naming what it runs.
+    pub fn check_op(self, op: Op) -> Result<(), String> {
+        match self {
+            Algorithm::NonTree(a) if !a.applies_to(op) => Err(format!(
+                "'{a}' runs {} only, not {op}",
+                a.entry()
+                    .ops
+                    .iter()
+                    .map(|o| o.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl From<Topology> for Algorithm {
+    fn from(t: Topology) -> Algorithm {
+        Algorithm::Tree(t)
+    }
+}
+
+impl From<NonTree> for Algorithm {
+    fn from(a: NonTree) -> Algorithm {
+        Algorithm::NonTree(a)
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Algorithm::Tree(t) => t.fmt(f),
+            Algorithm::NonTree(a) => a.fmt(f),
+        }
+    }
+}
+
+impl FromStr for NonTree {
+    type Err = String;
+    fn from_str(s: &str) -> Result<NonTree, String> {
+        let lower = s.trim().to_ascii_lowercase();
+        NON_TREE
+            .iter()
+            .find(|e| e.name == lower || e.aliases.contains(&lower.as_str()))
+            .map(|e| e.algorithm)
+            .ok_or_else(|| {
+                format!(
+                    "unknown non-tree algorithm '{s}' (known: {})",
+                    non_tree_names()
+                )
+            })
+    }
+}
+
+impl FromStr for Algorithm {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Algorithm, String> {
+        if let Ok(a) = s.parse::<NonTree>() {
+            return Ok(Algorithm::NonTree(a));
+        }
+        s.parse::<Topology>().map(Algorithm::Tree).map_err(|e| {
+            if e.starts_with("unknown topology") {
+                format!(
+                    "unknown algorithm '{s}' (trees: {}; non-tree: {})",
+                    names(),
+                    non_tree_names()
+                )
+            } else {
+                e // a tree's name with a bad parameter: the tree parser says what
+            }
+        })
+    }
+}
+
+/// The non-tree names with their aliases and operations, for messages.
+pub fn non_tree_names() -> String {
+    NON_TREE
+        .iter()
+        .map(|e| {
+            let ops: Vec<&str> = e.ops.iter().map(|o| o.name()).collect();
+            let mut s = format!("{} ({}", e.name, ops.join(", "));
+            for a in e.aliases {
+                s.push_str(&format!("; {a}"));
+            }
+            s + ")"
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One line per non-tree algorithm (`name  description`), for `--help` texts.
+pub fn non_tree_help() -> String {
+    let w = NON_TREE.iter().map(|e| e.name.len()).max().unwrap_or(0);
+    NON_TREE
+        .iter()
+        .map(|e| format!("  {:w$}  {}\n", e.name, e.description))
+        .collect()
 }
 
 /// Lays out a rank-based shape: rank 0 is `root`, ranks 1.. are the other members
@@ -852,5 +1071,39 @@ mod tests {
             let e = bad.parse::<Topology>().unwrap_err();
             assert!(e.contains(bad.split(':').next_back().unwrap()), "{e}");
         }
+    }
+
+    /// Non-tree algorithms parse by name and alias next to the trees, print back to
+    /// their names, and are refused for operations they do not implement.
+    #[test]
+    fn non_tree_algorithms_parse_beside_the_trees() {
+        for a in NonTree::ALL {
+            assert_eq!(a.entry().algorithm, a);
+            let alg = Algorithm::NonTree(a);
+            assert_eq!(alg.to_string().parse::<Algorithm>(), Ok(alg));
+            for al in a.entry().aliases {
+                assert_eq!(al.parse::<Algorithm>(), Ok(alg));
+            }
+            assert!(non_tree_help().contains(a.entry().description));
+            // Not a tree: the tree parser does not take it.
+            assert!(a.name().parse::<Topology>().is_err());
+        }
+        assert_eq!(
+            "recursive_doubling".parse(),
+            Ok(Algorithm::NonTree(NonTree::RecursiveDoubling))
+        );
+        assert_eq!("binary".parse(), Ok(Algorithm::Tree(Topology::Binary)));
+        let d = Algorithm::NonTree(NonTree::Dissemination);
+        assert!(d.applies_to(Op::Barrier) && !d.applies_to(Op::Allreduce));
+        let e = d.check_op(Op::Reduce).unwrap_err();
+        assert!(e.contains("barrier") && e.contains("reduce"), "{e}");
+        assert!(Algorithm::Tree(Topology::Binary)
+            .check_op(Op::Gather)
+            .is_ok());
+        let e = "gossip".parse::<Algorithm>().unwrap_err();
+        assert!(
+            e.contains("gossip") && e.contains("dissemination") && e.contains("binary"),
+            "{e}"
+        );
     }
 }

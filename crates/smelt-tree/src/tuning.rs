@@ -43,7 +43,7 @@
 use crate::costs::Costs;
 use crate::op::Op;
 use crate::sim::{self, Payload};
-use crate::topology::Topology;
+use crate::topology::{Algorithm, NonTree, Topology};
 use serde::{Deserialize, Serialize};
 use smelt_model::Model;
 use std::collections::BTreeMap;
@@ -61,10 +61,12 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const LINE_BYTES: u64 = 64;
 
 /// The candidates `smelt tune` and the prediction of `auto` compare, by default:
-/// every static tree (k-nomial radix 1 to 16), Smelt's adaptive family and
-/// `optimized` (scored by the operation tuned: `optimized:OP`).
+/// every static tree (k-nomial radix 1 to 16), Smelt's adaptive family, `optimized`
+/// (scored by the operation tuned: `optimized:OP`), and the non-tree algorithms for
+/// the operations they implement (`dissemination` for the barrier,
+/// `recursive-doubling` for the allreduce).
 pub const DEFAULT_CANDIDATES: &str = "sequential,binary,fibonacci,knomial:1-16,mst,cluster,\
-adaptive,adaptive-sorted,adaptive-shuffled,optimized";
+adaptive,adaptive-sorted,adaptive-shuffled,optimized,dissemination,recursive-doubling";
 
 /// How the collectives of a tuning are synchronized (seed 001 §3; the runtime's
 /// `SyncMode`): loose ones pipeline back to back, strict ones are fenced by barriers.
@@ -122,7 +124,9 @@ pub enum Source {
 pub struct Entry {
     /// Message size in bytes (per member; 0 for the barrier and 2PC).
     pub bytes: u64,
-    /// The tree chosen, as the registry names it (`knomial:4`, `adaptive-shuffled`).
+    /// The algorithm chosen, as the registry names it: a tree (`knomial:4`,
+    /// `adaptive-shuffled`) or a non-tree algorithm of the operation
+    /// (`dissemination`, `recursive-doubling`).
     pub algo: String,
     /// Fragment size of long messages chosen (bytes), if tuned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -178,19 +182,26 @@ pub struct TuningFile {
     pub rules: BTreeMap<String, ModeRules>,
 }
 
-/// What [`TuningFile::lookup`] and [`Overrides::find`] give: a tree and its fragment
-/// size.
+/// What [`TuningFile::lookup`] and [`Overrides::find`] give: an algorithm (a tree,
+/// or a non-tree algorithm for the barrier or allreduce) and its fragment size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Choice {
-    /// The tree.
-    pub topology: Topology,
+    /// The algorithm.
+    pub algorithm: Algorithm,
     /// Fragment size of long messages, bytes (`None`: the runtime's default).
     pub segment: Option<usize>,
 }
 
+impl Choice {
+    /// The tree, if the choice is one.
+    pub fn tree(&self) -> Option<Topology> {
+        self.algorithm.tree()
+    }
+}
+
 impl fmt::Display for Choice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.topology)?;
+        write!(f, "{}", self.algorithm)?;
         if let Some(s) = self.segment {
             write!(f, ",segment={s}")?;
         }
@@ -209,6 +220,26 @@ fn rules_op(op: Op) -> Op {
 /// log2 distance between two message sizes (0 counts as 1 byte).
 fn size_distance(a: u64, b: u64) -> f64 {
     ((a.max(1) as f64).log2() - (b.max(1) as f64).log2()).abs()
+}
+
+/// The index of the class nearest to `bytes` on a log scale (ties: the smaller
+/// size) among `sizes`: the one lookup rule of tuning files ([`TuningFile::lookup`],
+/// [`AlgorithmTable::lookup`]). `None` for no classes.
+pub fn nearest_class(sizes: impl IntoIterator<Item = u64>, bytes: u64) -> Option<usize> {
+    let mut best: Option<(usize, u64)> = None;
+    for (i, b) in sizes.into_iter().enumerate() {
+        let better = match best {
+            None => true,
+            Some((_, c)) => {
+                let (de, db) = (size_distance(b, bytes), size_distance(c, bytes));
+                de < db || (de == db && b < c)
+            }
+        };
+        if better {
+            best = Some((i, b));
+        }
+    }
+    best.map(|(i, _)| i)
 }
 
 impl TuningFile {
@@ -263,12 +294,15 @@ impl TuningFile {
                     if entries.is_empty() {
                         return Err(format!("{mode}/{op}/{g}: no entries"));
                     }
+                    let o: Op = op.parse()?;
                     for e in entries {
-                        let t: Topology = e
+                        let a: Algorithm = e
                             .algo
                             .parse()
                             .map_err(|why| format!("{mode}/{op}/{g}/{} B: {why}", e.bytes))?;
-                        if t == Topology::Auto {
+                        a.check_op(rules_op(o))
+                            .map_err(|why| format!("{mode}/{op}/{g}/{} B: {why}", e.bytes))?;
+                        if a == Algorithm::Tree(Topology::Auto) {
                             return Err(format!(
                                 "{mode}/{op}/{g}/{} B: 'auto' cannot be a tuned choice",
                                 e.bytes
@@ -383,32 +417,27 @@ impl TuningFile {
         })
     }
 
+    /// The entries (by message size) for `op` over a group of `group` members in
+    /// `mode`: those of the largest group size not above `group` (the smallest size
+    /// when all are larger), so a subgroup (a NUMA node, a package, any subset) uses
+    /// the rules of the nearest tuned group at or below its size.
+    pub fn group_entries(&self, mode: Mode, op: Op, group: usize) -> Option<&[Entry]> {
+        let groups = self.rules.get(mode.name())?.get(rules_op(op).name())?;
+        groups
+            .range(..=group)
+            .next_back()
+            .or_else(|| groups.iter().next())
+            .map(|(_, e)| &e[..])
+    }
+
     /// The choice for `op` over `group` members and `bytes` per member in `mode`
     /// (nearest classes, see the module documentation); `None` when the file has no
     /// rules for that mode and operation.
     pub fn lookup(&self, mode: Mode, op: Op, group: usize, bytes: u64) -> Option<Choice> {
-        let groups = self.rules.get(mode.name())?.get(rules_op(op).name())?;
-        let entries = groups
-            .range(..=group)
-            .next_back()
-            .or_else(|| groups.iter().next())
-            .map(|(_, e)| e)?;
-        let mut best: Option<&Entry> = None;
-        for e in entries {
-            let better = match best {
-                None => true,
-                Some(b) => {
-                    let (de, db) = (size_distance(e.bytes, bytes), size_distance(b.bytes, bytes));
-                    de < db || (de == db && e.bytes < b.bytes)
-                }
-            };
-            if better {
-                best = Some(e);
-            }
-        }
-        let e = best?;
+        let entries = self.group_entries(mode, op, group)?;
+        let e = &entries[nearest_class(entries.iter().map(|e| e.bytes), bytes)?];
         Some(Choice {
-            topology: e.algo.parse().ok()?,
+            algorithm: e.algo.parse().ok()?,
             segment: e.segment,
         })
     }
@@ -520,9 +549,25 @@ impl Overrides {
             };
             let mut parts = algo.split(',');
             let name = parts.next().unwrap_or("").trim();
-            let topology: Topology = name.parse().map_err(bad)?;
-            if topology == Topology::Auto {
+            let algorithm: Algorithm = name.parse().map_err(bad)?;
+            if algorithm == Algorithm::Tree(Topology::Auto) {
                 return Err(bad("'auto' cannot be an override's choice".into()));
+            }
+            if let Algorithm::NonTree(a) = algorithm {
+                match op {
+                    None => {
+                        return Err(bad(format!(
+                            "'{a}' is not a tree: name the operation it runs ({})",
+                            a.entry()
+                                .ops
+                                .iter()
+                                .map(|o| format!("{o}={a}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )))
+                    }
+                    Some(o) => algorithm.check_op(rules_op(o)).map_err(bad)?,
+                }
             }
             let mut segment = None;
             for p in parts {
@@ -547,7 +592,7 @@ impl Overrides {
                 min,
                 max,
                 mode,
-                choice: Choice { topology, segment },
+                choice: Choice { algorithm, segment },
             });
         }
         Ok(Overrides { rules })
@@ -577,16 +622,17 @@ impl Overrides {
     }
 }
 
-/// The candidates of a list (`DEFAULT_CANDIDATES` syntax: registry names, and
-/// `knomial:A-B` for a range of radices); `auto` is refused.
-pub fn parse_candidates(list: &str) -> Result<Vec<Topology>, String> {
-    let mut out: Vec<Topology> = Vec::new();
+/// The candidates of a list (`DEFAULT_CANDIDATES` syntax: tree and non-tree names of
+/// the registry, and `knomial:A-B` for a range of radices); `auto` is refused.
+/// Non-tree algorithms are candidates only for the operations they implement.
+pub fn parse_candidates(list: &str) -> Result<Vec<Algorithm>, String> {
+    let mut out: Vec<Algorithm> = Vec::new();
     for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let lower = item.to_ascii_lowercase();
         let range = lower
             .strip_prefix("knomial:")
             .and_then(|r| r.split_once('-'));
-        let ts: Vec<Topology> = match range {
+        let ts: Vec<Algorithm> = match range {
             Some((a, b)) => {
                 let p = |x: &str| {
                     x.trim()
@@ -599,12 +645,14 @@ pub fn parse_candidates(list: &str) -> Result<Vec<Topology>, String> {
                 if a > b {
                     return Err(format!("empty radix range in '{item}'"));
                 }
-                (a..=b).map(Topology::Knomial).collect()
+                (a..=b)
+                    .map(|k| Algorithm::Tree(Topology::Knomial(k)))
+                    .collect()
             }
-            None => vec![item.parse::<Topology>()?],
+            None => vec![item.parse::<Algorithm>()?],
         };
         for t in ts {
-            if t == Topology::Auto {
+            if t == Algorithm::Tree(Topology::Auto) {
                 return Err("'auto' is what tuning chooses for, not a candidate".into());
             }
             if !out.contains(&t) {
@@ -668,12 +716,21 @@ pub fn predicted_time(
     }
 }
 
+/// The non-tree candidates among `candidates` that implement `op`.
+pub fn non_tree_candidates(candidates: &[Algorithm], op: Op) -> Vec<NonTree> {
+    candidates
+        .iter()
+        .filter_map(|a| a.non_tree())
+        .filter(|a| a.applies_to(rules_op(op)))
+        .collect()
+}
+
 /// The distinct trees of `candidates` over `c` from `root` (the first name of each
-/// shape is kept), for `op`.
+/// shape is kept), for `op`; non-tree candidates are left out.
 pub fn distinct_trees(
     c: &Costs,
     root: usize,
-    candidates: &[Topology],
+    candidates: &[Algorithm],
     op: Op,
 ) -> Vec<(Topology, Vec<Vec<usize>>)> {
     distinct_trees_cached(c, root, candidates, op, &mut BTreeMap::new())
@@ -684,12 +741,12 @@ pub fn distinct_trees(
 fn distinct_trees_cached(
     c: &Costs,
     root: usize,
-    candidates: &[Topology],
+    candidates: &[Algorithm],
     op: Op,
     cache: &mut BTreeMap<String, Vec<Vec<usize>>>,
 ) -> Vec<(Topology, Vec<Vec<usize>>)> {
     let mut out: Vec<(Topology, Vec<Vec<usize>>)> = Vec::new();
-    for &t in candidates {
+    for t in candidates.iter().filter_map(|a| a.tree()) {
         let t = for_op(t, op);
         if out.iter().any(|(u, _)| *u == t) {
             continue;
@@ -705,28 +762,51 @@ fn distinct_trees_cached(
     out
 }
 
-/// The simulator's best candidate for one cell: (tree, predicted time, every
-/// candidate's time by name). Ties go to the earlier candidate.
+/// Predicted time of a non-tree algorithm over every member of `c` in `mode`
+/// ([`sim::simulate_non_tree`]); strict adds two dissemination barriers (the fences
+/// around it; a constant for every non-tree candidate of a cell).
+pub fn predicted_non_tree_time(c: &Costs, a: NonTree, mode: Mode, pl: Payload) -> f64 {
+    let t = sim::simulate_non_tree(c, a, pl.scale());
+    match mode {
+        Mode::Loose => t,
+        Mode::Strict => t + 2.0 * sim::simulate_non_tree(c, NonTree::Dissemination, 1.0),
+    }
+}
+
+/// The simulator's best candidate for one cell: (algorithm, predicted time, every
+/// candidate's time by name). Ties go to the earlier candidate (trees before the
+/// non-tree algorithms). `Err` when no candidate runs `op`.
 pub fn predict_best(
     c: &Costs,
     root: usize,
-    candidates: &[Topology],
+    candidates: &[Algorithm],
     op: Op,
     mode: Mode,
     bytes: u64,
-) -> (Topology, f64, BTreeMap<String, f64>) {
+) -> Result<(Algorithm, f64, BTreeMap<String, f64>), String> {
     let pl = payload_for(bytes);
     let mut all = BTreeMap::new();
-    let mut best: Option<(Topology, f64)> = None;
-    for (t, ch) in distinct_trees(c, root, candidates, op) {
-        let v = predicted_time(c, root, &ch, op, mode, pl);
-        all.insert(t.to_string(), v);
+    let mut best: Option<(Algorithm, f64)> = None;
+    let mut consider = |a: Algorithm, v: f64| {
+        all.insert(a.to_string(), v);
         if best.is_none_or(|(_, b)| v < b) {
-            best = Some((t, v));
+            best = Some((a, v));
         }
+    };
+    for (t, ch) in distinct_trees(c, root, candidates, op) {
+        consider(
+            Algorithm::Tree(t),
+            predicted_time(c, root, &ch, op, mode, pl),
+        );
     }
-    let (t, v) = best.expect("parse_candidates never gives an empty list");
-    (t, v, all)
+    for a in non_tree_candidates(candidates, op) {
+        consider(
+            Algorithm::NonTree(a),
+            predicted_non_tree_time(c, a, mode, pl),
+        );
+    }
+    let (t, v) = best.ok_or_else(|| format!("no candidate runs {op}"))?;
+    Ok((t, v, all))
 }
 
 /// The message sizes of an operation in a tuning: those given for data-carrying
@@ -763,7 +843,7 @@ pub fn tune_predicted(
     ops: &[Op],
     sizes: &[u64],
     modes: &[Mode],
-    candidates: &[Topology],
+    candidates: &[Algorithm],
 ) -> Result<TuningFile, String> {
     let mut cpus = model.cpus.clone();
     cpus.sort_unstable();
@@ -785,6 +865,7 @@ pub fn tune_predicted(
         let mut cache = BTreeMap::new();
         for &op in ops {
             let trees = distinct_trees_cached(&c, root, candidates, op, &mut cache);
+            let non_trees = non_tree_candidates(candidates, op);
             for &mode in modes {
                 // One-line times; sizes scale every send and receive alike.
                 let base: Vec<(Topology, f64)> = trees
@@ -799,7 +880,7 @@ pub fn tune_predicted(
                 for bytes in sizes_for(op, sizes) {
                     let pl = payload_for(bytes);
                     let mut all = BTreeMap::new();
-                    let mut best: Option<(Topology, f64)> = None;
+                    let mut best: Option<(Algorithm, f64)> = None;
                     for (t, ch) in &trees {
                         let v = if pl.lines == 1 {
                             base.iter().find(|(u, _)| u == t).map_or(f64::NAN, |x| x.1)
@@ -808,7 +889,14 @@ pub fn tune_predicted(
                         };
                         all.insert(t.to_string(), v);
                         if best.is_none_or(|(_, b)| v < b) {
-                            best = Some((*t, v));
+                            best = Some((Algorithm::Tree(*t), v));
+                        }
+                    }
+                    for &a in &non_trees {
+                        let v = predicted_non_tree_time(&c, a, mode, pl);
+                        all.insert(a.to_string(), v);
+                        if best.is_none_or(|(_, b)| v < b) {
+                            best = Some((Algorithm::NonTree(a), v));
                         }
                     }
                     let (t, v) = best.ok_or("no candidates")?;
@@ -917,10 +1005,10 @@ pub fn resolve_auto(
         Ok(None) => {}
         Err(e) => warning = Some(format!("{e}; using the simulator's prediction")),
     }
-    let topology = predict_auto(op, bytes, mode, model, members, root)?;
+    let algorithm = predict_auto(op, bytes, mode, model, members, root)?;
     Ok(Resolved {
         choice: Choice {
-            topology,
+            algorithm,
             segment: None,
         },
         origin: Origin::Predicted,
@@ -928,7 +1016,153 @@ pub fn resolve_auto(
     })
 }
 
-/// The simulator's choice for `auto` (see [`resolve_auto`]).
+/// The algorithms a group built with `auto` runs for the operations that have
+/// non-tree algorithms (barrier and allreduce, [`AlgorithmTable::OPS`]), per mode and
+/// message size: [`resolve_auto`]'s answer, resolved once when the group is built and
+/// looked up by the runtime at every call (`GroupConfig::algorithms`). A tree in the
+/// table (or no rule) means "the group's tree".
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AlgorithmTable {
+    /// `SMELT_TUNE`-style rules, first match wins.
+    overrides: Vec<OverrideRule>,
+    /// Then, per (mode, operation), size classes (bytes, algorithm), ascending: the
+    /// tuning file's entries for the group's size, or the prediction.
+    classes: BTreeMap<(Mode, Op), Vec<(u64, Algorithm)>>,
+    /// Where the classes came from, for reports.
+    origin: Option<Origin>,
+}
+
+impl AlgorithmTable {
+    /// The operations that have non-tree algorithms.
+    pub const OPS: [Op; 2] = [Op::Barrier, Op::Allreduce];
+
+    /// No rule: every collective runs on the group's tree.
+    pub fn trees_only() -> AlgorithmTable {
+        AlgorithmTable::default()
+    }
+
+    /// Rules in `SMELT_TUNE`'s syntax (the first match wins), e.g.
+    /// `barrier=dissemination;allreduce:0-4k=recursive-doubling`; rules of other
+    /// operations are accepted and have no effect on the table (they pick trees).
+    pub fn parse(rules: &str) -> Result<AlgorithmTable, String> {
+        Ok(AlgorithmTable {
+            overrides: Overrides::parse(rules)?.rules,
+            classes: BTreeMap::new(),
+            origin: Some(Origin::Override),
+        })
+    }
+
+    /// `alg` for `op` at every size and in both modes (`Err` if it does not run `op`).
+    pub fn fixed(op: Op, alg: Algorithm) -> Result<AlgorithmTable, String> {
+        alg.check_op(op)?;
+        let mut t = AlgorithmTable::default();
+        for mode in Mode::ALL {
+            t.classes.insert((mode, op), vec![(0, alg)]);
+        }
+        Ok(t)
+    }
+
+    /// `auto` over `members` (positions in `model`), as [`resolve_auto`] resolves it
+    /// for each call: `SMELT_TUNE`'s rules, else the host's tuning file (the rules of
+    /// the largest tuned group size not above the group's), else the simulator's
+    /// choice. The second value says why a tuning file was refused, if one was.
+    pub fn auto(
+        model: &Model,
+        members: &[usize],
+    ) -> Result<(AlgorithmTable, Option<String>), String> {
+        let overrides = Overrides::from_env()?.map(|o| o.rules).unwrap_or_default();
+        let mut warning = None;
+        let mut classes = BTreeMap::new();
+        let mut origin = Origin::Predicted;
+        match host_file(model) {
+            Ok(Some((path, f))) => {
+                for mode in Mode::ALL {
+                    for op in Self::OPS {
+                        if let Some(es) = f.group_entries(mode, op, members.len()) {
+                            let v: Vec<(u64, Algorithm)> = es
+                                .iter()
+                                .filter_map(|e| Some((e.bytes, e.algo.parse().ok()?)))
+                                .collect();
+                            classes.insert((mode, op), v);
+                        }
+                    }
+                }
+                origin = Origin::File(path);
+            }
+            Ok(None) => {}
+            Err(e) => warning = Some(format!("{e}; using the simulator's prediction")),
+        }
+        for mode in Mode::ALL {
+            for op in Self::OPS {
+                if let std::collections::btree_map::Entry::Vacant(v) = classes.entry((mode, op)) {
+                    let bytes = if op.carries_data() { 8 } else { 0 };
+                    let a = predict_auto(op, bytes, mode, model, members, None)?;
+                    v.insert(vec![(bytes, a)]);
+                }
+            }
+        }
+        let origin = Some(if overrides.is_empty() {
+            origin
+        } else {
+            Origin::Override
+        });
+        Ok((
+            AlgorithmTable {
+                overrides,
+                classes,
+                origin,
+            },
+            warning,
+        ))
+    }
+
+    /// The algorithm for `op` of `bytes` per member in `mode`; `None` when no rule
+    /// says (the group's tree).
+    pub fn lookup(&self, mode: Mode, op: Op, bytes: u64) -> Option<Algorithm> {
+        let found = self
+            .overrides
+            .iter()
+            .find(|r| {
+                r.op.is_none_or(|o| o == op || o == rules_op(op))
+                    && (r.min..=r.max).contains(&bytes)
+                    && r.mode.is_none_or(|m| m == mode)
+            })
+            .map(|r| r.choice.algorithm);
+        if found.is_some() {
+            return found;
+        }
+        let cl = self.classes.get(&(mode, op))?;
+        Some(cl[nearest_class(cl.iter().map(|c| c.0), bytes)?].1)
+    }
+
+    /// The non-tree algorithm for the call, if the table picks one (else the tree).
+    #[inline]
+    pub fn non_tree(&self, mode: Mode, op: Op, bytes: u64) -> Option<NonTree> {
+        self.lookup(mode, op, bytes)
+            .and_then(|a| a.non_tree())
+            .filter(|a| a.applies_to(op))
+    }
+
+    /// True if some rule may pick `a` (the runtime then builds its links).
+    pub fn may_use(&self, a: NonTree) -> bool {
+        self.overrides
+            .iter()
+            .any(|r| r.choice.algorithm == Algorithm::NonTree(a))
+            || self
+                .classes
+                .values()
+                .any(|v| v.iter().any(|c| c.1 == Algorithm::NonTree(a)))
+    }
+
+    /// Where the rules came from (`None` for [`fixed`](Self::fixed) and
+    /// [`trees_only`](Self::trees_only)).
+    pub fn origin(&self) -> Option<&Origin> {
+        self.origin.as_ref()
+    }
+}
+
+/// The simulator's choice for `auto` (see [`resolve_auto`]): a tree, or for the
+/// barrier and allreduce possibly a non-tree algorithm.
 pub fn predict_auto(
     op: Op,
     bytes: u64,
@@ -936,7 +1170,7 @@ pub fn predict_auto(
     model: &Model,
     members: &[usize],
     root: Option<usize>,
-) -> Result<Topology, String> {
+) -> Result<Algorithm, String> {
     let c = Costs::new(model, members).map_err(|e| e.to_string())?;
     let root = match root {
         None => c.default_root(),
@@ -946,14 +1180,50 @@ pub fn predict_auto(
             .ok_or("the root is not one of the members")?,
     };
     let cands = parse_candidates(DEFAULT_CANDIDATES)?;
-    Ok(predict_best(&c, root, &cands, op, mode, bytes).0)
+    Ok(predict_best(&c, root, &cands, op, mode, bytes)?.0)
+}
+
+/// The tree `auto` builds for `op` (see [`resolve_auto`]): the resolution's tree, or,
+/// where it chose a non-tree algorithm (which runs over links beyond the group's
+/// tree), the simulator's best tree for the operation: the tree a group built with
+/// `auto` runs its other collectives on.
+pub fn resolve_auto_tree(
+    op: Op,
+    bytes: u64,
+    mode: Mode,
+    model: &Model,
+    members: &[usize],
+    root: Option<usize>,
+) -> Result<(Topology, Resolved), String> {
+    let r = resolve_auto(op, bytes, mode, model, members, root)?;
+    if let Some(t) = r.choice.tree() {
+        return Ok((t, r));
+    }
+    let trees: Vec<Algorithm> = parse_candidates(DEFAULT_CANDIDATES)?
+        .into_iter()
+        .filter(|a| a.tree().is_some())
+        .collect();
+    let c = Costs::new(model, members).map_err(|e| e.to_string())?;
+    let root = match root {
+        None => c.default_root(),
+        Some(r) => members
+            .iter()
+            .position(|&m| m == r)
+            .ok_or("the root is not one of the members")?,
+    };
+    let (t, _, _) = predict_best(&c, root, &trees, op, mode, bytes)?;
+    Ok((t.tree().unwrap_or(Topology::AdaptiveShuffled), r))
 }
 
 /// The predicted `auto` tree over costs alone (no host, so no tuning file): the
 /// registry's builder of `auto` (broadcast of one line, loose).
 pub(crate) fn auto_children(c: &Costs, root: usize) -> Vec<Vec<usize>> {
     let cands = parse_candidates(DEFAULT_CANDIDATES).expect("the default candidates parse");
-    let (t, _, _) = predict_best(c, root, &cands, Op::Broadcast, Mode::Loose, LINE_BYTES);
+    // Every tree runs a broadcast, so the best one is a tree.
+    let t = predict_best(c, root, &cands, Op::Broadcast, Mode::Loose, LINE_BYTES)
+        .ok()
+        .and_then(|(a, _, _)| a.tree())
+        .unwrap_or(Topology::AdaptiveShuffled);
     t.children(c, root)
 }
 
@@ -1048,7 +1318,12 @@ mod tests {
         f.insert(Mode::Loose, Op::Reduce, 4, e(1024, "knomial:1"));
         f.insert(Mode::Loose, Op::Reduce, 16, e(8, "sequential"));
         f.insert(Mode::Loose, Op::Broadcast, 4, e(8, "mst"));
-        let t = |g, b| f.lookup(Mode::Loose, Op::Reduce, g, b).unwrap().topology;
+        let t = |g, b| {
+            f.lookup(Mode::Loose, Op::Reduce, g, b)
+                .unwrap()
+                .tree()
+                .unwrap()
+        };
         assert_eq!(t(4, 8), Topology::Binary);
         assert_eq!(t(4, 64), Topology::Binary); // log2 distance 3 vs 4
         assert_eq!(t(4, 256), Topology::Knomial(1));
@@ -1059,8 +1334,8 @@ mod tests {
         assert_eq!(
             f.lookup(Mode::Loose, Op::AtomicBroadcast, 4, 8)
                 .unwrap()
-                .topology,
-            Topology::Mst
+                .tree(),
+            Some(Topology::Mst)
         );
         assert!(f.lookup(Mode::Strict, Op::Reduce, 4, 8).is_none());
         assert!(f.lookup(Mode::Loose, Op::Gather, 4, 8).is_none());
@@ -1112,14 +1387,19 @@ mod tests {
     #[test]
     fn candidates_parse_with_radix_ranges() {
         let c = parse_candidates(DEFAULT_CANDIDATES).unwrap();
-        assert!(c.contains(&Topology::Knomial(16)) && c.contains(&Topology::Knomial(1)));
-        assert_eq!(c.len(), 4 + 16 + 2 + 3 + 1 - 1); // knomial:1-16 replaces one entry
+        assert!(c.contains(&Algorithm::Tree(Topology::Knomial(1))));
+        assert!(c.contains(&Algorithm::NonTree(NonTree::Dissemination)));
+        assert!(c.contains(&Algorithm::Tree(Topology::Knomial(16))));
+        assert_eq!(c.len(), 4 + 16 + 2 + 3 + 1 - 1 + 2); // knomial:1-16 replaces one entry
         assert!(parse_candidates("auto").is_err());
         assert!(parse_candidates("knomial:4-2").is_err());
         assert!(parse_candidates("").is_err());
         assert_eq!(
             parse_candidates("chain,knomial:1,binary").unwrap(),
-            vec![Topology::Knomial(1), Topology::Binary]
+            vec![
+                Algorithm::Tree(Topology::Knomial(1)),
+                Algorithm::Tree(Topology::Binary)
+            ]
         );
     }
 
@@ -1138,6 +1418,6 @@ mod tests {
         }
         let all: Vec<usize> = (0..m.len()).collect();
         let t = predict_auto(Op::Reduce, 8, Mode::Loose, &m, &all, None).unwrap();
-        assert!(!matches!(t, Topology::Auto));
+        assert!(!matches!(t, Algorithm::Tree(Topology::Auto)));
     }
 }

@@ -8,7 +8,7 @@
 use smelt_model::import::{import, ImportOptions};
 use smelt_model::Model;
 use smelt_tree::tuning::{self, Entry, Mode, Origin, Source, TuningFile};
-use smelt_tree::{Costs, Op, Topology};
+use smelt_tree::{Algorithm, Costs, NonTree, Op, Topology};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -41,7 +41,7 @@ fn auto_uses_override_then_file_then_prediction() {
     let r = resolve().unwrap();
     assert_eq!(r.origin, Origin::Predicted);
     assert!(r.warning.is_none());
-    let predicted = r.choice.topology;
+    let predicted = r.choice.algorithm;
     assert_eq!(
         predicted,
         tuning::predict_auto(Op::Reduce, 64, Mode::Loose, &m, &all, None).unwrap()
@@ -50,7 +50,7 @@ fn auto_uses_override_then_file_then_prediction() {
     // A valid file for this host: its choice (a tree the simulator would not pick).
     let path = tuning::cached_path("tunehost").unwrap();
     assert!(path.starts_with(dir.path()));
-    let pick = if predicted == Topology::Fibonacci {
+    let pick = if predicted == Algorithm::Tree(Topology::Fibonacci) {
         "binary"
     } else {
         "fibonacci"
@@ -60,7 +60,7 @@ fn auto_uses_override_then_file_then_prediction() {
     f.save(&path).unwrap();
     let r = resolve().unwrap();
     assert_eq!(r.origin, Origin::File(path.clone()));
-    assert_eq!(r.choice.topology.to_string(), pick);
+    assert_eq!(r.choice.algorithm.to_string(), pick);
     assert_eq!(r.choice.segment, Some(768));
     // Topology::Auto resolves through it too (a broadcast: no rule, so predicted).
     let t = Topology::Auto.generate(&m, &all, None).unwrap();
@@ -86,7 +86,7 @@ fn auto_uses_override_then_file_then_prediction() {
         std::fs::write(&path, text).unwrap();
         let r = resolve().unwrap();
         assert_eq!(r.origin, Origin::Predicted, "{says}");
-        assert_eq!(r.choice.topology, predicted);
+        assert_eq!(r.choice.algorithm, predicted);
         let w = r.warning.unwrap();
         assert!(
             w.contains(says) && w.contains("refused") && w.contains("prediction"),
@@ -110,6 +110,70 @@ fn auto_uses_override_then_file_then_prediction() {
     let e = resolve().unwrap_err();
     assert!(e.contains("SMELT_TUNE") && e.contains("radix"), "{e}");
     std::env::remove_var(tuning::TUNE_ENV);
+
+    // Non-tree algorithms in the file: `auto` resolves to them, the group's table
+    // (AlgorithmTable::auto) picks them per size, and a subgroup of 4 members uses
+    // the rules of the group of 4 (a node), the whole machine those of 8.
+    let mut f = f.clone();
+    f.insert(Mode::Loose, Op::Barrier, 8, entry(0, "dissemination"));
+    f.insert(
+        Mode::Loose,
+        Op::Allreduce,
+        8,
+        entry(8, "recursive-doubling"),
+    );
+    f.insert(Mode::Loose, Op::Allreduce, 8, entry(4096, "binary"));
+    f.insert(Mode::Loose, Op::Barrier, 4, entry(0, "knomial:2"));
+    f.insert(Mode::Loose, Op::Allreduce, 4, entry(8, "binary"));
+    f.save(&path).unwrap();
+    let r = tuning::resolve_auto(Op::Barrier, 0, Mode::Loose, &m, &all, None).unwrap();
+    assert_eq!(
+        r.choice.algorithm,
+        Algorithm::NonTree(NonTree::Dissemination)
+    );
+    // The tree such a group runs its other collectives on is a tree all the same.
+    let (t, _) = tuning::resolve_auto_tree(Op::Barrier, 0, Mode::Loose, &m, &all, None).unwrap();
+    assert_ne!(t, Topology::Auto);
+    let (table, warning) = tuning::AlgorithmTable::auto(&m, &all).unwrap();
+    assert!(warning.is_none());
+    assert_eq!(table.origin(), Some(&Origin::File(path.clone())));
+    let nt = |t: &tuning::AlgorithmTable, op, b| t.non_tree(Mode::Loose, op, b);
+    assert_eq!(nt(&table, Op::Barrier, 0), Some(NonTree::Dissemination));
+    assert_eq!(
+        nt(&table, Op::Allreduce, 8),
+        Some(NonTree::RecursiveDoubling)
+    );
+    assert_eq!(
+        nt(&table, Op::Allreduce, 181),
+        Some(NonTree::RecursiveDoubling)
+    );
+    assert_eq!(nt(&table, Op::Allreduce, 182), None); // nearer 4096 on a log scale
+    assert!(table.may_use(NonTree::Dissemination) && table.may_use(NonTree::RecursiveDoubling));
+    let node: Vec<usize> = (0..4).collect();
+    let (sub, _) = tuning::AlgorithmTable::auto(&m, &node).unwrap();
+    assert_eq!(nt(&sub, Op::Barrier, 0), None);
+    assert_eq!(nt(&sub, Op::Allreduce, 8), None);
+    let six: Vec<usize> = (0..6).collect(); // no rules for 6: those of 4
+    let (sub, _) = tuning::AlgorithmTable::auto(&m, &six).unwrap();
+    assert_eq!(
+        sub.lookup(Mode::Loose, Op::Barrier, 0),
+        Some(Algorithm::Tree(Topology::Knomial(2)))
+    );
+    // SMELT_TUNE wins here too.
+    std::env::set_var(tuning::TUNE_ENV, "barrier=knomial:4");
+    let (table, _) = tuning::AlgorithmTable::auto(&m, &all).unwrap();
+    assert_eq!(nt(&table, Op::Barrier, 0), None);
+    assert_eq!(table.origin(), Some(&Origin::Override));
+    assert_eq!(
+        nt(&table, Op::Allreduce, 8),
+        Some(NonTree::RecursiveDoubling)
+    );
+    std::env::remove_var(tuning::TUNE_ENV);
+    // A file naming a non-tree algorithm for an operation it does not run is refused.
+    let mut bad = f.clone();
+    bad.insert(Mode::Loose, Op::Reduce, 8, entry(8, "dissemination"));
+    let e = TuningFile::from_json(&bad.to_json_string()).unwrap_err();
+    assert!(e.contains("dissemination") && e.contains("barrier"), "{e}");
 }
 
 fn machine_files() -> Vec<PathBuf> {
@@ -142,10 +206,10 @@ fn predicted_files_never_pick_slower_than_the_best_static_tree() {
         // The local search (`optimized`) takes seconds per operation and machine in a
         // debug build; the property does not depend on it (every static tree is a
         // candidate; the unit tests include it on a synthetic machine).
-        let cands: Vec<Topology> = all_cands
+        let cands: Vec<Algorithm> = all_cands
             .iter()
             .copied()
-            .filter(|t| *t != Topology::Optimized)
+            .filter(|t| *t != Algorithm::Tree(Topology::Optimized))
             .collect();
         let groups: Vec<Vec<usize>> = tuning::default_groups(&m)
             .into_iter()
@@ -168,24 +232,40 @@ fn predicted_files_never_pick_slower_than_the_best_static_tree() {
             );
             // The looked-up choice is the entry's, and re-simulating it gives its time.
             let choice = f.lookup(mode, op, g, e.bytes).unwrap();
-            assert_eq!(choice.topology.to_string(), e.algo);
+            assert_eq!(choice.algorithm.to_string(), e.algo);
         }
         assert!(cells >= Op::RUN.len(), "{}", p.display());
         // Whole machine, checked independently of the file: the auto tree's time.
         let all: Vec<usize> = (0..m.len()).collect();
         let c = Costs::new(&m, &all).unwrap();
         let root = c.default_root();
-        let (auto, _, _) = tuning::predict_best(&c, root, &cands, Op::Barrier, Mode::Loose, 0);
+        let (auto, t_auto, _) =
+            tuning::predict_best(&c, root, &cands, Op::Barrier, Mode::Loose, 0).unwrap();
         let pl = tuning::payload_for(0);
-        let t_auto = tuning::predicted_time(
-            &c,
-            root,
-            &auto.children(&c, root),
-            Op::Barrier,
-            Mode::Loose,
-            pl,
+        // The time predict_best reports is the algorithm's own.
+        let own = match auto {
+            Algorithm::Tree(t) => tuning::predicted_time(
+                &c,
+                root,
+                &t.children(&c, root),
+                Op::Barrier,
+                Mode::Loose,
+                pl,
+            ),
+            Algorithm::NonTree(a) => tuning::predicted_non_tree_time(&c, a, Mode::Loose, pl),
+        };
+        assert_eq!(own, t_auto);
+        let d = tuning::predicted_non_tree_time(&c, NonTree::Dissemination, Mode::Loose, pl);
+        assert!(
+            t_auto <= d,
+            "{}: barrier auto {t_auto} > dissemination {d}",
+            p.display()
         );
-        for t in cands.iter().filter(|t| t.is_static()) {
+        for t in cands
+            .iter()
+            .filter_map(|a| a.tree())
+            .filter(|t| t.is_static())
+        {
             let v = tuning::predicted_time(
                 &c,
                 root,
