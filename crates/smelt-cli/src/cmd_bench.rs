@@ -5,6 +5,8 @@
 //! floor taken right before and after it, so that ratios stay meaningful on a
 //! machine whose core-to-core latency drifts.
 
+#[path = "bench_am.rs"]
+pub mod am;
 #[path = "bench_large.rs"]
 mod large;
 #[path = "bench_mpi.rs"]
@@ -106,6 +108,11 @@ pub struct BenchArgs {
     /// in one run (mpirun is started by smelt).
     #[arg(long)]
     pub mpi: bool,
+    /// Measure active messages instead: the LogP parameters (L, o_s, o_r, g, G) between
+    /// threads, between processes and (with smelt-am-mpi built) over MPI and between
+    /// emulated nodes, next to the queuepair round trip and crossbeam-channel's rate.
+    #[arg(long, conflicts_with_all = ["mpi", "processes", "sync", "large"])]
+    pub am: bool,
     /// With --mpi: rank counts (default 2,8; each 1 to 1024).
     #[arg(long, value_delimiter = ',', value_parser = crate::common::count(1, MAX_THREADS))]
     pub mpi_ranks: Vec<usize>,
@@ -294,6 +301,9 @@ fn load_model(a: &BenchArgs, requested: Option<&[u32]>) -> Result<(Model, String
 pub fn run(mut a: BenchArgs) -> Result<()> {
     if a.mpi {
         return mpi::run(&a);
+    }
+    if a.am {
+        return am::run(&a);
     }
     if a.ops.is_empty() {
         a.ops = ["broadcast", "reduce", "barrier", "2pc"]

@@ -68,6 +68,9 @@ enum Cmd {
     /// One member process of `smelt bench --processes` (internal).
     #[command(hide = true)]
     BenchMember(bench_processes::BenchMemberArgs),
+    /// The responding endpoint of `smelt bench --am` between processes (internal).
+    #[command(hide = true)]
+    AmMember(cmd_bench::am::AmMemberArgs),
     /// One replica process of `smelt kvs --processes` (internal).
     #[command(hide = true)]
     KvsReplica,
@@ -113,6 +116,7 @@ fn main() {
         Cmd::Launch(a) => cmd_launch::run(a),
         Cmd::Kvs(a) => cmd_kvs::run(a),
         Cmd::BenchMember(a) => bench_processes::member(a),
+        Cmd::AmMember(a) => cmd_bench::am::member(a),
         Cmd::KvsReplica => cmd_kvs::replica_process(),
     };
     if let Err(e) = res {

@@ -62,15 +62,19 @@ fn fnv(parts: &[&str]) -> u64 {
 }
 
 /// Outcome of running a child process under a deadline.
-struct Ran {
-    ok: bool,
-    stdout: String,
-    stderr: String,
-    timed_out: bool,
+pub struct Ran {
+    /// It exited with status 0 in time.
+    pub ok: bool,
+    /// What it printed.
+    pub stdout: String,
+    /// What it printed on stderr.
+    pub stderr: String,
+    /// It was killed at the deadline.
+    pub timed_out: bool,
 }
 
 /// Runs `cmd` in its own process group; kills the whole group at the deadline.
-fn run_bounded(mut cmd: Command, timeout: Duration) -> std::io::Result<Ran> {
+pub fn run_bounded(mut cmd: Command, timeout: Duration) -> std::io::Result<Ran> {
     use std::io::Read;
     use std::os::unix::process::CommandExt;
     cmd.stdin(Stdio::null())
@@ -656,7 +660,7 @@ impl CPeers {
 
 /// Environment of every `mpirun` the peers start (root is allowed: CI runs as root;
 /// more ranks than CPUs are allowed: groups are oversubscribed on purpose).
-const MPI_ENV: [(&str, &str); 3] = [
+pub const MPI_ENV: [(&str, &str); 3] = [
     ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
     ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
     ("OMPI_MCA_rmaps_base_oversubscribe", "1"),

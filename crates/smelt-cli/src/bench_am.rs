@@ -1,0 +1,466 @@
+//! `smelt bench --am`: the LogP parameters of active messages (the multi-protocol
+//! Active Messages paper's table) for each transport, next to the peers a user would
+//! compare with, in one run:
+//!
+//! * between two threads (queuepairs), and between two processes (queuepairs in
+//!   shared memory, the peer a `smelt am-member` child);
+//! * over MPI, under `mpirun`, with the `smelt-am-mpi` program (built with
+//!   `cargo build --release -p smelt-am --features mpi`): every destination over MPI,
+//!   the peer on another emulated node (multi-protocol, the network side), and the
+//!   peer on the same node while the endpoint also polls the network (multi-protocol,
+//!   the shared-memory side), with the polling policies compared;
+//! * the smelt queuepair round trip and `crossbeam-channel`'s message rate, between
+//!   the same two CPUs.
+
+use super::BenchArgs;
+use anyhow::{Context, Result};
+use clap::Args;
+use serde::Serialize;
+use smelt_am::logp::{self, LogP, Opts};
+use smelt_am::process::{join_from_env, AmJob};
+use smelt_am::{threads, Config};
+use smelt_probe::figure::Status;
+use smelt_probe::Budget;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+/// The hidden `smelt am-member`: the responding endpoint of `smelt bench --am`
+/// between processes.
+#[derive(Args)]
+pub struct AmMemberArgs {
+    /// Longest wait for the measurer, in seconds.
+    #[arg(long, default_value_t = 60.0)]
+    timeout: f64,
+}
+
+/// Runs the responder of a LogP measurement in a member process.
+pub fn member(a: AmMemberArgs) -> Result<()> {
+    if let Some(cpu) = std::env::var("SMELT_AM_CPU")
+        .ok()
+        .and_then(|c| c.parse().ok())
+    {
+        let _ = smelt_transport::pin_current_thread(cpu);
+    }
+    let mut ep = join_from_env(logp::State::default(), Config::default())?;
+    logp::register(&mut ep)?;
+    logp::respond(&mut ep, Duration::from_secs_f64(a.timeout))?;
+    Ok(())
+}
+
+/// LogP figures in a report, ns (G: ns per byte).
+#[derive(Serialize, Clone, Copy)]
+struct LogPRow {
+    l_ns: f64,
+    o_s_ns: f64,
+    o_r_ns: f64,
+    g_ns: f64,
+    big_g_ns_per_byte: f64,
+    bandwidth_mb_s: f64,
+    half_power_bytes: f64,
+    rtt_ns: f64,
+}
+
+impl From<LogP> for LogPRow {
+    fn from(p: LogP) -> Self {
+        LogPRow {
+            l_ns: p.l,
+            o_s_ns: p.o_s,
+            o_r_ns: p.o_r,
+            g_ns: p.g,
+            big_g_ns_per_byte: p.big_g,
+            bandwidth_mb_s: p.bandwidth_mb_s(),
+            half_power_bytes: p.half_power_bytes(),
+            rtt_ns: p.rtt,
+        }
+    }
+}
+
+/// One transport's figures, or why there are none.
+#[derive(Serialize)]
+struct TransportRow {
+    transport: String,
+    /// What it is.
+    about: String,
+    logp: Option<LogPRow>,
+    error: Option<String>,
+}
+
+/// The peers' figures.
+#[derive(Serialize, Default)]
+struct Peers {
+    /// smelt queuepair round trip (one word each way), ns.
+    queuepair_rtt_ns: Option<f64>,
+    /// `crossbeam-channel` (bounded) ns per message, one sender to one receiver.
+    crossbeam_ns_per_msg: Option<f64>,
+    errors: Vec<String>,
+}
+
+/// Ratios of the run.
+#[derive(Serialize, Default)]
+struct Ratios {
+    /// Active-message round trip between threads / queuepair round trip (target ≤ 1.5).
+    am_rtt_over_queuepair_rtt: Option<f64>,
+    /// Active messages per second one to one / crossbeam-channel messages per second
+    /// (target ≥ 1).
+    am_rate_over_crossbeam_rate: Option<f64>,
+    /// Round trip between emulated nodes over MPI / between threads (target ≥ 7).
+    mpi_nodes_rtt_over_threads_rtt: Option<f64>,
+    /// Round trip inside a node with the network also polled / without (target ≤ 1.12).
+    multi_protocol_shm_rtt_over_processes_rtt: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct AmReport {
+    tool: String,
+    host: String,
+    cpus: Vec<u32>,
+    transports: Vec<TransportRow>,
+    peers: Peers,
+    ratios: Ratios,
+    /// Rows of the `smelt-am-mpi` program (polling policies, histogram), as it printed
+    /// them.
+    mpi: Vec<serde_json::Value>,
+    warnings: Vec<String>,
+}
+
+fn opts(a: &BenchArgs) -> Opts {
+    let mut o = Opts::quick();
+    if !a.quick {
+        o.rounds *= 5;
+        o.stream *= 5;
+        o.bulk_count *= 4;
+        o.samples = 7;
+    }
+    if let Some(t) = a.timeout {
+        o.timeout = Duration::from_secs_f64(t);
+    }
+    o
+}
+
+/// LogP between two threads pinned to `cpus`.
+fn between_threads(o: &Opts, cpus: (Option<u32>, Option<u32>)) -> Result<LogP> {
+    let mut eps = threads(2, Config::default(), |_| logp::State::default())?;
+    for ep in &mut eps {
+        logp::register(ep)?;
+    }
+    let mut b = eps.pop().expect("two");
+    let mut a = eps.pop().expect("two");
+    let t = o.timeout;
+    std::thread::scope(|s| {
+        let responder = s.spawn(move || {
+            if let Some(c) = cpus.1 {
+                let _ = smelt_transport::pin_current_thread(c);
+            }
+            logp::respond(&mut b, t)
+        });
+        let measurer = s.spawn(move || {
+            if let Some(c) = cpus.0 {
+                let _ = smelt_transport::pin_current_thread(c);
+            }
+            logp::measure(&mut a, 1, o)
+        });
+        let p = measurer.join().expect("measurer thread");
+        let r = responder.join().expect("responder thread");
+        let p = p?;
+        r?;
+        Ok(p)
+    })
+}
+
+/// LogP between this process and a `smelt am-member` child.
+fn between_processes(o: &Opts, cpus: (Option<u32>, Option<u32>)) -> Result<LogP> {
+    let job = AmJob::create(2, &Config::default())?;
+    let exe = std::env::current_exe().context("cannot find the smelt executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("am-member")
+        .args(["--timeout", &o.timeout.as_secs_f64().to_string()])
+        .envs(job.env(1));
+    if let Some(c) = cpus.1 {
+        cmd.env("SMELT_AM_CPU", c.to_string());
+    }
+    let mut child = cmd.spawn().context("cannot start a member process")?;
+    let t = o.timeout;
+    let r = std::thread::scope(|s| {
+        s.spawn(|| -> Result<LogP> {
+            if let Some(c) = cpus.0 {
+                let _ = smelt_transport::pin_current_thread(c);
+            }
+            let mut ep = job.join(0, logp::State::default(), Config::default())?;
+            logp::register(&mut ep)?;
+            Ok(logp::measure(&mut ep, 1, o)?)
+        })
+        .join()
+        .expect("measurer thread")
+    });
+    if r.is_err() {
+        let _ = child.kill();
+    }
+    let status = child.wait()?;
+    let p = r?;
+    anyhow::ensure!(status.success(), "the member process failed ({status})");
+    let _ = t;
+    Ok(p)
+}
+
+/// The `smelt-am-mpi` program next to this executable, if built.
+fn find_mpi_program() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.join("smelt-am-mpi");
+    p.is_file().then_some(p)
+}
+
+/// Runs `smelt-am-mpi logp` under mpirun; its JSON lines.
+fn under_mpi(prog: &PathBuf, quick: bool, timeout: Duration) -> Result<Vec<serde_json::Value>> {
+    let mpirun = smelt_peers::c::which("mpirun").context("no mpirun (install Open MPI)")?;
+    let mut c = Command::new(mpirun);
+    c.args(["--oversubscribe", "--bind-to", "none", "-np", "4"])
+        .arg(prog)
+        .arg("bench")
+        .args(if quick { &["--quick"][..] } else { &[][..] })
+        .env("SMELT_RANKS_PER_NODE", "2")
+        .envs(smelt_peers::c::MPI_ENV);
+    let out = smelt_peers::c::run_bounded(c, timeout).context("cannot run mpirun")?;
+    anyhow::ensure!(
+        out.ok,
+        "smelt-am-mpi under mpirun {}: {}",
+        if out.timed_out { "timed out" } else { "failed" },
+        out.stderr.trim()
+    );
+    Ok(out
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l.trim()).ok())
+        .collect())
+}
+
+fn median(s: &Status) -> Option<f64> {
+    match s {
+        Status::Ok { ns } => Some(ns.median),
+        _ => None,
+    }
+}
+
+/// `smelt bench --am`.
+pub fn run(a: &BenchArgs) -> Result<()> {
+    let o = opts(a);
+    let allowed = smelt_probe::affinity::allowed_cpus();
+    let pair = (allowed.first().copied(), allowed.get(1).copied());
+    let (ca, cb) = (pair.0.unwrap_or(0), pair.1.unwrap_or(pair.0.unwrap_or(0)));
+    let mut warnings = Vec::new();
+    if allowed.len() < 2 {
+        warnings.push("fewer than 2 CPUs: both endpoints share one".into());
+    }
+    if cfg!(debug_assertions) {
+        warnings.push("this smelt is a debug build: build with --release for figures".into());
+    }
+    let mut rows = Vec::new();
+    let mut row = |transport: &str, about: &str, r: Result<LogP>| {
+        let (logp, error) = match r {
+            Ok(p) => (Some(LogPRow::from(p)), None),
+            Err(e) => (None, Some(format!("{e:#}"))),
+        };
+        rows.push(TransportRow {
+            transport: transport.into(),
+            about: about.into(),
+            logp,
+            error,
+        });
+    };
+    eprintln!("active messages between threads...");
+    row(
+        "threads",
+        "queuepairs between two threads",
+        between_threads(&o, pair),
+    );
+    eprintln!("active messages between processes...");
+    row(
+        "processes",
+        "queuepairs in shared memory between two processes",
+        between_processes(&o, pair),
+    );
+    let budget = if a.quick {
+        Budget::quick()
+    } else {
+        Budget::full()
+    };
+    eprintln!("peers: queuepair round trip, crossbeam-channel rate...");
+    let qp = smelt_probe::transport::qp_latency(ca, cb, &budget);
+    let cb_rate = smelt_peers::rust::crossbeam_throughput(ca, cb, &budget);
+    let mut peers = Peers {
+        queuepair_rtt_ns: median(&qp.status).map(|l| 2.0 * l),
+        crossbeam_ns_per_msg: median(&cb_rate.status),
+        errors: Vec::new(),
+    };
+    for p in [&qp, &cb_rate] {
+        if let Status::Failed { reason } | Status::Skipped { reason } = &p.status {
+            peers.errors.push(format!("{}: {reason}", p.name));
+        }
+    }
+    let mut mpi_rows = Vec::new();
+    match find_mpi_program() {
+        None => warnings.push(
+            "no smelt-am-mpi next to smelt: MPI rows skipped (build it with `cargo build --release -p smelt-am --features mpi`)"
+                .into(),
+        ),
+        Some(prog) => {
+            eprintln!("active messages under mpirun...");
+            match under_mpi(&prog, a.quick, o.timeout * 4) {
+                Ok(v) => mpi_rows = v,
+                Err(e) => warnings.push(format!("MPI rows: {e:#}")),
+            }
+        }
+    }
+    for v in &mpi_rows {
+        if let (Some(t), Some(p)) = (v.get("transport").and_then(|t| t.as_str()), v.get("logp")) {
+            if let Ok(p) = serde_json::from_value::<LogPIn>(p.clone()) {
+                row(
+                    t,
+                    v.get("about").and_then(|a| a.as_str()).unwrap_or(""),
+                    Ok(p.into()),
+                );
+            }
+        }
+    }
+    let logp_of = |rows: &[TransportRow], t: &str| {
+        rows.iter().find(|r| r.transport == t).and_then(|r| r.logp)
+    };
+    let threads_p = logp_of(&rows, "threads");
+    let ratios = Ratios {
+        am_rtt_over_queuepair_rtt: threads_p
+            .zip(peers.queuepair_rtt_ns)
+            .map(|(p, q)| p.rtt_ns / q),
+        am_rate_over_crossbeam_rate: threads_p
+            .zip(peers.crossbeam_ns_per_msg)
+            .map(|(p, c)| c / p.g_ns),
+        mpi_nodes_rtt_over_threads_rtt: logp_of(&rows, "mpi-nodes")
+            .zip(threads_p)
+            .map(|(m, t)| m.rtt_ns / t.rtt_ns),
+        multi_protocol_shm_rtt_over_processes_rtt: logp_of(&rows, "multi-protocol-shm")
+            .zip(logp_of(&rows, "mpi-shm-only"))
+            .map(|(m, s)| m.rtt_ns / s.rtt_ns),
+    };
+    let report = AmReport {
+        tool: format!("smelt {}", env!("CARGO_PKG_VERSION")),
+        host: smelt_model::host::host_name(),
+        cpus: [pair.0, pair.1].into_iter().flatten().collect(),
+        transports: rows,
+        peers,
+        ratios,
+        mpi: mpi_rows,
+        warnings,
+    };
+    super::emit_report(a, &report, || table(&report))?;
+    let failed: Vec<String> = report
+        .transports
+        .iter()
+        .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.transport)))
+        .collect();
+    super::fail_if_any(failed)
+}
+
+/// LogP as `smelt-am-mpi` prints it (the same field names as [`LogPRow`]).
+#[derive(serde::Deserialize)]
+struct LogPIn {
+    l_ns: f64,
+    o_s_ns: f64,
+    o_r_ns: f64,
+    g_ns: f64,
+    big_g_ns_per_byte: f64,
+    rtt_ns: f64,
+}
+
+impl From<LogPIn> for LogP {
+    fn from(p: LogPIn) -> Self {
+        LogP {
+            l: p.l_ns,
+            o_s: p.o_s_ns,
+            o_r: p.o_r_ns,
+            g: p.g_ns,
+            big_g: p.big_g_ns_per_byte,
+            rtt: p.rtt_ns,
+        }
+    }
+}
+
+fn us(ns: f64) -> String {
+    format!("{:.3}", ns / 1e3)
+}
+
+fn table(r: &AmReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Active messages, LogP (µs; G in ns/byte), CPUs {:?}",
+        r.cpus
+    );
+    let _ = writeln!(
+        s,
+        "{:<20} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>8}",
+        "transport", "L", "o_s", "o_r", "g", "G", "MB/s", "n½ (B)", "RTT"
+    );
+    for t in &r.transports {
+        match (&t.logp, &t.error) {
+            (Some(p), _) => {
+                let _ = writeln!(
+                    s,
+                    "{:<20} {:>8} {:>8} {:>8} {:>8} {:>9.4} {:>9.0} {:>9.0} {:>8}",
+                    t.transport,
+                    us(p.l_ns),
+                    us(p.o_s_ns),
+                    us(p.o_r_ns),
+                    us(p.g_ns),
+                    p.big_g_ns_per_byte,
+                    p.bandwidth_mb_s,
+                    p.half_power_bytes,
+                    us(p.rtt_ns)
+                );
+            }
+            (None, Some(e)) => {
+                let _ = writeln!(s, "{:<20} failed: {e}", t.transport);
+            }
+            (None, None) => {}
+        }
+    }
+    let _ = writeln!(s, "\nPeers, same CPUs:");
+    if let Some(q) = r.peers.queuepair_rtt_ns {
+        let _ = writeln!(s, "  smelt queuepair round trip   {} µs", us(q));
+    }
+    if let Some(c) = r.peers.crossbeam_ns_per_msg {
+        let _ = writeln!(s, "  crossbeam-channel            {:.1} ns per message", c);
+    }
+    for e in &r.peers.errors {
+        let _ = writeln!(s, "  {e}");
+    }
+    let _ = writeln!(s, "\nRatios:");
+    let mut ratio = |name: &str, v: Option<f64>, target: &str| {
+        if let Some(v) = v {
+            let _ = writeln!(s, "  {name:<48} {v:>6.2}  (target {target})");
+        }
+    };
+    ratio(
+        "AM round trip / queuepair round trip",
+        r.ratios.am_rtt_over_queuepair_rtt,
+        "≤ 1.5",
+    );
+    ratio(
+        "AM rate / crossbeam-channel rate",
+        r.ratios.am_rate_over_crossbeam_rate,
+        "≥ 1",
+    );
+    ratio(
+        "RTT between emulated nodes (MPI) / threads",
+        r.ratios.mpi_nodes_rtt_over_threads_rtt,
+        "≥ 7",
+    );
+    ratio(
+        "RTT in a node, network polled / not polled",
+        r.ratios.multi_protocol_shm_rtt_over_processes_rtt,
+        "≤ 1.12",
+    );
+    for w in &r.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    s
+}
