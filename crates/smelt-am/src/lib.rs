@@ -62,12 +62,15 @@
 //! ```
 
 #![warn(missing_docs)]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod endpoint;
 mod error;
 pub mod histogram;
 pub mod logp;
+#[cfg(feature = "mpi")]
+#[allow(unsafe_code)]
+pub mod mpi;
 pub mod poll;
 pub mod process;
 mod remote;

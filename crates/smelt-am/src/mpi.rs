@@ -1,0 +1,1076 @@
+//! Endpoints across nodes over MPI (the `mpi` feature): one endpoint per MPI rank,
+//! reaching the ranks of its own node over queuepairs in shared memory and the others
+//! over MPI point-to-point messages ([`MpiRemote`]).
+//!
+//! A program started by `mpirun` calls [`world`] (or [`Mpi::init`] and then
+//! [`Mpi::endpoint`] as many times as it wants endpoints, every rank in the same
+//! order): MPI is initialised if it is not yet, the ranks are grouped into nodes, every
+//! endpoint's tag is exchanged (`MPI_Allgather`), each node's leader creates the
+//! node's shared-memory mesh and hands its path and key to the node's ranks
+//! (`MPI_Bcast` on the node's communicator), which join it. Endpoint `i` is MPI rank
+//! `i` and is named `node.process.0` (the node's index, the rank's place on its node).
+//!
+//! **Nodes** ([`Nodes`]): the ranks that share memory (`MPI_Comm_split_type` with
+//! `MPI_COMM_TYPE_SHARED`); or emulated nodes of `k` consecutive ranks of each host
+//! (`SMELT_RANKS_PER_NODE=k`, as in smelt-mpi), so that the MPI paths run on one
+//! machine; or every rank its own node (`SMELT_AM_TRANSPORT=mpi`: everything over
+//! MPI). [`Options::from_env`] reads these variables.
+//!
+//! **Messages over MPI.** A link message is one `MPI_Isend` of its payload followed by
+//! its 64-bit active-message tag (MPI tags are small integers; every message uses MPI
+//! tag [`MPI_TAG`] on a communicator of its own, duplicated from `MPI_COMM_WORLD` for
+//! each endpoint). At most [`Options::in_flight`] sends are in flight per endpoint;
+//! past that, a send reports the channel full and the endpoint serves its own queues
+//! while it waits, as for a full queuepair. Buffers are kept and reused. A receive is
+//! `MPI_Improbe` from any source and `MPI_Mrecv`. MPI does not let messages between
+//! two ranks on one communicator overtake each other, so messages from one endpoint to
+//! another stay in order (per-pair FIFO), as on shared memory.
+//!
+//! **Ending.** [`Mpi::finish`] waits until every rank's requests were answered (each
+//! rank serves its endpoint meanwhile) so that no rank leaves while another still
+//! needs it; then the endpoints can be dropped and [`Mpi::finalize`] called. Dropping
+//! an [`MpiRemote`] completes its sends in flight for up to [`Options::linger`], then
+//! cancels the rest (their buffers are leaked rather than freed under MPI).
+//!
+//! **Failures.** MPI's default error handler aborts the job on a communication error,
+//! and `mpirun` ends every rank when one dies: a dead rank is not reported as
+//! [`AmError::PeerGone`] over MPI (it is between the ranks of a node). Every set-up
+//! step waits at most [`Options::timeout`] for the other ranks (non-blocking
+//! collectives, tested until then): a rank that never joins makes the others fail with
+//! [`AmError::Timeout`] instead of hanging.
+//!
+//! **Threads.** MPI is initialised with `MPI_THREAD_SERIALIZED` (an endpoint may move
+//! to another thread; two endpoints of one process must not make MPI calls at the same
+//! time unless MPI was initialised by the program with `MPI_THREAD_MULTIPLE`).
+
+use crate::endpoint::{Config, Endpoint, Name};
+use crate::error::AmError;
+use crate::poll::PollPolicy;
+use crate::remote::Remote;
+use crate::setup::{random_tag, Table};
+use mpi_sys as ffi;
+use smelt_runtime::mesh::Mesh;
+use smelt_runtime::mesh_job::{self, MeshJob, ShmLink};
+use smelt_runtime::Rank;
+use smelt_transport::{Link, TransportError, WaitPolicy};
+use std::os::raw::{c_int, c_void};
+use std::time::{Duration, Instant};
+
+/// The MPI tag of every active-message link message (on the endpoint's own
+/// communicator).
+pub const MPI_TAG: c_int = 0x5A3;
+
+/// Environment variable: `mpi` sends every message over MPI (each rank its own
+/// node); `shm` or unset: nodes of ranks that share memory (or emulated ones).
+pub const ENV_TRANSPORT: &str = "SMELT_AM_TRANSPORT";
+/// Environment variable: emulated nodes of this many consecutive ranks of each host
+/// (the variable smelt-mpi reads too); unset or 0: real nodes.
+pub const ENV_RANKS_PER_NODE: &str = "SMELT_RANKS_PER_NODE";
+/// Environment variable: most MPI sends in flight per endpoint.
+pub const ENV_IN_FLIGHT: &str = "SMELT_AM_MPI_IN_FLIGHT";
+
+/// How the ranks are grouped into nodes (the ranks of a node share memory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nodes {
+    /// The ranks that share memory (`MPI_COMM_TYPE_SHARED`): a node per host.
+    Shared,
+    /// Each host split into emulated nodes of this many consecutive ranks.
+    Emulated(usize),
+    /// Every rank its own node: every message goes over MPI.
+    MpiOnly,
+}
+
+/// How [`Mpi::init`] sets the job up.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How ranks are grouped into nodes.
+    pub nodes: Nodes,
+    /// Most MPI sends in flight per endpoint (default 64; at least 1).
+    pub in_flight: usize,
+    /// Largest link message over MPI, in bytes (default 64 KiB; bulk data is sent in
+    /// chunks of [`Config::bulk_chunk`] anyway).
+    pub max_message: usize,
+    /// How long a dropped [`MpiRemote`] waits for its sends in flight before it
+    /// cancels them (default 1 s).
+    pub linger: Duration,
+    /// Longest wait for the other ranks in a collective step (set-up, [`Mpi::barrier`]);
+    /// default 60 s.
+    pub timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            nodes: Nodes::Shared,
+            in_flight: 64,
+            max_message: 64 << 10,
+            linger: Duration::from_secs(1),
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Options {
+    /// The defaults, with [`ENV_TRANSPORT`], [`ENV_RANKS_PER_NODE`] and
+    /// [`ENV_IN_FLIGHT`] applied. A value that does not parse is an error.
+    pub fn from_env() -> Result<Options, AmError> {
+        Self::from_vars(|k| std::env::var(k).ok())
+    }
+
+    fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Options, AmError> {
+        let mut o = Options::default();
+        let count = |k: &str| -> Result<Option<usize>, AmError> {
+            match var(k) {
+                None => Ok(None),
+                Some(v) if v.trim().is_empty() => Ok(None),
+                Some(v) => v
+                    .trim()
+                    .parse::<usize>()
+                    .map(Some)
+                    .map_err(|_| AmError::Invalid(format!("{k}={v:?} is not a count"))),
+            }
+        };
+        let per_node = count(ENV_RANKS_PER_NODE)?.unwrap_or(0);
+        o.nodes = match var(ENV_TRANSPORT).as_deref().map(str::trim) {
+            None | Some("") | Some("shm") | Some("auto") => match per_node {
+                0 => Nodes::Shared,
+                k => Nodes::Emulated(k),
+            },
+            Some("mpi") => Nodes::MpiOnly,
+            Some(v) => {
+                return Err(AmError::Invalid(format!(
+                    "{ENV_TRANSPORT}={v:?} (mpi, shm or auto)"
+                )))
+            }
+        };
+        if let Some(n) = count(ENV_IN_FLIGHT)? {
+            o.in_flight = n;
+        }
+        o.validate()?;
+        Ok(o)
+    }
+
+    fn validate(&self) -> Result<(), AmError> {
+        if self.in_flight == 0 || self.in_flight > 1 << 16 {
+            return Err(AmError::Invalid(format!(
+                "{} MPI sends in flight (1 to 65536)",
+                self.in_flight
+            )));
+        }
+        if self.max_message < 64 || self.max_message > (i32::MAX as usize) - 8 {
+            return Err(AmError::Invalid(format!(
+                "MPI messages of at most {} bytes (64 bytes to 2 GiB)",
+                self.max_message
+            )));
+        }
+        if self.nodes == Nodes::Emulated(0) {
+            return Err(AmError::Invalid("emulated nodes of 0 ranks".into()));
+        }
+        Ok(())
+    }
+}
+
+/// A failed MPI call.
+fn mpi_error(what: &str, rc: c_int) -> AmError {
+    AmError::Invalid(format!("{what} failed: {}", error_string(rc)))
+}
+
+fn transport_error(what: &str, rc: c_int) -> TransportError {
+    TransportError::NotYours(format!("{what} failed: {}", error_string(rc)))
+}
+
+fn error_string(rc: c_int) -> String {
+    let mut buf = vec![0u8; 1024];
+    let mut len: c_int = 0;
+    // SAFETY: `buf` has room for MPI_MAX_ERROR_STRING (256 in Open MPI and MPICH,
+    // 1024 is ample) bytes; `len` is a valid out-pointer. MPI_Error_string may be
+    // called before MPI_Init and after MPI_Finalize.
+    let rc2 = unsafe { ffi::MPI_Error_string(rc, buf.as_mut_ptr().cast(), &mut len) };
+    if rc2 != 0 {
+        return format!("MPI error {rc}");
+    }
+    buf.truncate(len.clamp(0, 1024) as usize);
+    format!("{} (MPI error {rc})", String::from_utf8_lossy(&buf))
+}
+
+fn check(what: &str, rc: c_int) -> Result<(), AmError> {
+    if rc == ffi::MPI_SUCCESS as c_int {
+        Ok(())
+    } else {
+        Err(mpi_error(what, rc))
+    }
+}
+
+/// Whether MPI was initialised and not yet finalised.
+fn mpi_active() -> bool {
+    let (mut init, mut fin): (c_int, c_int) = (0, 0);
+    // SAFETY: valid out-pointers; both calls are allowed at any time.
+    unsafe {
+        ffi::MPI_Initialized(&mut init);
+        ffi::MPI_Finalized(&mut fin);
+    }
+    init != 0 && fin == 0
+}
+
+fn comm_rank_size(comm: ffi::MPI_Comm) -> Result<(usize, usize), AmError> {
+    let (mut r, mut s): (c_int, c_int) = (0, 0);
+    // SAFETY: `comm` is a valid communicator of this process; valid out-pointers.
+    check("MPI_Comm_rank", unsafe { ffi::MPI_Comm_rank(comm, &mut r) })?;
+    // SAFETY: as above.
+    check("MPI_Comm_size", unsafe { ffi::MPI_Comm_size(comm, &mut s) })?;
+    Ok((r as usize, s as usize))
+}
+
+fn comm_dup(comm: ffi::MPI_Comm) -> Result<ffi::MPI_Comm, AmError> {
+    // SAFETY: a null handle is only a placeholder written over by MPI_Comm_dup.
+    let mut out: ffi::MPI_Comm = unsafe { ffi::RSMPI_COMM_NULL };
+    // SAFETY: `comm` is a valid communicator; `out` a valid out-pointer.
+    check("MPI_Comm_dup", unsafe { ffi::MPI_Comm_dup(comm, &mut out) })?;
+    Ok(out)
+}
+
+fn comm_split(comm: ffi::MPI_Comm, color: c_int, key: c_int) -> Result<ffi::MPI_Comm, AmError> {
+    // SAFETY: a placeholder written over by MPI_Comm_split.
+    let mut out: ffi::MPI_Comm = unsafe { ffi::RSMPI_COMM_NULL };
+    // SAFETY: `comm` is a valid communicator; `out` a valid out-pointer.
+    check("MPI_Comm_split", unsafe {
+        ffi::MPI_Comm_split(comm, color, key, &mut out)
+    })?;
+    Ok(out)
+}
+
+fn comm_free(comm: &mut ffi::MPI_Comm) {
+    if mpi_active() {
+        // SAFETY: `comm` is a communicator this module created and frees once (the
+        // caller owns it); MPI is active.
+        unsafe { ffi::MPI_Comm_free(comm) };
+    }
+}
+
+/// Waits for a non-blocking MPI operation, at most `timeout`. On a timeout the
+/// request stays active: the caller must leak the buffers it uses.
+fn wait_request(req: &mut ffi::MPI_Request, timeout: Duration, what: &str) -> Result<(), AmError> {
+    let start = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        let mut flag: c_int = 0;
+        // SAFETY: `req` is an active request of this process (or null, which MPI_Test
+        // completes at once); STATUS_IGNORE is allowed.
+        check(what, unsafe {
+            ffi::MPI_Test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE)
+        })?;
+        if flag != 0 {
+            return Ok(());
+        }
+        if start.elapsed() >= timeout {
+            return Err(AmError::Timeout {
+                what: format!("{what} (waiting for the other MPI ranks)"),
+                after: timeout,
+            });
+        }
+        spins += 1;
+        if spins < 64 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+}
+
+/// `MPI_Iallgather` of `mine` (words) from every rank of `comm`, bounded.
+fn allgather_u64(
+    comm: ffi::MPI_Comm,
+    size: usize,
+    mine: &[u64],
+    timeout: Duration,
+) -> Result<Vec<u64>, AmError> {
+    let send = mine.to_vec();
+    let mut recv = vec![0u64; size * mine.len()];
+    // SAFETY: a placeholder written over by MPI_Iallgather.
+    let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
+    // SAFETY: `send` holds `mine.len()` words and `recv` `size` times as many, both
+    // alive until the request completes (or leaked below if it does not); the
+    // datatype is 64-bit unsigned.
+    check("MPI_Iallgather", unsafe {
+        ffi::MPI_Iallgather(
+            send.as_ptr().cast(),
+            mine.len() as c_int,
+            ffi::RSMPI_UINT64_T,
+            recv.as_mut_ptr().cast(),
+            mine.len() as c_int,
+            ffi::RSMPI_UINT64_T,
+            comm,
+            &mut req,
+        )
+    })?;
+    match wait_request(&mut req, timeout, "MPI_Iallgather") {
+        Ok(()) => Ok(recv),
+        Err(e) => {
+            // MPI may still write into `recv` and read `send`: never free them.
+            std::mem::forget(send);
+            std::mem::forget(recv);
+            Err(e)
+        }
+    }
+}
+
+/// `MPI_Ibcast` of `buf` from `root` on `comm`, bounded.
+fn bcast_bytes(
+    comm: ffi::MPI_Comm,
+    buf: Vec<u8>,
+    root: usize,
+    timeout: Duration,
+) -> Result<Vec<u8>, AmError> {
+    let mut buf = buf;
+    // SAFETY: a placeholder written over by MPI_Ibcast.
+    let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
+    // SAFETY: `buf` holds `buf.len()` bytes (the same length at every rank) and lives
+    // until the request completes (or is leaked below).
+    check("MPI_Ibcast", unsafe {
+        ffi::MPI_Ibcast(
+            buf.as_mut_ptr().cast(),
+            buf.len() as c_int,
+            ffi::RSMPI_UINT8_T,
+            root as c_int,
+            comm,
+            &mut req,
+        )
+    })?;
+    match wait_request(&mut req, timeout, "MPI_Ibcast") {
+        Ok(()) => Ok(buf),
+        Err(e) => {
+            std::mem::forget(buf);
+            Err(e)
+        }
+    }
+}
+
+/// `MPI_Iallreduce` with `MPI_MIN` of one word, bounded.
+fn allreduce_min(comm: ffi::MPI_Comm, v: u64, timeout: Duration) -> Result<u64, AmError> {
+    let send = Box::new(v);
+    let mut recv = Box::new(0u64);
+    // SAFETY: a placeholder written over by MPI_Iallreduce.
+    let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
+    // SAFETY: one 64-bit word each way, boxed so they stay put until the request
+    // completes (or are leaked below).
+    check("MPI_Iallreduce", unsafe {
+        ffi::MPI_Iallreduce(
+            (&*send as *const u64).cast(),
+            (&mut *recv as *mut u64).cast(),
+            1,
+            ffi::RSMPI_UINT64_T,
+            ffi::RSMPI_MIN,
+            comm,
+            &mut req,
+        )
+    })?;
+    match wait_request(&mut req, timeout, "MPI_Iallreduce") {
+        Ok(()) => Ok(*recv),
+        Err(e) => {
+            std::mem::forget(send);
+            std::mem::forget(recv);
+            Err(e)
+        }
+    }
+}
+
+/// MPI set up for active messages: the job's ranks grouped into nodes. Dropping it
+/// frees its communicators (MPI stays initialised: see [`finalize`](Self::finalize)).
+#[derive(Debug)]
+pub struct Mpi {
+    /// A duplicate of `MPI_COMM_WORLD` for this module's collectives.
+    ctl: ffi::MPI_Comm,
+    /// The ranks of this rank's node.
+    node_comm: ffi::MPI_Comm,
+    rank: usize,
+    size: usize,
+    node_rank: usize,
+    node_size: usize,
+    names: Vec<Name>,
+    nodes: usize,
+    /// More ranks on this host than CPUs this process may use.
+    crowded: bool,
+    opts: Options,
+    initialized_here: bool,
+}
+
+// SAFETY: the communicator handles are process-wide MPI objects, usable from any
+// thread under MPI_THREAD_SERIALIZED (what `init` asks for), one thread at a time,
+// which `&mut`/ownership of `Mpi` ensures for its own calls.
+unsafe impl Send for Mpi {}
+
+impl Mpi {
+    /// Initialises MPI if it is not yet (`MPI_Init_thread`, serialized) and groups the
+    /// ranks of `MPI_COMM_WORLD` into nodes as `opts` says. Every rank must call it.
+    pub fn init(opts: Options) -> Result<Mpi, AmError> {
+        opts.validate()?;
+        let (mut init, mut fin): (c_int, c_int) = (0, 0);
+        // SAFETY: valid out-pointers; allowed at any time.
+        unsafe {
+            ffi::MPI_Initialized(&mut init);
+            ffi::MPI_Finalized(&mut fin);
+        }
+        if fin != 0 {
+            return Err(AmError::Invalid("MPI was already finalized".into()));
+        }
+        let initialized_here = init == 0;
+        if initialized_here {
+            let mut provided: c_int = 0;
+            // SAFETY: MPI is not initialised; null argc/argv are allowed (MPI-2);
+            // `provided` is a valid out-pointer.
+            check("MPI_Init_thread", unsafe {
+                ffi::MPI_Init_thread(
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    ffi::RSMPI_THREAD_SERIALIZED,
+                    &mut provided,
+                )
+            })?;
+        }
+        // SAFETY: the predefined world communicator, MPI being initialised.
+        let world = unsafe { ffi::RSMPI_COMM_WORLD };
+        let mut ctl = comm_dup(world)?;
+        let r = Self::layout(ctl, opts.clone(), initialized_here);
+        if r.is_err() {
+            comm_free(&mut ctl);
+        }
+        r
+    }
+
+    fn layout(ctl: ffi::MPI_Comm, opts: Options, initialized_here: bool) -> Result<Mpi, AmError> {
+        let (rank, size) = comm_rank_size(ctl)?;
+        // Every rank is here before the blocking communicator splits.
+        allgather_u64(ctl, size, &[rank as u64], opts.timeout)?;
+        // SAFETY: a placeholder written over by MPI_Comm_split_type.
+        let mut host: ffi::MPI_Comm = unsafe { ffi::RSMPI_COMM_NULL };
+        // SAFETY: `ctl` is valid; the split type and info handle are MPI's constants;
+        // `host` is a valid out-pointer.
+        check("MPI_Comm_split_type", unsafe {
+            ffi::MPI_Comm_split_type(
+                ctl,
+                ffi::RSMPI_COMM_TYPE_SHARED,
+                rank as c_int,
+                ffi::RSMPI_INFO_NULL,
+                &mut host,
+            )
+        })?;
+        let (host_rank, host_size) = comm_rank_size(host)?;
+        let node_comm = match opts.nodes {
+            Nodes::Shared => Ok(host),
+            Nodes::Emulated(k) => {
+                let c = comm_split(host, (host_rank / k) as c_int, host_rank as c_int);
+                comm_free(&mut host);
+                c
+            }
+            Nodes::MpiOnly => {
+                let c = comm_split(ctl, rank as c_int, 0);
+                comm_free(&mut host);
+                c
+            }
+        };
+        let mut node_comm = node_comm?;
+        let r = (|| {
+            let (node_rank, node_size) = comm_rank_size(node_comm)?;
+            // The node's leader is its rank 0 (the lowest world rank: the splits keep
+            // world order); a node is known by its leader's world rank.
+            let lead = allgather_u64(node_comm, node_size, &[rank as u64], opts.timeout)?;
+            let leader = lead.into_iter().min().unwrap_or(rank as u64);
+            let leaders = allgather_u64(ctl, size, &[leader], opts.timeout)?;
+            let mut distinct = leaders.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            let mut seen = std::collections::HashMap::<u64, u32>::new();
+            let names: Vec<Name> = leaders
+                .iter()
+                .map(|l| {
+                    let process = seen.entry(*l).or_insert(0);
+                    let name = Name {
+                        node: distinct.binary_search(l).unwrap_or(0) as u32,
+                        process: *process,
+                        endpoint: 0,
+                    };
+                    *process += 1;
+                    name
+                })
+                .collect();
+            if names[rank].process as usize != node_rank {
+                return Err(AmError::Invalid(format!(
+                    "rank {rank} is member {node_rank} of its node but its name says {}",
+                    names[rank]
+                )));
+            }
+            let cpus = smelt_transport::allowed_cpus()
+                .map(|c| c.len())
+                .unwrap_or(1);
+            Ok(Mpi {
+                ctl,
+                node_comm,
+                rank,
+                size,
+                node_rank,
+                node_size,
+                nodes: distinct.len(),
+                names,
+                crowded: host_size > cpus,
+                opts,
+                initialized_here,
+            })
+        })();
+        if r.is_err() {
+            comm_free(&mut node_comm);
+        }
+        r
+    }
+
+    /// This rank (in `MPI_COMM_WORLD`): its endpoints' index.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Number of nodes.
+    pub fn nodes(&self) -> usize {
+        self.nodes
+    }
+
+    /// The name of rank `rank`'s endpoint.
+    pub fn name(&self, rank: usize) -> Option<Name> {
+        self.names.get(rank).copied()
+    }
+
+    /// Ranks on this rank's node.
+    pub fn node_size(&self) -> usize {
+        self.node_size
+    }
+
+    /// The options it was set up with.
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    /// A short description: ranks, nodes and how they were formed.
+    pub fn describe(&self) -> String {
+        let how = match self.opts.nodes {
+            Nodes::Shared => "shared-memory nodes".to_string(),
+            Nodes::Emulated(k) => format!("emulated nodes of {k} ranks"),
+            Nodes::MpiOnly => "MPI only".to_string(),
+        };
+        format!("{} ranks, {} nodes ({how})", self.size, self.nodes)
+    }
+
+    /// Makes this rank's endpoint (every rank calls it, in the same order for each
+    /// endpoint it makes): the ranks of its node over shared memory, the others over
+    /// an [`MpiRemote`] of its own. If any rank fails, every rank gets an error.
+    ///
+    /// An endpoint alone on its node (every rank, with [`Nodes::MpiOnly`]) polls MPI on
+    /// every poll ([`PollPolicy::Always`]): it has no other channel to poll.
+    pub fn endpoint<S>(&self, state: S, cfg: Config) -> Result<Endpoint<S, ShmLink>, AmError> {
+        self.endpoint_with(state, cfg, self.opts.in_flight)
+    }
+
+    /// [`endpoint`](Self::endpoint) with at most `in_flight` MPI sends in flight
+    /// (instead of the options' [`Options::in_flight`]).
+    pub fn endpoint_with<S>(
+        &self,
+        state: S,
+        cfg: Config,
+        in_flight: usize,
+    ) -> Result<Endpoint<S, ShmLink>, AmError> {
+        let t = self.opts.timeout;
+        let opts = Options {
+            in_flight,
+            ..self.opts.clone()
+        };
+        let valid = cfg.validate().and_then(|()| opts.validate());
+        let tag = random_tag();
+        // Everybody's tag, and whether everybody's configuration is valid.
+        let all = allgather_u64(self.ctl, self.size, &[tag, valid.is_ok() as u64], t)?;
+        valid?;
+        if let Some(bad) = (0..self.size).find(|&r| all[2 * r + 1] == 0) {
+            return Err(AmError::Invalid(format!(
+                "rank {bad}'s endpoint configuration is invalid"
+            )));
+        }
+        let table = Table {
+            names: self.names.clone(),
+            tags: (0..self.size).map(|r| all[2 * r]).collect(),
+        };
+        let wait = cfg.wait.unwrap_or(if self.crowded {
+            WaitPolicy::OVERSUBSCRIBED
+        } else {
+            WaitPolicy::DEDICATED
+        });
+        let mesh = self.node_mesh(&cfg, wait);
+        // Everybody joined (or failed): agree, then the leader's job may go.
+        let ok = allreduce_min(self.ctl, mesh.is_ok() as u64, t)?;
+        let (mesh, _job) = mesh?;
+        if ok == 0 {
+            return Err(AmError::Invalid(
+                "another rank could not join its node's shared memory".into(),
+            ));
+        }
+        let remote: Option<Box<dyn Remote>> = if self.nodes > 1 {
+            Some(Box::new(MpiRemote::new(self.ctl, &opts)?))
+        } else {
+            None
+        };
+        let mut cfg = cfg;
+        if self.node_size == 1 {
+            cfg.poll = PollPolicy::Always;
+        }
+        table.endpoint(self.rank, mesh, remote, state, cfg)
+    }
+
+    /// This rank's mesh on its node (and, at the leader, the job, kept until every
+    /// member joined).
+    fn node_mesh(
+        &self,
+        cfg: &Config,
+        wait: WaitPolicy,
+    ) -> Result<(Mesh<ShmLink>, Option<MeshJob>), AmError> {
+        if self.node_size == 1 {
+            let mesh = Mesh::with_links(Rank(0), 1, Vec::new(), None, wait)
+                .map_err(|e| AmError::Invalid(e.to_string()))?;
+            return Ok((mesh, None));
+        }
+        const ROOM: usize = 4096;
+        let mut job = None;
+        let mut msg = vec![0u8; ROOM];
+        let mut why = String::new();
+        if self.node_rank == 0 {
+            let n = self.node_size;
+            let pairs: Vec<(Rank, Rank)> = (0..n)
+                .flat_map(|a| (a + 1..n).map(move |b| (Rank(a), Rank(b))))
+                .collect();
+            match MeshJob::create(n, &pairs, cfg.capacity, b"smelt-am-mpi") {
+                Ok(j) => {
+                    let text = format!("{}\n{}", j.path().display(), j.key());
+                    if text.len() + 4 <= ROOM {
+                        msg[..4].copy_from_slice(&(text.len() as u32).to_le_bytes());
+                        msg[4..4 + text.len()].copy_from_slice(text.as_bytes());
+                        job = Some(j);
+                    } else {
+                        why = "the shared-memory path is too long".into();
+                    }
+                }
+                Err(e) => why = e.to_string(),
+            }
+        }
+        // Length 0: the leader failed.
+        let msg = bcast_bytes(self.node_comm, msg, 0, self.opts.timeout)?;
+        let len = u32::from_le_bytes(msg[..4].try_into().expect("4 bytes")) as usize;
+        if len == 0 || len + 4 > ROOM {
+            return Err(AmError::Invalid(format!(
+                "the node's leader could not create its shared memory{}",
+                if why.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {why}")
+                }
+            )));
+        }
+        let text = String::from_utf8_lossy(&msg[4..4 + len]).into_owned();
+        let (path, key) = text
+            .split_once('\n')
+            .ok_or_else(|| AmError::Invalid("a malformed shared-memory address".into()))?;
+        let (mesh, _) = mesh_job::join(
+            std::path::Path::new(path),
+            key,
+            Rank(self.node_rank),
+            Some(wait),
+            None,
+        )
+        .map_err(|e| AmError::Invalid(e.to_string()))?;
+        Ok((mesh, job))
+    }
+
+    /// Waits until every rank reached this point (`MPI_Ibarrier`), at most the
+    /// options' timeout.
+    pub fn barrier(&self) -> Result<(), AmError> {
+        // SAFETY: a placeholder written over by MPI_Ibarrier.
+        let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: `ctl` is valid; `req` a valid out-pointer.
+        check("MPI_Ibarrier", unsafe {
+            ffi::MPI_Ibarrier(self.ctl, &mut req)
+        })?;
+        wait_request(&mut req, self.opts.timeout, "MPI_Ibarrier")
+    }
+
+    /// True at every rank if `ok` is true at every rank (at most the options'
+    /// timeout).
+    pub fn all(&self, ok: bool) -> Result<bool, AmError> {
+        Ok(allreduce_min(self.ctl, ok as u64, self.opts.timeout)? == 1)
+    }
+
+    /// `v` of every rank, in rank order (at most the options' timeout).
+    pub fn gather(&self, v: u64) -> Result<Vec<u64>, AmError> {
+        allgather_u64(self.ctl, self.size, &[v], self.opts.timeout)
+    }
+
+    /// Ends a phase of active messages: waits until this endpoint's requests are all
+    /// answered, then serves it until every rank got there too (`MPI_Ibarrier`), so
+    /// that no rank's endpoint leaves while another still sends to it. At most
+    /// `timeout`. Departures of the node's endpoints seen meanwhile are not errors.
+    pub fn finish<S, L: Link + 'static>(
+        &self,
+        ep: &mut Endpoint<S, L>,
+        timeout: Duration,
+    ) -> Result<(), AmError> {
+        let end = Instant::now() + timeout;
+        loop {
+            match ep.quiesce(end.saturating_duration_since(Instant::now())) {
+                Err(AmError::PeerGone { .. }) => continue,
+                r => break r?,
+            }
+        }
+        // SAFETY: a placeholder written over by MPI_Ibarrier.
+        let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: `ctl` is valid; `req` a valid out-pointer.
+        check("MPI_Ibarrier", unsafe {
+            ffi::MPI_Ibarrier(self.ctl, &mut req)
+        })?;
+        let mut idle = 0u32;
+        loop {
+            let mut flag: c_int = 0;
+            // SAFETY: `req` is the barrier's active request.
+            check("MPI_Test", unsafe {
+                ffi::MPI_Test(&mut req, &mut flag, ffi::RSMPI_STATUS_IGNORE)
+            })?;
+            if flag != 0 {
+                return Ok(());
+            }
+            match ep.poll() {
+                Ok(0) => idle += 1,
+                Ok(_) => idle = 0,
+                Err(AmError::PeerGone { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            if Instant::now() >= end {
+                // The barrier stays active (its request holds no buffer of ours).
+                return Err(AmError::Timeout {
+                    what: "waiting for every rank to finish".into(),
+                    after: timeout,
+                });
+            }
+            if idle > 64 {
+                // Nothing to serve lately: sleep, longer the longer it stays quiet (a
+                // message that arrives starts over from polling).
+                let us = 20u64 << ((idle - 64) / 64).min(6);
+                std::thread::sleep(Duration::from_micros(us));
+            }
+        }
+    }
+
+    /// Frees this module's communicators and finalises MPI if [`init`](Self::init)
+    /// initialised it (drop every endpoint first: their sends in flight are cancelled
+    /// otherwise). Every rank must call it.
+    pub fn finalize(self) -> Result<(), AmError> {
+        let here = self.initialized_here;
+        drop(self);
+        if here && mpi_active() {
+            // SAFETY: MPI is initialised by this module and not finalised; this
+            // module's communicators are freed (dropped above).
+            check("MPI_Finalize", unsafe { ffi::MPI_Finalize() })?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Mpi {
+    fn drop(&mut self) {
+        comm_free(&mut self.node_comm);
+        comm_free(&mut self.ctl);
+    }
+}
+
+/// Sets MPI up from the environment ([`Options::from_env`]) and makes this rank's
+/// endpoint: what a program started by `mpirun` calls. Keep the [`Mpi`] to make more
+/// endpoints, to [`finish`](Mpi::finish) and to [`finalize`](Mpi::finalize).
+pub fn world<S>(state: S, cfg: Config) -> Result<(Mpi, Endpoint<S, ShmLink>), AmError> {
+    let mpi = Mpi::init(Options::from_env()?)?;
+    let ep = mpi.endpoint(state, cfg)?;
+    Ok((mpi, ep))
+}
+
+/// The slow channel of an endpoint over MPI: point-to-point messages on a
+/// communicator of its own; the global index of an endpoint is its MPI rank.
+#[derive(Debug)]
+pub struct MpiRemote {
+    comm: ffi::MPI_Comm,
+    rank: usize,
+    size: usize,
+    /// One request per send slot (`MPI_REQUEST_NULL` when free).
+    reqs: Vec<ffi::MPI_Request>,
+    /// Each slot's buffer: a message's payload then its tag. Never touched while its
+    /// send is in flight.
+    bufs: Vec<Vec<u8>>,
+    free: Vec<usize>,
+    /// Scratch for `MPI_Testsome`'s indices.
+    done: Vec<c_int>,
+    max_len: usize,
+    linger: Duration,
+}
+
+// SAFETY: the communicator and request handles are process-wide MPI objects; the
+// buffers are owned. MPI is initialised with at least MPI_THREAD_SERIALIZED by
+// `Mpi::init`, so the endpoint may make its MPI calls from whichever thread owns it.
+unsafe impl Send for MpiRemote {}
+
+impl MpiRemote {
+    /// A channel over a duplicate of `comm` (collective over `comm`), with `opts`'s
+    /// window of sends in flight and largest message.
+    pub fn new(comm: ffi::MPI_Comm, opts: &Options) -> Result<MpiRemote, AmError> {
+        opts.validate()?;
+        if !mpi_active() {
+            return Err(AmError::Invalid("MPI is not initialised".into()));
+        }
+        let comm = comm_dup(comm)?;
+        let (rank, size) = comm_rank_size(comm)?;
+        let n = opts.in_flight;
+        Ok(MpiRemote {
+            comm,
+            rank,
+            size,
+            // SAFETY: reading MPI's predefined null request.
+            reqs: vec![unsafe { ffi::RSMPI_REQUEST_NULL }; n],
+            bufs: (0..n).map(|_| Vec::new()).collect(),
+            free: (0..n).rev().collect(),
+            done: vec![0; n],
+            max_len: opts.max_message,
+            linger: opts.linger,
+        })
+    }
+
+    /// Sends in flight now.
+    pub fn in_flight(&self) -> usize {
+        self.reqs.len() - self.free.len()
+    }
+
+    /// This rank in the channel's communicator.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn test_some(&mut self) -> Result<(), TransportError> {
+        if self.free.len() == self.reqs.len() {
+            return Ok(());
+        }
+        let mut out: c_int = 0;
+        // SAFETY: `reqs` holds `reqs.len()` requests (active ones, and null ones which
+        // MPI skips) and `done` as many ints; completed requests are set to null by
+        // MPI and their slots freed below; statuses are ignored.
+        let rc = unsafe {
+            ffi::MPI_Testsome(
+                self.reqs.len() as c_int,
+                self.reqs.as_mut_ptr(),
+                &mut out,
+                self.done.as_mut_ptr(),
+                ffi::RSMPI_STATUSES_IGNORE,
+            )
+        };
+        if rc != ffi::MPI_SUCCESS as c_int {
+            return Err(transport_error("MPI_Testsome", rc));
+        }
+        // SAFETY: reading MPI's constant.
+        if out == unsafe { ffi::RSMPI_UNDEFINED } || out <= 0 {
+            return Ok(());
+        }
+        for &i in &self.done[..out as usize] {
+            self.free.push(i as usize);
+        }
+        Ok(())
+    }
+}
+
+impl Remote for MpiRemote {
+    fn max_message_len(&self) -> usize {
+        self.max_len
+    }
+
+    fn try_send(&mut self, to: usize, tag: u64, msg: &[u8]) -> Result<(), TransportError> {
+        if to >= self.size || to == self.rank {
+            return Err(TransportError::NotYours(format!(
+                "no MPI rank {to} to send to (ranks 0 to {}, this is {})",
+                self.size.saturating_sub(1),
+                self.rank
+            )));
+        }
+        if msg.len() > self.max_len {
+            return Err(TransportError::MessageTooLarge {
+                len: msg.len(),
+                max: self.max_len,
+            });
+        }
+        if self.free.is_empty() {
+            self.test_some()?;
+        }
+        let Some(slot) = self.free.pop() else {
+            return Err(TransportError::Full);
+        };
+        let buf = &mut self.bufs[slot];
+        buf.clear();
+        buf.extend_from_slice(msg);
+        buf.extend_from_slice(&tag.to_le_bytes());
+        // SAFETY: `buf` is this slot's buffer, neither read nor written by us until the
+        // send completes (the slot is off the free list until MPI_Testsome says so, and
+        // drop waits for it or leaks it); its heap block does not move when `bufs`'
+        // elements are moved. `reqs[slot]` is null (free) and becomes the send's
+        // request; `comm` is valid; `to` is a rank of it.
+        let rc = unsafe {
+            ffi::MPI_Isend(
+                buf.as_ptr().cast::<c_void>(),
+                buf.len() as c_int,
+                ffi::RSMPI_UINT8_T,
+                to as c_int,
+                MPI_TAG,
+                self.comm,
+                &mut self.reqs[slot],
+            )
+        };
+        if rc != ffi::MPI_SUCCESS as c_int {
+            self.free.push(slot);
+            return Err(transport_error("MPI_Isend", rc));
+        }
+        Ok(())
+    }
+
+    fn try_recv(&mut self, buf: &mut Vec<u8>) -> Result<Option<(usize, u64)>, TransportError> {
+        loop {
+            let mut flag: c_int = 0;
+            // SAFETY: placeholders written over by MPI_Improbe when it finds a message.
+            let mut msg: ffi::MPI_Message = unsafe { ffi::RSMPI_MESSAGE_NULL };
+            // SAFETY: MPI_Status is a plain C struct of integers; all zeros is a valid
+            // value, written over by MPI_Improbe.
+            let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+            // SAFETY: `comm` is valid; out-pointers are valid.
+            let rc = unsafe {
+                ffi::MPI_Improbe(
+                    ffi::RSMPI_ANY_SOURCE,
+                    MPI_TAG,
+                    self.comm,
+                    &mut flag,
+                    &mut msg,
+                    &mut status,
+                )
+            };
+            if rc != ffi::MPI_SUCCESS as c_int {
+                return Err(transport_error("MPI_Improbe", rc));
+            }
+            if flag == 0 {
+                return Ok(None);
+            }
+            let mut count: c_int = 0;
+            // SAFETY: `status` was filled in by MPI_Improbe.
+            let rc = unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count) };
+            if rc != ffi::MPI_SUCCESS as c_int {
+                return Err(transport_error("MPI_Get_count", rc));
+            }
+            let n = count.max(0) as usize;
+            buf.resize(n, 0);
+            // SAFETY: `msg` is the matched message (received exactly once here); `buf`
+            // has room for its `n` bytes.
+            let rc = unsafe {
+                ffi::MPI_Mrecv(
+                    buf.as_mut_ptr().cast(),
+                    count.max(0),
+                    ffi::RSMPI_UINT8_T,
+                    &mut msg,
+                    ffi::RSMPI_STATUS_IGNORE,
+                )
+            };
+            if rc != ffi::MPI_SUCCESS as c_int {
+                return Err(transport_error("MPI_Mrecv", rc));
+            }
+            if n < 8 || status.MPI_SOURCE < 0 {
+                // Not one of ours (no tag): dropped.
+                continue;
+            }
+            let tag = u64::from_le_bytes(buf[n - 8..].try_into().expect("8 bytes"));
+            buf.truncate(n - 8);
+            return Ok(Some((status.MPI_SOURCE as usize, tag)));
+        }
+    }
+
+    fn progress(&mut self) {
+        // An error here shows up at the next send.
+        let _ = self.test_some();
+    }
+}
+
+impl Drop for MpiRemote {
+    fn drop(&mut self) {
+        if !mpi_active() {
+            // MPI is gone: nothing can be completed or cancelled, and the buffers of
+            // sends still in flight must not be freed.
+            if self.in_flight() > 0 {
+                std::mem::forget(std::mem::take(&mut self.bufs));
+            }
+            return;
+        }
+        let end = Instant::now() + self.linger;
+        while self.in_flight() > 0 && Instant::now() < end {
+            if self.test_some().is_err() {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        if self.in_flight() > 0 {
+            // SAFETY: reading MPI's predefined null request.
+            let null = unsafe { ffi::RSMPI_REQUEST_NULL };
+            for slot in 0..self.reqs.len() {
+                if self.reqs[slot] == null {
+                    continue;
+                }
+                // SAFETY: an active send request of this channel: cancelled, then
+                // freed (MPI completes or drops the send on its own).
+                unsafe {
+                    ffi::MPI_Cancel(&mut self.reqs[slot]);
+                    ffi::MPI_Request_free(&mut self.reqs[slot]);
+                }
+                // MPI may still read the buffer: never free it.
+                std::mem::forget(std::mem::take(&mut self.bufs[slot]));
+            }
+        }
+        comm_free(&mut self.comm);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(vars: &[(&str, &str)]) -> Result<Options, AmError> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Options::from_vars(|k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+    }
+
+    #[test]
+    fn options_from_the_environment() {
+        assert_eq!(opts(&[]).unwrap().nodes, Nodes::Shared);
+        assert_eq!(
+            opts(&[(ENV_RANKS_PER_NODE, "2")]).unwrap().nodes,
+            Nodes::Emulated(2)
+        );
+        assert_eq!(
+            opts(&[(ENV_RANKS_PER_NODE, "0")]).unwrap().nodes,
+            Nodes::Shared
+        );
+        assert_eq!(
+            opts(&[(ENV_TRANSPORT, "mpi"), (ENV_RANKS_PER_NODE, "2")])
+                .unwrap()
+                .nodes,
+            Nodes::MpiOnly
+        );
+        assert_eq!(opts(&[(ENV_IN_FLIGHT, "3")]).unwrap().in_flight, 3);
+        assert!(opts(&[(ENV_TRANSPORT, "carrier-pigeon")]).is_err());
+        assert!(opts(&[(ENV_RANKS_PER_NODE, "two")]).is_err());
+        assert!(opts(&[(ENV_IN_FLIGHT, "0")]).is_err());
+    }
+}
