@@ -1,0 +1,371 @@
+//! Active messages across MPI ranks: the `smelt-am-mpi` program under
+//! `mpirun --oversubscribe -np 4`, on emulated nodes of 2 ranks
+//! (`SMELT_RANKS_PER_NODE=2`), with every message over MPI (`SMELT_AM_TRANSPORT=mpi`)
+//! and on one real node (shared memory only). Each run checks the program's verdicts:
+//! floods through 2-slot queues and a 2-send MPI window deliver every request and reply
+//! once, in order, with their checksums and data blocks; requests with a wrong tag and
+//! to an unknown handler come back to their senders' handler 0 (across nodes too); the
+//! histogram's blocks add up to every update; LogP prints its figures (never checked
+//! against a time). Also: a bad argument fails at every rank without hanging, and
+//! nothing is left in shared memory.
+//!
+//! Needs `mpirun` (Open MPI or MPICH) and the `mpi` feature:
+//! `cargo test -p smelt-am --features mpi --test mpirun`. Without either, the tests
+//! say why they are skipped and pass.
+
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn skipped_without_the_mpi_feature() {
+    eprintln!(
+        "skipped: smelt-am was built without its `mpi` feature (cargo test -p smelt-am --features mpi --test mpirun)"
+    );
+}
+
+#[cfg(feature = "mpi")]
+mod with_mpi {
+    use std::os::unix::process::CommandExt;
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Stdio};
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    /// mpirun jobs run one at a time (the machine may have 2 cores).
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    const LIMIT: Duration = Duration::from_secs(180);
+
+    fn program() -> PathBuf {
+        PathBuf::from(env!("CARGO_BIN_EXE_smelt-am-mpi"))
+    }
+
+    /// Whether `mpirun` can be run here; if not, says why the test is skipped.
+    fn have_mpirun(test: &str) -> bool {
+        let ok = Command::new("mpirun")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !ok {
+            eprintln!("{test}: skipped: no `mpirun` on PATH");
+        }
+        ok
+    }
+
+    /// A private directory for the job's shared memory, checked empty afterwards.
+    struct ShmDir(PathBuf);
+
+    impl ShmDir {
+        fn new(tag: &str) -> ShmDir {
+            let base = if Path::new("/dev/shm").is_dir() {
+                PathBuf::from("/dev/shm")
+            } else {
+                std::env::temp_dir()
+            };
+            let d = base.join(format!("smelt-am-test-{}-{tag}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir(&d).expect("create the shared-memory directory");
+            ShmDir(d)
+        }
+        fn leftovers(&self) -> Vec<String> {
+            std::fs::read_dir(&self.0)
+                .map(|rd| {
+                    rd.filter_map(|e| e.ok())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default()
+        }
+    }
+
+    impl Drop for ShmDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    struct Run {
+        code: Option<i32>,
+        stdout: String,
+        stderr: String,
+        took: Duration,
+        leftovers: Vec<String>,
+    }
+
+    impl Run {
+        fn show(&self) -> String {
+            format!(
+                "exit {:?} after {:.1} s\n--- stdout\n{}--- stderr\n{}",
+                self.code,
+                self.took.as_secs_f64(),
+                self.stdout,
+                self.stderr
+            )
+        }
+
+        /// The line of stdout that starts with `prefix`.
+        fn line(&self, prefix: &str) -> &str {
+            self.stdout
+                .lines()
+                .find(|l| l.starts_with(prefix))
+                .unwrap_or_else(|| panic!("no line {prefix:?}:\n{}", self.show()))
+        }
+
+        /// `key=value` of the line that starts with `prefix`.
+        fn field(&self, prefix: &str, key: &str) -> String {
+            let line = self.line(prefix);
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{key}=")))
+                .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
+                .to_string()
+        }
+    }
+
+    /// Runs the program on `np` ranks with `args` and `env`, killing the whole job
+    /// after `limit`.
+    fn mpirun(np: usize, args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
+        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let shm = ShmDir::new(&format!("{np}-{}", args.first().unwrap_or(&"all")));
+        let mut cmd = Command::new("mpirun");
+        let root = Command::new("id")
+            .arg("-u")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+            .unwrap_or(false);
+        if root {
+            // Open MPI refuses to run as root without it.
+            cmd.arg("--allow-run-as-root");
+        }
+        cmd.args(["--oversubscribe", "-np", &np.to_string()]);
+        let mut vars: Vec<(String, String)> =
+            vec![("SMELT_SHM_DIR".into(), shm.0.display().to_string())];
+        for (k, v) in env {
+            vars.retain(|(x, _)| x != k);
+            vars.push((k.to_string(), v.to_string()));
+        }
+        for (k, v) in &vars {
+            cmd.env(k, v).args(["-x", k]);
+        }
+        // Variables of the test's own environment must not change the layout.
+        for k in [
+            "SMELT_RANKS_PER_NODE",
+            "SMELT_AM_TRANSPORT",
+            "SMELT_AM_MPI_IN_FLIGHT",
+        ] {
+            if !env.iter().any(|(x, _)| *x == k) {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.arg(program()).args(args);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let start = Instant::now();
+        let mut child = cmd.spawn().expect("cannot run mpirun");
+        let pgid = child.id() as i32;
+        let mut out = child.stdout.take().expect("stdout");
+        let mut err = child.stderr.take().expect("stderr");
+        let t_out = std::thread::spawn(move || {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut out, &mut s).ok();
+            s
+        });
+        let t_err = std::thread::spawn(move || {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut err, &mut s).ok();
+            s
+        });
+        let code = loop {
+            if let Some(st) = child.try_wait().expect("wait for mpirun") {
+                break st.code();
+            }
+            if start.elapsed() > limit {
+                // The whole process group: mpirun and every rank it started.
+                let _ = Command::new("kill")
+                    .args(["-KILL", "--", &format!("-{pgid}")])
+                    .status();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Run {
+            code,
+            took: start.elapsed(),
+            stdout: t_out.join().unwrap_or_default(),
+            stderr: t_err.join().unwrap_or_default(),
+            leftovers: shm.leftovers(),
+        }
+    }
+
+    /// Small sizes: 4 ranks share 2 CPUs.
+    const ALL: &[&str] = &[
+        "all",
+        "--count",
+        "300",
+        "--bulk-every",
+        "7",
+        "--rounds",
+        "20",
+        "--stream",
+        "200",
+        "--samples",
+        "1",
+        "--bulk",
+        "20000",
+        "--updates",
+        "2000",
+        "--per-message",
+        "3",
+        "--timeout",
+        "60",
+    ];
+
+    /// Flood, LogP and histogram pass on 4 ranks with `env`; returns the run.
+    fn passes(env: &[(&str, &str)], nodes: usize, transport: &str) -> Run {
+        let r = mpirun(4, ALL, env, LIMIT);
+        assert_eq!(r.code, Some(0), "{env:?}:\n{}", r.show());
+        // The flood: every request and reply once, in order, checksums and data
+        // blocks intact (checked at every rank); the wrong-tag request and the one to
+        // an unknown handler came back once from each other rank.
+        assert!(r.line("flood: ").starts_with("flood: PASS"), "{}", r.show());
+        assert_eq!(r.field("flood: PASS", "nodes"), nodes.to_string());
+        assert_eq!(r.field("flood: PASS", "transport"), transport);
+        assert_eq!(r.field("flood: PASS", "returned_per_rank"), "6");
+        assert_eq!(r.field("flood: PASS", "requests_per_pair"), "300");
+        // Rank 0's endpoint reaches the others over MPI as the layout says.
+        let remote = match nodes {
+            1 => 0,
+            2 => 2,
+            _ => 3,
+        };
+        assert_eq!(
+            r.field("flood: PASS", "remote_peers_of_rank0"),
+            remote.to_string()
+        );
+        // LogP: one JSON object with every figure's key.
+        let j = r.line("{\"am_logp\":");
+        for key in [
+            "\"rtt_ns\":",
+            "\"l_ns\":",
+            "\"o_s_ns\":",
+            "\"o_r_ns\":",
+            "\"g_ns\":",
+            "\"big_g_ns_per_byte\":",
+        ] {
+            assert!(j.contains(key), "{key} missing from {j}");
+        }
+        assert!(j.contains(&format!("\"remote\":{}", nodes > 1)), "{j}");
+        assert!(r.line("logp: ").starts_with("logp: PASS"), "{}", r.show());
+        // The histogram: every block holds what the updates put in it, and the
+        // blocks add up to every update.
+        assert!(
+            r.line("histogram: ").starts_with("histogram: PASS"),
+            "{}",
+            r.show()
+        );
+        assert_eq!(
+            r.field("histogram: PASS", "checksum"),
+            r.field("histogram: PASS", "expected")
+        );
+        assert_eq!(r.field("histogram: PASS", "checksum"), "8000");
+        assert!(r.leftovers.is_empty(), "left behind: {:?}", r.leftovers);
+        r
+    }
+
+    #[test]
+    fn emulated_nodes_of_two_ranks() {
+        if !have_mpirun("emulated_nodes_of_two_ranks") {
+            return;
+        }
+        passes(&[("SMELT_RANKS_PER_NODE", "2")], 2, "emulated-nodes:2");
+    }
+
+    #[test]
+    fn every_message_over_mpi() {
+        if !have_mpirun("every_message_over_mpi") {
+            return;
+        }
+        // Emulated nodes are overridden: every rank is its own node.
+        passes(
+            &[("SMELT_AM_TRANSPORT", "mpi"), ("SMELT_RANKS_PER_NODE", "2")],
+            4,
+            "mpi",
+        );
+    }
+
+    #[test]
+    fn one_real_node() {
+        if !have_mpirun("one_real_node") {
+            return;
+        }
+        passes(&[], 1, "shm");
+    }
+
+    #[test]
+    fn a_window_of_one_send_in_flight() {
+        if !have_mpirun("a_window_of_one_send_in_flight") {
+            return;
+        }
+        let r = mpirun(
+            4,
+            &[
+                "flood",
+                "--count",
+                "200",
+                "--in-flight",
+                "1",
+                "--capacity",
+                "2",
+            ],
+            &[("SMELT_AM_TRANSPORT", "mpi")],
+            LIMIT,
+        );
+        assert_eq!(r.code, Some(0), "{}", r.show());
+        assert!(r.line("flood: ").starts_with("flood: PASS"), "{}", r.show());
+    }
+
+    #[test]
+    fn a_bad_argument_fails_at_every_rank_without_hanging() {
+        if !have_mpirun("a_bad_argument_fails_at_every_rank_without_hanging") {
+            return;
+        }
+        // A LogP pair with a rank that does not exist: every rank says FAIL.
+        let r = mpirun(
+            4,
+            &["logp", "--pair", "0,9", "--timeout", "20"],
+            &[("SMELT_RANKS_PER_NODE", "2")],
+            LIMIT,
+        );
+        assert_ne!(r.code, Some(0), "{}", r.show());
+        assert!(r.code.is_some(), "killed after the limit:\n{}", r.show());
+        assert!(r.line("logp: ").starts_with("logp: FAIL"), "{}", r.show());
+        assert!(r.leftovers.is_empty(), "left behind: {:?}", r.leftovers);
+        // A transport that does not exist: refused before MPI is set up.
+        let r = mpirun(
+            2,
+            &["flood"],
+            &[("SMELT_AM_TRANSPORT", "carrier-pigeon")],
+            LIMIT,
+        );
+        assert_ne!(r.code, Some(0), "{}", r.show());
+        assert!(r.code.is_some(), "killed after the limit:\n{}", r.show());
+        assert!(
+            r.stderr.contains("SMELT_AM_TRANSPORT"),
+            "no word of the variable:\n{}",
+            r.show()
+        );
+    }
+
+    #[test]
+    fn usage_errors_without_mpirun() {
+        let out = Command::new(program())
+            .arg("--frobnicate")
+            .output()
+            .expect("run smelt-am-mpi");
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("usage: smelt-am-mpi"));
+    }
+}
