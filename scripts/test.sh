@@ -13,6 +13,9 @@ echo "[smelt] tests"
 cargo test --workspace 2>&1
 echo "[smelt] MPI interposer: smelt-mpi with its 'mpi' feature, C programs under mpirun"
 cargo test -p smelt-mpi --features mpi 2>&1
+echo "[smelt] active messages across nodes: smelt-am with its 'mpi' feature, smelt-am-mpi under mpirun"
+cargo build -p smelt-am --features mpi --bin smelt-am-mpi 2>&1
+cargo test -p smelt-am --features mpi 2>&1
 echo "[smelt] MPI interposer built against MPICH too (its own target directory), one C program run under mpiexec.mpich"
 MPICC=mpicc.mpich CARGO_TARGET_DIR=target/mpich cargo build -p smelt-mpi --features mpi 2>&1
 mpicc.mpich -O1 -Wall -Werror -o target/mpich/collectives crates/smelt-mpi/tests/c/collectives.c
