@@ -229,6 +229,16 @@ impl<L: Link> Ctx<'_, L> {
         self.net.me
     }
 
+    /// True in a request's handler (which must reply), false in a reply's.
+    pub fn is_request(&self) -> bool {
+        self.request
+    }
+
+    /// True once this handler replied.
+    pub fn replied(&self) -> bool {
+        self.replied
+    }
+
     /// Replies to the request being handled with a short message to the requester's
     /// handler `handler`. Exactly one reply per request: a second one fails with
     /// [`AmError::AlreadyReplied`], one in a reply handler with

@@ -332,6 +332,102 @@ int smelt_kvs_get(smelt_kvs_client *client, const void *key, size_t key_len, voi
  * its own client for concurrent operations. */
 int smelt_kvs_close(smelt_kvs *kvs);
 
+/* ---- active messages ------------------------------------------------------------ */
+
+/* Active messages (docs/am.md): endpoints with handler tables. A request runs handler
+ * `handler` (1..255) at endpoint `dest`, which must reply exactly once through the
+ * token it is given; the reply runs a handler back at the requester. Short messages
+ * carry up to 8 argument words; bulk ones add a data block (pipelined in 8 KiB
+ * chunks, handed to the handler whole; at most 64 MiB). Messages from one endpoint to
+ * another are handled in the order sent. Each endpoint has a 64-bit tag that requests
+ * must present: a request with a wrong tag, to an unregistered handler, whose handler
+ * did not reply, or any reply nobody asked for, comes back to its sender's handler 0
+ * (smelt_am_on_returned) with reason SMELT_AM_WRONG_TAG ... SMELT_AM_TOO_LARGE and never
+ * reaches a handler. A sender facing a full queue runs its own handlers meanwhile, so
+ * endpoints flooding each other never deadlock. */
+typedef struct smelt_am_endpoint smelt_am_endpoint;
+
+/* The token of a running request handler: valid until the handler returns, on the
+ * thread that runs it (a stale or made-up token gives SMELT_ERR_INVALID_HANDLE). */
+typedef struct smelt_am_token smelt_am_token;
+
+/* Why a message came back to handler 0. */
+enum {
+    SMELT_AM_WRONG_TAG = 1,
+    SMELT_AM_UNKNOWN_HANDLER = 2,
+    SMELT_AM_NO_REPLY = 3,
+    SMELT_AM_HANDLER_PANICKED = 4,
+    SMELT_AM_UNEXPECTED_REPLY = 5,
+    SMELT_AM_TOO_LARGE = 6
+};
+
+/* A request or reply handler: `user` as registered, the token (reply through it in a
+ * request's handler), the sender's index, the argument words and the data block
+ * (valid during the call only). */
+typedef void (*smelt_am_handler)(void *user, const smelt_am_token *token, size_t from,
+                                 const uint64_t *args, size_t nargs, const void *data,
+                                 size_t len);
+
+/* Handler 0: a message that came back, with why, who sent it back, the handler it was
+ * sent to, its argument words and its data length (the data is not sent back). */
+typedef void (*smelt_am_returned)(void *user, int reason, size_t by, uint8_t handler,
+                                  const uint64_t *args, size_t nargs, size_t data_len);
+
+/* Makes the n endpoints of a job of threads (capacity: slots of 48 bytes per link
+ * each way, at least 2; 0 = 256) and stores their handles in eps[0..n): endpoint i is
+ * destination i. Give each endpoint to one thread: a handle is used by one thread at
+ * a time (SMELT_ERR_BUSY otherwise, and from a handler calling its own endpoint). */
+int smelt_am_threads(size_t n, size_t capacity, smelt_am_endpoint **eps);
+
+/* Releases an endpoint (NULL is ignored); the other endpoints see it leave: a poll
+ * reports it once (SMELT_ERR_RUNTIME, "endpoint i is gone") and requests to it fail. */
+int smelt_am_endpoint_free(smelt_am_endpoint *ep);
+
+/* This endpoint's index and the number of endpoints of the job. */
+int smelt_am_rank(const smelt_am_endpoint *ep, size_t *me, size_t *n);
+
+/* Registers h with user as handler index (1..255; 0 is smelt_am_on_returned's). */
+int smelt_am_register(smelt_am_endpoint *ep, uint8_t index, smelt_am_handler h, void *user);
+
+/* Registers handler 0. Without one, returned messages are only counted. */
+int smelt_am_on_returned(smelt_am_endpoint *ep, smelt_am_returned h, void *user);
+
+/* Sends a request of nargs (<= 8) words to handler `handler` of dest. */
+int smelt_am_request(smelt_am_endpoint *ep, size_t dest, uint8_t handler,
+                     const uint64_t *args, size_t nargs);
+
+/* Sends a request with a data block of len bytes (SMELT_ERR_BUFFER past 64 MiB). */
+int smelt_am_request_bulk(smelt_am_endpoint *ep, size_t dest, uint8_t handler,
+                          const uint64_t *args, size_t nargs, const void *data, size_t len);
+
+/* Replies to the request being handled (sent when the handler returns). A second
+ * reply, or one from a reply's handler: SMELT_ERR_INVALID_ARGUMENT. */
+int smelt_am_reply(const smelt_am_token *token, uint8_t handler, const uint64_t *args,
+                   size_t nargs);
+
+/* Replies with a data block. */
+int smelt_am_reply_bulk(const smelt_am_token *token, uint8_t handler, const uint64_t *args,
+                        size_t nargs, const void *data, size_t len);
+
+/* Runs the handlers of the messages waiting now (at most 64); *handled (may be NULL)
+ * = how many ran. SMELT_ERR_RUNTIME once per endpoint that left and when a handler
+ * panicked; the endpoint goes on. */
+int smelt_am_poll(smelt_am_endpoint *ep, size_t *handled);
+
+/* Waits at most timeout_ms for messages and runs their handlers (SMELT_ERR_TIMEOUT if
+ * none came). */
+int smelt_am_wait(smelt_am_endpoint *ep, uint64_t timeout_ms, size_t *handled);
+
+/* Runs handlers until every request this endpoint sent was answered (replied to or
+ * come back), for at most timeout_ms. */
+int smelt_am_quiesce(smelt_am_endpoint *ep, uint64_t timeout_ms);
+
+/* This endpoint's tag, and the tag it presents to dest (either pointer may be NULL). */
+int smelt_am_tags(const smelt_am_endpoint *ep, size_t dest, uint64_t *tag, uint64_t *dest_tag);
+
+/* Sets the tag this endpoint presents to dest. */
+int smelt_am_set_dest_tag(smelt_am_endpoint *ep, size_t dest, uint64_t tag);
+
 #ifdef __cplusplus
 }
 #endif

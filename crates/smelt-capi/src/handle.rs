@@ -37,6 +37,7 @@ pub(crate) enum Kind {
     Member = 4,
     Kvs = 5,
     KvsClient = 6,
+    AmEndpoint = 7,
 }
 
 impl Kind {
@@ -48,6 +49,7 @@ impl Kind {
             4 => Kind::Member,
             5 => Kind::Kvs,
             6 => Kind::KvsClient,
+            7 => Kind::AmEndpoint,
             _ => return None,
         })
     }
@@ -60,6 +62,7 @@ impl Kind {
             Kind::Member => "member",
             Kind::Kvs => "kvs",
             Kind::KvsClient => "kvs client",
+            Kind::AmEndpoint => "active-message endpoint",
         }
     }
 }
@@ -72,6 +75,7 @@ pub(crate) enum Object {
     Member(Box<MemberState>),
     Kvs(Arc<KvsObj>),
     KvsClient(Box<::smelt_kvs::Client>),
+    AmEndpoint(Box<crate::am::AmEndpoint>),
 }
 
 impl Object {
@@ -83,6 +87,7 @@ impl Object {
             Object::Member(_) => Kind::Member,
             Object::Kvs(_) => Kind::Kvs,
             Object::KvsClient(_) => Kind::KvsClient,
+            Object::AmEndpoint(_) => Kind::AmEndpoint,
         }
     }
 }
@@ -236,7 +241,7 @@ fn stale(kind: Kind, what: &str) -> Error {
         Kind::Member => "already detached, or its smelt_group_run body returned",
         Kind::Kvs => "already closed",
         Kind::KvsClient => "its store was closed",
-        Kind::Model | Kind::Tree | Kind::Group => "already freed",
+        Kind::Model | Kind::Tree | Kind::Group | Kind::AmEndpoint => "already freed",
     };
     Error(
         SMELT_ERR_INVALID_HANDLE,
@@ -280,6 +285,34 @@ pub(crate) fn member(h: usize, what: &str) -> Res<MemberGuard> {
 /// thread is using it right now.
 pub(crate) fn kvs_client(h: usize, what: &str) -> Res<KvsClientGuard> {
     Ok(KvsClientGuard(exclusive(h, Kind::KvsClient, what)?))
+}
+
+/// The active-message endpoint of handle `h`, locked for the caller: `SMELT_ERR_BUSY`
+/// if another thread (or a handler of this endpoint) is using it right now.
+pub(crate) fn am_endpoint(h: usize, what: &str) -> Res<AmGuard> {
+    Ok(AmGuard(exclusive(h, Kind::AmEndpoint, what)?))
+}
+
+/// An active-message endpoint, locked by the calling thread.
+pub(crate) struct AmGuard(MutexGuard<'static, Option<Object>>);
+
+impl std::ops::Deref for AmGuard {
+    type Target = crate::am::AmEndpoint;
+    fn deref(&self) -> &crate::am::AmEndpoint {
+        match self.0.as_ref() {
+            Some(Object::AmEndpoint(e)) => e,
+            _ => unreachable!("checked to be an endpoint"),
+        }
+    }
+}
+
+impl std::ops::DerefMut for AmGuard {
+    fn deref_mut(&mut self) -> &mut crate::am::AmEndpoint {
+        match self.0.as_mut() {
+            Some(Object::AmEndpoint(e)) => e,
+            _ => unreachable!("checked to be an endpoint"),
+        }
+    }
 }
 
 /// The object of handle `h` (a member or a store client), locked for the whole call:

@@ -23,6 +23,7 @@
 
 #![allow(non_camel_case_types)]
 
+mod am;
 mod group;
 mod handle;
 mod kvs;
@@ -35,6 +36,7 @@ use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
+pub use am::*;
 pub use group::*;
 pub use kvs::*;
 

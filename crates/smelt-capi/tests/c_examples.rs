@@ -73,6 +73,30 @@ fn c_kvs_example_runs() {
     }
 }
 
+/// `examples/c/am_histogram.c`: a histogram on active messages over 4 and 16 threads
+/// (queues of 4 slots), a wrong-tag request returned to handler 0, a freed handle.
+#[test]
+fn c_am_histogram_example_runs() {
+    for threads in ["4", "16"] {
+        if let Some(out) = build_and_run("am_histogram", &[threads, "5000"]) {
+            let n: u64 = threads.parse().unwrap();
+            let ok = format!("am histogram ok: {threads} threads, {} updates counted, 1 wrong-tag request returned", n * 5000);
+            assert!(out.contains(&ok), "{out}");
+        }
+    }
+}
+
+/// `tests/c/am_misuse.c`: active-message mistakes (NULLs, handler 0, 9 words, unknown
+/// destinations, tokens used twice, stale or made up, a handler calling its own
+/// endpoint, a departed peer) are errors.
+#[test]
+fn c_am_misuse_is_an_error() {
+    let src = repo_root().join("crates/smelt-capi/tests/c/am_misuse.c");
+    if let Some(out) = build_and_run_file(&src, &[]) {
+        assert!(out.contains("am misuse ok"), "{out}");
+    }
+}
+
 /// `tests/c/kvs_misuse.c`: a bad configuration, NULL arguments, an oversized key or
 /// value, a small buffer, a handle of the wrong kind, use after close, double close.
 #[test]
