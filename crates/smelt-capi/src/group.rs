@@ -312,6 +312,7 @@ pub extern "C" fn smelt_group_create_timeout(
         }
         let cfg = GroupConfig {
             timeout: Duration::from_millis(timeout_ms),
+            algorithms: t.algorithms.clone(),
             ..GroupConfig::default()
         };
         let g = Group::with_config(std::slice::from_ref(&t.tree), &cfg).map_err(group_err)?;
@@ -836,6 +837,18 @@ pub extern "C" fn smelt_allreduce(
     collective(member, |sm| {
         let args = reduce_args(buf, len, op);
         let (b, op) = agree(&mut sm.member, Coll::Allreduce, len, args)?;
+        // A group over an `auto` tree whose table picks recursive doubling for this
+        // size runs it (the arguments were agreed on above, as for every collective).
+        if sm
+            .member
+            .context(0)?
+            .non_tree_for(::smelt_tree::Op::Allreduce, len)
+            .is_some()
+        {
+            return Ok(sm
+                .member
+                .allreduce_bytes(b, |acc, other| apply(op, acc, other, arg))?);
+        }
         reduce_data(&mut sm.member, b, op, arg)?;
         broadcast_data(sm, b)
     })

@@ -198,6 +198,10 @@ pub struct smelt_tree {
 pub(crate) struct TreeObj {
     pub(crate) tree: Tree,
     pub(crate) model: Arc<Model>,
+    /// For a tree built as `auto`: which algorithm runs the allreduce (recursive
+    /// doubling where SMELT_TUNE, the tuning file or the prediction picks it); groups
+    /// created over the tree use it.
+    pub(crate) algorithms: Option<Arc<::smelt_tree::tuning::AlgorithmTable>>,
 }
 
 /// The model of a model handle.
@@ -328,7 +332,9 @@ pub extern "C" fn smelt_model_free(model: *mut smelt_model) -> smelt_status {
 
 /// Builds a tree with algorithm `algo` (a `smelt tree --algo` name such as
 /// "adaptive-shuffled", "binary", "knomial:4"; NULL = "auto": `SMELT_TUNE`, else this
-/// host's tuning file from `smelt tune`, else the simulator's best prediction) over the
+/// host's tuning file from `smelt tune`, else the simulator's best prediction; a group
+/// created over an `auto` tree also runs smelt_allreduce by recursive doubling where
+/// that picks it — smelt_barrier stays the checked agreement on the tree) over the
 /// given OS CPU ids (all CPUs of the model when `cpus` is NULL and `ncpus` is 0),
 /// rooted at OS CPU `root` (or the cheapest root when `root` is -1).
 #[no_mangle]
@@ -388,9 +394,20 @@ pub extern "C" fn smelt_tree_build(
         let t = topo
             .generate(m, &pos, root_pos)
             .map_err(|e| Error(SMELT_ERR_TREE, e.to_string()))?;
+        let algorithms = if topo == Topology::Auto {
+            let (table, _refused) = ::smelt_tree::tuning::AlgorithmTable::auto(m, &pos)
+                .map_err(|e| Error(SMELT_ERR_TREE, e))?;
+            Some(Arc::new(table))
+        } else {
+            None
+        };
         new_handle(
             tree,
-            Object::Tree(Arc::new(TreeObj { tree: t, model })),
+            Object::Tree(Arc::new(TreeObj {
+                tree: t,
+                model,
+                algorithms,
+            })),
             "tree",
         )
     })

@@ -190,3 +190,44 @@ fn c_handle_and_argument_misuse_are_errors() {
         assert!(out.contains("misuse ok"), "{out}");
     }
 }
+
+/// `tests/c/auto_nontree.c`: a group over an `auto` tree (algo NULL) runs the
+/// allreduce by recursive doubling when `SMELT_TUNE` picks it (5 members: results
+/// right, and a non-commutative operator's result is in recursive doubling's order).
+#[test]
+fn c_auto_group_runs_the_non_tree_algorithms() {
+    let Some(cc) = cc() else {
+        eprintln!("no C compiler: skipping auto_nontree.c");
+        return;
+    };
+    let src = repo_root().join("crates/smelt-capi/tests/c/auto_nontree.c");
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("auto_nontree");
+    let out = compile(
+        &cc,
+        &["-std=c11", "-Wall", "-Werror"],
+        &src,
+        &exe,
+        &["-lpthread"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = Command::new(&exe)
+        .env("LD_LIBRARY_PATH", common::lib_dir())
+        .env("XDG_CACHE_HOME", dir.path())
+        .env(
+            "SMELT_TUNE",
+            "barrier=dissemination;allreduce=recursive-doubling",
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && stdout.contains("auto_nontree ok"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+}

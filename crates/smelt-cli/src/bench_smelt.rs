@@ -39,17 +39,17 @@ pub struct Plan {
     /// tree runs flat (root to every other member in pre-order), what a user should
     /// do with more threads than CPUs.
     pub flatten: bool,
-    /// A non-tree algorithm run beside the tree ([`Smelt::plan_non_tree`]): the
-    /// group's algorithm table, and the only operations the plan measures.
-    pub non_tree: Option<(Arc<AlgorithmTable>, Vec<Op>)>,
+    /// The group's algorithm table (`GroupConfig::algorithms`): `auto`'s, or a
+    /// non-tree algorithm's ([`Smelt::plan_non_tree`]).
+    pub algorithms: Option<Arc<AlgorithmTable>>,
+    /// The only operations the plan measures (a non-tree algorithm's), if limited.
+    pub only: Option<Vec<Op>>,
 }
 
 impl Plan {
     /// True if the plan measures `op` (a non-tree plan only its operations).
     pub fn runs(&self, op: Op) -> bool {
-        self.non_tree
-            .as_ref()
-            .is_none_or(|(_, ops)| ops.contains(&op))
+        self.only.as_ref().is_none_or(|ops| ops.contains(&op))
     }
 }
 
@@ -123,12 +123,19 @@ impl Smelt<'_> {
         let pos: Vec<usize> = (0..members).collect();
         let tree = t.generate(model, &pos, None).map_err(|e| e.to_string())?;
         let prediction = smelt_tree::predict(model, &tree, Payload::default()).ok();
+        // `auto` also picks the barrier's and the allreduce's algorithm.
+        let algorithms = if t == Topology::Auto {
+            Some(Arc::new(AlgorithmTable::auto(model, &pos)?.0))
+        } else {
+            None
+        };
         Ok(Plan {
             tree,
             prediction,
             oversubscribed,
             flatten: false,
-            non_tree: None,
+            algorithms,
+            only: None,
         })
     }
 
@@ -161,7 +168,8 @@ impl Smelt<'_> {
             }
             pr
         });
-        p.non_tree = Some((Arc::new(table), ops));
+        p.algorithms = Some(Arc::new(table));
+        p.only = Some(ops);
         Ok(p)
     }
 
@@ -187,7 +195,8 @@ impl Smelt<'_> {
             prediction,
             oversubscribed: false,
             flatten: false,
-            non_tree: None,
+            algorithms: None,
+            only: None,
         }
     }
 
@@ -204,7 +213,7 @@ impl Smelt<'_> {
                     Pinning::Auto
                 },
                 flatten_oversubscribed: p.flatten,
-                algorithms: p.non_tree.as_ref().map(|(t, _)| t.clone()),
+                algorithms: p.algorithms.clone(),
                 ..GroupConfig::default()
             },
         }
@@ -278,7 +287,8 @@ impl Smelt<'_> {
                     prediction: None,
                     oversubscribed: p.oversubscribed,
                     flatten: false,
-                    non_tree: None,
+                    algorithms: None,
+                    only: None,
                 },
                 self.runs,
             );
