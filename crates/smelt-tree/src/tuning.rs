@@ -334,6 +334,18 @@ impl TuningFile {
     /// Checks that the file is for `model`'s machine: the same host name, CPUs and
     /// (where both know it) CPU model.
     pub fn check_machine(&self, model: &Model) -> Result<(), String> {
+        self.check_for(model, false)
+    }
+
+    /// As [`check_machine`](Self::check_machine), but a model of some of the file's
+    /// CPUs (a model restricted to a NUMA node, a package or any subset of the tuned
+    /// host, `Model::restrict`) is accepted too: what looking a rule up for a subgroup
+    /// needs ([`host_file`]).
+    pub fn check_covers(&self, model: &Model) -> Result<(), String> {
+        self.check_for(model, true)
+    }
+
+    fn check_for(&self, model: &Model, subset: bool) -> Result<(), String> {
         let host = &model.provenance.host;
         if &self.host != host {
             return Err(format!(
@@ -346,7 +358,11 @@ impl TuningFile {
             v.sort_unstable();
             v
         });
-        if self.cpus != cpus {
+        let covered = || {
+            smelt_model::parse_cpu_list(&self.cpus)
+                .is_ok_and(|mine| model.cpus.iter().all(|c| mine.contains(c)))
+        };
+        if self.cpus != cpus && !(subset && covered()) {
             return Err(format!(
                 "it was tuned over CPUs {}, the machine has CPUs {cpus}; run 'smelt tune' again",
                 self.cpus
@@ -677,19 +693,49 @@ pub fn for_op(t: Topology, op: Op) -> Topology {
     }
 }
 
-/// The default groups of a machine: the whole machine, then each node (NUMA node or
-/// package, as [`Model::node_ids`] groups them) when there are several. Positions.
+/// The default groups of a machine (positions): the whole machine, then each NUMA
+/// node when there are several, then each package when there are several and they are
+/// not the NUMA nodes (a package of several NUMA nodes: AMD's NPS2/NPS4, Intel's SNC);
+/// a model without either (imported measurements) gets the groups of
+/// [`Model::node_ids`] (its outermost inferred level), named `node<i>`. Tuning keys
+/// rules by group size, so the first group of each size is measured, and a subgroup
+/// is looked up by the largest tuned size at or below its own.
 pub fn default_groups(model: &Model) -> Vec<(String, Vec<usize>)> {
-    let mut out = vec![("all".to_string(), (0..model.len()).collect::<Vec<_>>())];
-    let ids = model.node_ids();
-    let nodes = ids.iter().copied().max().map_or(0, |m| m + 1);
-    if nodes > 1 {
-        for n in 0..nodes {
-            let members: Vec<usize> = (0..model.len()).filter(|&p| ids[p] == n).collect();
-            if !members.is_empty() {
-                out.push((format!("node{n}"), members));
+    let n = model.len();
+    let mut out = vec![("all".to_string(), (0..n).collect::<Vec<_>>())];
+    let split = |ids: &[usize], prefix: &str, out: &mut Vec<(String, Vec<usize>)>| {
+        let groups = ids.iter().copied().max().map_or(0, |m| m + 1);
+        if groups < 2 {
+            return false;
+        }
+        for g in 0..groups {
+            let members: Vec<usize> = (0..n).filter(|&p| ids[p] == g).collect();
+            if !members.is_empty() && members.len() < n {
+                out.push((format!("{prefix}{g}"), members));
             }
         }
+        true
+    };
+    let level = |name: &str| {
+        model
+            .hierarchy
+            .level(name)
+            .filter(|l| l.groups.len() > 1)
+            .map(|l| model.group_ids_of(l))
+    };
+    let numa = level("NUMANode");
+    let package = level("Package");
+    let mut any = false;
+    if let Some(ids) = &numa {
+        any |= split(ids, "numa", &mut out);
+    }
+    if let Some(ids) = &package {
+        if numa.as_ref() != Some(ids) {
+            any |= split(ids, "package", &mut out);
+        }
+    }
+    if !any {
+        split(&model.node_ids(), "node", &mut out);
     }
     out
 }
@@ -963,7 +1009,7 @@ pub fn host_file(model: &Model) -> Result<Option<(PathBuf, TuningFile)>, String>
         return Ok(None);
     }
     let f = TuningFile::load(&path)?;
-    f.check_machine(model)
+    f.check_covers(model)
         .map_err(|e| format!("tuning file {} refused: {e}", path.display()))?;
     Ok(Some((path, f)))
 }
@@ -1302,6 +1348,13 @@ mod tests {
         small.provenance.host = "testhost".into();
         let e = f.check_machine(&small).unwrap_err();
         assert!(e.contains("CPUs"), "{e}");
+        // A model of some of the tuned CPUs (a node) is covered by the file; one with
+        // CPUs the file does not know is not.
+        f.check_covers(&small).unwrap();
+        let mut big = smelt_model::synthetic(4, 4, 50.0, 40.0, 3.0);
+        big.provenance.host = "testhost".into();
+        let e = f.check_covers(&big).unwrap_err();
+        assert!(e.contains("CPUs"), "{e}");
     }
 
     #[test]
@@ -1419,5 +1472,62 @@ mod tests {
         let all: Vec<usize> = (0..m.len()).collect();
         let t = predict_auto(Op::Reduce, 8, Mode::Loose, &m, &all, None).unwrap();
         assert!(!matches!(t, Algorithm::Tree(Topology::Auto)));
+    }
+
+    /// Groups: the whole machine, each NUMA node, and each package where packages are
+    /// not the NUMA nodes; a predicted file then has rules for every such size and a
+    /// subgroup finds them.
+    #[test]
+    fn default_groups_cover_numa_nodes_and_packages() {
+        let mut m = model(); // 2 packages x 4 CPUs
+        let g = default_groups(&m);
+        let names: Vec<&str> = g.iter().map(|x| x.0.as_str()).collect();
+        assert_eq!(names, ["all", "package0", "package1"]);
+        // The same partition as NUMA nodes: listed once.
+        let pk = m.hierarchy.level("Package").unwrap().clone();
+        m.hierarchy.levels.push(smelt_model::Level {
+            name: "NUMANode".into(),
+            groups: pk.groups.clone(),
+        });
+        let names: Vec<String> = default_groups(&m).into_iter().map(|x| x.0).collect();
+        assert_eq!(names, ["all", "numa0", "numa1"]);
+        // Two NUMA nodes per package (NPS2): both kinds.
+        let numa: Vec<Vec<u32>> = pk
+            .groups
+            .iter()
+            .flat_map(|p| p.chunks(2).map(|c| c.to_vec()).collect::<Vec<_>>())
+            .collect();
+        m.hierarchy.levels.last_mut().unwrap().groups = numa;
+        let g = default_groups(&m);
+        let sizes: Vec<(String, usize)> = g.iter().map(|x| (x.0.clone(), x.1.len())).collect();
+        assert_eq!(
+            sizes,
+            [
+                ("all".to_string(), 8),
+                ("numa0".into(), 2),
+                ("numa1".into(), 2),
+                ("numa2".into(), 2),
+                ("numa3".into(), 2),
+                ("package0".into(), 4),
+                ("package1".into(), 4)
+            ]
+        );
+        let groups: Vec<Vec<usize>> = g.into_iter().map(|x| x.1).collect();
+        let f = tune_predicted(
+            &m,
+            &groups,
+            &[Op::Barrier, Op::Allreduce],
+            &[8],
+            &[Mode::Loose],
+            &parse_candidates("binary,knomial:1,dissemination,recursive-doubling").unwrap(),
+        )
+        .unwrap();
+        let keys: Vec<usize> = f.rules["loose"]["barrier"].keys().copied().collect();
+        assert_eq!(keys, [2, 4, 8]);
+        for (n, want) in [(2, 2), (3, 2), (4, 4), (5, 4), (8, 8), (64, 8)] {
+            let e = f.group_entries(Mode::Loose, Op::Allreduce, n).unwrap();
+            let same = &f.rules["loose"]["allreduce"][&want];
+            assert_eq!(e, &same[..], "group of {n} uses the rules of {want}");
+        }
     }
 }
