@@ -567,6 +567,90 @@ fn cached_probe_builds_the_trees_and_no_model_is_uniform() {
     assert_model(&r, "uniform: no SMELT_MPI_MODEL, no cached probe");
 }
 
+/// The summary's line about the communicator (its tree and where the tree came from).
+fn tree_line(r: &Run) -> String {
+    r.stderr
+        .lines()
+        .find(|l| l.contains("communicator of 2 ranks"))
+        .unwrap_or_else(|| panic!("no communicator line:\n{}", r.show()))
+        .to_string()
+}
+
+/// `SMELT_MPI_TREE=auto` (the default): the host's tuning file in the per-host cache
+/// (the path `smelt tune` writes) picks the node's tree; an explicit tree name wins; a
+/// malformed file falls back to the default tree, said under SMELT_MPI_VERBOSE=1; no
+/// file falls back silently.
+#[test]
+fn tuning_file_picks_the_node_tree() {
+    use smelt_tree::tuning::{Entry, Mode, Source, TuningFile};
+    use smelt_tree::Op;
+    if host_cpus().len() < 2 {
+        return; // 2 ranks would be oversubscribed: flat whatever the file says
+    }
+    let dir = tempfile_dir("tune");
+    let host = smelt_model::host::host_name();
+    let path =
+        smelt_model::host::cached_tune_path_in(Some(dir.as_os_str().into()), None, &host).unwrap();
+    let mut cpus = host_cpus();
+    cpus.sort_unstable();
+    let mut f = TuningFile::new(&host, "", &cpus, Source::Measured);
+    f.insert(
+        Mode::Loose,
+        Op::Broadcast,
+        2,
+        Entry {
+            bytes: 64,
+            algo: "knomial:1".into(),
+            segment: None,
+            median_ns: 100.0,
+            candidates: Default::default(),
+        },
+    );
+    f.save(&path).unwrap();
+    let d = dir.display().to_string();
+    let r = one_pass(2, &[("XDG_CACHE_HOME", &d)]);
+    let line = tree_line(&r);
+    assert!(
+        line.contains(&format!(
+            "tree knomial:1 (auto: tuning file {}",
+            path.display()
+        )),
+        "{}",
+        r.show()
+    );
+    // Explicitly auto: the same.
+    let r = one_pass(2, &[("XDG_CACHE_HOME", &d), ("SMELT_MPI_TREE", "auto")]);
+    assert!(
+        tree_line(&r).contains("tree knomial:1 (auto"),
+        "{}",
+        r.show()
+    );
+    // An explicit tree wins.
+    let r = one_pass(2, &[("XDG_CACHE_HOME", &d), ("SMELT_MPI_TREE", "binary")]);
+    assert!(
+        tree_line(&r).contains("tree binary (SMELT_MPI_TREE)"),
+        "{}",
+        r.show()
+    );
+    // A malformed file: the default tree, and the reason said as it happens.
+    std::fs::write(&path, "{ not json").unwrap();
+    let r = one_pass(2, &[("XDG_CACHE_HOME", &d)]);
+    assert!(
+        tree_line(&r).contains("tree adaptive-sorted (auto: tuning file"),
+        "{}",
+        r.show()
+    );
+    assert_stderr(&r, "refused");
+    // No file: the default tree, silently.
+    let r = one_pass(2, &[]);
+    assert!(
+        tree_line(&r).contains("tree adaptive-sorted (auto: no tuning file"),
+        "{}",
+        r.show()
+    );
+    assert!(!r.stderr.contains("refused"), "{}", r.show());
+}
+
 /// A fresh directory under the target's temporary directory.
 fn tempfile_dir(tag: &str) -> PathBuf {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR"))

@@ -1014,6 +1014,34 @@ pub fn host_file(model: &Model) -> Result<Option<(PathBuf, TuningFile)>, String>
     Ok(Some((path, f)))
 }
 
+/// The tuning file of `host` in the per-host cache (`tune-<host>.json`, the path the
+/// CLI writes), for a group on `model` when one is known (checked with
+/// [`TuningFile::check_covers`]), else checked for the host name only (a caller that
+/// does not know the CPUs, e.g. MPI ranks not bound to one CPU each): `Ok(None)` when
+/// there is none, `Err(why)` when one is there but refused.
+pub fn host_file_of(
+    host: &str,
+    model: Option<&Model>,
+) -> Result<Option<(PathBuf, TuningFile)>, String> {
+    let Some(path) = cached_path(host) else {
+        return Ok(None);
+    };
+    if !path.exists() {
+        return Ok(None);
+    }
+    let f = TuningFile::load(&path)?;
+    let checked = match model {
+        Some(m) => f.check_covers(m),
+        None if f.host != host => Err(format!(
+            "it is for host '{}', not '{host}'; run 'smelt tune' on this host",
+            f.host
+        )),
+        None => Ok(()),
+    };
+    checked.map_err(|e| format!("tuning file {} refused: {e}", path.display()))?;
+    Ok(Some((path, f)))
+}
+
 /// Resolves the tree `auto` for `op` with `bytes` per member in `mode` over `members`
 /// (positions in `model`) from `root` (default: the group's default root):
 /// `SMELT_TUNE` if a rule matches, else the host's tuning file, else the simulator's

@@ -293,13 +293,30 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
         .enumerate()
         .all(|(r, p)| node_off[p[0].max(0) as usize] + p[1].max(0) as usize == r);
 
-    let topology = match &cfg.tree {
-        Some(name) => Topology::from_str(name).unwrap_or_else(|e| {
-            eprintln!("smelt-mpi: SMELT_MPI_TREE={name:?} ignored: {e}");
-            Topology::AdaptiveSorted
-        }),
-        None if oversubscribed => Topology::Sequential,
-        None => Topology::AdaptiveSorted,
+    // The node's tree: an explicit SMELT_MPI_TREE name wins; `auto` (the default)
+    // takes the host's tuning file (`smelt tune`) where the leader finds a usable one.
+    let auto = cfg
+        .tree
+        .as_deref()
+        .is_none_or(|t| matches!(t.trim().to_ascii_lowercase().as_str(), "auto" | "tuned"));
+    let (topology, tree_from) = match &cfg.tree {
+        Some(name) if !auto => (
+            Topology::from_str(name).unwrap_or_else(|e| {
+                eprintln!("smelt-mpi: SMELT_MPI_TREE={name:?} ignored: {e}");
+                Topology::AdaptiveSorted
+            }),
+            "SMELT_MPI_TREE".to_string(),
+        ),
+        _ if oversubscribed => (
+            Topology::Sequential,
+            "more ranks than CPUs: flat".to_string(),
+        ),
+        _ if node_rank == 0 && node_size > 1 => model::auto_tree(
+            node_size,
+            node_model.as_ref().and_then(|m| m.model.as_ref()),
+            cfg.verbose,
+        ),
+        _ => (Topology::AdaptiveSorted, "auto".to_string()),
     };
     let mut h = Hier {
         rank,
@@ -353,7 +370,7 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
     }
     if rank == 0 {
         stats::note(format!(
-            "communicator of {size} ranks: {n_nodes} node(s){}, {node_size} rank(s) on rank 0's node{}, tree {}, {} wait, cut-offs {}/{}/{}/{}/{} bytes (bcast/reduce/allreduce/gather/scatter)",
+            "communicator of {size} ranks: {n_nodes} node(s){}, {node_size} rank(s) on rank 0's node{}, tree {} ({tree_from}), {} wait, cut-offs {}/{}/{}/{}/{} bytes (bcast/reduce/allreduce/gather/scatter)",
             if h.node_major_is_rank_order { "" } else { " of ranks not in rank order" },
             if k > 0 { format!(" (SMELT_RANKS_PER_NODE={k})") } else { String::new() },
             h.topology,

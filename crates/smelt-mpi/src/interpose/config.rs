@@ -31,8 +31,10 @@ pub struct Config {
     /// a smelt collective before the job is aborted. A dead peer is noticed within
     /// milliseconds regardless; this only bounds waiting on a live but absent peer.
     pub timeout: Duration,
-    /// `SMELT_MPI_TREE`: the tree inside a node (a `smelt tree --algo` name); default
-    /// `adaptive-sorted`, or `sequential` (flat) when the host has more ranks than CPUs.
+    /// `SMELT_MPI_TREE`: the tree inside a node (a `smelt tree --algo` name), or
+    /// `auto` (the default): this host's tuning file's choice (`smelt tune`), else
+    /// `adaptive-sorted`; `sequential` (flat) when the host has more ranks than CPUs
+    /// and no explicit tree is named.
     pub tree: Option<String>,
     /// `SMELT_MPI_MODEL`: a smelt model file (`smelt probe -o`, `smelt model import`)
     /// the nodes' trees are built from; default: this host's cached probe

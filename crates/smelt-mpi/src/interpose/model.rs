@@ -145,3 +145,47 @@ pub fn for_node(cpus: &[Option<u32>], setting: Option<&str>, verbose: bool) -> N
         }
     }
 }
+
+/// The tree of a node of `n` ranks under `SMELT_MPI_TREE=auto` (the default): the
+/// choice of this host's tuning file (`smelt tune`; the per-host cache path the CLI
+/// writes, `smelt_model::host::cached_tune_path`) for a one-line broadcast over a group
+/// of `n` (the rules of the largest tuned group size not above it), checked against
+/// the node's `model` when there is one (else by host name). Without a usable file
+/// the interposer's default tree, `adaptive-sorted`: silently when there is no file,
+/// said under `SMELT_MPI_VERBOSE=1` when one was refused or has no broadcast rules.
+/// Returns the tree and where it came from, for the summary.
+pub fn auto_tree(n: usize, model: Option<&Model>, verbose: bool) -> (smelt_tree::Topology, String) {
+    use smelt_tree::tuning::{self, Mode};
+    let default = smelt_tree::Topology::AdaptiveSorted;
+    let host = smelt_model::host::host_name();
+    match tuning::host_file_of(&host, model) {
+        Ok(Some((path, f))) => {
+            let choice = f
+                .lookup(
+                    Mode::Loose,
+                    smelt_tree::Op::Broadcast,
+                    n,
+                    tuning::LINE_BYTES,
+                )
+                .and_then(|c| c.tree());
+            match choice {
+                Some(t) if t != smelt_tree::Topology::Auto => {
+                    (t, format!("auto: tuning file {}", path.display()))
+                }
+                _ => {
+                    let why = format!("tuning file {} has no broadcast rules", path.display());
+                    warn_once(verbose, &format!("{why}; tree {default}"));
+                    (default, format!("auto: {why}; default"))
+                }
+            }
+        }
+        Ok(None) => (
+            default,
+            "auto: no tuning file of this host (smelt tune); default".to_string(),
+        ),
+        Err(why) => {
+            warn_once(verbose, &format!("{why}; tree {default}"));
+            (default, format!("auto: {why}; default"))
+        }
+    }
+}
