@@ -268,8 +268,14 @@ impl<L: Link> Ctx<'_, L> {
         check_message(handler, args, data, self.net.cfg.max_bulk)?;
         // The token is spent whether or not the reply gets through.
         self.replied = true;
-        self.net
-            .send_message(Kind::Reply, self.from, handler, args, data)?;
+        if data.is_some()
+            || !self
+                .net
+                .try_send_short(Kind::Reply, self.from, handler, args)?
+        {
+            self.net
+                .send_message(Kind::Reply, self.from, handler, args, data)?;
+        }
         self.net.stats.replies_sent += 1;
         Ok(())
     }
@@ -468,6 +474,37 @@ impl<L: Link> Net<L> {
             first: true,
             done: false,
         })
+    }
+
+    /// The fast path of a short message: one attempt with the payload built on the
+    /// stack. `Ok(true)` if it went; `Ok(false)` if the general path must take it (no
+    /// room, or a destination it must check and report on).
+    #[inline]
+    fn try_send_short(
+        &mut self,
+        kind: Kind,
+        to: usize,
+        handler: u8,
+        args: &[u64],
+    ) -> Result<bool, AmError> {
+        let Some(d) = self.dests.get(to) else {
+            return Ok(false);
+        };
+        if d.gone {
+            return Ok(false);
+        }
+        let mut buf = [0u8; 8 * (MAX_ARGS + 1)];
+        let mut len = 0;
+        if kind == Kind::Request {
+            buf[..8].copy_from_slice(&d.key.to_le_bytes());
+            len = 8;
+        }
+        for a in args {
+            buf[len..len + 8].copy_from_slice(&a.to_le_bytes());
+            len += 8;
+        }
+        let t = wire::tag(kind, handler, args.len(), false, FIRST | LAST);
+        self.try_send_raw(to, t, &buf[..len]).or(Ok(false))
     }
 
     /// Sends a whole message from a handler (a reply), waiting as [`send_raw`] does.
@@ -877,6 +914,19 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
         data: Option<&[u8]>,
     ) -> Result<(), AmError> {
         check_message(handler, args, data, self.net.cfg.max_bulk)?;
+        if data.is_none() && dest < self.net.outstanding.len() {
+            // Counted first: a request to this endpoint itself is answered from the
+            // held queue, later.
+            self.net.outstanding[dest] += 1;
+            if self
+                .net
+                .try_send_short(Kind::Request, dest, handler, args)?
+            {
+                self.net.stats.requests_sent += 1;
+                return Ok(());
+            }
+            self.net.outstanding[dest] -= 1;
+        }
         let mut chunks = self.net.chunks(Kind::Request, dest, handler, args, data)?;
         // Counted first: a request to this endpoint itself may be answered while it
         // is being sent.
@@ -932,8 +982,17 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
 
     fn poll_inner(&mut self, max: usize) -> Result<usize, AmError> {
         let mut n = 0;
-        while n < max && self.poll_one()? {
-            n += 1;
+        while n < max {
+            match self.poll_one() {
+                Ok(true) => n += 1,
+                Ok(false) => break,
+                // After handling some: report those now, the error at the next poll.
+                Err(e) if n > 0 => {
+                    self.pending.push_back(e);
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(n)
     }
@@ -987,7 +1046,13 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
                 self.rx = rx;
                 match r? {
                     0 => continue,
-                    n => return Ok(n + self.poll()?),
+                    n => {
+                        let more = self.poll_inner(64).unwrap_or_else(|e| {
+                            self.pending.push_back(e);
+                            0
+                        });
+                        return Ok(n + more);
+                    }
                 }
             }
             waiter.step(false, &self.net.mesh.abort_handle(), || {
@@ -1002,6 +1067,12 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
         timeout: Duration,
         mut done: impl FnMut(&S) -> bool,
     ) -> Result<(), AmError> {
+        // Busy: no clock reads while messages keep coming.
+        while !done(&self.state) {
+            if self.poll()? == 0 {
+                break;
+            }
+        }
         let end = Instant::now() + timeout;
         while !done(&self.state) {
             let left = end.saturating_duration_since(Instant::now());

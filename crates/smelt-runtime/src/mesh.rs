@@ -146,12 +146,16 @@ struct Doorbell {
 
 impl Doorbell {
     /// The sender's side: after the message is published, wake the owner if it parks.
-    /// A full fence between the publishing store and the load of `waiting` (the
-    /// store-buffer pattern of the transport's wake-up handshake; the owner fences
-    /// between setting `waiting` and re-checking its links).
+    ///
+    /// No fence between the publishing store and the load of `waiting`: a sender on
+    /// the fast path pays one read of a line that stays shared. The price is a rare
+    /// late wake-up: an owner that armed its bell while this sender's message was
+    /// still in the sender's store buffer re-checks, finds nothing, and parks — but
+    /// only for its current nap (at most [`WaitPolicy::park_max`]), after which it
+    /// finds the message. Owners park only after spinning and yielding, so only a
+    /// message to an idle member can be late, by at most one nap; none is lost.
     #[inline]
     fn ring(&self) {
-        fence(Ordering::SeqCst);
         if self.waiting.load(Ordering::Relaxed) {
             let t = self.thread.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(t) = t.as_ref() {
