@@ -20,6 +20,8 @@
 //!   (default: `logp::Opts::quick()`)
 //! * `--updates N`, `--bins N`, `--per-message K`: the histogram (defaults 20000,
 //!   65536, 4)
+//! * `--poll POLICY`: when endpoints with both shared memory and MPI poll MPI
+//!   (`always`, `every:N`, `adaptive`, `adaptive:MAX:MIN`; default adaptive)
 //! * `--timeout SECS`: longest wait of any step (default 60)
 //!
 //! Each part prints one line at rank 0: `flood: PASS ...`/`flood: FAIL ...`, the LogP
@@ -27,7 +29,7 @@
 //! exit status is 1 if any part failed at any rank, 2 for bad arguments.
 
 use smelt_am::mpi::{Mpi, Nodes, Options};
-use smelt_am::{histogram, logp, AmError, Config, Endpoint, Reason, Returned};
+use smelt_am::{histogram, logp, AmError, Config, Endpoint, PollPolicy, Reason, Returned};
 use smelt_runtime::mesh_job::ShmLink;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -55,6 +57,7 @@ struct Args {
     bins: u64,
     per_message: usize,
     timeout: Duration,
+    poll: PollPolicy,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -73,6 +76,7 @@ fn parse_args() -> Result<Args, String> {
         bins: 1 << 16,
         per_message: 4,
         timeout: Duration::from_secs(60),
+        poll: PollPolicy::default(),
     };
     let mut it = std::env::args().skip(1);
     let mut cmd_seen = false;
@@ -115,6 +119,7 @@ fn parse_args() -> Result<Args, String> {
             "--timeout" => {
                 a.timeout = Duration::from_secs(num("--timeout", value("--timeout")?)?.max(1))
             }
+            "--poll" => a.poll = value("--poll")?.parse()?,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -124,7 +129,7 @@ fn parse_args() -> Result<Args, String> {
 
 const USAGE: &str = "usage: smelt-am-mpi [flood|logp|histogram|all] [--count N] [--capacity C] \
 [--in-flight W] [--bulk-every K] [--pair A,B] [--rounds N] [--stream N] [--samples N] [--bulk BYTES] \
-[--updates N] [--bins N] [--per-message K] [--timeout SECS]   (run under mpirun)";
+[--updates N] [--bins N] [--per-message K] [--poll always|every:N|adaptive[:MAX:MIN]] [--timeout SECS]   (run under mpirun)";
 
 fn main() -> ExitCode {
     let args = match parse_args() {
@@ -309,6 +314,7 @@ fn flood(mpi: &Mpi, a: &Args) -> Result<String, String> {
     let cfg = Config {
         capacity: a.capacity.unwrap_or(2),
         timeout: a.timeout,
+        poll: a.poll,
         ..Config::default()
     };
     let state = Flood {
@@ -454,6 +460,7 @@ fn run_logp(mpi: &Mpi, a: &Args) -> Result<String, String> {
     let cfg = Config {
         capacity: a.capacity.unwrap_or(Config::default().capacity),
         timeout: a.timeout,
+        poll: a.poll,
         ..Config::default()
     };
     let mut ep = endpoint_with_window(mpi, logp::State::default(), cfg, a.in_flight)?;
@@ -512,6 +519,7 @@ fn run_histogram(mpi: &Mpi, a: &Args) -> Result<String, String> {
     let cfg = Config {
         capacity: a.capacity.unwrap_or(Config::default().capacity),
         timeout: a.timeout,
+        poll: a.poll,
         ..Config::default()
     };
     let mut ep = endpoint_with_window(mpi, histogram::state(&o, n, me), cfg, a.in_flight)?;
