@@ -10,6 +10,23 @@
 //! (`MPI_Bcast` on the node's communicator), which join it. Endpoint `i` is MPI rank
 //! `i` and is named `node.process.0` (the node's index, the rank's place on its node).
 //!
+//! ```no_run
+//! use smelt_am::{mpi, Config};
+//! use std::time::Duration;
+//! let (world, mut ep) = mpi::world(0u64, Config::default())?;
+//! ep.register(1, |sum: &mut u64, ctx, m| {
+//!     *sum += m.args[0];
+//!     ctx.reply(2, &[]).unwrap()
+//! })?;
+//! ep.register(2, |_, _, _| {})?;
+//! let next = (world.rank() + 1) % world.size();
+//! ep.request(next, 1, &[world.rank() as u64])?;
+//! world.finish(&mut ep, Duration::from_secs(30))?; // every rank's requests answered
+//! drop(ep);
+//! world.finalize()?;
+//! # Ok::<(), smelt_am::AmError>(())
+//! ```
+//!
 //! **Nodes** ([`Nodes`]): the ranks that share memory (`MPI_Comm_split_type` with
 //! `MPI_COMM_TYPE_SHARED`); or emulated nodes of `k` consecutive ranks of each host
 //! (`SMELT_RANKS_PER_NODE=k`, as in smelt-mpi), so that the MPI paths run on one
