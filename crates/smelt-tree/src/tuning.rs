@@ -1166,13 +1166,47 @@ impl AlgorithmTable {
             Ok(None) => {}
             Err(e) => warning = Some(format!("{e}; using the simulator's prediction")),
         }
-        for mode in Mode::ALL {
-            for op in Self::OPS {
-                if let std::collections::btree_map::Entry::Vacant(v) = classes.entry((mode, op)) {
-                    let bytes = if op.carries_data() { 8 } else { 0 };
-                    let a = predict_auto(op, bytes, mode, model, members, None)?;
-                    v.insert(vec![(bytes, a)]);
+        // The prediction where the file has no rules: each operation's candidate trees
+        // are built once for both modes (`optimized` is a local search).
+        let mut costs = None;
+        for op in Self::OPS {
+            let missing: Vec<Mode> = Mode::ALL
+                .into_iter()
+                .filter(|m| !classes.contains_key(&(*m, op)))
+                .collect();
+            if missing.is_empty() {
+                continue;
+            }
+            if costs.is_none() {
+                let c = Costs::new(model, members).map_err(|e| e.to_string())?;
+                let root = c.default_root();
+                costs = Some((c, root, parse_candidates(DEFAULT_CANDIDATES)?));
+            }
+            let (c, root, cands) = costs.as_ref().expect("just set");
+            let bytes = if op.carries_data() { 8 } else { 0 };
+            let pl = payload_for(bytes);
+            let trees = distinct_trees(c, *root, cands, op);
+            for mode in missing {
+                let mut best: Option<(Algorithm, f64)> = None;
+                let mut consider = |a: Algorithm, v: f64| {
+                    if best.is_none_or(|(_, b)| v < b) {
+                        best = Some((a, v));
+                    }
+                };
+                for (t, ch) in &trees {
+                    consider(
+                        Algorithm::Tree(*t),
+                        predicted_time(c, *root, ch, op, mode, pl),
+                    );
                 }
+                for a in non_tree_candidates(cands, op) {
+                    consider(
+                        Algorithm::NonTree(a),
+                        predicted_non_tree_time(c, a, mode, pl),
+                    );
+                }
+                let (a, _) = best.ok_or_else(|| format!("no candidate runs {op}"))?;
+                classes.insert((mode, op), vec![(bytes, a)]);
             }
         }
         let origin = Some(if overrides.is_empty() {
@@ -1556,6 +1590,26 @@ mod tests {
             let e = f.group_entries(Mode::Loose, Op::Allreduce, n).unwrap();
             let same = &f.rules["loose"]["allreduce"][&want];
             assert_eq!(e, &same[..], "group of {n} uses the rules of {want}");
+        }
+    }
+
+    /// Without SMELT_TUNE or a file, a group's table is `auto`'s prediction for every
+    /// mode and operation (what resolve_auto would say for the call).
+    #[test]
+    fn the_table_predicts_what_resolve_auto_predicts() {
+        if std::env::var_os(TUNE_ENV).is_some() {
+            return; // the caller's override would win in both
+        }
+        let m = model();
+        for members in [(0..8).collect::<Vec<usize>>(), vec![0, 1, 2, 5, 6]] {
+            let (t, _) = AlgorithmTable::auto(&m, &members).unwrap();
+            for mode in Mode::ALL {
+                for op in AlgorithmTable::OPS {
+                    let bytes = if op.carries_data() { 8 } else { 0 };
+                    let want = predict_auto(op, bytes, mode, &m, &members, None).unwrap();
+                    assert_eq!(t.lookup(mode, op, bytes), Some(want), "{mode} {op}");
+                }
+            }
         }
     }
 }
