@@ -276,6 +276,29 @@ fn tune_measures_non_tree_candidates() {
         }
     }
     assert_eq!(seen, 2);
+    // --check re-measures the cells, non-tree choices and candidates included.
+    let (check, _) = ok(
+        &cache,
+        None,
+        &[
+            "tune",
+            "--check",
+            "--quick",
+            "--time-limit",
+            "30",
+            "--candidates",
+            "binary,dissemination,recursive-doubling",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        check.contains("within 5 % of the best candidate: "),
+        "{check}"
+    );
+    for op in ["barrier", "allreduce", "reduce"] {
+        assert!(check.lines().any(|l| l.contains(op)), "{op}: {check}");
+    }
     // --candidates with only a non-tree algorithm for an operation it does not run.
     let o = run(
         &cache,
