@@ -623,6 +623,9 @@ impl Chunks<'_> {
 /// growing time, up to the timeout.
 struct Waiter {
     backoff: Backoff,
+    /// Rounds without progress so far.
+    rounds: u32,
+    spin_polls: u32,
     park: Duration,
     park_max: Duration,
     start: Option<Instant>,
@@ -633,11 +636,18 @@ impl Waiter {
     fn new(wait: &WaitPolicy, timeout: Duration) -> Waiter {
         Waiter {
             backoff: Backoff::with_policy(wait),
+            rounds: 0,
+            spin_polls: wait.spin_polls,
             park: wait.park_initial,
             park_max: wait.park_max,
             start: None,
             timeout,
         }
+    }
+
+    /// True once the wait stopped spinning (it yields or parks between rounds).
+    fn slow(&self) -> bool {
+        self.rounds >= self.spin_polls
     }
 
     /// One round of waiting: `progressed` says whether the last round did something
@@ -650,8 +660,10 @@ impl Waiter {
     ) -> Result<(), AmError> {
         if progressed {
             self.backoff.reset();
+            self.rounds = 0;
             return Ok(());
         }
+        self.rounds = self.rounds.saturating_add(1);
         if abort.is_triggered() {
             return Err(AmError::Aborted);
         }
@@ -1013,6 +1025,15 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
             let n = self.poll()?;
             if n > 0 {
                 return Ok(n);
+            }
+            if self.net.remote.is_some() && waiter.slow() {
+                // Past spinning, rounds are slow (each yields or parks): the network
+                // is polled at every one, or a message from another node would wait
+                // for 8 to 32 of them. Nothing local is lost by it: nothing came.
+                self.poll_remote()?;
+                if !self.net.held.is_empty() {
+                    return Ok(self.poll()?);
+                }
             }
             if waiter.backoff.is_completed() && self.net.remote.is_none() {
                 // Only local links: park on the mesh's doorbell, which a sender rings.
