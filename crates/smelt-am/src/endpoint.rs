@@ -1032,7 +1032,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
                 // for 8 to 32 of them. Nothing local is lost by it: nothing came.
                 self.poll_remote()?;
                 if !self.net.held.is_empty() {
-                    return Ok(self.poll()?);
+                    return self.poll();
                 }
             }
             if waiter.backoff.is_completed() && self.net.remote.is_none() {

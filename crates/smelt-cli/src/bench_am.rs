@@ -22,7 +22,7 @@ use smelt_am::{threads, Config};
 use smelt_probe::figure::Status;
 use smelt_probe::Budget;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -107,8 +107,12 @@ struct Ratios {
     am_rate_over_crossbeam_rate: Option<f64>,
     /// Round trip between emulated nodes over MPI / between threads (target ≥ 7).
     mpi_nodes_rtt_over_threads_rtt: Option<f64>,
-    /// Round trip inside a node with the network also polled / without (target ≤ 1.12).
-    multi_protocol_shm_rtt_over_processes_rtt: Option<f64>,
+    /// Round trip inside a node with the network also polled (adaptively) / without
+    /// (target ≤ 1.12).
+    multi_protocol_shm_rtt_over_shm_only_rtt: Option<f64>,
+    /// The same with the network polled at every poll, and every 8th.
+    always_poll_shm_rtt_over_shm_only_rtt: Option<f64>,
+    every8_poll_shm_rtt_over_shm_only_rtt: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -119,8 +123,7 @@ struct AmReport {
     transports: Vec<TransportRow>,
     peers: Peers,
     ratios: Ratios,
-    /// Rows of the `smelt-am-mpi` program (polling policies, histogram), as it printed
-    /// them.
+    /// The LogP lines of the `smelt-am-mpi` program, as it printed them.
     mpi: Vec<serde_json::Value>,
     warnings: Vec<String>,
 }
@@ -211,16 +214,50 @@ fn find_mpi_program() -> Option<PathBuf> {
     p.is_file().then_some(p)
 }
 
-/// Runs `smelt-am-mpi logp` under mpirun; its JSON lines.
-fn under_mpi(prog: &PathBuf, quick: bool, timeout: Duration) -> Result<Vec<serde_json::Value>> {
+/// One LogP measurement under mpirun: `np` ranks, `env`, the pair and the polling
+/// policy; the figures and the line `smelt-am-mpi` printed.
+fn under_mpi(
+    prog: &Path,
+    np: usize,
+    env: &[(&str, &str)],
+    pair: (usize, usize),
+    poll: &str,
+    quick: bool,
+    timeout: Duration,
+) -> Result<(LogP, serde_json::Value)> {
     let mpirun = smelt_peers::c::which("mpirun").context("no mpirun (install Open MPI)")?;
     let mut c = Command::new(mpirun);
-    c.args(["--oversubscribe", "--bind-to", "none", "-np", "4"])
-        .arg(prog)
-        .arg("bench")
-        .args(if quick { &["--quick"][..] } else { &[][..] })
-        .env("SMELT_RANKS_PER_NODE", "2")
-        .envs(smelt_peers::c::MPI_ENV);
+    c.args([
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+        "-np",
+        &np.to_string(),
+    ])
+    .arg(prog)
+    .args([
+        "logp",
+        "--pair",
+        &format!("{},{}", pair.0, pair.1),
+        "--poll",
+        poll,
+    ])
+    .args(if quick {
+        &[
+            "--rounds",
+            "500",
+            "--stream",
+            "5000",
+            "--samples",
+            "3",
+            "--bulk",
+            "262144",
+        ][..]
+    } else {
+        &[][..]
+    })
+    .envs(env.iter().copied())
+    .envs(smelt_peers::c::MPI_ENV);
     let out = smelt_peers::c::run_bounded(c, timeout).context("cannot run mpirun")?;
     anyhow::ensure!(
         out.ok,
@@ -228,12 +265,38 @@ fn under_mpi(prog: &PathBuf, quick: bool, timeout: Duration) -> Result<Vec<serde
         if out.timed_out { "timed out" } else { "failed" },
         out.stderr.trim()
     );
-    Ok(out
+    let v: serde_json::Value = out
         .stdout
         .lines()
-        .filter_map(|l| serde_json::from_str(l.trim()).ok())
-        .collect())
+        .find_map(|l| {
+            serde_json::from_str::<serde_json::Value>(l.trim())
+                .ok()?
+                .get("am_logp")
+                .cloned()
+        })
+        .context("smelt-am-mpi printed no LogP line")?;
+    let p: LogPIn = serde_json::from_value(v.clone()).context("smelt-am-mpi's LogP line")?;
+    Ok((p.into(), v))
 }
+
+/// The MPI configurations: name, what it is, ranks, environment, pair, poll policy.
+type MpiCase = (
+    &'static str,
+    &'static str,
+    usize,
+    &'static [(&'static str, &'static str)],
+    (usize, usize),
+    &'static str,
+);
+
+const MPI_CASES: &[MpiCase] = &[
+    ("mpi", "every destination over MPI (2 ranks)", 2, &[("SMELT_AM_TRANSPORT", "mpi")], (0, 1), "always"),
+    ("mpi-nodes", "multi-protocol: the peer on another emulated node (4 ranks, nodes of 2), adaptive polling", 4, &[("SMELT_RANKS_PER_NODE", "2")], (0, 2), "adaptive"),
+    ("mpi-shm-only", "shared memory under MPI, all 4 ranks on one node: no network to poll (the baseline of the multi-protocol rows)", 4, &[("SMELT_RANKS_PER_NODE", "4")], (0, 1), "adaptive"),
+    ("multi-protocol-shm", "multi-protocol: the peer on the same node, the network polled adaptively (4 ranks, nodes of 2)", 4, &[("SMELT_RANKS_PER_NODE", "2")], (0, 1), "adaptive"),
+    ("multi-protocol-shm-every8", "as multi-protocol-shm, the network polled every 8th poll", 4, &[("SMELT_RANKS_PER_NODE", "2")], (0, 1), "every:8"),
+    ("multi-protocol-shm-always", "as multi-protocol-shm, the network polled at every poll", 4, &[("SMELT_RANKS_PER_NODE", "2")], (0, 1), "always"),
+];
 
 fn median(s: &Status) -> Option<f64> {
     match s {
@@ -305,21 +368,14 @@ pub fn run(a: &BenchArgs) -> Result<()> {
                 .into(),
         ),
         Some(prog) => {
-            eprintln!("active messages under mpirun...");
-            match under_mpi(&prog, a.quick, o.timeout * 4) {
-                Ok(v) => mpi_rows = v,
-                Err(e) => warnings.push(format!("MPI rows: {e:#}")),
-            }
-        }
-    }
-    for v in &mpi_rows {
-        if let (Some(t), Some(p)) = (v.get("transport").and_then(|t| t.as_str()), v.get("logp")) {
-            if let Ok(p) = serde_json::from_value::<LogPIn>(p.clone()) {
-                row(
-                    t,
-                    v.get("about").and_then(|a| a.as_str()).unwrap_or(""),
-                    Ok(p.into()),
-                );
+            for &(name, about, np, env, pair, poll) in MPI_CASES {
+                eprintln!("active messages under mpirun: {name}...");
+                let r = under_mpi(&prog, np, env, pair, poll, a.quick, o.timeout * 4);
+                let r = r.map(|(p, v)| {
+                    mpi_rows.push(serde_json::json!({ "case": name, "am_logp": v }));
+                    p
+                });
+                row(name, about, r);
             }
         }
     }
@@ -327,6 +383,11 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         rows.iter().find(|r| r.transport == t).and_then(|r| r.logp)
     };
     let threads_p = logp_of(&rows, "threads");
+    let over_shm_only = |t: &str| {
+        logp_of(&rows, t)
+            .zip(logp_of(&rows, "mpi-shm-only"))
+            .map(|(m, s)| m.rtt_ns / s.rtt_ns)
+    };
     let ratios = Ratios {
         am_rtt_over_queuepair_rtt: threads_p
             .zip(peers.queuepair_rtt_ns)
@@ -337,9 +398,9 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         mpi_nodes_rtt_over_threads_rtt: logp_of(&rows, "mpi-nodes")
             .zip(threads_p)
             .map(|(m, t)| m.rtt_ns / t.rtt_ns),
-        multi_protocol_shm_rtt_over_processes_rtt: logp_of(&rows, "multi-protocol-shm")
-            .zip(logp_of(&rows, "mpi-shm-only"))
-            .map(|(m, s)| m.rtt_ns / s.rtt_ns),
+        multi_protocol_shm_rtt_over_shm_only_rtt: over_shm_only("multi-protocol-shm"),
+        always_poll_shm_rtt_over_shm_only_rtt: over_shm_only("multi-protocol-shm-always"),
+        every8_poll_shm_rtt_over_shm_only_rtt: over_shm_only("multi-protocol-shm-every8"),
     };
     let report = AmReport {
         tool: format!("smelt {}", env!("CARGO_PKG_VERSION")),
@@ -455,9 +516,19 @@ fn table(r: &AmReport) -> String {
         "≥ 7",
     );
     ratio(
-        "RTT in a node, network polled / not polled",
-        r.ratios.multi_protocol_shm_rtt_over_processes_rtt,
+        "RTT in a node, network polled adaptively / not",
+        r.ratios.multi_protocol_shm_rtt_over_shm_only_rtt,
         "≤ 1.12",
+    );
+    ratio(
+        "RTT in a node, network polled always / not",
+        r.ratios.always_poll_shm_rtt_over_shm_only_rtt,
+        "-",
+    );
+    ratio(
+        "RTT in a node, network polled 1/8 / not",
+        r.ratios.every8_poll_shm_rtt_over_shm_only_rtt,
+        "-",
     );
     for w in &r.warnings {
         let _ = writeln!(s, "warning: {w}");
