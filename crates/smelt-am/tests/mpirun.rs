@@ -22,15 +22,15 @@ fn skipped_without_the_mpi_feature() {
 }
 
 #[cfg(feature = "mpi")]
-mod with_mpi {
-    use std::os::unix::process::CommandExt;
-    use std::path::{Path, PathBuf};
-    use std::process::{Command, Stdio};
-    use std::sync::Mutex;
-    use std::time::{Duration, Instant};
+#[path = "../../../tests/support/mpirun_job.rs"]
+mod mpirun_job;
 
-    /// mpirun jobs run one at a time (the machine may have 2 cores).
-    static SERIAL: Mutex<()> = Mutex::new(());
+#[cfg(feature = "mpi")]
+mod with_mpi {
+    use super::mpirun_job::{self, Job, Run};
+    use std::path::PathBuf;
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
 
     const LIMIT: Duration = Duration::from_secs(180);
 
@@ -53,151 +53,28 @@ mod with_mpi {
         ok
     }
 
-    /// A private directory for the job's shared memory, checked empty afterwards.
-    struct ShmDir(PathBuf);
-
-    impl ShmDir {
-        fn new(tag: &str) -> ShmDir {
-            let base = if Path::new("/dev/shm").is_dir() {
-                PathBuf::from("/dev/shm")
-            } else {
-                std::env::temp_dir()
-            };
-            let d = base.join(format!("smelt-am-test-{}-{tag}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&d);
-            std::fs::create_dir(&d).expect("create the shared-memory directory");
-            ShmDir(d)
-        }
-        fn leftovers(&self) -> Vec<String> {
-            std::fs::read_dir(&self.0)
-                .map(|rd| {
-                    rd.filter_map(|e| e.ok())
-                        .map(|e| e.file_name().to_string_lossy().into_owned())
-                        .collect()
-                })
-                .unwrap_or_default()
-        }
-    }
-
-    impl Drop for ShmDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    struct Run {
-        code: Option<i32>,
-        stdout: String,
-        stderr: String,
-        took: Duration,
-        leftovers: Vec<String>,
-    }
-
-    impl Run {
-        fn show(&self) -> String {
-            format!(
-                "exit {:?} after {:.1} s\n--- stdout\n{}--- stderr\n{}",
-                self.code,
-                self.took.as_secs_f64(),
-                self.stdout,
-                self.stderr
-            )
-        }
-
-        /// The line of stdout that starts with `prefix`.
-        fn line(&self, prefix: &str) -> &str {
-            self.stdout
-                .lines()
-                .find(|l| l.starts_with(prefix))
-                .unwrap_or_else(|| panic!("no line {prefix:?}:\n{}", self.show()))
-        }
-
-        /// `key=value` of the line that starts with `prefix`.
-        fn field(&self, prefix: &str, key: &str) -> String {
-            let line = self.line(prefix);
-            line.split_whitespace()
-                .find_map(|w| w.strip_prefix(&format!("{key}=")))
-                .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
-                .to_string()
-        }
-    }
-
     /// Runs the program on `np` ranks with `args` and `env`, killing the whole job
     /// after `limit`.
     fn mpirun(np: usize, args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
-        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        let shm = ShmDir::new(&format!("{np}-{}", args.first().unwrap_or(&"all")));
-        let mut cmd = Command::new("mpirun");
-        let root = Command::new("id")
-            .arg("-u")
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-            .unwrap_or(false);
-        if root {
-            // Open MPI refuses to run as root without it.
-            cmd.arg("--allow-run-as-root");
-        }
-        cmd.args(["--oversubscribe", "-np", &np.to_string()]);
-        let mut vars: Vec<(String, String)> =
-            vec![("SMELT_SHM_DIR".into(), shm.0.display().to_string())];
-        for (k, v) in env {
-            vars.retain(|(x, _)| x != k);
-            vars.push((k.to_string(), v.to_string()));
-        }
-        for (k, v) in &vars {
-            cmd.env(k, v).args(["-x", k]);
-        }
-        // Variables of the test's own environment must not change the layout.
-        for k in [
-            "SMELT_RANKS_PER_NODE",
-            "SMELT_AM_TRANSPORT",
-            "SMELT_AM_MPI_IN_FLIGHT",
-        ] {
-            if !env.iter().any(|(x, _)| *x == k) {
-                cmd.env_remove(k);
-            }
-        }
-        cmd.arg(program()).args(args);
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        let start = Instant::now();
-        let mut child = cmd.spawn().expect("cannot run mpirun");
-        let pgid = child.id() as i32;
-        let mut out = child.stdout.take().expect("stdout");
-        let mut err = child.stderr.take().expect("stderr");
-        let t_out = std::thread::spawn(move || {
-            let mut s = String::new();
-            std::io::Read::read_to_string(&mut out, &mut s).ok();
-            s
-        });
-        let t_err = std::thread::spawn(move || {
-            let mut s = String::new();
-            std::io::Read::read_to_string(&mut err, &mut s).ok();
-            s
-        });
-        let code = loop {
-            if let Some(st) = child.try_wait().expect("wait for mpirun") {
-                break st.code();
-            }
-            if start.elapsed() > limit {
-                // The whole process group: mpirun and every rank it started.
-                let _ = Command::new("kill")
-                    .args(["-KILL", "--", &format!("-{pgid}")])
-                    .status();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Run {
-            code,
-            took: start.elapsed(),
-            stdout: t_out.join().unwrap_or_default(),
-            stderr: t_err.join().unwrap_or_default(),
-            leftovers: shm.leftovers(),
-        }
+        let prog = program();
+        mpirun_job::run(Job {
+            np,
+            mpirun_args: &[],
+            prog: &prog,
+            args,
+            vars: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            // Variables of the test's own environment must not change the layout.
+            clear: &[
+                "SMELT_RANKS_PER_NODE",
+                "SMELT_AM_TRANSPORT",
+                "SMELT_AM_MPI_IN_FLIGHT",
+            ],
+            shm_prefix: "smelt-am-test",
+            limit,
+        })
     }
 
     /// Small sizes: 4 ranks share 2 CPUs.

@@ -10,15 +10,15 @@
 //! `cargo test -p smelt-mpi --features mpi`.
 #![cfg(feature = "mpi")]
 
-use std::collections::HashMap;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+#[path = "../../../tests/support/mpirun_job.rs"]
+mod mpirun_job;
 
-/// mpirun jobs run one at a time (the machine may have 2 cores).
-static SERIAL: Mutex<()> = Mutex::new(());
+use mpirun_job::{Job, Run};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 /// The interposer built with this test: `cargo test` links the library's rlib into the
 /// test and leaves its cdylib beside it (target/<profile>/deps/); `cargo build` puts it
@@ -75,60 +75,15 @@ fn program(name: &str) -> PathBuf {
     out
 }
 
-/// A private directory for the job's shared memory, checked empty afterwards.
-struct ShmDir(PathBuf);
-
-impl ShmDir {
-    fn new(tag: &str) -> ShmDir {
-        let base = if Path::new("/dev/shm").is_dir() {
-            PathBuf::from("/dev/shm")
-        } else {
-            std::env::temp_dir()
-        };
-        let d = base.join(format!("smelt-mpi-test-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir(&d).expect("create the shared-memory directory");
-        ShmDir(d)
-    }
-    fn leftovers(&self) -> Vec<String> {
-        std::fs::read_dir(&self.0)
-            .map(|rd| {
-                rd.filter_map(|e| e.ok())
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for ShmDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    took: Duration,
-    leftovers: Vec<String>,
-}
-
-impl Run {
-    fn ok(&self) -> bool {
-        self.code == Some(0)
-    }
-    fn show(&self) -> String {
-        format!(
-            "exit {:?} after {:.1} s\n--- stdout\n{}--- stderr\n{}",
-            self.code,
-            self.took.as_secs_f64(),
-            self.stdout,
-            self.stderr
-        )
-    }
+/// What smelt-mpi's verbose summary says about a job.
+trait Summary {
     /// `(taken, fell back)` of `call` in the verbose summary.
+    fn counts(&self, call: &str) -> Option<(u64, u64)>;
+    /// Calls of `call` that fell back for a reason containing `why`.
+    fn fell_back(&self, call: &str, why: &str) -> u64;
+}
+
+impl Summary for Run {
     fn counts(&self, call: &str) -> Option<(u64, u64)> {
         let prefix = format!("smelt-mpi: {call}: taken ");
         let line = self.stderr.lines().find(|l| l.starts_with(&prefix))?;
@@ -136,7 +91,6 @@ impl Run {
         let (t, f) = rest.split_once(", fell back ")?;
         Some((t.trim().parse().ok()?, f.trim().parse().ok()?))
     }
-    /// Calls of `call` that fell back for a reason containing `why`.
     fn fell_back(&self, call: &str, why: &str) -> u64 {
         let prefix = format!("smelt-mpi: {call}: fell back ");
         self.stderr
@@ -157,34 +111,8 @@ impl Run {
 /// Runs `prog args` on `np` ranks through the interposer with `env`, killing the whole
 /// job after `limit`.
 fn mpirun(np: usize, prog: &Path, args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let shm = ShmDir::new(&format!(
-        "{np}-{}",
-        prog.file_name().unwrap().to_string_lossy()
-    ));
-    let mut cmd = Command::new("mpirun");
-    // Open MPI refuses to run as root without this.
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false);
-    if root {
-        cmd.arg("--allow-run-as-root");
-    }
-    // Debian's Open MPI 4.1 saturates unsigned char/short sums in its AVX operation
-    // code; the leaders' MPI reductions must compute what C computes.
-    cmd.args([
-        "--oversubscribe",
-        "--mca",
-        "op",
-        "^avx",
-        "-np",
-        &np.to_string(),
-    ]);
     let mut vars: Vec<(String, String)> = vec![
         ("LD_PRELOAD".into(), library().display().to_string()),
-        ("SMELT_SHM_DIR".into(), shm.0.display().to_string()),
         ("SMELT_MPI_VERBOSE".into(), "1".into()),
         // Past the default cut-offs, so that multi-fragment messages (3 KiB fragments)
         // run through smelt too; `two_ranks` runs with the defaults.
@@ -197,51 +125,18 @@ fn mpirun(np: usize, prog: &Path, args: &[&str], env: &[(&str, &str)], limit: Du
         vars.retain(|(x, _)| x != k);
         vars.push((k.to_string(), v.to_string()));
     }
-    for (k, v) in &vars {
-        cmd.env(k, v).args(["-x", k]);
-    }
-    cmd.arg(prog).args(args);
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let start = Instant::now();
-    let mut child = cmd.spawn().expect("cannot run mpirun");
-    let pgid = child.id() as i32;
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut out, &mut s).ok();
-        s
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut err, &mut s).ok();
-        s
-    });
-    let code = loop {
-        if let Some(st) = child.try_wait().expect("wait for mpirun") {
-            break st.code();
-        }
-        if start.elapsed() > limit {
-            // The whole process group: mpirun and every rank it started.
-            let _ = Command::new("kill")
-                .args(["-KILL", "--", &format!("-{pgid}")])
-                .status();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let took = start.elapsed();
-    Run {
-        code,
-        stdout: t_out.join().unwrap_or_default(),
-        stderr: t_err.join().unwrap_or_default(),
-        took,
-        leftovers: shm.leftovers(),
-    }
+    mpirun_job::run(Job {
+        np,
+        // Debian's Open MPI 4.1 saturates unsigned char/short sums in its AVX operation
+        // code; the leaders' MPI reductions must compute what C computes.
+        mpirun_args: &["--mca", "op", "^avx"],
+        prog,
+        args,
+        vars,
+        clear: &[],
+        shm_prefix: "smelt-mpi-test",
+        limit,
+    })
 }
 
 const LIMIT: Duration = Duration::from_secs(120);

@@ -464,40 +464,24 @@ mod tests {
     fn non_tree_times_count_rounds_and_folds() {
         let uniform =
             |n: usize| Costs::from_matrices(vec![1.0; n * n], vec![1.0; n * n], n).unwrap();
-        // One round = one send + one receive = 2 units.
-        assert_eq!(
-            simulate_non_tree(&uniform(1), NonTree::Dissemination, 1.0),
-            0.0
-        );
-        assert_eq!(
-            simulate_non_tree(&uniform(2), NonTree::Dissemination, 1.0),
-            2.0
-        );
-        assert_eq!(
-            simulate_non_tree(&uniform(4), NonTree::Dissemination, 1.0),
-            4.0
-        );
-        assert_eq!(
-            simulate_non_tree(&uniform(5), NonTree::Dissemination, 1.0),
-            6.0
-        );
-        assert_eq!(
-            simulate_non_tree(&uniform(16), NonTree::Dissemination, 1.0),
-            8.0
-        );
-        assert_eq!(
-            simulate_non_tree(&uniform(4), NonTree::RecursiveDoubling, 1.0),
-            4.0
-        );
-        // 5 = 4 + 1: fold in (2), two steps (4), hand back (2).
-        assert_eq!(
-            simulate_non_tree(&uniform(5), NonTree::RecursiveDoubling, 1.0),
-            8.0
-        );
-        // Payload scales every cost.
-        assert_eq!(
-            simulate_non_tree(&uniform(4), NonTree::Dissemination, 3.0),
-            12.0
-        );
+        // One round = one send + one receive = 2 units; recursive doubling of 5 = 4 + 1:
+        // fold in (2), two steps (4), hand back (2); the payload scales every cost.
+        use NonTree::{Dissemination as D, RecursiveDoubling as R};
+        for (n, algo, payload, want) in [
+            (1, D, 1.0, 0.0),
+            (2, D, 1.0, 2.0),
+            (4, D, 1.0, 4.0),
+            (5, D, 1.0, 6.0),
+            (16, D, 1.0, 8.0),
+            (4, R, 1.0, 4.0),
+            (5, R, 1.0, 8.0),
+            (4, D, 3.0, 12.0),
+        ] {
+            assert_eq!(
+                simulate_non_tree(&uniform(n), algo, payload),
+                want,
+                "{algo:?} of {n} members, payload {payload}"
+            );
+        }
     }
 }
