@@ -60,11 +60,15 @@ pub type smelt_am_returned = Option<
 /// The endpoint's state: nothing of C's (each handler carries its user pointer).
 pub(crate) type AmEndpoint = Endpoint<()>;
 
+/// A reply asked for through a token: handler, argument words (the first `nargs` of 8:
+/// no allocation for a short reply), data block.
+type Reply = (u8, [u64; smelt_am::MAX_ARGS], usize, Option<Vec<u8>>);
+
 /// A reply asked for by a running handler.
 struct Pending {
     token: usize,
     request: bool,
-    reply: Option<(u8, Vec<u64>, Option<Vec<u8>>)>,
+    reply: Option<Reply>,
 }
 
 thread_local! {
@@ -77,6 +81,14 @@ thread_local! {
 /// never dereferences it; it only hands it back to the C handler.
 #[derive(Clone, Copy)]
 struct User(usize);
+
+/// A C handler and its user pointer, as registered (a NULL handler is an error).
+fn handler_of<F>(h: Option<F>, user: *mut c_void) -> Res<(F, User)> {
+    match h {
+        Some(f) => Ok((f, User(user.addr()))),
+        None => err(SMELT_ERR_INVALID_ARGUMENT, "the handler is NULL"),
+    }
+}
 
 fn am_error(e: AmError) -> Error {
     let code = match &e {
@@ -193,10 +205,7 @@ pub extern "C" fn smelt_am_register(
     user: *mut c_void,
 ) -> smelt_status {
     guard(|| {
-        let Some(f) = h else {
-            return err(SMELT_ERR_INVALID_ARGUMENT, "the handler is NULL");
-        };
-        let user = User(user.addr());
+        let (f, user) = handler_of(h, user)?;
         let mut e = endpoint(ep, "endpoint")?;
         e.register(index, move |_, ctx, m| {
             let token = NEXT_TOKEN.with(|t| {
@@ -226,12 +235,13 @@ pub extern "C" fn smelt_am_register(
             let p = RUNNING
                 .with(|r| r.borrow_mut().pop())
                 .expect("pushed above");
-            if let Some((h, args, data)) = p.reply {
+            if let Some((h, args, nargs, data)) = p.reply {
+                let args = &args[..nargs];
                 // Errors (the requester left) cannot reach the C handler any more: the
                 // requester sees the departure itself.
                 let _ = match data {
-                    None => ctx.reply(h, &args),
-                    Some(d) => ctx.reply_bulk(h, &args, &d),
+                    None => ctx.reply(h, args),
+                    Some(d) => ctx.reply_bulk(h, args, &d),
                 };
             }
         })
@@ -247,10 +257,7 @@ pub extern "C" fn smelt_am_on_returned(
     user: *mut c_void,
 ) -> smelt_status {
     guard(|| {
-        let Some(f) = h else {
-            return err(SMELT_ERR_INVALID_ARGUMENT, "the handler is NULL");
-        };
-        let user = User(user.addr());
+        let (f, user) = handler_of(h, user)?;
         endpoint(ep, "endpoint")?.on_returned(move |_, r| {
             let user = user;
             // As for request handlers: valid pointers for the duration of the call.
@@ -324,7 +331,7 @@ fn reply(
     data: Option<&[u8]>,
 ) -> smelt_status {
     guard(|| {
-        let args = slice(args, nargs, "args")?.to_vec();
+        let args = slice(args, nargs, "args")?;
         if handler == 0 {
             return Err(am_error(AmError::ReservedHandler));
         }
@@ -345,7 +352,9 @@ fn reply(
             if p.reply.is_some() {
                 return Err(am_error(AmError::AlreadyReplied));
             }
-            p.reply = Some((handler, args, data.map(<[u8]>::to_vec)));
+            let mut words = [0u64; smelt_am::MAX_ARGS];
+            words[..args.len()].copy_from_slice(args);
+            p.reply = Some((handler, words, args.len(), data.map(<[u8]>::to_vec)));
             Ok(())
         })
     })

@@ -184,7 +184,6 @@ fn between_processes(o: &Opts, cpus: (Option<u32>, Option<u32>)) -> Result<LogP>
         cmd.env("SMELT_AM_CPU", c.to_string());
     }
     let mut child = cmd.spawn().context("cannot start a member process")?;
-    let t = o.timeout;
     let r = std::thread::scope(|s| {
         s.spawn(|| -> Result<LogP> {
             if let Some(c) = cpus.0 {
@@ -203,7 +202,6 @@ fn between_processes(o: &Opts, cpus: (Option<u32>, Option<u32>)) -> Result<LogP>
     let status = child.wait()?;
     let p = r?;
     anyhow::ensure!(status.success(), "the member process failed ({status})");
-    let _ = t;
     Ok(p)
 }
 
@@ -298,13 +296,6 @@ const MPI_CASES: &[MpiCase] = &[
     ("multi-protocol-shm-always", "as multi-protocol-shm, the network polled at every poll", 4, &[("SMELT_RANKS_PER_NODE", "2")], (0, 1), "always"),
 ];
 
-fn median(s: &Status) -> Option<f64> {
-    match s {
-        Status::Ok { ns } => Some(ns.median),
-        _ => None,
-    }
-}
-
 /// `smelt bench --am`.
 pub fn run(a: &BenchArgs) -> Result<()> {
     let o = opts(a);
@@ -352,8 +343,8 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     let qp = smelt_probe::transport::qp_latency(ca, cb, &budget);
     let cb_rate = smelt_peers::rust::crossbeam_throughput(ca, cb, &budget);
     let mut peers = Peers {
-        queuepair_rtt_ns: median(&qp.status).map(|l| 2.0 * l),
-        crossbeam_ns_per_msg: median(&cb_rate.status),
+        queuepair_rtt_ns: qp.median().map(|l| 2.0 * l),
+        crossbeam_ns_per_msg: cb_rate.median(),
         errors: Vec::new(),
     };
     for p in [&qp, &cb_rate] {

@@ -1280,15 +1280,20 @@ pub fn predict_auto(
     root: Option<usize>,
 ) -> Result<Algorithm, String> {
     let c = Costs::new(model, members).map_err(|e| e.to_string())?;
-    let root = match root {
-        None => c.default_root(),
+    let root = root_position(&c, members, root)?;
+    let cands = parse_candidates(DEFAULT_CANDIDATES)?;
+    Ok(predict_best(&c, root, &cands, op, mode, bytes)?.0)
+}
+
+/// The position of `root` (a member; None: the costs' default root) among `members`.
+fn root_position(c: &Costs, members: &[usize], root: Option<usize>) -> Result<usize, String> {
+    match root {
+        None => Ok(c.default_root()),
         Some(r) => members
             .iter()
             .position(|&m| m == r)
-            .ok_or("the root is not one of the members")?,
-    };
-    let cands = parse_candidates(DEFAULT_CANDIDATES)?;
-    Ok(predict_best(&c, root, &cands, op, mode, bytes)?.0)
+            .ok_or_else(|| "the root is not one of the members".to_string()),
+    }
 }
 
 /// The tree `auto` builds for `op` (see [`resolve_auto`]): the resolution's tree, or,
@@ -1312,13 +1317,7 @@ pub fn resolve_auto_tree(
         .filter(|a| a.tree().is_some())
         .collect();
     let c = Costs::new(model, members).map_err(|e| e.to_string())?;
-    let root = match root {
-        None => c.default_root(),
-        Some(r) => members
-            .iter()
-            .position(|&m| m == r)
-            .ok_or("the root is not one of the members")?,
-    };
+    let root = root_position(&c, members, root)?;
     let (t, _, _) = predict_best(&c, root, &trees, op, mode, bytes)?;
     Ok((t.tree().unwrap_or(Topology::AdaptiveShuffled), r))
 }

@@ -248,25 +248,36 @@ impl Flood {
             self.errors.push(e);
         }
     }
+
+    /// Checks message `k` of a sender's numbered requests (or replies): its checksum
+    /// against `want`, and that it is the next one from `from`.
+    fn check(&mut self, what: &str, from: usize, args: &[u64], want: u64, reply: bool) {
+        let (k, sum) = (
+            args.first().copied().unwrap_or(0),
+            args.get(1).copied().unwrap_or(0),
+        );
+        if args.len() != 2 || sum != want {
+            self.error(format!("{what} {k} from {from}: bad checksum"));
+        }
+        let next = if reply {
+            &mut self.next_reply[from]
+        } else {
+            &mut self.next_from[from]
+        };
+        let expected = std::mem::replace(next, k + 1);
+        if expected != k {
+            self.error(format!(
+                "{what} {k} from {from} out of order (expected {expected})"
+            ));
+        }
+    }
 }
 
 fn register_flood(ep: &mut Endpoint<Flood, ShmLink>) -> Result<(), AmError> {
     ep.register(REQ, |s: &mut Flood, ctx, m| {
         let (from, me) = (m.from, s.me);
-        let (k, sum) = (
-            m.args.first().copied().unwrap_or(0),
-            m.args.get(1).copied().unwrap_or(0),
-        );
-        if m.args.len() != 2 || sum != mix(from, me, k) {
-            s.error(format!("request {k} from {from}: bad checksum"));
-        }
-        if s.next_from[from] != k {
-            s.error(format!(
-                "request {k} from {from} out of order (expected {})",
-                s.next_from[from]
-            ));
-        }
-        s.next_from[from] = k + 1;
+        let k = m.args.first().copied().unwrap_or(0);
+        s.check("request", from, m.args, mix(from, me, k), false);
         s.got[from] += 1;
         if !m.data.is_empty() {
             s.bulk_got += 1;
@@ -285,21 +296,9 @@ fn register_flood(ep: &mut Endpoint<Flood, ShmLink>) -> Result<(), AmError> {
     })?;
     ep.register(REP, |s: &mut Flood, _, m| {
         let (from, me) = (m.from, s.me);
-        let (k, sum) = (
-            m.args.first().copied().unwrap_or(0),
-            m.args.get(1).copied().unwrap_or(0),
-        );
+        let k = m.args.first().copied().unwrap_or(0);
         // The responder's checksum: mix(responder, requester, k).
-        if sum != mix(from, me, k) {
-            s.error(format!("reply {k} from {from}: bad checksum"));
-        }
-        if s.next_reply[from] != k {
-            s.error(format!(
-                "reply {k} from {from} out of order (expected {})",
-                s.next_reply[from]
-            ));
-        }
-        s.next_reply[from] = k + 1;
+        s.check("reply", from, m.args, mix(from, me, k), true);
         s.replies[from] += 1;
     })?;
     ep.on_returned(|s: &mut Flood, r| s.returned.push(r.clone()));
