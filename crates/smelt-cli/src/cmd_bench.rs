@@ -5,12 +5,16 @@
 //! floor taken right before and after it, so that ratios stay meaningful on a
 //! machine whose core-to-core latency drifts.
 
+#[path = "bench_agg.rs"]
+pub mod agg;
 #[path = "bench_am.rs"]
 pub mod am;
 #[path = "bench_large.rs"]
 mod large;
 #[path = "bench_mpi.rs"]
 mod mpi;
+#[path = "bench_offload.rs"]
+pub mod offload;
 #[path = "bench_report.rs"]
 mod report;
 #[path = "bench_smelt.rs"]
@@ -113,6 +117,16 @@ pub struct BenchArgs {
     /// emulated nodes, next to the queuepair round trip and crossbeam-channel's rate.
     #[arg(long, conflicts_with_all = ["mpi", "processes", "sync", "large"])]
     pub am: bool,
+    /// Measure message aggregation instead (Bale-style histogram and index-gather):
+    /// the four schemes (WW, WPs, WsP, PP) and no aggregation, items/s, messages per
+    /// worker and index-gather latency, in one run.
+    #[arg(long, conflicts_with_all = ["mpi", "processes", "sync", "large", "am"])]
+    pub aggregation: bool,
+    /// Measure offload instead: round trip direct vs static vs dynamic communication
+    /// threads, message rate against queues and threads (1 to 6) with CPU time, and
+    /// global-array get/put against a queuepair round trip and MPI_Get.
+    #[arg(long, conflicts_with_all = ["mpi", "processes", "sync", "large", "am", "aggregation"])]
+    pub offload: bool,
     /// With --mpi: rank counts (default 2,8; each 1 to 1024).
     #[arg(long, value_delimiter = ',', value_parser = crate::common::count(1, MAX_THREADS))]
     pub mpi_ranks: Vec<usize>,
@@ -304,6 +318,12 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
     }
     if a.am {
         return am::run(&a);
+    }
+    if a.aggregation {
+        return agg::run(&a);
+    }
+    if a.offload {
+        return offload::run(&a);
     }
     if a.ops.is_empty() {
         a.ops = ["broadcast", "reduce", "barrier", "2pc"]

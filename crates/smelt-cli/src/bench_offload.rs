@@ -1,0 +1,9 @@
+//! `smelt bench --offload` (being written).
+
+use super::BenchArgs;
+use anyhow::{bail, Result};
+
+/// Runs the benchmark.
+pub fn run(_a: &BenchArgs) -> Result<()> {
+    bail!("not built yet")
+}
