@@ -3,8 +3,11 @@
 //!
 //! # Failing together
 //! Every collective (barrier, broadcast, reduce, allreduce) starts with the same
-//! agreement step: a word reduction of `(collective, len)` to the root, which compares
-//! it with its own, then a word broadcast of the root's verdict. Data moves only after
+//! agreement step: every member learns whether all members' `(collective, len)` words
+//! are equal, in a step that runs as the group's barrier does (a word reduction to the
+//! root and a word broadcast, or dissemination where the group's algorithm table picks
+//! it for the barrier: `smelt_barrier` is that step alone). When they differ, a word
+//! broadcast tells every member what the root called. Data moves only after
 //! every member knows that everyone called the same collective with the root's `len`,
 //! so a member's bad argument can fail the collective on every member, none having
 //! returned success:
@@ -12,7 +15,7 @@
 //!   length) fails the group at once on that member's behalf ([`Member::fail`]: the
 //!   group's abort flag wakes every member);
 //! - a `len` (or collective) that differs from the root's is noticed by that member
-//!   when the verdict arrives; it fails the group naming itself, while the members that
+//!   when the root's word arrives; it fails the group naming itself, while the members that
 //!   match the root wait for that failure (in a barrier the offender never joins).
 //!
 //! Each member then returns the group's *first* failure, the same code and message on
@@ -678,8 +681,6 @@ const LEN_MAX: usize = (1 << LEN_BITS) - 1;
 const BAD_ARGS: u64 = 0x7f;
 /// Combined agreement words that differ.
 const DIFFER: u64 = u64::MAX;
-/// The root's verdict: some member's word differs from the root's.
-const MISMATCH: u64 = 1 << 63;
 
 /// The agreement step that starts every collective (see the module's documentation).
 /// `args` is this member's own check of its arguments. Returns the checked arguments
@@ -700,22 +701,20 @@ fn agree<T>(m: &mut Member, c: Coll, len: usize, args: Res<T>) -> Result<T, Fail
         Ok(_) => ((c as u64) << LEN_BITS) | len as u64,
         Err(_) => BAD_ARGS << LEN_BITS,
     };
-    let all = m.reduce(mine, |a: u64, b: u64| if a == b { a } else { DIFFER })?;
-    let verdict = match all {
-        Some(all) if all == mine && args.is_ok() => mine,
-        Some(_) => mine | MISMATCH,
-        None => 0, // ignored: only the root's word is broadcast
-    };
-    let v = m.broadcast_word(verdict)?;
+    // Every member gets the combination of every member's word; the step runs as the
+    // group's barrier does (by dissemination where its algorithm table picks that).
+    let all = m.barrier_agree(mine, |a, b| if a == b { a } else { DIFFER })?;
     let args = match args {
-        // Every member has entered this collective: fail the group on our behalf.
-        Err(Error(_, msg)) => return Err(Fail::Arg(format!("{}: {msg}", c.name()))),
-        Ok(a) => a,
+        Ok(a) if all == mine => return Ok(a),
+        other => other,
     };
-    if v == mine {
-        return Ok(args);
+    // Somebody differs (every member sees the same `all`, so all of them are here):
+    // the root's word names what it called, for the message.
+    let root = m.broadcast_word(mine)?;
+    if let Err(Error(_, msg)) = args {
+        // Every member has entered this collective: fail the group on our behalf.
+        return Err(Fail::Arg(format!("{}: {msg}", c.name())));
     }
-    let root = v & !MISMATCH;
     let root_len = root & LEN_MAX as u64;
     match Coll::from_tag(root >> LEN_BITS) {
         _ if root == mine => {}

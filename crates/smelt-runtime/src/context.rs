@@ -6,6 +6,8 @@ use crate::word::{pack, unpack_at, unpack_into, unpack_one, Word};
 use crate::GroupError;
 use smelt_ids::{CpuId, Rank};
 use smelt_transport::{Endpoint, Link, TransportError};
+use smelt_tree::tuning::AlgorithmTable;
+use smelt_tree::Op;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -129,6 +131,12 @@ pub struct Context<L: Link = Endpoint> {
     /// Links beyond the tree for the non-tree algorithms, when the group's
     /// [`GroupConfig::algorithms`](crate::GroupConfig::algorithms) may pick one.
     pub(crate) nontree: Option<Box<crate::nontree::NonTreeLinks>>,
+    /// The group's algorithm table, when it tunes fragment sizes per operation and
+    /// message size ([`AlgorithmTable::segment`]).
+    pub(crate) tuned: Option<Arc<AlgorithmTable>>,
+    /// Inside a call whose fragment size the table set (the collectives it is made of
+    /// keep it).
+    pub(crate) in_tuned: bool,
 }
 
 type Res<T> = Result<T, GroupError>;
@@ -716,12 +724,65 @@ impl<L: Link> Context<L> {
         self.down_empty(t)
     }
 
+    /// Bytes per fragment of a call of `op` (broadcast, reduce or allreduce) with
+    /// `len` bytes per member in this context's mode: the size the group's algorithm
+    /// table tuned for that operation and size ([`AlgorithmTable::segment`]: a
+    /// `SMELT_TUNE` rule's `segment=`, or the host's tuning file), rounded as
+    /// [`GroupConfig::segment`](crate::GroupConfig::segment) is, else the group's own.
+    /// Every member looks up the same table with the same length, so all of them cut
+    /// the message alike.
+    pub fn fragment_bytes(&self, op: Op, len: usize) -> usize {
+        let want = self
+            .tuned
+            .as_ref()
+            .and_then(|t| t.segment(crate::nontree::mode_of(self.sync), op, len as u64));
+        match want {
+            Some(w) => {
+                let slot = smelt_transport::PAYLOAD_PER_SLOT;
+                w.clamp(slot, self.scratch.len().max(slot)) / slot * slot
+            }
+            None => self.segment,
+        }
+    }
+
+    /// Runs `f` with [`fragment_bytes`](Context::fragment_bytes) of `op` and `len`
+    /// (kept by the collectives `f` is made of).
+    #[inline]
+    fn tuned_segment<R>(&mut self, op: Op, len: usize, f: impl FnOnce(&mut Self) -> R) -> R {
+        if self.tuned.is_none() || self.in_tuned {
+            return f(self);
+        }
+        let keep = self.segment;
+        self.segment = self.fragment_bytes(op, len);
+        self.in_tuned = true;
+        let r = f(self);
+        self.segment = keep;
+        self.in_tuned = false;
+        r
+    }
+
+    /// A [`barrier`](Context::barrier) that also agrees on a word: every member gets
+    /// the combination of every member's `w`. It runs as the barrier does: by
+    /// dissemination where the group's algorithm table picks it, else as a reduction
+    /// to the root and a broadcast. `combine` must be commutative, associative and
+    /// idempotent (min, max, and, or, "equal or a marker"), because dissemination
+    /// reaches a member more than once when the group's size is not a power of two.
+    /// The C API checks that every member called the same collective this way.
+    pub fn barrier_agree(&mut self, w: u64, combine: impl Fn(u64, u64) -> u64) -> Res<u64> {
+        if self.barrier_by_dissemination() {
+            return self.dissemination(Some((w, &combine)));
+        }
+        let all = self.reduce(w, &combine)?;
+        self.broadcast_word(all.unwrap_or(0))
+    }
+
     /// Element-wise reduction of equally long slices to the root. On the root `data`
     /// holds the result afterwards and `true` is returned; elsewhere `data` is used as
     /// scratch (it holds the subtree's partial result). Slices of different lengths
     /// give [`GroupError::Mismatch`].
     pub fn reduce_slice<T: Word>(&mut self, data: &mut [T], op: impl Fn(T, T) -> T) -> Res<bool> {
-        self.synced(|c| c.reduce_slice_loose(data, op))
+        let len = std::mem::size_of_val(data);
+        self.synced(|c| c.tuned_segment(Op::Reduce, len, |c| c.reduce_slice_loose(data, op)))
     }
 
     /// [`reduce_slice`](Context::reduce_slice) without the synchronization of [`SyncMode::Strict`].
@@ -951,7 +1012,8 @@ impl<L: Link> Context<L> {
     /// [`reduce_slice`](Context::reduce_slice) then broadcast: every member's `data`
     /// holds the result.
     pub fn allreduce_slice<T: Word>(&mut self, data: &mut [T], op: impl Fn(T, T) -> T) -> Res<()> {
-        self.synced(|c| c.allreduce_slice_loose(data, op))
+        let len = std::mem::size_of_val(data);
+        self.synced(|c| c.tuned_segment(Op::Allreduce, len, |c| c.allreduce_slice_loose(data, op)))
     }
 
     /// [`allreduce_slice`](Context::allreduce_slice) without the synchronization of [`SyncMode::Strict`].
@@ -986,7 +1048,7 @@ impl<L: Link> Context<L> {
     /// messages as [`broadcast`](Context::broadcast), without allocating; a member
     /// whose `buf` has another length than the root's gets [`GroupError::Mismatch`].
     pub fn broadcast_into(&mut self, buf: &mut [u8]) -> Res<()> {
-        self.synced(|c| c.broadcast_into_loose(buf))
+        self.synced(|c| c.tuned_segment(Op::Broadcast, buf.len(), |c| c.broadcast_into_loose(buf)))
     }
 
     /// [`broadcast_into`](Context::broadcast_into) without the synchronization of [`SyncMode::Strict`].
@@ -1073,7 +1135,11 @@ impl<L: Link> Context<L> {
         data: &mut [u8],
         combine: impl FnMut(&mut [u8], &[u8]),
     ) -> Res<bool> {
-        self.synced(|c| c.reduce_bytes_loose(data, combine))
+        self.synced(|c| {
+            c.tuned_segment(Op::Reduce, data.len(), |c| {
+                c.reduce_bytes_loose(data, combine)
+            })
+        })
     }
 
     /// [`reduce_bytes`](Context::reduce_bytes) without the synchronization of [`SyncMode::Strict`].
@@ -1106,7 +1172,11 @@ impl<L: Link> Context<L> {
         data: &mut [u8],
         combine: impl FnMut(&mut [u8], &[u8]),
     ) -> Res<()> {
-        self.synced(|c| c.allreduce_bytes_loose(data, combine))
+        self.synced(|c| {
+            c.tuned_segment(Op::Allreduce, data.len(), |c| {
+                c.allreduce_bytes_loose(data, combine)
+            })
+        })
     }
 
     /// [`allreduce_bytes`](Context::allreduce_bytes) without the synchronization of [`SyncMode::Strict`].

@@ -487,6 +487,14 @@ impl<L: Link> Member<L> {
     pub fn barrier(&mut self) -> Result<(), GroupError> {
         ctx0!(self).barrier()
     }
+    /// Context 0's [`Context::barrier_agree`].
+    pub fn barrier_agree(
+        &mut self,
+        w: u64,
+        combine: impl Fn(u64, u64) -> u64,
+    ) -> Result<u64, GroupError> {
+        ctx0!(self).barrier_agree(w, combine)
+    }
     /// Context 0's [`Context::gather_word`].
     pub fn gather_word(&mut self, v: u64) -> Result<Option<Vec<u64>>, GroupError> {
         ctx0!(self).gather_word(v)
@@ -941,6 +949,8 @@ pub(crate) fn build_contexts<L: Link>(
             packed: Vec::new(),
             seq: 0,
             nontree: None,
+            tuned: cfg.algorithms.clone().filter(|t| t.tunes_segments()),
+            in_tuned: false,
         }));
     }
     Ok(out)

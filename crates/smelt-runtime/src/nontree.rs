@@ -39,7 +39,7 @@ pub(crate) struct NonTreeLinks {
     buf: Vec<u8>,
 }
 
-fn mode_of(s: SyncMode) -> Mode {
+pub(crate) fn mode_of(s: SyncMode) -> Mode {
     match s {
         SyncMode::Loose => Mode::Loose,
         SyncMode::Strict => Mode::Strict,
@@ -222,11 +222,25 @@ impl<L: Link> Context<L> {
     /// The dissemination barrier: in round `k` signal member `rank + 2^k` and wait for
     /// member `rank − 2^k` (mod n). No member leaves before every member entered.
     pub(crate) fn barrier_dissemination(&mut self) -> Res<()> {
+        self.dissemination(None).map(|_| ())
+    }
+
+    /// The dissemination barrier carrying `word` and `combine`: each round sends this
+    /// member's combination so far and folds in the one received, so after the last
+    /// round every member holds the combination of every member's word. Members are
+    /// reached more than once when `n` is not a power of two, so `combine` must be
+    /// idempotent as well as commutative and associative (min, max, and, or, "equal or
+    /// a marker").
+    pub(crate) fn dissemination(
+        &mut self,
+        word: Option<(u64, &dyn Fn(u64, u64) -> u64)>,
+    ) -> Res<u64> {
         let t = self.begin(Coll::Dissemination)?;
         let n = self.size();
         let me = self.rank.index();
         let timeout = self.timeout;
         let mut nt = self.nontree.take().expect("checked by the caller");
+        let mut acc = word.map_or(0, |w| w.0);
         let r = (|| {
             let mut d = 1;
             let mut round = 0u64;
@@ -234,20 +248,26 @@ impl<L: Link> Context<L> {
                 let tag = t.word() | (round << 32);
                 let to = Rank((me + d) % n);
                 let from = Rank((me + n - d) % n);
+                let payload = acc.to_le_bytes();
+                let msg: &[u8] = if word.is_some() { &payload } else { &[] };
                 nt.mesh
-                    .send(to, tag, &[], timeout)
+                    .send(to, tag, msg, timeout)
                     .map_err(|e| self.mesh_fail(e, t.op()))?;
-                let (got, _) = nt
+                let (got, len) = nt
                     .mesh
                     .recv_from(from, &mut nt.buf, timeout)
                     .map_err(|e| self.mesh_fail(e, t.op()))?;
-                if got != tag {
+                if got != tag || len != msg.len() {
                     return Err(self.crossed(got, t, from));
+                }
+                if let Some((_, combine)) = word {
+                    let other = u64::from_le_bytes(nt.buf[..8].try_into().expect("8 bytes"));
+                    acc = combine(acc, other);
                 }
                 d *= 2;
                 round += 1;
             }
-            Ok(())
+            Ok(acc)
         })();
         self.nontree = Some(nt);
         r

@@ -148,6 +148,51 @@ fn sizes_around_the_fragment_and_odd_ones() {
     }
 }
 
+/// A tuned fragment size per operation and message size (here from `SMELT_TUNE`-style
+/// rules; from the host's tuning file alike): each call uses the size its operation
+/// and length select, every member cuts alike, and results stay right at sizes around
+/// each tuned fragment, in both modes.
+#[test]
+fn tuned_fragment_sizes_per_operation_and_size() {
+    let rules = "bcast:0-2k=binary,segment=96;bcast=binary,segment=500;\
+                 reduce=binary,segment=144;allreduce:4k-=binary,segment=48";
+    let table = smelt_tree::tuning::AlgorithmTable::parse(rules).unwrap();
+    assert!(table.tunes_segments());
+    let cfg = GroupConfig {
+        algorithms: Some(std::sync::Arc::new(table)),
+        ..GroupConfig::default()
+    };
+    let own = cfg.segment_bytes();
+    use smelt_tree::Op;
+    for mode in [
+        smelt_runtime::SyncMode::Loose,
+        smelt_runtime::SyncMode::Strict,
+    ] {
+        let tree = shapes(4, 1).pop().unwrap();
+        let out = Group::with_config(std::slice::from_ref(&tree), &cfg)
+            .unwrap()
+            .run(|m: &mut Member| -> Result<(), GroupError> {
+                m.set_sync(mode);
+                let c = m.context(0)?;
+                assert_eq!(c.fragment_bytes(Op::Broadcast, 1000), 96);
+                assert_eq!(c.fragment_bytes(Op::Broadcast, 5000), 480); // 500 rounded down
+                assert_eq!(c.fragment_bytes(Op::Reduce, 5000), 144);
+                assert_eq!(c.fragment_bytes(Op::Allreduce, 5000), 48);
+                assert_eq!(c.fragment_bytes(Op::Allreduce, 1000), own);
+                Ok(())
+            })
+            .unwrap();
+        assert!(out.iter().all(|r| r.is_ok()), "{out:?}");
+        for len in [
+            0, 95, 96, 97, 143, 144, 145, 479, 480, 481, 1000, 2048, 4095, 4096, 9000,
+        ] {
+            let mut cfg = cfg.clone();
+            cfg.sync = mode;
+            check_all(&tree, &cfg, len);
+        }
+    }
+}
+
 /// Loans (single copy between threads) from every size up, across chunk boundaries,
 /// and the fragment path at sizes that are normally lent.
 #[test]

@@ -55,6 +55,37 @@ fn dissemination_barrier_holds_everyone_for_every_size() {
     }
 }
 
+/// `barrier_agree` gives every member the combination of every member's word, by
+/// dissemination (the table's barrier) and on the tree, for every group size, and holds
+/// everyone as a barrier does.
+#[test]
+fn barrier_agree_combines_every_word_for_every_size() {
+    for rules in [BOTH, "allreduce=recursive-doubling"] {
+        for n in (1..=9).chain([13, 16]) {
+            let entered = AtomicUsize::new(0);
+            let out = Group::with_config(&[tree(n)], &cfg(rules))
+                .unwrap()
+                .run(|m| -> Result<(), GroupError> {
+                    let me = m.rank().index() as u64;
+                    for k in 0..10u64 {
+                        entered.fetch_add(1, Ordering::SeqCst);
+                        // The largest word, and whether all words are equal.
+                        let max = m.barrier_agree(me * 100 + k, u64::max)?;
+                        assert_eq!(max, (n as u64 - 1) * 100 + k, "{rules} n={n}");
+                        assert!(entered.load(Ordering::SeqCst) >= (k as usize + 1) * n);
+                        let same = |a: u64, b: u64| if a == b { a } else { u64::MAX };
+                        assert_eq!(m.barrier_agree(k, same)?, k);
+                        let odd = m.barrier_agree(if me == n as u64 / 2 { 1 } else { 0 }, same)?;
+                        assert_eq!(odd, if n == 1 { 1 } else { u64::MAX }, "{rules} n={n}");
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            assert!(out.iter().all(|r| r.is_ok()), "{rules} n={n}: {out:?}");
+        }
+    }
+}
+
 #[test]
 fn recursive_doubling_matches_a_sequential_fold_for_every_size() {
     for n in (1..=9).chain([12, 16]) {

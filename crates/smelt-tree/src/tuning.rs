@@ -627,15 +627,20 @@ impl Overrides {
     /// The first rule matching the operation (`ab` matches broadcast rules too),
     /// size and mode.
     pub fn find(&self, mode: Mode, op: Op, bytes: u64) -> Option<Choice> {
-        self.rules
-            .iter()
-            .find(|r| {
-                r.op.is_none_or(|o| o == op || o == rules_op(op))
-                    && (r.min..=r.max).contains(&bytes)
-                    && r.mode.is_none_or(|m| m == mode)
-            })
-            .map(|r| r.choice)
+        first_match(&self.rules, mode, op, bytes)
     }
+}
+
+/// The choice of the first rule of `rules` that matches (the one rule of `SMELT_TUNE`).
+fn first_match(rules: &[OverrideRule], mode: Mode, op: Op, bytes: u64) -> Option<Choice> {
+    rules
+        .iter()
+        .find(|r| {
+            r.op.is_none_or(|o| o == op || o == rules_op(op))
+                && (r.min..=r.max).contains(&bytes)
+                && r.mode.is_none_or(|m| m == mode)
+        })
+        .map(|r| r.choice)
 }
 
 /// The candidates of a list (`DEFAULT_CANDIDATES` syntax: tree and non-tree names of
@@ -1102,6 +1107,9 @@ pub struct AlgorithmTable {
     /// Then, per (mode, operation), size classes (bytes, algorithm), ascending: the
     /// tuning file's entries for the group's size, or the prediction.
     classes: BTreeMap<(Mode, Op), Vec<(u64, Algorithm)>>,
+    /// Per (mode, operation) of [`SEGMENT_OPS`](Self::SEGMENT_OPS), size classes
+    /// (bytes, fragment size) where the tuning file tuned a fragment size.
+    segments: BTreeMap<(Mode, Op), Vec<(u64, Option<usize>)>>,
     /// Where the classes came from, for reports.
     origin: Option<Origin>,
 }
@@ -1109,6 +1117,8 @@ pub struct AlgorithmTable {
 impl AlgorithmTable {
     /// The operations that have non-tree algorithms.
     pub const OPS: [Op; 2] = [Op::Barrier, Op::Allreduce];
+    /// The operations whose long messages cross the tree in fragments of a tuned size.
+    pub const SEGMENT_OPS: [Op; 3] = [Op::Broadcast, Op::Reduce, Op::Allreduce];
 
     /// No rule: every collective runs on the group's tree.
     pub fn trees_only() -> AlgorithmTable {
@@ -1122,6 +1132,7 @@ impl AlgorithmTable {
         Ok(AlgorithmTable {
             overrides: Overrides::parse(rules)?.rules,
             classes: BTreeMap::new(),
+            segments: BTreeMap::new(),
             origin: Some(Origin::Override),
         })
     }
@@ -1147,6 +1158,7 @@ impl AlgorithmTable {
         let overrides = Overrides::from_env()?.map(|o| o.rules).unwrap_or_default();
         let mut warning = None;
         let mut classes = BTreeMap::new();
+        let mut segments = BTreeMap::new();
         let mut origin = Origin::Predicted;
         match host_file(model) {
             Ok(Some((path, f))) => {
@@ -1158,6 +1170,14 @@ impl AlgorithmTable {
                                 .filter_map(|e| Some((e.bytes, e.algo.parse().ok()?)))
                                 .collect();
                             classes.insert((mode, op), v);
+                        }
+                    }
+                    for op in Self::SEGMENT_OPS {
+                        if let Some(es) = f.group_entries(mode, op, members.len()) {
+                            if es.iter().any(|e| e.segment.is_some()) {
+                                let v = es.iter().map(|e| (e.bytes, e.segment)).collect();
+                                segments.insert((mode, op), v);
+                            }
                         }
                     }
                 }
@@ -1218,6 +1238,7 @@ impl AlgorithmTable {
             AlgorithmTable {
                 overrides,
                 classes,
+                segments,
                 origin,
             },
             warning,
@@ -1227,20 +1248,29 @@ impl AlgorithmTable {
     /// The algorithm for `op` of `bytes` per member in `mode`; `None` when no rule
     /// says (the group's tree).
     pub fn lookup(&self, mode: Mode, op: Op, bytes: u64) -> Option<Algorithm> {
-        let found = self
-            .overrides
-            .iter()
-            .find(|r| {
-                r.op.is_none_or(|o| o == op || o == rules_op(op))
-                    && (r.min..=r.max).contains(&bytes)
-                    && r.mode.is_none_or(|m| m == mode)
-            })
-            .map(|r| r.choice.algorithm);
-        if found.is_some() {
-            return found;
+        if let Some(c) = first_match(&self.overrides, mode, op, bytes) {
+            return Some(c.algorithm);
         }
         let cl = self.classes.get(&(mode, op))?;
         Some(cl[nearest_class(cl.iter().map(|c| c.0), bytes)?].1)
+    }
+
+    /// The fragment size for `op` (one of [`SEGMENT_OPS`](Self::SEGMENT_OPS)) of
+    /// `bytes` per member in `mode`: a matching `SMELT_TUNE` rule's `segment=`, else the
+    /// tuning file's for the nearest size class; `None`: the group's own.
+    pub fn segment(&self, mode: Mode, op: Op, bytes: u64) -> Option<usize> {
+        if let Some(c) = first_match(&self.overrides, mode, op, bytes) {
+            return c.segment;
+        }
+        let cl = self.segments.get(&(mode, op))?;
+        cl[nearest_class(cl.iter().map(|c| c.0), bytes)?].1
+    }
+
+    /// True if some rule sets a fragment size (the runtime then asks
+    /// [`segment`](Self::segment) at every long message).
+    pub fn tunes_segments(&self) -> bool {
+        self.overrides.iter().any(|r| r.choice.segment.is_some())
+            || self.segments.values().flatten().any(|c| c.1.is_some())
     }
 
     /// The non-tree algorithm for the call, if the table picks one (else the tree).

@@ -149,6 +149,18 @@ fn auto_uses_override_then_file_then_prediction() {
     );
     assert_eq!(nt(&table, Op::Allreduce, 182), None); // nearer 4096 on a log scale
     assert!(table.may_use(NonTree::Dissemination) && table.may_use(NonTree::RecursiveDoubling));
+    // The file's fragment sizes reach the group's table, per operation and size class.
+    let mut g = f.clone();
+    let mut big = entry(1 << 20, "binary");
+    big.segment = Some(2400);
+    g.insert(Mode::Loose, Op::Broadcast, 8, big);
+    g.save(&path).unwrap();
+    let (seg, _) = tuning::AlgorithmTable::auto(&m, &all).unwrap();
+    assert!(seg.tunes_segments());
+    assert_eq!(seg.segment(Mode::Loose, Op::Broadcast, 3 << 20), Some(2400));
+    assert_eq!(seg.segment(Mode::Loose, Op::Allreduce, 8), Some(768));
+    assert_eq!(seg.segment(Mode::Strict, Op::Allreduce, 8), None);
+    f.save(&path).unwrap();
     let node: Vec<usize> = (0..4).collect();
     let (sub, _) = tuning::AlgorithmTable::auto(&m, &node).unwrap();
     assert_eq!(nt(&sub, Op::Barrier, 0), None);
