@@ -56,12 +56,14 @@ mod abort;
 mod affinity;
 mod backoff;
 mod channel;
+mod cputime;
 mod error;
 mod link;
 mod loan;
 mod queuepair;
 #[cfg(not(loom))]
 pub mod shm;
+mod sleepq;
 mod sync;
 mod wake;
 
@@ -72,7 +74,9 @@ pub use channel::{
     channel, channel_with_abort, try_channel, Consumer, Producer, MAX_CAPACITY, PAYLOAD_PER_SLOT,
     SLOT_BYTES,
 };
+pub use cputime::{process_cpu_time, thread_cpu_time};
 pub use error::TransportError;
 pub use link::Link;
 pub use loan::lend_all;
 pub use queuepair::{queuepair, try_queuepair, Endpoint};
+pub use sleepq::{SleepOutcome, SleepQueue, SLEEPQ_MAX_CAPACITY};

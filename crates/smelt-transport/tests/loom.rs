@@ -130,3 +130,101 @@ fn loom_blocked_sender_sees_consumer_drop() {
         assert_eq!(tx.send_word(3), Err(TransportError::Disconnected));
     });
 }
+
+/// The consumer of the sleep-bit queue: pops until it has `n` items, sleeping whenever
+/// a pop finds nothing. Under loom the sleep has no timeout, so a lost wake-up (an item
+/// queued while the consumer sleeps and nobody rings) is a deadlock loom reports.
+fn sleepq_consume(q: &smelt_transport::SleepQueue<u64>, n: u64) -> u64 {
+    let mut sum = 0;
+    let mut got = 0;
+    while got < n {
+        let seen = q.observe();
+        match q.pop() {
+            Some(v) => {
+                sum += v;
+                got += 1;
+            }
+            None => {
+                q.sleep(seen, std::time::Duration::from_secs(1));
+            }
+        }
+    }
+    sum
+}
+
+#[test]
+fn loom_sleepq_no_lost_wakeup_one_producer() {
+    use loom::sync::Arc;
+    bounded().check(|| {
+        let q = Arc::new(smelt_transport::SleepQueue::new(2).unwrap());
+        let p = q.clone();
+        let t = loom::thread::spawn(move || {
+            p.push(1).unwrap();
+            p.push(2).unwrap();
+        });
+        assert_eq!(sleepq_consume(&q, 2), 3);
+        t.join().unwrap();
+        assert!(!q.is_sleeping());
+    });
+}
+
+#[test]
+fn loom_sleepq_no_lost_wakeup_two_producers() {
+    use loom::sync::Arc;
+    bounded().check(|| {
+        let q = Arc::new(smelt_transport::SleepQueue::new(2).unwrap());
+        let ts: Vec<_> = (0..2u64)
+            .map(|i| {
+                let p = q.clone();
+                loom::thread::spawn(move || p.push(10 + i).unwrap())
+            })
+            .collect();
+        assert_eq!(sleepq_consume(&q, 2), 21);
+        for t in ts {
+            t.join().unwrap();
+        }
+    });
+}
+
+/// The protocol on bare atomics, the consumer announcing its sleep either with the CAS
+/// against the value it observed before its empty pop (as `SleepQueue` does) or
+/// blindly (`fetch_or`). Property: if the consumer goes to sleep, the producer wakes it.
+fn sleep_bit_model(blind: bool) {
+    use loom::sync::atomic::{AtomicU64, Ordering};
+    use loom::sync::Arc;
+    bounded().check(move || {
+        // (counter: published << 1 | sleeping, the one slot)
+        let st = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+        let p = st.clone();
+        let t = loom::thread::spawn(move || {
+            p.1.store(7, Ordering::Release);
+            let old = p.0.fetch_add(2, Ordering::AcqRel);
+            old & 1 != 0 && p.0.fetch_and(!1, Ordering::AcqRel) & 1 != 0
+        });
+        let seen = st.0.load(Ordering::Acquire) & !1;
+        let empty = st.1.load(Ordering::Acquire) != 7;
+        let slept = empty
+            && if blind {
+                st.0.fetch_or(1, Ordering::AcqRel);
+                true
+            } else {
+                st.0.compare_exchange(seen, seen | 1, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            };
+        let woke = t.join().unwrap();
+        assert!(!slept || woke, "lost wake-up");
+    });
+}
+
+#[test]
+fn loom_sleep_bit_cas_never_loses_a_wakeup() {
+    sleep_bit_model(false);
+}
+
+/// The blind variant: loom finds the push that lands between the empty pop and the
+/// announcement, and nobody wakes the sleeper. Shows the model can fail.
+#[test]
+#[should_panic(expected = "lost wake-up")]
+fn loom_sleep_bit_blind_loses_a_wakeup() {
+    sleep_bit_model(true);
+}
