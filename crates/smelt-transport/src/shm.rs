@@ -39,13 +39,13 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// First bytes of every segment.
 const MAGIC: [u8; 8] = *b"SMELTSHM";
 /// Version of the segment layout; a member of another layout refuses to attach.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 /// Bytes reserved for the segment header.
 const HEADER_BYTES: usize = 4096;
 /// Alignment of every ring in the segment (a pair of cache lines).
@@ -155,6 +155,10 @@ struct Header {
     failure_rank: u32,
     failure_len: u32,
     failure: [u8; FAILURE_BYTES],
+    /// Offset of the job's shared words (0 and `words_len` 0: none).
+    words_offset: u64,
+    /// Number of shared 64-bit words.
+    words_len: u64,
 }
 
 const _: () = assert!(std::mem::size_of::<Header>() <= HEADER_BYTES);
@@ -259,6 +263,10 @@ impl Mapping {
             || !fits(h.member_table, h.members as u64 * 8)
             || !fits(h.ring_table, h.rings as u64 * 24)
             || !fits(h.blob_offset, h.blob_len)
+            || !h.words_offset.is_multiple_of(RING_ALIGN as u64)
+            || h.words_len
+                .checked_mul(8)
+                .is_none_or(|b| !fits(h.words_offset, b))
         {
             return Err("its tables lie outside the file".into());
         }
@@ -462,6 +470,22 @@ impl ShmJob {
     /// Creates the segment for `members` members and `rings`, carrying `blob` (the job
     /// description members read back with [`ShmMember::blob`]).
     pub fn create(members: u32, rings: &[RingSpec], blob: &[u8]) -> Result<ShmJob, ShmError> {
+        Self::create_with_words(members, rings, blob, 0)
+    }
+
+    /// As [`create`](Self::create), with `words` zeroed 64-bit words besides the rings,
+    /// shared by every member ([`ShmMember::words`]): memory the members read and write
+    /// directly with atomic operations (global arrays, counters, barriers).
+    pub fn create_with_words(
+        members: u32,
+        rings: &[RingSpec],
+        blob: &[u8],
+        words: usize,
+    ) -> Result<ShmJob, ShmError> {
+        let words_bytes = words
+            .checked_mul(8)
+            .filter(|b| *b <= isize::MAX as usize / 2)
+            .ok_or_else(|| ShmError::Invalid(format!("{words} shared words is too many")))?;
         if members == 0 || members > MAX_MEMBERS {
             return Err(ShmError::Invalid(format!(
                 "a job needs 1 to {MAX_MEMBERS} members, not {members}"
@@ -496,6 +520,8 @@ impl ShmJob {
             });
             off += ring_bytes(r.capacity as usize).next_multiple_of(RING_ALIGN);
         }
+        let words_offset = off;
+        off += words_bytes;
         let total = off.next_multiple_of(4096);
         let dir = shm_dir();
         let available = free_bytes(&dir)?;
@@ -569,6 +595,8 @@ impl ShmJob {
             std::ptr::addr_of_mut!((*hp).member_table).write(member_table as u64);
             std::ptr::addr_of_mut!((*hp).blob_offset).write(blob_offset as u64);
             std::ptr::addr_of_mut!((*hp).blob_len).write(blob.len() as u64);
+            std::ptr::addr_of_mut!((*hp).words_offset).write(words_offset as u64);
+            std::ptr::addr_of_mut!((*hp).words_len).write(words as u64);
             std::ptr::copy_nonoverlapping(
                 entries.as_ptr() as *const u8,
                 base.add(ring_table),
@@ -808,6 +836,25 @@ impl ShmMember {
     /// The job description the creator stored.
     pub fn blob(&self) -> &[u8] {
         self.map.blob()
+    }
+
+    /// The job's shared words ([`ShmJob::create_with_words`]; empty if it has none),
+    /// the same memory in every member. They stay mapped while this handle lives.
+    pub fn words(&self) -> &[AtomicU64] {
+        let h = self.map.header();
+        if h.words_len == 0 {
+            return &[];
+        }
+        // SAFETY: `validate` checked the words lie inside the mapping, 128-byte
+        // aligned (so 8-byte aligned for AtomicU64); the creator zeroed them; they are
+        // only ever accessed through atomics, in this and the other processes; the
+        // mapping lives as long as `self.map`, which the borrow of `self` holds.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.map.base.add(h.words_offset as usize) as *const AtomicU64,
+                h.words_len as usize,
+            )
+        }
     }
 
     /// The job's rings, in the creator's order.

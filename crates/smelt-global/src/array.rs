@@ -1,0 +1,532 @@
+//! The global array: blocks of elements owned by the members of a job, reached by
+//! global index.
+
+use crate::{ElemType, Element, GlobalError, Op};
+use smelt_transport::shm::ShmMember;
+use smelt_transport::{Backoff, WaitPolicy};
+use std::marker::PhantomData;
+use std::ops::Range;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Words at the start of a node's memory kept for the array's own use (the barrier's
+/// arrival count and generation, each on a cache line of its own).
+pub(crate) const CTRL_WORDS: usize = 16;
+const ARRIVALS: usize = 0;
+const GENERATION: usize = 8;
+
+/// Largest number of elements of one array (2^40: 8 TiB of words).
+pub const MAX_LEN: u64 = 1 << 40;
+
+/// How an array waits.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Longest wait in a barrier (default 30 s): [`GlobalError::Timeout`], never a
+    /// hang.
+    pub timeout: Duration,
+    /// How a barrier waits: spin, then yield, then sleep (default: the transport's
+    /// oversubscribed policy, so 16 members on 2 CPUs make progress).
+    pub wait: WaitPolicy,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            timeout: Duration::from_secs(30),
+            wait: WaitPolicy::OVERSUBSCRIBED,
+        }
+    }
+}
+
+/// How an array's elements are spread: member `m` owns the block
+/// `m*b .. min((m+1)*b, len)` with `b = ceil(len / members)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    len: u64,
+    members: usize,
+    block: u64,
+}
+
+impl Layout {
+    /// The layout of `len` elements (1 to [`MAX_LEN`]) over `members` members (at
+    /// least 1).
+    pub fn new(len: u64, members: usize) -> Result<Layout, GlobalError> {
+        if len == 0 || len > MAX_LEN {
+            return Err(GlobalError::Invalid(format!(
+                "an array of {len} elements (1 to {MAX_LEN})"
+            )));
+        }
+        if members == 0 || members > 1 << 20 {
+            return Err(GlobalError::Invalid(format!(
+                "an array over {members} members (1 to {})",
+                1 << 20
+            )));
+        }
+        Ok(Layout {
+            len,
+            members,
+            block: len.div_ceil(members as u64),
+        })
+    }
+
+    /// Elements of the array.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Always false: an array has at least one element.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Members the elements are spread over.
+    pub fn members(&self) -> usize {
+        self.members
+    }
+
+    /// The member that owns element `index` (`index < len`).
+    pub fn owner(&self, index: u64) -> usize {
+        (index / self.block) as usize
+    }
+
+    /// The indices member `member` owns (empty for members past the last block).
+    pub fn block(&self, member: usize) -> Range<u64> {
+        let s = (member as u64).saturating_mul(self.block).min(self.len);
+        let e = (member as u64 + 1).saturating_mul(self.block).min(self.len);
+        s..e
+    }
+
+    /// Ok if `index..index+count` lies inside the array.
+    pub fn check(&self, index: u64, count: usize) -> Result<(), GlobalError> {
+        match index.checked_add(count as u64) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(GlobalError::OutOfRange {
+                index,
+                count,
+                len: self.len,
+            }),
+        }
+    }
+
+    /// The pieces of `index..index+count` (checked) by owner: `(owner, offset in the
+    /// owner's block, elements)`, in index order.
+    pub fn pieces(&self, index: u64, count: usize) -> impl Iterator<Item = (usize, u64, usize)> {
+        let block = self.block;
+        let end = index + count as u64;
+        let mut at = index;
+        std::iter::from_fn(move || {
+            if at >= end {
+                return None;
+            }
+            let owner = at / block;
+            let stop = ((owner + 1) * block).min(end);
+            let piece = (owner as usize, at - owner * block, (stop - at) as usize);
+            at = stop;
+            Some(piece)
+        })
+    }
+}
+
+/// The memory of the array's elements on this member's node.
+pub(crate) enum Memory {
+    /// Process memory, shared by the threads of this process.
+    Local(Arc<[AtomicU64]>),
+    /// A shared-memory segment mapped by the processes of this node.
+    Shm(Arc<ShmMember>),
+}
+
+impl Memory {
+    pub(crate) fn local(words: usize) -> Memory {
+        Memory::Local((0..words).map(|_| AtomicU64::new(0)).collect())
+    }
+
+    #[inline]
+    pub(crate) fn words(&self) -> &[AtomicU64] {
+        match self {
+            Memory::Local(w) => w,
+            Memory::Shm(m) => m.words(),
+        }
+    }
+}
+
+/// The part of an array on other nodes (MPI one-sided communication). Offsets are
+/// in elements from the start of the owner's block.
+pub(crate) trait Net: Send + Sync {
+    fn get(&self, owner: usize, offset: u64, out: &mut [u64]) -> Result<(), GlobalError>;
+    fn put(&self, owner: usize, offset: u64, words: &[u64]) -> Result<(), GlobalError>;
+    fn accumulate(
+        &self,
+        owner: usize,
+        offset: u64,
+        words: &[u64],
+        ty: ElemType,
+        op: Op,
+    ) -> Result<(), GlobalError>;
+    fn fetch_op(
+        &self,
+        owner: usize,
+        offset: u64,
+        word: u64,
+        ty: ElemType,
+        op: Op,
+    ) -> Result<u64, GlobalError>;
+    /// True when accumulates to this node's elements must go through the network too
+    /// (so that they are atomic with the other nodes' accumulates).
+    fn atomics_over_net(&self) -> bool;
+    fn fence_writeback(&self) -> Result<(), GlobalError>;
+    fn fence_invalidate(&self) -> Result<(), GlobalError>;
+    fn barrier(&self, timeout: Duration) -> Result<(), GlobalError>;
+}
+
+/// A member's handle on a global array of `T` (see the crate's documentation).
+///
+/// Every operation takes `&self`: the handle is `Send` and `Sync`, and threads of a
+/// member may share it.
+pub struct GlobalArray<T: Element> {
+    /// First, so that it is dropped (the window freed) before the memory it exposes.
+    pub(crate) net: Option<Box<dyn Net>>,
+    pub(crate) mem: Memory,
+    pub(crate) layout: Layout,
+    pub(crate) rank: usize,
+    /// Members meeting at the node barrier (arrays without a network part).
+    pub(crate) node_members: u64,
+    /// Per owner: the word where its block starts in this node's memory, or `None`
+    /// for an owner on another node.
+    pub(crate) base: Vec<Option<usize>>,
+    pub(crate) cfg: Config,
+    pub(crate) _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Element> std::fmt::Debug for GlobalArray<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GlobalArray")
+            .field("type", &T::TYPE)
+            .field("len", &self.layout.len)
+            .field("members", &self.layout.members)
+            .field("rank", &self.rank)
+            .field("over_mpi", &self.net.is_some())
+            .finish()
+    }
+}
+
+/// Checks that an array of `array` elements may be used as `T`.
+pub(crate) fn check_type<T: Element>(array: ElemType) -> Result<(), GlobalError> {
+    if array == T::TYPE {
+        Ok(())
+    } else {
+        Err(GlobalError::WrongType {
+            array,
+            requested: T::TYPE,
+        })
+    }
+}
+
+/// Makes an array of `len` elements spread over `members` threads of this process:
+/// one handle per member (member `i` at index `i`), sharing the process's memory.
+pub fn threads<T: Element>(
+    len: u64,
+    members: usize,
+    cfg: Config,
+) -> Result<Vec<GlobalArray<T>>, GlobalError> {
+    let layout = Layout::new(len, members)?;
+    let words = CTRL_WORDS + len as usize;
+    let mem = Memory::local(words);
+    let shared = match &mem {
+        Memory::Local(w) => w.clone(),
+        Memory::Shm(_) => unreachable!("made local above"),
+    };
+    Ok((0..members)
+        .map(|rank| GlobalArray {
+            mem: Memory::Local(shared.clone()),
+            layout,
+            rank,
+            node_members: members as u64,
+            base: (0..members)
+                .map(|m| Some(CTRL_WORDS + layout.block(m).start as usize))
+                .collect(),
+            net: None,
+            cfg: cfg.clone(),
+            _t: PhantomData,
+        })
+        .collect())
+}
+
+#[inline]
+fn combine_word<T: Element>(w: &AtomicU64, v: T, op: Op) -> T {
+    if op == Op::Sum && matches!(T::TYPE, ElemType::U64 | ElemType::I64) {
+        // Two's-complement wrapping sums are the same on the bits.
+        return T::from_word(w.fetch_add(v.to_word(), Ordering::SeqCst));
+    }
+    if op == Op::Replace {
+        return T::from_word(w.swap(v.to_word(), Ordering::SeqCst));
+    }
+    let mut cur = w.load(Ordering::Relaxed);
+    loop {
+        let new = T::from_word(cur).combine(v, op).to_word();
+        match w.compare_exchange_weak(cur, new, Ordering::SeqCst, Ordering::Relaxed) {
+            Ok(_) => return T::from_word(cur),
+            Err(now) => cur = now,
+        }
+    }
+}
+
+/// Elements moved through the network per call at most (a buffer on the stack).
+const NET_CHUNK: usize = 256;
+
+impl<T: Element> GlobalArray<T> {
+    /// The element type.
+    pub fn elem_type(&self) -> ElemType {
+        T::TYPE
+    }
+
+    /// Elements of the array.
+    pub fn len(&self) -> u64 {
+        self.layout.len
+    }
+
+    /// Always false: an array has at least one element.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// This member's index.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Members the array is spread over.
+    pub fn members(&self) -> usize {
+        self.layout.members
+    }
+
+    /// How the elements are spread.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The indices this member owns.
+    pub fn local_range(&self) -> Range<u64> {
+        self.layout.block(self.rank)
+    }
+
+    /// True when element `index` lies in this member's node's memory (reached by
+    /// loads and stores rather than over the network).
+    pub fn is_on_node(&self, index: u64) -> bool {
+        index < self.layout.len && self.base[self.layout.owner(index)].is_some()
+    }
+
+    #[inline]
+    fn node_words(&self, owner: usize, offset: u64, n: usize) -> Option<&[AtomicU64]> {
+        let b = self.base[owner]? + offset as usize;
+        Some(&self.mem.words()[b..b + n])
+    }
+
+    /// Reads `out.len()` elements from `index` on.
+    pub fn get(&self, index: u64, out: &mut [T]) -> Result<(), GlobalError> {
+        self.layout.check(index, out.len())?;
+        let mut done = 0;
+        for (owner, offset, n) in self.layout.pieces(index, out.len()) {
+            let dst = &mut out[done..done + n];
+            match self.node_words(owner, offset, n) {
+                Some(src) => {
+                    for (d, w) in dst.iter_mut().zip(src) {
+                        *d = T::from_word(w.load(Ordering::Relaxed));
+                    }
+                }
+                None => {
+                    let net = self.net()?;
+                    let mut buf = [0u64; NET_CHUNK];
+                    for (k, chunk) in dst.chunks_mut(NET_CHUNK).enumerate() {
+                        let b = &mut buf[..chunk.len()];
+                        net.get(owner, offset + (k * NET_CHUNK) as u64, b)?;
+                        for (d, w) in chunk.iter_mut().zip(b.iter()) {
+                            *d = T::from_word(*w);
+                        }
+                    }
+                }
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Reads one element.
+    pub fn get_one(&self, index: u64) -> Result<T, GlobalError> {
+        let mut v = [T::from_word(0)];
+        self.get(index, &mut v)?;
+        Ok(v[0])
+    }
+
+    /// Writes `data` from `index` on. Writes to other nodes are buffered until the
+    /// next [`fence_writeback`](Self::fence_writeback) or barrier (this member's own
+    /// later reads see them at once).
+    pub fn put(&self, index: u64, data: &[T]) -> Result<(), GlobalError> {
+        self.layout.check(index, data.len())?;
+        let mut done = 0;
+        for (owner, offset, n) in self.layout.pieces(index, data.len()) {
+            let src = &data[done..done + n];
+            match self.node_words(owner, offset, n) {
+                Some(dst) => {
+                    for (w, v) in dst.iter().zip(src) {
+                        w.store(v.to_word(), Ordering::Relaxed);
+                    }
+                }
+                None => self.net_words(owner, offset, src, |net, o, off, w| net.put(o, off, w))?,
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    fn net(&self) -> Result<&dyn Net, GlobalError> {
+        self.net
+            .as_deref()
+            .ok_or_else(|| GlobalError::Invalid("an element on another node without MPI".into()))
+    }
+
+    fn net_words(
+        &self,
+        owner: usize,
+        offset: u64,
+        src: &[T],
+        f: impl Fn(&dyn Net, usize, u64, &[u64]) -> Result<(), GlobalError>,
+    ) -> Result<(), GlobalError> {
+        let net = self.net()?;
+        let mut buf = [0u64; NET_CHUNK];
+        for (k, chunk) in src.chunks(NET_CHUNK).enumerate() {
+            for (b, v) in buf.iter_mut().zip(chunk) {
+                *b = v.to_word();
+            }
+            f(
+                net,
+                owner,
+                offset + (k * NET_CHUNK) as u64,
+                &buf[..chunk.len()],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Combines `data` into the elements from `index` on, each element atomically
+    /// (`op`: sum, min, max, replace). Accumulates to one element from any members
+    /// never lose an update.
+    pub fn accumulate(&self, index: u64, data: &[T], op: Op) -> Result<(), GlobalError> {
+        self.layout.check(index, data.len())?;
+        let over_net = self.net.as_ref().is_some_and(|n| n.atomics_over_net());
+        let mut done = 0;
+        for (owner, offset, n) in self.layout.pieces(index, data.len()) {
+            let src = &data[done..done + n];
+            match self.node_words(owner, offset, n).filter(|_| !over_net) {
+                Some(dst) => {
+                    for (w, v) in dst.iter().zip(src) {
+                        combine_word(w, *v, op);
+                    }
+                }
+                None => self.net_words(owner, offset, src, |net, o, off, w| {
+                    net.accumulate(o, off, w, T::TYPE, op)
+                })?,
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Combines `value` into element `index` atomically and returns the element's
+    /// value before (a fetch-and-add with [`Op::Sum`]: the work-stealing counter's
+    /// step).
+    pub fn fetch_accumulate(&self, index: u64, value: T, op: Op) -> Result<T, GlobalError> {
+        self.layout.check(index, 1)?;
+        let over_net = self.net.as_ref().is_some_and(|n| n.atomics_over_net());
+        let owner = self.layout.owner(index);
+        let offset = index - self.layout.block(owner).start;
+        match self.node_words(owner, offset, 1).filter(|_| !over_net) {
+            Some(w) => Ok(combine_word(&w[0], value, op)),
+            None => Ok(T::from_word(self.net()?.fetch_op(
+                owner,
+                offset,
+                value.to_word(),
+                T::TYPE,
+                op,
+            )?)),
+        }
+    }
+
+    /// The write-back fence (the slides' `SD_fence`): every write this member made
+    /// before it (puts and accumulates, to any node) is complete at its owner when it
+    /// returns, and ordered before this member's later operations.
+    pub fn fence_writeback(&self) -> Result<(), GlobalError> {
+        fence(Ordering::SeqCst);
+        if let Some(net) = &self.net {
+            net.fence_writeback()?;
+        }
+        Ok(())
+    }
+
+    /// The invalidate fence (the slides' `SI_fence`): reads after it see every write
+    /// that was complete at its owner (written back) before the writer's
+    /// synchronisation with this member that this member observed before the fence.
+    pub fn fence_invalidate(&self) -> Result<(), GlobalError> {
+        if let Some(net) = &self.net {
+            net.fence_invalidate()?;
+        }
+        fence(Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Waits until every member reached the barrier: a write-back fence, the meeting,
+    /// an invalidate fence. At most the configuration's timeout.
+    pub fn barrier(&self) -> Result<(), GlobalError> {
+        self.fence_writeback()?;
+        match &self.net {
+            Some(net) => net.barrier(self.cfg.timeout)?,
+            None => self.node_barrier()?,
+        }
+        self.fence_invalidate()
+    }
+
+    fn node_barrier(&self) -> Result<(), GlobalError> {
+        let w = self.mem.words();
+        let gen = w[GENERATION].load(Ordering::SeqCst);
+        let arrived = w[ARRIVALS].fetch_add(1, Ordering::SeqCst) + 1;
+        if arrived == self.node_members {
+            w[ARRIVALS].store(0, Ordering::SeqCst);
+            w[GENERATION].fetch_add(1, Ordering::SeqCst);
+            return Ok(());
+        }
+        let start = Instant::now();
+        let mut backoff = Backoff::with_policy(&self.cfg.wait);
+        let mut park = self.cfg.wait.park_initial;
+        while w[GENERATION].load(Ordering::SeqCst) == gen {
+            if !backoff.is_completed() {
+                backoff.snooze();
+                continue;
+            }
+            if let Memory::Shm(m) = &self.mem {
+                if m.is_aborted() {
+                    return Err(GlobalError::Aborted);
+                }
+                // (This process's own lock cannot be tested from its own file.)
+                let dead = (0..m.members()).find(|r| *r != m.rank() && !m.is_alive(*r));
+                if let Some(dead) = dead {
+                    m.abort();
+                    return Err(GlobalError::PeerGone {
+                        member: dead as usize,
+                    });
+                }
+            }
+            if start.elapsed() >= self.cfg.timeout {
+                return Err(GlobalError::Timeout {
+                    what: format!(
+                        "member {} waiting at the array's barrier (the array cannot be used any more)",
+                        self.rank
+                    ),
+                    after: self.cfg.timeout,
+                });
+            }
+            std::thread::sleep(park);
+            park = (park * 2).min(self.cfg.wait.park_max);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,789 @@
+//! Arrays over MPI ranks grouped into nodes (feature `mpi`).
+//!
+//! The ranks are grouped into nodes as smelt-am does ([`smelt_am::mpi::Options`]:
+//! the ranks that share memory, or emulated nodes of `SMELT_RANKS_PER_NODE`
+//! consecutive ranks). Rank `r` owns block `r` of every array. The blocks of a
+//! node's ranks lie in one shared-memory segment (created by the node's lowest rank,
+//! its path and key handed to the others with `MPI_Ibcast`, attached by all, and
+//! unlinked once all attached): a rank reads and writes its node's elements
+//! directly. Every rank also exposes its block in an MPI window (`MPI_Win_create`
+//! over its part of the segment, one passive-target epoch for the array's life,
+//! `MPI_Win_lock_all`): elements on other nodes are read with `MPI_Get` +
+//! `MPI_Win_flush`, written with `MPI_Put` (completed at the next write-back fence or
+//! barrier: `MPI_Win_flush_all`), combined with `MPI_Accumulate` and
+//! `MPI_Fetch_and_op` (`Op::Replace` with an `MPI_Compare_and_swap` loop).
+//!
+//! **Atomicity.** MPI's accumulates are atomic only with each other, so when the
+//! array spans more than one node every accumulate goes through MPI, to this node's
+//! elements too; on a single node they are CPU atomics.
+//!
+//! **Memory model.** MPI's unified model: a barrier is `MPI_Win_flush_all`,
+//! `MPI_Win_sync`, `MPI_Ibarrier`, `MPI_Win_sync` (with memory fences), so loads and
+//! stores on the segment and RMA from other nodes are ordered by it.
+//!
+//! **Collective calls.** [`World::array`] and dropping an array (`MPI_Win_free`) are
+//! collective: every rank creates and drops its arrays in the same order, and drops
+//! them before [`World::finalize`]. An MPI call that fails ends the job (MPI's
+//! default error handler); every wait for other ranks in set-up and barriers is
+//! bounded by the world's timeout.
+
+use crate::array::{check_type, Layout, Memory, Net, CTRL_WORDS};
+use crate::{Config, ElemType, Element, GlobalArray, GlobalError, Op};
+use mpi_sys as ffi;
+use smelt_am::mpi::{Mpi, Options};
+use smelt_transport::shm::{ShmJob, ShmMember};
+use std::marker::PhantomData;
+use std::os::raw::{c_int, c_void};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn error_string(rc: c_int) -> String {
+    let mut buf = vec![0u8; 1024];
+    let mut len: c_int = 0;
+    // SAFETY: `buf` has room for MPI_MAX_ERROR_STRING bytes (256 in Open MPI and
+    // MPICH); `len` is a valid out-pointer; allowed at any time.
+    let rc2 = unsafe { ffi::MPI_Error_string(rc, buf.as_mut_ptr().cast(), &mut len) };
+    if rc2 != 0 {
+        return format!("MPI error {rc}");
+    }
+    buf.truncate(len.clamp(0, 1024) as usize);
+    format!("{} (MPI error {rc})", String::from_utf8_lossy(&buf))
+}
+
+fn check(what: &str, rc: c_int) -> Result<(), GlobalError> {
+    if rc == ffi::MPI_SUCCESS as c_int {
+        Ok(())
+    } else {
+        Err(GlobalError::Mpi(format!("{what} failed: {}", error_string(rc))))
+    }
+}
+
+fn mpi_active() -> bool {
+    let (mut init, mut fin): (c_int, c_int) = (0, 0);
+    // SAFETY: valid out-pointers; both calls are allowed at any time.
+    unsafe {
+        ffi::MPI_Initialized(&mut init);
+        ffi::MPI_Finalized(&mut fin);
+    }
+    init != 0 && fin == 0
+}
+
+fn am(e: smelt_am::AmError) -> GlobalError {
+    GlobalError::Mpi(e.to_string())
+}
+
+/// Waits for a non-blocking MPI operation, at most `timeout` (the request stays
+/// active on a timeout: the caller leaks its buffers).
+fn wait_request(req: &mut ffi::MPI_Request, timeout: Duration, what: &str) -> Result<(), GlobalError> {
+    let start = Instant::now();
+    let mut polls = 0u32;
+    loop {
+        let mut flag: c_int = 0;
+        // SAFETY: `req` is an active request of this process (or null, completed at
+        // once); STATUS_IGNORE is allowed.
+        check(what, unsafe {
+            ffi::MPI_Test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE)
+        })?;
+        if flag != 0 {
+            return Ok(());
+        }
+        if start.elapsed() >= timeout {
+            return Err(GlobalError::Timeout {
+                what: format!("{what} (waiting for the other MPI ranks)"),
+                after: timeout,
+            });
+        }
+        polls += 1;
+        if polls < 64 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(20));
+        }
+    }
+}
+
+fn ibarrier(comm: ffi::MPI_Comm, timeout: Duration) -> Result<(), GlobalError> {
+    // SAFETY: a placeholder written over by MPI_Ibarrier.
+    let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
+    // SAFETY: `comm` is a valid communicator; `req` a valid out-pointer.
+    check("MPI_Ibarrier", unsafe { ffi::MPI_Ibarrier(comm, &mut req) })?;
+    wait_request(&mut req, timeout, "MPI_Ibarrier")
+}
+
+fn bcast_bytes(comm: ffi::MPI_Comm, mut buf: Vec<u8>, timeout: Duration) -> Result<Vec<u8>, GlobalError> {
+    // SAFETY: a placeholder written over by MPI_Ibcast.
+    let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
+    // SAFETY: `buf` holds `buf.len()` bytes (the same length at every rank) and lives
+    // until the request completes (or is leaked below).
+    check("MPI_Ibcast", unsafe {
+        ffi::MPI_Ibcast(
+            buf.as_mut_ptr().cast(),
+            buf.len() as c_int,
+            ffi::RSMPI_UINT8_T,
+            0,
+            comm,
+            &mut req,
+        )
+    })?;
+    match wait_request(&mut req, timeout, "MPI_Ibcast") {
+        Ok(()) => Ok(buf),
+        Err(e) => {
+            std::mem::forget(buf);
+            Err(e)
+        }
+    }
+}
+
+fn comm_free(comm: &mut ffi::MPI_Comm) {
+    if mpi_active() {
+        // SAFETY: a communicator this module created and frees once; MPI is active.
+        unsafe { ffi::MPI_Comm_free(comm) };
+    }
+}
+
+/// The ranks of an MPI job, grouped into nodes, that make global arrays together.
+#[derive(Debug)]
+pub struct World {
+    mpi: Option<Mpi>,
+    /// A duplicate of `MPI_COMM_WORLD` for the arrays' windows and barriers.
+    comm: ffi::MPI_Comm,
+    /// The ranks of this rank's node, in rank order.
+    node_comm: ffi::MPI_Comm,
+    node_of: Vec<usize>,
+    timeout: Duration,
+}
+
+// SAFETY: the communicators are process-wide MPI handles, used under
+// MPI_THREAD_SERIALIZED by whichever thread owns the World.
+unsafe impl Send for World {}
+
+impl World {
+    /// Initialises MPI if it is not yet and groups the ranks into nodes as the
+    /// environment says ([`Options::from_env`]). Every rank must call it.
+    pub fn init() -> Result<World, GlobalError> {
+        let opts = Options::from_env().map_err(am)?;
+        let timeout = opts.timeout;
+        let mpi = Mpi::init(opts).map_err(am)?;
+        let node_of: Vec<usize> = (0..mpi.size())
+            .map(|r| mpi.name(r).map(|n| n.node as usize).unwrap_or(r))
+            .collect();
+        // SAFETY: the predefined world communicator; MPI is initialised (above).
+        let world = unsafe { ffi::RSMPI_COMM_WORLD };
+        // SAFETY: a placeholder written over by MPI_Comm_dup.
+        let mut comm: ffi::MPI_Comm = unsafe { ffi::RSMPI_COMM_NULL };
+        // SAFETY: `world` is valid; `comm` a valid out-pointer.
+        check("MPI_Comm_dup", unsafe { ffi::MPI_Comm_dup(world, &mut comm) })?;
+        // SAFETY: a placeholder written over by MPI_Comm_split.
+        let mut node_comm: ffi::MPI_Comm = unsafe { ffi::RSMPI_COMM_NULL };
+        let me = mpi.rank();
+        // SAFETY: `comm` is valid; color and key are non-negative; valid out-pointer.
+        let rc = unsafe {
+            ffi::MPI_Comm_split(comm, node_of[me] as c_int, me as c_int, &mut node_comm)
+        };
+        if let Err(e) = check("MPI_Comm_split", rc) {
+            comm_free(&mut comm);
+            return Err(e);
+        }
+        Ok(World {
+            mpi: Some(mpi),
+            comm,
+            node_comm,
+            node_of,
+            timeout,
+        })
+    }
+
+    fn am(&self) -> &Mpi {
+        self.mpi.as_ref().expect("present until finalize, which consumes the World")
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.am().rank()
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> usize {
+        self.am().size()
+    }
+
+    /// Number of nodes.
+    pub fn nodes(&self) -> usize {
+        self.am().nodes()
+    }
+
+    /// The node of rank `rank`.
+    pub fn node_of(&self, rank: usize) -> Option<usize> {
+        self.node_of.get(rank).copied()
+    }
+
+    /// A line saying how the ranks are grouped.
+    pub fn describe(&self) -> String {
+        self.am().describe()
+    }
+
+    /// Waits until every rank got here (bounded).
+    pub fn barrier(&self) -> Result<(), GlobalError> {
+        ibarrier(self.comm, self.timeout)
+    }
+
+    /// `v` of every rank, in rank order (bounded).
+    pub fn gather(&self, v: u64) -> Result<Vec<u64>, GlobalError> {
+        self.am().gather(v).map_err(am)
+    }
+
+    /// Makes an array of `len` elements of `T`, block `r` owned by rank `r`
+    /// (collective: every rank calls it, in the same order as its other arrays).
+    pub fn array<T: Element>(&self, len: u64, cfg: Config) -> Result<GlobalArray<T>, GlobalError> {
+        let size = self.size();
+        let me = self.rank();
+        let layout = Layout::new(len, size)?;
+        let my_node = self.node_of[me];
+        let mut base = vec![None; size];
+        let mut words = CTRL_WORDS;
+        let mut node_members = 0u32;
+        let mut node_rank = 0u32;
+        for r in 0..size {
+            if self.node_of[r] == my_node {
+                if r == me {
+                    node_rank = node_members;
+                }
+                node_members += 1;
+                base[r] = Some(words);
+                let b = layout.block(r);
+                words += (b.end - b.start) as usize;
+            }
+        }
+        // The node's lowest rank makes the segment; the others learn where.
+        let mut job = None;
+        let mut msg = vec![0u8; 4096];
+        if node_rank == 0 {
+            match ShmJob::create_with_words(
+                node_members,
+                &[],
+                &crate::process::encode(T::TYPE, layout),
+                words,
+            ) {
+                Ok(j) => {
+                    let s = format!("{}:{}", j.key(), j.path().display());
+                    if s.len() < msg.len() {
+                        msg[..s.len()].copy_from_slice(s.as_bytes());
+                    }
+                    job = Some(j);
+                }
+                Err(e) => {
+                    let s = format!("!{e}");
+                    let n = s.len().min(msg.len() - 1);
+                    msg[..n].copy_from_slice(&s.as_bytes()[..n]);
+                }
+            }
+        }
+        let msg = bcast_bytes(self.node_comm, msg, self.timeout)?;
+        let end = msg.iter().position(|b| *b == 0).unwrap_or(msg.len());
+        let msg = String::from_utf8_lossy(&msg[..end]).into_owned();
+        let attached = match msg.strip_prefix('!') {
+            Some(why) => Err(GlobalError::Shm(format!(
+                "the node's first rank could not make the array's memory: {why}"
+            ))),
+            None => match msg.split_once(':') {
+                Some((key, path)) => ShmMember::attach(Path::new(path), key, node_rank)
+                    .map_err(|e| GlobalError::Shm(e.to_string())),
+                None => Err(GlobalError::Shm("no segment from the node's first rank".into())),
+            },
+        };
+        // Every rank reports before any fails alone (so none waits for a window).
+        let ok = self.am().all(attached.is_ok()).map_err(am)?;
+        drop(job); // every member attached (or failed): the name goes
+        let member = attached?;
+        if !ok {
+            return Err(GlobalError::Shm("another rank could not attach its node's array".into()));
+        }
+        let (ty, _) = crate::process::decode(member.blob())?;
+        check_type::<T>(ty)?;
+        let member = Arc::new(member);
+        let block = layout.block(me);
+        let mine = &member.words()[base[me].unwrap_or(CTRL_WORDS)..];
+        let net = MpiNet::create(
+            self.comm,
+            mine.as_ptr() as *mut c_void,
+            (block.end - block.start) as usize,
+            self.nodes() > 1,
+            size,
+        )?;
+        Ok(GlobalArray {
+            mem: Memory::Shm(member),
+            layout,
+            rank: me,
+            node_members: node_members as u64,
+            base,
+            net: Some(Box::new(net)),
+            cfg,
+            _t: PhantomData,
+        })
+    }
+
+    /// Measures a plain `MPI_Get` of 8 bytes from rank `target` (`MPI_Win_allocate`,
+    /// `MPI_Win_lock_all`, then `MPI_Get` + `MPI_Win_flush` per operation): the mean
+    /// nanoseconds of `rounds` gets, the median of `samples`. Collective (every rank
+    /// calls it; the others only expose their window and wait).
+    pub fn plain_get_ns(
+        &self,
+        measurer: usize,
+        target: usize,
+        rounds: usize,
+        samples: usize,
+    ) -> Result<f64, GlobalError> {
+        let mut base: *mut c_void = std::ptr::null_mut();
+        // SAFETY: a placeholder written over by MPI_Win_allocate.
+        let mut win: ffi::MPI_Win = unsafe { ffi::RSMPI_WIN_NULL };
+        // SAFETY: 8 bytes with a displacement unit of 8 over this world's
+        // communicator; `base` and `win` are valid out-pointers.
+        check("MPI_Win_allocate", unsafe {
+            ffi::MPI_Win_allocate(
+                8,
+                8,
+                ffi::RSMPI_INFO_NULL,
+                self.comm,
+                (&mut base as *mut *mut c_void).cast(),
+                &mut win,
+            )
+        })?;
+        // SAFETY: `base` points at the 8 bytes MPI allocated for this window.
+        unsafe { (base as *mut u64).write(0x5EED) };
+        // SAFETY: `win` is the window just made.
+        check("MPI_Win_lock_all", unsafe { ffi::MPI_Win_lock_all(0, win) })?;
+        ibarrier(self.comm, self.timeout)?;
+        let mut times = Vec::new();
+        let mut result = Ok(());
+        if self.rank() == measurer {
+            let mut v = 0u64;
+            for _ in 0..samples.max(1) {
+                let t = Instant::now();
+                for _ in 0..rounds.max(1) {
+                    // SAFETY: `v` is 8 writable bytes that stay alive until the flush
+                    // below completes the get; the target's window has one word.
+                    let rc = unsafe {
+                        ffi::MPI_Get(
+                            (&mut v as *mut u64).cast(),
+                            1,
+                            ffi::RSMPI_UINT64_T,
+                            target as c_int,
+                            0,
+                            1,
+                            ffi::RSMPI_UINT64_T,
+                            win,
+                        )
+                    };
+                    // SAFETY: `win` is in a passive epoch (lock_all above).
+                    let rc2 = unsafe { ffi::MPI_Win_flush(target as c_int, win) };
+                    if let Err(e) = check("MPI_Get", rc).and(check("MPI_Win_flush", rc2)) {
+                        result = Err(e);
+                        break;
+                    }
+                }
+                times.push(t.elapsed().as_nanos() as f64 / rounds.max(1) as f64);
+                if result.is_err() {
+                    break;
+                }
+            }
+            if result.is_ok() && v != 0x5EED {
+                result = Err(GlobalError::Mpi(format!("MPI_Get read {v:#x}, not 0x5eed")));
+            }
+        }
+        let done = ibarrier(self.comm, self.timeout);
+        // SAFETY: the epoch opened above; every rank's gets are flushed.
+        unsafe { ffi::MPI_Win_unlock_all(win) };
+        // SAFETY: collective over the communicator, every rank reaches it.
+        unsafe { ffi::MPI_Win_free(&mut win) };
+        result?;
+        done?;
+        times.sort_by(|a, b| a.total_cmp(b));
+        Ok(times.get(times.len() / 2).copied().unwrap_or(0.0))
+    }
+
+    /// Frees the communicators and finalises MPI if [`init`](Self::init) initialised
+    /// it. Drop every array first. Every rank must call it.
+    pub fn finalize(mut self) -> Result<(), GlobalError> {
+        comm_free(&mut self.node_comm);
+        comm_free(&mut self.comm);
+        let mpi = self.mpi.take();
+        drop(self);
+        match mpi {
+            Some(m) => m.finalize().map_err(am),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        if self.mpi.is_some() {
+            comm_free(&mut self.node_comm);
+            comm_free(&mut self.comm);
+        }
+    }
+}
+
+/// An MPI datatype and operation for accumulating elements of `ty` that sit one per
+/// 64-bit word (32-bit elements in the word's low half).
+fn word_type(ty: ElemType, resized32: &[ffi::MPI_Datatype; 2]) -> ffi::MPI_Datatype {
+    // SAFETY: reading MPI's predefined datatype handles.
+    unsafe {
+        match ty {
+            ElemType::U64 => ffi::RSMPI_UINT64_T,
+            ElemType::I64 => ffi::RSMPI_INT64_T,
+            ElemType::F64 => ffi::RSMPI_DOUBLE,
+            ElemType::U32 => resized32[0],
+            ElemType::I32 => resized32[1],
+        }
+    }
+}
+
+fn mpi_op(op: Op) -> Option<ffi::MPI_Op> {
+    // SAFETY: reading MPI's predefined operation handles.
+    unsafe {
+        match op {
+            Op::Sum => Some(ffi::RSMPI_SUM),
+            Op::Min => Some(ffi::RSMPI_MIN),
+            Op::Max => Some(ffi::RSMPI_MAX),
+            Op::Replace => None,
+        }
+    }
+}
+
+struct NetState {
+    /// Origin buffers of puts and accumulates not yet completed, by target.
+    pending: Vec<(usize, Box<[u64]>)>,
+    pending_words: usize,
+    /// Targets with operations not yet completed.
+    dirty: Vec<bool>,
+}
+
+/// Writes buffered past this many words are completed at once.
+const MAX_PENDING_WORDS: usize = 1 << 16;
+
+/// An array's window: this rank's block, exposed to every rank.
+struct MpiNet {
+    win: ffi::MPI_Win,
+    /// `MPI_UINT32_T` and `MPI_INT32_T` resized to an extent of 8 bytes.
+    resized32: [ffi::MPI_Datatype; 2],
+    atomics_over_net: bool,
+    comm: ffi::MPI_Comm,
+    state: Mutex<NetState>,
+}
+
+// SAFETY: the window and datatypes are process-wide MPI handles; every call on them
+// holds `state`'s lock (one thread at a time, as MPI_THREAD_SERIALIZED requires).
+unsafe impl Send for MpiNet {}
+// SAFETY: as above.
+unsafe impl Sync for MpiNet {}
+
+impl MpiNet {
+    fn create(
+        comm: ffi::MPI_Comm,
+        base: *mut c_void,
+        elements: usize,
+        atomics_over_net: bool,
+        size: usize,
+    ) -> Result<MpiNet, GlobalError> {
+        // SAFETY: placeholders written over below.
+        let mut resized32 = unsafe { [ffi::RSMPI_DATATYPE_NULL, ffi::RSMPI_DATATYPE_NULL] };
+        // SAFETY: reading MPI's predefined datatype handles.
+        let olds = unsafe { [ffi::RSMPI_UINT32_T, ffi::RSMPI_INT32_T] };
+        for (t, old) in resized32.iter_mut().zip(olds) {
+            // SAFETY: a predefined type resized to lower bound 0 and extent 8 (one
+            // element per word); `t` is a valid out-pointer, committed before use.
+            check("MPI_Type_create_resized", unsafe {
+                ffi::MPI_Type_create_resized(old, 0, 8, t)
+            })?;
+            // SAFETY: `t` was just created.
+            check("MPI_Type_commit", unsafe { ffi::MPI_Type_commit(t) })?;
+        }
+        // SAFETY: a placeholder written over by MPI_Win_create.
+        let mut win: ffi::MPI_Win = unsafe { ffi::RSMPI_WIN_NULL };
+        // SAFETY: `base` points at `elements` words of this rank's block in the node's
+        // segment, which stays mapped for the array's life (the array holds the
+        // segment and frees the window before it); displacement unit 8 (a word);
+        // collective over `comm`.
+        check("MPI_Win_create", unsafe {
+            ffi::MPI_Win_create(
+                base,
+                (elements * 8) as ffi::MPI_Aint,
+                8,
+                ffi::RSMPI_INFO_NULL,
+                comm,
+                &mut win,
+            )
+        })?;
+        // SAFETY: `win` was just created; one shared epoch to every rank.
+        check("MPI_Win_lock_all", unsafe { ffi::MPI_Win_lock_all(0, win) })?;
+        Ok(MpiNet {
+            win,
+            resized32,
+            atomics_over_net,
+            comm,
+            state: Mutex::new(NetState {
+                pending: Vec::new(),
+                pending_words: 0,
+                dirty: vec![false; size],
+            }),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, NetState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn flush(&self, st: &mut NetState, target: usize) -> Result<(), GlobalError> {
+        if !st.dirty[target] {
+            return Ok(());
+        }
+        // SAFETY: `win` is in its passive epoch; `target` is a rank of its group.
+        check("MPI_Win_flush", unsafe {
+            ffi::MPI_Win_flush(target as c_int, self.win)
+        })?;
+        st.dirty[target] = false;
+        let mut freed = 0;
+        st.pending.retain(|(t, b)| {
+            let keep = *t != target;
+            if !keep {
+                freed += b.len();
+            }
+            keep
+        });
+        st.pending_words -= freed;
+        Ok(())
+    }
+
+    fn flush_all(&self, st: &mut NetState) -> Result<(), GlobalError> {
+        // SAFETY: `win` is in its passive epoch.
+        check("MPI_Win_flush_all", unsafe { ffi::MPI_Win_flush_all(self.win) })?;
+        st.pending.clear();
+        st.pending_words = 0;
+        st.dirty.iter_mut().for_each(|d| *d = false);
+        Ok(())
+    }
+
+    /// Keeps `words` until the operation reading them completes; `f` starts it.
+    fn buffered(
+        &self,
+        owner: usize,
+        words: &[u64],
+        f: impl FnOnce(*const c_void) -> c_int,
+        what: &str,
+    ) -> Result<(), GlobalError> {
+        let mut st = self.lock();
+        let buf: Box<[u64]> = words.into();
+        check(what, f(buf.as_ptr().cast()))?;
+        st.pending_words += buf.len();
+        st.pending.push((owner, buf));
+        st.dirty[owner] = true;
+        if st.pending_words > MAX_PENDING_WORDS {
+            self.flush_all(&mut st)?;
+        }
+        Ok(())
+    }
+
+    fn cas_replace(&self, owner: usize, offset: u64, word: u64) -> Result<u64, GlobalError> {
+        let mut st = self.lock();
+        self.flush(&mut st, owner)?;
+        let mut cur = 0u64;
+        loop {
+            let mut seen = 0u64;
+            // SAFETY: one word each for origin, compare and result, alive until the
+            // flush below completes the operation; `offset` lies in the owner's block.
+            let rc = unsafe {
+                ffi::MPI_Compare_and_swap(
+                    (&word as *const u64).cast(),
+                    (&cur as *const u64).cast(),
+                    (&mut seen as *mut u64).cast(),
+                    ffi::RSMPI_UINT64_T,
+                    owner as c_int,
+                    offset as ffi::MPI_Aint,
+                    self.win,
+                )
+            };
+            check("MPI_Compare_and_swap", rc)?;
+            // SAFETY: `win` is in its passive epoch.
+            check("MPI_Win_flush", unsafe {
+                ffi::MPI_Win_flush(owner as c_int, self.win)
+            })?;
+            if seen == cur {
+                return Ok(seen);
+            }
+            cur = seen;
+        }
+    }
+}
+
+impl Net for MpiNet {
+    fn get(&self, owner: usize, offset: u64, out: &mut [u64]) -> Result<(), GlobalError> {
+        let mut st = self.lock();
+        // This member's own writes first (program order).
+        self.flush(&mut st, owner)?;
+        // SAFETY: `out` holds `out.len()` writable words, alive until the flush below
+        // completes the get; the range lies in the owner's block (checked by the
+        // caller's layout).
+        let rc = unsafe {
+            ffi::MPI_Get(
+                out.as_mut_ptr().cast(),
+                out.len() as c_int,
+                ffi::RSMPI_UINT64_T,
+                owner as c_int,
+                offset as ffi::MPI_Aint,
+                out.len() as c_int,
+                ffi::RSMPI_UINT64_T,
+                self.win,
+            )
+        };
+        check("MPI_Get", rc)?;
+        // SAFETY: `win` is in its passive epoch.
+        check("MPI_Win_flush", unsafe {
+            ffi::MPI_Win_flush(owner as c_int, self.win)
+        })
+    }
+
+    fn put(&self, owner: usize, offset: u64, words: &[u64]) -> Result<(), GlobalError> {
+        let n = words.len() as c_int;
+        let win = self.win;
+        self.buffered(
+            owner,
+            words,
+            // SAFETY: the origin buffer is kept (pending) until a flush completes the
+            // put; the range lies in the owner's block.
+            |buf| unsafe {
+                ffi::MPI_Put(
+                    buf,
+                    n,
+                    ffi::RSMPI_UINT64_T,
+                    owner as c_int,
+                    offset as ffi::MPI_Aint,
+                    n,
+                    ffi::RSMPI_UINT64_T,
+                    win,
+                )
+            },
+            "MPI_Put",
+        )
+    }
+
+    fn accumulate(
+        &self,
+        owner: usize,
+        offset: u64,
+        words: &[u64],
+        ty: ElemType,
+        op: Op,
+    ) -> Result<(), GlobalError> {
+        let Some(mop) = mpi_op(op) else {
+            for (i, w) in words.iter().enumerate() {
+                self.cas_replace(owner, offset + i as u64, *w)?;
+            }
+            return Ok(());
+        };
+        let n = words.len() as c_int;
+        let dt = word_type(ty, &self.resized32);
+        let win = self.win;
+        self.buffered(
+            owner,
+            words,
+            // SAFETY: the origin buffer is kept until a flush completes the
+            // accumulate; `dt` has an extent of one word on both sides.
+            |buf| unsafe {
+                ffi::MPI_Accumulate(
+                    buf,
+                    n,
+                    dt,
+                    owner as c_int,
+                    offset as ffi::MPI_Aint,
+                    n,
+                    dt,
+                    mop,
+                    win,
+                )
+            },
+            "MPI_Accumulate",
+        )
+    }
+
+    fn fetch_op(
+        &self,
+        owner: usize,
+        offset: u64,
+        word: u64,
+        ty: ElemType,
+        op: Op,
+    ) -> Result<u64, GlobalError> {
+        let Some(mop) = mpi_op(op) else {
+            return self.cas_replace(owner, offset, word);
+        };
+        let mut st = self.lock();
+        self.flush(&mut st, owner)?;
+        let dt = word_type(ty, &self.resized32);
+        let mut old = 0u64;
+        // SAFETY: one element each way, alive until the flush completes the operation;
+        // `offset` lies in the owner's block.
+        let rc = unsafe {
+            ffi::MPI_Fetch_and_op(
+                (&word as *const u64).cast(),
+                (&mut old as *mut u64).cast(),
+                dt,
+                owner as c_int,
+                offset as ffi::MPI_Aint,
+                mop,
+                self.win,
+            )
+        };
+        check("MPI_Fetch_and_op", rc)?;
+        // SAFETY: `win` is in its passive epoch.
+        check("MPI_Win_flush", unsafe {
+            ffi::MPI_Win_flush(owner as c_int, self.win)
+        })?;
+        Ok(match ty {
+            // The upper half of `old` was not written by a 32-bit fetch.
+            ElemType::U32 | ElemType::I32 => old & 0xFFFF_FFFF,
+            _ => old,
+        })
+    }
+
+    fn atomics_over_net(&self) -> bool {
+        self.atomics_over_net
+    }
+
+    fn fence_writeback(&self) -> Result<(), GlobalError> {
+        let mut st = self.lock();
+        self.flush_all(&mut st)?;
+        // SAFETY: `win` is in its passive epoch.
+        check("MPI_Win_sync", unsafe { ffi::MPI_Win_sync(self.win) })
+    }
+
+    fn fence_invalidate(&self) -> Result<(), GlobalError> {
+        let _st = self.lock();
+        // SAFETY: `win` is in its passive epoch.
+        check("MPI_Win_sync", unsafe { ffi::MPI_Win_sync(self.win) })
+    }
+
+    fn barrier(&self, timeout: Duration) -> Result<(), GlobalError> {
+        let _st = self.lock();
+        ibarrier(self.comm, timeout)
+    }
+}
+
+impl Drop for MpiNet {
+    fn drop(&mut self) {
+        if !mpi_active() {
+            return;
+        }
+        // SAFETY: the window's epoch opened at creation; completing it also completes
+        // every pending operation, after which their buffers may go.
+        unsafe { ffi::MPI_Win_unlock_all(self.win) };
+        // SAFETY: collective over the array's communicator (every rank drops its
+        // arrays in the same order, see the module's documentation).
+        unsafe { ffi::MPI_Win_free(&mut self.win) };
+        for t in self.resized32.iter_mut() {
+            // SAFETY: datatypes this window's creation committed, freed once.
+            unsafe { ffi::MPI_Type_free(t) };
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! Global arrays over processes of this host (a shared-memory segment every member
+//! maps): writes seen after barriers, the work-stealing example, a member attaching
+//! with the wrong element type, a member killed with SIGKILL, and nothing left in
+//! /dev/shm.
+
+use smelt_global::process::{join_from_env, ArrayJob};
+use smelt_global::stealing::{self, Opts};
+use smelt_global::{Config, ElemType, GlobalError};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+const ROLE: &str = "SMELT_GLOBAL_TEST_ROLE";
+const MEMBERS: usize = 4;
+
+fn cfg() -> Config {
+    Config {
+        timeout: Duration::from_secs(60),
+        ..Config::default()
+    }
+}
+
+fn opts() -> Opts {
+    Opts {
+        tasks: 1500,
+        work: 20,
+        seed: 9,
+    }
+}
+
+fn spawn(jobs: &[&ArrayJob], rank: usize, role: &str) -> Child {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", "member_entry", "--nocapture", "--test-threads=1"])
+        .env(ROLE, role);
+    for j in jobs {
+        c.envs(j.env(rank));
+    }
+    c.spawn().unwrap()
+}
+
+fn drf(a: &smelt_global::GlobalArray<i64>) {
+    let m = a.members();
+    let len = a.len();
+    for round in 0..5u64 {
+        // The last element is the round counter (accumulated), not written by puts.
+        let b = a.layout().block((a.rank() + round as usize + 1) % m);
+        let target = b.start..b.end.min(len - 1);
+        let data: Vec<i64> = target.clone().map(|i| -((round * 10_000 + i) as i64)).collect();
+        a.put(target.start, &data).unwrap();
+        a.accumulate(len - 1, &[1], smelt_global::Op::Sum).unwrap();
+        a.barrier().unwrap();
+        let mut all = vec![0i64; len as usize - 1];
+        a.get(0, &mut all).unwrap();
+        for (i, v) in all.iter().enumerate() {
+            assert_eq!(*v, -((round * 10_000 + i as u64) as i64), "round {round} index {i}");
+        }
+        assert_eq!(a.get_one(len - 1).unwrap(), ((round + 1) * m as u64) as i64);
+        a.barrier().unwrap();
+    }
+}
+
+/// The member processes' side (does nothing when run as a test of its own).
+#[test]
+fn member_entry() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    match role.as_str() {
+        "drf" => drf(&join_from_env::<i64>("DRF", cfg()).unwrap()),
+        "stealing" => {
+            let c = join_from_env::<u64>("COUNTERS", cfg()).unwrap();
+            let r = join_from_env::<u64>("RESULTS", cfg()).unwrap();
+            let rep = stealing::run(&c, &r, &opts()).unwrap();
+            assert_eq!(rep.mismatches, 0, "{rep:?}");
+        }
+        "wrong_type" => match join_from_env::<f64>("DRF", cfg()) {
+            Err(GlobalError::WrongType { array, requested }) => {
+                assert_eq!((array, requested), (ElemType::I64, ElemType::F64));
+                std::process::exit(3);
+            }
+            r => panic!("attached as f64: {r:?}"),
+        },
+        "sleeper" => {
+            let _a = join_from_env::<u64>("KILL", cfg()).unwrap();
+            std::thread::sleep(Duration::from_secs(60));
+        }
+        r => panic!("unknown role {r}"),
+    }
+}
+
+fn shm_entries() -> Vec<String> {
+    let uid = std::fs::metadata("/proc/self").map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.uid()
+    });
+    let prefix = format!("smelt-{}-", uid.unwrap_or(0));
+    std::fs::read_dir(smelt_transport::shm::shm_dir())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn every_write_is_seen_after_a_barrier_across_processes() {
+    let job = ArrayJob::create("DRF", ElemType::I64, 1001, MEMBERS).unwrap();
+    let kids: Vec<Child> = (1..MEMBERS).map(|r| spawn(&[&job], r, "drf")).collect();
+    let me = job.join::<i64>(0, cfg()).unwrap();
+    drf(&me);
+    for mut k in kids {
+        assert!(k.wait().unwrap().success());
+    }
+}
+
+#[test]
+fn work_stealing_across_processes_matches_the_sequential_recomputation() {
+    let o = opts();
+    let counters = ArrayJob::create("COUNTERS", ElemType::U64, MEMBERS as u64, MEMBERS).unwrap();
+    let results = ArrayJob::create("RESULTS", ElemType::U64, o.tasks, MEMBERS).unwrap();
+    let kids: Vec<Child> = (1..MEMBERS)
+        .map(|r| spawn(&[&counters, &results], r, "stealing"))
+        .collect();
+    let c = counters.join::<u64>(0, cfg()).unwrap();
+    let r = results.join::<u64>(0, cfg()).unwrap();
+    let rep = stealing::run(&c, &r, &o).unwrap();
+    assert_eq!(rep.mismatches, 0);
+    for mut k in kids {
+        assert!(k.wait().unwrap().success());
+    }
+}
+
+#[test]
+fn attaching_with_another_element_type_is_refused() {
+    let job = ArrayJob::create("DRF", ElemType::I64, 10, 2).unwrap();
+    let st = spawn(&[&job], 1, "wrong_type").wait().unwrap();
+    assert_eq!(st.code(), Some(3));
+    assert!(ArrayJob::create("bad name", ElemType::U64, 10, 2).is_err());
+    assert!(join_from_env::<u64>("NOT_SET", cfg()).is_err());
+}
+
+#[test]
+fn a_killed_member_is_an_error_at_the_barrier_and_nothing_is_left_behind() {
+    let before = shm_entries();
+    let job = ArrayJob::create("KILL", ElemType::U64, 64, 2).unwrap();
+    let mut kid = spawn(&[&job], 1, "sleeper");
+    let me = job.join::<u64>(0, cfg()).unwrap();
+    // Both attached: the name is gone already.
+    let t = std::time::Instant::now();
+    while job_attached_all(&before) && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    kid.kill().unwrap();
+    kid.wait().unwrap();
+    match me.barrier() {
+        Err(GlobalError::PeerGone { member: 1 }) => {}
+        r => panic!("{r:?}"),
+    }
+    drop(job);
+    let after: Vec<String> = shm_entries().into_iter().filter(|e| !before.contains(e)).collect();
+    assert!(after.is_empty(), "left in /dev/shm: {after:?}");
+}
+
+/// True while a segment made since `before` still has its name (not every member
+/// attached yet).
+fn job_attached_all(before: &[String]) -> bool {
+    shm_entries().iter().any(|e| !before.contains(e))
+}
