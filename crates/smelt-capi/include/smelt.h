@@ -428,6 +428,55 @@ int smelt_am_tags(const smelt_am_endpoint *ep, size_t dest, uint64_t *tag, uint6
 /* Sets the tag this endpoint presents to dest. */
 int smelt_am_set_dest_tag(smelt_am_endpoint *ep, size_t dest, uint64_t tag);
 
+/* ---- Offload threads (smelt_offload_*) ----
+ * Application threads hand active-message requests to communication threads through
+ * lock-free queues; each endpoint given to a pool becomes a lane with its own thread,
+ * which posts the requests and runs the endpoint's handlers (so handlers run on that
+ * thread). In dynamic mode an idle thread sleeps and the next request wakes it through
+ * a sleeping bit in its queue's counter (no lock or system call on the fast path).
+ * A pool handle may be used by any number of threads at once. A handler must not flush
+ * its own lane (it would wait for itself until the timeout). */
+typedef struct smelt_offload smelt_offload;
+
+#define SMELT_OFFLOAD_DIRECT 0  /* no thread: the caller runs each command itself */
+#define SMELT_OFFLOAD_STATIC 1  /* a thread per lane, always running */
+#define SMELT_OFFLOAD_DYNAMIC 2 /* a thread per lane, asleep while idle */
+
+typedef struct smelt_offload_counters {
+    uint64_t commands; /* commands executed */
+    uint64_t requests; /* requests posted */
+    uint64_t handled;  /* messages handled (replies, and requests that arrived) */
+    uint64_t errors;   /* commands that failed */
+    uint64_t sleeps;   /* times the thread slept (dynamic) */
+    uint64_t wakes;    /* times a request woke it */
+    uint64_t queued;   /* commands queued now */
+} smelt_offload_counters;
+
+/* Starts a pool over the n endpoints eps[0..n] (their handles become invalid: the pool
+ * owns them; lane i is eps[i]), in mode SMELT_OFFLOAD_*, the thread of lane i pinned to
+ * cpus[i] (cpus NULL and ncpus 0: not pinned; else ncpus must be n). */
+int smelt_offload_start(smelt_am_endpoint *const *eps, size_t n, int mode, const uint32_t *cpus,
+                        size_t ncpus, smelt_offload **pool);
+
+/* Queues a short request (nargs <= 8 words) to destination dest of lane's endpoint. An
+ * error found on the communication thread is returned by the lane's next flush. */
+int smelt_offload_request(smelt_offload *pool, size_t lane, size_t dest, uint8_t handler,
+                          const uint64_t *args, size_t nargs);
+
+/* Waits at most timeout_ms until every command queued on lane so far was executed and
+ * every request answered (SMELT_ERR_TIMEOUT otherwise). */
+int smelt_offload_flush(smelt_offload *pool, size_t lane, uint64_t timeout_ms);
+
+/* The counters of lane. */
+int smelt_offload_stats(const smelt_offload *pool, size_t lane, smelt_offload_counters *stats);
+
+/* Stops the pool within timeout_ms (what is still queued then is dropped; *left, if left
+ * is not NULL, counts the dropped commands and unanswered requests) and stores the
+ * endpoints as new handles in eps[0..n] (n = the number of lanes), or frees them if eps
+ * is NULL. The pool handle is invalid afterwards. */
+int smelt_offload_stop(smelt_offload *pool, uint64_t timeout_ms, smelt_am_endpoint **eps,
+                       size_t n, uint64_t *left);
+
 #ifdef __cplusplus
 }
 #endif

@@ -38,6 +38,7 @@ pub(crate) enum Kind {
     Kvs = 5,
     KvsClient = 6,
     AmEndpoint = 7,
+    Offload = 9,
 }
 
 impl Kind {
@@ -50,6 +51,7 @@ impl Kind {
             5 => Kind::Kvs,
             6 => Kind::KvsClient,
             7 => Kind::AmEndpoint,
+            9 => Kind::Offload,
             _ => return None,
         })
     }
@@ -63,6 +65,7 @@ impl Kind {
             Kind::Kvs => "kvs",
             Kind::KvsClient => "kvs client",
             Kind::AmEndpoint => "active-message endpoint",
+            Kind::Offload => "offload pool",
         }
     }
 }
@@ -76,6 +79,7 @@ pub(crate) enum Object {
     Kvs(Arc<KvsObj>),
     KvsClient(Box<::smelt_kvs::Client>),
     AmEndpoint(Box<crate::am::AmEndpoint>),
+    Offload(Arc<crate::offload::OffloadObj>),
 }
 
 impl Object {
@@ -88,6 +92,7 @@ impl Object {
             Object::Kvs(_) => Kind::Kvs,
             Object::KvsClient(_) => Kind::KvsClient,
             Object::AmEndpoint(_) => Kind::AmEndpoint,
+            Object::Offload(_) => Kind::Offload,
         }
     }
 }
@@ -242,6 +247,7 @@ fn stale(kind: Kind, what: &str) -> Error {
         Kind::Kvs => "already closed",
         Kind::KvsClient => "its store was closed",
         Kind::Model | Kind::Tree | Kind::Group | Kind::AmEndpoint => "already freed",
+        Kind::Offload => "already stopped",
     };
     Error(
         SMELT_ERR_INVALID_HANDLE,

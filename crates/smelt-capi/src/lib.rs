@@ -27,6 +27,7 @@ mod am;
 mod group;
 mod handle;
 mod kvs;
+mod offload;
 
 use ::smelt_model::{Model, ModelError};
 use ::smelt_tree::{Payload, Topology, Tree};
@@ -39,6 +40,7 @@ use std::sync::Arc;
 pub use am::*;
 pub use group::*;
 pub use kvs::*;
+pub use offload::*;
 
 /// Status codes of every function (see `smelt.h`).
 pub type smelt_status = c_int;

@@ -86,6 +86,20 @@ fn c_am_histogram_example_runs() {
     }
 }
 
+/// `examples/c/offload.c`: 16 C threads hand 2000 requests each to 2 communication
+/// threads (direct, static, dynamic); the sum, the replies and the counters are exact;
+/// mistakes (a bad mode, CPU list, lane, handler, a taken handle, use after stop) are
+/// errors.
+#[test]
+fn c_offload_example_runs() {
+    for mode in ["direct", "static", "dynamic"] {
+        if let Some(out) = build_and_run("offload", &[mode, "16", "2000"]) {
+            let ok = format!("offload ok: {mode}, 16 threads, 32000 requests summed");
+            assert!(out.contains(&ok), "{out}");
+        }
+    }
+}
+
 /// `tests/c/am_misuse.c`: active-message mistakes (NULLs, handler 0, 9 words, unknown
 /// destinations, tokens used twice, stale or made up, a handler calling its own
 /// endpoint, a departed peer) are errors.

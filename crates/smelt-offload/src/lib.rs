@@ -118,6 +118,10 @@ pub struct Config {
     pub static_nap: Duration,
     /// The longest any wait of the pool may take (default 30 s).
     pub timeout: Duration,
+    /// How idle communication threads and waiting application threads back off
+    /// (default [`WaitPolicy::OVERSUBSCRIBED`]; [`WaitPolicy::DEDICATED`] spins longer,
+    /// for threads that own their cores).
+    pub wait: WaitPolicy,
 }
 
 impl Config {
@@ -131,10 +135,13 @@ impl Config {
             max_sleep: Duration::from_millis(1),
             static_nap: Duration::from_micros(20),
             timeout: Duration::from_secs(30),
+            wait: WaitPolicy::OVERSUBSCRIBED,
         }
     }
 
-    fn validate(&self, lanes: usize) -> Result<(), OffloadError> {
+    /// Checks the settings for a pool of `lanes` endpoints (what [`Offload::start`] does
+    /// first).
+    pub fn validate(&self, lanes: usize) -> Result<(), OffloadError> {
         let bad = |s: String| Err(OffloadError::Invalid(s));
         if lanes == 0 {
             return bad("a pool of no endpoints".into());
@@ -241,6 +248,7 @@ impl Signal {
 pub struct Ticket {
     sig: Arc<Signal>,
     timeout: Duration,
+    wait: WaitPolicy,
 }
 
 impl Ticket {
@@ -258,7 +266,7 @@ impl Ticket {
 
     /// As [`wait`](Ticket::wait), at most `timeout`.
     pub fn wait_for(self, timeout: Duration) -> Result<(), OffloadError> {
-        let mut b = Backoff::with_policy(&WaitPolicy::OVERSUBSCRIBED);
+        let mut b = Backoff::with_policy(&self.wait);
         let mut start = None;
         loop {
             match self.sig.state.load(Ordering::Acquire) {
@@ -478,7 +486,7 @@ impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
             Err(c) => c,
         };
         // Full: wait for room with back-off, bounded.
-        let mut b = Backoff::with_policy(&WaitPolicy::OVERSUBSCRIBED);
+        let mut b = Backoff::with_policy(&self.shared.cfg.wait);
         let t0 = Instant::now();
         loop {
             if l.ended.load(Ordering::Acquire) {
@@ -578,7 +586,11 @@ impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
                 ticket: Some(sig.clone()),
             },
         )?;
-        Ok(Ticket { sig, timeout })
+        Ok(Ticket {
+            sig,
+            timeout,
+            wait: self.shared.cfg.wait,
+        })
     }
 
     /// Queues a closure to run on the lane's endpoint (network progress, an aggregation
@@ -606,6 +618,7 @@ impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
         Ok(Ticket {
             sig,
             timeout: self.shared.cfg.timeout,
+            wait: self.shared.cfg.wait,
         })
     }
 
@@ -615,6 +628,7 @@ impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
         Ticket {
             sig,
             timeout: self.shared.cfg.timeout,
+            wait: self.shared.cfg.wait,
         }
     }
 
@@ -779,7 +793,7 @@ fn comm_thread<S, L: Link + 'static>(
     let mut waiting: Vec<Arc<Signal>> = Vec::new();
     // The first error since the last ticket; the next ticket reports it.
     let mut error: Option<OffloadError> = None;
-    let mut b = Backoff::with_policy(&WaitPolicy::OVERSUBSCRIBED);
+    let mut b = Backoff::with_policy(&cfg.wait);
     let mut idle = 0u32;
     let mut draining_since: Option<Instant> = None;
     let fail = |error: &mut Option<OffloadError>, e: AmError| {
