@@ -16,6 +16,9 @@ cargo test -p smelt-mpi --features mpi 2>&1
 echo "[smelt] active messages across nodes: smelt-am with its 'mpi' feature, smelt-am-mpi under mpirun"
 cargo build -p smelt-am --features mpi --bin smelt-am-mpi 2>&1
 cargo test -p smelt-am --features mpi 2>&1
+echo "[smelt] global arrays across nodes: smelt-global with its 'mpi' feature, smelt-global-mpi under mpirun"
+cargo build -p smelt-global --features mpi --bin smelt-global-mpi 2>&1
+cargo test -p smelt-global --features mpi 2>&1
 echo "[smelt] MPI interposer built against MPICH too (its own target directory), one C program run under mpiexec.mpich"
 MPICC=mpicc.mpich CARGO_TARGET_DIR=target/mpich cargo build -p smelt-mpi --features mpi 2>&1
 mpicc.mpich -O1 -Wall -Werror -o target/mpich/collectives crates/smelt-mpi/tests/c/collectives.c

@@ -56,7 +56,7 @@ impl Opts {
 fn default_cpus() -> Option<(u32, u32)> {
     let cpus = smelt_transport::allowed_cpus().ok()?;
     match cpus.as_slice() {
-        [a, b, ..] => Some((*a as u32, *b as u32)),
+        [a, b, ..] => Some((*a, *b)),
         _ => None,
     }
 }

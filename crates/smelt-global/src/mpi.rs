@@ -55,7 +55,10 @@ fn check(what: &str, rc: c_int) -> Result<(), GlobalError> {
     if rc == ffi::MPI_SUCCESS as c_int {
         Ok(())
     } else {
-        Err(GlobalError::Mpi(format!("{what} failed: {}", error_string(rc))))
+        Err(GlobalError::Mpi(format!(
+            "{what} failed: {}",
+            error_string(rc)
+        )))
     }
 }
 
@@ -75,7 +78,11 @@ fn am(e: smelt_am::AmError) -> GlobalError {
 
 /// Waits for a non-blocking MPI operation, at most `timeout` (the request stays
 /// active on a timeout: the caller leaks its buffers).
-fn wait_request(req: &mut ffi::MPI_Request, timeout: Duration, what: &str) -> Result<(), GlobalError> {
+fn wait_request(
+    req: &mut ffi::MPI_Request,
+    timeout: Duration,
+    what: &str,
+) -> Result<(), GlobalError> {
     let start = Instant::now();
     let mut polls = 0u32;
     loop {
@@ -111,7 +118,11 @@ fn ibarrier(comm: ffi::MPI_Comm, timeout: Duration) -> Result<(), GlobalError> {
     wait_request(&mut req, timeout, "MPI_Ibarrier")
 }
 
-fn bcast_bytes(comm: ffi::MPI_Comm, mut buf: Vec<u8>, timeout: Duration) -> Result<Vec<u8>, GlobalError> {
+fn bcast_bytes(
+    comm: ffi::MPI_Comm,
+    mut buf: Vec<u8>,
+    timeout: Duration,
+) -> Result<Vec<u8>, GlobalError> {
     // SAFETY: a placeholder written over by MPI_Ibcast.
     let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
     // SAFETY: `buf` holds `buf.len()` bytes (the same length at every rank) and lives
@@ -173,14 +184,15 @@ impl World {
         // SAFETY: a placeholder written over by MPI_Comm_dup.
         let mut comm: ffi::MPI_Comm = unsafe { ffi::RSMPI_COMM_NULL };
         // SAFETY: `world` is valid; `comm` a valid out-pointer.
-        check("MPI_Comm_dup", unsafe { ffi::MPI_Comm_dup(world, &mut comm) })?;
+        check("MPI_Comm_dup", unsafe {
+            ffi::MPI_Comm_dup(world, &mut comm)
+        })?;
         // SAFETY: a placeholder written over by MPI_Comm_split.
         let mut node_comm: ffi::MPI_Comm = unsafe { ffi::RSMPI_COMM_NULL };
         let me = mpi.rank();
         // SAFETY: `comm` is valid; color and key are non-negative; valid out-pointer.
-        let rc = unsafe {
-            ffi::MPI_Comm_split(comm, node_of[me] as c_int, me as c_int, &mut node_comm)
-        };
+        let rc =
+            unsafe { ffi::MPI_Comm_split(comm, node_of[me] as c_int, me as c_int, &mut node_comm) };
         if let Err(e) = check("MPI_Comm_split", rc) {
             comm_free(&mut comm);
             return Err(e);
@@ -195,7 +207,9 @@ impl World {
     }
 
     fn am(&self) -> &Mpi {
-        self.mpi.as_ref().expect("present until finalize, which consumes the World")
+        self.mpi
+            .as_ref()
+            .expect("present until finalize, which consumes the World")
     }
 
     /// This rank.
@@ -244,13 +258,13 @@ impl World {
         let mut words = CTRL_WORDS;
         let mut node_members = 0u32;
         let mut node_rank = 0u32;
-        for r in 0..size {
+        for (r, slot) in base.iter_mut().enumerate() {
             if self.node_of[r] == my_node {
                 if r == me {
                     node_rank = node_members;
                 }
                 node_members += 1;
-                base[r] = Some(words);
+                *slot = Some(words);
                 let b = layout.block(r);
                 words += (b.end - b.start) as usize;
             }
@@ -289,7 +303,9 @@ impl World {
             None => match msg.split_once(':') {
                 Some((key, path)) => ShmMember::attach(Path::new(path), key, node_rank)
                     .map_err(|e| GlobalError::Shm(e.to_string())),
-                None => Err(GlobalError::Shm("no segment from the node's first rank".into())),
+                None => Err(GlobalError::Shm(
+                    "no segment from the node's first rank".into(),
+                )),
             },
         };
         // Every rank reports before any fails alone (so none waits for a window).
@@ -297,7 +313,9 @@ impl World {
         drop(job); // every member attached (or failed): the name goes
         let member = attached?;
         if !ok {
-            return Err(GlobalError::Shm("another rank could not attach its node's array".into()));
+            return Err(GlobalError::Shm(
+                "another rank could not attach its node's array".into(),
+            ));
         }
         let (ty, _) = crate::process::decode(member.blob())?;
         check_type::<T>(ty)?;
@@ -323,33 +341,47 @@ impl World {
         })
     }
 
-    /// Measures a plain `MPI_Get` of 8 bytes from rank `target` (`MPI_Win_allocate`,
-    /// `MPI_Win_lock_all`, then `MPI_Get` + `MPI_Win_flush` per operation): the mean
-    /// nanoseconds of `rounds` gets, the median of `samples`. Collective (every rank
-    /// calls it; the others only expose their window and wait).
+    /// Measures a plain `MPI_Get` of 8 bytes from rank `target`: a window of one word
+    /// per rank (`MPI_Win_allocate` if `allocate`, else `MPI_Win_create` over a word
+    /// of this process's heap, as the arrays' windows are), `MPI_Win_lock_all`, then
+    /// `MPI_Get` + `MPI_Win_flush` per operation. Returns rank `measurer`'s mean
+    /// nanoseconds per get, the median of `samples` samples of `rounds` (0 at the
+    /// other ranks). Collective (the others expose their window and wait).
     pub fn plain_get_ns(
         &self,
         measurer: usize,
         target: usize,
         rounds: usize,
         samples: usize,
+        allocate: bool,
     ) -> Result<f64, GlobalError> {
         let mut base: *mut c_void = std::ptr::null_mut();
-        // SAFETY: a placeholder written over by MPI_Win_allocate.
+        let heap = Box::new(0u64);
+        // SAFETY: a placeholder written over by MPI_Win_allocate / MPI_Win_create.
         let mut win: ffi::MPI_Win = unsafe { ffi::RSMPI_WIN_NULL };
-        // SAFETY: 8 bytes with a displacement unit of 8 over this world's
-        // communicator; `base` and `win` are valid out-pointers.
-        check("MPI_Win_allocate", unsafe {
-            ffi::MPI_Win_allocate(
-                8,
-                8,
-                ffi::RSMPI_INFO_NULL,
-                self.comm,
-                (&mut base as *mut *mut c_void).cast(),
-                &mut win,
-            )
-        })?;
-        // SAFETY: `base` points at the 8 bytes MPI allocated for this window.
+        if allocate {
+            // SAFETY: 8 bytes with a displacement unit of 8 over this world's
+            // communicator; `base` and `win` are valid out-pointers.
+            check("MPI_Win_allocate", unsafe {
+                ffi::MPI_Win_allocate(
+                    8,
+                    8,
+                    ffi::RSMPI_INFO_NULL,
+                    self.comm,
+                    (&mut base as *mut *mut c_void).cast(),
+                    &mut win,
+                )
+            })?;
+        } else {
+            base = (&*heap as *const u64) as *mut c_void;
+            // SAFETY: `heap` is 8 bytes that outlive the window (freed below, before
+            // `heap` drops); collective over this world's communicator.
+            check("MPI_Win_create", unsafe {
+                ffi::MPI_Win_create(base, 8, 8, ffi::RSMPI_INFO_NULL, self.comm, &mut win)
+            })?;
+        }
+        // SAFETY: `base` points at the window's 8 bytes (MPI's or `heap`), written
+        // before any rank reads them (the barrier below).
         unsafe { (base as *mut u64).write(0x5EED) };
         // SAFETY: `win` is the window just made.
         check("MPI_Win_lock_all", unsafe { ffi::MPI_Win_lock_all(0, win) })?;
@@ -396,6 +428,7 @@ impl World {
         unsafe { ffi::MPI_Win_unlock_all(win) };
         // SAFETY: collective over the communicator, every rank reaches it.
         unsafe { ffi::MPI_Win_free(&mut win) };
+        drop(heap);
         result?;
         done?;
         times.sort_by(|a, b| a.total_cmp(b));
@@ -558,7 +591,9 @@ impl MpiNet {
 
     fn flush_all(&self, st: &mut NetState) -> Result<(), GlobalError> {
         // SAFETY: `win` is in its passive epoch.
-        check("MPI_Win_flush_all", unsafe { ffi::MPI_Win_flush_all(self.win) })?;
+        check("MPI_Win_flush_all", unsafe {
+            ffi::MPI_Win_flush_all(self.win)
+        })?;
         st.pending.clear();
         st.pending_words = 0;
         st.dirty.iter_mut().for_each(|d| *d = false);

@@ -114,7 +114,11 @@ impl ArrayJob {
     }
 
     /// Joins as member `rank` from the creator's process.
-    pub fn join<T: Element>(&self, rank: usize, cfg: Config) -> Result<GlobalArray<T>, GlobalError> {
+    pub fn join<T: Element>(
+        &self,
+        rank: usize,
+        cfg: Config,
+    ) -> Result<GlobalArray<T>, GlobalError> {
         attach(self.job.path(), &self.job.key(), rank, cfg)
     }
 
@@ -135,7 +139,8 @@ pub fn attach<T: Element>(
 ) -> Result<GlobalArray<T>, GlobalError> {
     let rank32 = u32::try_from(rank)
         .map_err(|_| GlobalError::Invalid(format!("member {rank} does not exist")))?;
-    let member = ShmMember::attach(path, key, rank32).map_err(|e| GlobalError::Shm(e.to_string()))?;
+    let member =
+        ShmMember::attach(path, key, rank32).map_err(|e| GlobalError::Shm(e.to_string()))?;
     let (ty, layout) = decode(member.blob())?;
     check_type::<T>(ty)?;
     if member.members() as usize != layout.members()
@@ -172,7 +177,9 @@ pub fn join_from_env<T: Element>(name: &str, cfg: Config) -> Result<GlobalArray<
     })?;
     let mut it = v.splitn(3, ':');
     let (Some(rank), Some(key), Some(path)) = (it.next(), it.next(), it.next()) else {
-        return Err(GlobalError::Invalid(format!("{var}={v:?} is not rank:key:path")));
+        return Err(GlobalError::Invalid(format!(
+            "{var}={v:?} is not rank:key:path"
+        )));
     };
     let rank = rank
         .parse::<usize>()

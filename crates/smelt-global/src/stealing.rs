@@ -78,7 +78,11 @@ pub fn run(
                 break;
             }
             let t = block.start + claim;
-            let rounds = if victim == 0 { opts.work * 8 } else { opts.work };
+            let rounds = if victim == 0 {
+                opts.work * 8
+            } else {
+                opts.work
+            };
             results.accumulate(t, &[task_value(t, opts.seed, rounds)], Op::Sum)?;
             if k == 0 {
                 own += 1;
@@ -96,7 +100,11 @@ pub fn run(
         results.get(at, &mut buf[..n])?;
         for (i, v) in buf[..n].iter().enumerate() {
             let t = at + i as u64;
-            let rounds = if tasks.owner(t) == 0 { opts.work * 8 } else { opts.work };
+            let rounds = if tasks.owner(t) == 0 {
+                opts.work * 8
+            } else {
+                opts.work
+            };
             if *v != task_value(t, opts.seed, rounds) {
                 mismatches += 1;
             }

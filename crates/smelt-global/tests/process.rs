@@ -44,14 +44,21 @@ fn drf(a: &smelt_global::GlobalArray<i64>) {
         // The last element is the round counter (accumulated), not written by puts.
         let b = a.layout().block((a.rank() + round as usize + 1) % m);
         let target = b.start..b.end.min(len - 1);
-        let data: Vec<i64> = target.clone().map(|i| -((round * 10_000 + i) as i64)).collect();
+        let data: Vec<i64> = target
+            .clone()
+            .map(|i| -((round * 10_000 + i) as i64))
+            .collect();
         a.put(target.start, &data).unwrap();
         a.accumulate(len - 1, &[1], smelt_global::Op::Sum).unwrap();
         a.barrier().unwrap();
         let mut all = vec![0i64; len as usize - 1];
         a.get(0, &mut all).unwrap();
         for (i, v) in all.iter().enumerate() {
-            assert_eq!(*v, -((round * 10_000 + i as u64) as i64), "round {round} index {i}");
+            assert_eq!(
+                *v,
+                -((round * 10_000 + i as u64) as i64),
+                "round {round} index {i}"
+            );
         }
         assert_eq!(a.get_one(len - 1).unwrap(), ((round + 1) * m as u64) as i64);
         a.barrier().unwrap();
@@ -158,7 +165,10 @@ fn a_killed_member_is_an_error_at_the_barrier_and_nothing_is_left_behind() {
         r => panic!("{r:?}"),
     }
     drop(job);
-    let after: Vec<String> = shm_entries().into_iter().filter(|e| !before.contains(e)).collect();
+    let after: Vec<String> = shm_entries()
+        .into_iter()
+        .filter(|e| !before.contains(e))
+        .collect();
     assert!(after.is_empty(), "left in /dev/shm: {after:?}");
 }
 

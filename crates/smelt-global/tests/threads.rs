@@ -23,13 +23,11 @@ fn scale() -> u64 {
 fn value<T: Element>(round: u64, index: u64) -> T {
     let v = round * 1_000_003 + index;
     match T::TYPE {
-        ElemType::U64 | ElemType::I64 | ElemType::F64 => {
-            T::from_word(match T::TYPE {
-                ElemType::F64 => (v as f64).to_bits(),
-                ElemType::I64 => (-(v as i64)) as u64,
-                _ => v,
-            })
-        }
+        ElemType::U64 | ElemType::I64 | ElemType::F64 => T::from_word(match T::TYPE {
+            ElemType::F64 => (v as f64).to_bits(),
+            ElemType::I64 => (-(v as i64)) as u64,
+            _ => v,
+        }),
         ElemType::U32 => T::from_word(v & 0xFFFF_FFFF),
         ElemType::I32 => T::from_word((-((v & 0x7FFF_FFFF) as i32)) as u32 as u64),
     }
@@ -88,7 +86,7 @@ fn writes_fenced_then_flagged_are_seen_after_the_invalidate_fence() {
                 let chunk = len / (MEMBERS as u64 / 2);
                 let start = ((pair + 3) % (MEMBERS as u64 / 2)) * chunk;
                 for round in 1..=rounds {
-                    if me % 2 == 0 {
+                    if me.is_multiple_of(2) {
                         let data: Vec<u64> = (0..chunk).map(|i| round << 32 | i).collect();
                         a.put(start, &data).unwrap();
                         a.fence_writeback().unwrap();
@@ -140,7 +138,8 @@ fn accumulates_from_every_member_lose_nothing() {
                     let at = (k * 7 + me as u64) % (len - 10);
                     a.accumulate(at, &[1; 10], Op::Sum).unwrap();
                     f.accumulate(at, &[0.5; 10], Op::Sum).unwrap();
-                    i.accumulate(at, &[-(me as i32) - (k as i32)], Op::Min).unwrap();
+                    i.accumulate(at, &[-(me as i32) - (k as i32)], Op::Min)
+                        .unwrap();
                     i.accumulate(len - 1, &[me as i32], Op::Max).unwrap();
                 }
                 a.barrier().unwrap();
@@ -170,7 +169,10 @@ fn accumulates_from_every_member_lose_nothing() {
     assert_eq!(mins, lowest);
     assert_eq!(small[0].get_one(len - 1).unwrap(), MEMBERS as i32 - 1);
     // fetch_accumulate with Replace returns the old element.
-    assert_eq!(sums[1].fetch_accumulate(0, 99, Op::Replace).unwrap(), expect[0]);
+    assert_eq!(
+        sums[1].fetch_accumulate(0, 99, Op::Replace).unwrap(),
+        expect[0]
+    );
     assert_eq!(sums[2].get_one(0).unwrap(), 99);
 }
 
@@ -178,7 +180,14 @@ fn accumulates_from_every_member_lose_nothing() {
 fn bad_indices_and_sizes_are_clear_errors() {
     let a = &threads::<u32>(10, 3, cfg()).unwrap()[0];
     let e = a.get_one(10).unwrap_err();
-    assert_eq!(e, GlobalError::OutOfRange { index: 10, count: 1, len: 10 });
+    assert_eq!(
+        e,
+        GlobalError::OutOfRange {
+            index: 10,
+            count: 1,
+            len: 10
+        }
+    );
     assert!(e.to_string().contains("out of range"), "{e}");
     assert!(a.put(8, &[1, 2, 3]).is_err());
     assert!(a.accumulate(u64::MAX, &[1, 2], Op::Sum).is_err()); // no overflow

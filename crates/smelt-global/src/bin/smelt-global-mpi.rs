@@ -1,1 +1,306 @@
-fn main() {}
+//! Global arrays across MPI ranks (run under `mpirun`): the tests' checks, the
+//! work-stealing example and the benchmark across (emulated) nodes.
+//!
+//! ```text
+//! mpirun -np 4 smelt-global-mpi check      # DRF writes, fences, accumulates, errors
+//! mpirun -np 4 smelt-global-mpi stealing   # the work-stealing counter
+//! mpirun -np 4 smelt-global-mpi bench [--quick]
+//! ```
+//! With `SMELT_RANKS_PER_NODE=k` the ranks form emulated nodes of `k`. Rank 0 prints
+//! one line per verdict (`ok <what>`) or figure (`bench {json}`); any failure exits
+//! non-zero at the rank that saw it.
+
+use smelt_global::mpi::World;
+use smelt_global::stealing::{self, Opts};
+use smelt_global::{Config, Element, GlobalArray, GlobalError, Op};
+use std::time::{Duration, Instant};
+
+fn cfg() -> Config {
+    Config {
+        timeout: Duration::from_secs(120),
+        ..Config::default()
+    }
+}
+
+fn value<T: Element>(round: u64, i: u64) -> T {
+    T::from_word(match T::TYPE {
+        smelt_global::ElemType::F64 => ((round * 1000 + i) as f64 * 0.25).to_bits(),
+        smelt_global::ElemType::U32 | smelt_global::ElemType::I32 => {
+            (round * 1000 + i) & 0x7FFF_FFFF
+        }
+        _ => (round << 40) | i,
+    })
+}
+
+fn fail(what: String) -> GlobalError {
+    GlobalError::Invalid(what)
+}
+
+/// Each round every rank writes the block of a rank `round + 1` further on (another
+/// node, with nodes of fewer ranks than that), then everyone reads everything.
+fn drf<T: Element>(w: &World, len: u64) -> Result<(), GlobalError> {
+    let a: GlobalArray<T> = w.array(len, cfg())?;
+    let n = w.size();
+    let mut all = vec![T::from_word(0); len as usize];
+    for round in 0..4u64 {
+        let b = a.layout().block((w.rank() + round as usize + 1) % n);
+        let data: Vec<T> = b.clone().map(|i| value::<T>(round, i)).collect();
+        a.put(b.start, &data)?;
+        a.barrier()?;
+        a.get(0, &mut all)?;
+        for (i, v) in all.iter().enumerate() {
+            if *v != value::<T>(round, i as u64) {
+                return Err(fail(format!(
+                    "{} round {round}: element {i} is {v:?}",
+                    T::TYPE
+                )));
+            }
+        }
+        a.barrier()?;
+    }
+    Ok(())
+}
+
+/// Rank r writes data for rank r+1 (on another node when nodes hold one or two
+/// ranks), write-back fence, raises a flag by an accumulate; the reader waits for the
+/// flag, invalidate fence, reads.
+fn flags(w: &World) -> Result<(), GlobalError> {
+    let n = w.size();
+    let chunk = 64u64;
+    let a: GlobalArray<u64> = w.array(chunk * n as u64 + n as u64, cfg())?;
+    let me = w.rank();
+    let to = (me + 1) % n;
+    let flag_of = |r: usize| chunk * n as u64 + r as u64;
+    for round in 1..=20u64 {
+        // Write into the reader's region, which is not in the writer's block.
+        let data: Vec<u64> = (0..chunk).map(|i| round << 20 | i).collect();
+        a.put(to as u64 * chunk, &data)?;
+        a.fence_writeback()?;
+        a.accumulate(flag_of(to), &[1], Op::Sum)?;
+        let t = Instant::now();
+        while a.fetch_accumulate(flag_of(me), 0, Op::Sum)? < round {
+            if t.elapsed() > Duration::from_secs(60) {
+                return Err(fail(format!("rank {me}: no flag in round {round}")));
+            }
+            std::thread::yield_now();
+        }
+        a.fence_invalidate()?;
+        let mut got = vec![0u64; chunk as usize];
+        a.get(me as u64 * chunk, &mut got)?;
+        if got
+            .iter()
+            .enumerate()
+            .any(|(i, v)| *v != round << 20 | i as u64)
+        {
+            return Err(fail(format!("rank {me} round {round}: stale data {got:?}")));
+        }
+        a.barrier()?; // before the next round overwrites
+    }
+    Ok(())
+}
+
+fn accumulates(w: &World) -> Result<(), GlobalError> {
+    let n = w.size() as u64;
+    let len = 50u64;
+    let a: GlobalArray<u64> = w.array(len, cfg())?;
+    let f: GlobalArray<f64> = w.array(len, cfg())?;
+    let s: GlobalArray<i32> = w.array(len, cfg())?;
+    let k = 20u64;
+    for _ in 0..k {
+        // The last element is left for the tickets.
+        a.accumulate(0, &vec![1; len as usize - 1], Op::Sum)?;
+        f.accumulate(0, &vec![0.5; len as usize], Op::Sum)?;
+        s.accumulate(3, &[-(w.rank() as i32) - 1; 10], Op::Min)?;
+        s.accumulate(20, &[w.rank() as i32 + 1; 10], Op::Max)?;
+    }
+    let tickets = a.fetch_accumulate(len - 1, 1, Op::Sum)?;
+    a.barrier()?;
+    f.barrier()?;
+    s.barrier()?;
+    let tickets = w.gather(tickets)?;
+    let mut sorted = tickets.clone();
+    sorted.sort_unstable();
+    if sorted != (0..n).collect::<Vec<_>>() {
+        return Err(fail(format!("fetch-and-add tickets {tickets:?}")));
+    }
+    let mut got = vec![0u64; len as usize];
+    a.get(0, &mut got)?;
+    if got[..len as usize - 1].iter().any(|v| *v != n * k) || got[len as usize - 1] != n {
+        return Err(fail(format!("sums {got:?}")));
+    }
+    let mut fg = vec![0f64; len as usize];
+    f.get(0, &mut fg)?;
+    if fg.iter().any(|v| *v != (n * k) as f64 * 0.5) {
+        return Err(fail(format!("f64 sums {fg:?}")));
+    }
+    let mut sg = vec![0i32; len as usize];
+    s.get(0, &mut sg)?;
+    if sg[3..13].iter().any(|v| *v != -(n as i32)) || sg[20..30].iter().any(|v| *v != n as i32) {
+        return Err(fail(format!("i32 min/max {sg:?}")));
+    }
+    // Replace across nodes returns the old value (after every rank read the sums).
+    a.barrier()?;
+    if w.rank() == 0 {
+        let old = a.fetch_accumulate(len - 2, 7, Op::Replace)?;
+        if old != n * k || a.get_one(len - 2)? != 7 {
+            return Err(fail(format!("replace: old {old}")));
+        }
+    }
+    a.barrier()?;
+    Ok(())
+}
+
+fn errors(w: &World) -> Result<(), GlobalError> {
+    let a: GlobalArray<u32> = w.array(10, cfg())?;
+    match a.get_one(10) {
+        Err(GlobalError::OutOfRange { .. }) => {}
+        r => return Err(fail(format!("get_one(10) of 10 elements: {r:?}"))),
+    }
+    if a.put(u64::MAX, &[1]).is_ok() {
+        return Err(fail("put at u64::MAX accepted".into()));
+    }
+    a.barrier()
+}
+
+fn check(w: &World) -> Result<(), GlobalError> {
+    let say = |what: &str| {
+        if w.rank() == 0 {
+            println!("ok {what}");
+        }
+    };
+    drf::<u64>(w, 1000)?;
+    drf::<i64>(w, 77)?;
+    drf::<f64>(w, 129)?;
+    drf::<u32>(w, 64)?;
+    drf::<i32>(w, 5)?;
+    say("drf: every write seen after barriers (u64, i64, f64, u32, i32)");
+    flags(w)?;
+    say("fences: writes fenced then flagged seen after the invalidate fence");
+    accumulates(w)?;
+    say("accumulates: sums, min, max, fetch-and-add tickets, replace");
+    errors(w)?;
+    say("errors: out-of-range indices refused");
+    Ok(())
+}
+
+fn steal(w: &World) -> Result<(), GlobalError> {
+    let opts = Opts {
+        tasks: 2000,
+        work: 20,
+        seed: 3,
+    };
+    let c: GlobalArray<u64> = w.array(w.size() as u64, cfg())?;
+    let r: GlobalArray<u64> = w.array(opts.tasks, cfg())?;
+    let rep = stealing::run(&c, &r, &opts)?;
+    if rep.mismatches != 0 {
+        return Err(fail(format!("{} mismatches", rep.mismatches)));
+    }
+    let ran = w.gather(rep.own + rep.stolen)?;
+    let stolen = w.gather(rep.stolen)?;
+    if ran.iter().sum::<u64>() != opts.tasks {
+        return Err(fail(format!("tasks run per rank {ran:?}")));
+    }
+    if w.rank() == 0 {
+        println!(
+            "ok stealing: {} tasks over {} ranks on {} nodes match the sequential recomputation (ran {ran:?}, stolen {stolen:?})",
+            opts.tasks,
+            w.size(),
+            w.nodes()
+        );
+    }
+    Ok(())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn bench(w: &World, quick: bool) -> Result<(), GlobalError> {
+    let (rounds, samples) = if quick { (500, 5) } else { (5000, 11) };
+    let n = w.size();
+    let me = w.rank();
+    // A target on another node, and one on this node, for rank 0.
+    let other = (1..n).find(|r| w.node_of(*r) != w.node_of(0));
+    let same = (1..n).find(|r| w.node_of(*r) == w.node_of(0));
+    let a: GlobalArray<u64> = w.array(n as u64 * 8, cfg())?;
+    a.put(me as u64 * 8, &[me as u64 + 100; 8])?;
+    a.barrier()?;
+    let row = |target: Option<usize>| -> Result<Option<f64>, GlobalError> {
+        let mut times = Vec::new();
+        if let (0, Some(t)) = (me, target) {
+            let mut v = [0u64];
+            for _ in 0..samples {
+                let s = Instant::now();
+                for _ in 0..rounds {
+                    a.get(t as u64 * 8, &mut v)?;
+                }
+                times.push(s.elapsed().as_nanos() as f64 / rounds as f64);
+                if v[0] != t as u64 + 100 {
+                    return Err(fail(format!("get read {}", v[0])));
+                }
+            }
+        }
+        // The other ranks serve MPI (passive target progress) at this barrier.
+        a.barrier()?;
+        Ok((!times.is_empty()).then(|| median(times)))
+    };
+    let get_remote = row(other)?;
+    let get_node = row(same)?;
+    let (plain, plain_alloc) = match other {
+        Some(t) => (
+            Some(w.plain_get_ns(0, t, rounds, samples, false)?),
+            Some(w.plain_get_ns(0, t, rounds, samples, true)?),
+        ),
+        None => (None, None),
+    };
+    if me == 0 {
+        let f = |v: Option<f64>| v.map_or("null".to_string(), |x| format!("{x:.1}"));
+        let ratio = match (get_remote, plain) {
+            (Some(g), Some(p)) => format!("{:.3}", g / p),
+            _ => "null".into(),
+        };
+        println!(
+            "bench {{\"ranks\":{n},\"nodes\":{},\"rounds\":{rounds},\"samples\":{samples},\"get_8b_across_nodes_ns\":{},\"mpi_get_8b_ns\":{},\"mpi_get_8b_win_allocate_ns\":{},\"get_8b_same_node_ns\":{},\"get_across_over_mpi_get\":{ratio}}}",
+            w.nodes(),
+            f(get_remote),
+            f(plain),
+            f(plain_alloc),
+            f(get_node)
+        );
+    }
+    Ok(())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mode = args.first().map(String::as_str).unwrap_or("");
+    if !matches!(mode, "check" | "stealing" | "bench") {
+        eprintln!("usage: mpirun -np N smelt-global-mpi check|stealing|bench [--quick]");
+        std::process::exit(2);
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let w = match World::init() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("smelt-global-mpi: {e}");
+            std::process::exit(1);
+        }
+    };
+    if w.rank() == 0 {
+        println!("layout {}", w.describe());
+    }
+    let r = match mode {
+        "check" => check(&w),
+        "stealing" => steal(&w),
+        _ => bench(&w, quick),
+    };
+    if let Err(e) = r {
+        eprintln!("smelt-global-mpi: rank {}: {e}", w.rank());
+        std::process::exit(1);
+    }
+    if let Err(e) = w.finalize() {
+        eprintln!("smelt-global-mpi: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,150 @@
+//! Global arrays across MPI ranks: the `smelt-global-mpi` program under
+//! `mpirun --oversubscribe`, on emulated nodes of 2 ranks and of 1 rank
+//! (`SMELT_RANKS_PER_NODE`), every rank its own node (`SMELT_AM_TRANSPORT=mpi`) and
+//! one real node (shared memory only, accumulates as CPU atomics). Each run checks the
+//! program's verdicts: every write seen after barriers for every element type, writes
+//! fenced then flagged seen after the invalidate fence, accumulates (sum, min, max,
+//! fetch-and-add tickets, replace) across nodes, out-of-range indices refused, and the
+//! work-stealing example against its sequential recomputation. The benchmark prints
+//! its figures (never checked against a time). Nothing is left in shared memory.
+//!
+//! Needs `mpirun` and the `mpi` feature:
+//! `cargo test -p smelt-global --features mpi --test mpirun`. Without either, the
+//! tests say why they are skipped and pass.
+
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn skipped_without_the_mpi_feature() {
+    eprintln!(
+        "skipped: smelt-global was built without its `mpi` feature (cargo test -p smelt-global --features mpi --test mpirun)"
+    );
+}
+
+#[cfg(feature = "mpi")]
+#[path = "../../../tests/support/mpirun_job.rs"]
+mod mpirun_job;
+
+#[cfg(feature = "mpi")]
+mod with_mpi {
+    use super::mpirun_job::{self, Job, Run};
+    use std::path::PathBuf;
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    const LIMIT: Duration = Duration::from_secs(180);
+
+    fn have_mpirun(test: &str) -> bool {
+        let ok = Command::new("mpirun")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !ok {
+            eprintln!("{test}: skipped: no `mpirun` on PATH");
+        }
+        ok
+    }
+
+    fn mpirun(np: usize, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let prog = PathBuf::from(env!("CARGO_BIN_EXE_smelt-global-mpi"));
+        let r = mpirun_job::run(Job {
+            np,
+            mpirun_args: &[],
+            prog: &prog,
+            args,
+            vars: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            clear: &["SMELT_RANKS_PER_NODE", "SMELT_AM_TRANSPORT"],
+            shm_prefix: "smelt-global-test",
+            limit: LIMIT,
+        });
+        assert!(
+            r.leftovers.is_empty(),
+            "left in shared memory: {:?}",
+            r.leftovers
+        );
+        r
+    }
+
+    const CHECKS: [&str; 4] = [
+        "ok drf: every write seen after barriers",
+        "ok fences: writes fenced then flagged seen after the invalidate fence",
+        "ok accumulates:",
+        "ok errors: out-of-range indices refused",
+    ];
+
+    fn check_and_steal(np: usize, env: &[(&str, &str)], nodes: usize) {
+        let r = mpirun(np, &["check"], env);
+        assert!(r.ok(), "{env:?}:\n{}", r.show());
+        for c in CHECKS {
+            assert!(r.stdout.contains(c), "{env:?}: no {c:?}:\n{}", r.show());
+        }
+        assert!(
+            r.line("layout ").contains(&format!("{nodes} node")),
+            "{}",
+            r.show()
+        );
+        let r = mpirun(np, &["stealing"], env);
+        assert!(r.ok(), "{env:?}:\n{}", r.show());
+        assert!(
+            r.line("ok stealing: ")
+                .contains(&format!("on {nodes} nodes")),
+            "{}",
+            r.show()
+        );
+    }
+
+    #[test]
+    fn emulated_nodes_of_two_ranks() {
+        if have_mpirun("emulated_nodes_of_two_ranks") {
+            check_and_steal(4, &[("SMELT_RANKS_PER_NODE", "2")], 2);
+        }
+    }
+
+    #[test]
+    fn every_rank_its_own_node() {
+        if have_mpirun("every_rank_its_own_node") {
+            check_and_steal(3, &[("SMELT_AM_TRANSPORT", "mpi")], 3);
+        }
+    }
+
+    #[test]
+    fn one_node_in_shared_memory() {
+        if have_mpirun("one_node_in_shared_memory") {
+            check_and_steal(3, &[], 1);
+        }
+    }
+
+    #[test]
+    fn the_benchmark_prints_its_figures() {
+        if !have_mpirun("the_benchmark_prints_its_figures") {
+            return;
+        }
+        let r = mpirun(4, &["bench", "--quick"], &[("SMELT_RANKS_PER_NODE", "2")]);
+        assert!(r.ok(), "{}", r.show());
+        let line = r.line("bench {");
+        for key in [
+            "\"get_8b_across_nodes_ns\":",
+            "\"mpi_get_8b_ns\":",
+            "\"mpi_get_8b_win_allocate_ns\":",
+            "\"get_8b_same_node_ns\":",
+            "\"get_across_over_mpi_get\":",
+        ] {
+            assert!(line.contains(key), "{key} missing: {line}");
+        }
+        assert!(!line.contains("null"), "{line}");
+    }
+
+    #[test]
+    fn a_bad_mode_fails_without_starting_mpi() {
+        if have_mpirun("a_bad_mode_fails_without_starting_mpi") {
+            let r = mpirun(2, &["nonsense"], &[]);
+            assert!(!r.ok());
+            assert!(r.stderr.contains("usage:"), "{}", r.show());
+        }
+    }
+}
