@@ -143,7 +143,8 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', value_parser = crate::common::count(1, 1 << 26))]
     pub sizes: Vec<usize>,
     /// With --mpi: write a latency-against-size plot per operation and rank count
-    /// (`FILE.svg` gives `FILE-bcast-2r.svg`, ...; .svg or .png).
+    /// (`FILE.svg` gives `FILE-bcast-2r.svg`, ...; .svg or .png). With --offload: the
+    /// message rate against the number of queues, in FILE.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
     /// Thread (and process, rank) counts for the comparison with the peers: barrier,
