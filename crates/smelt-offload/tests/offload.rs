@@ -224,3 +224,87 @@ fn shutdown_with_queued_work_is_bounded_and_reports_it() {
     assert_eq!(ends[0].unanswered, 1);
     assert_eq!(ticket_thread.join().unwrap(), Err(OffloadError::Stopped(0)));
 }
+
+/// Pools started and stopped again and again over the same endpoints while requests
+/// are still queued and in flight: a stop with no time left drops what is queued (and
+/// counts it), the requests posted are answered through the next pool. Every request
+/// is posted at most once, and each one pushed is either posted or counted as dropped.
+#[test]
+fn pools_stopped_under_load_account_for_every_request() {
+    let mut eps = threads(2, AmConfig::default(), |_| Tally::default()).unwrap();
+    let mut client = eps.pop().unwrap();
+    let mut server = eps.pop().unwrap();
+    server
+        .register(ADD, |t: &mut Tally, ctx, m| {
+            t.0 += 1;
+            t.1 += m.args[0];
+            ctx.reply(ACK, &[m.args[0]]).unwrap();
+        })
+        .unwrap();
+    client
+        .register(ACK, |t: &mut Tally, _, m| {
+            t.0 += 1;
+            t.1 += m.args[0];
+        })
+        .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let srv = std::thread::spawn(move || {
+        while !stop2.load(std::sync::atomic::Ordering::Acquire) {
+            match server.wait(Duration::from_millis(5)) {
+                Ok(_) | Err(AmError::Timeout { .. }) => {}
+                Err(e) => panic!("server: {e}"),
+            }
+        }
+        *server.state()
+    });
+    let (mut pushed, mut posted, mut dropped) = (0u64, 0u64, 0u64);
+    let phases = 6;
+    for phase in 0..phases {
+        let mode = if phase % 2 == 0 {
+            Mode::Dynamic
+        } else {
+            Mode::Static
+        };
+        let mut cfg = Config::new(mode);
+        cfg.idle_rounds = 4;
+        let pool = Offload::start(vec![client], cfg).unwrap();
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                let pool = &pool;
+                s.spawn(move || {
+                    for _ in 0..300 {
+                        pool.request(0, 0, ADD, &[1]).unwrap();
+                    }
+                });
+            }
+        });
+        pushed += 8 * 300;
+        // The last phase drains; the others stop at once.
+        let limit = if phase == phases - 1 {
+            Duration::from_secs(10)
+        } else {
+            Duration::ZERO
+        };
+        let mut ends = pool.shutdown(limit).unwrap();
+        let end = ends.pop().unwrap();
+        posted += end.stats.requests;
+        dropped += end.dropped_commands;
+        client = end.endpoint;
+    }
+    client.quiesce(Duration::from_secs(10)).unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let served = srv.join().unwrap();
+    assert_eq!(
+        posted + dropped,
+        pushed,
+        "posted {posted} + dropped {dropped}"
+    );
+    assert_eq!(served, (posted, posted), "each posted request served once");
+    assert_eq!(
+        *client.state(),
+        (posted, posted),
+        "each answer received once"
+    );
+    eprintln!("{pushed} pushed: {posted} posted, {dropped} dropped at a stop");
+}
