@@ -477,6 +477,83 @@ int smelt_offload_stats(const smelt_offload *pool, size_t lane, smelt_offload_co
 int smelt_offload_stop(smelt_offload *pool, uint64_t timeout_ms, smelt_am_endpoint **eps,
                        size_t n, uint64_t *left);
 
+/* ---- Global arrays (smelt_global_*) -------------------------------------------- */
+
+/* Global arrays (docs/global.md): len elements of one type spread in blocks over the
+ * `members` threads of this program (member m owns [m*b, (m+1)*b), b = ceil(len /
+ * members); smelt_global_block says which), read, written and combined by global index
+ * from any thread at once. Element types are checked: calling the entry point of
+ * another type than the array's (smelt_global_get_f64 on a SMELT_GLOBAL_U64 array) is
+ * SMELT_ERR_INVALID_ARGUMENT naming both types, as is an index range outside the array.
+ * Consistency: sequential consistency for data-race-free programs; synchronise with
+ * smelt_global_barrier, or with smelt_global_fence_writeback (SD_fence) before an
+ * accumulate another thread observes and smelt_global_fence_invalidate (SI_fence)
+ * after observing it. Accumulates never lose an update. */
+typedef struct smelt_global smelt_global;
+
+#define SMELT_GLOBAL_U64 1 /* uint64_t */
+#define SMELT_GLOBAL_I64 2 /* int64_t */
+#define SMELT_GLOBAL_F64 3 /* double */
+#define SMELT_GLOBAL_U32 4 /* uint32_t */
+#define SMELT_GLOBAL_I32 5 /* int32_t */
+
+#define SMELT_GLOBAL_SUM 0     /* integer sums wrap */
+#define SMELT_GLOBAL_MIN 1
+#define SMELT_GLOBAL_MAX 2
+#define SMELT_GLOBAL_REPLACE 3 /* an atomic swap */
+
+/* Makes an array of len (>= 1) zeroed elements of type SMELT_GLOBAL_*, over `members`
+ * (>= 1) threads: the number that meet at smelt_global_barrier, which waits at most
+ * timeout_ms (0: 30 s; SMELT_ERR_TIMEOUT, after which the array's barrier is unusable). */
+int smelt_global_create(int type, uint64_t len, size_t members, uint64_t timeout_ms,
+                        smelt_global **array);
+
+/* The array's element type (SMELT_GLOBAL_*), length and number of members. */
+int smelt_global_info(const smelt_global *array, int *type, uint64_t *len, size_t *members);
+
+/* The indices member `member` owns: [*start, *end) (empty past the last block). */
+int smelt_global_block(const smelt_global *array, size_t member, uint64_t *start,
+                       uint64_t *end);
+
+/* Per type T in u64 (uint64_t), i64 (int64_t), f64 (double), u32 (uint32_t), i32
+ * (int32_t):
+ *   smelt_global_get_T(array, index, out, count)          reads count elements
+ *   smelt_global_put_T(array, index, data, count)         writes count elements
+ *   smelt_global_accumulate_T(array, index, data, count, op)
+ *                               combines each element atomically (SMELT_GLOBAL_SUM ...)
+ *   smelt_global_fetch_accumulate_T(array, index, value, op, old)
+ *                               combines one element atomically; *old (if old is not
+ *                               NULL) gets its value before: a fetch-and-add with SUM */
+#define SMELT_GLOBAL_TYPED(T, ctype)                                                       \
+    int smelt_global_get_##T(smelt_global *array, uint64_t index, ctype *out, size_t count); \
+    int smelt_global_put_##T(smelt_global *array, uint64_t index, const ctype *data,          \
+                             size_t count);                                                \
+    int smelt_global_accumulate_##T(smelt_global *array, uint64_t index, const ctype *data,   \
+                                    size_t count, int op);                                 \
+    int smelt_global_fetch_accumulate_##T(smelt_global *array, uint64_t index, ctype value,   \
+                                          int op, ctype *old);
+SMELT_GLOBAL_TYPED(u64, uint64_t)
+SMELT_GLOBAL_TYPED(i64, int64_t)
+SMELT_GLOBAL_TYPED(f64, double)
+SMELT_GLOBAL_TYPED(u32, uint32_t)
+SMELT_GLOBAL_TYPED(i32, int32_t)
+#undef SMELT_GLOBAL_TYPED
+
+/* The write-back fence (SD_fence): the calling thread's writes are complete, ordered
+ * before its later operations. */
+int smelt_global_fence_writeback(smelt_global *array);
+
+/* The invalidate fence (SI_fence): the calling thread's later reads see every write
+ * made visible before a synchronisation it observed. */
+int smelt_global_fence_invalidate(smelt_global *array);
+
+/* Waits until `members` threads called it: a write-back fence, the meeting, an
+ * invalidate fence. */
+int smelt_global_barrier(smelt_global *array);
+
+/* Frees the array (NULL: nothing); its handle is invalid afterwards. */
+int smelt_global_free(smelt_global *array);
+
 #ifdef __cplusplus
 }
 #endif

@@ -39,6 +39,7 @@ pub(crate) enum Kind {
     KvsClient = 6,
     AmEndpoint = 7,
     Offload = 9,
+    Global = 10,
 }
 
 impl Kind {
@@ -52,6 +53,7 @@ impl Kind {
             6 => Kind::KvsClient,
             7 => Kind::AmEndpoint,
             9 => Kind::Offload,
+            10 => Kind::Global,
             _ => return None,
         })
     }
@@ -66,6 +68,7 @@ impl Kind {
             Kind::KvsClient => "kvs client",
             Kind::AmEndpoint => "active-message endpoint",
             Kind::Offload => "offload pool",
+            Kind::Global => "global array",
         }
     }
 }
@@ -80,6 +83,7 @@ pub(crate) enum Object {
     KvsClient(Box<::smelt_kvs::Client>),
     AmEndpoint(Box<crate::am::AmEndpoint>),
     Offload(Arc<crate::offload::OffloadObj>),
+    Global(Arc<crate::global::GlobalObj>),
 }
 
 impl Object {
@@ -93,6 +97,7 @@ impl Object {
             Object::KvsClient(_) => Kind::KvsClient,
             Object::AmEndpoint(_) => Kind::AmEndpoint,
             Object::Offload(_) => Kind::Offload,
+            Object::Global(_) => Kind::Global,
         }
     }
 }
@@ -246,7 +251,7 @@ fn stale(kind: Kind, what: &str) -> Error {
         Kind::Member => "already detached, or its smelt_group_run body returned",
         Kind::Kvs => "already closed",
         Kind::KvsClient => "its store was closed",
-        Kind::Model | Kind::Tree | Kind::Group | Kind::AmEndpoint => "already freed",
+        Kind::Model | Kind::Tree | Kind::Group | Kind::AmEndpoint | Kind::Global => "already freed",
         Kind::Offload => "already stopped",
     };
     Error(

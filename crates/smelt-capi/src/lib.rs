@@ -24,6 +24,7 @@
 #![allow(non_camel_case_types)]
 
 mod am;
+mod global;
 mod group;
 mod handle;
 mod kvs;
@@ -38,6 +39,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 pub use am::*;
+pub use global::*;
 pub use group::*;
 pub use kvs::*;
 pub use offload::*;

@@ -111,6 +111,29 @@ fn c_am_misuse_is_an_error() {
     }
 }
 
+/// `examples/c/global_stealing.c`: the work-stealing counter on global arrays over 4
+/// and 16 threads, checked against a sequential recomputation.
+#[test]
+fn c_global_stealing_example_runs() {
+    for threads in ["4", "16"] {
+        if let Some(out) = build_and_run("global_stealing", &[threads, "5000"]) {
+            let ok = format!("global stealing ok: 5000 tasks over {threads} threads");
+            assert!(out.contains(&ok), "{out}");
+        }
+    }
+}
+
+/// `tests/c/global_misuse.c`: a bad element type, length or member count, NULLs, the
+/// entry point of another element type, indices out of range, a bad operation, a freed
+/// handle, a handle of another kind.
+#[test]
+fn c_global_misuse_is_an_error() {
+    let src = repo_root().join("crates/smelt-capi/tests/c/global_misuse.c");
+    if let Some(out) = build_and_run_file(&src, &[]) {
+        assert!(out.contains("global misuse ok"), "{out}");
+    }
+}
+
 /// `tests/c/kvs_misuse.c`: a bad configuration, NULL arguments, an oversized key or
 /// value, a small buffer, a handle of the wrong kind, use after close, double close.
 #[test]
