@@ -9,6 +9,8 @@
 pub mod agg;
 #[path = "bench_am.rs"]
 pub mod am;
+#[path = "bench_global.rs"]
+pub mod global;
 #[path = "bench_large.rs"]
 mod large;
 #[path = "bench_mpi.rs"]

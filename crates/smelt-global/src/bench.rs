@@ -220,3 +220,22 @@ pub fn measure(opts: &Opts) -> Result<Report, GlobalError> {
         cpus: opts.cpus,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_run_measures_every_row() {
+        let r = measure(&Opts {
+            rounds: 200,
+            samples: 1,
+            cpus: None,
+        })
+        .unwrap();
+        for v in [r.queuepair_rtt_ns, r.get_8b_ns, r.array_rtt_ns] {
+            assert!(v.is_finite() && v > 0.0, "{r:?}");
+        }
+        assert!(r.get_over_queuepair() > 0.0);
+    }
+}
