@@ -109,8 +109,8 @@ pub struct Config {
     /// Commands each lane's queue holds (default 1024); a producer that finds it full
     /// waits (with back-off, at most [`timeout`](Config::timeout)).
     pub queue_capacity: usize,
-    /// Idle rounds (spinning, then yielding) before a dynamic thread sleeps or a static
-    /// one naps.
+    /// Idle rounds before a dynamic thread sleeps or a static one naps (at least; the
+    /// [`wait`](Config::wait) policy's spinning and yielding come first).
     pub idle_rounds: u32,
     /// Longest sleep of a dynamic thread (it then looks at its endpoint; default 1 ms).
     pub max_sleep: Duration,
@@ -131,7 +131,7 @@ impl Config {
             mode,
             cpus: Vec::new(),
             queue_capacity: 1024,
-            idle_rounds: 256,
+            idle_rounds: 64,
             max_sleep: Duration::from_millis(1),
             static_nap: Duration::from_micros(20),
             timeout: Duration::from_secs(30),
@@ -877,7 +877,9 @@ fn comm_thread<S, L: Link + 'static>(
             continue;
         }
         idle = idle.saturating_add(1);
-        if idle < cfg.idle_rounds {
+        // Idle: spin, then yield (the wait policy's phases, at least `idle_rounds`
+        // rounds), before sleeping or napping.
+        if idle < cfg.idle_rounds || !b.is_completed() {
             b.snooze();
             continue;
         }
