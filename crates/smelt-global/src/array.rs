@@ -137,10 +137,6 @@ pub(crate) enum Memory {
 }
 
 impl Memory {
-    pub(crate) fn local(words: usize) -> Memory {
-        Memory::Local((0..words).map(|_| AtomicU64::new(0)).collect())
-    }
-
     #[inline]
     pub(crate) fn words(&self) -> &[AtomicU64] {
         match self {
@@ -231,11 +227,7 @@ pub fn threads<T: Element>(
 ) -> Result<Vec<GlobalArray<T>>, GlobalError> {
     let layout = Layout::new(len, members)?;
     let words = CTRL_WORDS + len as usize;
-    let mem = Memory::local(words);
-    let shared = match &mem {
-        Memory::Local(w) => w.clone(),
-        Memory::Shm(_) => unreachable!("made local above"),
-    };
+    let shared: Arc<[AtomicU64]> = (0..words).map(|_| AtomicU64::new(0)).collect();
     Ok((0..members)
         .map(|rank| GlobalArray {
             mem: Memory::Local(shared.clone()),

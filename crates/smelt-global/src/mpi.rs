@@ -253,6 +253,22 @@ impl World {
         let size = self.size();
         let me = self.rank();
         let layout = Layout::new(len, size)?;
+        // Every rank must make the same array: its type and length, compared first.
+        let mine = (T::TYPE as u64) | (len << 8);
+        let all = self.gather(mine)?;
+        if let Some(other) = all.iter().find(|v| **v != mine) {
+            let theirs = ElemType::from_id((*other & 0xFF) as u32);
+            return Err(match theirs {
+                Some(t) if t != T::TYPE => GlobalError::WrongType {
+                    array: t,
+                    requested: T::TYPE,
+                },
+                _ => GlobalError::Invalid(format!(
+                    "ranks made arrays of different lengths ({len} here, {} elsewhere)",
+                    other >> 8
+                )),
+            });
+        }
         let my_node = self.node_of[me];
         let mut base = vec![None; size];
         let mut words = CTRL_WORDS;

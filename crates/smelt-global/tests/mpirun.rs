@@ -70,7 +70,8 @@ mod with_mpi {
         r
     }
 
-    const CHECKS: [&str; 4] = [
+    const CHECKS: [&str; 5] = [
+        "ok mismatch: ranks making arrays of different element types all refused",
         "ok drf: every write seen after barriers",
         "ok fences: writes fenced then flagged seen after the invalidate fence",
         "ok accumulates:",

@@ -162,6 +162,26 @@ fn errors(w: &World) -> Result<(), GlobalError> {
     a.barrier()
 }
 
+/// Rank 0 makes a `u64` array, the others an `f64` one: every rank must refuse.
+fn mismatch(w: &World) -> Result<(), GlobalError> {
+    let r = if w.rank() == 0 {
+        w.array::<u64>(16, cfg()).map(drop)
+    } else {
+        w.array::<f64>(16, cfg()).map(drop)
+    };
+    match r {
+        Err(GlobalError::WrongType { .. }) => {}
+        r => return Err(fail(format!("mismatched element types: {r:?}"))),
+    }
+    // The ranks still work together afterwards.
+    let a: GlobalArray<u64> = w.array(16, cfg())?;
+    a.barrier()?;
+    if w.rank() == 0 {
+        println!("ok mismatch: ranks making arrays of different element types all refused");
+    }
+    Ok(())
+}
+
 fn check(w: &World) -> Result<(), GlobalError> {
     let say = |what: &str| {
         if w.rank() == 0 {
@@ -180,6 +200,7 @@ fn check(w: &World) -> Result<(), GlobalError> {
     say("accumulates: sums, min, max, fetch-and-add tickets, replace");
     errors(w)?;
     say("errors: out-of-range indices refused");
+    mismatch(w)?;
     Ok(())
 }
 
