@@ -190,9 +190,9 @@ impl World {
         // SAFETY: a placeholder written over by MPI_Comm_split.
         let mut node_comm: ffi::MPI_Comm = unsafe { ffi::RSMPI_COMM_NULL };
         let me = mpi.rank();
+        let (color, key) = (node_of[me] as c_int, me as c_int);
         // SAFETY: `comm` is valid; color and key are non-negative; valid out-pointer.
-        let rc =
-            unsafe { ffi::MPI_Comm_split(comm, node_of[me] as c_int, me as c_int, &mut node_comm) };
+        let rc = unsafe { ffi::MPI_Comm_split(comm, color, key, &mut node_comm) };
         if let Err(e) = check("MPI_Comm_split", rc) {
             comm_free(&mut comm);
             return Err(e);

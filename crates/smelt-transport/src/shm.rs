@@ -28,6 +28,10 @@
 //! * **Offsets, never pointers.** Every process maps the segment where its kernel
 //!   likes; the segment holds only offsets and plain words.
 //!
+//! Besides rings, a segment may carry shared 64-bit words
+//! ([`ShmJob::create_with_words`], [`ShmMember::words`]): memory every member reads and
+//! writes directly with atomic operations (smelt-global's arrays live there).
+//!
 //! Trust model: the processes of one job trust each other (any member can write any
 //! ring of the job); nothing else is trusted, and no other user can open the segment.
 //!
