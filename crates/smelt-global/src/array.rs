@@ -28,6 +28,11 @@ pub struct Config {
     /// How a barrier waits: spin, then yield, then sleep (default: the transport's
     /// oversubscribed policy, so 16 members on 2 CPUs make progress).
     pub wait: WaitPolicy,
+    /// Lines of [`CACHE_LINE`](crate::CACHE_LINE) elements of other nodes' blocks a
+    /// member keeps after reading them, until its next invalidate fence or barrier
+    /// (default 0: no cache, every read of another node's element goes to its owner).
+    /// Only arrays across nodes (MPI) have a cache.
+    pub cache_lines: usize,
 }
 
 impl Default for Config {
@@ -35,6 +40,7 @@ impl Default for Config {
         Config {
             timeout: Duration::from_secs(30),
             wait: WaitPolicy::OVERSUBSCRIBED,
+            cache_lines: 0,
         }
     }
 }
@@ -170,6 +176,7 @@ pub(crate) trait Net: Send + Sync {
     /// True when accumulates to this node's elements must go through the network too
     /// (so that they are atomic with the other nodes' accumulates).
     fn atomics_over_net(&self) -> bool;
+    fn cache_stats(&self) -> crate::CacheStats;
     fn fence_writeback(&self) -> Result<(), GlobalError>;
     fn fence_invalidate(&self) -> Result<(), GlobalError>;
     fn barrier(&self, timeout: Duration) -> Result<(), GlobalError>;
@@ -444,6 +451,15 @@ impl<T: Element> GlobalArray<T> {
         }
     }
 
+    /// Hits and misses of this member's cache of other nodes' elements (zero without
+    /// one: see [`Config::cache_lines`]).
+    pub fn cache_stats(&self) -> crate::CacheStats {
+        self.net
+            .as_ref()
+            .map(|n| n.cache_stats())
+            .unwrap_or_default()
+    }
+
     /// The write-back fence (the slides' `SD_fence`): every write this member made
     /// before it (puts and accumulates, to any node) is complete at its owner when it
     /// returns, and ordered before this member's later operations.
@@ -458,6 +474,7 @@ impl<T: Element> GlobalArray<T> {
     /// The invalidate fence (the slides' `SI_fence`): reads after it see every write
     /// that was complete at its owner (written back) before the writer's
     /// synchronisation with this member that this member observed before the fence.
+    /// It empties this member's cache of other nodes' elements.
     pub fn fence_invalidate(&self) -> Result<(), GlobalError> {
         if let Some(net) = &self.net {
             net.fence_invalidate()?;

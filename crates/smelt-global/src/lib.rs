@@ -34,8 +34,10 @@
 //! (never torn elements), in no promised order.
 //!
 //! Writes to elements on other nodes are buffered (MPI operations not yet completed)
-//! until the next write-back fence or barrier; reads are never served from a cache,
-//! so the invalidate fence only orders (`MPI_Win_sync` and a memory fence).
+//! until the next write-back fence or barrier. Reads of elements on other nodes may be
+//! cached ([`Config::cache_lines`], off by default): lines stay until the next
+//! invalidate fence (or barrier), so a member that synchronised must fence before it
+//! reads what others wrote, as the model says.
 //!
 //! ```
 //! use smelt_global::{threads, Config, Op};
@@ -64,6 +66,7 @@
 
 mod array;
 pub mod bench;
+mod cache;
 mod elem;
 mod error;
 #[cfg(feature = "mpi")]
@@ -73,5 +76,6 @@ pub mod process;
 pub mod stealing;
 
 pub use array::{threads, Config, GlobalArray, Layout, MAX_LEN};
+pub use cache::{CacheStats, LINE as CACHE_LINE};
 pub use elem::{ElemType, Element, Op};
 pub use error::GlobalError;

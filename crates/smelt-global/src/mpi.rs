@@ -28,6 +28,7 @@
 //! bounded by the world's timeout.
 
 use crate::array::{check_type, Layout, Memory, Net, CTRL_WORDS};
+use crate::cache::LineCache;
 use crate::{Config, ElemType, Element, GlobalArray, GlobalError, Op};
 use mpi_sys as ffi;
 use smelt_am::mpi::{Mpi, Options};
@@ -343,7 +344,13 @@ impl World {
             mine.as_ptr() as *mut c_void,
             (block.end - block.start) as usize,
             self.nodes() > 1,
-            size,
+            (0..size)
+                .map(|r| {
+                    let b = layout.block(r);
+                    b.end - b.start
+                })
+                .collect(),
+            cfg.cache_lines,
         )?;
         Ok(GlobalArray {
             mem: Memory::Shm(member),
@@ -507,6 +514,8 @@ struct NetState {
     pending_words: usize,
     /// Targets with operations not yet completed.
     dirty: Vec<bool>,
+    /// Lines of other ranks' blocks read since the last invalidate fence.
+    cache: LineCache,
 }
 
 /// Writes buffered past this many words are completed at once.
@@ -519,6 +528,8 @@ struct MpiNet {
     resized32: [ffi::MPI_Datatype; 2],
     atomics_over_net: bool,
     comm: ffi::MPI_Comm,
+    /// Elements of each rank's block.
+    block_len: Vec<u64>,
     state: Mutex<NetState>,
 }
 
@@ -534,8 +545,10 @@ impl MpiNet {
         base: *mut c_void,
         elements: usize,
         atomics_over_net: bool,
-        size: usize,
+        block_len: Vec<u64>,
+        cache_lines: usize,
     ) -> Result<MpiNet, GlobalError> {
+        let size = block_len.len();
         // SAFETY: placeholders written over below.
         let mut resized32 = unsafe { [ffi::RSMPI_DATATYPE_NULL, ffi::RSMPI_DATATYPE_NULL] };
         // SAFETY: reading MPI's predefined datatype handles.
@@ -572,10 +585,12 @@ impl MpiNet {
             resized32,
             atomics_over_net,
             comm,
+            block_len,
             state: Mutex::new(NetState {
                 pending: Vec::new(),
                 pending_words: 0,
                 dirty: vec![false; size],
+                cache: LineCache::new(cache_lines),
             }),
         })
     }
@@ -638,6 +653,7 @@ impl MpiNet {
 
     fn cas_replace(&self, owner: usize, offset: u64, word: u64) -> Result<u64, GlobalError> {
         let mut st = self.lock();
+        st.cache.drop_range(owner, offset, 1);
         self.flush(&mut st, owner)?;
         let mut cur = 0u64;
         loop {
@@ -668,11 +684,16 @@ impl MpiNet {
     }
 }
 
-impl Net for MpiNet {
-    fn get(&self, owner: usize, offset: u64, out: &mut [u64]) -> Result<(), GlobalError> {
-        let mut st = self.lock();
-        // This member's own writes first (program order).
-        self.flush(&mut st, owner)?;
+impl MpiNet {
+    /// Reads from the owner (after this member's own writes to it: program order).
+    fn fetch(
+        &self,
+        st: &mut NetState,
+        owner: usize,
+        offset: u64,
+        out: &mut [u64],
+    ) -> Result<(), GlobalError> {
+        self.flush(st, owner)?;
         // SAFETY: `out` holds `out.len()` writable words, alive until the flush below
         // completes the get; the range lies in the owner's block (checked by the
         // caller's layout).
@@ -694,8 +715,25 @@ impl Net for MpiNet {
             ffi::MPI_Win_flush(owner as c_int, self.win)
         })
     }
+}
+
+impl Net for MpiNet {
+    fn get(&self, owner: usize, offset: u64, out: &mut [u64]) -> Result<(), GlobalError> {
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        if !st.cache.enabled() {
+            return self.fetch(st, owner, offset, out);
+        }
+        let mut cache = std::mem::replace(&mut st.cache, LineCache::new(0));
+        let r = cache.read(owner, offset, out, self.block_len[owner], |start, buf| {
+            self.fetch(st, owner, start, buf)
+        });
+        st.cache = cache;
+        r
+    }
 
     fn put(&self, owner: usize, offset: u64, words: &[u64]) -> Result<(), GlobalError> {
+        self.lock().cache.write(owner, offset, words);
         let n = words.len() as c_int;
         let win = self.win;
         self.buffered(
@@ -727,6 +765,9 @@ impl Net for MpiNet {
         ty: ElemType,
         op: Op,
     ) -> Result<(), GlobalError> {
+        self.lock()
+            .cache
+            .drop_range(owner, offset, words.len() as u64);
         let Some(mop) = mpi_op(op) else {
             for (i, w) in words.iter().enumerate() {
                 self.cas_replace(owner, offset + i as u64, *w)?;
@@ -770,6 +811,7 @@ impl Net for MpiNet {
             return self.cas_replace(owner, offset, word);
         };
         let mut st = self.lock();
+        st.cache.drop_range(owner, offset, 1);
         self.flush(&mut st, owner)?;
         let dt = word_type(ty, &self.resized32);
         let mut old = 0u64;
@@ -802,6 +844,10 @@ impl Net for MpiNet {
         self.atomics_over_net
     }
 
+    fn cache_stats(&self) -> crate::CacheStats {
+        self.lock().cache.stats
+    }
+
     fn fence_writeback(&self) -> Result<(), GlobalError> {
         let mut st = self.lock();
         self.flush_all(&mut st)?;
@@ -810,7 +856,8 @@ impl Net for MpiNet {
     }
 
     fn fence_invalidate(&self) -> Result<(), GlobalError> {
-        let _st = self.lock();
+        let mut st = self.lock();
+        st.cache.clear();
         // SAFETY: `win` is in its passive epoch.
         check("MPI_Win_sync", unsafe { ffi::MPI_Win_sync(self.win) })
     }

@@ -70,7 +70,8 @@ mod with_mpi {
         r
     }
 
-    const CHECKS: [&str; 5] = [
+    const CHECKS: [&str; 6] = [
+        "ok cache: a cached line is kept until the invalidate fence, then read afresh",
         "ok mismatch: ranks making arrays of different element types all refused",
         "ok drf: every write seen after barriers",
         "ok fences: writes fenced then flagged seen after the invalidate fence",
@@ -133,6 +134,7 @@ mod with_mpi {
             "\"mpi_get_8b_ns\":",
             "\"mpi_get_8b_win_allocate_ns\":",
             "\"get_8b_same_node_ns\":",
+            "\"get_8b_across_nodes_cached_ns\":",
             "\"get_across_over_mpi_get\":",
         ] {
             assert!(line.contains(key), "{key} missing: {line}");

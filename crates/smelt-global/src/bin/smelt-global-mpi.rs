@@ -22,6 +22,14 @@ fn cfg() -> Config {
     }
 }
 
+/// With a cache of 4 lines of other nodes' elements.
+fn cached() -> Config {
+    Config {
+        cache_lines: 4,
+        ..cfg()
+    }
+}
+
 fn value<T: Element>(round: u64, i: u64) -> T {
     T::from_word(match T::TYPE {
         smelt_global::ElemType::F64 => ((round * 1000 + i) as f64 * 0.25).to_bits(),
@@ -38,8 +46,8 @@ fn fail(what: String) -> GlobalError {
 
 /// Each round every rank writes the block of a rank `round + 1` further on (another
 /// node, with nodes of fewer ranks than that), then everyone reads everything.
-fn drf<T: Element>(w: &World, len: u64) -> Result<(), GlobalError> {
-    let a: GlobalArray<T> = w.array(len, cfg())?;
+fn drf<T: Element>(w: &World, len: u64, cfg: Config) -> Result<(), GlobalError> {
+    let a: GlobalArray<T> = w.array(len, cfg)?;
     let n = w.size();
     let mut all = vec![T::from_word(0); len as usize];
     for round in 0..4u64 {
@@ -64,10 +72,10 @@ fn drf<T: Element>(w: &World, len: u64) -> Result<(), GlobalError> {
 /// Rank r writes data for rank r+1 (on another node when nodes hold one or two
 /// ranks), write-back fence, raises a flag by an accumulate; the reader waits for the
 /// flag, invalidate fence, reads.
-fn flags(w: &World) -> Result<(), GlobalError> {
+fn flags(w: &World, cfg: Config) -> Result<(), GlobalError> {
     let n = w.size();
     let chunk = 64u64;
-    let a: GlobalArray<u64> = w.array(chunk * n as u64 + n as u64, cfg())?;
+    let a: GlobalArray<u64> = w.array(chunk * n as u64 + n as u64, cfg)?;
     let me = w.rank();
     let to = (me + 1) % n;
     let flag_of = |r: usize| chunk * n as u64 + r as u64;
@@ -97,6 +105,60 @@ fn flags(w: &World) -> Result<(), GlobalError> {
         a.barrier()?; // before the next round overwrites
     }
     Ok(())
+}
+
+/// With a cache: rank 0 reads an element of the last rank's block (on another node
+/// when there are several), which the last rank then overwrites and announces with a
+/// flag in another array. Rank 0 sees the flag, still reads its cached line (no
+/// invalidate fence yet), and the new value after `fence_invalidate`.
+fn si_fence(w: &World) -> Result<(), GlobalError> {
+    let n = w.size();
+    if n < 2 {
+        return Ok(());
+    }
+    let last = n - 1;
+    let a: GlobalArray<u64> = w.array(n as u64 * 8, cached())?;
+    let flag: GlobalArray<u64> = w.array(n as u64, cfg())?;
+    let x = last as u64 * 8;
+    a.put(x, &[1])?;
+    a.barrier()?;
+    let remote = w.node_of(0) != w.node_of(last);
+    let wait_flag = |v: u64| -> Result<(), GlobalError> {
+        let t = Instant::now();
+        while flag.fetch_accumulate(0, 0, Op::Sum)? < v {
+            if t.elapsed() > Duration::from_secs(60) {
+                return Err(fail(format!("rank {}: flag {v} never came", w.rank())));
+            }
+            std::thread::yield_now();
+        }
+        Ok(())
+    };
+    if w.rank() == 0 {
+        let before = a.get_one(x)?;
+        flag.accumulate(0, &[1], Op::Sum)?;
+        wait_flag(2)?;
+        let stale = a.get_one(x)?;
+        a.fence_invalidate()?;
+        let fresh = a.get_one(x)?;
+        let s = a.cache_stats();
+        let ok = if remote {
+            before == 1 && stale == 1 && fresh == 2 && s.hits >= 1 && s.misses >= 2
+        } else {
+            before == 1 && fresh == 2 && s == Default::default()
+        };
+        if !ok {
+            return Err(fail(format!(
+                "cache: before {before}, without the fence {stale}, after {fresh}, {s:?}"
+            )));
+        }
+    } else if w.rank() == last {
+        wait_flag(1)?;
+        a.put(x, &[2])?;
+        a.fence_writeback()?;
+        flag.accumulate(0, &[1], Op::Sum)?;
+    }
+    a.barrier()?;
+    flag.barrier()
 }
 
 fn accumulates(w: &World) -> Result<(), GlobalError> {
@@ -188,14 +250,19 @@ fn check(w: &World) -> Result<(), GlobalError> {
             println!("ok {what}");
         }
     };
-    drf::<u64>(w, 1000)?;
-    drf::<i64>(w, 77)?;
-    drf::<f64>(w, 129)?;
-    drf::<u32>(w, 64)?;
-    drf::<i32>(w, 5)?;
-    say("drf: every write seen after barriers (u64, i64, f64, u32, i32)");
-    flags(w)?;
-    say("fences: writes fenced then flagged seen after the invalidate fence");
+    drf::<u64>(w, 1000, cfg())?;
+    drf::<i64>(w, 77, cfg())?;
+    drf::<f64>(w, 129, cfg())?;
+    drf::<u32>(w, 64, cfg())?;
+    drf::<i32>(w, 5, cfg())?;
+    drf::<u64>(w, 1000, cached())?;
+    drf::<i32>(w, 300, cached())?;
+    say("drf: every write seen after barriers (u64, i64, f64, u32, i32; cached too)");
+    flags(w, cfg())?;
+    flags(w, cached())?;
+    say("fences: writes fenced then flagged seen after the invalidate fence (cached too)");
+    si_fence(w)?;
+    say("cache: a cached line is kept until the invalidate fence, then read afresh");
     accumulates(w)?;
     say("accumulates: sums, min, max, fetch-and-add tickets, replace");
     errors(w)?;
@@ -245,9 +312,12 @@ fn bench(w: &World, quick: bool) -> Result<(), GlobalError> {
     let other = (1..n).find(|r| w.node_of(*r) != w.node_of(0));
     let same = (1..n).find(|r| w.node_of(*r) == w.node_of(0));
     let a: GlobalArray<u64> = w.array(n as u64 * 8, cfg())?;
+    let c: GlobalArray<u64> = w.array(n as u64 * 8, cached())?;
     a.put(me as u64 * 8, &[me as u64 + 100; 8])?;
+    c.put(me as u64 * 8, &[me as u64 + 100; 8])?;
     a.barrier()?;
-    let row = |target: Option<usize>| -> Result<Option<f64>, GlobalError> {
+    c.barrier()?;
+    let row = |a: &GlobalArray<u64>, target: Option<usize>| -> Result<Option<f64>, GlobalError> {
         let mut times = Vec::new();
         if let (0, Some(t)) = (me, target) {
             let mut v = [0u64];
@@ -266,8 +336,9 @@ fn bench(w: &World, quick: bool) -> Result<(), GlobalError> {
         a.barrier()?;
         Ok((!times.is_empty()).then(|| median(times)))
     };
-    let get_remote = row(other)?;
-    let get_node = row(same)?;
+    let get_remote = row(&a, other)?;
+    let get_node = row(&a, same)?;
+    let get_cached = row(&c, other)?;
     let (plain, plain_alloc) = match other {
         Some(t) => (
             Some(w.plain_get_ns(0, t, rounds, samples, false)?),
@@ -282,12 +353,13 @@ fn bench(w: &World, quick: bool) -> Result<(), GlobalError> {
             _ => "null".into(),
         };
         println!(
-            "bench {{\"ranks\":{n},\"nodes\":{},\"rounds\":{rounds},\"samples\":{samples},\"get_8b_across_nodes_ns\":{},\"mpi_get_8b_ns\":{},\"mpi_get_8b_win_allocate_ns\":{},\"get_8b_same_node_ns\":{},\"get_across_over_mpi_get\":{ratio}}}",
+            "bench {{\"ranks\":{n},\"nodes\":{},\"rounds\":{rounds},\"samples\":{samples},\"get_8b_across_nodes_ns\":{},\"mpi_get_8b_ns\":{},\"mpi_get_8b_win_allocate_ns\":{},\"get_8b_same_node_ns\":{},\"get_8b_across_nodes_cached_ns\":{},\"get_across_over_mpi_get\":{ratio}}}",
             w.nodes(),
             f(get_remote),
             f(plain),
             f(plain_alloc),
-            f(get_node)
+            f(get_node),
+            f(get_cached)
         );
     }
     Ok(())
