@@ -18,14 +18,12 @@ use std::process::Command;
 use std::time::Duration;
 
 /// The `smelt-global-mpi` program next to this executable, if built.
-#[allow(dead_code)]
 fn find_mpi_program() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let p = exe.parent()?.join("smelt-global-mpi");
     p.is_file().then_some(p)
 }
 
-#[allow(dead_code)]
 fn across_nodes(quick: bool) -> Result<Value> {
     let Some(prog) = find_mpi_program() else {
         return Ok(json!({
@@ -58,7 +56,6 @@ fn across_nodes(quick: bool) -> Result<Value> {
 
 /// Measures the section: rows and ratios as JSON. (Called by the offload benchmark,
 /// which puts it in its report's `global` field.)
-#[allow(dead_code)]
 pub fn measure(a: &super::BenchArgs) -> Result<Value> {
     let opts = if a.quick {
         smelt_global::bench::Opts::quick()

@@ -11,7 +11,9 @@
 //!   one application thread and one serving endpoint per queue), with the CPU time the
 //!   process and its communication threads used.
 //!
-//! The report has a `global` field for the global-array rows (filled elsewhere).
+//! The report's `global` field holds the global-array rows (`bench_global.rs`): get of
+//! 8 bytes inside a node against a queuepair round trip, and across emulated nodes
+//! against a plain `MPI_Get`.
 
 use super::BenchArgs;
 use anyhow::{Context, Result};
@@ -455,7 +457,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         dynamic_after_idle_ns: cold,
         rate: rates,
         targets,
-        global: None,
+        global: Some(global_section(a)),
         warnings,
     };
     if let Some(p) = &a.plot {
@@ -477,6 +479,12 @@ pub fn run(a: &BenchArgs) -> Result<()> {
             .map(|e| format!("rate {} {} queues: {e}", r.mode, r.queues))
     }));
     super::fail_if_any(failed)
+}
+
+/// The global-array section, or what kept it from running.
+fn global_section(a: &BenchArgs) -> serde_json::Value {
+    eprintln!("global arrays: get inside a node and across emulated nodes...");
+    super::global::measure(a).unwrap_or_else(|e| serde_json::json!({ "error": format!("{e:#}") }))
 }
 
 /// Message rate against queues, one line per mode.
@@ -579,8 +587,53 @@ fn table(r: &OffloadReport) -> String {
             }
         );
     }
+    if let Some(g) = &r.global {
+        global_table(&mut s, g);
+    }
     for w in &r.warnings {
         let _ = writeln!(s, "warning: {w}");
     }
     s
+}
+
+/// The global-array rows of the table (from the section's JSON).
+fn global_table(s: &mut String, g: &serde_json::Value) {
+    let _ = writeln!(s, "Global arrays");
+    if let Some(e) = g.get("error") {
+        let _ = writeln!(s, "  failed: {e}");
+        return;
+    }
+    let num = |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_f64());
+    let inside = &g["inside_node"];
+    let _ = writeln!(
+        s,
+        "  inside a node: get 8 B {:.1} ns, queuepair round trip {:.1} ns",
+        num(inside, "get_8b_ns").unwrap_or(f64::NAN),
+        num(inside, "queuepair_rtt_ns").unwrap_or(f64::NAN)
+    );
+    let across = &g["across_nodes"];
+    match (across.get("skipped"), across.get("error")) {
+        (Some(why), _) => {
+            let _ = writeln!(s, "  across nodes: skipped: {}", why.as_str().unwrap_or(""));
+        }
+        (_, Some(e)) => {
+            let _ = writeln!(s, "  across nodes: failed: {e}");
+        }
+        _ => {}
+    }
+    let ratios = &g["ratios"];
+    for (k, limit) in [
+        ("get_8b_over_queuepair_rtt", 1.5),
+        ("get_across_nodes_over_mpi_get", 1.2),
+    ] {
+        match num(ratios, k) {
+            Some(v) => {
+                let verdict = if v <= limit { "met" } else { "NOT met" };
+                let _ = writeln!(s, "  {k:<36} {v:>7.3} <= {limit:<5} {verdict}");
+            }
+            None => {
+                let _ = writeln!(s, "  {k:<36} not measured");
+            }
+        }
+    }
 }
