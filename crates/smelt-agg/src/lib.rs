@@ -60,6 +60,7 @@
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod apps;
 mod pp;
 mod shared;
 mod worker;

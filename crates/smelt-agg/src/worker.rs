@@ -342,13 +342,10 @@ impl<L: Link + 'static> Tx<L> {
         self.messages += 1;
         self.items_shipped += n as u64;
         let sh = &self.p.sh;
-        if to == sh.process {
-            // This process: handed over in memory.
-            if direct {
-                sh.accept_direct(&args[..1], &data);
-            } else {
-                sh.accept(&args, &data);
-            }
+        if to == sh.process && !direct {
+            // A buffer for this process: handed over in memory. (Without aggregation
+            // every item is an active message, to this process's endpoint too.)
+            sh.accept(&args, &data);
             self.p.recycle(data);
             return Ok(());
         }

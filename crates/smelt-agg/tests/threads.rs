@@ -472,3 +472,15 @@ fn bad_input_is_an_error() {
     assert_eq!(w0.stats().inserted, 0);
     let _ = Arc::new(());
 }
+
+/// The benchmarks' own checks pass for every scheme (small sizes).
+#[test]
+fn benchmarks_check_their_results() {
+    for s in Scheme::ALL {
+        let h = smelt_agg::apps::histogram(s, 2, 3, 64, 3000).unwrap();
+        assert!(h.items_per_s > 0.0 && h.messages_per_worker > 0.0);
+        let ig = smelt_agg::apps::index_gather(s, 2, 3, 64, 1000).unwrap();
+        assert!(ig.latency_mean_ns.unwrap() > 0.0);
+        assert!(ig.latency_median_ns.is_some());
+    }
+}

@@ -1,9 +1,321 @@
-//! `smelt bench --aggregation` (being written).
+//! `smelt bench --aggregation`: the Bale-style benchmarks of message aggregation
+//! (TramLib's section IV) over smelt's active messages, in one run:
+//!
+//! * histogram: random updates to a table spread over the workers, at two stream
+//!   lengths per worker (1 M, where full buffers dominate, and 128 K, where the final
+//!   flushes weigh; with `--quick` 128 K and 16 K, the same 8:1 ratio);
+//! * index-gather: random remote reads (a request to the owner, a reply back), with
+//!   the latency from a request's insert to its reply's handling;
+//!
+//! each for the four schemes (WW, WPs, WsP, PP) and for no aggregation (every item
+//! its own active message), in jobs of several "processes" (groups of worker threads
+//! sharing one endpoint) in this process. Reported: items/s, messages sent per worker,
+//! latency, the best scheme over no aggregation, and the paper's orderings.
 
 use super::BenchArgs;
-use anyhow::{bail, Result};
+use anyhow::Result;
+use serde::Serialize;
+use smelt_agg::apps::{self, Run};
+use smelt_agg::{Scheme, DEFAULT_BUFFER_ITEMS};
+use std::fmt::Write as _;
+
+/// Runs per figure (the best is kept).
+const REPEATS: usize = 3;
+
+#[derive(Serialize)]
+struct Row {
+    bench: &'static str,
+    /// processes × workers per process.
+    setup: String,
+    processes: usize,
+    workers_per_process: usize,
+    scheme: String,
+    /// The stream length per worker this row stands for.
+    per_worker: u64,
+    /// Items per worker actually sent (fewer for no aggregation: see the warnings).
+    measured_per_worker: u64,
+    items_per_s: Option<f64>,
+    messages_per_worker: Option<f64>,
+    max_messages_per_worker: Option<f64>,
+    latency_mean_ns: Option<f64>,
+    latency_median_ns: Option<f64>,
+    seconds: Option<f64>,
+    error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Ratio {
+    bench: &'static str,
+    setup: String,
+    per_worker: u64,
+    best_scheme: String,
+    best_items_per_s: f64,
+    none_items_per_s: f64,
+    best_over_none: f64,
+}
+
+#[derive(Serialize)]
+struct Ordering {
+    setup: String,
+    what: String,
+    holds: bool,
+    figures: Vec<(String, f64)>,
+}
+
+#[derive(Serialize)]
+struct AggReport {
+    tool: String,
+    host: String,
+    cpus: usize,
+    buffer_items: usize,
+    rows: Vec<Row>,
+    ratios: Vec<Ratio>,
+    orderings: Vec<Ordering>,
+    warnings: Vec<String>,
+}
+
+fn row(
+    bench: &'static str,
+    n: usize,
+    t: usize,
+    scheme: Scheme,
+    per: u64,
+    r: Result<Run, smelt_agg::AggError>,
+) -> Row {
+    let (run, error) = match r {
+        Ok(r) => (Some(r), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    Row {
+        bench,
+        setup: format!("{n}x{t}"),
+        processes: n,
+        workers_per_process: t,
+        scheme: scheme.name().into(),
+        per_worker: per,
+        measured_per_worker: per,
+        items_per_s: run.as_ref().map(|r| r.items_per_s),
+        messages_per_worker: run.as_ref().map(|r| r.messages_per_worker),
+        max_messages_per_worker: run.as_ref().map(|r| r.max_messages_per_worker),
+        latency_mean_ns: run.as_ref().and_then(|r| r.latency_mean_ns),
+        latency_median_ns: run.as_ref().and_then(|r| r.latency_median_ns),
+        seconds: run.as_ref().map(|r| r.seconds),
+        error,
+    }
+}
 
 /// Runs the benchmark.
-pub fn run(_a: &BenchArgs) -> Result<()> {
-    bail!("not built yet")
+pub fn run(a: &BenchArgs) -> Result<()> {
+    let g = DEFAULT_BUFFER_ITEMS;
+    let (long, short, ig, direct_cap) = if a.quick {
+        (128 << 10, 16 << 10, 16 << 10, 16 << 10)
+    } else {
+        (1 << 20, 128 << 10, 128 << 10, 128 << 10)
+    };
+    let setups: &[(usize, usize)] = &[(2, 4), (4, 4)];
+    let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let mut warnings = Vec::new();
+    if cfg!(debug_assertions) {
+        warnings.push("this smelt is a debug build: build with --release for figures".into());
+    }
+    warnings.push(format!(
+        "each figure is the best of {REPEATS} runs; no aggregation (none) sends at most {direct_cap} items per worker (each its own \
+         active message); its rate is compared per item"
+    ));
+    let mut rows = Vec::new();
+    for &(n, t) in setups {
+        for (bench, per) in [
+            ("histogram", long),
+            ("histogram", short),
+            ("index-gather", ig),
+        ] {
+            for s in Scheme::ALL {
+                let measured = if s == Scheme::Direct {
+                    per.min(direct_cap)
+                } else {
+                    per
+                };
+                eprintln!("{bench} {n}x{t} {s} ({measured} per worker)...");
+                // The best of a few runs: the machine is shared, and noise only slows.
+                let mut r: Option<Result<Run, smelt_agg::AggError>> = None;
+                for _ in 0..REPEATS {
+                    let x = if bench == "histogram" {
+                        apps::histogram(s, n, t, g, measured)
+                    } else {
+                        apps::index_gather(s, n, t, g, measured)
+                    };
+                    r = Some(match (r, x) {
+                        (Some(Ok(a)), Ok(b)) => {
+                            Ok(if b.items_per_s > a.items_per_s { b } else { a })
+                        }
+                        (Some(Err(e)), _) | (_, Err(e)) => Err(e),
+                        (None, x) => x,
+                    });
+                    if matches!(r, Some(Err(_))) {
+                        break;
+                    }
+                }
+                let r = r.expect("at least one run");
+                let mut rw = row(bench, n, t, s, per, r);
+                rw.measured_per_worker = measured;
+                rows.push(rw);
+            }
+        }
+    }
+    let mut ratios = Vec::new();
+    let mut orderings = Vec::new();
+    for &(n, t) in setups {
+        let setup = format!("{n}x{t}");
+        for (bench, per) in [
+            ("histogram", long),
+            ("histogram", short),
+            ("index-gather", ig),
+        ] {
+            let of = |s: Scheme| {
+                rows.iter().find(|r| {
+                    r.bench == bench
+                        && r.setup == setup
+                        && r.per_worker == per
+                        && r.scheme == s.name()
+                })
+            };
+            let none = of(Scheme::Direct).and_then(|r| r.items_per_s);
+            let best = [Scheme::WW, Scheme::WPs, Scheme::WsP, Scheme::PP]
+                .into_iter()
+                .filter_map(|s| of(s).and_then(|r| r.items_per_s).map(|v| (s, v)))
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            if let (Some((bs, bv)), Some(nv)) = (best, none) {
+                ratios.push(Ratio {
+                    bench,
+                    setup: setup.clone(),
+                    per_worker: per,
+                    best_scheme: bs.name().into(),
+                    best_items_per_s: bv,
+                    none_items_per_s: nv,
+                    best_over_none: bv / nv,
+                });
+            }
+            if bench == "histogram" && per == short {
+                let f = |s: Scheme| of(s).and_then(|r| r.items_per_s);
+                if let (Some(ww), Some(wps), Some(pp)) =
+                    (f(Scheme::WW), f(Scheme::WPs), f(Scheme::PP))
+                {
+                    orderings.push(Ordering {
+                        setup: setup.clone(),
+                        what: format!(
+                            "histogram at {per} per worker: WPs and PP beat WW (items/s)"
+                        ),
+                        holds: wps > ww && pp > ww,
+                        figures: vec![("WW".into(), ww), ("WPs".into(), wps), ("PP".into(), pp)],
+                    });
+                }
+            }
+            if bench == "index-gather" {
+                let f = |s: Scheme| of(s).and_then(|r| r.latency_mean_ns);
+                if let (Some(ww), Some(wps), Some(pp)) =
+                    (f(Scheme::WW), f(Scheme::WPs), f(Scheme::PP))
+                {
+                    orderings.push(Ordering {
+                        setup: setup.clone(),
+                        what: "index-gather mean latency: PP <= WPs <= WW (ns)".into(),
+                        holds: pp <= wps && wps <= ww,
+                        figures: vec![("PP".into(), pp), ("WPs".into(), wps), ("WW".into(), ww)],
+                    });
+                }
+            }
+        }
+    }
+    let report = AggReport {
+        tool: format!("smelt {}", env!("CARGO_PKG_VERSION")),
+        host: smelt_model::host::host_name(),
+        cpus,
+        buffer_items: g,
+        rows,
+        ratios,
+        orderings,
+        warnings,
+    };
+    super::emit_report(a, &report, || table(&report))?;
+    let failed: Vec<String> = report
+        .rows
+        .iter()
+        .filter_map(|r| {
+            r.error
+                .as_ref()
+                .map(|e| format!("{} {} {}: {e}", r.bench, r.setup, r.scheme))
+        })
+        .collect();
+    super::fail_if_any(failed)
+}
+
+fn opt(v: Option<f64>, scale: f64, prec: usize) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{:.*}", prec, v / scale))
+}
+
+fn table(r: &AggReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Message aggregation ({} CPUs, buffers of {} items); Mitems/s, messages per worker, latency µs",
+        r.cpus, r.buffer_items
+    );
+    let _ = writeln!(
+        s,
+        "{:<13} {:<5} {:>8} {:<6} {:>8} {:>10} {:>12} {:>10} {:>10}",
+        "bench",
+        "setup",
+        "per wkr",
+        "scheme",
+        "measured",
+        "Mitems/s",
+        "msgs/worker",
+        "lat mean",
+        "lat med"
+    );
+    for x in &r.rows {
+        let _ = writeln!(
+            s,
+            "{:<13} {:<5} {:>8} {:<6} {:>8} {:>10} {:>12} {:>10} {:>10}{}",
+            x.bench,
+            x.setup,
+            x.per_worker,
+            x.scheme,
+            x.measured_per_worker,
+            opt(x.items_per_s, 1e6, 2),
+            opt(x.messages_per_worker, 1.0, 1),
+            opt(x.latency_mean_ns, 1e3, 1),
+            opt(x.latency_median_ns, 1e3, 1),
+            x.error
+                .as_ref()
+                .map_or(String::new(), |e| format!("  error: {e}"))
+        );
+    }
+    let _ = writeln!(s, "\nBest scheme over no aggregation (items/s):");
+    for x in &r.ratios {
+        let _ = writeln!(
+            s,
+            "  {:<13} {:<5} {:>8}/worker: {:<4} {:>8.1}x",
+            x.bench, x.setup, x.per_worker, x.best_scheme, x.best_over_none
+        );
+    }
+    let _ = writeln!(s, "\nThe paper's orderings:");
+    for o in &r.orderings {
+        let figs: Vec<String> = o
+            .figures
+            .iter()
+            .map(|(k, v)| format!("{k} {v:.0}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  {} {}: {} ({})",
+            o.setup,
+            o.what,
+            if o.holds { "holds" } else { "does not hold" },
+            figs.join(", ")
+        );
+    }
+    for w in &r.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    s
 }
