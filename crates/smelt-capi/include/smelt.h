@@ -554,6 +554,67 @@ int smelt_global_barrier(smelt_global *array);
 /* Frees the array (NULL: nothing); its handle is invalid afterwards. */
 int smelt_global_free(smelt_global *array);
 
+/* ---- Message aggregation (smelt_agg_*) ----------------------------------------
+ * Fixed-size items gathered in buffers of g items and shipped as one active message
+ * (TramLib's schemes). A job has `processes` groups of `workers` threads; each group
+ * shares one active-message endpoint. Worker w is worker w % workers of process
+ * w / workers. A worker handle is used by one thread at a time (SMELT_ERR_BUSY). */
+typedef struct smelt_agg_worker smelt_agg_worker;
+
+/* Schemes: a buffer per destination worker (WW); per destination process, sorted
+ * to workers at the destination (WPS) or at the source (WSP); one buffer per
+ * (source process, destination process) shared by the process's workers through
+ * atomics (PP); no aggregation, every item its own active message (NONE). */
+enum {
+    SMELT_AGG_WW = 0,
+    SMELT_AGG_WPS = 1,
+    SMELT_AGG_WSP = 2,
+    SMELT_AGG_PP = 3,
+    SMELT_AGG_NONE = 4
+};
+
+/* The handler of items delivered to worker `me`: called with the worker's user
+ * pointer on the thread that calls that worker's insert, poll, flush or terminate;
+ * the item is valid during the call. A handler must not call its own worker (it
+ * would get SMELT_ERR_BUSY). */
+typedef void (*smelt_agg_handler)(void *user, size_t me, const void *item, size_t size);
+
+/* Makes the processes*workers workers (at most 4096) and stores their handles in
+ * out[0..processes*workers). Items have item_size bytes (1..4096); buffer_items is g
+ * (0 = 1024). Full buffers always go out, and every partial buffer at
+ * smelt_agg_flush and smelt_agg_terminate; idle_flush != 0 also ships them when a
+ * poll finds nothing to handle; timeout_us > 0 ships a buffer whose first item is
+ * older than that at the next insert or poll. users[w] (users may be NULL) is worker
+ * w's pointer for the handler. */
+int smelt_agg_threads(size_t processes, size_t workers, int scheme, size_t item_size,
+                      size_t buffer_items, int idle_flush, uint64_t timeout_us,
+                      smelt_agg_handler h, void *const *users, smelt_agg_worker **out);
+
+/* Inserts an item of `size` bytes (the item size) for worker dest. */
+int smelt_agg_insert(smelt_agg_worker *w, const void *item, size_t size, size_t dest);
+
+/* Sends what waits, runs the endpoint's handlers, hands this worker's items to its
+ * handler (*handled, may be NULL: how many) and applies the flush policy. */
+int smelt_agg_poll(smelt_agg_worker *w, size_t *handled);
+
+/* Ships this worker's partial buffers (for PP, its process's shared ones). */
+int smelt_agg_flush(smelt_agg_worker *w);
+
+/* Collective (every worker calls it): returns once every item inserted by any worker
+ * has been delivered and handled; SMELT_ERR_TIMEOUT after timeout_ms. */
+int smelt_agg_terminate(smelt_agg_worker *w, uint64_t timeout_ms);
+
+/* This worker's index and the number of workers. */
+int smelt_agg_rank(const smelt_agg_worker *w, size_t *me, size_t *n);
+
+/* Items inserted by, and handled at, this worker, and the messages it sent (buffers
+ * it shipped); each output may be NULL. */
+int smelt_agg_stats(const smelt_agg_worker *w, uint64_t *inserted, uint64_t *handled,
+                    uint64_t *messages);
+
+/* Releases a worker (NULL is ignored). Free every worker after all terminated. */
+int smelt_agg_worker_free(smelt_agg_worker *w);
+
 #ifdef __cplusplus
 }
 #endif

@@ -40,6 +40,7 @@ pub(crate) enum Kind {
     AmEndpoint = 7,
     Offload = 9,
     Global = 10,
+    AggWorker = 11,
 }
 
 impl Kind {
@@ -54,6 +55,7 @@ impl Kind {
             7 => Kind::AmEndpoint,
             9 => Kind::Offload,
             10 => Kind::Global,
+            11 => Kind::AggWorker,
             _ => return None,
         })
     }
@@ -69,6 +71,7 @@ impl Kind {
             Kind::AmEndpoint => "active-message endpoint",
             Kind::Offload => "offload pool",
             Kind::Global => "global array",
+            Kind::AggWorker => "aggregation worker",
         }
     }
 }
@@ -84,6 +87,7 @@ pub(crate) enum Object {
     AmEndpoint(Box<crate::am::AmEndpoint>),
     Offload(Arc<crate::offload::OffloadObj>),
     Global(Arc<crate::global::GlobalObj>),
+    AggWorker(Box<crate::agg::AggWorker>),
 }
 
 impl Object {
@@ -98,6 +102,7 @@ impl Object {
             Object::AmEndpoint(_) => Kind::AmEndpoint,
             Object::Offload(_) => Kind::Offload,
             Object::Global(_) => Kind::Global,
+            Object::AggWorker(_) => Kind::AggWorker,
         }
     }
 }
@@ -251,7 +256,12 @@ fn stale(kind: Kind, what: &str) -> Error {
         Kind::Member => "already detached, or its smelt_group_run body returned",
         Kind::Kvs => "already closed",
         Kind::KvsClient => "its store was closed",
-        Kind::Model | Kind::Tree | Kind::Group | Kind::AmEndpoint | Kind::Global => "already freed",
+        Kind::Model
+        | Kind::Tree
+        | Kind::Group
+        | Kind::AmEndpoint
+        | Kind::Global
+        | Kind::AggWorker => "already freed",
         Kind::Offload => "already stopped",
     };
     Error(
@@ -322,6 +332,34 @@ impl std::ops::DerefMut for AmGuard {
         match self.0.as_mut() {
             Some(Object::AmEndpoint(e)) => e,
             _ => unreachable!("checked to be an endpoint"),
+        }
+    }
+}
+
+/// The aggregation worker of handle `h`, locked for the caller: `SMELT_ERR_BUSY` if
+/// another thread is using it right now.
+pub(crate) fn agg_worker(h: usize, what: &str) -> Res<AggGuard> {
+    Ok(AggGuard(exclusive(h, Kind::AggWorker, what)?))
+}
+
+/// An aggregation worker, locked by the calling thread.
+pub(crate) struct AggGuard(MutexGuard<'static, Option<Object>>);
+
+impl std::ops::Deref for AggGuard {
+    type Target = crate::agg::AggWorker;
+    fn deref(&self) -> &crate::agg::AggWorker {
+        match self.0.as_ref() {
+            Some(Object::AggWorker(w)) => w,
+            _ => unreachable!("checked to be an aggregation worker"),
+        }
+    }
+}
+
+impl std::ops::DerefMut for AggGuard {
+    fn deref_mut(&mut self) -> &mut crate::agg::AggWorker {
+        match self.0.as_mut() {
+            Some(Object::AggWorker(w)) => w,
+            _ => unreachable!("checked to be an aggregation worker"),
         }
     }
 }

@@ -23,6 +23,7 @@
 
 #![allow(non_camel_case_types)]
 
+mod agg;
 mod am;
 mod global;
 mod group;
@@ -38,6 +39,7 @@ use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
+pub use agg::*;
 pub use am::*;
 pub use global::*;
 pub use group::*;

@@ -86,6 +86,19 @@ fn c_am_histogram_example_runs() {
     }
 }
 
+/// `examples/c/agg_histogram.c`: a histogram over message aggregation, 4 processes of
+/// 4 worker threads, every scheme and no aggregation; every bin exact; bad items,
+/// schemes and freed handles are errors.
+#[test]
+fn c_agg_histogram_example_runs() {
+    for scheme in ["ww", "wps", "wsp", "pp", "none"] {
+        if let Some(out) = build_and_run("agg_histogram", &[scheme, "4", "4", "3000"]) {
+            let ok = format!("agg histogram ok: {scheme}, 4 processes x 4 workers, 48000 updates counted");
+            assert!(out.contains(&ok), "{out}");
+        }
+    }
+}
+
 /// `examples/c/offload.c`: 16 C threads hand 2000 requests each to 2 communication
 /// threads (direct, static, dynamic); the sum, the replies and the counters are exact;
 /// mistakes (a bad mode, CPU list, lane, handler, a taken handle, use after stop) are
