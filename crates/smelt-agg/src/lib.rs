@@ -62,6 +62,7 @@
 
 pub mod apps;
 mod pp;
+pub mod process;
 mod shared;
 mod worker;
 
