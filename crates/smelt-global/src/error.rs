@@ -51,3 +51,14 @@ pub enum GlobalError {
     #[error("{0}")]
     Invalid(String),
 }
+
+#[cfg(feature = "mpi")]
+impl From<smelt_am::AmError> for GlobalError {
+    fn from(e: smelt_am::AmError) -> GlobalError {
+        match e {
+            smelt_am::AmError::Timeout { what, after } => GlobalError::Timeout { what, after },
+            smelt_am::AmError::Invalid(m) => GlobalError::Mpi(m),
+            other => GlobalError::Mpi(other.to_string()),
+        }
+    }
+}

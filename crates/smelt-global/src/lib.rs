@@ -41,23 +41,23 @@
 //!
 //! ```
 //! use smelt_global::{threads, Config, Op};
-//! let arrays = threads::<u64>(100, 4, Config::default())?;
+//! let arrays = threads::<u64>(101, 4, Config::default())?;
 //! std::thread::scope(|s| {
 //!     for a in &arrays {
 //!         s.spawn(move || -> Result<(), smelt_global::GlobalError> {
 //!             let me = a.rank() as u64;
-//!             a.put(me * 25, &[me; 25])?; // each writes a block
-//!             a.accumulate(99, &[1], Op::Sum)?;
+//!             a.put(me * 25, &[me; 25])?; // each writes a quarter of 0..100
+//!             a.accumulate(100, &[1], Op::Sum)?; // and counts itself in element 100
 //!             a.barrier()?;
-//!             let mut all = [0u64; 99];
+//!             let mut all = [0u64; 100];
 //!             a.get(0, &mut all)?;
 //!             assert!(all.iter().enumerate().all(|(i, v)| *v == i as u64 / 25));
-//!             assert_eq!(a.get_one(99)?, 4);
+//!             assert_eq!(a.get_one(100)?, 4);
 //!             Ok(())
 //!         });
 //!     }
 //! });
-//! assert!(arrays[0].get_one(100).is_err()); // out of range
+//! assert!(arrays[0].get_one(101).is_err()); // out of range
 //! # Ok::<(), smelt_global::GlobalError>(())
 //! ```
 

@@ -31,6 +31,7 @@ use crate::array::{check_type, Layout, Memory, Net, CTRL_WORDS};
 use crate::cache::LineCache;
 use crate::{Config, ElemType, Element, GlobalArray, GlobalError, Op};
 use mpi_sys as ffi;
+use smelt_am::mpi::raw::{self, comm_free, ibarrier, mpi_active};
 use smelt_am::mpi::{Mpi, Options};
 use smelt_transport::shm::{ShmJob, ShmMember};
 use std::marker::PhantomData;
@@ -39,119 +40,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-fn error_string(rc: c_int) -> String {
-    let mut buf = vec![0u8; 1024];
-    let mut len: c_int = 0;
-    // SAFETY: `buf` has room for MPI_MAX_ERROR_STRING bytes (256 in Open MPI and
-    // MPICH); `len` is a valid out-pointer; allowed at any time.
-    let rc2 = unsafe { ffi::MPI_Error_string(rc, buf.as_mut_ptr().cast(), &mut len) };
-    if rc2 != 0 {
-        return format!("MPI error {rc}");
-    }
-    buf.truncate(len.clamp(0, 1024) as usize);
-    format!("{} (MPI error {rc})", String::from_utf8_lossy(&buf))
-}
-
+/// The MPI call's result in this crate's errors.
 fn check(what: &str, rc: c_int) -> Result<(), GlobalError> {
-    if rc == ffi::MPI_SUCCESS as c_int {
-        Ok(())
-    } else {
-        Err(GlobalError::Mpi(format!(
-            "{what} failed: {}",
-            error_string(rc)
-        )))
-    }
-}
-
-fn mpi_active() -> bool {
-    let (mut init, mut fin): (c_int, c_int) = (0, 0);
-    // SAFETY: valid out-pointers; both calls are allowed at any time.
-    unsafe {
-        ffi::MPI_Initialized(&mut init);
-        ffi::MPI_Finalized(&mut fin);
-    }
-    init != 0 && fin == 0
-}
-
-fn am(e: smelt_am::AmError) -> GlobalError {
-    GlobalError::Mpi(e.to_string())
-}
-
-/// Waits for a non-blocking MPI operation, at most `timeout` (the request stays
-/// active on a timeout: the caller leaks its buffers).
-fn wait_request(
-    req: &mut ffi::MPI_Request,
-    timeout: Duration,
-    what: &str,
-) -> Result<(), GlobalError> {
-    let start = Instant::now();
-    let mut polls = 0u32;
-    loop {
-        let mut flag: c_int = 0;
-        // SAFETY: `req` is an active request of this process (or null, completed at
-        // once); STATUS_IGNORE is allowed.
-        check(what, unsafe {
-            ffi::MPI_Test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE)
-        })?;
-        if flag != 0 {
-            return Ok(());
-        }
-        if start.elapsed() >= timeout {
-            return Err(GlobalError::Timeout {
-                what: format!("{what} (waiting for the other MPI ranks)"),
-                after: timeout,
-            });
-        }
-        polls += 1;
-        if polls < 64 {
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(Duration::from_micros(20));
-        }
-    }
-}
-
-fn ibarrier(comm: ffi::MPI_Comm, timeout: Duration) -> Result<(), GlobalError> {
-    // SAFETY: a placeholder written over by MPI_Ibarrier.
-    let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
-    // SAFETY: `comm` is a valid communicator; `req` a valid out-pointer.
-    check("MPI_Ibarrier", unsafe { ffi::MPI_Ibarrier(comm, &mut req) })?;
-    wait_request(&mut req, timeout, "MPI_Ibarrier")
-}
-
-fn bcast_bytes(
-    comm: ffi::MPI_Comm,
-    mut buf: Vec<u8>,
-    timeout: Duration,
-) -> Result<Vec<u8>, GlobalError> {
-    // SAFETY: a placeholder written over by MPI_Ibcast.
-    let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
-    // SAFETY: `buf` holds `buf.len()` bytes (the same length at every rank) and lives
-    // until the request completes (or is leaked below).
-    check("MPI_Ibcast", unsafe {
-        ffi::MPI_Ibcast(
-            buf.as_mut_ptr().cast(),
-            buf.len() as c_int,
-            ffi::RSMPI_UINT8_T,
-            0,
-            comm,
-            &mut req,
-        )
-    })?;
-    match wait_request(&mut req, timeout, "MPI_Ibcast") {
-        Ok(()) => Ok(buf),
-        Err(e) => {
-            std::mem::forget(buf);
-            Err(e)
-        }
-    }
-}
-
-fn comm_free(comm: &mut ffi::MPI_Comm) {
-    if mpi_active() {
-        // SAFETY: a communicator this module created and frees once; MPI is active.
-        unsafe { ffi::MPI_Comm_free(comm) };
-    }
+    Ok(raw::check(what, rc)?)
 }
 
 /// The ranks of an MPI job, grouped into nodes, that make global arrays together.
@@ -174,9 +65,9 @@ impl World {
     /// Initialises MPI if it is not yet and groups the ranks into nodes as the
     /// environment says ([`Options::from_env`]). Every rank must call it.
     pub fn init() -> Result<World, GlobalError> {
-        let opts = Options::from_env().map_err(am)?;
+        let opts = Options::from_env()?;
         let timeout = opts.timeout;
-        let mpi = Mpi::init(opts).map_err(am)?;
+        let mpi = Mpi::init(opts)?;
         let node_of: Vec<usize> = (0..mpi.size())
             .map(|r| mpi.name(r).map(|n| n.node as usize).unwrap_or(r))
             .collect();
@@ -240,12 +131,12 @@ impl World {
 
     /// Waits until every rank got here (bounded).
     pub fn barrier(&self) -> Result<(), GlobalError> {
-        ibarrier(self.comm, self.timeout)
+        Ok(ibarrier(self.comm, self.timeout)?)
     }
 
     /// `v` of every rank, in rank order (bounded).
     pub fn gather(&self, v: u64) -> Result<Vec<u64>, GlobalError> {
-        self.am().gather(v).map_err(am)
+        Ok(self.am().gather(v)?)
     }
 
     /// Makes an array of `len` elements of `T`, block `r` owned by rank `r`
@@ -310,7 +201,7 @@ impl World {
                 }
             }
         }
-        let msg = bcast_bytes(self.node_comm, msg, self.timeout)?;
+        let msg = raw::bcast_bytes(self.node_comm, msg, 0, self.timeout)?;
         let end = msg.iter().position(|b| *b == 0).unwrap_or(msg.len());
         let msg = String::from_utf8_lossy(&msg[..end]).into_owned();
         let attached = match msg.strip_prefix('!') {
@@ -326,7 +217,7 @@ impl World {
             },
         };
         // Every rank reports before any fails alone (so none waits for a window).
-        let ok = self.am().all(attached.is_ok()).map_err(am)?;
+        let ok = self.am().all(attached.is_ok())?;
         drop(job); // every member attached (or failed): the name goes
         let member = attached?;
         if !ok {
@@ -446,7 +337,7 @@ impl World {
                 result = Err(GlobalError::Mpi(format!("MPI_Get read {v:#x}, not 0x5eed")));
             }
         }
-        let done = ibarrier(self.comm, self.timeout);
+        let done = ibarrier(self.comm, self.timeout).map_err(GlobalError::from);
         // SAFETY: the epoch opened above; every rank's gets are flushed.
         unsafe { ffi::MPI_Win_unlock_all(win) };
         // SAFETY: collective over the communicator, every rank reaches it.
@@ -466,7 +357,7 @@ impl World {
         let mpi = self.mpi.take();
         drop(self);
         match mpi {
-            Some(m) => m.finalize().map_err(am),
+            Some(m) => Ok(m.finalize()?),
             None => Ok(()),
         }
     }
@@ -864,7 +755,7 @@ impl Net for MpiNet {
 
     fn barrier(&self, timeout: Duration) -> Result<(), GlobalError> {
         let _st = self.lock();
-        ibarrier(self.comm, timeout)
+        Ok(ibarrier(self.comm, timeout)?)
     }
 }
 

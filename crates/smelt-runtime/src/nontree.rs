@@ -26,6 +26,9 @@ use std::sync::Arc;
 
 type Res<T> = Result<T, GroupError>;
 
+/// How a word-carrying dissemination folds two words.
+pub(crate) type Combine<'a> = dyn Fn(u64, u64) -> u64 + 'a;
+
 /// A context's links beyond its tree and the table that says when to use them.
 #[derive(Debug)]
 pub(crate) struct NonTreeLinks {
@@ -233,7 +236,7 @@ impl<L: Link> Context<L> {
     /// a marker").
     pub(crate) fn dissemination(
         &mut self,
-        word: Option<(u64, &dyn Fn(u64, u64) -> u64)>,
+        word: Option<(u64, &'_ Combine)>,
     ) -> Res<u64> {
         let t = self.begin(Coll::Dissemination)?;
         let n = self.size();

@@ -1095,6 +1095,10 @@ pub fn resolve_auto(
     })
 }
 
+/// A size class of tuned fragment sizes: (bytes, fragment size or `None` for the
+/// group's own).
+type SegmentClass = (u64, Option<usize>);
+
 /// The algorithms a group built with `auto` runs for the operations that have
 /// non-tree algorithms (barrier and allreduce, [`AlgorithmTable::OPS`]), per mode and
 /// message size: [`resolve_auto`]'s answer, resolved once when the group is built and
@@ -1109,7 +1113,7 @@ pub struct AlgorithmTable {
     classes: BTreeMap<(Mode, Op), Vec<(u64, Algorithm)>>,
     /// Per (mode, operation) of [`SEGMENT_OPS`](Self::SEGMENT_OPS), size classes
     /// (bytes, fragment size) where the tuning file tuned a fragment size.
-    segments: BTreeMap<(Mode, Op), Vec<(u64, Option<usize>)>>,
+    segments: BTreeMap<(Mode, Op), Vec<SegmentClass>>,
     /// Where the classes came from, for reports.
     origin: Option<Origin>,
 }
