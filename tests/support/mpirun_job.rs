@@ -11,6 +11,21 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// Whether `mpirun` can be run here; if not, says why `test` is skipped.
+pub fn have_mpirun(test: &str) -> bool {
+    let ok = Command::new("mpirun")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        eprintln!("{test}: skipped: no `mpirun` on PATH");
+    }
+    ok
+}
+
 /// mpirun jobs run one at a time (the machine may have 2 cores).
 static SERIAL: Mutex<()> = Mutex::new(());
 

@@ -201,6 +201,26 @@ pub struct GlobalArray<T: Element> {
     pub(crate) _t: PhantomData<fn() -> T>,
 }
 
+impl<T: Element> GlobalArray<T> {
+    /// Member `rank`'s array when every member shares `mem` (threads of a process, the
+    /// processes of a host): every block is in it, after the control words.
+    pub(crate) fn on_one_node(mem: Memory, layout: Layout, rank: usize, cfg: Config) -> Self {
+        let members = layout.members();
+        GlobalArray {
+            mem,
+            layout,
+            rank,
+            node_members: members as u64,
+            base: (0..members)
+                .map(|m| Some(CTRL_WORDS + layout.block(m).start as usize))
+                .collect(),
+            net: None,
+            cfg,
+            _t: PhantomData,
+        }
+    }
+}
+
 impl<T: Element> std::fmt::Debug for GlobalArray<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GlobalArray")
@@ -236,17 +256,8 @@ pub fn threads<T: Element>(
     let words = CTRL_WORDS + len as usize;
     let shared: Arc<[AtomicU64]> = (0..words).map(|_| AtomicU64::new(0)).collect();
     Ok((0..members)
-        .map(|rank| GlobalArray {
-            mem: Memory::Local(shared.clone()),
-            layout,
-            rank,
-            node_members: members as u64,
-            base: (0..members)
-                .map(|m| Some(CTRL_WORDS + layout.block(m).start as usize))
-                .collect(),
-            net: None,
-            cfg: cfg.clone(),
-            _t: PhantomData,
+        .map(|rank| {
+            GlobalArray::on_one_node(Memory::Local(shared.clone()), layout, rank, cfg.clone())
         })
         .collect())
 }

@@ -14,7 +14,6 @@
 use crate::array::{check_type, Layout, Memory, CTRL_WORDS};
 use crate::{Config, ElemType, Element, GlobalArray, GlobalError};
 use smelt_transport::shm::{ShmJob, ShmMember};
-use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -150,19 +149,12 @@ pub fn attach<T: Element>(
             "the segment's size does not match its array".into(),
         ));
     }
-    let members = layout.members();
-    Ok(GlobalArray {
-        mem: Memory::Shm(Arc::new(member)),
+    Ok(GlobalArray::on_one_node(
+        Memory::Shm(Arc::new(member)),
         layout,
         rank,
-        node_members: members as u64,
-        base: (0..members)
-            .map(|m| Some(CTRL_WORDS + layout.block(m).start as usize))
-            .collect(),
-        net: None,
         cfg,
-        _t: PhantomData,
-    })
+    ))
 }
 
 /// Joins the array named `name` as the environment says (set from

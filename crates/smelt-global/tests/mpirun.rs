@@ -26,26 +26,11 @@ mod mpirun_job;
 
 #[cfg(feature = "mpi")]
 mod with_mpi {
-    use super::mpirun_job::{self, Job, Run};
+    use super::mpirun_job::{self, have_mpirun, Job, Run};
     use std::path::PathBuf;
-    use std::process::{Command, Stdio};
     use std::time::Duration;
 
     const LIMIT: Duration = Duration::from_secs(180);
-
-    fn have_mpirun(test: &str) -> bool {
-        let ok = Command::new("mpirun")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        if !ok {
-            eprintln!("{test}: skipped: no `mpirun` on PATH");
-        }
-        ok
-    }
 
     fn mpirun(np: usize, args: &[&str], env: &[(&str, &str)]) -> Run {
         let prog = PathBuf::from(env!("CARGO_BIN_EXE_smelt-global-mpi"));
