@@ -58,16 +58,22 @@ fn build_example(dir: &Path) -> Option<PathBuf> {
     Some(exe)
 }
 
-/// `smelt launch -n <n> -- <exe> <args>`, with libsmelt.so on the library path.
-fn launch(n: usize, exe: &Path, args: &[&str]) -> Output {
+/// `smelt launch -n <n> -- <exe> <args>`, with libsmelt.so on the library path and
+/// `SMELT_TUNE` set to `tune` (the job's `auto` table: what runs the barrier, the
+/// allreduce and every collective's agreement step).
+fn launch(n: usize, exe: &Path, args: &[&str], tune: &str) -> Output {
     Command::new(smelt_bin())
         .args(["launch", "-n", &n.to_string(), "--timeout", "20", "--"])
         .arg(exe)
         .args(args)
         .env("LD_LIBRARY_PATH", lib_dir())
+        .env("SMELT_TUNE", tune)
         .output()
         .unwrap()
 }
+
+/// Trees only, then the non-tree algorithms between the processes.
+const TUNES: [&str; 2] = ["", "barrier=dissemination;allreduce=recursive-doubling"];
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -79,8 +85,13 @@ fn c_processes_run_every_collective_under_smelt_launch() {
     let Some(exe) = build_example(dir.path()) else {
         return;
     };
-    for n in [4usize, 1] {
-        let out = launch(n, &exe, &["100"]);
+    for (n, tune) in [
+        (4usize, TUNES[0]),
+        (1, TUNES[0]),
+        (4, TUNES[1]),
+        (5, TUNES[1]),
+    ] {
+        let out = launch(n, &exe, &["100"], tune);
         let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
         assert!(
             out.status.success(),
@@ -109,7 +120,13 @@ fn c_processes_fail_together() {
     let Some(exe) = build_example(dir.path()) else {
         return;
     };
-    let out = launch(4, &exe, &["1", "bad-len", "2"]);
+    for tune in TUNES {
+        fail_together(&exe, tune);
+    }
+}
+
+fn fail_together(exe: &Path, tune: &str) {
+    let out = launch(4, exe, &["1", "bad-len", "2"], tune);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
     let msgs: Vec<&str> = stdout
@@ -120,7 +137,7 @@ fn c_processes_fail_together() {
     assert!(msgs.iter().all(|m| *m == msgs[0]), "{stdout}");
     assert!(
         msgs[0].starts_with("member 2 ") && msgs[0].contains("smelt_broadcast: len 16"),
-        "{stdout}"
+        "{tune}: {stdout}"
     );
 }
 

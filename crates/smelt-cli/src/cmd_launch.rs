@@ -7,10 +7,12 @@ use smelt_model::{parse_cpu_list, Model};
 use smelt_runtime::process::Job;
 use smelt_runtime::{GroupConfig, Rank};
 use smelt_transport::{allowed_cpus, signal_process};
+use smelt_tree::tuning::AlgorithmTable;
 use smelt_tree::{CpuId, Topology, Tree};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Args)]
@@ -57,8 +59,24 @@ pub struct LaunchArgs {
     pub program: Vec<String>,
 }
 
+/// The job's tree, each rank's CPU, and with `auto` the algorithm table the members
+/// run (non-tree barrier and allreduce, tuned fragment sizes).
+type Plan = (Tree, Vec<u32>, Option<Arc<AlgorithmTable>>);
+
+/// `auto`'s algorithm table over `pos` of `m` (None for another tree).
+fn table_for(topo: Topology, m: &Model, pos: &[usize]) -> Result<Option<Arc<AlgorithmTable>>> {
+    if topo != Topology::Auto {
+        return Ok(None);
+    }
+    let (table, refused) = AlgorithmTable::auto(m, pos).map_err(|e| anyhow::anyhow!(e))?;
+    if let Some(why) = refused {
+        eprintln!("smelt launch: {why}");
+    }
+    Ok(Some(Arc::new(table)))
+}
+
 /// The job's tree and each rank's CPU.
-fn plan(a: &LaunchArgs) -> Result<(Tree, Vec<u32>)> {
+fn plan(a: &LaunchArgs) -> Result<Plan> {
     let topo = Topology::from_str(&a.tree).map_err(|e| anyhow::anyhow!("--tree: {e}"))?;
     let model = match &a.model {
         Some(p) => Some(Model::load(p).with_context(|| format!("--model {}", p.display()))?),
@@ -99,13 +117,13 @@ fn plan(a: &LaunchArgs) -> Result<(Tree, Vec<u32>)> {
             let tree = topo.generate(m, &pos, None)?;
             // Ranks follow the tree's member order (OS CPU ids).
             let pins = tree.members.iter().map(|c| c.get()).collect();
-            return Ok((tree, pins));
+            return Ok((tree, pins, table_for(topo, m, &pos)?));
         }
         let m = smelt_model::synthetic(1, n, 1.0, 1.0, 1.0);
         let pos: Vec<usize> = (0..n).collect();
         let t = topo.generate(&m, &pos, None)?;
         let tree = Tree::new(CpuId::list(chosen.iter().copied()), t.root, t.children)?;
-        return Ok((tree, chosen));
+        return Ok((tree, chosen, table_for(topo, &m, &pos)?));
     }
     // More members than CPUs: a flat tree over made-up ids (one scheduling round per
     // tree level is what an oversubscribed tree costs), members spread round-robin.
@@ -113,7 +131,7 @@ fn plan(a: &LaunchArgs) -> Result<(Tree, Vec<u32>)> {
     children[0] = (1..n).collect();
     let tree = Tree::from_raw((0..n as u32).collect(), 0, children)?;
     let pins = (0..n).map(|r| cpus[r % cpus.len()]).collect();
-    Ok((tree, pins))
+    Ok((tree, pins, None))
 }
 
 fn status_code(s: &ExitStatus) -> i32 {
@@ -131,9 +149,10 @@ fn describe(s: &ExitStatus) -> String {
 }
 
 pub fn run(a: LaunchArgs) -> Result<()> {
-    let (tree, pins) = plan(&a)?;
+    let (tree, pins, algorithms) = plan(&a)?;
     let cfg = GroupConfig {
         timeout: Duration::from_secs_f64(a.timeout),
+        algorithms,
         ..GroupConfig::default()
     };
     let job = Job::create(std::slice::from_ref(&tree), &cfg)?;

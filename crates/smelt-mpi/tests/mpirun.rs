@@ -217,6 +217,29 @@ fn two_ranks() {
     assert!(r.fell_back("MPI_Bcast", "cut-off") > 0, "{}", r.show());
 }
 
+/// `auto`'s table reaches the node's jobs: with `SMELT_TUNE` picking them, barriers
+/// run by dissemination and allreduces by recursive doubling between the ranks'
+/// processes, and every result is still right.
+#[test]
+fn two_ranks_run_the_non_tree_algorithms_auto_picks() {
+    let cache = empty_cache();
+    let cache = cache.to_string_lossy();
+    let r = taken(
+        2,
+        &[
+            ("XDG_CACHE_HOME", &cache),
+            (
+                "SMELT_TUNE",
+                "barrier=dissemination;allreduce=recursive-doubling",
+            ),
+        ],
+    );
+    assert_stderr(
+        &r,
+        "auto on rank 0's node: barrier by dissemination, 8-byte allreduce by recursive-doubling",
+    );
+}
+
 #[test]
 fn four_ranks_oversubscribed() {
     let r = taken(4, &[]);

@@ -76,8 +76,9 @@ pub struct GroupConfig {
     /// where non-tree algorithms may win (the dissemination barrier, the
     /// recursive-doubling allreduce): `None` (the default) runs every collective on
     /// the tree. A table that may pick a non-tree algorithm makes [`Group::new`]
-    /// build the links it needs between the members (beyond the tree edges; groups
-    /// of threads only). `smelt_tree::tuning::AlgorithmTable::auto` gives `auto`'s
+    /// (and [`process::Job::create`](crate::process::Job::create), which hands the
+    /// table to its member processes) build the links it needs between the members,
+    /// beyond the tree edges. `smelt_tree::tuning::AlgorithmTable::auto` gives `auto`'s
     /// table (`SMELT_TUNE`, the host's tuning file, else the prediction);
     /// `AlgorithmTable::parse("barrier=dissemination")` a fixed one. Must be the same
     /// on every member.

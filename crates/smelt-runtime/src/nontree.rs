@@ -5,7 +5,8 @@
 //! them (`auto`: `SMELT_TUNE`, the host's tuning file, else the prediction); each call
 //! of [`Context::barrier`] and of the allreduces asks the table which algorithm runs
 //! it (one lookup per call; the allreduce's answer is kept for the next call of the
-//! same size). Groups of threads only: members built over other links
+//! same size). Groups of threads and process jobs ([`crate::process`]: the links are
+//! rings of the job's segment); members built over other links
 //! ([`Member::with_links`](crate::Member::with_links)) run trees.
 //!
 //! Every wait is bounded by the group's timeout and backs off (spin, yield, park, with
@@ -112,21 +113,26 @@ pub(crate) fn build_meshes(
     Ok(Some(
         meshes
             .into_iter()
-            .map(|mesh| {
-                let dissemination = [SyncMode::Loose, SyncMode::Strict].map(|s| {
-                    table.non_tree(mode_of(s), Op::Barrier, 0) == Some(NonTree::Dissemination)
-                });
-                let chunk = mesh.max_message_len_all();
-                NonTreeLinks {
-                    mesh,
-                    table: table.clone(),
-                    dissemination,
-                    last: None,
-                    buf: vec![0; chunk],
-                }
-            })
+            .map(|mesh| NonTreeLinks::new(mesh, table.clone()))
             .collect(),
     ))
+}
+
+impl NonTreeLinks {
+    /// A context's links beyond its tree (`mesh`, with a link for each pair of
+    /// [`pairs_for`] this member is in) and the table that says when to use them.
+    pub(crate) fn new(mesh: Mesh, table: Arc<AlgorithmTable>) -> NonTreeLinks {
+        let dissemination = [SyncMode::Loose, SyncMode::Strict]
+            .map(|s| table.non_tree(mode_of(s), Op::Barrier, 0) == Some(NonTree::Dissemination));
+        let chunk = mesh.max_message_len_all();
+        NonTreeLinks {
+            mesh,
+            table,
+            dissemination,
+            last: None,
+            buf: vec![0; chunk],
+        }
+    }
 }
 
 /// The `(start, end)` pieces of `len` bytes in chunks of `chunk`; one empty piece for
@@ -234,10 +240,7 @@ impl<L: Link> Context<L> {
     /// reached more than once when `n` is not a power of two, so `combine` must be
     /// idempotent as well as commutative and associative (min, max, and, or, "equal or
     /// a marker").
-    pub(crate) fn dissemination(
-        &mut self,
-        word: Option<(u64, &'_ Combine)>,
-    ) -> Res<u64> {
+    pub(crate) fn dissemination(&mut self, word: Option<(u64, &'_ Combine)>) -> Res<u64> {
         let t = self.begin(Coll::Dissemination)?;
         let n = self.size();
         let me = self.rank.index();

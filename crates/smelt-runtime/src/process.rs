@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use smelt_ids::{CpuId, Pos, Rank};
 use smelt_transport::shm::{RingSpec, ShmJob, ShmMember};
 use smelt_transport::{allowed_cpus, Abort, Endpoint, WaitPolicy};
+use smelt_tree::tuning::AlgorithmTable;
 use smelt_tree::Tree;
 use std::collections::HashMap;
 use std::path::Path;
@@ -62,6 +63,9 @@ struct Blob {
     strict: bool,
     timeout_ns: u64,
     wait: Option<[u64; 4]>,
+    /// [`GroupConfig::algorithms`] ([`AlgorithmTable::to_json`]); absent: trees only.
+    #[serde(default)]
+    algorithms: Option<String>,
 }
 
 fn default_max_message() -> usize {
@@ -77,8 +81,10 @@ struct BlobTree {
 }
 
 /// The rings of a job: for each tree, for each edge (in [`tree_edges`] order), the
-/// ring down (parent to child) then the ring up, between the edge's ranks.
-fn rings(trees: &[Tree], capacity: u32) -> Vec<RingSpec> {
+/// ring down (parent to child) then the ring up, between the edge's ranks; then, for
+/// each tree, a ring each way for each pair of ranks in `mesh` (the links beyond the
+/// trees that the non-tree algorithms need).
+fn rings(trees: &[Tree], capacity: u32, mesh: &[(usize, usize)]) -> Vec<RingSpec> {
     let mut out = Vec::new();
     for t in trees {
         let rank_of = ranks_of(&trees[0], t);
@@ -87,7 +93,21 @@ fn rings(trees: &[Tree], capacity: u32) -> Vec<RingSpec> {
             out.extend(RingSpec::both_ways(rank(p), rank(c), capacity));
         }
     }
+    for _ in trees {
+        for &(a, b) in mesh {
+            out.extend(RingSpec::both_ways(a as u32, b as u32, capacity));
+        }
+    }
     out
+}
+
+/// The pairs of ranks a group of `n` needs links between for `table`'s non-tree
+/// algorithms (none without a table).
+fn mesh_pairs(table: Option<&AlgorithmTable>, n: usize) -> Vec<(usize, usize)> {
+    match table {
+        Some(t) if n > 1 => crate::nontree::pairs_for(t, n).into_iter().collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// A job of member processes, as its creator holds it. Dropping it removes the
@@ -101,8 +121,10 @@ pub struct Job {
 impl Job {
     /// Creates the job's shared memory for a group of `trees` (as
     /// [`Group::with_config`](crate::Group::with_config): every tree over the same
-    /// CPUs; ranks follow the first tree). `cfg.capacity`, `cfg.timeout` and `cfg.wait`
-    /// apply to every member; pinning is the launcher's business.
+    /// CPUs; ranks follow the first tree). `cfg.capacity`, `cfg.segment`,
+    /// `cfg.max_message`, `cfg.sync`, `cfg.timeout`, `cfg.wait` and `cfg.algorithms`
+    /// (with the rings its non-tree algorithms need) apply to every member; pinning is
+    /// the launcher's business.
     pub fn create(trees: &[Tree], cfg: &GroupConfig) -> Result<Job, GroupError> {
         let cpus = check_trees(trees)?;
         if cfg.capacity == 0 || cfg.capacity > smelt_transport::MAX_CAPACITY {
@@ -134,9 +156,12 @@ impl Job {
                     w.park_max.as_nanos() as u64,
                 ]
             }),
+            algorithms: cfg.algorithms.as_ref().map(|t| t.to_json()),
         };
         let blob = serde_json::to_vec(&blob).expect("plain data serializes");
-        let shm = ShmJob::create(cpus.len() as u32, &rings(trees, cfg.capacity as u32), &blob)
+        let mesh = mesh_pairs(cfg.algorithms.as_deref(), cpus.len());
+        let rings = rings(trees, cfg.capacity as u32, &mesh);
+        let shm = ShmJob::create(cpus.len() as u32, &rings, &blob)
             .map_err(|e| GroupError::Job(e.to_string()))?;
         Ok(Job { shm, cpus })
     }
@@ -215,7 +240,14 @@ pub fn join(path: &Path, key: &str, rank: Rank) -> Result<Member, GroupError> {
         .map_err(|e| GroupError::Job(format!("the job's tree is invalid: {e}")))?;
     let cpus = check_trees(&trees)?;
     let n = cpus.len();
-    let expected = rings(&trees, blob.capacity as u32);
+    let table = match &blob.algorithms {
+        Some(j) => Some(Arc::new(AlgorithmTable::from_json(j).map_err(|e| {
+            GroupError::Job(format!("the job's algorithm table is unreadable: {e}"))
+        })?)),
+        None => None,
+    };
+    let mesh = mesh_pairs(table.as_deref(), n);
+    let expected = rings(&trees, blob.capacity as u32, &mesh);
     if shm.rings() != expected {
         return Err(GroupError::Job(
             "the job's rings do not match its trees".into(),
@@ -243,6 +275,7 @@ pub fn join(path: &Path, key: &str, rank: Rank) -> Result<Member, GroupError> {
         },
         timeout: Duration::from_nanos(blob.timeout_ns),
         wait: Some(wait),
+        algorithms: table.clone(),
         ..GroupConfig::default()
     };
     let abort = Abort::new();
@@ -270,9 +303,43 @@ pub fn join(path: &Path, key: &str, rank: Rank) -> Result<Member, GroupError> {
         }
         base += 2 * tree_edges(t).count();
     }
+    // Each context's links beyond its tree: for pair k, ring 2k from its lower rank
+    // to its higher one, ring 2k+1 back.
+    let mut meshes = Vec::new();
+    if let (Some(table), false) = (&table, mesh.is_empty()) {
+        for _ in &trees {
+            let mut links = Vec::new();
+            for (k, &(a, b)) in mesh.iter().enumerate() {
+                let (ab, ba) = (base + 2 * k, base + 2 * k + 1);
+                let (peer, tx, rx) = if a == rank.index() {
+                    (b, ab, ba)
+                } else if b == rank.index() {
+                    (a, ba, ab)
+                } else {
+                    continue;
+                };
+                let mut ep = Endpoint {
+                    tx: shm.producer(tx)?,
+                    rx: shm.consumer(rx)?,
+                };
+                ep.set_wait_policy(wait);
+                links.push((Rank(peer), ep));
+            }
+            base += 2 * mesh.len();
+            let m = crate::mesh::Mesh::with_links(rank, n, links, Some(abort.clone()), wait)
+                .map_err(|e| GroupError::Job(format!("links beyond the tree: {e}")))?;
+            meshes.push(crate::nontree::NonTreeLinks::new(m, table.clone()));
+        }
+    }
     let shared = Arc::new(GroupShared::with_abort(cpus, abort, Some(shm)));
-    Member::build(&trees, rank, &cfg, shared, None, |id, e, parent_side| {
+    let mut member = Member::build(&trees, rank, &cfg, shared, None, |id, e, parent_side| {
         ends.remove(&(id, e, parent_side))
             .ok_or_else(|| GroupError::Job(format!("no ring for tree {id} edge {e}")))
-    })
+    })?;
+    for (c, links) in member.contexts.iter_mut().zip(meshes) {
+        if let Some(c) = c.as_mut() {
+            c.nontree = Some(Box::new(links));
+        }
+    }
+    Ok(member)
 }

@@ -94,6 +94,24 @@ fn member_entry() {
             );
             std::process::exit(4);
         }
+        "nontree" => {
+            // The creator's algorithm table reached this member: the non-tree
+            // algorithms run over the job's extra rings, tuned fragments apply.
+            let rounds: u64 = parts[1].parse().unwrap();
+            let n = m.size();
+            let c = m.context(0).unwrap();
+            let want = (n > 1).then_some(smelt_tree::NonTree::Dissemination);
+            assert_eq!(c.non_tree_for(smelt_tree::Op::Barrier, 0), want);
+            let want = (n > 1).then_some(smelt_tree::NonTree::RecursiveDoubling);
+            assert_eq!(c.non_tree_for(smelt_tree::Op::Allreduce, 8), want);
+            assert_eq!(c.fragment_bytes(smelt_tree::Op::Reduce, 5000), 96);
+            let me = m.rank().index() as u64;
+            for k in 0..rounds {
+                let max = m.barrier_agree(me * 10 + k, u64::max).unwrap();
+                assert_eq!(max, (n as u64 - 1) * 10 + k);
+            }
+            all_collectives(&mut m, rounds).unwrap();
+        }
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -116,6 +134,26 @@ fn random_trees_of_1_to_16_processes_match_sequential_results() {
         let ok = wait_all(spawn(&job, &format!("collectives,{rounds}")));
         assert!(ok.iter().all(|&b| b), "n = {n}: {ok:?}");
         // Every member really joined (a child that ran no test would also exit 0).
+        assert_eq!(job.joined(), n, "n = {n}");
+    }
+}
+
+/// A job created with an algorithm table hands it to its members, with the rings its
+/// non-tree algorithms need: dissemination barriers, recursive-doubling allreduces
+/// and tuned fragment sizes run between processes, results checked.
+#[test]
+fn process_jobs_run_the_non_tree_algorithms_of_their_table() {
+    let rules = "barrier=dissemination;allreduce=recursive-doubling;reduce=binary,segment=96";
+    let table = smelt_tree::tuning::AlgorithmTable::parse(rules).unwrap();
+    let cfg = GroupConfig {
+        algorithms: Some(std::sync::Arc::new(table)),
+        ..GroupConfig::default()
+    };
+    for (i, n) in [1usize, 2, 3, 5, 8].into_iter().enumerate() {
+        let tree = random_tree(n, 2000 + i as u64);
+        let job = Job::create(&[tree], &cfg).unwrap();
+        let ok = wait_all(spawn(&job, &format!("nontree,{}", 200 * scale())));
+        assert!(ok.iter().all(|&b| b), "n = {n}: {ok:?}");
         assert_eq!(job.joined(), n, "n = {n}");
     }
 }

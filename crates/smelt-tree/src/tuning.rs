@@ -1303,6 +1303,96 @@ impl AlgorithmTable {
     }
 }
 
+/// [`AlgorithmTable`] as a process job's description carries it (JSON), so every
+/// member process runs the creator's table exactly.
+#[derive(Serialize, Deserialize)]
+#[allow(clippy::type_complexity)] // plain JSON rows; a type per row would say no more
+struct TableRepr {
+    overrides: Vec<RuleRepr>,
+    /// (mode, operation, size classes of algorithm names).
+    classes: Vec<(String, String, Vec<(u64, String)>)>,
+    /// (mode, operation, size classes of fragment sizes).
+    segments: Vec<(String, String, Vec<SegmentClass>)>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct RuleRepr {
+    op: Option<String>,
+    min: u64,
+    max: u64,
+    mode: Option<String>,
+    algo: String,
+    segment: Option<usize>,
+}
+
+impl AlgorithmTable {
+    /// The table as JSON ([`from_json`](Self::from_json) gives it back; where it came
+    /// from is not kept).
+    pub fn to_json(&self) -> String {
+        let repr = TableRepr {
+            overrides: self
+                .overrides
+                .iter()
+                .map(|r| RuleRepr {
+                    op: r.op.map(|o| o.name().to_string()),
+                    min: r.min,
+                    max: r.max,
+                    mode: r.mode.map(|m| m.name().to_string()),
+                    algo: r.choice.algorithm.to_string(),
+                    segment: r.choice.segment,
+                })
+                .collect(),
+            classes: self
+                .classes
+                .iter()
+                .map(|((m, o), v)| {
+                    let v = v.iter().map(|(b, a)| (*b, a.to_string())).collect();
+                    (m.name().to_string(), o.name().to_string(), v)
+                })
+                .collect(),
+            segments: self
+                .segments
+                .iter()
+                .map(|((m, o), v)| (m.name().to_string(), o.name().to_string(), v.clone()))
+                .collect(),
+        };
+        serde_json::to_string(&repr).expect("plain data serializes")
+    }
+
+    /// The table [`to_json`](Self::to_json) wrote; anything else is an error.
+    pub fn from_json(text: &str) -> Result<AlgorithmTable, String> {
+        let r: TableRepr =
+            serde_json::from_str(text).map_err(|e| format!("algorithm table: {e}"))?;
+        let mode = |m: &str| m.parse::<Mode>();
+        let op = |o: &str| o.parse::<Op>().map_err(|e| e.to_string());
+        let algo = |a: &str| a.parse::<Algorithm>().map_err(|e| e.to_string());
+        let mut t = AlgorithmTable::default();
+        for x in r.overrides {
+            t.overrides.push(OverrideRule {
+                op: x.op.as_deref().map(op).transpose()?,
+                min: x.min,
+                max: x.max,
+                mode: x.mode.as_deref().map(mode).transpose()?,
+                choice: Choice {
+                    algorithm: algo(&x.algo)?,
+                    segment: x.segment,
+                },
+            });
+        }
+        for (m, o, v) in r.classes {
+            let v = v
+                .iter()
+                .map(|(b, a)| Ok((*b, algo(a)?)))
+                .collect::<Result<Vec<_>, String>>()?;
+            t.classes.insert((mode(&m)?, op(&o)?), v);
+        }
+        for (m, o, v) in r.segments {
+            t.segments.insert((mode(&m)?, op(&o)?), v);
+        }
+        Ok(t)
+    }
+}
+
 /// The simulator's choice for `auto` (see [`resolve_auto`]): a tree, or for the
 /// barrier and allreduce possibly a non-tree algorithm.
 pub fn predict_auto(

@@ -160,6 +160,31 @@ fn auto_uses_override_then_file_then_prediction() {
     assert_eq!(seg.segment(Mode::Loose, Op::Broadcast, 3 << 20), Some(2400));
     assert_eq!(seg.segment(Mode::Loose, Op::Allreduce, 8), Some(768));
     assert_eq!(seg.segment(Mode::Strict, Op::Allreduce, 8), None);
+    // The table crosses to a process job's members as JSON and answers alike there.
+    std::env::set_var(
+        tuning::TUNE_ENV,
+        "barrier@strict=dissemination;bcast:0-64=binary",
+    );
+    let (seg, _) = tuning::AlgorithmTable::auto(&m, &all).unwrap();
+    std::env::remove_var(tuning::TUNE_ENV);
+    let back = tuning::AlgorithmTable::from_json(&seg.to_json()).unwrap();
+    for mode in Mode::ALL {
+        for op in [Op::Barrier, Op::Allreduce, Op::Broadcast, Op::Reduce] {
+            for b in [0, 8, 64, 181, 182, 4096, 3 << 20] {
+                assert_eq!(
+                    back.lookup(mode, op, b),
+                    seg.lookup(mode, op, b),
+                    "{op} {b}"
+                );
+                assert_eq!(
+                    back.segment(mode, op, b),
+                    seg.segment(mode, op, b),
+                    "{op} {b}"
+                );
+            }
+        }
+    }
+    assert!(tuning::AlgorithmTable::from_json("{}").is_err());
     f.save(&path).unwrap();
     let node: Vec<usize> = (0..4).collect();
     let (sub, _) = tuning::AlgorithmTable::auto(&m, &node).unwrap();

@@ -14,9 +14,11 @@ use super::stats::{self, Why};
 use crate::ops::Combine;
 use smelt_runtime::process::{join, Job};
 use smelt_runtime::{GroupConfig, GroupError, Member, WaitPolicy};
+use smelt_tree::tuning::AlgorithmTable;
 use smelt_tree::{Topology, Tree};
 use std::os::raw::{c_int, c_void};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Most trees (roots) one node keeps for one communicator: the leader's, and one per
@@ -109,6 +111,10 @@ pub struct Hier {
     topology: Topology,
     /// The node's model (leader only; `None`: uniform): position `i` is local rank `i`.
     model: Option<smelt_model::Model>,
+    /// With `auto` (leader only): the algorithms the node's jobs run for the barrier
+    /// and the allreduce (dissemination, recursive doubling) and the tuned fragment
+    /// sizes; the members read it from the job.
+    algorithms: Option<Arc<AlgorithmTable>>,
     wait: WaitPolicy,
     timeout: Duration,
     /// Largest message smelt takes for MPI_Bcast, MPI_Reduce, MPI_Allreduce,
@@ -334,6 +340,7 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
         trees: (0..node_size).map(|_| Slot::Untried).collect(),
         made: 0,
         topology,
+        algorithms: None,
         model: node_model.as_mut().and_then(|m| m.model.take()),
         wait: if oversubscribed {
             WaitPolicy::OVERSUBSCRIBED
@@ -346,6 +353,9 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
     };
     if n_nodes == size {
         return Ok(off(Why::OneRankPerNode));
+    }
+    if auto && !oversubscribed && node_rank == 0 && node_size > 1 {
+        h.algorithms = model::auto_algorithms(node_size, h.model.as_ref(), cfg.verbose);
     }
     // Every node of more than one rank makes its leader's tree; all or none.
     let local = if node_size > 1 {
@@ -384,6 +394,18 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
         if let Some(m) = &node_model {
             stats::note(format!("tree model on rank 0's node: {}", m.describe));
         }
+        if let Some(t) = &h.algorithms {
+            use smelt_tree::{tuning::Mode, Op};
+            let say = |op, bytes| {
+                t.lookup(Mode::Loose, op, bytes)
+                    .map_or("the tree".to_string(), |a| a.to_string())
+            };
+            stats::note(format!(
+                "auto on rank 0's node: barrier by {}, 8-byte allreduce by {}",
+                say(Op::Barrier, 0),
+                say(Op::Allreduce, 8)
+            ));
+        }
     }
     Ok(CommState {
         comm,
@@ -413,6 +435,7 @@ impl Hier {
             let cfg = GroupConfig {
                 timeout: self.timeout,
                 wait: Some(self.wait),
+                algorithms: self.algorithms.clone(),
                 ..GroupConfig::default()
             };
             let made = node_tree(self.node_size, root, self.topology, self.model.as_ref())

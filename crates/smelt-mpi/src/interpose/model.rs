@@ -146,6 +146,39 @@ pub fn for_node(cpus: &[Option<u32>], setting: Option<&str>, verbose: bool) -> N
     }
 }
 
+/// Under `SMELT_MPI_TREE=auto`: the algorithm table of a node of `n` ranks (local rank
+/// `i` is position `i` of `model`, else a uniform model): `SMELT_TUNE`, this host's
+/// tuning file for a group of `n`, else the prediction, as `smelt launch` and thread
+/// groups resolve it. `None` (said under `SMELT_MPI_VERBOSE=1`) when it cannot be
+/// resolved: the node then runs every collective on its tree.
+pub fn auto_algorithms(
+    n: usize,
+    model: Option<&Model>,
+    verbose: bool,
+) -> Option<std::sync::Arc<smelt_tree::tuning::AlgorithmTable>> {
+    let uniform;
+    let model = match model {
+        Some(m) if m.len() == n => m,
+        _ => {
+            uniform = smelt_model::synthetic(1, n, 1.0, 1.0, 1.0);
+            &uniform
+        }
+    };
+    let members: Vec<usize> = (0..n).collect();
+    match smelt_tree::tuning::AlgorithmTable::auto(model, &members) {
+        Ok((t, refused)) => {
+            if let Some(why) = refused {
+                warn_once(verbose, &why);
+            }
+            Some(std::sync::Arc::new(t))
+        }
+        Err(e) => {
+            warn_once(verbose, &format!("auto algorithms: {e}; trees only"));
+            None
+        }
+    }
+}
+
 /// The tree of a node of `n` ranks under `SMELT_MPI_TREE=auto` (the default): the
 /// choice of this host's tuning file (`smelt tune`; the per-host cache path the CLI
 /// writes, `smelt_model::host::cached_tune_path`) for a one-line broadcast over a group
