@@ -16,6 +16,9 @@ cargo test -p smelt-mpi --features mpi 2>&1
 echo "[smelt] active messages across nodes: smelt-am with its 'mpi' feature, smelt-am-mpi under mpirun"
 cargo build -p smelt-am --features mpi --bin smelt-am-mpi 2>&1
 cargo test -p smelt-am --features mpi 2>&1
+echo "[smelt] aggregation across nodes: smelt-agg with its 'mpi' feature, smelt-agg-mpi under mpirun"
+cargo build -p smelt-agg --features mpi --bin smelt-agg-mpi 2>&1
+cargo test -p smelt-agg --features mpi 2>&1
 echo "[smelt] global arrays across nodes: smelt-global with its 'mpi' feature, smelt-global-mpi under mpirun"
 cargo build -p smelt-global --features mpi --bin smelt-global-mpi 2>&1
 cargo test -p smelt-global --features mpi 2>&1

@@ -61,6 +61,8 @@
 #![deny(unsafe_code)]
 
 pub mod apps;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 mod pp;
 pub mod process;
 mod shared;
@@ -303,7 +305,7 @@ where
         .map(|p| shared::Shared::new(p, processes, workers, &cfg))
         .collect();
     let eps = smelt_am::threads(processes, cfg.am.clone(), |p| shared[p].clone())?;
-    worker::build(eps, shared, workers, cfg, state, handler)
+    worker::build(eps, shared, workers, cfg, false, state, handler)
 }
 
 /// The exact number of messages a worker (for [`Scheme::PP`]: a process) sends when

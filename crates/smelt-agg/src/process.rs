@@ -51,7 +51,7 @@ where
     finish(ep, workers, cfg, state, handler)
 }
 
-fn finish<S, H>(
+pub(crate) fn finish<S, H>(
     mut ep: smelt_am::Endpoint<std::sync::Arc<Shared>, ShmLink>,
     workers: usize,
     cfg: AggConfig,
@@ -64,5 +64,5 @@ where
     cfg.validate(ep.size(), workers)?;
     let sh = Shared::new(ep.me(), ep.size(), workers, &cfg);
     *ep.state_mut() = sh.clone();
-    build(vec![ep], vec![sh], workers, cfg, state, handler)
+    build(vec![ep], vec![sh], workers, cfg, true, state, handler)
 }

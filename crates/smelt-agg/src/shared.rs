@@ -16,6 +16,8 @@ pub(crate) const H_WAVE: u8 = 3;
 pub(crate) const H_DECIDE: u8 = 4;
 /// One item as its own message (no aggregation).
 pub(crate) const H_DIRECT: u8 = 5;
+/// The start-up handshake: this process's handlers are registered.
+pub(crate) const H_HELLO: u8 = 6;
 
 /// Kinds of data messages (the first argument word of an `H_DATA` request).
 pub(crate) const K_WORKER: u64 = 1;
@@ -82,6 +84,13 @@ pub(crate) struct Shared {
     pub(crate) term: Term,
     /// Data messages that could not be read (counted, never handed on).
     pub(crate) malformed: AtomicU64,
+    /// Data messages that came back to this process (never delivered): the last
+    /// reason.
+    pub(crate) returned: Mutex<(u64, Option<smelt_am::Reason>)>,
+    /// Start-up: processes whose hello arrived here.
+    pub(crate) hellos: AtomicU64,
+    /// Start-up: processes that returned this one's hello (not registered yet).
+    pub(crate) hello_again: Mutex<Vec<usize>>,
 }
 
 impl Shared {
@@ -100,6 +109,9 @@ impl Shared {
             counts: (0..workers).map(|_| Default::default()).collect(),
             term: Term::default(),
             malformed: AtomicU64::new(0),
+            returned: Mutex::new((0, None)),
+            hellos: AtomicU64::new(0),
+            hello_again: Mutex::new(Vec::new()),
         })
     }
 

@@ -443,6 +443,7 @@ pub(crate) fn build<S, L: Link + 'static, H>(
     shared: Vec<Arc<Shared>>,
     t: usize,
     cfg: AggConfig,
+    handshake: bool,
     mut state: impl FnMut(usize) -> S,
     handler: H,
 ) -> Result<Vec<Worker<S, L>>, AggError>
@@ -462,6 +463,19 @@ where
             let _ = ctx.reply(H_ACK, &[]);
         })?;
         ep.register(H_ACK, |_, _, _| {})?;
+        ep.register(H_HELLO, |sh: &mut Arc<Shared>, ctx, _| {
+            sh.hellos.fetch_add(1, Ordering::SeqCst);
+            let _ = ctx.reply(H_ACK, &[]);
+        })?;
+        ep.on_returned(|sh: &mut Arc<Shared>, r| {
+            if r.handler == H_HELLO && r.was_request {
+                lock(&sh.hello_again).push(r.by);
+            } else if r.was_request && (r.handler == H_DATA || r.handler == H_DIRECT) {
+                let mut x = lock(&sh.returned);
+                x.0 += 1;
+                x.1 = Some(r.reason);
+            }
+        });
         ep.register(H_WAVE, |sh: &mut Arc<Shared>, ctx, m| {
             if let [e, w, i, h, a] = *m.args {
                 sh.report(e, w, i, h, a != 0);
@@ -489,6 +503,9 @@ where
         } else {
             Vec::new()
         };
+        if handshake {
+            hello(&mut ep, &sh, cfg.am.timeout)?;
+        }
         let p = Arc::new(Proc {
             sh: sh.clone(),
             ep: Mutex::new(ep),
@@ -546,6 +563,52 @@ where
         }
     }
     Ok(out)
+}
+
+/// The start-up handshake of processes that start on their own (member processes,
+/// MPI ranks): a hello to every other process, until every other process's hello
+/// arrived here and every process took this one's (a hello that finds its
+/// destination's handlers not registered yet comes back, and is sent again). No item
+/// is sent before: an item to a process not yet ready would come back without its
+/// data.
+fn hello<L: Link + 'static>(
+    ep: &mut Endpoint<Arc<Shared>, L>,
+    sh: &Arc<Shared>,
+    limit: Duration,
+) -> Result<(), AggError> {
+    let n = sh.processes;
+    for q in (0..n).filter(|&q| q != sh.process) {
+        ep.request(q, H_HELLO, &[])?;
+    }
+    let start = Instant::now();
+    loop {
+        let again: Vec<usize> = std::mem::take(&mut *lock(&sh.hello_again));
+        for q in again {
+            ep.request(q, H_HELLO, &[])?;
+        }
+        if sh.hellos.load(Ordering::SeqCst) >= (n - 1) as u64
+            && ep.outstanding_total() == 0
+            && lock(&sh.hello_again).is_empty()
+        {
+            return Ok(());
+        }
+        let left = limit.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            return Err(AggError::Timeout {
+                what: format!(
+                    "for the other processes to start (process {}: {} of {} hellos)",
+                    sh.process,
+                    sh.hellos.load(Ordering::SeqCst),
+                    n - 1
+                ),
+                after: limit,
+            });
+        }
+        match ep.wait(left.min(Duration::from_millis(10))) {
+            Ok(_) | Err(AmError::Timeout { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 impl<S, L: Link + 'static> Worker<S, L> {
@@ -725,24 +788,29 @@ impl<S, L: Link + 'static> Worker<S, L> {
                     return Ok(());
                 }
             }
-            if let Some(e) = lock(&p.gone).clone() {
-                if self.tx.local == 0 {
-                    self.leader_step(epoch)?;
-                }
-                if !self.is_done(epoch) {
-                    return Err(p.fail(e.into()));
-                }
-            }
+            // A process that left is not an error by itself: it may have learnt the
+            // end before this one (the verdicts travel separately); it is reported if
+            // the end never comes.
             if n > 0 {
                 b.reset();
                 nap = p.wait.park_initial;
             } else if b.is_completed() {
                 if start.elapsed() > timeout {
                     let (i, h, _) = p.sh.sums(epoch);
+                    let mut gone = lock(&p.gone)
+                        .as_ref()
+                        .map_or(String::new(), |e| format!("; {e}"));
+                    if let (n, Some(why)) = *lock(&p.sh.returned) {
+                        gone += &format!("; {n} messages of items came back ({why})");
+                    }
+                    let (wave, waiting) = {
+                        let l = lock(&p.sh.term.leader);
+                        (l.wave, l.waiting)
+                    };
                     return Err(AggError::Timeout {
                         what: format!(
-                            "waiting for every item to be delivered (process {}: {} inserted, {} handled)",
-                            p.sh.process, i, h
+                            "waiting for every item to be delivered (process {}: {} inserted, {} handled; wave {wave}{}{gone})",
+                            p.sh.process, i, h, if waiting { ", waiting for its verdict" } else { "" }
                         ),
                         after: timeout,
                     });

@@ -1,0 +1,220 @@
+//! `smelt-agg-mpi`: message aggregation across MPI ranks, under mpirun.
+//!
+//! Every rank runs `--workers` worker threads over its endpoint; for every scheme
+//! (and no aggregation) each worker inserts `--items` 8-byte items for workers
+//! anywhere, then all terminate; each rank sums the checksums (count, sum and xor of
+//! the items' mixes, items at the wrong worker) of what its workers sent and received,
+//! and rank 0 compares the sums over all ranks. Prints
+//! `agg: PASS scheme=WW ranks=4 nodes=2 workers=8 items=... messages=... items_per_s=...`
+//! or `agg: FAIL ...` per scheme; exits 1 if any check failed at any rank, 2 for a
+//! bad argument.
+//!
+//! ```sh
+//! cargo build --release -p smelt-agg --features mpi --bin smelt-agg-mpi
+//! mpirun --oversubscribe -np 4 -x SMELT_RANKS_PER_NODE=2 target/release/smelt-agg-mpi
+//! ```
+
+use smelt_agg::{AggConfig, FlushPolicy, Scheme, Worker};
+use smelt_am::mpi::{Mpi, Options};
+use smelt_runtime::mesh_job::ShmLink;
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn mix(x: u64) -> u64 {
+    smelt_agg::apps::mix(x)
+}
+
+fn dest_of(x: u64, workers: usize) -> usize {
+    (mix(x ^ 0x5555) % workers as u64) as usize
+}
+
+#[derive(Default, Clone, Copy, PartialEq, Eq, Debug)]
+struct Tally([u64; 4]);
+
+impl Tally {
+    fn add(&mut self, x: u64) {
+        self.0[0] += 1;
+        self.0[1] = self.0[1].wrapping_add(mix(x));
+        self.0[2] ^= mix(x.rotate_left(17));
+    }
+    fn merge(&mut self, o: &Tally) {
+        self.0[0] += o.0[0];
+        self.0[1] = self.0[1].wrapping_add(o.0[1]);
+        self.0[2] ^= o.0[2];
+        self.0[3] += o.0[3];
+    }
+}
+
+struct Args {
+    schemes: Vec<Scheme>,
+    workers: usize,
+    items: u64,
+    flush: FlushPolicy,
+}
+
+fn usage(e: &str) -> ! {
+    eprintln!("smelt-agg-mpi: {e}\nusage: smelt-agg-mpi [--schemes ww,wps,wsp,pp,none] [--workers T] [--items Z] [--flush explicit|idle|timeout]");
+    std::process::exit(2)
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        schemes: Scheme::ALL.to_vec(),
+        workers: 2,
+        items: 2000,
+        flush: FlushPolicy::EXPLICIT,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(k) = it.next() {
+        let v = it
+            .next()
+            .unwrap_or_else(|| usage(&format!("{k} needs a value")));
+        match k.as_str() {
+            "--workers" => a.workers = v.parse().unwrap_or_else(|_| usage("bad --workers")),
+            "--schemes" => {
+                a.schemes = v
+                    .split(',')
+                    .map(|x| {
+                        x.parse()
+                            .unwrap_or_else(|e: smelt_agg::AggError| usage(&e.to_string()))
+                    })
+                    .collect()
+            }
+            "--items" => a.items = v.parse().unwrap_or_else(|_| usage("bad --items")),
+            "--flush" => {
+                a.flush = match v.as_str() {
+                    "explicit" => FlushPolicy::EXPLICIT,
+                    "idle" => FlushPolicy::IDLE,
+                    "timeout" => FlushPolicy::after(Duration::from_micros(500)),
+                    _ => usage("bad --flush"),
+                }
+            }
+            _ => usage(&format!("unknown option {k}")),
+        }
+    }
+    if a.workers == 0 || a.workers > 64 {
+        usage("--workers must be 1 to 64");
+    }
+    a
+}
+
+/// This rank's workers run: (sent, received, messages) over them, and the time.
+fn run(ws: Vec<Worker<Tally, ShmLink>>, items: u64) -> Result<(Tally, Tally, u64, f64), String> {
+    let start = Instant::now();
+    let r: Result<Vec<(Tally, Tally, u64)>, String> = std::thread::scope(|s| {
+        let hs: Vec<_> = ws
+            .into_iter()
+            .map(|mut w| {
+                s.spawn(move || -> Result<(Tally, Tally, u64), String> {
+                    let mut sent = Tally::default();
+                    let me = w.id() as u64;
+                    for i in 0..items {
+                        let x = (me << 40) | i;
+                        w.insert_u64(x, dest_of(x, w.size()))
+                            .map_err(|e| e.to_string())?;
+                        sent.add(x);
+                    }
+                    w.terminate(LIMIT).map_err(|e| e.to_string())?;
+                    Ok((sent, *w.state(), w.stats().messages))
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().map_err(|_| "a worker panicked".to_string())?)
+            .collect()
+    });
+    let secs = start.elapsed().as_secs_f64();
+    let mut sent = Tally::default();
+    let mut got = Tally::default();
+    let mut msgs = 0;
+    for (s, g, m) in r? {
+        sent.merge(&s);
+        got.merge(&g);
+        msgs += m;
+    }
+    Ok((sent, got, msgs, secs))
+}
+
+fn main() {
+    let a = args();
+    let mpi = match Mpi::init(Options::from_env().unwrap_or_else(|e| usage(&e.to_string()))) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("smelt-agg-mpi: {e}");
+            std::process::exit(1);
+        }
+    };
+    let (rank, size) = (mpi.rank(), mpi.size());
+    let mut all_ok = true;
+    for &scheme in &a.schemes {
+        let mut cfg = AggConfig::new(scheme, 8).buffer_items(64).flush(a.flush);
+        cfg.am.timeout = LIMIT;
+        let r = smelt_agg::mpi::join(
+            &mpi,
+            a.workers,
+            cfg,
+            |_| Tally::default(),
+            |s: &mut Tally, item: &[u8], out| {
+                let x = u64::from_le_bytes(item.try_into().expect("8-byte items"));
+                if dest_of(x, out.size()) != out.me() {
+                    s.0[3] += 1;
+                }
+                s.add(x);
+            },
+        )
+        .map_err(|e| e.to_string())
+        .and_then(|ws| run(ws, a.items));
+        let (ok, line) = match &r {
+            Ok(_) => (true, String::new()),
+            Err(e) => (false, format!("rank {rank}: {e}")),
+        };
+        let (sent, got, msgs, secs) = r.unwrap_or_default();
+        // Every rank's sums, to every rank.
+        let mut sums = [0u64; 9];
+        let mut parts = Vec::new();
+        for v in sent.0.iter().chain(got.0.iter()).chain([msgs].iter()) {
+            match mpi.gather(*v) {
+                Ok(g) => parts.push(g),
+                Err(e) => {
+                    eprintln!("smelt-agg-mpi: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
+        let mut all_sent = Tally::default();
+        let mut all_got = Tally::default();
+        (0..size).for_each(|r| {
+            let at = |k: usize| parts[k][r];
+            all_sent.merge(&Tally([at(0), at(1), at(2), at(3)]));
+            all_got.merge(&Tally([at(4), at(5), at(6), at(7)]));
+            sums[8] += at(8);
+        });
+        let expected = a.items * (size * a.workers) as u64;
+        let good = ok && all_sent.0[0] == expected && all_got == all_sent && all_got.0[3] == 0;
+        let good = mpi.all(good).unwrap_or(false);
+        all_ok &= good;
+        if rank == 0 {
+            if good {
+                println!(
+                    "agg: PASS scheme={scheme} ranks={size} nodes={} workers={} items={} messages={} items_per_s={:.0}",
+                    mpi.nodes(),
+                    size * a.workers,
+                    all_got.0[0],
+                    sums[8],
+                    expected as f64 / secs.max(1e-9)
+                );
+            } else {
+                println!(
+                    "agg: FAIL scheme={scheme} sent={:?} got={:?} expected={expected} {line}",
+                    all_sent.0, all_got.0
+                );
+            }
+        } else if !line.is_empty() {
+            eprintln!("agg: FAIL scheme={scheme} {line}");
+        }
+    }
+    let _ = mpi.barrier();
+    let _ = mpi.finalize();
+    std::process::exit(if all_ok { 0 } else { 1 });
+}

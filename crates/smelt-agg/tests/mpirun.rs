@@ -1,0 +1,89 @@
+//! Aggregation across MPI ranks: the `smelt-agg-mpi` program under
+//! `mpirun --oversubscribe -np 4`, on emulated nodes of 2 ranks
+//! (`SMELT_RANKS_PER_NODE=2`: shared memory inside a node, MPI between), 2 worker
+//! threads per rank: every item inserted by the 8 workers arrives once, at its worker
+//! (checksums over all ranks), for the four aggregation schemes, with explicit and
+//! idle flushes.
+//!
+//! Needs `mpirun` and the `mpi` feature:
+//! `cargo test -p smelt-agg --features mpi --test mpirun`. Without either, the tests
+//! say why they are skipped and pass.
+
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn skipped_without_the_mpi_feature() {
+    eprintln!(
+        "skipped: smelt-agg was built without its `mpi` feature (cargo test -p smelt-agg --features mpi --test mpirun)"
+    );
+}
+
+#[cfg(feature = "mpi")]
+#[path = "../../../tests/support/mpirun_job.rs"]
+mod mpirun_job;
+
+#[cfg(feature = "mpi")]
+mod with_mpi {
+    use super::mpirun_job::{self, Job};
+    use std::path::PathBuf;
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    fn have_mpirun(test: &str) -> bool {
+        let ok = Command::new("mpirun")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !ok {
+            eprintln!("{test}: skipped: no `mpirun` on PATH");
+        }
+        ok
+    }
+
+    fn passes(flush: &str) {
+        let prog = PathBuf::from(env!("CARGO_BIN_EXE_smelt-agg-mpi"));
+        let r = mpirun_job::run(Job {
+            np: 4,
+            mpirun_args: &[],
+            prog: &prog,
+            args: &[
+                "--schemes",
+                "ww,wps,wsp,pp",
+                "--workers",
+                "2",
+                "--items",
+                "2000",
+                "--flush",
+                flush,
+            ],
+            vars: vec![("SMELT_RANKS_PER_NODE".into(), "2".into())],
+            clear: &["SMELT_AM_TRANSPORT", "SMELT_RANKS_PER_NODE"],
+            shm_prefix: "smelt-agg-test",
+            limit: Duration::from_secs(180),
+        });
+        assert_eq!(r.code, Some(0), "{}", r.show());
+        for scheme in ["WW", "WPs", "WsP", "PP"] {
+            let p = format!("agg: PASS scheme={scheme} ");
+            assert!(r.line(&p).starts_with(&p), "{}", r.show());
+            assert_eq!(r.field(&p, "nodes"), "2");
+            assert_eq!(r.field(&p, "items"), "16000");
+        }
+        assert!(r.leftovers.is_empty(), "left behind: {:?}", r.leftovers);
+    }
+
+    #[test]
+    fn checksums_across_emulated_nodes() {
+        if have_mpirun("checksums_across_emulated_nodes") {
+            passes("explicit");
+        }
+    }
+
+    #[test]
+    fn checksums_across_emulated_nodes_idle_flush() {
+        if have_mpirun("checksums_across_emulated_nodes_idle_flush") {
+            passes("idle");
+        }
+    }
+}
