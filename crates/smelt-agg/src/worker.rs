@@ -776,7 +776,7 @@ impl<S, L: Link + 'static> Worker<S, L> {
         let mut nap = p.wait.park_initial;
         loop {
             if self.is_done(epoch) {
-                return Ok(());
+                return self.settle(timeout.saturating_sub(start.elapsed()));
             }
             let n = self.progress()?;
             let all_in = p.sh.term.entered.load(Ordering::SeqCst) >= epoch * self.tx.t as u64;
@@ -785,7 +785,7 @@ impl<S, L: Link + 'static> Worker<S, L> {
             if self.tx.local == 0 {
                 self.leader_step(epoch)?;
                 if self.is_done(epoch) {
-                    return Ok(());
+                    return self.settle(timeout.saturating_sub(start.elapsed()));
                 }
             }
             // A process that left is not an error by itself: it may have learnt the
@@ -800,6 +800,19 @@ impl<S, L: Link + 'static> Worker<S, L> {
                     let mut gone = lock(&p.gone)
                         .as_ref()
                         .map_or(String::new(), |e| format!("; {e}"));
+                    let bad = p.sh.malformed.load(Ordering::Relaxed);
+                    if bad > 0 {
+                        gone += &format!("; {bad} unreadable messages");
+                    }
+                    let (ep_out, ep_stats) = {
+                        let ep = lock(&p.ep);
+                        (ep.outstanding_total(), ep.stats().clone())
+                    };
+                    gone += &format!(
+                        "; {} items queued, {ep_out} requests unanswered, endpoint {:?}",
+                        p.queued.load(Ordering::Relaxed),
+                        ep_stats
+                    );
                     if let (n, Some(why)) = *lock(&p.sh.returned) {
                         gone += &format!("; {n} messages of items came back ({why})");
                     }
@@ -820,6 +833,19 @@ impl<S, L: Link + 'static> Worker<S, L> {
             } else {
                 b.snooze();
             }
+        }
+    }
+
+    /// After the end: waits until every request of this process's endpoint was
+    /// answered (the acknowledgements of its last messages), so that no message of
+    /// this job is still on its way when the endpoint is dropped (a later endpoint on
+    /// the same network must not meet it).
+    fn settle(&mut self, left: Duration) -> Result<(), AggError> {
+        let p = self.tx.p.clone();
+        let mut ep = lock(&p.ep);
+        match ep.quiesce(left.max(Duration::from_millis(100))) {
+            Ok(()) | Err(AmError::PeerGone { .. }) => Ok(()),
+            Err(e) => Err(p.fail(e.into())),
         }
     }
 

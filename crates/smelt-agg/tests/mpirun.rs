@@ -2,8 +2,9 @@
 //! `mpirun --oversubscribe -np 4`, on emulated nodes of 2 ranks
 //! (`SMELT_RANKS_PER_NODE=2`: shared memory inside a node, MPI between), 2 worker
 //! threads per rank: every item inserted by the 8 workers arrives once, at its worker
-//! (checksums over all ranks), for the four aggregation schemes, with explicit and
-//! idle flushes.
+//! (checksums over all ranks), for the four aggregation schemes and no aggregation,
+//! with explicit and idle flushes; and with every message over MPI
+//! (`SMELT_AM_TRANSPORT=mpi`).
 //!
 //! Needs `mpirun` and the `mpi` feature:
 //! `cargo test -p smelt-agg --features mpi --test mpirun`. Without either, the tests
@@ -42,32 +43,23 @@ mod with_mpi {
         ok
     }
 
-    fn passes(flush: &str) {
+    fn passes(flush: &str, var: (&str, &str), nodes: &str) {
         let prog = PathBuf::from(env!("CARGO_BIN_EXE_smelt-agg-mpi"));
         let r = mpirun_job::run(Job {
             np: 4,
             mpirun_args: &[],
             prog: &prog,
-            args: &[
-                "--schemes",
-                "ww,wps,wsp,pp",
-                "--workers",
-                "2",
-                "--items",
-                "2000",
-                "--flush",
-                flush,
-            ],
-            vars: vec![("SMELT_RANKS_PER_NODE".into(), "2".into())],
+            args: &["--workers", "2", "--items", "2000", "--flush", flush],
+            vars: vec![(var.0.into(), var.1.into())],
             clear: &["SMELT_AM_TRANSPORT", "SMELT_RANKS_PER_NODE"],
             shm_prefix: "smelt-agg-test",
             limit: Duration::from_secs(180),
         });
         assert_eq!(r.code, Some(0), "{}", r.show());
-        for scheme in ["WW", "WPs", "WsP", "PP"] {
+        for scheme in ["WW", "WPs", "WsP", "PP", "none"] {
             let p = format!("agg: PASS scheme={scheme} ");
             assert!(r.line(&p).starts_with(&p), "{}", r.show());
-            assert_eq!(r.field(&p, "nodes"), "2");
+            assert_eq!(r.field(&p, "nodes"), nodes);
             assert_eq!(r.field(&p, "items"), "16000");
         }
         assert!(r.leftovers.is_empty(), "left behind: {:?}", r.leftovers);
@@ -76,14 +68,21 @@ mod with_mpi {
     #[test]
     fn checksums_across_emulated_nodes() {
         if have_mpirun("checksums_across_emulated_nodes") {
-            passes("explicit");
+            passes("explicit", ("SMELT_RANKS_PER_NODE", "2"), "2");
+        }
+    }
+
+    #[test]
+    fn checksums_with_every_message_over_mpi() {
+        if have_mpirun("checksums_with_every_message_over_mpi") {
+            passes("explicit", ("SMELT_AM_TRANSPORT", "mpi"), "4");
         }
     }
 
     #[test]
     fn checksums_across_emulated_nodes_idle_flush() {
         if have_mpirun("checksums_across_emulated_nodes_idle_flush") {
-            passes("idle");
+            passes("idle", ("SMELT_RANKS_PER_NODE", "2"), "2");
         }
     }
 }
