@@ -167,6 +167,23 @@ impl FlushPolicy {
 pub const DEFAULT_BUFFER_ITEMS: usize = 1024;
 /// Largest item, in bytes.
 pub const MAX_ITEM: usize = 4096;
+/// Slots (48 payload bytes, a cache line each) per link of the processes' endpoints
+/// by default, for jobs of up to 4 processes: room for dozens of full buffers in
+/// flight between two processes, so that a sender rarely waits for its destination to
+/// take one in (1 MiB per pair of processes). Larger jobs get proportionally fewer
+/// (`AM_CAPACITY · 4 / processes`, at least 256) when the configuration keeps this
+/// default.
+pub const AM_CAPACITY: usize = 8192;
+
+/// The endpoint settings for a job of `processes`: [`AM_CAPACITY`] scaled down for
+/// large jobs when the configuration keeps the default.
+pub(crate) fn am_config(cfg: &AggConfig, processes: usize) -> smelt_am::Config {
+    let mut am = cfg.am.clone();
+    if am.capacity == AM_CAPACITY {
+        am.capacity = (AM_CAPACITY * 4 / processes.max(1)).clamp(256, AM_CAPACITY);
+    }
+    am
+}
 /// Most workers per process (a destination worker travels as 16 bits).
 pub const MAX_WORKERS: usize = 1 << 16;
 
@@ -187,14 +204,23 @@ pub struct AggConfig {
 
 impl AggConfig {
     /// `scheme` with items of `item_size` bytes, buffers of 1024 items, explicit
-    /// flushes, the default endpoint settings.
+    /// flushes, the default endpoint settings with links of [`AM_CAPACITY`] slots
+    /// (smelt-am's default of 256 for [`Scheme::Direct`], which sends no buffers).
     pub fn new(scheme: Scheme, item_size: usize) -> AggConfig {
         AggConfig {
             scheme,
             item_size,
             buffer_items: DEFAULT_BUFFER_ITEMS,
             flush: FlushPolicy::EXPLICIT,
-            am: smelt_am::Config::default(),
+            // No aggregation sends no buffers: smelt-am's own default rings suit it.
+            am: if scheme == Scheme::Direct {
+                smelt_am::Config::default()
+            } else {
+                smelt_am::Config {
+                    capacity: AM_CAPACITY,
+                    ..smelt_am::Config::default()
+                }
+            },
         }
     }
 
@@ -304,7 +330,7 @@ where
     let shared: Vec<_> = (0..processes)
         .map(|p| shared::Shared::new(p, processes, workers, &cfg))
         .collect();
-    let eps = smelt_am::threads(processes, cfg.am.clone(), |p| shared[p].clone())?;
+    let eps = smelt_am::threads(processes, am_config(&cfg, processes), |p| shared[p].clone())?;
     worker::build(eps, shared, workers, cfg, false, state, handler)
 }
 

@@ -25,7 +25,7 @@ where
     cfg.validate(mpi.size(), workers)?;
     let ep = mpi.endpoint(
         Shared::new(mpi.rank(), mpi.size(), workers, &cfg),
-        cfg.am.clone(),
+        crate::am_config(&cfg, mpi.node_size()),
     )?;
     finish(ep, workers, cfg, state, handler)
 }
