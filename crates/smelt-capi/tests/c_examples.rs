@@ -93,7 +93,9 @@ fn c_am_histogram_example_runs() {
 fn c_agg_histogram_example_runs() {
     for scheme in ["ww", "wps", "wsp", "pp", "none"] {
         if let Some(out) = build_and_run("agg_histogram", &[scheme, "4", "4", "3000"]) {
-            let ok = format!("agg histogram ok: {scheme}, 4 processes x 4 workers, 48000 updates counted");
+            let ok = format!(
+                "agg histogram ok: {scheme}, 4 processes x 4 workers, 48000 updates counted"
+            );
             assert!(out.contains(&ok), "{out}");
         }
     }

@@ -18,6 +18,12 @@ use serde::Serialize;
 use smelt_agg::apps::{self, Run};
 use smelt_agg::{Scheme, DEFAULT_BUFFER_ITEMS};
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// The name of the rows measured under mpirun.
+const MPI_BENCH: &str = "stream-mpi";
 
 /// Runs per figure (the best is kept).
 const REPEATS: usize = 3;
@@ -162,15 +168,43 @@ pub fn run(a: &BenchArgs) -> Result<()> {
             }
         }
     }
+    // Across MPI ranks on emulated nodes, with smelt-agg-mpi when it is built next to
+    // smelt.
+    let mpi_items: u64 = if a.quick { 8 << 10 } else { 32 << 10 };
+    match find_mpi_program() {
+        None => warnings.push(
+            "no smelt-agg-mpi next to smelt: MPI rows skipped (build it with `cargo build --release -p smelt-agg --features mpi`)"
+                .into(),
+        ),
+        Some(prog) => {
+            eprintln!("stream over MPI ranks (4 ranks, emulated nodes of 2, 2 workers each)...");
+            match under_mpi(&prog, mpi_items, g) {
+                Ok(mut r) => rows.append(&mut r),
+                Err(e) => {
+                    let mut r = row(MPI_BENCH, 4, 2, Scheme::Direct, mpi_items, Err(smelt_agg::AggError::Invalid(String::new())));
+                    r.scheme = "all".into();
+                    r.error = Some(format!("{e:#}"));
+                    rows.push(r);
+                }
+            }
+        }
+    }
     let mut ratios = Vec::new();
     let mut orderings = Vec::new();
+    let mut cases: Vec<(String, &'static str, u64)> = Vec::new();
     for &(n, t) in setups {
-        let setup = format!("{n}x{t}");
         for (bench, per) in [
             ("histogram", long),
             ("histogram", short),
             ("index-gather", ig),
         ] {
+            cases.push((format!("{n}x{t}"), bench, per));
+        }
+    }
+    cases.push(("4x2".into(), MPI_BENCH, mpi_items));
+    for (setup, bench, per) in cases {
+        {
+            let setup = setup.clone();
             let of = |s: Scheme| {
                 rows.iter().find(|r| {
                     r.bench == bench
@@ -318,4 +352,80 @@ fn table(r: &AggReport) -> String {
         let _ = writeln!(s, "warning: {w}");
     }
     s
+}
+
+/// The `smelt-agg-mpi` program next to this executable, if built.
+fn find_mpi_program() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.join("smelt-agg-mpi");
+    p.is_file().then_some(p)
+}
+
+/// `smelt-agg-mpi` on 4 ranks in emulated nodes of 2, 2 workers per rank, `items`
+/// random 8-byte items per worker for every scheme (checked by checksums at every
+/// rank): one row per scheme.
+fn under_mpi(prog: &Path, items: u64, g: usize) -> anyhow::Result<Vec<Row>> {
+    use anyhow::Context;
+    let mpirun = smelt_peers::c::which("mpirun").context("no mpirun (install Open MPI)")?;
+    let mut c = Command::new(mpirun);
+    c.args(["--oversubscribe", "--bind-to", "none", "-np", "4"])
+        .arg(prog)
+        .args([
+            "--workers",
+            "2",
+            "--items",
+            &items.to_string(),
+            "--g",
+            &g.to_string(),
+        ])
+        .env("SMELT_RANKS_PER_NODE", "2")
+        .envs(smelt_peers::c::MPI_ENV);
+    let out =
+        smelt_peers::c::run_bounded(c, Duration::from_secs(300)).context("cannot run mpirun")?;
+    anyhow::ensure!(
+        out.ok,
+        "smelt-agg-mpi under mpirun {}: {} {}",
+        if out.timed_out { "timed out" } else { "failed" },
+        out.stdout
+            .lines()
+            .filter(|l| l.contains("FAIL"))
+            .collect::<Vec<_>>()
+            .join("; "),
+        out.stderr.trim()
+    );
+    let field = |l: &str, k: &str| -> Option<String> {
+        l.split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{k}=")).map(str::to_string))
+    };
+    let mut rows = Vec::new();
+    for l in out.stdout.lines().filter(|l| l.starts_with("agg: PASS ")) {
+        let scheme: Scheme = field(l, "scheme").context("a scheme")?.parse()?;
+        let workers: f64 = field(l, "workers")
+            .and_then(|v| v.parse().ok())
+            .context("workers")?;
+        let msgs: f64 = field(l, "messages")
+            .and_then(|v| v.parse().ok())
+            .context("messages")?;
+        let rate: f64 = field(l, "items_per_s")
+            .and_then(|v| v.parse().ok())
+            .context("rate")?;
+        let mut r = row(
+            MPI_BENCH,
+            4,
+            2,
+            scheme,
+            items,
+            Err(smelt_agg::AggError::Invalid(String::new())),
+        );
+        r.error = None;
+        r.items_per_s = Some(rate);
+        r.messages_per_worker = Some(msgs / workers);
+        rows.push(r);
+    }
+    anyhow::ensure!(
+        rows.len() == Scheme::ALL.len(),
+        "smelt-agg-mpi printed {} rows",
+        rows.len()
+    );
+    Ok(rows)
 }

@@ -50,11 +50,12 @@ struct Args {
     schemes: Vec<Scheme>,
     workers: usize,
     items: u64,
+    g: usize,
     flush: FlushPolicy,
 }
 
 fn usage(e: &str) -> ! {
-    eprintln!("smelt-agg-mpi: {e}\nusage: smelt-agg-mpi [--schemes ww,wps,wsp,pp,none] [--workers T] [--items Z] [--flush explicit|idle|timeout]");
+    eprintln!("smelt-agg-mpi: {e}\nusage: smelt-agg-mpi [--schemes ww,wps,wsp,pp,none] [--workers T] [--items Z] [--g ITEMS_PER_BUFFER] [--flush explicit|idle|timeout]");
     std::process::exit(2)
 }
 
@@ -63,6 +64,7 @@ fn args() -> Args {
         schemes: Scheme::ALL.to_vec(),
         workers: 2,
         items: 2000,
+        g: 64,
         flush: FlushPolicy::EXPLICIT,
     };
     let mut it = std::env::args().skip(1);
@@ -81,6 +83,7 @@ fn args() -> Args {
                     })
                     .collect()
             }
+            "--g" => a.g = v.parse().unwrap_or_else(|_| usage("bad --g")),
             "--items" => a.items = v.parse().unwrap_or_else(|_| usage("bad --items")),
             "--flush" => {
                 a.flush = match v.as_str() {
@@ -148,7 +151,7 @@ fn main() {
     let (rank, size) = (mpi.rank(), mpi.size());
     let mut all_ok = true;
     for &scheme in &a.schemes {
-        let mut cfg = AggConfig::new(scheme, 8).buffer_items(64).flush(a.flush);
+        let mut cfg = AggConfig::new(scheme, 8).buffer_items(a.g).flush(a.flush);
         cfg.am.timeout = LIMIT;
         let r = smelt_agg::mpi::join(
             &mpi,
