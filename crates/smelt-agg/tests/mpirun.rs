@@ -24,24 +24,9 @@ mod mpirun_job;
 
 #[cfg(feature = "mpi")]
 mod with_mpi {
-    use super::mpirun_job::{self, Job};
+    use super::mpirun_job::{self, have_mpirun, Job};
     use std::path::PathBuf;
-    use std::process::{Command, Stdio};
     use std::time::Duration;
-
-    fn have_mpirun(test: &str) -> bool {
-        let ok = Command::new("mpirun")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        if !ok {
-            eprintln!("{test}: skipped: no `mpirun` on PATH");
-        }
-        ok
-    }
 
     fn passes(flush: &str, var: (&str, &str), nodes: &str) {
         let prog = PathBuf::from(env!("CARGO_BIN_EXE_smelt-agg-mpi"));

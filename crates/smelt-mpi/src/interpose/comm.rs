@@ -153,16 +153,7 @@ fn node_tree(
     topo: Topology,
     model: Option<&smelt_model::Model>,
 ) -> Result<Tree, String> {
-    let uniform;
-    let model = match model {
-        Some(m) if m.len() == n => m,
-        _ => {
-            uniform = smelt_model::synthetic(1, n, 1.0, 1.0, 1.0);
-            &uniform
-        }
-    };
-    let members: Vec<usize> = (0..n).collect();
-    topo.generate(model, &members, Some(root))
+    model::with_node_model(n, model, |m, members| topo.generate(m, members, Some(root)))
         .map_err(|e| format!("tree for a node of {n} ranks: {e}"))
 }
 

@@ -146,6 +146,25 @@ pub fn for_node(cpus: &[Option<u32>], setting: Option<&str>, verbose: bool) -> N
     }
 }
 
+/// Runs `f` over the model of a node of `n` ranks (local rank `i` is position `i`):
+/// `model` where it has `n` CPUs, else a uniform model.
+pub fn with_node_model<R>(
+    n: usize,
+    model: Option<&Model>,
+    f: impl FnOnce(&Model, &[usize]) -> R,
+) -> R {
+    let uniform;
+    let model = match model {
+        Some(m) if m.len() == n => m,
+        _ => {
+            uniform = smelt_model::synthetic(1, n, 1.0, 1.0, 1.0);
+            &uniform
+        }
+    };
+    let members: Vec<usize> = (0..n).collect();
+    f(model, &members)
+}
+
 /// Under `SMELT_MPI_TREE=auto`: the algorithm table of a node of `n` ranks (local rank
 /// `i` is position `i` of `model`, else a uniform model): `SMELT_TUNE`, this host's
 /// tuning file for a group of `n`, else the prediction, as `smelt launch` and thread
@@ -156,16 +175,7 @@ pub fn auto_algorithms(
     model: Option<&Model>,
     verbose: bool,
 ) -> Option<std::sync::Arc<smelt_tree::tuning::AlgorithmTable>> {
-    let uniform;
-    let model = match model {
-        Some(m) if m.len() == n => m,
-        _ => {
-            uniform = smelt_model::synthetic(1, n, 1.0, 1.0, 1.0);
-            &uniform
-        }
-    };
-    let members: Vec<usize> = (0..n).collect();
-    match smelt_tree::tuning::AlgorithmTable::auto(model, &members) {
+    match with_node_model(n, model, smelt_tree::tuning::AlgorithmTable::auto) {
         Ok((t, refused)) => {
             if let Some(why) = refused {
                 warn_once(verbose, &why);
