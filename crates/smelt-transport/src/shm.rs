@@ -849,10 +849,9 @@ impl ShmMember {
         if h.words_len == 0 {
             return &[];
         }
-        // SAFETY: `validate` checked the words lie inside the mapping, 128-byte
-        // aligned (so 8-byte aligned for AtomicU64); the creator zeroed them; they are
-        // only ever accessed through atomics, in this and the other processes; the
-        // mapping lives as long as `self.map`, which the borrow of `self` holds.
+        // The creator zeroed the words; every process reaches them through atomics.
+        // SAFETY: `validate` checked they lie inside the mapping, 128-byte aligned;
+        // the mapping lives as long as `self.map`, which the borrow of `self` holds.
         unsafe {
             std::slice::from_raw_parts(
                 self.map.base.add(h.words_offset as usize) as *const AtomicU64,
