@@ -125,6 +125,21 @@ pub struct Job<'a> {
     pub limit: Duration,
 }
 
+/// Variables of smelt's MPI layer that change a job's layout: a test's own
+/// environment must not pass them to its jobs (the tests set what they need).
+pub const LAYOUT_VARS: &[&str] = &[
+    "SMELT_RANKS_PER_NODE",
+    "SMELT_AM_TRANSPORT",
+    "SMELT_AM_MPI_IN_FLIGHT",
+];
+
+/// `(name, value)` pairs as [`Job::vars`] takes them.
+pub fn vars(env: &[(&str, &str)]) -> Vec<(String, String)> {
+    env.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 fn is_root() -> bool {
     Command::new("id")
         .arg("-u")

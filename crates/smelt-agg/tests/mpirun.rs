@@ -35,8 +35,8 @@ mod with_mpi {
             mpirun_args: &[],
             prog: &prog,
             args: &["--workers", "2", "--items", "2000", "--flush", flush],
-            vars: vec![(var.0.into(), var.1.into())],
-            clear: &["SMELT_AM_TRANSPORT", "SMELT_RANKS_PER_NODE"],
+            vars: mpirun_job::vars(&[var]),
+            clear: mpirun_job::LAYOUT_VARS,
             shm_prefix: "smelt-agg-test",
             limit: Duration::from_secs(180),
         });

@@ -47,16 +47,8 @@ mod with_mpi {
             mpirun_args: &[],
             prog: &prog,
             args,
-            vars: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            // Variables of the test's own environment must not change the layout.
-            clear: &[
-                "SMELT_RANKS_PER_NODE",
-                "SMELT_AM_TRANSPORT",
-                "SMELT_AM_MPI_IN_FLIGHT",
-            ],
+            vars: mpirun_job::vars(env),
+            clear: mpirun_job::LAYOUT_VARS,
             shm_prefix: "smelt-am-test",
             limit,
         })

@@ -39,11 +39,8 @@ mod with_mpi {
             mpirun_args: &[],
             prog: &prog,
             args,
-            vars: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            clear: &["SMELT_RANKS_PER_NODE", "SMELT_AM_TRANSPORT"],
+            vars: mpirun_job::vars(env),
+            clear: mpirun_job::LAYOUT_VARS,
             shm_prefix: "smelt-global-test",
             limit: LIMIT,
         });
