@@ -154,17 +154,6 @@ impl Shared {
                 if !data.len().is_multiple_of(rec) {
                     return false;
                 }
-                if self.workers == 1 {
-                    let mut v = Vec::with_capacity(data.len() / rec * item);
-                    for r in data.chunks_exact(rec) {
-                        if r[0] != 0 || r[1] != 0 {
-                            return false;
-                        }
-                        v.extend_from_slice(&r[2..]);
-                    }
-                    self.push(0, &v);
-                    return true;
-                }
                 let mut per: Vec<Vec<u8>> = vec![Vec::new(); self.workers];
                 for r in data.chunks_exact(rec) {
                     let w = u16::from_le_bytes([r[0], r[1]]) as usize;
@@ -184,16 +173,15 @@ impl Shared {
                 if data.len() < head {
                     return false;
                 }
-                let counts: Vec<usize> = data[..head]
+                let counts = data[..head]
                     .chunks_exact(4)
-                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize)
-                    .collect();
-                let total: usize = counts.iter().sum();
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize);
+                let total: usize = counts.clone().sum();
                 if total * item != data.len() - head {
                     return false;
                 }
                 let mut at = head;
-                for (w, &c) in counts.iter().enumerate() {
+                for (w, c) in counts.enumerate() {
                     self.push(w, &data[at..at + c * item]);
                     at += c * item;
                 }
