@@ -594,3 +594,85 @@ fn bench_shows_non_tree_rows_for_their_operations() {
     }
     assert_eq!(row("binary", "barrier").unwrap()["status"], "ok");
 }
+
+/// `smelt bench --aggregation --quick --json`: every benchmark, setup and scheme has
+/// a row without error; the histogram rows' message counts keep the paper's bounds
+/// (⌈z/g⌉ + N·t per worker for WW, ⌈z/g⌉ + N for the others, z items per worker, N
+/// processes of t workers); each case has its best-over-none ratio and the orderings
+/// are reported.
+#[test]
+fn aggregation_bench_reports_every_scheme_within_the_message_bounds() {
+    let r = run_json(&["bench", "--aggregation", "--quick", "--json"]);
+    let g = r["buffer_items"].as_u64().unwrap();
+    let rows = r["rows"].as_array().unwrap();
+    for bench in ["histogram", "index-gather"] {
+        for scheme in ["WW", "WPs", "WsP", "PP", "none"] {
+            assert!(
+                rows.iter()
+                    .any(|x| x["bench"] == bench && x["scheme"] == scheme),
+                "no {bench} {scheme} row"
+            );
+        }
+    }
+    for x in rows {
+        assert!(x["error"].is_null(), "{x}");
+        assert!(x["items_per_s"].as_f64().unwrap() > 0.0, "{x}");
+        if x["bench"] != "histogram" || x["scheme"] == "none" {
+            continue;
+        }
+        let z = x["measured_per_worker"].as_u64().unwrap();
+        let (n, t) = (
+            x["processes"].as_u64().unwrap(),
+            x["workers_per_process"].as_u64().unwrap(),
+        );
+        let buffers = if x["scheme"] == "WW" { n * t } else { n };
+        let bound = (z.div_ceil(g) + buffers) as f64;
+        let key = if x["scheme"] == "PP" {
+            "messages_per_worker" // PP's buffers are the process's: the mean
+        } else {
+            "max_messages_per_worker"
+        };
+        assert!(x[key].as_f64().unwrap() <= bound, "{key} over {bound}: {x}");
+    }
+    let ratios = r["ratios"].as_array().unwrap();
+    assert!(ratios.len() >= 6, "{ratios:?}");
+    assert!(ratios
+        .iter()
+        .all(|x| x["best_over_none"].as_f64().unwrap() > 0.0));
+    assert!(!r["orderings"].as_array().unwrap().is_empty());
+}
+
+/// `smelt bench --offload --quick --json`: round trips for the three modes, the rate
+/// for 1 to 6 queues in each, the targets with their values, and the global-array
+/// section (inside a node always; across nodes measured or said to be skipped).
+#[test]
+fn offload_bench_reports_round_trips_rates_and_global_arrays() {
+    let r = run_json(&["bench", "--offload", "--quick", "--json"]);
+    let rt = r["round_trip"].as_array().unwrap();
+    for mode in ["direct", "static", "dynamic"] {
+        let x = rt.iter().find(|x| x["mode"] == mode).unwrap();
+        assert!(x["ns"].as_f64().unwrap() > 0.0, "{x}");
+    }
+    let rate = r["rate"].as_array().unwrap();
+    assert_eq!(rate.len(), 18, "{rate:?}");
+    assert!(rate
+        .iter()
+        .all(|x| x["error"].is_null() && x["messages"].as_u64().unwrap() > 0));
+    let targets = r["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 4);
+    assert!(
+        targets.iter().all(|t| t["value"].as_f64().is_some()),
+        "{targets:?}"
+    );
+    let g = &r["global"];
+    assert!(g["inside_node"]["get_8b_ns"].as_f64().unwrap() > 0.0, "{g}");
+    assert!(
+        g["inside_node"]["queuepair_rtt_ns"].as_f64().unwrap() > 0.0,
+        "{g}"
+    );
+    let across = &g["across_nodes"];
+    assert!(
+        across.get("skipped").is_some() || across["get_across_over_mpi_get"].as_f64().is_some(),
+        "{across}"
+    );
+}
