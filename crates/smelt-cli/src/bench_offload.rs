@@ -240,6 +240,23 @@ fn dynamic_after_idle(cpus: &[Option<u32>; 3], n: u64) -> Result<f64> {
     r
 }
 
+/// Runs `f(j, item j)` on a thread of its own for each of `items`, and the first error.
+fn on_threads<T: Send>(items: Vec<T>, f: impl Fn(usize, T) -> Result<()> + Sync) -> Result<()> {
+    std::thread::scope(|s| {
+        let f = &f;
+        let hs: Vec<_> = items
+            .into_iter()
+            .enumerate()
+            .map(|(j, x)| s.spawn(move || f(j, x)))
+            .collect();
+        for h in hs {
+            h.join()
+                .map_err(|_| anyhow::anyhow!("an application thread panicked"))??;
+        }
+        Ok(())
+    })
+}
+
 /// The message rate with `k` queues: `k` application threads, each sending `per`
 /// requests (flushing every [`WINDOW`]) through its own lane to its own server.
 /// Threads are not pinned; they spin only if there is a core for each (`dedicated`).
@@ -259,27 +276,14 @@ fn rate(mode: Mode, k: usize, per: u64, dedicated: bool) -> Result<RateRow> {
         let cpu0 = process_cpu_time();
         let t0 = Instant::now();
         let (comm_cpu, sleeps, wakes) = if mode == Mode::Direct {
-            std::thread::scope(|s| -> Result<()> {
-                let hs: Vec<_> = clients
-                    .iter_mut()
-                    .enumerate()
-                    .map(|(j, ep)| {
-                        s.spawn(move || -> Result<()> {
-                            for i in 0..per {
-                                ep.request(j, PING, &[i])?;
-                                if i % WINDOW == WINDOW - 1 {
-                                    ep.quiesce(Duration::from_secs(20))?;
-                                }
-                            }
-                            ep.quiesce(Duration::from_secs(20))?;
-                            Ok(())
-                        })
-                    })
-                    .collect();
-                for h in hs {
-                    h.join()
-                        .map_err(|_| anyhow::anyhow!("an application thread panicked"))??;
+            on_threads(clients.iter_mut().collect(), |j, ep| {
+                for i in 0..per {
+                    ep.request(j, PING, &[i])?;
+                    if i % WINDOW == WINDOW - 1 {
+                        ep.quiesce(Duration::from_secs(20))?;
+                    }
                 }
+                ep.quiesce(Duration::from_secs(20))?;
                 Ok(())
             })?;
             (Some(0.0), 0, 0)
@@ -287,26 +291,14 @@ fn rate(mode: Mode, k: usize, per: u64, dedicated: bool) -> Result<RateRow> {
             let mut cfg = Config::new(mode);
             cfg.wait = policy(dedicated);
             let pool = Offload::start(clients, cfg)?;
-            std::thread::scope(|s| -> Result<()> {
-                let hs: Vec<_> = (0..k)
-                    .map(|j| {
-                        let pool = &pool;
-                        s.spawn(move || -> Result<()> {
-                            for i in 0..per {
-                                pool.request(j, j, PING, &[i])?;
-                                if i % WINDOW == WINDOW - 1 {
-                                    pool.flush(j)?.wait()?;
-                                }
-                            }
-                            pool.flush(j)?.wait()?;
-                            Ok(())
-                        })
-                    })
-                    .collect();
-                for h in hs {
-                    h.join()
-                        .map_err(|_| anyhow::anyhow!("an application thread panicked"))??;
+            on_threads(vec![(); k], |j, ()| {
+                for i in 0..per {
+                    pool.request(j, j, PING, &[i])?;
+                    if i % WINDOW == WINDOW - 1 {
+                        pool.flush(j)?.wait()?;
+                    }
                 }
+                pool.flush(j)?.wait()?;
                 Ok(())
             })?;
             let ends = pool.shutdown(Duration::from_secs(5))?;
