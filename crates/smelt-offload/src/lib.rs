@@ -521,7 +521,13 @@ impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
             .map(|m| m.lock().unwrap_or_else(|p| p.into_inner())))
     }
 
-    fn check_args(handler: u8, args: &[u64]) -> Result<[u64; MAX_ARGS], OffloadError> {
+    /// The command of a request (checked as the endpoint would check it).
+    fn request_cmd(
+        dest: usize,
+        handler: u8,
+        args: &[u64],
+        ticket: Option<Arc<Signal>>,
+    ) -> Result<Cmd<S, L>, OffloadError> {
         if args.len() > MAX_ARGS {
             return Err(AmError::TooManyArgs { n: args.len() }.into());
         }
@@ -530,7 +536,13 @@ impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
         }
         let mut a = [0u64; MAX_ARGS];
         a[..args.len()].copy_from_slice(args);
-        Ok(a)
+        Ok(Cmd::Request {
+            dest,
+            handler,
+            n: args.len() as u8,
+            args: a,
+            ticket,
+        })
     }
 
     /// Queues a short request (up to 8 words) to `dest` (an index in the lane's
@@ -543,20 +555,11 @@ impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
         handler: u8,
         args: &[u64],
     ) -> Result<(), OffloadError> {
-        let a = Self::check_args(handler, args)?;
+        let cmd = Self::request_cmd(dest, handler, args, None)?;
         if let Some(mut ep) = self.direct(lane)? {
             return Ok(ep.request(dest, handler, args)?);
         }
-        self.push(
-            lane,
-            Cmd::Request {
-                dest,
-                handler,
-                n: args.len() as u8,
-                args: a,
-                ticket: None,
-            },
-        )
+        self.push(lane, cmd)
     }
 
     /// A request and a ticket for it in one command (the round trip: the ticket
@@ -568,7 +571,6 @@ impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
         handler: u8,
         args: &[u64],
     ) -> Result<Ticket, OffloadError> {
-        let a = Self::check_args(handler, args)?;
         let timeout = self.shared.cfg.timeout;
         if let Some(mut ep) = self.direct(lane)? {
             ep.request(dest, handler, args)?;
@@ -578,13 +580,7 @@ impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
         let sig = Signal::new();
         self.push(
             lane,
-            Cmd::Request {
-                dest,
-                handler,
-                n: args.len() as u8,
-                args: a,
-                ticket: Some(sig.clone()),
-            },
+            Self::request_cmd(dest, handler, args, Some(sig.clone()))?,
         )?;
         Ok(Ticket {
             sig,
