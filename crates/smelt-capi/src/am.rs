@@ -331,6 +331,11 @@ fn reply(
     data: Option<&[u8]>,
 ) -> smelt_status {
     guard(|| {
+        // NULL is an argument mistake (as the header says of every handle), not a
+        // token of another thread.
+        if token.is_null() {
+            return err(SMELT_ERR_INVALID_ARGUMENT, "token is NULL");
+        }
         let args = slice(args, nargs, "args")?;
         if handler == 0 {
             return Err(am_error(AmError::ReservedHandler));

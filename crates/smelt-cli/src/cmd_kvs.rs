@@ -128,17 +128,20 @@ pub fn replica_process() -> Result<()> {
     smelt_kvs::process::run_replica_from_env().map_err(|e| anyhow::anyhow!("{e}"))
 }
 
+/// The hint every usage mistake of `smelt kvs` ends with (as clap's own errors do).
+const HELP_HINT: &str = "try 'smelt kvs --help'";
+
 /// `--protocol` and `--tree`, parsed.
 pub(crate) fn protocol_and_tree(a: &KvsArgs) -> Result<(Protocol, Topology)> {
     let protocol: Protocol = a
         .protocol
         .parse()
-        .map_err(|e| anyhow::anyhow!("--protocol: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("--protocol: {e}; {HELP_HINT}"))?;
     let tree: Topology = a
         .tree
         .trim()
         .parse()
-        .map_err(|e| anyhow::anyhow!("--tree: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("--tree: {e}; {HELP_HINT}"))?;
     Ok((protocol, tree))
 }
 
@@ -213,8 +216,8 @@ pub fn run(a: KvsArgs) -> Result<()> {
         bail!("--replicas and --clients take one number each (lists need --simulate)");
     }
     if let Some(f) = &a.check_file {
-        let text =
-            std::fs::read_to_string(f).with_context(|| format!("--check-file {}", f.display()))?;
+        let text = smelt_model::files::read_input_text(f)
+            .map_err(|e| anyhow::anyhow!("--check-file: {e}"))?;
         let h = read_history(&text)
             .map_err(|e| anyhow::anyhow!("--check-file {}: {e}", f.display()))?;
         let s = match check_history(&h) {
@@ -280,17 +283,17 @@ pub fn run(a: KvsArgs) -> Result<()> {
             },
             other => {
                 bail!(
-                    "--setups: unknown setup '{other}' (known: tree, sequential, broadcast, raft)"
+                    "--setups: unknown setup '{other}' (known: tree, sequential, broadcast, raft); {HELP_HINT}"
                 )
             }
         };
         if setups.iter().any(|x: &Setup| x.role == setup.role) {
-            bail!("--setups: '{s}' is listed twice");
+            bail!("--setups: '{s}' is listed twice; {HELP_HINT}");
         }
         setups.push(setup);
     }
     if setups.is_empty() {
-        bail!("--setups: nothing to run");
+        bail!("--setups: nothing to run; {HELP_HINT}");
     }
     let mut crashes: Vec<(Duration, Victim)> = Vec::new();
     for c in &a.crash {

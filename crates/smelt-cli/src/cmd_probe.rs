@@ -70,6 +70,19 @@ pub fn run(a: ProbeArgs) -> Result<()> {
     } else {
         None
     };
+    // The cache too, before measuring: its directory is made now and must take a file.
+    if let Some(p) = &cache {
+        if let Some(dir) = p.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                anyhow::anyhow!(
+                    "option --cache: cannot create {}: {}",
+                    dir.display(),
+                    smelt_model::files::os_reason(&e)
+                )
+            })?;
+        }
+        crate::common::check_output("--cache", p, &[])?;
+    }
     let model = probe_model(&a, requested.as_deref())?;
     match &a.output {
         Some(p) => model.save(p).map_err(|e| anyhow::anyhow!("{e}"))?,
@@ -77,10 +90,6 @@ pub fn run(a: ProbeArgs) -> Result<()> {
         None => {}
     }
     if let Some(p) = &cache {
-        if let Some(dir) = p.parent() {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("option --cache: cannot create {}", dir.display()))?;
-        }
         model
             .save(p)
             .map_err(|e| anyhow::anyhow!("option --cache: {e}"))?;

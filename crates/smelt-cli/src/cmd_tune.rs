@@ -118,6 +118,7 @@ pub fn run(a: TuneArgs) -> Result<()> {
     let groups = tuning::default_groups(&model);
     if a.predict {
         let path = output_path(&a, &model)?;
+        crate::common::check_output("-o", &path, &[])?;
         let members: Vec<Vec<usize>> = groups.into_iter().map(|g| g.1).collect();
         let f = tuning::tune_predicted(&model, &members, &ops, &sizes, &modes, &cands)
             .map_err(|e| anyhow::anyhow!(e))?;
@@ -156,6 +157,8 @@ pub fn run(a: TuneArgs) -> Result<()> {
         );
     }
     let path = output_path(&a, &model)?;
+    // Before any measuring: the tuning file must be writable and no input.
+    crate::common::check_output("-o", &path, &[])?;
     let mut file = if a.resume && path.exists() {
         let f = TuningFile::load(&path).map_err(|e| anyhow::anyhow!("--resume: {e}"))?;
         f.check_machine(&model)
@@ -288,6 +291,8 @@ fn load_file(a: &TuneArgs, model: Option<&Model>) -> Result<TuningFile> {
                 .ok_or_else(|| anyhow::anyhow!("no cache directory: give -o FILE"))?
         }
     };
+    // The tuning file read here is an input like any other: no output may replace it.
+    smelt_model::files::declare_inputs([path.clone()]);
     if !path.exists() {
         bail!(
             "no tuning file at {} (run 'smelt tune' first)",

@@ -20,7 +20,42 @@ mod cmd_tree;
 mod cmd_tune;
 mod common;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{ArgMatches, CommandFactory, FromArgMatches as _, Parser, Subcommand};
+
+/// The ids of every option or argument that names a file or folder smelt *writes*
+/// (`-o/--output`, `--json-out`, `--plot`, `--history`, `--export-ompi`, `smelt
+/// run --out`). Every other path on the command line is an input: see
+/// [`declare_command_line_inputs`].
+const OUTPUT_ARGS: &[&str] = &["output", "out", "json_out", "plot", "history", "export_ompi"];
+
+/// Declares every path named on the command line that is not an output
+/// ([`OUTPUT_ARGS`]) and exists as an input ([`smelt_model::files::declare_inputs`]),
+/// so that no output of any subcommand — an option's file, the tuning file, the
+/// host's cached model — can overwrite one, whichever option names it and through
+/// whichever link. One check for every subcommand, made before any work.
+fn declare_command_line_inputs(m: &ArgMatches) {
+    let mut m = m;
+    loop {
+        for id in m.ids() {
+            let id = id.as_str();
+            if OUTPUT_ARGS.contains(&id) {
+                continue;
+            }
+            let Ok(Some(values)) = m.try_get_raw(id) else {
+                continue;
+            };
+            let paths = values
+                .map(std::path::Path::new)
+                .filter(|p| std::fs::symlink_metadata(p).is_ok())
+                .map(|p| p.to_path_buf());
+            smelt_model::files::declare_inputs(paths);
+        }
+        match m.subcommand() {
+            Some((_, sub)) => m = sub,
+            None => break,
+        }
+    }
+}
 
 #[derive(Parser)]
 #[command(
@@ -77,8 +112,14 @@ enum Cmd {
 }
 
 fn main() {
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|c| (c, m)));
+    let cli = match parsed {
+        Ok((c, m)) => {
+            declare_command_line_inputs(&m);
+            c
+        }
         Err(e) => {
             use clap::error::ErrorKind;
             match e.kind() {

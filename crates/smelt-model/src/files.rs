@@ -174,9 +174,31 @@ fn identity(p: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
 }
 
-/// Checks that `path` can be written as an output and is none of `inputs` (for a
-/// directory input, none of the files in it); returns the path to write: `path`
-/// itself, or for a symbolic link the file it points to. Creates nothing.
+/// The inputs this process was given (see [`declare_inputs`]).
+static DECLARED_INPUTS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Declares paths this process reads as inputs (the `smelt` command declares every
+/// path named on its command line that is not an output option, before any work):
+/// from then on every output check ([`check_output`], and so [`write_atomic`],
+/// [`crate::Model::save`], tuning and cache files) refuses to write any of them, or
+/// any file inside a declared directory, whatever path or link leads to it.
+pub fn declare_inputs<P: Into<PathBuf>>(paths: impl IntoIterator<Item = P>) {
+    let mut d = DECLARED_INPUTS.lock().unwrap_or_else(|e| e.into_inner());
+    d.extend(paths.into_iter().map(Into::into));
+}
+
+/// The inputs declared so far ([`declare_inputs`]).
+pub fn declared_inputs() -> Vec<PathBuf> {
+    DECLARED_INPUTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+}
+
+/// Checks that `path` can be written as an output and is none of `inputs` nor of
+/// the [declared inputs](declare_inputs) (for a directory input, none of the files
+/// in it); returns the path to write: `path` itself, or for a symbolic link the
+/// file it points to. Creates nothing.
 pub fn check_output(path: &Path, inputs: &[&Path]) -> Result<PathBuf, ModelError> {
     if path.as_os_str().is_empty() {
         return Err(out_err(path, "the output path is empty"));
@@ -214,7 +236,12 @@ pub fn check_output(path: &Path, inputs: &[&Path]) -> Result<PathBuf, ModelError
         }
         Ok(m) => {
             let me = (m.dev(), m.ino());
-            for input in inputs {
+            let declared = declared_inputs();
+            let all = inputs
+                .iter()
+                .copied()
+                .chain(declared.iter().map(|p| p.as_path()));
+            for input in all {
                 if same_as_input(me, input) {
                     return Err(out_err(
                         path,

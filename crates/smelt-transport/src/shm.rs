@@ -383,11 +383,32 @@ fn cpath(path: &Path) -> Result<CString, ShmError> {
         .map_err(|_| ShmError::Invalid(format!("path {} has a NUL byte", path.display())))
 }
 
-/// Where segments are made: `$SMELT_SHM_DIR`, else `/dev/shm`.
+/// Where segments are made: `$SMELT_SHM_DIR`, else `/dev/shm` (an empty
+/// `SMELT_SHM_DIR=` counts as unset, as an empty `PATH` entry would).
 pub fn shm_dir() -> PathBuf {
     std::env::var_os("SMELT_SHM_DIR")
+        .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/dev/shm"))
+}
+
+/// `$SMELT_SHM_LIMIT`: a cap on the free bytes the shared-memory check sees (to test
+/// it without a small tmpfs). Unset or empty: none; anything but a number of bytes
+/// is an error naming the variable.
+fn shm_limit() -> Result<Option<u64>, ShmError> {
+    match std::env::var("SMELT_SHM_LIMIT") {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Ok(v) if v.trim().is_empty() => Ok(None),
+        Ok(v) => v.trim().parse::<u64>().map(Some).map_err(|_| {
+            ShmError::Invalid(format!(
+                "environment variable SMELT_SHM_LIMIT: {:?} is not a number of bytes",
+                v
+            ))
+        }),
+        Err(std::env::VarError::NotUnicode(v)) => Err(ShmError::Invalid(format!(
+            "environment variable SMELT_SHM_LIMIT: {v:?} is not a number of bytes"
+        ))),
+    }
 }
 
 /// Free bytes in `dir` (`$SMELT_SHM_LIMIT` caps it, to test the check without a small
@@ -401,10 +422,7 @@ fn free_bytes(dir: &Path) -> Result<u64, ShmError> {
         return Err(io_err("cannot inspect", dir));
     }
     let mut free = st.f_bavail as u64 * st.f_frsize as u64;
-    if let Some(limit) = std::env::var("SMELT_SHM_LIMIT")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    {
+    if let Some(limit) = shm_limit()? {
         free = free.min(limit);
     }
     Ok(free)

@@ -255,3 +255,56 @@ fn count_segments() -> usize {
         })
         .unwrap_or(0)
 }
+
+/// `SMELT_SHM_LIMIT=abc` is an error naming the variable (it was silently ignored),
+/// and an empty `SMELT_SHM_DIR=` means /dev/shm (it gave "cannot inspect :"). Run in a
+/// child process: the variables are the process's.
+#[test]
+fn shm_settings_garbage_is_an_error_and_empty_dir_is_unset() {
+    let spec = || {
+        vec![RingSpec {
+            producer: 0,
+            consumer: 1,
+            capacity: 4,
+        }]
+    };
+    match std::env::var("SMELT_SHM_SETTINGS_CASE").as_deref() {
+        Ok("limit") => {
+            let e = ShmJob::create(2, &spec(), b"").unwrap_err();
+            assert!(e.to_string().contains("SMELT_SHM_LIMIT"), "{e}");
+            assert!(e.to_string().contains("abc"), "{e}");
+            return;
+        }
+        Ok("dir") => {
+            let job = ShmJob::create(2, &spec(), b"").unwrap();
+            assert!(
+                job.path().starts_with("/dev/shm"),
+                "{}",
+                job.path().display()
+            );
+            return;
+        }
+        _ => {}
+    }
+    for (case, var, value) in [
+        ("limit", "SMELT_SHM_LIMIT", "abc"),
+        ("dir", "SMELT_SHM_DIR", ""),
+    ] {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "shm_settings_garbage_is_an_error_and_empty_dir_is_unset",
+                "--test-threads=1",
+            ])
+            .env("SMELT_SHM_SETTINGS_CASE", case)
+            .env(var, value)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{case}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

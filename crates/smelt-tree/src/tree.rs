@@ -278,8 +278,8 @@ impl Tree {
 
     /// Reads a tree file (as `smelt tree --format json` writes it).
     pub fn load(path: &std::path::Path) -> Result<Tree, TreeError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| TreeError::Invalid(format!("cannot read {}: {e}", path.display())))?;
+        let text = smelt_model::files::read_input_text(path)
+            .map_err(|e| TreeError::Invalid(format!("cannot read {e}")))?;
         Tree::from_json_str(&text)
             .map_err(|e| TreeError::Invalid(format!("{}: {e}", path.display())))
     }

@@ -326,8 +326,10 @@ impl TuningFile {
 
     /// Loads `path` and checks it ([`TuningFile::validate`]); errors name the file.
     pub fn load(path: &Path) -> Result<TuningFile, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read tuning file {}: {e}", path.display()))?;
+        // Bounded, non-blocking, regular files only: a FIFO, a device or a huge file
+        // in the cache directory is an error, never a hang or an exhausted memory.
+        let text = smelt_model::files::read_input_text(path)
+            .map_err(|e| format!("cannot read tuning file: {e}"))?;
         Self::from_json(&text).map_err(|e| format!("tuning file {} refused: {e}", path.display()))
     }
 

@@ -58,6 +58,9 @@ int main(void) {
     IS(smelt_am_reply(kept, GOT, NULL, 0), SMELT_ERR_INVALID_HANDLE);
     IS(smelt_am_reply((const smelt_am_token *)(uintptr_t)12345, GOT, NULL, 0),
        SMELT_ERR_INVALID_HANDLE);
+    /* NULL is an argument mistake, as for every handle. */
+    IS(smelt_am_reply(NULL, GOT, NULL, 0), SMELT_ERR_INVALID_ARGUMENT);
+    IS(smelt_am_reply_bulk(NULL, GOT, NULL, 0, NULL, 0), SMELT_ERR_INVALID_ARGUMENT);
     /* Nothing comes: a bounded wait. */
     IS(smelt_am_wait(eps[0], 20, NULL), SMELT_ERR_TIMEOUT);
     IS(smelt_am_endpoint_free(eps[1]), SMELT_OK);

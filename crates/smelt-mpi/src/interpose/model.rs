@@ -43,7 +43,9 @@ fn loaded(setting: Option<&str>) -> &'static Loaded {
         let src = match setting {
             Some(f) => Source::Env(PathBuf::from(f)),
             None => match smelt_model::host::cached_model_path() {
-                Some(p) if p.is_file() => Source::Cache(p),
+                // Anything there (a FIFO, a device, a dangling link) is the cache: the
+                // bounded reader refuses what is not a regular file, with the reason.
+                Some(p) if std::fs::symlink_metadata(&p).is_ok() => Source::Cache(p),
                 Some(p) => {
                     return Loaded::None(format!(
                         "no SMELT_MPI_MODEL, no cached probe of this host ({} absent; `smelt probe --cache` makes it)",
