@@ -467,7 +467,7 @@ pub fn run(a: KvsArgs) -> Result<()> {
     let mut problems = Vec::new();
     for (s, r) in &results {
         if let Err(e) = r.report.check_logs() {
-            problems.push(format!("{}: replica logs differ: {e}", s.role));
+            problems.push(format!("{}: {e}", s.role));
         }
     }
     if let Some(Err(e)) = &check_result {

@@ -636,3 +636,161 @@ fn evaluate_scaling_shows_progress_and_respects_its_time_limit() {
         .count();
     assert!((1..255).contains(&rows), "{rows} rows:\n{out}");
 }
+
+/// Every output option of every subcommand against every input option of that
+/// subcommand: naming the same file (directly or through a symbolic link) is refused
+/// with one clear line before any work, and the input keeps every byte. (Issue 22:
+/// `smelt kvs --history` used to overwrite `--model`.)
+#[test]
+fn every_output_option_refuses_every_input_option() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let m = model(dir);
+    // A tree file and a tuning file, as the commands write them.
+    let tree = dir.join("t.json");
+    ok(&["tree", "--model", p(&m), "--format", "json", "-o", p(&tree)]);
+    let tune = dir.join("tune.json");
+    ok(&[
+        "tune",
+        "--model",
+        p(&m),
+        "--predict",
+        "--quick",
+        "-o",
+        p(&tune),
+    ]);
+    let lib = dir.join("lib.so");
+    std::fs::write(&lib, b"not a library").unwrap();
+    let csv = dir.join("in.csv");
+    std::fs::copy(i7_csv(), &csv).unwrap();
+    // (arguments with IN where the input goes and OUT where the output goes; the
+    // input file)
+    let kvs = [
+        "kvs",
+        "--setups",
+        "tree",
+        "--replicas",
+        "2",
+        "--duration",
+        "0.3",
+    ];
+    let mut cases: Vec<(Vec<&str>, &Path)> = vec![
+        (vec!["import", "IN", "-o", "OUT"], &csv),
+        (vec!["model", "heatmap", "IN", "-o", "OUT"], &m),
+        (vec!["tree", "--model", "IN", "-o", "OUT"], &m),
+        (vec!["evaluate", "--model", "IN", "--plot", "OUT"], &m),
+        (
+            vec![
+                "evaluate",
+                "--model",
+                p(&m),
+                "--tree",
+                "IN",
+                "--plot",
+                "OUT",
+            ],
+            &tree,
+        ),
+        (vec!["bench", "--model", "IN", "--json-out", "OUT"], &m),
+        (vec!["bench", "--model", "IN", "--plot", "OUT"], &m),
+        (
+            vec![
+                "bench",
+                "--model",
+                p(&m),
+                "--tree",
+                "IN",
+                "--json-out",
+                "OUT",
+            ],
+            &tree,
+        ),
+        (
+            vec!["bench", "--mpi", "--mpi-lib", "IN", "--json-out", "OUT"],
+            &lib,
+        ),
+        (
+            vec!["tune", "--model", "IN", "--predict", "--quick", "-o", "OUT"],
+            &m,
+        ),
+        (
+            vec![
+                "tune",
+                "--model",
+                "IN",
+                "-o",
+                p(&tune),
+                "--export-ompi",
+                "OUT",
+            ],
+            &m,
+        ),
+        (vec!["tune", "-o", "IN", "--export-ompi", "OUT"], &tune),
+    ];
+    let mut k: Vec<&str> = kvs.to_vec();
+    k.extend(["--model", "IN", "--history", "OUT"]);
+    cases.push((k, &m));
+    let link = dir.join("link");
+    for (args, input) in &cases {
+        let before = std::fs::read(input).unwrap();
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(input, &link).unwrap();
+        for out in [*input, link.as_path()] {
+            let a: Vec<&str> = args
+                .iter()
+                .map(|a| match *a {
+                    "IN" => p(input),
+                    "OUT" => p(out),
+                    other => other,
+                })
+                .collect();
+            refused(&a, &["same file as the input"]);
+            assert_eq!(
+                std::fs::read(input).unwrap(),
+                before,
+                "{a:?} changed the input"
+            );
+        }
+    }
+}
+
+/// The tuning file that `auto` reads goes through the bounded, non-blocking,
+/// regular-file-only reader: a FIFO (used to hang), a link to /dev/zero (used to grow
+/// without bound) and a file over the input limit (used to be read whole) are each
+/// refused with a warning, and the tree is predicted instead.
+#[test]
+fn a_bad_tuning_file_never_hangs_or_grows_auto() {
+    let d = tempfile::tempdir().unwrap();
+    let m = model(d.path());
+    let host = smelt_model::Model::load(&m).unwrap().provenance.host;
+    let cache = d.path().join("cache");
+    std::fs::create_dir_all(cache.join("smelt")).unwrap();
+    let tune = cache.join("smelt").join(format!("tune-{host}.json"));
+    let cases: [(&str, &dyn Fn()); 2] = [
+        ("FIFO", &|| mkfifo(&tune)),
+        ("character device", &|| {
+            std::os::unix::fs::symlink("/dev/zero", &tune).unwrap()
+        }),
+    ];
+    for (why, make) in cases {
+        let _ = std::fs::remove_file(&tune);
+        make();
+        let mut c = smelt_cmd(["tree", "--model", p(&m), "--algo", "auto"]);
+        c.env("XDG_CACHE_HOME", &cache);
+        let o = run_within(c, Duration::from_secs(30));
+        let e = text(&o.stderr);
+        assert!(o.status.success(), "{why}: {e}");
+        assert!(e.contains(why) && e.contains("tune-"), "{why}: {e}");
+    }
+    // Over the size bound: a tuning file larger than the bound, a model below it.
+    let _ = std::fs::remove_file(&tune);
+    let text_len = std::fs::metadata(&m).unwrap().len();
+    std::fs::write(&tune, vec![b' '; text_len as usize + 10]).unwrap();
+    let mut c = smelt_cmd(["tree", "--model", p(&m), "--algo", "auto"]);
+    c.env("XDG_CACHE_HOME", &cache)
+        .env("SMELT_MAX_INPUT_BYTES", (text_len + 5).to_string());
+    let o = run_within(c, Duration::from_secs(30));
+    let e = text(&o.stderr);
+    assert!(o.status.success(), "{e}");
+    assert!(e.contains("input limit"), "{e}");
+}
