@@ -794,3 +794,29 @@ fn a_bad_tuning_file_never_hangs_or_grows_auto() {
     assert!(o.status.success(), "{e}");
     assert!(e.contains("input limit"), "{e}");
 }
+
+/// `smelt probe --cache` whose cache directory cannot be made fails at once, before
+/// measuring (it used to probe first); `smelt kvs`'s own usage errors end with the
+/// help hint as clap's do.
+#[test]
+fn probe_cache_is_checked_first_and_kvs_usage_errors_hint() {
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let mut c = smelt_cmd(["probe", "--cache", "--quiet"]);
+    c.env("XDG_CACHE_HOME", file.join("cache"));
+    let start = Instant::now();
+    let o = run_within(c, Duration::from_secs(60));
+    let e = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("--cache") && e.contains("Not a directory"), "{e}");
+    // A quick probe of even 2 CPUs takes longer than refusing.
+    assert!(start.elapsed() < Duration::from_secs(5), "{e}");
+    for args in [
+        ["kvs", "--protocol", "nope"],
+        ["kvs", "--tree", "nope"],
+        ["kvs", "--setups", "nope"],
+    ] {
+        refused(&args, &["nope", "try 'smelt kvs --help'"]);
+    }
+}
