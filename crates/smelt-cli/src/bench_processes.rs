@@ -8,25 +8,10 @@ use smelt_probe::figure::{Metric, PeerResult};
 use smelt_runtime::measure::{back_to_back_member, MeasureConfig, Op};
 use smelt_runtime::process::{join_from_env, Job};
 use smelt_runtime::{GroupConfig, Rank};
-use smelt_transport::pin_current_thread;
 use smelt_tree::Tree;
-use std::process::{Child, Command, Stdio};
+use smelt_runtime::launch::Members;
+use std::process::{Command, Stdio};
 use std::time::Duration;
-
-/// Starts `cmd` with the affinity of `cpu`: spawned from a thread pinned there, so the
-/// child inherits it (no code runs between fork and exec).
-pub fn spawn_pinned(cmd: &mut Command, cpu: Option<u32>) -> std::io::Result<Child> {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            if let Some(c) = cpu {
-                let _ = pin_current_thread(c);
-            }
-            cmd.spawn()
-        })
-        .join()
-        .expect("spawning thread")
-    })
-}
 
 /// The hidden `smelt bench-member`: one member process of `smelt bench --processes`.
 #[derive(Args)]
@@ -69,9 +54,10 @@ pub fn measure_processes(
     op: Op,
     cfg: &MeasureConfig,
 ) -> Result<Vec<f64>> {
-    let job = Job::create(std::slice::from_ref(tree), &cfg.group)?;
+    let job = Job::create_guarded(std::slice::from_ref(tree), &cfg.group)?;
     let exe = std::env::current_exe().context("cannot find the smelt executable")?;
-    let mut children = Vec::new();
+    // Started as `smelt launch` starts its members: they die with this process.
+    let mut members = Members::new();
     for (rank, pin) in pins.iter().enumerate() {
         let mut cmd = Command::new(&exe);
         cmd.arg("bench-member")
@@ -86,21 +72,16 @@ pub fn measure_processes(
                 Stdio::null()
             })
             .stderr(Stdio::piped());
-        match spawn_pinned(&mut cmd, *pin) {
-            Ok(c) => children.push(c),
-            Err(e) => {
-                job.fail(Rank(rank), "could not be started");
-                for mut c in children {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                }
-                bail!("cannot start a member process: {e}");
-            }
+        if let Err(e) = members.spawn(&mut cmd, *pin) {
+            job.fail(Rank(rank), "could not be started");
+            drop(members); // kills and reaps the members already started
+            bail!("cannot start a member process: {e}");
         }
     }
     let mut first = None;
     let mut failure = None;
-    for (rank, c) in children.into_iter().enumerate() {
+    for rank in 0..members.len() {
+        let c = members.take(rank).expect("each member is taken once");
         let out = c.wait_with_output()?;
         if !out.status.success() && failure.is_none() {
             job.fail(Rank(rank), "failed");
@@ -134,15 +115,6 @@ pub fn metric_of(op: Op) -> Metric {
         Op::Broadcast => Metric::Broadcast,
         Op::Reduce => Metric::Reduce,
         _ => Metric::Barrier,
-    }
-}
-
-/// A figure named like the thread figure, with "processes".
-pub fn figure_name(topology: &str, flattened: bool) -> String {
-    if flattened {
-        format!("smelt processes ({topology}, flattened: oversubscribed)")
-    } else {
-        format!("smelt processes ({topology})")
     }
 }
 

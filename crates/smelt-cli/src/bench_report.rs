@@ -96,6 +96,10 @@ pub struct Figure {
     /// `"threads"` (members are threads of one process) or `"processes"` (smelt's
     /// process members, and Open MPI's ranks).
     pub mode: &'static str,
+    /// smelt's headline rows: what `auto` (the default) picked and where from; the
+    /// name says the algorithm too (`smelt (auto: dissemination)`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto: Option<crate::cmd_bench::AutoPick>,
 }
 
 /// A ratio between two figures of the same run.
@@ -398,6 +402,7 @@ mod tests {
                 floor_ns: None,
                 vs_floor: None,
                 mode: "processes",
+                auto: None,
                 flattened: false,
             }],
             ratios: vec![],

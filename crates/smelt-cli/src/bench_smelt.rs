@@ -8,7 +8,7 @@ use smelt_probe::figure::{Metric, PeerResult};
 use smelt_runtime::measure::{self, MeasureConfig};
 use smelt_runtime::{GroupConfig, Pinning};
 use smelt_tree::stats::Summary;
-use smelt_tree::tuning::AlgorithmTable;
+use smelt_tree::tuning::{resolve_auto_tree, AlgorithmTable, Mode};
 use smelt_tree::{NonTree, Op, Payload, Prediction, Topology, Tree};
 use std::sync::Arc;
 use std::time::Duration;
@@ -229,18 +229,66 @@ impl Smelt<'_> {
         Ok((m.stats, m.placement.flattened))
     }
 
-    /// smelt's figure for the peer comparison: `op` over `t` with `threads` members,
-    /// measured back-to-back like the peers, in the configuration a user should use:
-    /// flattened when there are more members than CPUs. Returns the figure and
-    /// whether it ran flattened (the name says so too).
-    pub fn peer_figure(&self, t: Topology, threads: usize, op: Op) -> (PeerResult, bool) {
+    /// What a program gets by default for `op` (one word, or the barrier) over
+    /// `members` members: `auto` resolved over this machine's tuning file (else the
+    /// prediction) for that operation and size, the group built with `auto`'s
+    /// algorithm table (so a barrier or allreduce picked non-tree runs so). With more
+    /// members than CPUs the model is [`oversubscribed_model`]'s, which no tuning
+    /// file describes (the file's groups are at most the machine), so `auto` is the
+    /// prediction there.
+    pub fn plan_auto(&self, op: Op, members: usize) -> Result<(Plan, AutoPick), String> {
+        let n = self.model.len();
+        let oversubscribed = members > n;
+        let expanded;
+        let model = if oversubscribed {
+            let mut x = oversubscribed_model(self.model, members);
+            // No host file is about this group: keep `auto` from refusing one.
+            x.provenance.host = format!("{} ({members} members on {n} CPUs)", x.provenance.host);
+            expanded = x;
+            &expanded
+        } else {
+            self.model
+        };
+        let pos: Vec<usize> = (0..members).collect();
+        let rop = runtime_op(op).unwrap_or(Op::Broadcast);
+        let bytes = if rop.carries_data() { 8 } else { 0 };
+        let (topo, resolved) = resolve_auto_tree(rop, bytes, Mode::Loose, model, &pos, None)?;
+        let tree = topo
+            .generate(model, &pos, None)
+            .map_err(|e| e.to_string())?;
+        let prediction = smelt_tree::predict(model, &tree, Payload::default()).ok();
+        let (table, refused) = AlgorithmTable::auto(model, &pos)?;
+        let pick = AutoPick {
+            algorithm: resolved.choice.algorithm.to_string(),
+            origin: resolved.origin.to_string(),
+            warning: resolved.warning.or(refused),
+        };
+        let plan = Plan {
+            tree,
+            prediction,
+            oversubscribed,
+            flatten: false,
+            algorithms: Some(Arc::new(table)),
+            only: None,
+        };
+        Ok((plan, pick))
+    }
+
+    /// smelt's figure for the peer comparison: `op` with `threads` members as a program
+    /// gets it by default ([`plan_auto`](Smelt::plan_auto)), measured back-to-back like
+    /// the peers; flattened when there are more members than CPUs (what `smelt launch`
+    /// does there). Returns the figure, whether it ran flattened (the name says so
+    /// too) and what `auto` picked (the name says it: `smelt (auto: dissemination)`).
+    pub fn peer_figure(&self, threads: usize, op: Op) -> (PeerResult, bool, Option<AutoPick>) {
         let metric = match op {
             Op::Broadcast | Op::AtomicBroadcast => Metric::Broadcast,
             Op::Reduce => Metric::Reduce,
             _ => Metric::Barrier,
         };
         let mut flattened = false;
-        let r = self.plan(t, threads).and_then(|mut p| {
+        let mut pick = None;
+        let r = self.plan_auto(op, threads).and_then(|(mut p, a)| {
+            pick = Some(a);
             p.flatten = p.oversubscribed;
             flattened = p.flatten;
             let rop = runtime_op(op).ok_or_else(|| format!("{} is not measured", op.name()))?;
@@ -249,24 +297,50 @@ impl Smelt<'_> {
             flattened = m.placement.flattened;
             Ok(m.stats)
         });
-        let name = if flattened {
-            format!("smelt ({t}, flattened: oversubscribed)")
-        } else {
-            format!("smelt ({t})")
-        };
-        (PeerResult::measured(name, metric, threads, r), flattened)
+        let name = auto_name("smelt", pick.as_ref(), flattened);
+        (
+            PeerResult::measured(name, metric, threads, r),
+            flattened,
+            pick,
+        )
+    }
+}
+
+/// What `auto` picked for a headline row.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AutoPick {
+    /// The algorithm (a tree's name, or `dissemination`, `recursive-doubling`).
+    pub algorithm: String,
+    /// Where the choice came from (the tuning file, `SMELT_TUNE`, the prediction).
+    pub origin: String,
+    /// Why a tuning file was refused, if one was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+/// A headline row's name: `smelt (auto: ALGO)`, `smelt processes (auto: ALGO,
+/// flattened: oversubscribed)`.
+pub fn auto_name(who: &str, pick: Option<&AutoPick>, flattened: bool) -> String {
+    let algo = pick.map_or("auto".to_string(), |p| format!("auto: {}", p.algorithm));
+    if flattened {
+        format!("{who} ({algo}, flattened: oversubscribed)")
+    } else {
+        format!("{who} ({algo})")
     }
 }
 
 impl Smelt<'_> {
     /// As [`peer_figure`](Smelt::peer_figure), with every member a process of its own
-    /// (`smelt bench --processes`): the same tree (flattened when oversubscribed), the
-    /// same back-to-back loop, members pinned to their CPUs (round-robin when
-    /// oversubscribed).
-    pub fn process_figure(&self, t: Topology, procs: usize, op: Op) -> PeerResult {
+    /// (`smelt bench --processes`): the same default (`auto` and its algorithm table,
+    /// handed to the member processes through the job as `smelt launch` does), flat
+    /// when oversubscribed, the same back-to-back loop, members pinned to their CPUs
+    /// (round-robin when oversubscribed).
+    pub fn process_figure(&self, procs: usize, op: Op) -> (PeerResult, Option<AutoPick>) {
         let rop = runtime_op(op);
         let mut flattened = false;
-        let r = self.plan(t, procs).and_then(|p| {
+        let mut pick = None;
+        let r = self.plan_auto(op, procs).and_then(|(p, a)| {
+            pick = Some(a);
             let rop = rop.ok_or_else(|| format!("{} is not measured", op.name()))?;
             let cpus = &self.model.cpus;
             let (tree, pins): (Tree, Vec<Option<u32>>) = if p.oversubscribed {
@@ -287,7 +361,7 @@ impl Smelt<'_> {
                     prediction: None,
                     oversubscribed: p.oversubscribed,
                     flatten: false,
-                    algorithms: None,
+                    algorithms: p.algorithms,
                     only: None,
                 },
                 self.runs,
@@ -296,11 +370,10 @@ impl Smelt<'_> {
             crate::bench_processes::measure_processes(&tree, &pins, rop, &cfg)
                 .map_err(|e| format!("{e:#}"))
         });
-        crate::bench_processes::result(
-            crate::bench_processes::figure_name(&t.to_string(), flattened),
-            rop.unwrap_or(Op::Barrier),
-            procs,
-            r,
+        let name = auto_name("smelt processes", pick.as_ref(), flattened);
+        (
+            crate::bench_processes::result(name, rop.unwrap_or(Op::Barrier), procs, r),
+            pick,
         )
     }
 }

@@ -34,6 +34,8 @@ use smelt_tree::{Op, Topology, Tree};
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use smelt::AutoPick;
+
 /// Arguments of `smelt bench`.
 #[derive(clap::Args)]
 #[command(
@@ -78,6 +80,10 @@ pub struct BenchArgs {
     /// Print the report as JSON.
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
+    /// Say on stderr where the model came from (--model, SMELT_MODEL, this host's
+    /// cached probe, or a quick probe) and what `auto` picked for each headline row.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     /// Print the collectives as CSV in the layout of the Smelt machine database's
     /// ab-bench.csv (µs, a _stderr column per topology).
     #[arg(long)]
@@ -165,8 +171,10 @@ pub struct BenchArgs {
     pub time_limit: Option<f64>,
 }
 
-/// smelt's side of the comparison with the peers is the tree smelt builds
-/// (adaptive-shuffled), not the best measured one: picking the minimum of many noisy
+/// smelt's tree where a fixed one is needed (the flattened row of the topology table,
+/// the non-tree rows' completion messages, `--sync` and `--large`). The comparison with
+/// the peers measures the default instead, `auto` (what a program gets with no
+/// options), never the best measured topology: picking the minimum of many noisy
 /// figures would flatter it.
 const SMELT_TREE: Topology = Topology::AdaptiveShuffled;
 
@@ -249,40 +257,39 @@ impl Floors {
                 floor_ns: floor,
                 flattened: false,
                 mode: "threads",
+                auto: None,
             })
             .collect()
     }
 
     /// smelt's figure with members as processes (see
     /// [`smelt::Smelt::process_figure`]).
-    fn process_figure(
-        &mut self,
-        sm: &smelt::Smelt,
-        t: Topology,
-        procs: usize,
-        op: Op,
-    ) -> Option<Figure> {
-        let mut f = self.figure(|| sm.process_figure(t, procs, op))?;
+    fn process_figure(&mut self, sm: &smelt::Smelt, procs: usize, op: Op) -> Option<Figure> {
+        let mut pick = None;
+        let mut f = self.figure(|| {
+            let (r, p) = sm.process_figure(procs, op);
+            pick = p;
+            r
+        })?;
         f.flattened = f.peer.name.contains("flattened");
         f.mode = "processes";
+        f.auto = pick;
         Some(f)
     }
 
-    /// smelt's figure for the peer comparison (see [`smelt::Smelt::peer_figure`]).
-    fn smelt_figure(
-        &mut self,
-        sm: &smelt::Smelt,
-        t: Topology,
-        threads: usize,
-        op: Op,
-    ) -> Option<Figure> {
+    /// smelt's figure for the peer comparison: the default, `auto` (see
+    /// [`smelt::Smelt::peer_figure`]).
+    fn smelt_figure(&mut self, sm: &smelt::Smelt, threads: usize, op: Op) -> Option<Figure> {
         let mut flattened = false;
+        let mut pick = None;
         let mut f = self.figure(|| {
-            let (r, fl) = sm.peer_figure(t, threads, op);
+            let (r, fl, p) = sm.peer_figure(threads, op);
             flattened = fl;
+            pick = p;
             r
         })?;
         f.flattened = flattened;
+        f.auto = pick;
         Some(f)
     }
 }
@@ -295,27 +302,55 @@ fn vs_floor(median: Option<f64>, floor: Option<f64>) -> Option<f64> {
     }
 }
 
+/// The model of `smelt bench`: the default model
+/// ([`smelt_model::default_model`]: `--model`, else `SMELT_MODEL`, else this host's
+/// cached probe), and where a program would get the uniform model, a quick probe
+/// instead (a benchmark of machine-aware trees over a uniform model would measure
+/// nothing). Returns the model and what the report calls its source.
 fn load_model(a: &BenchArgs, requested: Option<&[u32]>) -> Result<(Model, String)> {
-    match &a.model {
-        Some(p) => Ok((Model::load(p)?, p.display().to_string())),
-        None => {
-            let disc = smelt_model::topology::discover(requested)?;
-            let mut cfg = smelt_probe::probe::ProbeConfig::quick(disc.cpus.clone());
-            cfg.hierarchy = disc.hierarchy.clone();
-            let r = smelt_probe::probe::probe(&cfg).map_err(anyhow::Error::msg)?;
-            let mut m = disc.to_model_skeleton();
-            m.provenance.method = "probe".into();
-            m.send = r.send;
-            m.receive = r.receive;
-            m.rtt = Some(r.rtt);
-            m.provenance.notes = r.notes;
-            Ok((m, "probe --quick".into()))
+    let (m, src) = smelt_model::default_model::resolve(a.model.as_deref(), requested)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if !src.is_uniform() {
+        if a.verbose {
+            eprintln!("smelt bench: model: {src}");
         }
+        return Ok((m, src.to_string()));
     }
+    let why = match &src {
+        smelt_model::ModelSource::Uniform(why) => why.clone(),
+        _ => String::new(),
+    };
+    eprintln!(
+        "notice: no model of this machine ({why}); probing it quickly (run 'smelt probe --cache' or 'smelt run' to keep one)"
+    );
+    let disc = smelt_model::topology::discover(requested)?;
+    let mut cfg = smelt_probe::probe::ProbeConfig::quick(disc.cpus.clone());
+    cfg.hierarchy = disc.hierarchy.clone();
+    let r = smelt_probe::probe::probe(&cfg).map_err(anyhow::Error::msg)?;
+    let mut m = disc.to_model_skeleton();
+    m.provenance.method = "probe".into();
+    m.send = r.send;
+    m.receive = r.receive;
+    m.rtt = Some(r.rtt);
+    m.provenance.notes = r.notes;
+    if a.verbose {
+        eprintln!("smelt bench: model: probe --quick ({why})");
+    }
+    Ok((m, "probe --quick".into()))
 }
 
 /// Runs `smelt bench`.
 pub fn run(mut a: BenchArgs) -> Result<()> {
+    // Before measuring, in every mode: a run must never be thrown away because an
+    // output cannot be written, and no output may replace an input (the model, tree
+    // files, the interposer library: every path on the command line). With --mpi the
+    // plots are FILE-OP-Nr.EXT beside FILE: the same directory, checked again when
+    // written.
+    for (option, p) in [("--json-out", &a.json_out), ("--plot", &a.plot)] {
+        if let Some(p) = p {
+            crate::common::check_output(option, p, &[])?;
+        }
+    }
     if a.mpi {
         return mpi::run(&a);
     }
@@ -461,6 +496,20 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
     let peers = measure_peers(&sm, &cpeers, &mut floors, &cpus, &peer_threads, &budget, &a);
 
     floors.progress.finish();
+    if a.verbose {
+        for f in &peers {
+            if let Some(p) = &f.auto {
+                eprintln!(
+                    "smelt bench: auto for {} with {} {}: {} (from {})",
+                    metric_label(f.peer.metric),
+                    f.peer.threads,
+                    f.mode,
+                    p.algorithm,
+                    p.origin
+                );
+            }
+        }
+    }
     let ratios = ratios(&collectives, &transport, &peers, members);
     let mut warnings = Vec::new();
     let cut_short = floors.over();
@@ -468,6 +517,15 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         warnings.push(format!(
             "cut short by --time-limit {limit_s} s: the figures not measured by then are left out (collectives marked 'not measured'); raise --time-limit to measure everything"
         ));
+    }
+    // A tuning file auto refused (once, however many rows it touched).
+    for w in peers
+        .iter()
+        .filter_map(|f| f.auto.as_ref()?.warning.as_ref())
+    {
+        if !warnings.contains(w) {
+            warnings.push(w.clone());
+        }
     }
     if members <= 2 {
         warnings.push(format!(
@@ -763,9 +821,9 @@ fn measure_peers(
     for &t in &thread_counts {
         let barrier_row = peer_threads.contains(&t);
         if barrier_row {
-            peers.extend(floors.smelt_figure(sm, SMELT_TREE, t, Op::Barrier));
+            peers.extend(floors.smelt_figure(sm, t, Op::Barrier));
             if a.processes {
-                peers.extend(floors.process_figure(sm, SMELT_TREE, t, Op::Barrier));
+                peers.extend(floors.process_figure(sm, t, Op::Barrier));
             }
         }
         if a.no_peers {
@@ -797,9 +855,9 @@ fn measure_peers(
     }
     for &t in &thread_counts {
         for op in [Op::Broadcast, Op::Reduce] {
-            peers.extend(floors.smelt_figure(sm, SMELT_TREE, t, op));
+            peers.extend(floors.smelt_figure(sm, t, op));
             if a.processes {
-                peers.extend(floors.process_figure(sm, SMELT_TREE, t, op));
+                peers.extend(floors.process_figure(sm, t, op));
             }
         }
     }

@@ -6,11 +6,14 @@ use clap::Args;
 use smelt_model::{parse_cpu_list, Model};
 use smelt_runtime::process::Job;
 use smelt_runtime::{GroupConfig, Rank};
-use smelt_transport::{allowed_cpus, signal_process};
+use smelt_transport::allowed_cpus;
 use smelt_tree::tuning::AlgorithmTable;
-use smelt_tree::{CpuId, Topology, Tree};
+use smelt_tree::{Topology, Tree};
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus};
+use smelt_model::text::escape_line;
+use smelt_runtime::launch::Members;
+use std::io::IsTerminal as _;
+use std::process::{Command, ExitStatus, Stdio};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -70,7 +73,7 @@ fn table_for(topo: Topology, m: &Model, pos: &[usize]) -> Result<Option<Arc<Algo
     }
     let (table, refused) = AlgorithmTable::auto(m, pos).map_err(|e| anyhow::anyhow!(e))?;
     if let Some(why) = refused {
-        eprintln!("smelt launch: {why}");
+        eprintln!("smelt launch: {}", escape_line(&why.to_string()));
     }
     Ok(Some(Arc::new(table)))
 }
@@ -78,7 +81,8 @@ fn table_for(topo: Topology, m: &Model, pos: &[usize]) -> Result<Option<Arc<Algo
 /// The job's tree and each rank's CPU.
 fn plan(a: &LaunchArgs) -> Result<Plan> {
     let topo = Topology::from_str(&a.tree).map_err(|e| anyhow::anyhow!("--tree: {e}"))?;
-    let model = match &a.model {
+    // An explicit model is read (and a bad one refused) whatever the job's size.
+    let explicit = match &a.model {
         Some(p) => Some(Model::load(p).with_context(|| format!("--model {}", p.display()))?),
         None => None,
     };
@@ -102,28 +106,23 @@ fn plan(a: &LaunchArgs) -> Result<Plan> {
     let n = a.n;
     if n <= cpus.len() {
         let chosen: Vec<u32> = cpus[..n].to_vec();
-        if let Some(m) = &model {
-            let pos = m
-                .positions(&chosen)
-                .map_err(|e| anyhow::anyhow!("--model: {e}"))?;
-            let (topo, _) = crate::cmd_tree::resolve_auto_cli(
-                topo,
-                smelt_tree::Op::Broadcast,
-                1,
-                m,
-                &pos,
-                None,
-            )?;
-            let tree = topo.generate(m, &pos, None)?;
-            // Ranks follow the tree's member order (OS CPU ids).
-            let pins = tree.members.iter().map(|c| c.get()).collect();
-            return Ok((tree, pins, table_for(topo, m, &pos)?));
-        }
-        let m = smelt_model::synthetic(1, n, 1.0, 1.0, 1.0);
-        let pos: Vec<usize> = (0..n).collect();
-        let t = topo.generate(&m, &pos, None)?;
-        let tree = Tree::new(CpuId::list(chosen.iter().copied()), t.root, t.children)?;
-        return Ok((tree, chosen, table_for(topo, &m, &pos)?));
+        // The default model (smelt_model::default_model): --model, else SMELT_MODEL,
+        // else this host's cached probe, else a uniform model (with a notice;
+        // SMELT_VERBOSE=1 says which).
+        let model = match explicit {
+            Some(m) => m,
+            None => smelt_model::default_model(None, Some(&chosen))?.0,
+        };
+        let m = &model;
+        let pos = m
+            .positions(&chosen)
+            .map_err(|e| anyhow::anyhow!("--model: {e}"))?;
+        let (topo, _) =
+            crate::cmd_tree::resolve_auto_cli(topo, smelt_tree::Op::Broadcast, 1, m, &pos, None)?;
+        let tree = topo.generate(m, &pos, None)?;
+        // Ranks follow the tree's member order (OS CPU ids).
+        let pins = tree.members.iter().map(|c| c.get()).collect();
+        return Ok((tree, pins, table_for(topo, m, &pos)?));
     }
     // More members than CPUs: a flat tree over made-up ids (one scheduling round per
     // tree level is what an oversubscribed tree costs), members spread round-robin.
@@ -148,77 +147,116 @@ fn describe(s: &ExitStatus) -> String {
     }
 }
 
+/// What a member that exits successfully without joining did: the others wait for it
+/// in vain (as `mpirun` does with a process that never called `MPI_Init`, the job
+/// fails once any member joined).
+const UNJOINED: &str = "exited with status 0 before joining the job";
+
 pub fn run(a: LaunchArgs) -> Result<()> {
+    use signal_hook::consts::{SIGCONT, SIGHUP, SIGINT, SIGQUIT, SIGSTOP, SIGTERM, SIGTSTP};
     let (tree, pins, algorithms) = plan(&a)?;
+    // The program as every message shows it: control characters escaped.
+    let program = escape_line(&a.program[0]).into_owned();
     let cfg = GroupConfig {
         timeout: Duration::from_secs_f64(a.timeout),
         algorithms,
         ..GroupConfig::default()
     };
-    let job = Job::create(std::slice::from_ref(&tree), &cfg)?;
-    let mut signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-        signal_hook::consts::SIGQUIT,
-    ])
-    .context("cannot install signal handlers")?;
-    let mut children: Vec<Option<Child>> = Vec::with_capacity(a.n);
+    // Guarded: even a launcher killed by SIGKILL leaves no segment in /dev/shm.
+    let job = Job::create_guarded(std::slice::from_ref(&tree), &cfg)?;
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGCONT])
+            .context("cannot install signal handlers")?;
+    // Members run in a process group of their own, out of the terminal's foreground
+    // group (a Ctrl-C reaches the launcher, which forwards it): one reading a terminal
+    // would stop, so with a terminal on standard input they read /dev/null.
+    let stdin_tty = std::io::stdin().is_terminal();
+    let mut members = Members::new();
     for (rank, &cpu) in pins.iter().enumerate() {
         let mut cmd = Command::new(&a.program[0]);
         cmd.args(&a.program[1..]).envs(job.env(Rank(rank)));
         cmd.env(smelt_runtime::process::ENV_CPU, cpu.to_string());
-        let spawned = crate::bench_processes::spawn_pinned(&mut cmd, Some(cpu));
-        match spawned {
-            Ok(c) => children.push(Some(c)),
-            Err(e) => {
-                job.fail(Rank(rank), &format!("could not be started: {e}"));
-                for c in children.iter_mut().flatten() {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                }
-                bail!("cannot start {}: {e}", a.program[0]);
-            }
+        if stdin_tty {
+            cmd.stdin(Stdio::null());
+        }
+        if let Err(e) = members.spawn(&mut cmd, Some(cpu)) {
+            job.fail(Rank(rank), &format!("could not be started: {e}"));
+            drop(members); // kills and reaps the members already started
+            bail!("cannot start {}: {e}", a.program[0]);
         }
     }
+    // The member the job's end is blamed on: rank, the launcher's exit status, what
+    // happened.
     let mut first_bad: Option<(usize, i32, String)> = None;
-    let mut statuses: Vec<Option<(i32, String)>> = vec![None; a.n];
-    let mut failed_at: Option<Instant> = None;
+    let mut statuses: Vec<Option<ExitStatus>> = vec![None; a.n];
+    // The first member that exited successfully without having joined.
+    let mut unjoined: Option<usize> = None;
+    // When members still running are killed, and why.
+    let mut kill_at: Option<(Instant, String)> = None;
+    let mut killing = false;
     let mut forwarded: Option<i32> = None;
     let grace = Duration::from_secs_f64(a.grace);
+    let deadline = |why: String, at: &mut Option<(Instant, String)>| {
+        let t = Instant::now() + grace;
+        if at.as_ref().is_none_or(|(old, _)| t < *old) {
+            *at = Some((t, why));
+        }
+    };
     loop {
         for sig in signals.pending() {
-            forwarded.get_or_insert(sig);
-            for c in children.iter().flatten() {
-                let _ = signal_process(c.id(), sig);
-            }
-        }
-        let mut running = 0;
-        for (rank, slot) in children.iter_mut().enumerate() {
-            let Some(c) = slot else { continue };
-            match c.try_wait() {
-                Ok(Some(st)) => {
-                    *slot = None;
-                    if !st.success() {
-                        statuses[rank] = Some((status_code(&st), describe(&st)));
-                    }
-                    if !st.success() && first_bad.is_none() {
-                        let what = format!("{} {}", a.program[0], describe(&st));
-                        job.fail(Rank(rank), &what);
-                        first_bad = Some((rank, status_code(&st), what));
-                        failed_at = Some(Instant::now());
-                    }
+            match sig {
+                SIGTSTP => {
+                    // Ctrl-Z: stop the members, then the launcher itself.
+                    members.signal(SIGSTOP);
+                    let _ = signal_hook::low_level::emulate_default_handler(SIGTSTP);
                 }
-                Ok(None) => running += 1,
-                Err(_) => running += 1,
+                SIGCONT => members.signal(SIGCONT),
+                _ if forwarded.is_none() => {
+                    forwarded = Some(sig);
+                    members.signal(sig);
+                    deadline(format!("signal {sig} was forwarded"), &mut kill_at);
+                }
+                _ => {
+                    // A second interrupt: kill at once, as mpirun does.
+                    kill_at = Some((Instant::now(), format!("a second signal ({sig})")));
+                }
             }
         }
-        if running == 0 {
+        for (rank, st) in members.poll() {
+            statuses[rank] = Some(st);
+            if st.success() {
+                if !job.has_joined(Rank(rank)) && unjoined.is_none() {
+                    unjoined = Some(rank);
+                }
+            } else if first_bad.is_none() {
+                let what = describe(&st);
+                job.fail(Rank(rank), &format!("{program} {what}"));
+                deadline(format!("member {rank} failed"), &mut kill_at);
+                first_bad = Some((rank, status_code(&st), what));
+            }
+        }
+        if first_bad.is_none() {
+            if let Some(r) = unjoined.filter(|_| job.joined() > 0) {
+                job.fail(Rank(r), &format!("{program} {UNJOINED}"));
+                deadline(format!("member {r} failed"), &mut kill_at);
+                first_bad = Some((r, 1, UNJOINED.to_string()));
+            }
+        }
+        if members.running() == 0 {
             break;
         }
-        if failed_at.is_some_and(|t| t.elapsed() > grace) {
-            for c in children.iter_mut().flatten() {
-                let _ = c.kill();
+        if let Some((t, why)) = &kill_at {
+            if Instant::now() >= *t {
+                if !killing {
+                    killing = true;
+                    eprintln!(
+                        "smelt launch: {why}; killing the {} member(s) still running",
+                        members.running()
+                    );
+                }
+                // Again at every turn: a member that ends is reaped, one that does not
+                // gets SIGKILL once more.
+                members.kill();
             }
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -226,13 +264,16 @@ pub fn run(a: LaunchArgs) -> Result<()> {
     // Members that saw a peer die exit too, maybe before the launcher noticed the
     // death: the job's own record names the member that failed first.
     if let Some((r, _)) = job.failure() {
-        if let Some((code, what)) = statuses.get(r.index()).cloned().flatten() {
-            first_bad = Some((r.index(), code, format!("{} {what}", a.program[0])));
+        if let Some(st) = statuses.get(r.index()).copied().flatten() {
+            if !st.success() {
+                first_bad = Some((r.index(), status_code(&st), describe(&st)));
+            }
         }
     }
+    drop(members);
     drop(job);
     if let Some((rank, code, what)) = first_bad {
-        eprintln!("smelt launch: member {rank} {what}; the job was torn down");
+        eprintln!("smelt launch: member {rank} ({program}) {what}; the job was torn down");
         std::process::exit(if code == 0 { 1 } else { code });
     }
     if let Some(sig) = forwarded {

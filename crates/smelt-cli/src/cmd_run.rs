@@ -52,14 +52,38 @@ pub fn run(a: RunArgs) -> Result<()> {
     let model = match &a.model {
         Some(m) => m.display().to_string(),
         None => {
-            let mut args = vec!["probe".into(), "-o".into(), s("model.json")];
+            // --cache: this host's model from now on, for every command and library
+            // entry point given none (smelt_model::default_model), the MPI interposer
+            // included.
+            let mut args = vec![
+                "probe".into(),
+                "-o".into(),
+                s("model.json"),
+                "--cache".into(),
+            ];
             if !a.full {
                 args.push("--quick".into());
             }
             args.extend(cpus.iter().cloned());
             step(
-                "1. probe this machine (pairwise send/receive/round-trip costs)",
+                "1. probe this machine (pairwise send/receive/round-trip costs; kept as this host's model)",
                 &args,
+            )?;
+            // Measure what `auto` (the default tree and algorithms) picks here, so the
+            // bench's headline rows and every program after run the measured winner.
+            let mut tune = vec![
+                "tune".into(),
+                "--model".into(),
+                s("model.json"),
+                "--time-limit".into(),
+                if a.full { "300" } else { "60" }.into(),
+            ];
+            if !a.full {
+                tune.push("--quick".into());
+            }
+            step(
+                "1b. tune auto on this machine (the best algorithm per operation and size; ~/.cache/smelt/tune-<host>.json)",
+                &tune,
             )?;
             s("model.json")
         }

@@ -34,9 +34,11 @@ pub enum TreeFormat {
     (a tree file for --tree)", smelt_tree::topology::help())
 )]
 pub struct TreeArgs {
-    /// Model JSON file (from `smelt probe` or `smelt import`).
+    /// Model JSON file (from `smelt probe` or `smelt import`); default: $SMELT_MODEL,
+    /// else this host's cached probe (`smelt probe --cache`), else a uniform model
+    /// over the CPUs this process may use (with a notice).
     #[arg(long)]
-    pub model: PathBuf,
+    pub model: Option<PathBuf>,
     /// Topology to build. `auto` (the default): SMELT_TUNE, else this host's tuning
     /// file (`smelt tune`), else the simulator's best candidate, for --op and a
     /// message of --lines cache lines (see docs/tune.md).
@@ -63,6 +65,10 @@ pub struct TreeArgs {
     /// Write the output to this file instead of standard output.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
+    /// Say on stderr where the model came from (--model, SMELT_MODEL, this host's
+    /// cached probe, or the uniform model).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 /// Largest `--lines` (a 64 MiB message of 64-byte lines).
@@ -195,11 +201,16 @@ pub(crate) fn prediction_json(p: &Prediction) -> Value {
 /// `smelt tree`.
 pub fn tree(a: TreeArgs) -> Result<()> {
     if let Some(o) = &a.output {
-        crate::common::check_output("-o", o, &[&a.model])?;
+        let inputs: Vec<&Path> = a.model.as_deref().into_iter().collect();
+        crate::common::check_output("-o", o, &inputs)?;
     }
     let topo = parse_topology("--algo", &a.algo)?;
     let pl = payload(a.lines, a.line_factor)?;
-    let model = load(&a.model)?;
+    let (model, src) =
+        smelt_model::default_model(a.model.as_deref(), None).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if a.verbose {
+        eprintln!("smelt tree: model: {src}");
+    }
     let members = group(&model, a.cpus.as_deref())?;
     let root = root_pos(&model, &members, a.root)?;
     let (topo, auto) = resolve_auto_cli(topo, a.op, a.lines, &model, &members, root)?;

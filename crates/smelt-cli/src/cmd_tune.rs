@@ -5,7 +5,7 @@
 //! (`--check`), a comparison of two files (`--compare`) and an export to Open MPI's
 //! `tuned` dynamic rules (`--export-ompi`).
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{bail, Result};
 use smelt_model::Model;
 use smelt_runtime::measure::{back_to_back_member_with, measure_back_to_back_with, MeasureConfig};
 use smelt_runtime::{GroupConfig, Member, Pinning, SyncMode};
@@ -68,6 +68,10 @@ pub struct TuneArgs {
     /// Fewer sizes and repeats.
     #[arg(long)]
     pub quick: bool,
+    /// Say on stderr where the model came from (--model, SMELT_MODEL, this host's
+    /// cached probe, or the uniform model).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     /// Stop measuring after this many seconds (the cells done are written; --resume
     /// continues).
     #[arg(long, value_parser = crate::common::seconds)]
@@ -230,33 +234,20 @@ pub fn run(a: TuneArgs) -> Result<()> {
     Ok(())
 }
 
-/// The machine: `--model`, else the cached model of this host, else a uniform model.
+/// The machine: the default model ([`smelt_model::default_model`]: `--model`, else
+/// `SMELT_MODEL`, else this host's cached probe, else a uniform model with a notice).
 fn machine(a: &TuneArgs) -> Result<Model> {
-    if let Some(p) = &a.model {
-        return Model::load(p).map_err(|e| anyhow::anyhow!("--model: {e}"));
-    }
-    if a.predict {
+    if a.predict && a.model.is_none() {
         bail!("--predict needs --model FILE (the machine to predict for)");
     }
-    if let Some(p) = smelt_model::host::cached_model_path().filter(|p| p.is_file()) {
-        return Model::load(&p).map_err(|e| anyhow::anyhow!("cached model {}: {e}", p.display()));
+    let (m, src) =
+        smelt_model::default_model(a.model.as_deref(), None).map_err(|e| match &a.model {
+            Some(_) => anyhow::anyhow!("--model: {e}"),
+            None => anyhow::anyhow!("{e}"),
+        })?;
+    if a.verbose {
+        eprintln!("smelt tune: model: {src}");
     }
-    let cpus = smelt_transport::allowed_cpus().context("the CPUs this process may use")?;
-    if cpus.is_empty() {
-        bail!("no CPU available");
-    }
-    let n = cpus.len();
-    let mut m = Model::new(
-        cpus,
-        smelt_model::cost_matrix(n, |_, _| 100.0),
-        smelt_model::cost_matrix(n, |_, _| 100.0),
-    );
-    m.provenance.host = smelt_model::host::host_name();
-    m.provenance.cpu_model = smelt_model::host::cpu_model_from_proc().unwrap_or_default();
-    m.provenance.method = "uniform".into();
-    crate::common::warn(
-        "no model of this host (smelt probe --cache): the trees come from a uniform model",
-    );
     Ok(m)
 }
 

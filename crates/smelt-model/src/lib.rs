@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cpuset;
+pub mod default_model;
 pub mod files;
 #[cfg(feature = "plot")]
 pub mod heatmap;
@@ -24,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 pub use cpuset::{format_cpu_list, parse_cpu_list};
+pub use default_model::{default_model, ModelSource};
 pub use files::{write_atomic, write_atomic_with};
 pub use infer::infer_hierarchy;
 /// OS CPU ids as the tree and runtime crates type them (this crate's own lists are
