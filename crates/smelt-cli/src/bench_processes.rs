@@ -5,11 +5,11 @@
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
 use smelt_probe::figure::{Metric, PeerResult};
+use smelt_runtime::launch::Members;
 use smelt_runtime::measure::{back_to_back_member, MeasureConfig, Op};
 use smelt_runtime::process::{join_from_env, Job};
 use smelt_runtime::{GroupConfig, Rank};
 use smelt_tree::Tree;
-use smelt_runtime::launch::Members;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 

@@ -3,16 +3,16 @@
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
+use smelt_model::text::escape_line;
 use smelt_model::{parse_cpu_list, Model};
+use smelt_runtime::launch::Members;
 use smelt_runtime::process::Job;
 use smelt_runtime::{GroupConfig, Rank};
 use smelt_transport::allowed_cpus;
 use smelt_tree::tuning::AlgorithmTable;
 use smelt_tree::{Topology, Tree};
-use std::path::PathBuf;
-use smelt_model::text::escape_line;
-use smelt_runtime::launch::Members;
 use std::io::IsTerminal as _;
+use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::str::FromStr;
 use std::sync::Arc;
@@ -83,7 +83,9 @@ fn plan(a: &LaunchArgs) -> Result<Plan> {
     let topo = Topology::from_str(&a.tree).map_err(|e| anyhow::anyhow!("--tree: {e}"))?;
     // An explicit model is read (and a bad one refused) whatever the job's size.
     let explicit = match &a.model {
-        Some(p) => Some(Model::load(p).with_context(|| format!("--model {}", p.display()))?),
+        // The model's error names the file and its reason once (with_context would
+        // repeat the reason, which the error also carries as its source).
+        Some(p) => Some(Model::load(p).map_err(|e| anyhow::anyhow!("--model: {e}"))?),
         None => None,
     };
     let avail = allowed_cpus().unwrap_or_default();

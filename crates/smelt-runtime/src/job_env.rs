@@ -6,8 +6,8 @@ use smelt_ids::Rank;
 use smelt_transport::shm::ShmJob;
 use std::path::PathBuf;
 
-/// The accessors of a job held in field `shm` ([`ShmJob`]): `path`, `key`, `joined`
-/// and `is_dead`.
+/// The accessors of a job held in field `shm` ([`ShmJob`]): `path`, `key`, `joined`,
+/// `has_joined` and `is_dead`.
 macro_rules! shm_job_accessors {
     () => {
         /// The segment's path.
@@ -23,6 +23,11 @@ macro_rules! shm_job_accessors {
         /// Members that have joined so far.
         pub fn joined(&self) -> usize {
             self.shm.attached() as usize
+        }
+
+        /// True once member `rank` has joined (it may have left or died since).
+        pub fn has_joined(&self, rank: Rank) -> bool {
+            self.shm.has_joined(rank.index() as u32)
         }
 
         /// True once member `rank`'s process died after joining.

@@ -36,6 +36,7 @@ mod context;
 mod error;
 mod group;
 mod job_env;
+pub mod launch;
 pub mod measure;
 pub mod mesh;
 pub mod mesh_job;

@@ -126,6 +126,18 @@ impl Job {
     /// (with the rings its non-tree algorithms need) apply to every member; pinning is
     /// the launcher's business.
     pub fn create(trees: &[Tree], cfg: &GroupConfig) -> Result<Job, GroupError> {
+        Self::create_inner(trees, cfg, false)
+    }
+
+    /// As [`create`](Self::create), for a launcher: the segment's name cannot outlive
+    /// this process, even one killed by SIGKILL before every member joined
+    /// ([`ShmJob::create_guarded`]: a small watcher process removes it). Costs a
+    /// `fork`; [`crate::launch`] uses it.
+    pub fn create_guarded(trees: &[Tree], cfg: &GroupConfig) -> Result<Job, GroupError> {
+        Self::create_inner(trees, cfg, true)
+    }
+
+    fn create_inner(trees: &[Tree], cfg: &GroupConfig, guarded: bool) -> Result<Job, GroupError> {
         let cpus = check_trees(trees)?;
         if cfg.capacity == 0 || cfg.capacity > smelt_transport::MAX_CAPACITY {
             return Err(GroupError::Invalid(format!(
@@ -161,8 +173,12 @@ impl Job {
         let blob = serde_json::to_vec(&blob).expect("plain data serializes");
         let mesh = mesh_pairs(cfg.algorithms.as_deref(), cpus.len());
         let rings = rings(trees, cfg.capacity as u32, &mesh);
-        let shm = ShmJob::create(cpus.len() as u32, &rings, &blob)
-            .map_err(|e| GroupError::Job(e.to_string()))?;
+        let shm = if guarded {
+            ShmJob::create_guarded(cpus.len() as u32, &rings, &blob, 0)
+        } else {
+            ShmJob::create(cpus.len() as u32, &rings, &blob)
+        }
+        .map_err(|e| GroupError::Job(e.to_string()))?;
         Ok(Job { shm, cpus })
     }
 

@@ -60,6 +60,8 @@ mod cputime;
 mod error;
 mod link;
 mod loan;
+#[cfg(target_os = "linux")]
+pub mod members;
 mod queuepair;
 #[cfg(not(loom))]
 pub mod shm;

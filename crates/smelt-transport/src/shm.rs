@@ -473,11 +473,132 @@ fn unlink(path: &Path) {
     }
 }
 
+/// The watcher process of a guarded segment name ([`ShmJob::create_guarded`]): it
+/// waits on a pipe whose write end only the creator holds, and removes the name when
+/// the pipe reports end-of-file, that is when the creator's process ended (the kernel
+/// closes its descriptors however it dies). A byte on the pipe instead ends the
+/// watcher without touching the name.
+struct NameGuard {
+    pid: libc::pid_t,
+    tx: Option<OwnedFd>,
+}
+
+impl NameGuard {
+    /// Forks the watcher of `path` (the name need not exist yet).
+    fn start(path: &Path) -> Result<NameGuard, ShmError> {
+        let c = cpath(path)?;
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: fds is a valid array of two ints for pipe2 to fill. O_CLOEXEC keeps
+        // the write end out of every program this process executes (the members).
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io_err("cannot make the pipe guarding", path));
+        }
+        // SAFETY: pipe2 just opened both descriptors; nothing else owns them.
+        let (rx, tx) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // SAFETY: fork has no preconditions; the child runs only `watch`, which
+        // calls async-signal-safe functions alone (this process may have threads).
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(io_err("cannot start the process guarding", path));
+        }
+        if pid == 0 {
+            // SAFETY: this is the freshly forked child; the descriptors and the C
+            // string were made before the fork and stay valid in its copy of memory.
+            unsafe { watch(rx.as_raw_fd(), tx.as_raw_fd(), c.as_ptr()) }
+        }
+        drop(rx);
+        Ok(NameGuard { pid, tx: Some(tx) })
+    }
+
+    /// Ends the watcher, leaving the name alone, and reaps it.
+    fn cancel(&mut self) {
+        let Some(tx) = self.tx.take() else { return };
+        let b = 1u8;
+        // SAFETY: tx is open; writes one byte from a valid buffer. A watcher already
+        // gone (EPIPE: SIGPIPE is ignored by Rust programs) changes nothing.
+        unsafe { libc::write(tx.as_raw_fd(), &b as *const u8 as *const libc::c_void, 1) };
+        drop(tx);
+        // The watcher exits as soon as it reads; reap it, but never wait long (someone
+        // may have stopped it, or reaped it with a wait for any child).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        loop {
+            let mut status = 0;
+            // SAFETY: plain waitpid on our own child, with a valid status pointer.
+            let r = unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
+            if r != 0 || std::time::Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}
+
+impl Drop for NameGuard {
+    fn drop(&mut self) {
+        self.cancel();
+    }
+}
+
+/// The watcher's whole life (see [`NameGuard`]): never returns.
+///
+/// # Safety
+///
+/// Call only in a child just forked by [`NameGuard::start`], with the pipe's two
+/// descriptors and a valid C string. It uses only async-signal-safe functions.
+unsafe fn watch(rx: libc::c_int, tx: libc::c_int, path: *const libc::c_char) -> ! {
+    // SAFETY (whole body): plain system calls on integers and the valid C string
+    // `path`; nothing allocates, takes a lock or runs Rust destructors.
+    unsafe {
+        libc::close(tx);
+        // Out of the terminal's foreground group: a Ctrl-C meant for the launcher
+        // must not end its watcher; the launcher's own handlers do not apply here.
+        libc::setpgid(0, 0);
+        for sig in [
+            libc::SIGINT,
+            libc::SIGQUIT,
+            libc::SIGHUP,
+            libc::SIGTSTP,
+            libc::SIGTTIN,
+            libc::SIGTTOU,
+        ] {
+            libc::signal(sig, libc::SIG_IGN);
+        }
+        libc::signal(libc::SIGTERM, libc::SIG_DFL);
+        // Hold nothing else open (pipes a caller waits on to close, the segment).
+        let all_but = |lo: libc::c_uint, hi: libc::c_uint| {
+            if lo <= hi && libc::syscall(libc::SYS_close_range, lo, hi, 0) != 0 {
+                for fd in lo..hi.min(1024).saturating_add(1) {
+                    libc::close(fd as libc::c_int);
+                }
+            }
+        };
+        let r = rx as libc::c_uint;
+        if r > 0 {
+            all_but(0, r - 1);
+        }
+        all_but(r + 1, libc::c_uint::MAX);
+        let mut b = 0u8;
+        let n = loop {
+            let n = libc::read(rx, &mut b as *mut u8 as *mut libc::c_void, 1);
+            if n < 0 && *libc::__errno_location() == libc::EINTR {
+                continue;
+            }
+            break n;
+        };
+        if n == 0 {
+            libc::unlink(path);
+        }
+        libc::_exit(0)
+    }
+}
+
 /// The creator's handle on a job's segment. Dropping it unlinks the path (members
 /// that attached keep their mappings).
 pub struct ShmJob {
     map: Arc<Mapping>,
     key: [u64; 2],
+    /// The watcher of [`ShmJob::create_guarded`]; dropped after the name is removed.
+    _guard: Option<NameGuard>,
 }
 
 impl std::fmt::Debug for ShmJob {
@@ -503,6 +624,32 @@ impl ShmJob {
         rings: &[RingSpec],
         blob: &[u8],
         words: usize,
+    ) -> Result<ShmJob, ShmError> {
+        Self::create_inner(members, rings, blob, words, false)
+    }
+
+    /// As [`create_with_words`](Self::create_with_words), with the segment's name
+    /// guarded: a small watcher process, forked before the file is made, removes the
+    /// name when this process ends however it ends (even by `kill -9`), so a launcher
+    /// killed before every member joined leaves nothing in `/dev/shm`. The watcher
+    /// holds one end of a pipe whose other end only this process holds: the kernel
+    /// closes it when the process dies. Dropping the job ends the watcher. For
+    /// launchers: it costs a `fork` per job.
+    pub fn create_guarded(
+        members: u32,
+        rings: &[RingSpec],
+        blob: &[u8],
+        words: usize,
+    ) -> Result<ShmJob, ShmError> {
+        Self::create_inner(members, rings, blob, words, true)
+    }
+
+    fn create_inner(
+        members: u32,
+        rings: &[RingSpec],
+        blob: &[u8],
+        words: usize,
+        guarded: bool,
     ) -> Result<ShmJob, ShmError> {
         let words_bytes = words
             .checked_mul(8)
@@ -554,11 +701,19 @@ impl ShmJob {
                 dir: dir.display().to_string(),
             });
         }
+        // The name and the key are independent: anyone may list /dev/shm, and the key
+        // must not be read off the name.
         let key = random_u64s()?;
+        let name = random_u64s()?;
         // SAFETY: getuid cannot fail.
         let uid = unsafe { libc::geteuid() };
-        let path = dir.join(format!("smelt-{uid}-{:016x}{:016x}", key[0], key[1]));
+        let path = dir.join(format!("smelt-{uid}-{:016x}{:016x}", name[0], name[1]));
         let c = cpath(&path)?;
+        let mut guard = if guarded {
+            Some(NameGuard::start(&path)?)
+        } else {
+            None
+        };
         // SAFETY: c is a valid C string; the flags create a new file or fail.
         let fd = unsafe {
             libc::open(
@@ -568,7 +723,12 @@ impl ShmJob {
             )
         };
         if fd < 0 {
-            return Err(io_err("cannot create", &path));
+            let e = io_err("cannot create", &path);
+            // Not ours: the watcher must leave the name alone.
+            if let Some(g) = guard.as_mut() {
+                g.cancel();
+            }
+            return Err(e);
         }
         // SAFETY: fd was just opened and is owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -632,6 +792,7 @@ impl ShmJob {
         Ok(ShmJob {
             map: Arc::new(map),
             key,
+            _guard: guard,
         })
     }
 
@@ -648,6 +809,14 @@ impl ShmJob {
     /// Members attached so far.
     pub fn attached(&self) -> u32 {
         self.map.header().attached.load(Ordering::Acquire)
+    }
+
+    /// True once member `rank` has attached (it may have left or died since).
+    pub fn has_joined(&self, rank: u32) -> bool {
+        self.map
+            .members()
+            .get(rank as usize)
+            .is_some_and(|m| m.state.load(Ordering::Acquire) != 0)
     }
 
     /// Raises the job's abort flag: every member's waits end with
