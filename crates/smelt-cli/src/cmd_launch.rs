@@ -25,11 +25,16 @@ use std::time::{Duration, Instant};
     (created 0600 under an unguessable name in /dev/shm, removed once every member joined), \
     each member is pinned to its CPU and joins with smelt_runtime::process::join_from_env \
     (Rust) or smelt_job_join (C). Members get SMELT_JOB, SMELT_JOB_KEY, SMELT_RANK, \
-    SMELT_SIZE and SMELT_CPU in their environment. SIGINT, SIGTERM, SIGHUP and SIGQUIT are \
-    forwarded to every member. If a member fails (non-zero exit, killed), the job is \
-    aborted (the other members' collectives fail at once) and members still running after \
-    --grace seconds are killed. Exit status: the first non-zero member status (128+signal \
-    for a killed member), else 0.\n\n\
+    SMELT_SIZE and SMELT_CPU in their environment. Members run in a process group of their \
+    own and die with the launcher (even one killed by SIGKILL, which leaves no segment \
+    either). SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to the members (and their \
+    children); members still running --grace seconds later are killed, and a second \
+    interrupt kills them at once. If a member fails (non-zero exit, killed, or exit 0 \
+    before joining while others joined), the job is aborted (the other members' \
+    collectives fail at once) and members still running after --grace seconds are \
+    killed. Exit status: the status of the member that failed first (128+signal for a \
+    killed member, 1 for one that exited 0 before joining), else 128+signal after a \
+    forwarded signal, else 0.\n\n\
     Examples:\n  smelt launch -n 4 -- ./my_program arg\n  \
     smelt launch -n 8 --model model.json --tree adaptive-shuffled -- ./my_program\n  \
     smelt launch -n 16 --cpus 0-1 -- python3 worker.py     (oversubscribed: a flat tree)"
@@ -53,8 +58,9 @@ pub struct LaunchArgs {
     /// Longest a collective waits for a peer, in seconds.
     #[arg(long, default_value = "30", value_parser = crate::common::seconds)]
     pub timeout: f64,
-    /// Seconds members may take to finish after another member failed, before they are
-    /// killed.
+    /// Seconds members may take to finish after another member failed or after a
+    /// forwarded signal, before they are killed (SIGKILL; a second interrupt kills at
+    /// once).
     #[arg(long, default_value = "2", value_parser = crate::common::seconds)]
     pub grace: f64,
     /// The program and its arguments.

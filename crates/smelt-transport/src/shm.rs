@@ -8,7 +8,8 @@
 //!
 //! What users and admins can rely on:
 //! * **Never the wrong memory.** A segment is created exclusively (`O_CREAT|O_EXCL`,
-//!   `O_NOFOLLOW`) under an unguessable name (128 random bits), mode 0600. Attaching
+//!   `O_NOFOLLOW`) under an unguessable name (128 random bits, drawn apart from the
+//!   key: listing the directory reveals no key), mode 0600. Attaching
 //!   checks that the file is a regular file owned by this user with no group or other
 //!   permissions, that it starts with smelt's magic and this build's layout version,
 //!   and that it carries the job's 128-bit key (given to members with the path): a
@@ -16,7 +17,9 @@
 //!   from another smelt version each fail with a clear [`ShmError`].
 //! * **Nothing left behind.** The path is unlinked as soon as every member attached
 //!   (the mappings stay valid), and by the creator's handle when it is dropped, so a
-//!   crash after start-up leaves nothing in `/dev/shm`.
+//!   crash after start-up leaves nothing in `/dev/shm`. A guarded job
+//!   ([`ShmJob::create_guarded`], for launchers) also loses its name when its creator
+//!   dies before every member attached, even by SIGKILL.
 //! * **No SIGBUS later.** Free space is checked before creating, and the file's pages
 //!   are allocated at once (`posix_fallocate`): too little space is an error naming the
 //!   size needed.
