@@ -117,6 +117,11 @@ fn mpirun(np: usize, prog: &Path, args: &[&str], env: &[(&str, &str)], limit: Du
         // Past the default cut-offs, so that multi-fragment messages (3 KiB fragments)
         // run through smelt too; `two_ranks` runs with the defaults.
         ("SMELT_MPI_MAX_BYTES".into(), "16384".into()),
+        // Every communicator set up at its first call, so that every call of the
+        // programs' checks runs through smelt (the default, 5 calls through MPI first,
+        // would leave the first calls on each communicator to MPI); the default is
+        // tested by `two_ranks` and `comm_churn_*`.
+        ("SMELT_MPI_SETUP_AFTER".into(), "0".into()),
         // No cached probe of this host unless a test makes one (the user's own cache
         // would change the trees, not the results).
         ("XDG_CACHE_HOME".into(), empty_cache().display().to_string()),
@@ -157,7 +162,12 @@ fn collectives(np: usize, env: &[(&str, &str)]) -> Run {
 /// Program `prog` (named `what`) on `np` ranks with `env` succeeds, prints
 /// "`what`: OK", and leaves nothing in shared memory.
 fn passes(what: &str, prog: &Path, np: usize, env: &[(&str, &str)]) -> Run {
-    let r = mpirun(np, prog, &[], env, LIMIT);
+    passes_with(what, prog, np, &[], env)
+}
+
+/// [`passes`] with arguments for the program.
+fn passes_with(what: &str, prog: &Path, np: usize, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let r = mpirun(np, prog, args, env, LIMIT);
     assert!(r.ok(), "{what} on {np} ranks {env:?}:\n{}", r.show());
     assert!(r.stdout.contains(&format!("{what}: OK")), "{}", r.show());
     assert!(
@@ -211,10 +221,18 @@ fn two_ranks() {
     let r = taken(2, &[]);
     // The split communicators have one rank each: MPI's business.
     assert!(r.fell_back("MPI_Reduce", "one rank") > 0, "{}", r.show());
-    // The default cut-offs.
-    let r = taken(2, &[("SMELT_MPI_MAX_BYTES", "")]);
+    // The default cut-offs and set-up threshold: the first 5 calls on each
+    // communicator go to MPI, the rest (most) to smelt.
+    let r = taken(
+        2,
+        &[("SMELT_MPI_MAX_BYTES", ""), ("SMELT_MPI_SETUP_AFTER", "")],
+    );
     assert_stderr(&r, "cut-offs 512/512/1024/256/64 bytes");
     assert!(r.fell_back("MPI_Bcast", "cut-off") > 0, "{}", r.show());
+    let first: u64 = CALLS.iter().map(|c| r.fell_back(c, "first calls")).sum();
+    // MPI_COMM_WORLD and the reordered communicator: 5 calls each (the split and its
+    // dup have one rank each on 2 ranks: never set up, MPI's).
+    assert_eq!(first, 10, "{}", r.show());
 }
 
 /// `auto`'s table reaches the node's jobs: with `SMELT_TUNE` picking them, barriers
@@ -300,16 +318,65 @@ fn set_up_failure_falls_back_on_every_rank() {
     );
 }
 
+/// Under MPI_THREAD_MULTIPLE (mpi4py's default) smelt takes the calls as below it:
+/// MPI requires a program to order the collectives on one communicator anyway.
 #[test]
-fn thread_multiple_falls_back() {
+fn thread_multiple_is_taken() {
     let r = mpirun(2, &program("collectives"), &["1", "multiple"], &[], LIMIT);
     assert!(r.ok(), "{}", r.show());
-    assert!(
-        r.fell_back("MPI_Allreduce", "MPI_THREAD_MULTIPLE") > 0,
+    assert!(r.stdout.contains("collectives: OK"), "{}", r.show());
+    assert_taken(&r);
+    assert_eq!(
+        r.fell_back("MPI_Allreduce", "another thread"),
+        0,
         "{}",
         r.show()
     );
-    assert_eq!(r.counts("MPI_Bcast").map(|c| c.0), Some(0), "{}", r.show());
+}
+
+/// Two threads of each rank run collectives at the same time, each on its own
+/// communicator (a dup of MPI_COMM_WORLD each), under MPI_THREAD_MULTIPLE: every
+/// result right, smelt takes the calls of both; on emulated nodes too.
+#[test]
+fn two_threads_on_two_communicators() {
+    for (np, env) in [
+        (2, vec![]),
+        (4, vec![("SMELT_RANKS_PER_NODE", "2")]),
+        (2, vec![("SMELT_MPI_SETUP_AFTER", "")]),
+    ] {
+        let r = passes("threads", &program("threads"), np, &env);
+        for call in ["MPI_Bcast", "MPI_Allreduce", "MPI_Reduce", "MPI_Barrier"] {
+            let (taken, _) = r.counts(call).expect("summary");
+            assert!(taken > 2 * 290, "{call}: taken {taken}:\n{}", r.show());
+        }
+        assert_eq!(
+            r.fell_back("MPI_Allreduce", "another thread"),
+            0,
+            "{}",
+            r.show()
+        );
+    }
+}
+
+/// Two threads that do call collectives on one communicator at once (erroneous in
+/// MPI, but it happens): rank 0's second thread calls MPI_Allreduce while its first
+/// sits in a smelt MPI_Barrier on the same communicator that cannot complete before
+/// that allreduce has (threads.c, `same`). The allreduce must go to MPI, not use the
+/// state the barrier holds, SMELT_MPI_VERBOSE must say so, and the job must finish.
+#[test]
+fn two_threads_on_one_communicator_fall_through() {
+    let r = mpirun(2, &program("threads"), &["same"], &[], LIMIT);
+    assert!(r.ok(), "{}", r.show());
+    assert!(r.stdout.contains("threads: OK"), "{}", r.show());
+    assert!(
+        r.fell_back("MPI_Allreduce", "another thread") > 0,
+        "{}",
+        r.show()
+    );
+    assert_stderr(
+        &r,
+        "two threads called collectives on one communicator at the same time",
+    );
 }
 
 /// A rank that dies (killed, or MPI_Abort) mid-loop ends the job promptly, non-zero,
@@ -627,5 +694,174 @@ fn fortran_calls_are_taken() {
                 r.show()
             );
         }
+    }
+}
+
+/// Communicator churn (issue 22): MPI_Comm_dup + MPI_Allreduce + MPI_Comm_free, as
+/// libraries do it. With the default set-up threshold a communicator's first 5 calls go
+/// to MPI, so the churn never sets anything up; one used longer is set up at its 6th
+/// call and taken from there on. Every count is exact (comm_churn.c's calls on
+/// rank 0), every result right, descriptors and the shared-memory directory flat
+/// (checked by the program), nothing left behind.
+#[test]
+fn comm_churn_sets_communicators_up_lazily() {
+    let prog = program("comm_churn");
+    let iters = 200u64;
+    let r = passes_with(
+        "comm_churn",
+        &prog,
+        2,
+        &["200", "1"],
+        &[("SMELT_MPI_SETUP_AFTER", "")],
+    );
+    // Allreduces on duplicates: warm-up 2 (one call each), loop `iters` (one each),
+    // set-up phase iters/4 duplicates of 12 calls (5 to MPI, 7 taken), the long-lived
+    // duplicate 16 + 4 * iters calls (5 to MPI); on MPI_COMM_WORLD: 4 allreduces,
+    // the first 3 after a barrier each (calls 2 and 4 to MPI, 6 and 7 taken).
+    let first = 2 + iters + iters / 4 * 5 + 5 + 2;
+    let taken = iters / 4 * 7 + (16 + 4 * iters - 5) + 2;
+    assert_eq!(
+        r.fell_back("MPI_Allreduce", "first calls"),
+        first,
+        "{}",
+        r.show()
+    );
+    assert_eq!(
+        r.counts("MPI_Allreduce"),
+        Some((taken, first)),
+        "{}",
+        r.show()
+    );
+    // A threshold of its own: 12 calls per duplicate all go to MPI with 12.
+    let r = passes_with(
+        "comm_churn",
+        &prog,
+        2,
+        &["40", "1"],
+        &[("SMELT_MPI_SETUP_AFTER", "12")],
+    );
+    let first = 2 + 40 + 10 * 12 + 12 + 4;
+    assert_eq!(
+        r.fell_back("MPI_Allreduce", "first calls"),
+        first,
+        "{}",
+        r.show()
+    );
+    // Set up at the first call: every duplicate is set up and released (shared
+    // memory and communicators), on one node and on emulated nodes; nothing leaks.
+    for (np, env) in [
+        (2, vec![("SMELT_MPI_SETUP_AFTER", "0")]),
+        (
+            4,
+            vec![
+                ("SMELT_MPI_SETUP_AFTER", "0"),
+                ("SMELT_RANKS_PER_NODE", "2"),
+            ],
+        ),
+        (4, vec![("SMELT_RANKS_PER_NODE", "2")]),
+    ] {
+        let r = passes_with("comm_churn", &prog, np, &["40", "2"], &env);
+        let (taken, _) = r.counts("MPI_Allreduce").expect("summary");
+        assert!(taken > 160, "taken {taken}:\n{}", r.show());
+    }
+}
+
+/// A bad `SMELT_MPI_TREE` is ignored as said: the tree is chosen as with `auto`, and
+/// the summary credits `auto`, not the variable, and repeats why it was ignored.
+#[test]
+fn bad_tree_name_is_ignored_and_not_credited() {
+    let r = one_pass(2, &[("SMELT_MPI_TREE", "garbage")]);
+    let line = tree_line(&r);
+    assert!(!line.contains("SMELT_MPI_TREE"), "{}", r.show());
+    assert!(
+        line.contains("(auto") || line.contains("(more ranks than CPUs"),
+        "{}",
+        r.show()
+    );
+    assert_stderr(
+        &r,
+        "smelt-mpi: SMELT_MPI_TREE=\"garbage\" ignored: unknown topology",
+    );
+    // A good name is still credited to the variable.
+    let r = one_pass(2, &[("SMELT_MPI_TREE", "binary")]);
+    assert!(
+        tree_line(&r).contains("tree binary (SMELT_MPI_TREE)"),
+        "{}",
+        r.show()
+    );
+}
+
+/// Every line the interposer writes to standard error is one `write(2)`: the
+/// program runs alone (MPI's singleton start) with standard error a datagram socket,
+/// where each write arrives as one datagram; each must be exactly one whole line.
+/// (Ranks writing at once to one pipe then never interleave within a line.)
+#[test]
+fn each_line_is_one_write() {
+    use std::io::Read as _;
+    use std::os::unix::net::UnixDatagram;
+    let (mine, theirs) = UnixDatagram::pair().expect("socketpair");
+    let shm = mpirun_job::ShmDir::new("smelt-mpi-test", "one-write");
+    let mut child = Command::new(program("comm_churn"))
+        .args(["20", "1"])
+        .env("LD_PRELOAD", library())
+        .env("SMELT_MPI_VERBOSE", "1")
+        .env("SMELT_SHM_DIR", &shm.0)
+        .env("XDG_CACHE_HOME", empty_cache())
+        // Two settings that are ignored, said as the library starts.
+        .env("SMELT_MPI_TREE", "garbage")
+        .env("SMELT_MPI_TIMEOUT", "abc")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            theirs,
+        )))
+        .spawn()
+        .expect("run comm_churn");
+    let reader = std::thread::spawn(move || {
+        mine.set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let mut grams = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        while let Ok(n) = mine.recv(&mut buf) {
+            grams.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            if grams
+                .last()
+                .is_some_and(|g| g.contains("MPI_Scatter: taken"))
+            {
+                break;
+            }
+        }
+        grams
+    });
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let st = child.wait().unwrap();
+    let grams = reader.join().unwrap();
+    assert!(
+        st.success() && out.contains("comm_churn: OK"),
+        "{st:?} {out}"
+    );
+    let ours: Vec<&String> = grams.iter().filter(|g| g.contains("smelt-mpi")).collect();
+    assert!(ours.len() >= 8, "too few lines: {grams:#?}");
+    for g in &ours {
+        assert!(
+            g.starts_with("smelt-mpi: ") && g.ends_with('\n') && g.matches('\n').count() == 1,
+            "not one whole line per write: {g:?} (all: {grams:#?})"
+        );
+    }
+    for want in [
+        "SMELT_MPI_TREE=\"garbage\" ignored",
+        "SMELT_MPI_TIMEOUT=\"abc\" ignored",
+        "summary of rank 0",
+    ] {
+        assert!(
+            ours.iter().any(|g| g.contains(want)),
+            "no {want:?}: {grams:#?}"
+        );
     }
 }

@@ -17,7 +17,6 @@ use smelt_runtime::{GroupConfig, GroupError, Member, WaitPolicy};
 use smelt_tree::tuning::AlgorithmTable;
 use smelt_tree::{Topology, Tree};
 use std::os::raw::{c_int, c_void};
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,15 +62,11 @@ pub struct Reduction {
     pub combine: Combine,
 }
 
-/// One communicator's state, cached as its attribute.
-pub struct CommState {
-    /// The communicator this state belongs to.
-    pub comm: MPI_Comm,
-    pub mode: Mode,
-}
-
 /// Whether smelt runs this communicator's collectives.
 pub enum Mode {
+    /// Not set up yet: this many collective calls went to MPI so far
+    /// (`SMELT_MPI_SETUP_AFTER`).
+    Warming(u64),
     /// Everything goes to MPI, for this reason.
     Off(Why),
     /// Hierarchical collectives.
@@ -191,31 +186,31 @@ fn tree_reduce(m: &mut Member, acc: &mut [u8], combine: Combine) -> Result<(), G
     m.reduce_bytes(acc, combine).map(|_| ())
 }
 
-/// Sets up smelt for `comm` (collective over `comm`; every rank gets the same mode).
-pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
-    let off = |why| CommState {
-        comm,
-        mode: Mode::Off(why),
-    };
+/// Whether a communicator is one smelt can never take, decided locally (the same on
+/// every rank, without communication): `Some(why)` for an intercommunicator or a
+/// communicator of one rank.
+pub fn never(comm: MPI_Comm) -> Result<Option<Why>, MpiErr> {
     if ffi::is_inter(comm)? {
-        return Ok(off(Why::Intercomm));
+        return Ok(Some(Why::Intercomm));
+    }
+    Ok((ffi::rank_size(comm)?.1 <= 1).then_some(Why::OneRank))
+}
+
+/// Sets up smelt for `comm` (collective over `comm`; every rank gets the same mode).
+pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
+    let off = Mode::Off;
+    if let Some(why) = never(comm)? {
+        return Ok(off(why));
     }
     let (rank, size) = ffi::rank_size(comm)?;
-    if size <= 1 {
-        return Ok(off(Why::OneRank));
-    }
-    // Every rank must agree: the thread level and the cut-off.
-    let thread_ok = ffi::thread_level()? != ffi::thread_multiple();
-    let mut agree = [thread_ok as i64, 0, 0, 0, 0, 0];
-    for (a, m) in agree[1..].iter_mut().zip(cfg.max_bytes) {
+    // Every rank must agree on the cut-offs.
+    let mut agree = [0i64; 5];
+    for (a, m) in agree.iter_mut().zip(cfg.max_bytes) {
         *a = m as i64;
     }
     ffi::allreduce_i64(&mut agree, ffi::op_min(), comm)?;
-    if agree[0] == 0 {
-        return Ok(off(Why::ThreadMultiple));
-    }
     let mut max_bytes = [0usize; 5];
-    for (m, a) in max_bytes.iter_mut().zip(&agree[1..]) {
+    for (m, a) in max_bytes.iter_mut().zip(&agree) {
         *m = (*a).max(0) as usize;
     }
 
@@ -290,20 +285,12 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
         .enumerate()
         .all(|(r, p)| node_off[p[0].max(0) as usize] + p[1].max(0) as usize == r);
 
-    // The node's tree: an explicit SMELT_MPI_TREE name wins; `auto` (the default)
-    // takes the host's tuning file (`smelt tune`) where the leader finds a usable one.
-    let auto = cfg
-        .tree
-        .as_deref()
-        .is_none_or(|t| matches!(t.trim().to_ascii_lowercase().as_str(), "auto" | "tuned"));
-    let (topology, tree_from) = match &cfg.tree {
-        Some(name) if !auto => (
-            Topology::from_str(name).unwrap_or_else(|e| {
-                eprintln!("smelt-mpi: SMELT_MPI_TREE={name:?} ignored: {e}");
-                Topology::AdaptiveSorted
-            }),
-            "SMELT_MPI_TREE".to_string(),
-        ),
+    // The node's tree: an explicit SMELT_MPI_TREE name wins; `auto` (the default, and
+    // what a value that names no tree gives) takes the host's tuning file (`smelt
+    // tune`) where the leader finds a usable one.
+    let auto = cfg.tree.is_none();
+    let (topology, tree_from) = match cfg.tree {
+        Some(t) => (t, "SMELT_MPI_TREE".to_string()),
         _ if oversubscribed => (
             Topology::Sequential,
             "more ranks than CPUs: flat".to_string(),
@@ -362,9 +349,9 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
             Ok(()) => "on another node".into(),
         };
         if cfg.verbose {
-            eprintln!(
-                "smelt-mpi: rank {rank}: set-up failed ({why}); this communicator runs on MPI"
-            );
+            stats::say(&format!(
+                "rank {rank}: set-up failed ({why}); this communicator runs on MPI"
+            ));
         }
         stats::note(format!("set-up failed: {why}"));
         return Ok(off(Why::SetupFailed));
@@ -398,10 +385,7 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<CommState, MpiErr> {
             ));
         }
     }
-    Ok(CommState {
-        comm,
-        mode: Mode::On(Box::new(h)),
-    })
+    Ok(Mode::On(Box::new(h)))
 }
 
 impl Hier {

@@ -1,5 +1,7 @@
 //! Settings from the environment, read once per process.
 
+use smelt_tree::Topology;
+use std::str::FromStr;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -9,6 +11,10 @@ use std::time::Duration;
 /// copy in, one copy out) beats smelt's cache-line slots, which copy 48 bytes per
 /// 64-byte line.
 pub const DEFAULT_MAX_BYTES: [usize; 5] = [512, 512, 1024, 256, 64];
+/// Default number of collective calls on a communicator that go to MPI before smelt
+/// sets the communicator up (see [`Config::setup_after`]); MPICH's shared-memory
+/// collectives wait as many (`MPIR_CVAR_POSIX_NUM_COLLS_THRESHOLD`).
+pub const DEFAULT_SETUP_AFTER: u64 = 5;
 /// Default longest wait for a peer inside a node (see [`Config::timeout`]).
 pub const DEFAULT_TIMEOUT_S: u64 = 3600;
 
@@ -31,11 +37,18 @@ pub struct Config {
     /// a smelt collective before the job is aborted. A dead peer is noticed within
     /// milliseconds regardless; this only bounds waiting on a live but absent peer.
     pub timeout: Duration,
-    /// `SMELT_MPI_TREE`: the tree inside a node (a `smelt tree --algo` name), or
-    /// `auto` (the default): this host's tuning file's choice (`smelt tune`), else
+    /// `SMELT_MPI_TREE`: the tree inside a node (a `smelt tree --algo` name:
+    /// `Some`), or `auto` (`None`, the default; also what a name that is not a tree
+    /// gives, said once): this host's tuning file's choice (`smelt tune`), else
     /// `adaptive-sorted`; `sequential` (flat) when the host has more ranks than CPUs
     /// and no explicit tree is named.
-    pub tree: Option<String>,
+    pub tree: Option<Topology>,
+    /// `SMELT_MPI_SETUP_AFTER=n`: the first `n` collective calls on a communicator go
+    /// to MPI; smelt sets the communicator up at call `n + 1` (every rank counts the
+    /// same calls, so every rank sets up at the same one). Set-up costs a few
+    /// collectives and a shared-memory segment; a communicator that is duplicated,
+    /// used once and freed (as libraries do) never pays it. 0: set up at the first call.
+    pub setup_after: u64,
     /// `SMELT_MPI_MODEL`: a smelt model file (`smelt probe -o`, `smelt model import`)
     /// the nodes' trees are built from; default: this host's cached probe
     /// (`smelt probe --cache`) if there is one, else a uniform model.
@@ -43,7 +56,25 @@ pub struct Config {
 }
 
 fn warn(var: &str, val: &str, why: &str) {
-    eprintln!("smelt-mpi: {var}={val:?} ignored: {why}");
+    super::stats::say(&format!("{var}={val:?} ignored: {why}"));
+}
+
+/// `SMELT_MPI_TREE`'s value: `None` for `auto` (or `tuned`), a tree's name, or a
+/// name that is not a tree: ignored (said, and noted for the summary), so `auto`.
+fn tree(v: Option<String>) -> Option<Topology> {
+    let v = v?;
+    if matches!(v.trim().to_ascii_lowercase().as_str(), "auto" | "tuned") {
+        return None;
+    }
+    match Topology::from_str(v.trim()) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            let why = format!("{e}; the tree is chosen as with auto");
+            warn("SMELT_MPI_TREE", &v, &why);
+            super::stats::note(format!("SMELT_MPI_TREE={v:?} ignored: {why}"));
+            None
+        }
+    }
 }
 
 fn parse() -> Config {
@@ -88,7 +119,8 @@ fn parse() -> Config {
         timeout: Duration::from_secs(
             number("SMELT_MPI_TIMEOUT", DEFAULT_TIMEOUT_S, 1 << 32).max(1),
         ),
-        tree: get("SMELT_MPI_TREE"),
+        tree: tree(get("SMELT_MPI_TREE")),
+        setup_after: number("SMELT_MPI_SETUP_AFTER", DEFAULT_SETUP_AFTER, 1 << 32),
         model: get("SMELT_MPI_MODEL"),
     }
 }

@@ -347,7 +347,9 @@ pub fn extents(t: MPI_Datatype) -> Result<Extents, MpiErr> {
 
 /// Calls `PMPI_Abort(comm, 1)` after printing `msg`; never returns.
 pub fn abort(comm: MPI_Comm, msg: &str) -> ! {
-    eprintln!("smelt-mpi: {msg}; aborting the job (SMELT_MPI=off runs without smelt)");
+    super::stats::say(&format!(
+        "{msg}; aborting the job (SMELT_MPI=off runs without smelt)"
+    ));
     // SAFETY: aborting is valid at any point after MPI_Init.
     unsafe { mpi_sys::PMPI_Abort(comm, 1) };
     std::process::abort()

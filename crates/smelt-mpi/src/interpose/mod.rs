@@ -11,13 +11,15 @@ mod model;
 mod stats;
 
 use crate::ops::{self, Elem};
-use comm::{CommState, Fail, Mode, Reduction};
+use comm::{Fail, Mode, Reduction};
 use config::config;
 use ffi::{MPI_Comm, MPI_Datatype, MPI_Op};
 use stats::{Call, Why};
+use std::cell::UnsafeCell;
 use std::os::raw::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// The attribute key under which each communicator's state is cached; created on
@@ -25,6 +27,9 @@ use std::sync::{Mutex, OnceLock};
 static KEYVAL: AtomicI32 = AtomicI32::new(i32::MIN);
 /// Every live state (as addresses), so MPI_Finalize can release them all.
 static LIVE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// Held while a state is made and stored for a communicator that has none, so two
+/// threads (MPI_THREAD_MULTIPLE) cannot both make one.
+static MAKING: Mutex<()> = Mutex::new(());
 /// The communicator looked up last and its state. Programs mostly call collectives on
 /// one communicator, and MPI's attribute lookup is a hash-table probe on every call;
 /// this skips it. Cleared when that state is freed. Calls are serialized below
@@ -33,16 +38,36 @@ static LIVE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 static LAST_COMM: AtomicUsize = AtomicUsize::new(0);
 static LAST_STATE: AtomicPtr<CommState> = AtomicPtr::new(std::ptr::null_mut());
 
+/// One communicator's state, cached as its attribute.
+pub struct CommState {
+    /// The communicator this state belongs to.
+    pub comm: MPI_Comm,
+    /// Under MPI_THREAD_MULTIPLE: set while a thread runs a collective on this
+    /// communicator through the state (below it, calls are serialized and it is not
+    /// used).
+    busy: AtomicBool,
+    /// Used only by the thread that set `busy` (or, below MPI_THREAD_MULTIPLE, by the
+    /// one thread calling MPI at a time).
+    mode: UnsafeCell<Mode>,
+}
+
 /// A communicator handle as a number (a pointer in Open MPI, an int in MPICH).
 #[inline(always)]
 fn comm_key(c: MPI_Comm) -> usize {
     c.0 as usize
 }
 
-/// True unless MPI runs with MPI_THREAD_MULTIPLE (asked once).
+/// True unless MPI runs with MPI_THREAD_MULTIPLE (asked once; the counts become atomic
+/// if not).
 fn serialized() -> bool {
     static S: OnceLock<bool> = OnceLock::new();
-    *S.get_or_init(|| ffi::thread_level().is_ok_and(|l| l != ffi::thread_multiple()))
+    *S.get_or_init(|| {
+        let s = ffi::thread_level().is_ok_and(|l| l != ffi::thread_multiple());
+        if !s {
+            stats::threaded();
+        }
+        s
+    })
 }
 
 /// Runs `f`, turning a panic into a clear message and `PMPI_Abort`: nothing unwinds
@@ -111,6 +136,11 @@ fn keyval() -> Result<c_int, ffi::MpiErr> {
     if k != i32::MIN {
         return Ok(k);
     }
+    let _making = MAKING.lock().unwrap_or_else(|e| e.into_inner());
+    let k = KEYVAL.load(Ordering::Acquire);
+    if k != i32::MIN {
+        return Ok(k);
+    }
     let mut k = ffi::keyval_invalid();
     // SAFETY: valid callbacks of the signatures MPI expects and a valid out-pointer.
     ffi::check(unsafe {
@@ -125,43 +155,59 @@ fn keyval() -> Result<c_int, ffi::MpiErr> {
     Ok(k)
 }
 
-/// The state of `comm`, set up on first use (collective: every rank of `comm` calls
-/// the same collective on it, so every rank sets up at the same call).
-fn state(comm: MPI_Comm) -> Result<&'static mut CommState, ffi::MpiErr> {
+/// The state of `comm`, made (not yet set up) on first use.
+fn state(comm: MPI_Comm) -> Result<*mut CommState, ffi::MpiErr> {
     let key = comm_key(comm);
     let last = LAST_STATE.load(Ordering::Relaxed);
     if !last.is_null() && LAST_COMM.load(Ordering::Relaxed) == key {
-        // SAFETY: LAST_STATE is a live state (cleared when freed) of this very
-        // communicator; only set when calls are serialized, so no other reference
-        // is in use.
-        return Ok(unsafe { &mut *last });
+        return Ok(last);
     }
     let st = lookup(comm)?;
     if serialized() {
         LAST_COMM.store(key, Ordering::Relaxed);
         LAST_STATE.store(st, Ordering::Relaxed);
     }
-    // SAFETY: a live CommState of `comm`; MPI calls on one communicator are not
-    // concurrent (this crate falls back on MPI_THREAD_MULTIPLE, where they could be),
-    // so this is the only reference.
-    Ok(unsafe { &mut *st })
+    Ok(st)
 }
 
-/// The state of `comm` from its attribute, made (and stored) on first use.
-fn lookup(comm: MPI_Comm) -> Result<*mut CommState, ffi::MpiErr> {
-    let kv = keyval()?;
+/// The state stored as `comm`'s attribute, if any.
+fn stored(comm: MPI_Comm, kv: c_int) -> Result<Option<*mut CommState>, ffi::MpiErr> {
     let mut ptr: *mut c_void = std::ptr::null_mut();
     let mut flag: c_int = 0;
     // SAFETY: MPI writes the stored pointer to `ptr` and sets `flag`.
     ffi::check(unsafe {
         mpi_sys::PMPI_Comm_get_attr(comm, kv, (&mut ptr as *mut *mut c_void).cast(), &mut flag)
     })?;
-    if flag != 0 && !ptr.is_null() {
-        return Ok(ptr.cast());
+    Ok((flag != 0 && !ptr.is_null()).then_some(ptr.cast()))
+}
+
+/// The state of `comm` from its attribute, made (and stored) on first use: `Off` where
+/// smelt can never take the communicator, else not set up yet (set-up waits for
+/// `SMELT_MPI_SETUP_AFTER` calls; it needs communication, making the state does not).
+fn lookup(comm: MPI_Comm) -> Result<*mut CommState, ffi::MpiErr> {
+    let kv = keyval()?;
+    if let Some(st) = stored(comm, kv)? {
+        return Ok(st);
     }
-    let st = Box::into_raw(Box::new(comm::setup(comm, config())?));
+    let _making = MAKING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(st) = stored(comm, kv)? {
+        return Ok(st);
+    }
+    let mode = match comm::never(comm)? {
+        Some(why) => Mode::Off(why),
+        None => Mode::Warming(0),
+    };
+    let st = Box::into_raw(Box::new(CommState {
+        comm,
+        busy: AtomicBool::new(false),
+        mode: UnsafeCell::new(mode),
+    }));
     // SAFETY: stores the leaked box as the attribute; `delete_state` frees it.
-    ffi::check(unsafe { mpi_sys::PMPI_Comm_set_attr(comm, kv, st.cast()) })?;
+    if let Err(e) = ffi::check(unsafe { mpi_sys::PMPI_Comm_set_attr(comm, kv, st.cast()) }) {
+        // SAFETY: not stored anywhere: this is its only owner.
+        drop(unsafe { Box::from_raw(st) });
+        return Err(e);
+    }
     LIVE.lock()
         .unwrap_or_else(|e| e.into_inner())
         .push(st as usize);
@@ -188,19 +234,107 @@ fn release_all() {
     KEYVAL.store(i32::MIN, Ordering::Release);
 }
 
-/// The state's hierarchy; `Err`: the call's return code without smelt (an MPI error,
-/// or a fall-back, counted, that `pmpi` ran).
-fn hier(
-    comm: MPI_Comm,
-    call: Call,
-    pmpi: impl FnOnce() -> c_int,
-) -> Result<&'static mut comm::Hier, c_int> {
+/// A communicator's hierarchy, held for one collective call: under
+/// MPI_THREAD_MULTIPLE the state's `busy` flag is set until it is dropped.
+pub struct Held {
+    h: NonNull<comm::Hier>,
+    busy: Option<NonNull<AtomicBool>>,
+}
+
+impl std::ops::Deref for Held {
+    type Target = comm::Hier;
+    fn deref(&self) -> &comm::Hier {
+        // SAFETY: a live state's hierarchy, used by this call alone (see `hier`).
+        unsafe { self.h.as_ref() }
+    }
+}
+
+impl std::ops::DerefMut for Held {
+    fn deref_mut(&mut self) -> &mut comm::Hier {
+        // SAFETY: as in `deref`; `&mut self` makes this the only reference.
+        unsafe { self.h.as_mut() }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(b) = self.busy {
+            // SAFETY: the flag of a live state (a communicator is not freed while a
+            // collective runs on it).
+            unsafe { b.as_ref() }.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Said once per process: two threads called collectives on one communicator at once.
+fn say_concurrent(comm: MPI_Comm) {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if config().verbose && !SAID.swap(true, Ordering::Relaxed) {
+        let rank = ffi::rank_size(comm).map_or(-1, |(r, _)| r as i64);
+        stats::say(&format!(
+            "rank {rank}: two threads called collectives on one communicator at the same time (MPI requires a program to order them); such calls go to MPI (counted in the summary)"
+        ));
+    }
+}
+
+/// The state's hierarchy, held for this call; `Err`: the call's return code without
+/// smelt (an MPI error, or a fall-back, counted, that `pmpi` ran). Counts the call
+/// towards the communicator's set-up and sets it up at the call after the first
+/// `SMELT_MPI_SETUP_AFTER` (collective: every rank of `comm` makes the same calls on
+/// it in the same order, so every rank sets up at the same one).
+fn hier(comm: MPI_Comm, call: Call, pmpi: impl FnOnce() -> c_int) -> Result<Held, c_int> {
     let why = if comm == ffi::comm_null() {
         Why::BadArgs
     } else {
-        match &mut state(comm).map_err(|e| e.0)?.mode {
-            Mode::On(h) => return Ok(h),
-            Mode::Off(why) => *why,
+        let st = state(comm).map_err(|e| e.0)?;
+        // SAFETY: `st` is a live state of `comm` (freed only by MPI_Comm_free, which
+        // the program does not call while a collective runs on `comm`).
+        let st = unsafe { &*st };
+        let busy = if serialized() {
+            None
+        } else if st.busy.swap(true, Ordering::Acquire) {
+            say_concurrent(comm);
+            stats::fell_back(call, Why::Concurrent);
+            return Err(pmpi());
+        } else {
+            Some(NonNull::from(&st.busy))
+        };
+        let release = || {
+            if busy.is_some() {
+                st.busy.store(false, Ordering::Release);
+            }
+        };
+        // SAFETY: this thread holds the state: `busy` set, or calls serialized.
+        let mode = unsafe { &mut *st.mode.get() };
+        if let Mode::Warming(n) = mode {
+            let after = config().setup_after;
+            if *n < after {
+                *n += 1;
+                release();
+                stats::fell_back(call, Why::Warmup);
+                return Err(pmpi());
+            }
+            match comm::setup(comm, config()) {
+                Ok(m) => *mode = m,
+                Err(e) => {
+                    release();
+                    return Err(e.0);
+                }
+            }
+        }
+        match mode {
+            Mode::On(h) => {
+                return Ok(Held {
+                    h: NonNull::from(&mut **h),
+                    busy,
+                })
+            }
+            Mode::Off(why) => {
+                let why = *why;
+                release();
+                why
+            }
+            Mode::Warming(_) => unreachable!("set up above"),
         }
     };
     stats::fell_back(call, why);
@@ -289,7 +423,7 @@ unsafe fn bcast(
     comm: MPI_Comm,
     pmpi: impl Fn() -> c_int,
 ) -> c_int {
-    let h = match hier(comm, Call::Bcast, &pmpi) {
+    let mut h = match hier(comm, Call::Bcast, &pmpi) {
         Ok(h) => h,
         Err(rc) => return rc,
     };
@@ -344,7 +478,7 @@ unsafe fn bcast(
             })
         }
     };
-    finish(r, Call::Bcast, comm, h)
+    finish(r, Call::Bcast, comm, &h)
 }
 
 /// `count` elements of `dt` at `buf`, packed into `k` bytes (their signature's size).
@@ -521,7 +655,7 @@ struct Rooted {
 
 /// A gather or scatter that smelt runs, its arguments checked.
 struct Plan {
-    h: &'static mut comm::Hier,
+    h: Held,
     root: usize,
     /// Ranks.
     n: usize,
@@ -577,7 +711,7 @@ impl Rooted {
         sides: impl FnOnce(bool) -> (bool, Side, bool),
     ) -> Result<Plan, c_int> {
         let h = hier(self.comm, self.call, || self.pmpi())?;
-        let root = checked_root(h, self.root).map_err(|why| self.fell(why))?;
+        let root = checked_root(&h, self.root).map_err(|why| self.fell(why))?;
         let (n, is_root) = (h.size, h.rank == root);
         let (in_place, mine, check_recv) = sides(is_root);
         let (sz, off) = match mine.blocks() {
@@ -634,9 +768,9 @@ impl Rooted {
             Err(rc) => return rc,
         };
         match body(&mut p) {
-            Ok(true) => finish(Ok(()), self.call, self.comm, p.h),
+            Ok(true) => finish(Ok(()), self.call, self.comm, &p.h),
             Ok(false) => self.fell(Why::NoTree),
-            Err(e) => finish(Err(e), self.call, self.comm, p.h),
+            Err(e) => finish(Err(e), self.call, self.comm, &p.h),
         }
     }
 }
@@ -816,7 +950,7 @@ unsafe fn reduce(
     comm: MPI_Comm,
     pmpi: impl Fn() -> c_int,
 ) -> c_int {
-    let h = match hier(comm, Call::Reduce, &pmpi) {
+    let mut h = match hier(comm, Call::Reduce, &pmpi) {
         Ok(h) => h,
         Err(rc) => return rc,
     };
@@ -834,7 +968,7 @@ unsafe fn reduce(
     // SAFETY: MPI's contract: `input` holds `count` elements of `dt` (`len` bytes);
     // the root's `recv` has room for as many.
     let r = unsafe { h.reduce(input.cast(), recv.cast(), len, red, root as usize) };
-    finish(r, Call::Reduce, comm, h)
+    finish(r, Call::Reduce, comm, &h)
 }
 
 /// `MPI_Allreduce` through smelt where it can; `pmpi` runs the call through MPI.
@@ -850,7 +984,7 @@ unsafe fn allreduce(
     comm: MPI_Comm,
     pmpi: impl Fn() -> c_int,
 ) -> c_int {
-    let h = match hier(comm, Call::Allreduce, &pmpi) {
+    let mut h = match hier(comm, Call::Allreduce, &pmpi) {
         Ok(h) => h,
         Err(rc) => return rc,
     };
@@ -870,17 +1004,17 @@ unsafe fn allreduce(
     // SAFETY: `recv` holds `len` bytes this call may read and write.
     let acc = unsafe { std::slice::from_raw_parts_mut(recv.cast::<u8>(), len) };
     let r = h.allreduce(acc, red);
-    finish(r, Call::Allreduce, comm, h)
+    finish(r, Call::Allreduce, comm, &h)
 }
 
 /// `MPI_Barrier` through smelt where it can; `pmpi` runs the call through MPI.
 fn barrier(comm: MPI_Comm, pmpi: impl Fn() -> c_int) -> c_int {
-    let h = match hier(comm, Call::Barrier, &pmpi) {
+    let mut h = match hier(comm, Call::Barrier, &pmpi) {
         Ok(h) => h,
         Err(rc) => return rc,
     };
     let r = h.barrier();
-    finish(r, Call::Barrier, comm, h)
+    finish(r, Call::Barrier, comm, &h)
 }
 
 /// `MPI_Bcast`, taken over (see the crate documentation).
@@ -1015,7 +1149,9 @@ pub unsafe extern "C" fn MPI_Finalize() -> c_int {
         guard("MPI_Finalize", || {
             release_all();
             if cfg.verbose && ffi::rank_size(ffi::comm_world()).is_ok_and(|(r, _)| r == 0) {
-                eprint!("{}", stats::summary());
+                for line in stats::summary() {
+                    stats::say(&line);
+                }
             }
             ffi::success()
         });

@@ -77,7 +77,7 @@ fn warn_once(verbose: bool, msg: &str) {
     }
     let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
     if !said.iter().any(|s| s == msg) {
-        eprintln!("smelt-mpi: {msg}");
+        super::stats::say(msg);
         said.push(msg.to_string());
     }
 }

@@ -1,8 +1,22 @@
 //! What smelt took and what fell back to MPI, and why: counted per process, reported
 //! by rank 0 at MPI_Finalize under `SMELT_MPI_VERBOSE=1`.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
+
+/// Writes `smelt-mpi: <line>` and a newline to standard error with one `write(2)`
+/// call, so that the lines of ranks sharing a terminal or pipe never interleave
+/// within a line (`eprintln!` writes a formatted line in pieces).
+pub fn say(line: &str) {
+    let mut buf = Vec::with_capacity(line.len() + 12);
+    buf.extend_from_slice(b"smelt-mpi: ");
+    buf.extend_from_slice(line.as_bytes());
+    buf.push(b'\n');
+    // Standard error is unbuffered: one write_all of the whole line is one write(2)
+    // (a pipe writes up to PIPE_BUF bytes atomically). Nothing to do if it fails.
+    let _ = std::io::stderr().lock().write_all(&buf);
+}
 
 /// The calls the interposer takes over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,8 +59,8 @@ pub enum Why {
     Intercomm = 0,
     OneRank,
     OneRankPerNode,
-    ThreadMultiple,
     SetupFailed,
+    Warmup,
     // This call.
     TooLarge,
     Derived,
@@ -57,15 +71,16 @@ pub enum Why {
     OpNotForType,
     BadArgs,
     NoTree,
+    Concurrent,
 }
 
-const WHYS: usize = Why::NoTree as usize + 1;
+const WHYS: usize = Why::Concurrent as usize + 1;
 const ALL_WHY: [Why; WHYS] = [
     Why::Intercomm,
     Why::OneRank,
     Why::OneRankPerNode,
-    Why::ThreadMultiple,
     Why::SetupFailed,
+    Why::Warmup,
     Why::TooLarge,
     Why::Derived,
     Why::TypeNotSupported,
@@ -75,6 +90,7 @@ const ALL_WHY: [Why; WHYS] = [
     Why::OpNotForType,
     Why::BadArgs,
     Why::NoTree,
+    Why::Concurrent,
 ];
 
 impl Why {
@@ -83,8 +99,10 @@ impl Why {
             Why::Intercomm => "intercommunicator",
             Why::OneRank => "communicator of one rank",
             Why::OneRankPerNode => "one rank per node (nothing to share)",
-            Why::ThreadMultiple => "MPI_THREAD_MULTIPLE",
             Why::SetupFailed => "smelt set-up failed",
+            Why::Warmup => {
+                "a communicator's first calls, before smelt sets it up (SMELT_MPI_SETUP_AFTER)"
+            }
             Why::TooLarge => "message larger than the cut-off (SMELT_MPI_MAX_BYTES)",
             Why::Derived => "derived datatype",
             Why::TypeNotSupported => "datatype smelt does not reduce",
@@ -94,6 +112,9 @@ impl Why {
             Why::OpNotForType => "operation not defined for the datatype",
             Why::BadArgs => "invalid arguments (left to MPI to report)",
             Why::NoTree => "no tree for this root (the node's limit of trees)",
+            Why::Concurrent => {
+                "another thread was in a collective on the same communicator (MPI requires them ordered)"
+            }
         }
     }
 }
@@ -102,12 +123,24 @@ static TAKEN: [AtomicU64; CALLS] = [const { AtomicU64::new(0) }; CALLS];
 static FELL: [[AtomicU64; WHYS]; CALLS] = [const { [const { AtomicU64::new(0) }; WHYS] }; CALLS];
 static NOTES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
-/// Counts one more: a load and a store, not an atomic read-modify-write (a locked
-/// instruction on every call). Calls are serialized below MPI_THREAD_MULTIPLE; there
-/// a count may be lost, never memory.
+/// Set (once, before any count) when MPI runs with MPI_THREAD_MULTIPLE: counts are
+/// then atomic read-modify-writes.
+static THREADED: AtomicBool = AtomicBool::new(false);
+
+/// Counts from here on are made by several threads at once.
+pub fn threaded() {
+    THREADED.store(true, Relaxed);
+}
+
+/// Counts one more: below MPI_THREAD_MULTIPLE (calls serialized) a load and a store,
+/// not a locked read-modify-write on every call; under it, an atomic add.
 #[inline(always)]
 fn bump(c: &AtomicU64) {
-    c.store(c.load(Relaxed).wrapping_add(1), Relaxed);
+    if THREADED.load(Relaxed) {
+        c.fetch_add(1, Relaxed);
+    } else {
+        c.store(c.load(Relaxed).wrapping_add(1), Relaxed);
+    }
 }
 
 #[inline(always)]
@@ -128,27 +161,25 @@ pub fn note(line: String) {
     }
 }
 
-/// The summary rank 0 prints at MPI_Finalize.
-pub fn summary() -> String {
-    let mut out = String::from("smelt-mpi: summary of rank 0\n");
-    for line in NOTES.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-        out.push_str(&format!("smelt-mpi: {line}\n"));
-    }
+/// The summary rank 0 prints at MPI_Finalize, a line each (without the `smelt-mpi: `
+/// prefix [`say`] adds).
+pub fn summary() -> Vec<String> {
+    let mut out = vec!["summary of rank 0".to_string()];
+    out.extend(
+        NOTES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned(),
+    );
     for c in Call::ALL {
         let t = TAKEN[c as usize].load(Relaxed);
         let f: u64 = FELL[c as usize].iter().map(|x| x.load(Relaxed)).sum();
-        out.push_str(&format!(
-            "smelt-mpi: {}: taken {t}, fell back {f}\n",
-            c.name()
-        ));
+        out.push(format!("{}: taken {t}, fell back {f}", c.name()));
         for w in ALL_WHY {
             let n = FELL[c as usize][w as usize].load(Relaxed);
             if n > 0 {
-                out.push_str(&format!(
-                    "smelt-mpi: {}: fell back {n}: {}\n",
-                    c.name(),
-                    w.describe()
-                ));
+                out.push(format!("{}: fell back {n}: {}", c.name(), w.describe()));
             }
         }
     }
