@@ -981,24 +981,39 @@ fn ratios(
             .iter()
             .filter(|f| f.peer.metric == m && f.peer.threads == t)
             .collect();
-        let Some(s) = group.iter().find(|f| is_smelt(f)).and_then(|f| fig(f)) else {
-            continue;
-        };
         let best = group
             .iter()
             .filter(|f| !is_smelt(f))
             .filter_map(|f| fig(f).map(|v| (v, &f.peer.name)))
             .min_by(|a, b| a.0 .0.total_cmp(&b.0 .0));
-        if let Some((b, name)) = best {
+        let Some((b, name)) = best else {
+            continue;
+        };
+        // smelt's default as threads, then as processes (`--processes`), each against
+        // the best peer of the same count.
+        for who in ["threads", "processes"] {
+            let Some((sf, s)) = group
+                .iter()
+                .find(|f| is_smelt(f) && f.mode == who)
+                .and_then(|f| Some((*f, fig(f)?)))
+            else {
+                continue;
+            };
+            let (label, unit) = if who == "threads" {
+                ("smelt", "threads")
+            } else {
+                ("smelt processes", "processes")
+            };
             out.push(Ratio {
                 what: format!(
-                    "smelt {} speedup over best peer, {t} threads",
+                    "{label} {} speedup over best peer, {t} {unit}",
                     metric_label(m)
                 ),
                 value: b.0 / s.0,
                 per_floor: per_floor(b, s),
                 detail: format!(
-                    "smelt {:.2} µs vs {name} {:.2} µs",
+                    "{} {:.2} µs vs {name} {:.2} µs",
+                    sf.peer.name,
                     s.0 / 1000.0,
                     b.0 / 1000.0
                 ),

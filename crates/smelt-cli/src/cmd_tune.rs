@@ -5,7 +5,7 @@
 //! (`--check`), a comparison of two files (`--compare`) and an export to Open MPI's
 //! `tuned` dynamic rules (`--export-ompi`).
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context as _, Result};
 use smelt_model::Model;
 use smelt_runtime::measure::{back_to_back_member_with, measure_back_to_back_with, MeasureConfig};
 use smelt_runtime::{GroupConfig, Member, Pinning, SyncMode};
@@ -254,11 +254,20 @@ fn machine(a: &TuneArgs) -> Result<Model> {
 fn output_path(a: &TuneArgs, model: &Model) -> Result<PathBuf> {
     match &a.output {
         Some(p) => Ok(p.clone()),
-        None => tuning::cached_path(&model.provenance.host).ok_or_else(|| {
-            anyhow::anyhow!(
-                "neither XDG_CACHE_HOME nor HOME is an absolute directory: give -o FILE"
-            )
-        }),
+        None => {
+            let p = tuning::cached_path(&model.provenance.host).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "neither XDG_CACHE_HOME nor HOME is an absolute directory: give -o FILE"
+                )
+            })?;
+            // The cache directory is smelt's own: make it (as `smelt probe --cache`
+            // does), so the output check before measuring finds it.
+            if let Some(dir) = p.parent() {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("cannot create {}", dir.display()))?;
+            }
+            Ok(p)
+        }
     }
 }
 
