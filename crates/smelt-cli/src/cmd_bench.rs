@@ -320,10 +320,11 @@ fn load_model(a: &BenchArgs, requested: Option<&[u32]>) -> Result<(Model, String
         smelt_model::ModelSource::Uniform(why) => why.clone(),
         _ => String::new(),
     };
+    // The CPUs first: a bad --cpus is one error line, nothing else.
+    let disc = smelt_model::topology::discover(requested)?;
     eprintln!(
         "notice: no model of this machine ({why}); probing it quickly (run 'smelt probe --cache' or 'smelt run' to keep one)"
     );
-    let disc = smelt_model::topology::discover(requested)?;
     let mut cfg = smelt_probe::probe::ProbeConfig::quick(disc.cpus.clone());
     cfg.hierarchy = disc.hierarchy.clone();
     let r = smelt_probe::probe::probe(&cfg).map_err(anyhow::Error::msg)?;

@@ -648,6 +648,13 @@ impl CPeers {
             reason: String::new(),
         });
         for f in &mut out {
+            // smelt's rows name what the interposer ran (its summary): by default
+            // `auto`'s pick for the node, e.g. `smelt (interposer, auto: sequential)`.
+            if let (MpiSystem::Smelt { .. }, Some(pick)) =
+                (system, interposer_pick(&ran.stderr, &f.op))
+            {
+                f.system = format!("{}, {pick})", f.system.trim_end_matches(')'));
+            }
             let raw = format!("{}_{}", f.op, f.bytes);
             f.status = match got.iter().find(|(n, _, _)| *n == raw) {
                 Some((_, _, s)) => Status::Ok { ns: *s },
@@ -656,6 +663,36 @@ impl CPeers {
         }
         out
     }
+}
+
+/// What the MPI interposer ran for `op` (`bcast`, `reduce`, `allreduce`, `barrier`)
+/// on rank 0's node, from its `SMELT_MPI_VERBOSE=1` summary: the node's tree (`auto:
+/// TREE` when `auto` picked it), and for the barrier and the (8-byte) allreduce the
+/// algorithm `auto`'s table runs them by. `None` when the summary does not say.
+pub fn interposer_pick(stderr: &str, op: &str) -> Option<String> {
+    let line = |key: &str| {
+        stderr
+            .lines()
+            .find_map(|l| l.split_once(key).map(|(_, rest)| rest.to_string()))
+    };
+    let tree_line = line(", tree ")?;
+    let mut words = tree_line.split_whitespace();
+    let tree = words.next()?.to_string();
+    let auto = words.next().is_some_and(|w| w.starts_with("(auto"));
+    let by = line("auto on rank 0's node: barrier by ").and_then(|rest| {
+        let (barrier, rest) = rest.split_once(", ")?;
+        let allreduce = rest
+            .strip_prefix("8-byte allreduce by ")?
+            .trim()
+            .to_string();
+        Some((barrier.trim().to_string(), allreduce))
+    });
+    let algo = match (op, &by) {
+        ("barrier", Some((b, _))) if b != "the tree" => b.clone(),
+        ("allreduce", Some((_, a))) if a != "the tree" => format!("{a} at 8 B"),
+        _ => tree,
+    };
+    Some(if auto { format!("auto: {algo}") } else { algo })
 }
 
 /// Environment of every `mpirun` the peers start (root is allowed: CI runs as root;
@@ -695,6 +732,25 @@ fn mpi_launcher(ranks: usize, extra: &[String]) -> Option<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_what_the_interposer_ran() {
+        let err = "smelt-mpi: summary of rank 0\n\
+            smelt-mpi: communicator of 2 ranks: 1 node(s), 2 rank(s) on rank 0's node, tree sequential (auto: tuning file /c/tune-vm.json), dedicated wait, cut-offs 512/512/1024/256/64 bytes (bcast/reduce/allreduce/gather/scatter)\n\
+            smelt-mpi: auto on rank 0's node: barrier by dissemination, 8-byte allreduce by the tree\n";
+        assert_eq!(interposer_pick(err, "bcast").unwrap(), "auto: sequential");
+        assert_eq!(
+            interposer_pick(err, "barrier").unwrap(),
+            "auto: dissemination"
+        );
+        assert_eq!(
+            interposer_pick(err, "allreduce").unwrap(),
+            "auto: sequential"
+        );
+        let fixed = "smelt-mpi: communicator of 4 ranks: 1 node(s), 4 rank(s) on rank 0's node, tree binary (SMELT_MPI_TREE), dedicated wait\n";
+        assert_eq!(interposer_pick(fixed, "reduce").unwrap(), "binary");
+        assert_eq!(interposer_pick("no summary", "reduce"), None);
+    }
 
     #[test]
     fn parses_result_lines() {
