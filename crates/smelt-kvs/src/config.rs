@@ -222,10 +222,11 @@ pub struct StoreConfig {
     pub attempts: u32,
     /// Longest a replica waits to send one message (a full link). Default 10 s.
     pub link_timeout: Duration,
-    /// Longest [`Store::close`](crate::Store::close) waits for the replicas to finish
-    /// what was accepted before stopping them, plus 20 ms per replica
-    /// (a large store's shutdown on few CPUs takes
-    /// time in proportion to its size). Default 10 s.
+    /// How long [`Store::close`](crate::Store::close) waits for the replicas to finish
+    /// what was accepted before stopping them: this plus 20 ms per replica (a large
+    /// store's shutdown on few CPUs takes time in proportion to its size), longer
+    /// while replicas keep finishing (until none has for this long), and at most four
+    /// times that. Default 10 s.
     pub close_timeout: Duration,
     /// Keep every replica's applied log in memory (for tests; a digest is always
     /// kept). Default false.

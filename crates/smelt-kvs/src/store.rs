@@ -463,7 +463,12 @@ impl Store {
         // Shutdown of a large store takes time in proportion to its size (every
         // replica hears the end down the tree and must be scheduled, with hundreds of
         // replicas on a few CPUs): the close timeout grows with it.
-        let deadline = Instant::now() + close_deadline(self.close_timeout, self.lay.replicas);
+        // The close timeout bounds the time *without progress*: while replicas keep
+        // finishing, the wait goes on, up to an absolute bound that grows with the
+        // store (so a busy machine slows shutdown down but never fails it).
+        let start = Instant::now();
+        let hard = start + close_deadline(self.close_timeout, self.lay.replicas) * 4;
+        let mut deadline = start + close_deadline(self.close_timeout, self.lay.replicas);
         let mut forced = false;
         // Replica processes killed because they did not finish in time.
         let mut stopped = vec![false; self.lay.replicas];
@@ -499,6 +504,9 @@ impl Store {
                         rep.exit = "aborted".into();
                     }
                     self.take(rep);
+                    if !forced {
+                        deadline = deadline.max(Instant::now() + self.close_timeout).min(hard);
+                    }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     if forced && Instant::now() > deadline + Duration::from_secs(5) {
@@ -531,8 +539,10 @@ impl Store {
     }
 }
 
-/// How long closing a store of `replicas` waits before stopping replicas by force:
-/// the configured close timeout plus [`CLOSE_TIME_PER_REPLICA`] per replica.
+/// The close timeout of a store of `replicas`: the configured one plus
+/// [`CLOSE_TIME_PER_REPLICA`] per replica. Closing waits at least this long, longer
+/// while replicas keep finishing (until none has for the configured close timeout),
+/// and at most four times this.
 pub(crate) fn close_deadline(close_timeout: Duration, replicas: usize) -> Duration {
     close_timeout + CLOSE_TIME_PER_REPLICA * replicas.min(1 << 20) as u32
 }
