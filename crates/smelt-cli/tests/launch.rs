@@ -205,6 +205,14 @@ fn kill_all(pids: &[u32]) {
     }
 }
 
+/// Cleans up after a launcher that failed a test: its members and its segment.
+fn clean_up(reports: &[(u32, String)]) {
+    kill_all(&reports.iter().map(|m| m.0).collect::<Vec<_>>());
+    for (_, segment) in reports {
+        let _ = std::fs::remove_file(segment);
+    }
+}
+
 fn signal(pid: u32, sig: &str) {
     Command::new("kill")
         .args([&format!("-{sig}"), &pid.to_string()])
@@ -213,13 +221,13 @@ fn signal(pid: u32, sig: &str) {
 }
 
 /// A member that ignores TERM, INT and HUP (as does the `sleep` it becomes) and
-/// reports its pid in `dir/m.RANK`.
+/// reports its pid and the job's segment in `dir/m.RANK`.
 fn stubborn_member(dir: &Path) -> Vec<String> {
     vec![
         "sh".into(),
         "-c".into(),
         format!(
-            "trap '' TERM INT HUP; echo $$ > {}/m.$SMELT_RANK; exec sleep 60",
+            "trap '' TERM INT HUP; echo \"$$ $SMELT_JOB\" > {}/m.$SMELT_RANK; exec sleep 60",
             dir.display()
         ),
     ]
@@ -235,13 +243,14 @@ fn members_that_ignore_the_forwarded_signal_are_killed_after_grace() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pids: Vec<u32> = member_reports(&dir, 2).iter().map(|m| m.0).collect();
+    let reports = member_reports(&dir, 2);
+    let pids: Vec<u32> = reports.iter().map(|m| m.0).collect();
     let t = Instant::now();
     signal(child.id(), "INT");
     let st = wait_bounded(&mut child, Duration::from_secs(25));
     let elapsed = t.elapsed();
     if st.is_none() {
-        kill_all(&pids);
+        clean_up(&reports);
         panic!("the launcher kept waiting for members that ignore the signal");
     }
     assert!(!st.unwrap().success());
@@ -274,7 +283,8 @@ fn a_second_interrupt_kills_the_members_at_once() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let pids: Vec<u32> = member_reports(&dir, 2).iter().map(|m| m.0).collect();
+    let reports = member_reports(&dir, 2);
+    let pids: Vec<u32> = reports.iter().map(|m| m.0).collect();
     let t = Instant::now();
     // Interrupts until the launcher ends (two are enough; more only guard against
     // two arriving at the same turn of its loop on a loaded machine).
@@ -290,7 +300,7 @@ fn a_second_interrupt_kills_the_members_at_once() {
     if st.is_none() {
         let _ = child.kill();
         let _ = child.wait();
-        kill_all(&pids);
+        clean_up(&reports);
         panic!("a second interrupt did not end the job");
     }
     assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
