@@ -33,6 +33,15 @@ grep -q "collectives: OK" <<<"$out" && grep -qE "MPI_Allreduce: taken [1-9]" <<<
     || { echo "$out" | tail -30; echo "[smelt] MPICH: smelt did not take the calls" >&2; exit 1; }
 echo "[smelt] MPI interposer under an external suite: mpi4py's collective tests (2 and 4 ranks, emulated nodes)"
 bash scripts/mpi4py_suite.sh 2>&1
+echo "[smelt] the bundle for bare hosts: smelt, its libraries and prebuilt peers, run with PATH reduced to nothing"
+bash scripts/bundle.sh target/bundle-test 2>&1 | tail -1
+out="$(env -i PATH=/nonexistent LD_LIBRARY_PATH= HOME=/nonexistent XDG_CACHE_HOME="$PWD/target/bundle-test-cache" \
+    "$PWD/target/bundle-test/smelt" bench --quick --threads 2 --peer-threads 2 --ops barrier --time-limit 120 2>&1)" \
+    || { echo "$out" | tail -30; echo "[smelt] the bundle did not run" >&2; exit 1; }
+for peer in pthread_barrier dissemination_barrier "omp_barrier (GOMP)" "omp_barrier (libomp)"; do
+    grep -F "$peer" <<<"$out" | grep -qv skipped \
+        || { echo "$out" | tail -30; echo "[smelt] the bundle's $peer peer did not run" >&2; exit 1; }
+done
 echo "[smelt] loom model check of the queuepair protocol"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p smelt-transport --release --lib --test loom 2>&1
 if cargo +nightly miri --version >/dev/null 2>&1; then

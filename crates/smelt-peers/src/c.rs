@@ -330,6 +330,17 @@ fn display_name(p: &Program, raw: &str) -> String {
     }
 }
 
+/// The file name under which a program built beforehand is found when no compiler
+/// is on `PATH` (`barriers-cc-prebuilt`, `omp-gcc-prebuilt`, ...): what
+/// `scripts/bundle.sh` puts in the bundle's peer directory.
+fn prebuilt_name(p: &Program) -> String {
+    format!(
+        "{}-{}-prebuilt",
+        p.file.trim_end_matches(".c"),
+        p.compilers[0]
+    )
+}
+
 /// Compiles and runs the C peers. Build products are cached per source and compiler.
 pub struct CPeers {
     dir: PathBuf,
@@ -361,6 +372,13 @@ impl CPeers {
     /// Compiles `p` if needed; `Err(status)` is the Skipped/Failed to report.
     fn build(&self, p: &Program) -> Result<PathBuf, Status> {
         let Some(cc) = first_of(p.compilers) else {
+            // A host with no compiler (the bundle of `scripts/bundle.sh` on a bare
+            // machine): a program built beforehand as `STEM-COMPILER-prebuilt` in the
+            // directory serves instead.
+            let pre = self.dir.join(prebuilt_name(p));
+            if pre.is_file() {
+                return Ok(pre);
+            }
             return Err(Status::Skipped {
                 reason: format!("no {}", p.compilers.last().copied().unwrap_or("compiler")),
             });
@@ -792,6 +810,35 @@ mod tests {
             matches!(&r[0].status, Status::Skipped { reason } if reason.contains("no smelt-no-such-compiler")),
             "{r:?}"
         );
+    }
+
+    /// With no compiler, a program built beforehand (the bundle's) is run instead.
+    #[test]
+    fn a_prebuilt_program_serves_where_no_compiler_is() {
+        let Some(cc) = first_of(BARRIERS.compilers) else {
+            panic!("no C compiler to build the prebuilt program with");
+        };
+        let p = Program {
+            compilers: &["smelt-no-such-compiler"],
+            ..BARRIERS
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::write(src.join("peer.h"), PEER_H).unwrap();
+        std::fs::write(src.join("barriers.c"), BARRIERS_C).unwrap();
+        let exe = dir.path().join(prebuilt_name(&p));
+        let st = Command::new(cc)
+            .args(["-O2", "-pthread", "-o"])
+            .arg(&exe)
+            .arg(src.join("barriers.c"))
+            .arg("-I")
+            .arg(&src)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let peers = CPeers::new(dir.path());
+        assert_eq!(peers.build(&p).unwrap(), exe);
     }
 
     #[test]
