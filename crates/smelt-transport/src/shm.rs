@@ -524,6 +524,7 @@ impl NameGuard {
         // The watcher exits as soon as it reads; reap it, but never wait long (someone
         // may have stopped it, or reaped it with a wait for any child).
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let mut nap = std::time::Duration::from_micros(20);
         loop {
             let mut status = 0;
             // SAFETY: plain waitpid on our own child, with a valid status pointer.
@@ -531,7 +532,8 @@ impl NameGuard {
             if r != 0 || std::time::Instant::now() > deadline {
                 break;
             }
-            std::thread::sleep(std::time::Duration::from_millis(1));
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(std::time::Duration::from_millis(10));
         }
     }
 }
