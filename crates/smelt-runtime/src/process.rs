@@ -132,7 +132,8 @@ impl Job {
     /// As [`create`](Self::create), for a launcher: the segment's name cannot outlive
     /// this process, even one killed by SIGKILL before every member joined
     /// ([`ShmJob::create_guarded`]: a small watcher process removes it). Costs a
-    /// `fork`; [`crate::launch`] uses it.
+    /// `fork`. `smelt launch` and `smelt bench --processes` use it with
+    /// [`crate::launch::Members`].
     pub fn create_guarded(trees: &[Tree], cfg: &GroupConfig) -> Result<Job, GroupError> {
         Self::create_inner(trees, cfg, true)
     }
