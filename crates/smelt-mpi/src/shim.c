@@ -108,15 +108,11 @@ int smelt_mpi_op_class(MPI_Op op)
 
 void *const smelt_mpi_in_place = MPI_IN_PLACE;
 const MPI_Datatype smelt_mpi_byte = MPI_BYTE;
-const MPI_Datatype smelt_mpi_int = MPI_INT;
 const MPI_Datatype smelt_mpi_int64 = MPI_INT64_T;
 const MPI_Datatype smelt_mpi_uint64 = MPI_UINT64_T;
 const MPI_Op smelt_mpi_op_min = MPI_MIN;
-const MPI_Op smelt_mpi_op_bor = MPI_BOR;
 const MPI_Comm smelt_mpi_comm_world = MPI_COMM_WORLD;
 const MPI_Comm smelt_mpi_comm_null = MPI_COMM_NULL;
-const MPI_Info smelt_mpi_info_null = MPI_INFO_NULL;
-const int smelt_mpi_comm_type_shared = MPI_COMM_TYPE_SHARED;
 const int smelt_mpi_undefined = MPI_UNDEFINED;
 const int smelt_mpi_thread_multiple = MPI_THREAD_MULTIPLE;
 const int smelt_mpi_keyval_invalid = MPI_KEYVAL_INVALID;

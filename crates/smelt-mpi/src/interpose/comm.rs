@@ -203,75 +203,60 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
         return Ok(off(why));
     }
     let (rank, size) = ffi::rank_size(comm)?;
-    // Every rank must agree on the cut-offs.
-    let mut agree = [0i64; 5];
-    for (a, m) in agree.iter_mut().zip(cfg.max_bytes) {
-        *a = m as i64;
-    }
-    ffi::allreduce_i64(&mut agree, ffi::op_min(), comm)?;
-    let mut max_bytes = [0usize; 5];
-    for (m, a) in max_bytes.iter_mut().zip(&agree) {
-        *m = (*a).max(0) as usize;
-    }
-
-    // Hosts, and whether a host has more ranks than CPUs.
-    let mut host = ffi::split_shared(comm, rank as c_int)?;
-    let (host_rank, host_size) = ffi::rank_size(host)?;
+    // One allgather tells every rank everything the layout needs: each rank's host,
+    // MPI_COMM_WORLD rank, bound CPU, cut-offs and allowed CPUs. Every rank computes
+    // the same layout from it (no further agreement).
     let allowed = smelt_transport::allowed_cpus().unwrap_or_default();
-    let mut mask = cpu_mask(&allowed);
-    ffi::allreduce_bor_u64(&mut mask, host)?;
-    let cpus: usize = mask.iter().map(|w| w.count_ones() as usize).sum();
-    let oversubscribed = host_size > cpus.max(1);
-
-    // Nodes: the host, or emulated nodes of k of its ranks in MPI_COMM_WORLD rank
-    // order (so a process stays with the same others in every communicator that
-    // holds them all, and a communicator that reorders the ranks has nodes of
-    // ranks that do not follow each other, as real nodes may).
-    let k = cfg.ranks_per_node;
-    let node = if k > 0 && k < host_size {
-        let world_rank = ffi::rank_size(ffi::comm_world())?.0 as c_int;
-        let all = ffi::allgather_pair([world_rank, 0], host, host_size)?;
-        let before = all.iter().filter(|p| p[0] < world_rank).count();
-        let n = ffi::split(host, (before / k) as c_int, host_rank as c_int)?;
-        ffi::free(&mut host);
-        n
-    } else {
-        host
-    };
-    let (node_rank, node_size) = ffi::rank_size(node)?;
-    // The node's model: the leader decides from the CPU each rank is bound to (it
-    // alone builds the node's trees; the others join them).
-    let mut node_model = None;
-    if node_size > 1 {
-        let mine = match allowed[..] {
-            [c] => c as c_int,
+    let mine = Record {
+        host: host_id(),
+        world: ffi::rank_size(ffi::comm_world())?.0 as i64,
+        cpu: match allowed[..] {
+            [c] => c as i64,
             _ => -1,
-        };
-        let cpus = ffi::allgather_pair([mine, 0], node, node_size)?;
-        if node_rank == 0 {
-            let cpus: Vec<Option<u32>> = cpus.iter().map(|c| u32::try_from(c[0]).ok()).collect();
-            node_model = Some(model::for_node(&cpus, cfg.model.as_deref(), cfg.verbose));
+        },
+        max_bytes: cfg.max_bytes.map(|m| m as i64),
+        mask: cpu_mask(&allowed),
+    };
+    let all: Vec<Record> = ffi::allgather_i64(&mine.words(), comm, size)?
+        .chunks_exact(RECORD_WORDS)
+        .map(Record::from_words)
+        .collect();
+    let lay = Layout::of(&all, cfg.ranks_per_node);
+    // Every rank uses the smallest cut-offs any rank has.
+    let mut max_bytes = [usize::MAX; 5];
+    for r in &all {
+        for (m, &b) in max_bytes.iter_mut().zip(&r.max_bytes) {
+            *m = (*m).min(b.max(0) as usize);
         }
     }
-    let color = if node_rank == 0 { 0 } else { ffi::undefined() };
-    let leaders = ffi::split(comm, color, rank as c_int)?;
-    let mut idx = [0u8; 8];
-    if node_rank == 0 {
-        idx = (ffi::rank_size(leaders)?.0 as u64).to_ne_bytes();
+    let n_nodes = lay.node_sizes.len();
+    if n_nodes == size {
+        return Ok(off(Why::OneRankPerNode));
     }
-    ffi::bcast_bytes(&mut idx, 0, node)?;
-    let my_node = u64::from_ne_bytes(idx) as usize;
-    let place = ffi::allgather_pair([my_node as c_int, node_rank as c_int], comm, size)?;
-    let n_nodes = place
-        .iter()
-        .map(|p| p[0].max(0) as usize)
-        .max()
-        .unwrap_or(0)
-        + 1;
-    let mut node_sizes = vec![0usize; n_nodes];
-    for p in &place {
-        node_sizes[p[0].max(0) as usize] += 1;
-    }
+    let place = lay.place;
+    let [my_node, node_rank] = place[rank].map(|x| x as usize);
+    let node_size = lay.node_sizes[my_node];
+    let oversubscribed = lay.oversubscribed[rank];
+    let k = cfg.ranks_per_node;
+    // The node's communicator (ranks in communicator order, as `place` numbers them)
+    // and, with several nodes, the leaders' (node index = rank among the leaders).
+    let node = ffi::split(comm, my_node as c_int, rank as c_int)?;
+    let leaders = if n_nodes > 1 {
+        let color = if node_rank == 0 { 0 } else { ffi::undefined() };
+        ffi::split(comm, color, rank as c_int)?
+    } else {
+        ffi::comm_null()
+    };
+    let mut node_sizes = lay.node_sizes;
+    // The node's model: the leader decides from the CPU each rank is bound to (it
+    // alone builds the node's trees; the others join them).
+    let node_cpus: Vec<Option<u32>> = (0..size)
+        .filter(|&r| place[r][0] as usize == my_node)
+        .map(|r| u32::try_from(all[r].cpu).ok())
+        .collect();
+    let decided = (node_rank == 0 && node_size > 1)
+        .then(|| decide(&node_cpus, oversubscribed, cfg));
+    node_sizes.shrink_to_fit();
     let node_off: Vec<usize> = node_sizes
         .iter()
         .scan(0, |at, &s| {
@@ -285,23 +270,7 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
         .enumerate()
         .all(|(r, p)| node_off[p[0].max(0) as usize] + p[1].max(0) as usize == r);
 
-    // The node's tree: an explicit SMELT_MPI_TREE name wins; `auto` (the default, and
-    // what a value that names no tree gives) takes the host's tuning file (`smelt
-    // tune`) where the leader finds a usable one.
-    let auto = cfg.tree.is_none();
-    let (topology, tree_from) = match cfg.tree {
-        Some(t) => (t, "SMELT_MPI_TREE".to_string()),
-        _ if oversubscribed => (
-            Topology::Sequential,
-            "more ranks than CPUs: flat".to_string(),
-        ),
-        _ if node_rank == 0 && node_size > 1 => model::auto_tree(
-            node_size,
-            node_model.as_ref().and_then(|m| m.model.as_ref()),
-            cfg.verbose,
-        ),
-        _ => (Topology::AdaptiveSorted, "auto".to_string()),
-    };
+    let d = decided.unwrap_or_else(|| Decided::placeholder(oversubscribed, cfg));
     let mut h = Hier {
         rank,
         size,
@@ -317,9 +286,9 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
         node_major_is_rank_order,
         trees: (0..node_size).map(|_| Slot::Untried).collect(),
         made: 0,
-        topology,
-        algorithms: None,
-        model: node_model.as_mut().and_then(|m| m.model.take()),
+        topology: d.topology,
+        algorithms: d.algorithms.clone(),
+        model: d.model.clone(),
         wait: if oversubscribed {
             WaitPolicy::OVERSUBSCRIBED
         } else {
@@ -329,12 +298,6 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
         max_bytes,
         scratch: Vec::new(),
     };
-    if n_nodes == size {
-        return Ok(off(Why::OneRankPerNode));
-    }
-    if auto && !oversubscribed && node_rank == 0 && node_size > 1 {
-        h.algorithms = model::auto_algorithms(node_size, h.model.as_ref(), cfg.verbose);
-    }
     // Every node of more than one rank makes its leader's tree; all or none.
     let local = if node_size > 1 {
         h.make_tree(0)?
@@ -358,10 +321,11 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
     }
     if rank == 0 {
         stats::note(format!(
-            "communicator of {size} ranks: {n_nodes} node(s){}, {node_size} rank(s) on rank 0's node{}, tree {} ({tree_from}), {} wait, cut-offs {}/{}/{}/{}/{} bytes (bcast/reduce/allreduce/gather/scatter)",
+            "communicator of {size} ranks: {n_nodes} node(s){}, {node_size} rank(s) on rank 0's node{}, tree {} ({}), {} wait, cut-offs {}/{}/{}/{}/{} bytes (bcast/reduce/allreduce/gather/scatter)",
             if h.node_major_is_rank_order { "" } else { " of ranks not in rank order" },
             if k > 0 { format!(" (SMELT_RANKS_PER_NODE={k})") } else { String::new() },
             h.topology,
+            d.tree_from,
             if oversubscribed { "oversubscribed" } else { "dedicated" },
             max_bytes[0],
             max_bytes[1],
@@ -369,8 +333,8 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
             max_bytes[3],
             max_bytes[4],
         ));
-        if let Some(m) = &node_model {
-            stats::note(format!("tree model on rank 0's node: {}", m.describe));
+        if let Some(m) = &d.describe {
+            stats::note(format!("tree model on rank 0's node: {m}"));
         }
         if let Some(t) = &h.algorithms {
             use smelt_tree::{tuning::Mode, Op};
@@ -386,6 +350,236 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
         }
     }
     Ok(Mode::On(Box::new(h)))
+}
+
+/// Words of one rank's [`Record`] in the set-up's allgather.
+const RECORD_WORDS: usize = 8 + 16;
+
+/// What one rank tells the others at set-up.
+struct Record {
+    /// Its host ([`host_id`]).
+    host: u64,
+    /// Its rank in MPI_COMM_WORLD.
+    world: i64,
+    /// The CPU it is bound to, or -1 (not bound to exactly one).
+    cpu: i64,
+    /// Its cut-offs (`SMELT_MPI_MAX_BYTES`).
+    max_bytes: [i64; 5],
+    /// The CPUs it may run on ([`cpu_mask`]).
+    mask: [u64; 16],
+}
+
+impl Record {
+    fn words(&self) -> [i64; RECORD_WORDS] {
+        let mut w = [0i64; RECORD_WORDS];
+        w[0] = self.host as i64;
+        w[1] = self.world;
+        w[2] = self.cpu;
+        w[3..8].copy_from_slice(&self.max_bytes);
+        for (x, m) in w[8..].iter_mut().zip(self.mask) {
+            *x = m as i64;
+        }
+        w
+    }
+
+    fn from_words(w: &[i64]) -> Record {
+        let mut max_bytes = [0i64; 5];
+        max_bytes.copy_from_slice(&w[3..8]);
+        let mut mask = [0u64; 16];
+        for (m, &x) in mask.iter_mut().zip(&w[8..]) {
+            *m = x as u64;
+        }
+        Record {
+            host: w[0] as u64,
+            world: w[1],
+            cpu: w[2],
+            max_bytes,
+            mask,
+        }
+    }
+}
+
+/// This process's host, as a number every process of the host computes alike (and
+/// processes of other hosts, almost surely, do not): a hash of the host name and the
+/// kernel's boot id. Ranks whose shared memory turns out not to be shared (a container
+/// of its own with the same name and boot) fail to join at set-up, and the
+/// communicator runs on MPI.
+fn host_id() -> u64 {
+    static ID: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *ID.get_or_init(|| {
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+        let name = smelt_model::host::host_name();
+        // FNV-1a, 64 bits.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in name.bytes().chain([0]).chain(boot.trim().bytes()) {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        h
+    })
+}
+
+/// The nodes of a communicator, computed alike by every rank from every rank's
+/// [`Record`] (by communicator rank).
+#[derive(Debug, PartialEq)]
+struct Layout {
+    /// For each rank: its node and its rank in that node.
+    place: Vec<[c_int; 2]>,
+    /// Ranks per node, by node.
+    node_sizes: Vec<usize>,
+    /// For each rank: whether its host has more ranks than CPUs its ranks may use.
+    oversubscribed: Vec<bool>,
+}
+
+impl Layout {
+    /// Nodes are hosts, or with `k` > 0 emulated nodes of `k` ranks of a host (of more
+    /// than `k`) in MPI_COMM_WORLD rank order (so a process stays with the same others
+    /// in every communicator that holds them all, and a communicator that reorders the
+    /// ranks has nodes of ranks that do not follow each other, as real nodes may).
+    /// Inside a node, ranks are numbered in communicator order; nodes are numbered in
+    /// the order of their first rank (node rank 0, the leader).
+    fn of(all: &[Record], k: usize) -> Layout {
+        let n = all.len();
+        // Hosts, by first appearance.
+        let mut hosts: Vec<(u64, Vec<usize>)> = Vec::new();
+        let mut host_of = vec![0usize; n];
+        for (r, rec) in all.iter().enumerate() {
+            let i = match hosts.iter().position(|(h, _)| *h == rec.host) {
+                Some(i) => i,
+                None => {
+                    hosts.push((rec.host, Vec::new()));
+                    hosts.len() - 1
+                }
+            };
+            hosts[i].1.push(r);
+            host_of[r] = i;
+        }
+        // Each rank's emulated node inside its host: its position by world rank / k.
+        let mut sub = vec![0usize; n];
+        let mut oversubscribed = vec![false; n];
+        for (_, members) in &hosts {
+            let mut mask = [0u64; 16];
+            for &r in members {
+                for (m, w) in mask.iter_mut().zip(all[r].mask) {
+                    *m |= w;
+                }
+            }
+            let cpus: usize = mask.iter().map(|w| w.count_ones() as usize).sum();
+            let over = members.len() > cpus.max(1);
+            for &r in members {
+                oversubscribed[r] = over;
+            }
+            if k > 0 && k < members.len() {
+                let mut by_world = members.clone();
+                by_world.sort_by_key(|&r| (all[r].world, r));
+                for (pos, &r) in by_world.iter().enumerate() {
+                    sub[r] = pos / k;
+                }
+            }
+        }
+        // Nodes, by their first (lowest) rank; ranks inside in communicator order.
+        let mut keys: Vec<(usize, usize)> = Vec::new();
+        let mut node_sizes = Vec::new();
+        let mut place = Vec::with_capacity(n);
+        for r in 0..n {
+            let key = (host_of[r], sub[r]);
+            let i = match keys.iter().position(|x| *x == key) {
+                Some(i) => i,
+                None => {
+                    keys.push(key);
+                    node_sizes.push(0);
+                    keys.len() - 1
+                }
+            };
+            place.push([i as c_int, node_sizes[i] as c_int]);
+            node_sizes[i] += 1;
+        }
+        Layout {
+            place,
+            node_sizes,
+            oversubscribed,
+        }
+    }
+}
+
+/// A node leader's decisions for its node's trees: the model, the tree and (auto) the
+/// algorithm table. They depend only on the node's size and CPUs and the settings, so
+/// each process decides once per kind of node and reuses it for every communicator
+/// (a communicator's set-up then reads no file).
+#[derive(Clone)]
+struct Decided {
+    model: Option<smelt_model::Model>,
+    /// For the summary: where the model comes from (`None`: not decided here).
+    describe: Option<String>,
+    topology: Topology,
+    tree_from: String,
+    algorithms: Option<Arc<AlgorithmTable>>,
+}
+
+impl Decided {
+    /// What a rank that is not a leader of a node of 2 or more keeps (it joins the
+    /// leader's trees and never builds one).
+    fn placeholder(oversubscribed: bool, cfg: &Config) -> Decided {
+        let topology = match cfg.tree {
+            Some(t) => t,
+            None if oversubscribed => Topology::Sequential,
+            None => Topology::AdaptiveSorted,
+        };
+        Decided {
+            model: None,
+            describe: None,
+            topology,
+            tree_from: "auto".into(),
+            algorithms: None,
+        }
+    }
+}
+
+/// The leader's [`Decided`] for a node of `cpus.len()` ranks bound to `cpus` (by local
+/// rank), remembered per process.
+fn decide(cpus: &[Option<u32>], oversubscribed: bool, cfg: &Config) -> Decided {
+    type Key = (Vec<Option<u32>>, bool);
+    static SEEN: std::sync::Mutex<Vec<(Key, Decided)>> = std::sync::Mutex::new(Vec::new());
+    let key = (cpus.to_vec(), oversubscribed);
+    if let Some((_, d)) = SEEN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|(k, _)| *k == key)
+    {
+        return d.clone();
+    }
+    let n = cpus.len();
+    let node_model = model::for_node(cpus, cfg.model.as_deref(), cfg.verbose);
+    let m = node_model.model.as_ref();
+    // An explicit SMELT_MPI_TREE name wins; `auto` (the default, and what a value
+    // that names no tree gives) takes the host's tuning file (`smelt tune`) where the
+    // leader finds a usable one.
+    let (topology, tree_from) = match cfg.tree {
+        Some(t) => (t, "SMELT_MPI_TREE".to_string()),
+        None if oversubscribed => (
+            Topology::Sequential,
+            "more ranks than CPUs: flat".to_string(),
+        ),
+        None => model::auto_tree(n, m, cfg.verbose),
+    };
+    let algorithms = if cfg.tree.is_none() && !oversubscribed {
+        model::auto_algorithms(n, m, cfg.verbose)
+    } else {
+        None
+    };
+    let d = Decided {
+        model: node_model.model,
+        describe: Some(node_model.describe),
+        topology,
+        tree_from,
+        algorithms,
+    };
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if seen.len() < 16 {
+        seen.push((key, d.clone()));
+    }
+    d
 }
 
 impl Hier {
@@ -860,5 +1054,65 @@ impl Hier {
             self.leader_tree().broadcast_empty()?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(host: u64, world: i64, cpus: &[u32]) -> Record {
+        Record {
+            host,
+            world,
+            cpu: -1,
+            max_bytes: [0; 5],
+            mask: cpu_mask(cpus),
+        }
+    }
+
+    #[test]
+    fn record_round_trips_through_words() {
+        let mut r = rec(u64::MAX - 3, 7, &[0, 63, 64, 1023]);
+        r.cpu = 5;
+        r.max_bytes = [1, 2, 3, 4, 1 << 40];
+        let back = Record::from_words(&r.words());
+        assert_eq!(back.words(), r.words());
+        assert_eq!(back.host, u64::MAX - 3);
+        assert_eq!(back.mask, r.mask);
+    }
+
+    #[test]
+    fn one_host_is_one_node_in_communicator_order() {
+        let all: Vec<Record> = (0..4).map(|w| rec(9, 3 - w, &[0, 1])).collect();
+        let l = Layout::of(&all, 0);
+        assert_eq!(l.place, vec![[0, 0], [0, 1], [0, 2], [0, 3]]);
+        assert_eq!(l.node_sizes, vec![4]);
+        assert_eq!(l.oversubscribed, vec![true; 4]);
+    }
+
+    #[test]
+    fn emulated_nodes_follow_world_ranks() {
+        // Communicator ranks 0..4 are world ranks 0, 2, 1, 3 (even ones first).
+        let all: Vec<Record> = [0, 2, 1, 3].iter().map(|&w| rec(9, w, &[w as u32])).collect();
+        let l = Layout::of(&all, 2);
+        assert_eq!(l.place, vec![[0, 0], [1, 0], [0, 1], [1, 1]]);
+        assert_eq!(l.node_sizes, vec![2, 2]);
+        assert_eq!(l.oversubscribed, vec![false; 4]);
+        // Nodes of 3 and 1; k as large as the host: one node.
+        let all: Vec<Record> = (0..4).map(|w| rec(9, w, &[0])).collect();
+        assert_eq!(Layout::of(&all, 3).node_sizes, vec![3, 1]);
+        assert_eq!(Layout::of(&all, 4).node_sizes, vec![4]);
+    }
+
+    #[test]
+    fn hosts_are_nodes_numbered_by_first_rank() {
+        let all: Vec<Record> = [(5, 0), (8, 1), (5, 2), (8, 3), (7, 4)]
+            .iter()
+            .map(|&(h, w)| rec(h, w, &[w as u32]))
+            .collect();
+        let l = Layout::of(&all, 0);
+        assert_eq!(l.place, vec![[0, 0], [1, 0], [0, 1], [1, 1], [2, 0]]);
+        assert_eq!(l.node_sizes, vec![2, 2, 1]);
     }
 }

@@ -21,15 +21,11 @@ extern "C" {
     fn smelt_mpi_op_class(op: MPI_Op) -> c_int;
     static smelt_mpi_in_place: *mut c_void;
     static smelt_mpi_byte: MPI_Datatype;
-    static smelt_mpi_int: MPI_Datatype;
     static smelt_mpi_int64: MPI_Datatype;
     static smelt_mpi_uint64: MPI_Datatype;
     static smelt_mpi_op_min: MPI_Op;
-    static smelt_mpi_op_bor: MPI_Op;
     static smelt_mpi_comm_world: MPI_Comm;
     static smelt_mpi_comm_null: MPI_Comm;
-    static smelt_mpi_info_null: mpi_sys::MPI_Info;
-    static smelt_mpi_comm_type_shared: c_int;
     static smelt_mpi_undefined: c_int;
     static smelt_mpi_thread_multiple: c_int;
     static smelt_mpi_keyval_invalid: c_int;
@@ -51,15 +47,11 @@ macro_rules! handle {
 handle! {
     in_place: *mut c_void = smelt_mpi_in_place;
     byte: MPI_Datatype = smelt_mpi_byte;
-    int: MPI_Datatype = smelt_mpi_int;
     int64: MPI_Datatype = smelt_mpi_int64;
     uint64: MPI_Datatype = smelt_mpi_uint64;
     op_min: MPI_Op = smelt_mpi_op_min;
-    op_bor: MPI_Op = smelt_mpi_op_bor;
     comm_world: MPI_Comm = smelt_mpi_comm_world;
     comm_null: MPI_Comm = smelt_mpi_comm_null;
-    info_null: mpi_sys::MPI_Info = smelt_mpi_info_null;
-    comm_type_shared: c_int = smelt_mpi_comm_type_shared;
     undefined: c_int = smelt_mpi_undefined;
     thread_multiple: c_int = smelt_mpi_thread_multiple;
     keyval_invalid: c_int = smelt_mpi_keyval_invalid;
@@ -125,16 +117,6 @@ pub fn split(comm: MPI_Comm, color: c_int, key: c_int) -> Result<MPI_Comm, MpiEr
     Ok(out)
 }
 
-/// `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`: the ranks that share memory.
-pub fn split_shared(comm: MPI_Comm, key: c_int) -> Result<MPI_Comm, MpiErr> {
-    let mut out = comm_null();
-    // SAFETY: valid out-pointer; collective over `comm`, called by every member.
-    check(unsafe {
-        mpi_sys::PMPI_Comm_split_type(comm, comm_type_shared(), key, info_null(), &mut out)
-    })?;
-    Ok(out)
-}
-
 /// Frees a communicator this crate made (no-op for MPI_COMM_NULL).
 pub fn free(comm: &mut MPI_Comm) {
     if *comm != comm_null() {
@@ -197,28 +179,21 @@ pub fn allreduce_i64(v: &mut [i64], op: MPI_Op, comm: MPI_Comm) -> Result<(), Mp
     allreduce_in_place(v, op, comm)
 }
 
-/// Element-wise OR of `u64` masks on every member of `comm`, in place.
-pub fn allreduce_bor_u64(v: &mut [u64], comm: MPI_Comm) -> Result<(), MpiErr> {
-    allreduce_in_place(v, op_bor(), comm)
-}
-
-/// Every member's `mine` (two ints), by rank.
-pub fn allgather_pair(
-    mine: [c_int; 2],
-    comm: MPI_Comm,
-    size: usize,
-) -> Result<Vec<[c_int; 2]>, MpiErr> {
-    let mut all = vec![[0 as c_int; 2]; size];
-    // SAFETY: send buffer of 2 ints; receive buffer of `size` × 2 ints, `size` being
+/// Every member's `mine` (the same number of `i64` on every member), back to back by
+/// rank.
+pub fn allgather_i64(mine: &[i64], comm: MPI_Comm, size: usize) -> Result<Vec<i64>, MpiErr> {
+    let k = mine.len();
+    let mut all = vec![0i64; size * k];
+    // SAFETY: send buffer of `k` i64; receive buffer of `size` × `k` i64, `size` being
     // the communicator's size.
     check(unsafe {
         mpi_sys::PMPI_Allgather(
             mine.as_ptr().cast(),
-            2,
-            int(),
+            k as c_int,
+            int64(),
             all.as_mut_ptr().cast(),
-            2,
-            int(),
+            k as c_int,
+            int64(),
             comm,
         )
     })?;
