@@ -247,16 +247,15 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
     } else {
         ffi::comm_null()
     };
-    let mut node_sizes = lay.node_sizes;
+    let node_sizes = lay.node_sizes;
     // The node's model: the leader decides from the CPU each rank is bound to (it
     // alone builds the node's trees; the others join them).
     let node_cpus: Vec<Option<u32>> = (0..size)
         .filter(|&r| place[r][0] as usize == my_node)
         .map(|r| u32::try_from(all[r].cpu).ok())
         .collect();
-    let decided = (node_rank == 0 && node_size > 1)
-        .then(|| decide(&node_cpus, oversubscribed, cfg));
-    node_sizes.shrink_to_fit();
+    let decided =
+        (node_rank == 0 && node_size > 1).then(|| decide(&node_cpus, oversubscribed, cfg));
     let node_off: Vec<usize> = node_sizes
         .iter()
         .scan(0, |at, &s| {
@@ -1094,7 +1093,10 @@ mod tests {
     #[test]
     fn emulated_nodes_follow_world_ranks() {
         // Communicator ranks 0..4 are world ranks 0, 2, 1, 3 (even ones first).
-        let all: Vec<Record> = [0, 2, 1, 3].iter().map(|&w| rec(9, w, &[w as u32])).collect();
+        let all: Vec<Record> = [0, 2, 1, 3]
+            .iter()
+            .map(|&w| rec(9, w, &[w as u32]))
+            .collect();
         let l = Layout::of(&all, 2);
         assert_eq!(l.place, vec![[0, 0], [1, 0], [0, 1], [1, 1]]);
         assert_eq!(l.node_sizes, vec![2, 2]);
