@@ -235,7 +235,8 @@ impl Smelt<'_> {
     /// algorithm table (so a barrier or allreduce picked non-tree runs so). With more
     /// members than CPUs the model is [`oversubscribed_model`]'s, which no tuning
     /// file describes (the file's groups are at most the machine), so `auto` is the
-    /// prediction there.
+    /// prediction there, and the group runs flat with its barrier on the flat tree
+    /// (`AlgorithmTable::for_flat_oversubscribed`).
     pub fn plan_auto(&self, op: Op, members: usize) -> Result<(Plan, AutoPick), String> {
         let n = self.model.len();
         let oversubscribed = members > n;
@@ -257,12 +258,25 @@ impl Smelt<'_> {
             .generate(model, &pos, None)
             .map_err(|e| e.to_string())?;
         let prediction = smelt_tree::predict(model, &tree, Payload::default()).ok();
-        let (table, refused) = AlgorithmTable::auto(model, &pos)?;
-        let pick = AutoPick {
+        let (mut table, refused) = AlgorithmTable::auto(model, &pos)?;
+        let mut pick = AutoPick {
             algorithm: resolved.choice.algorithm.to_string(),
             origin: resolved.origin.to_string(),
             warning: resolved.warning.or(refused),
         };
+        if oversubscribed {
+            // Run flat (as `smelt launch` does there), and so the barrier on the flat
+            // tree unless SMELT_TUNE says otherwise (what the runtime does too).
+            table = table.for_flat_oversubscribed();
+            if rop == Op::Barrier {
+                if let Some(a) = table.lookup(Mode::Loose, Op::Barrier, 0) {
+                    if a.to_string() != pick.algorithm {
+                        pick.algorithm = a.to_string();
+                        pick.origin = "the flat tree: more members than CPUs".into();
+                    }
+                }
+            }
+        }
         let plan = Plan {
             tree,
             prediction,

@@ -622,10 +622,16 @@ impl Group {
             }
             pairs.push(v);
         }
+        // Flattened, the barrier runs on the flat tree whatever the table picked
+        // (`AlgorithmTable::for_flat_oversubscribed`: a scheduling round per step).
+        let table = match &cfg.algorithms {
+            Some(t) if flattened => Some(Arc::new(t.for_flat_oversubscribed())),
+            t => t.clone(),
+        };
         // Links beyond the trees for the non-tree algorithms: one mesh per context.
         let mut meshes: Vec<Option<Vec<crate::nontree::NonTreeLinks>>> = Vec::new();
         for _ in trees {
-            meshes.push(match &cfg.algorithms {
+            meshes.push(match &table {
                 Some(table) => {
                     crate::nontree::build_meshes(table, n, cfg.capacity, wait, &shared.abort)?
                 }

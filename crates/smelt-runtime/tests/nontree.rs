@@ -289,3 +289,39 @@ fn pinned_two_member_group_runs_both() {
         .unwrap();
     assert_eq!(out, vec![Ok(21), Ok(21)]);
 }
+
+/// With more members than CPUs and `flatten_oversubscribed`, the barrier runs on the
+/// flat tree even where the table (a file's or the prediction's choice) says
+/// dissemination (`AlgorithmTable::for_flat_oversubscribed`); the allreduce keeps its
+/// pick, and the barrier still holds everyone.
+#[test]
+fn a_flattened_oversubscribed_group_runs_the_barrier_on_its_flat_tree() {
+    use smelt_tree::Algorithm;
+    let n = smelt_transport::allowed_cpus().unwrap().len() + 3;
+    let table =
+        AlgorithmTable::fixed(Op::Barrier, Algorithm::NonTree(NonTree::Dissemination)).unwrap();
+    for flatten in [false, true] {
+        let c = GroupConfig {
+            algorithms: Some(Arc::new(table.clone())),
+            flatten_oversubscribed: flatten,
+            timeout: Duration::from_secs(20),
+            ..GroupConfig::default()
+        };
+        let entered = AtomicUsize::new(0);
+        let out = Group::with_config(&[tree(n)], &c)
+            .unwrap()
+            .run(|m| -> Result<(), GroupError> {
+                let expect = (!flatten).then_some(NonTree::Dissemination);
+                assert_eq!(m.context(0)?.non_tree_for(Op::Barrier, 0), expect);
+                for k in 0..10 {
+                    entered.fetch_add(1, Ordering::SeqCst);
+                    m.barrier()?;
+                    assert!(entered.load(Ordering::SeqCst) >= (k + 1) * n);
+                    m.barrier()?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert!(out.iter().all(|r| r.is_ok()), "flatten={flatten}: {out:?}");
+    }
+}

@@ -1287,6 +1287,27 @@ impl AlgorithmTable {
             .filter(|a| a.applies_to(op))
     }
 
+    /// The table for a group with more members than CPUs that runs a flat tree
+    /// (`GroupConfig::flatten_oversubscribed`, `smelt launch` with more members than
+    /// CPUs): the barrier runs on the flat tree (`sequential`) in every mode, whatever
+    /// the file or the prediction said. There every step costs a scheduling round, and
+    /// the flat tree's barrier takes two (everyone to the root, the root to everyone)
+    /// where dissemination takes ⌈log2 n⌉ rounds in each of which every member must run;
+    /// the simulator does not model scheduling, and tuning files are measured with one
+    /// member per CPU. Measured, 8 threads on 2 CPUs: the flat tree's barrier
+    /// 3.7–5.9 µs against 7.0–10.1 µs by dissemination (docs/tune.md). `SMELT_TUNE`
+    /// rules still win (an explicit choice).
+    pub fn for_flat_oversubscribed(&self) -> AlgorithmTable {
+        let mut t = self.clone();
+        for mode in Mode::ALL {
+            t.classes.insert(
+                (mode, Op::Barrier),
+                vec![(0, Algorithm::Tree(Topology::Sequential))],
+            );
+        }
+        t
+    }
+
     /// True if some rule may pick `a` (the runtime then builds its links).
     pub fn may_use(&self, a: NonTree) -> bool {
         self.overrides
@@ -1463,6 +1484,34 @@ pub(crate) fn auto_children(c: &Costs, root: usize) -> Vec<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flat_oversubscribed_group_runs_the_barrier_on_its_tree() {
+        let t =
+            AlgorithmTable::fixed(Op::Barrier, Algorithm::NonTree(NonTree::Dissemination)).unwrap();
+        assert!(t.may_use(NonTree::Dissemination));
+        let f = t.for_flat_oversubscribed();
+        for mode in Mode::ALL {
+            assert_eq!(f.non_tree(mode, Op::Barrier, 0), None);
+            assert_eq!(
+                f.lookup(mode, Op::Barrier, 0),
+                Some(Algorithm::Tree(Topology::Sequential))
+            );
+        }
+        assert!(!f.may_use(NonTree::Dissemination));
+        // The allreduce's picks stay; an explicit SMELT_TUNE-style rule still wins.
+        let r = AlgorithmTable::parse("barrier=dissemination;allreduce=recursive-doubling")
+            .unwrap()
+            .for_flat_oversubscribed();
+        assert_eq!(
+            r.non_tree(Mode::Loose, Op::Barrier, 0),
+            Some(NonTree::Dissemination)
+        );
+        assert_eq!(
+            r.non_tree(Mode::Loose, Op::Allreduce, 8),
+            Some(NonTree::RecursiveDoubling)
+        );
+    }
 
     fn model() -> Model {
         let mut m = smelt_model::synthetic(2, 4, 50.0, 40.0, 3.0);
