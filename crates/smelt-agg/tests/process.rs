@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(60);
-const ROLE: &str = "SMELT_AGG_TEST_ROLE";
+const ROLE: &str = "TEST_SMELT_AGG_ROLE";
 const N: usize = 4;
 const T: usize = 4;
 

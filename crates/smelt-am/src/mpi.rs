@@ -86,12 +86,12 @@ pub const MPI_TAG: c_int = 0x5A3;
 
 /// Environment variable: `mpi` sends every message over MPI (each rank its own
 /// node); `shm` or unset: nodes of ranks that share memory (or emulated ones).
-pub const ENV_TRANSPORT: &str = "SMELT_AM_TRANSPORT";
+pub const ENV_TRANSPORT: &str = smelt_settings::AM_TRANSPORT;
 /// Environment variable: emulated nodes of this many consecutive ranks of each host
 /// (the variable smelt-mpi reads too); unset or 0: real nodes.
-pub const ENV_RANKS_PER_NODE: &str = "SMELT_RANKS_PER_NODE";
+pub const ENV_RANKS_PER_NODE: &str = smelt_settings::RANKS_PER_NODE;
 /// Environment variable: most MPI sends in flight per endpoint.
-pub const ENV_IN_FLIGHT: &str = "SMELT_AM_MPI_IN_FLIGHT";
+pub const ENV_IN_FLIGHT: &str = smelt_settings::AM_MPI_IN_FLIGHT;
 
 /// How the ranks are grouped into nodes (the ranks of a node share memory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,7 +138,7 @@ impl Options {
     /// The defaults, with [`ENV_TRANSPORT`], [`ENV_RANKS_PER_NODE`] and
     /// [`ENV_IN_FLIGHT`] applied. A value that does not parse is an error.
     pub fn from_env() -> Result<Options, AmError> {
-        Self::from_vars(|k| std::env::var(k).ok())
+        Self::from_vars(|k| smelt_settings::raw(k).map(|v| v.to_string_lossy().into_owned()))
     }
 
     fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Options, AmError> {

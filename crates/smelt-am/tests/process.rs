@@ -9,7 +9,7 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);
-const ROLE: &str = "SMELT_AM_TEST_ROLE";
+const ROLE: &str = "TEST_SMELT_AM_ROLE";
 
 fn cfg(capacity: usize) -> Config {
     Config {

@@ -1067,11 +1067,9 @@ mod tests {
     /// `SMELT_STRESS=<factor>` scales the number of runs.
     #[test]
     fn repeated_runs_stay_consistent() {
-        let factor: usize = std::env::var("SMELT_STRESS")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(1)
-            .max(1);
+        let factor = smelt_settings::count(smelt_settings::STRESS)
+            .unwrap()
+            .unwrap_or(1) as usize;
         let (m, t) = model_and_tree(1, 5, 1.0, Some("binary"));
         let mut g = ptr::null_mut();
         assert_eq!(smelt_group_create(t, &mut g), SMELT_OK);
@@ -1184,7 +1182,7 @@ mod tests {
     /// member is not released by smelt_job_leave (nor a job's by smelt_member_detach).
     #[test]
     fn job_calls_outside_a_job_and_on_group_members() {
-        if std::env::var_os(smelt_runtime::process::ENV_JOB).is_none() {
+        if !smelt_settings::is_set(smelt_runtime::process::ENV_JOB) {
             let mut j = ptr::null_mut();
             assert_eq!(smelt_job_join(&mut j), SMELT_ERR_RUNTIME);
             let msg = last();

@@ -37,10 +37,7 @@ pub struct AmMemberArgs {
 
 /// Runs the responder of a LogP measurement in a member process.
 pub fn member(a: AmMemberArgs) -> Result<()> {
-    if let Some(cpu) = std::env::var("SMELT_AM_CPU")
-        .ok()
-        .and_then(|c| c.parse().ok())
-    {
+    if let Some(cpu) = smelt_settings::count(smelt_settings::AM_CPU)?.map(|c| c as u32) {
         let _ = smelt_transport::pin_current_thread(cpu);
     }
     let mut ep = join_from_env(logp::State::default(), Config::default())?;

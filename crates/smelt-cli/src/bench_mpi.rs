@@ -31,8 +31,8 @@ fn find_lib(given: Option<&Path>) -> Option<PathBuf> {
     if let Some(p) = given {
         return Some(p.to_path_buf());
     }
-    if let Some(p) = std::env::var_os("SMELT_MPI_LIB") {
-        return Some(PathBuf::from(p));
+    if let Some(p) = smelt_settings::path(smelt_settings::MPI_LIB) {
+        return Some(p);
     }
     let exe = std::env::current_exe().ok()?;
     let dir = exe.parent()?;

@@ -79,7 +79,7 @@ pub(crate) const MAX_LINE_FACTOR: f64 = 1000.0;
 /// Default limit of the Graphviz `dot` run of `--format svg`, seconds.
 pub const DOT_TIMEOUT_DEFAULT: f64 = 30.0;
 /// Environment variable that changes it.
-pub const DOT_TIMEOUT_ENV: &str = "SMELT_DOT_TIMEOUT";
+pub const DOT_TIMEOUT_ENV: &str = smelt_settings::DOT_TIMEOUT;
 
 /// A predicted time for a table: one decimal, scientific notation when huge, `-`
 /// when undefined (never `inf` or `NaN`).
@@ -411,12 +411,9 @@ fn dot(c: &Costs, t: &Tree, topo: Topology, at: &[f64], units: &str) -> String {
 
 /// The limit of one `dot` run: `SMELT_DOT_TIMEOUT` seconds, default 30.
 fn dot_timeout() -> Result<Duration> {
-    let secs = match std::env::var(DOT_TIMEOUT_ENV) {
-        Err(_) => DOT_TIMEOUT_DEFAULT,
-        Ok(v) => crate::common::seconds(&v).map_err(|why| {
-            anyhow::anyhow!("environment variable {DOT_TIMEOUT_ENV}='{v}': {why}")
-        })?,
-    };
+    let secs = smelt_settings::seconds(DOT_TIMEOUT_ENV)
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .unwrap_or(DOT_TIMEOUT_DEFAULT);
     Ok(Duration::from_secs_f64(secs))
 }
 

@@ -10,6 +10,7 @@
 mod bench_processes;
 mod cmd_bench;
 mod cmd_evaluate;
+mod cmd_info;
 mod cmd_kvs;
 mod cmd_kvs_sim;
 mod cmd_launch;
@@ -26,7 +27,14 @@ use clap::{ArgMatches, CommandFactory, FromArgMatches as _, Parser, Subcommand};
 /// (`-o/--output`, `--json-out`, `--plot`, `--history`, `--export-ompi`, `smelt
 /// run --out`). Every other path on the command line is an input: see
 /// [`declare_command_line_inputs`].
-const OUTPUT_ARGS: &[&str] = &["output", "out", "json_out", "plot", "history", "export_ompi"];
+const OUTPUT_ARGS: &[&str] = &[
+    "output",
+    "out",
+    "json_out",
+    "plot",
+    "history",
+    "export_ompi",
+];
 
 /// Declares every path named on the command line that is not an output
 /// ([`OUTPUT_ARGS`]) and exists as an input ([`smelt_model::files::declare_inputs`]),
@@ -98,6 +106,9 @@ enum Cmd {
     Tune(cmd_tune::TuneArgs),
     /// Start N processes as one job on this host (like mpirun for one machine).
     Launch(cmd_launch::LaunchArgs),
+    /// What this smelt is and would use: the build, every SMELT_* setting with its
+    /// value and origin, the default model, the tuning file, the MPI interposer.
+    Info(cmd_info::InfoArgs),
     /// Run the replicated key-value store (1Paxos / 2PC over smelt's tree) under load.
     Kvs(cmd_kvs::KvsArgs),
     /// One member process of `smelt bench --processes` (internal).
@@ -156,6 +167,7 @@ fn main() {
         Cmd::Tune(a) => cmd_tune::run(a),
         Cmd::Launch(a) => cmd_launch::run(a),
         Cmd::Kvs(a) => cmd_kvs::run(a),
+        Cmd::Info(a) => cmd_info::run(a),
         Cmd::BenchMember(a) => bench_processes::member(a),
         Cmd::AmMember(a) => cmd_bench::am::member(a),
         Cmd::KvsReplica => cmd_kvs::replica_process(),

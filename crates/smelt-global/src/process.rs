@@ -162,11 +162,13 @@ pub fn attach<T: Element>(
 pub fn join_from_env<T: Element>(name: &str, cfg: Config) -> Result<GlobalArray<T>, GlobalError> {
     check_name(name)?;
     let var = var_name(name);
-    let v = std::env::var(&var).map_err(|_| {
-        GlobalError::Invalid(format!(
-            "{var} is not set: start members with ArrayJob::env"
-        ))
-    })?;
+    let v = smelt_settings::text(&var)
+        .map_err(|e| GlobalError::Invalid(e.to_string()))?
+        .ok_or_else(|| {
+            GlobalError::Invalid(format!(
+                "{var} is not set: start members with ArrayJob::env"
+            ))
+        })?;
     let mut it = v.splitn(3, ':');
     let (Some(rank), Some(key), Some(path)) = (it.next(), it.next(), it.next()) else {
         return Err(GlobalError::Invalid(format!(

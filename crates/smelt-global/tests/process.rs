@@ -9,7 +9,7 @@ use smelt_global::{Config, ElemType, GlobalError};
 use std::process::{Child, Command};
 use std::time::Duration;
 
-const ROLE: &str = "SMELT_GLOBAL_TEST_ROLE";
+const ROLE: &str = "TEST_SMELT_GLOBAL_ROLE";
 const MEMBERS: usize = 4;
 
 fn cfg() -> Config {

@@ -28,7 +28,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Environment variable set (to the replica's index) for a replica process.
-pub const ENV_REPLICA: &str = "SMELT_KVS_REPLICA";
+pub const ENV_REPLICA: &str = smelt_settings::KVS_REPLICA;
 
 /// Most replicas a store of processes may have.
 pub const MAX_PROCESS_REPLICAS: usize = 256;
@@ -103,7 +103,7 @@ struct Blob {
 
 /// True if this process was started as a store's replica ([`ENV_REPLICA`] is set).
 pub fn is_replica_process() -> bool {
-    std::env::var_os(ENV_REPLICA).is_some()
+    smelt_settings::is_set(ENV_REPLICA)
 }
 
 /// Runs this process as the store's replica its environment names: joins the

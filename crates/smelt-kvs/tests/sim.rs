@@ -19,7 +19,7 @@ fn machine_files() -> Vec<PathBuf> {
         root.join("core-to-core-latency"),
         root.join("smelt-machinedb"),
     ];
-    if let Ok(extra) = std::env::var("SMELT_SIM_MACHINES") {
+    if let Some(extra) = smelt_settings::text(smelt_settings::SIM_MACHINES).unwrap() {
         dirs.extend(
             extra
                 .split(':')

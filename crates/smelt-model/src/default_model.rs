@@ -17,11 +17,11 @@ use std::path::{Path, PathBuf};
 
 /// The variable that names a model file for every command and library entry point
 /// not given one explicitly.
-pub const MODEL_ENV: &str = "SMELT_MODEL";
+pub const MODEL_ENV: &str = smelt_settings::MODEL;
 
 /// Set (to anything but `0`), [`default_model`] says on stderr which model it used
 /// (what `--verbose` does for the commands that have it).
-pub const VERBOSE_ENV: &str = "SMELT_VERBOSE";
+pub const VERBOSE_ENV: &str = smelt_settings::VERBOSE;
 
 /// The cost of every send and receive of the uniform model, ns.
 pub const UNIFORM_COST_NS: f64 = 100.0;
@@ -93,7 +93,10 @@ pub fn default_model(
     if let Some(n) = r.1.notice() {
         eprintln!("{}", crate::text::escape_line(&n));
     }
-    if std::env::var_os(VERBOSE_ENV).is_some_and(|v| !v.is_empty() && v != "0") {
+    // Anything but off (0, no, false, off) asks for the line, as documented.
+    if smelt_settings::raw(VERBOSE_ENV).is_some()
+        && smelt_settings::flag(VERBOSE_ENV) != Ok(Some(false))
+    {
         eprintln!(
             "smelt: model: {}",
             crate::text::escape_line(&r.1.to_string())
@@ -110,7 +113,7 @@ pub fn resolve(
 ) -> Result<(Model, ModelSource), ModelError> {
     resolve_in(
         explicit,
-        std::env::var_os(MODEL_ENV),
+        smelt_settings::raw(MODEL_ENV),
         crate::host::cached_model_path(),
         cpus,
     )

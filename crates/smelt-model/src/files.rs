@@ -32,36 +32,21 @@ pub const DEFAULT_MAX_INPUT_BYTES: u64 = 64 << 20;
 
 /// Environment variable that changes [`DEFAULT_MAX_INPUT_BYTES`]: a number of bytes,
 /// optionally with a `K`, `M` or `G` suffix (powers of 1024), e.g. `256M`.
-pub const MAX_INPUT_ENV: &str = "SMELT_MAX_INPUT_BYTES";
+pub const MAX_INPUT_ENV: &str = smelt_settings::MAX_INPUT_BYTES;
 
 /// The input size bound in force: `SMELT_MAX_INPUT_BYTES` if set, else
 /// [`DEFAULT_MAX_INPUT_BYTES`]. An unreadable setting is an error naming it.
 pub fn max_input_bytes() -> Result<u64, ModelError> {
-    match std::env::var(MAX_INPUT_ENV) {
-        Err(_) => Ok(DEFAULT_MAX_INPUT_BYTES),
-        Ok(v) => parse_size(&v).ok_or_else(|| {
-            ModelError::Other(format!(
-                "environment variable {MAX_INPUT_ENV}: '{}' is not a size in bytes \
-                 (e.g. 67108864, 64M, 1G)",
-                crate::text::escape_line(&v)
-            ))
-        }),
+    match smelt_settings::bytes(MAX_INPUT_ENV) {
+        Ok(None) => Ok(DEFAULT_MAX_INPUT_BYTES),
+        Ok(Some(n)) if n > 0 => Ok(n),
+        Ok(Some(_)) => Err(ModelError::Other(format!(
+            "environment variable {MAX_INPUT_ENV}: 0 is not a size limit"
+        ))),
+        Err(e) => Err(ModelError::Other(
+            crate::text::escape_line(&e.to_string()).into(),
+        )),
     }
-}
-
-fn parse_size(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let (num, mult) = match s.char_indices().last()? {
-        (i, 'k' | 'K') => (&s[..i], 1u64 << 10),
-        (i, 'm' | 'M') => (&s[..i], 1 << 20),
-        (i, 'g' | 'G') => (&s[..i], 1 << 30),
-        _ => (s, 1),
-    };
-    num.trim()
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .filter(|&n| n > 0)
 }
 
 /// What a file type is, in words (`a FIFO`, `a directory`, ...).
@@ -368,17 +353,6 @@ pub fn write_atomic_with(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_parse() {
-        assert_eq!(parse_size("100"), Some(100));
-        assert_eq!(parse_size("64M"), Some(64 << 20));
-        assert_eq!(parse_size("1g"), Some(1 << 30));
-        assert_eq!(parse_size("2K"), Some(2048));
-        assert_eq!(parse_size("0"), None);
-        assert_eq!(parse_size("x"), None);
-        assert_eq!(parse_size("99999999999999999999G"), None);
-    }
 
     #[test]
     fn outputs_refuse_inputs_links_to_them_and_non_files() {

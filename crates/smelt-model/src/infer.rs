@@ -469,11 +469,9 @@ mod tests {
     /// `SMELT_STRESS` scales the number of machines.
     #[test]
     fn recovers_random_noisy_hierarchies() {
-        let stress: usize = std::env::var("SMELT_STRESS")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(1)
-            .max(1);
+        let stress = smelt_settings::count(smelt_settings::STRESS)
+            .unwrap()
+            .unwrap_or(1) as usize;
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         let mut rnd = move || {
             seed ^= seed << 13;

@@ -38,8 +38,8 @@ fn first_of(names: &[&str]) -> Option<PathBuf> {
 /// `$XDG_CACHE_HOME/smelt/peers`, else `$HOME/.cache/smelt/peers`, else
 /// `<tmp>/smelt-peers`.
 pub fn default_cache_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("SMELT_PEERS_DIR") {
-        return PathBuf::from(d);
+    if let Some(d) = smelt_settings::path(smelt_settings::PEERS_DIR) {
+        return d;
     }
     if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
         return PathBuf::from(d).join("smelt").join("peers");

@@ -59,10 +59,10 @@ impl Lines {
 }
 
 fn interval() -> Duration {
-    std::env::var("SMELT_PROGRESS_SECS")
+    // A garbage value falls back to the default: progress lines never stop a run.
+    smelt_settings::seconds(smelt_settings::PROGRESS_SECS)
         .ok()
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0 && *s <= 86400.0)
+        .flatten()
         .map(Duration::from_secs_f64)
         .unwrap_or(LINE_INTERVAL)
 }

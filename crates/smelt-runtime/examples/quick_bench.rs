@@ -53,7 +53,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     // SMELT_WAIT=spin,yield,park_us overrides the wait policy (for tuning).
-    if let Ok(w) = std::env::var("SMELT_WAIT") {
+    if let Some(w) = smelt_settings::text(smelt_settings::WAIT)? {
         let v: Vec<u64> = w.split(',').filter_map(|x| x.parse().ok()).collect();
         if v.len() == 3 {
             cfg.group.wait = Some(smelt_runtime::WaitPolicy {

@@ -58,7 +58,10 @@ pub(crate) fn read_join_env<E>(
     vars: JoinVars,
     unset: impl Fn(&str) -> E,
 ) -> Result<(PathBuf, String, String), E> {
-    let var = |k: &str| std::env::var(k).map_err(|_| unset(k));
+    let var = |k: &str| match smelt_settings::raw(k) {
+        Some(v) => Ok(v.to_string_lossy().into_owned()),
+        None => Err(unset(k)),
+    };
     let [job, key, rank] = vars;
     Ok((PathBuf::from(var(job)?), var(key)?, var(rank)?))
 }

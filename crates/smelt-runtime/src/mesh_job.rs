@@ -46,11 +46,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Environment variable: the mesh job segment's path.
-pub const ENV_MESH_JOB: &str = "SMELT_MESH_JOB";
+pub const ENV_MESH_JOB: &str = smelt_settings::MESH_JOB;
 /// Environment variable: the mesh job's key (32 hex digits).
-pub const ENV_MESH_KEY: &str = "SMELT_MESH_KEY";
+pub const ENV_MESH_KEY: &str = smelt_settings::MESH_KEY;
 /// Environment variable: this member's rank.
-pub const ENV_MESH_RANK: &str = "SMELT_MESH_RANK";
+pub const ENV_MESH_RANK: &str = smelt_settings::MESH_RANK;
 
 const MESH_VARS: JoinVars = [ENV_MESH_JOB, ENV_MESH_KEY, ENV_MESH_RANK];
 

@@ -35,15 +35,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Environment variable: the job segment's path.
-pub const ENV_JOB: &str = "SMELT_JOB";
+pub const ENV_JOB: &str = smelt_settings::JOB;
 /// Environment variable: the job's key (32 hex digits).
-pub const ENV_KEY: &str = "SMELT_JOB_KEY";
+pub const ENV_KEY: &str = smelt_settings::JOB_KEY;
 /// Environment variable: this member's rank.
-pub const ENV_RANK: &str = "SMELT_RANK";
+pub const ENV_RANK: &str = smelt_settings::RANK;
 /// Environment variable: the number of members.
-pub const ENV_SIZE: &str = "SMELT_SIZE";
+pub const ENV_SIZE: &str = smelt_settings::SIZE;
 /// Environment variable: this member's OS CPU id (informational; the launcher pins).
-pub const ENV_CPU: &str = "SMELT_CPU";
+pub const ENV_CPU: &str = smelt_settings::CPU;
 
 const GROUP_VARS: JoinVars = [ENV_JOB, ENV_KEY, ENV_RANK];
 

@@ -28,10 +28,10 @@ fn add(acc: &mut [u8], x: &[u8]) {
 }
 
 fn stress() -> usize {
-    std::env::var("SMELT_STRESS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
+    // 0 when unset: the stress sizes run only when asked for.
+    smelt_settings::count(smelt_settings::STRESS)
+        .unwrap()
+        .unwrap_or(0) as usize
 }
 
 /// Runs every byte and slice collective with `len` bytes on `tree`, checking each

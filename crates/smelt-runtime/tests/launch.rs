@@ -3,7 +3,7 @@
 //! drop; a guarded segment's name gone when its creator is killed by SIGKILL; the key
 //! never in the name.
 //!
-//! The SIGKILL test re-runs this binary as the creator (`SMELT_TEST_CREATOR=1`).
+//! The SIGKILL test re-runs this binary as the creator (`TEST_SMELT_TEST_CREATOR=1`).
 
 use smelt_runtime::launch::{spawn_member, Members};
 use smelt_runtime::process::Job;
@@ -140,7 +140,7 @@ fn the_key_is_not_in_the_segment_name() {
 /// to be killed (does nothing in a normal run).
 #[test]
 fn creator_entry() {
-    if std::env::var_os("SMELT_TEST_CREATOR").is_none() {
+    if std::env::var_os("TEST_SMELT_TEST_CREATOR").is_none() {
         return;
     }
     let job = Job::create_guarded(&[two_member_tree()], &GroupConfig::default()).unwrap();
@@ -157,7 +157,7 @@ fn a_guarded_segment_is_removed_when_its_creator_is_killed() {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env("SMELT_TEST_CREATOR", "1")
+        .env("TEST_SMELT_TEST_CREATOR", "1")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

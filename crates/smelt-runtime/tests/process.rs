@@ -1,5 +1,5 @@
 //! Groups of processes: the test binary re-runs itself as each member
-//! (`SMELT_TEST_MEMBER=<scenario>` plus the job's variables), so every test crosses
+//! (`TEST_SMELT_TEST_MEMBER=<scenario>` plus the job's variables), so every test crosses
 //! real process boundaries over real shared memory.
 
 mod common;
@@ -22,7 +22,7 @@ fn spawn(job: &Job, scenario: &str) -> Vec<Child> {
                 .args(["--exact", "member_entry", "--nocapture", "--test-threads=1"])
                 .stdout(std::process::Stdio::null())
                 .envs(job.env(Rank(r)))
-                .env("SMELT_TEST_MEMBER", scenario)
+                .env("TEST_SMELT_TEST_MEMBER", scenario)
                 .spawn()
                 .unwrap()
         })
@@ -39,7 +39,7 @@ fn wait_all(children: Vec<Child>) -> Vec<bool> {
 /// The member side of every test (does nothing in a normal run).
 #[test]
 fn member_entry() {
-    let Ok(scenario) = std::env::var("SMELT_TEST_MEMBER") else {
+    let Ok(scenario) = std::env::var("TEST_SMELT_TEST_MEMBER") else {
         return;
     };
     let mut m = join_from_env().expect("joins");
@@ -203,7 +203,7 @@ fn members_calling_different_collectives_all_fail() {
 
 #[test]
 fn joining_without_a_job_is_a_clear_error() {
-    if std::env::var("SMELT_JOB").is_ok() {
+    if smelt_settings::is_set(smelt_settings::JOB) {
         return;
     }
     let e = join_from_env().unwrap_err();

@@ -15,11 +15,7 @@ fn shapes(n: usize) -> Vec<Tree> {
 }
 
 fn rounds() -> usize {
-    let k: usize = std::env::var("SMELT_STRESS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1);
-    60 * k.max(1)
+    60 * smelt_transport::stress_scale() as usize
 }
 
 /// One round of mixed collectives; every result checked against what the round's

@@ -119,9 +119,9 @@ impl Default for Backoff {
 /// The scale factor of stress and soak tests: `$SMELT_STRESS` (a whole number, at
 /// least 1; default 1, which keeps every suite within minutes on 2 cores).
 pub fn stress_scale() -> u64 {
-    std::env::var("SMELT_STRESS")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(1)
-        .max(1)
+    match smelt_settings::count(smelt_settings::STRESS) {
+        Ok(n) => n.unwrap_or(1),
+        // A test run with a mistyped scale must say so, not run at scale 1 silently.
+        Err(e) => panic!("{e}"),
+    }
 }

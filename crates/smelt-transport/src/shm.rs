@@ -389,29 +389,14 @@ fn cpath(path: &Path) -> Result<CString, ShmError> {
 /// Where segments are made: `$SMELT_SHM_DIR`, else `/dev/shm` (an empty
 /// `SMELT_SHM_DIR=` counts as unset, as an empty `PATH` entry would).
 pub fn shm_dir() -> PathBuf {
-    std::env::var_os("SMELT_SHM_DIR")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/dev/shm"))
+    smelt_settings::path(smelt_settings::SHM_DIR).unwrap_or_else(|| PathBuf::from("/dev/shm"))
 }
 
 /// `$SMELT_SHM_LIMIT`: a cap on the free bytes the shared-memory check sees (to test
 /// it without a small tmpfs). Unset or empty: none; anything but a number of bytes
 /// is an error naming the variable.
 fn shm_limit() -> Result<Option<u64>, ShmError> {
-    match std::env::var("SMELT_SHM_LIMIT") {
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Ok(v) if v.trim().is_empty() => Ok(None),
-        Ok(v) => v.trim().parse::<u64>().map(Some).map_err(|_| {
-            ShmError::Invalid(format!(
-                "environment variable SMELT_SHM_LIMIT: {:?} is not a number of bytes",
-                v
-            ))
-        }),
-        Err(std::env::VarError::NotUnicode(v)) => Err(ShmError::Invalid(format!(
-            "environment variable SMELT_SHM_LIMIT: {v:?} is not a number of bytes"
-        ))),
-    }
+    smelt_settings::bytes(smelt_settings::SHM_LIMIT).map_err(|e| ShmError::Invalid(e.to_string()))
 }
 
 /// Free bytes in `dir` (`$SMELT_SHM_LIMIT` caps it, to test the check without a small

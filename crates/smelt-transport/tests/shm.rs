@@ -1,5 +1,5 @@
 //! Rings shared between processes: the test binary re-runs itself as the other member
-//! (`SMELT_SHM_CHILD=path,key,role`), so every test crosses a real process boundary.
+//! (`TEST_SMELT_SHM_CHILD=path,key,role`), so every test crosses a real process boundary.
 #![cfg(not(loom))]
 
 use smelt_transport::shm::{RingSpec, ShmError, ShmJob, ShmMember};
@@ -26,7 +26,7 @@ fn spawn_child(job: &ShmJob, role: &str) -> Child {
         .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
         .stdout(std::process::Stdio::null())
         .env(
-            "SMELT_SHM_CHILD",
+            "TEST_SMELT_SHM_CHILD",
             format!("{},{},{role}", job.path().display(), job.key()),
         )
         .spawn()
@@ -36,7 +36,7 @@ fn spawn_child(job: &ShmJob, role: &str) -> Child {
 /// The child side of every test (does nothing in a normal run).
 #[test]
 fn child_entry() {
-    let Ok(spec) = std::env::var("SMELT_SHM_CHILD") else {
+    let Ok(spec) = std::env::var("TEST_SMELT_SHM_CHILD") else {
         return;
     };
     let parts: Vec<&str> = spec.split(',').collect();
@@ -217,7 +217,7 @@ fn strangers_stale_and_planted_segments_are_refused() {
 
 #[test]
 fn too_little_shared_memory_is_a_clear_error_and_leaves_nothing() {
-    if std::env::var("SMELT_SHM_LIMIT").is_ok() {
+    if smelt_settings::is_set(smelt_settings::SHM_LIMIT) {
         let big = vec![RingSpec {
             producer: 0,
             consumer: 1,
@@ -268,7 +268,7 @@ fn shm_settings_garbage_is_an_error_and_empty_dir_is_unset() {
             capacity: 4,
         }]
     };
-    match std::env::var("SMELT_SHM_SETTINGS_CASE").as_deref() {
+    match std::env::var("TEST_SMELT_SHM_SETTINGS_CASE").as_deref() {
         Ok("limit") => {
             let e = ShmJob::create(2, &spec(), b"").unwrap_err();
             assert!(e.to_string().contains("SMELT_SHM_LIMIT"), "{e}");
@@ -296,7 +296,7 @@ fn shm_settings_garbage_is_an_error_and_empty_dir_is_unset() {
                 "shm_settings_garbage_is_an_error_and_empty_dir_is_unset",
                 "--test-threads=1",
             ])
-            .env("SMELT_SHM_SETTINGS_CASE", case)
+            .env("TEST_SMELT_SHM_SETTINGS_CASE", case)
             .env(var, value)
             .output()
             .unwrap();

@@ -54,7 +54,7 @@ use std::str::FromStr;
 /// The `format` field of every tuning file.
 pub const FORMAT: &str = "smelt-tuning/1";
 /// The environment variable of the one-run override.
-pub const TUNE_ENV: &str = "SMELT_TUNE";
+pub const TUNE_ENV: &str = smelt_settings::TUNE;
 /// The smelt version writing and accepting tuning files.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Bytes of one cache line, to turn a message size into the simulator's payload.
@@ -618,11 +618,9 @@ impl Overrides {
 
     /// `SMELT_TUNE` from the environment: `Ok(None)` when unset or empty.
     pub fn from_env() -> Result<Option<Overrides>, String> {
-        match std::env::var(TUNE_ENV) {
-            Err(std::env::VarError::NotPresent) => Ok(None),
-            Err(_) => Err(format!("{TUNE_ENV} is not valid UTF-8")),
-            Ok(v) if v.trim().is_empty() => Ok(None),
-            Ok(v) => Self::parse(&v).map(Some),
+        match smelt_settings::text(TUNE_ENV).map_err(|e| e.to_string())? {
+            None => Ok(None),
+            Some(v) => Self::parse(&v).map(Some),
         }
     }
 
@@ -1771,7 +1769,7 @@ mod tests {
     /// mode and operation (what resolve_auto would say for the call).
     #[test]
     fn the_table_predicts_what_resolve_auto_predicts() {
-        if std::env::var_os(TUNE_ENV).is_some() {
+        if smelt_settings::is_set(TUNE_ENV) {
             return; // the caller's override would win in both
         }
         let m = model();

@@ -78,7 +78,15 @@ fn tree(v: Option<String>) -> Option<Topology> {
 }
 
 fn parse() -> Config {
-    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    // Every variable through the one settings list; a value that is not text is
+    // garbage like any other (warned about, the default used).
+    let get = |k: &str| match smelt_settings::text(k) {
+        Ok(v) => v,
+        Err(e) => {
+            warn(k, &e.value, "expected UTF-8 text");
+            None
+        }
+    };
     let flag = |k: &str, default: bool| match get(k) {
         None => default,
         Some(v) => match v.trim().to_ascii_lowercase().as_str() {

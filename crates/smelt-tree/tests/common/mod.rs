@@ -115,9 +115,7 @@ pub fn recursive_lat(model: &Model, tree: &smelt_tree::Tree) -> f64 {
 
 /// Stress multiplier from SMELT_STRESS (default 1).
 pub fn stress() -> usize {
-    std::env::var("SMELT_STRESS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1)
-        .max(1)
+    smelt_settings::count(smelt_settings::STRESS)
+        .unwrap()
+        .unwrap_or(1) as usize
 }
