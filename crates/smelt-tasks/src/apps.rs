@@ -50,7 +50,7 @@ impl Uts {
         }
     }
 
-    fn mix(mut z: u64) -> u64 {
+    pub(crate) fn mix(mut z: u64) -> u64 {
         // splitmix64's finaliser
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -75,11 +75,15 @@ impl Uts {
 
     /// Nodes of the tree, counted sequentially.
     pub fn count_seq(&self) -> u64 {
-        fn go(t: &Uts, s: u64, d: u32) -> u64 {
-            let n = t.children(s, d);
-            1 + (0..n).map(|i| go(t, Uts::child(s, i), d + 1)).sum::<u64>()
-        }
-        go(self, Self::mix(self.seed), 0)
+        self.count_from(Self::mix(self.seed), 0)
+    }
+
+    /// Nodes of the subtree of the node with `state` at `depth`, counted sequentially.
+    pub fn count_from(&self, state: u64, depth: u32) -> u64 {
+        let n = self.children(state, depth);
+        1 + (0..n)
+            .map(|i| self.count_from(Uts::child(state, i), depth + 1))
+            .sum::<u64>()
     }
 
     /// Nodes of the tree, counted with a task per child (children split in halves with
@@ -180,4 +184,164 @@ pub fn random_keys(n: usize, seed: u64) -> Vec<u64> {
     (0..n as u64)
         .map(|i| Uts::mix(seed ^ Uts::mix(i)))
         .collect()
+}
+
+/// The benchmark programs as registered task functions, for [`crate::dist`]: tasks that
+/// may run on any member of a job.
+pub mod dist {
+    use super::{fib_seq, Uts};
+    use crate::dist::{Functions, TaskCtx};
+    use crate::TaskError;
+
+    /// `fib`: payload `[n: u32 LE, cutoff: u32 LE]`, result `u64 LE`; below `cutoff` the
+    /// recursion runs sequentially in the task.
+    pub const FIB: u32 = 1;
+    /// UTS node count: payload `[seed: u64, branching: f64, depth: u32, cutoff: u32,
+    /// state: u64, node depth: u32]` (LE), result `u64 LE`; nodes at `cutoff` depth or
+    /// deeper count their subtree sequentially.
+    pub const UTS: u32 = 2;
+    /// A task that panics with the message in its payload (for failure tests).
+    pub const PANIC: u32 = 3;
+    /// A task that sleeps `payload` milliseconds (u64 LE) in steps of 1 ms, spawning one
+    /// child per step (for failure tests: a computation that keeps every member busy).
+    pub const SLOW: u32 = 4;
+
+    /// Spawns `k` tasks that each sleep `ms` milliseconds: payload `[k: u32, ms: u32]`
+    /// (LE), result the set of members that ran them (a `u64` bit mask, members 0..64).
+    pub const FANOUT: u32 = 5;
+    /// Sleeps `ms` milliseconds (payload `u32 LE`), result `1 << member` (`u64 LE`).
+    pub const SLEEP: u32 = 6;
+
+    fn bad(what: &str) -> TaskError {
+        TaskError::Invalid(format!("malformed {what} payload"))
+    }
+
+    fn u32_at(p: &[u8], o: usize) -> Option<u32> {
+        Some(u32::from_le_bytes(p.get(o..o + 4)?.try_into().ok()?))
+    }
+    fn u64_at(p: &[u8], o: usize) -> Option<u64> {
+        Some(u64::from_le_bytes(p.get(o..o + 8)?.try_into().ok()?))
+    }
+
+    /// The payload of a `FIB` task.
+    pub fn fib_payload(n: u32, cutoff: u32) -> Vec<u8> {
+        [n.to_le_bytes(), cutoff.to_le_bytes()].concat()
+    }
+
+    /// A task result as a `u64`.
+    pub fn result_u64(r: &[u8]) -> Result<u64, TaskError> {
+        u64_at(r, 0)
+            .filter(|_| r.len() == 8)
+            .ok_or_else(|| bad("result"))
+    }
+
+    fn fib_task(ctx: &TaskCtx, p: &[u8]) -> Result<Vec<u8>, TaskError> {
+        let (n, cutoff) = match (u32_at(p, 0), u32_at(p, 4)) {
+            (Some(n), Some(c)) if p.len() == 8 => (n, c),
+            _ => return Err(bad("fib")),
+        };
+        if n < 2 || n <= cutoff {
+            return Ok(fib_seq(n).to_le_bytes().to_vec());
+        }
+        let h = ctx.spawn(FIB, &fib_payload(n - 1, cutoff));
+        let b = result_u64(&fib_task(ctx, &fib_payload(n - 2, cutoff))?)?;
+        let a = result_u64(&h.wait(ctx)?)?;
+        Ok((a + b).to_le_bytes().to_vec())
+    }
+
+    /// The payload of the root `UTS` task for tree `t`, counting sequentially from
+    /// depth `cutoff` on.
+    pub fn uts_payload(t: &Uts, cutoff: u32) -> Vec<u8> {
+        uts_node(t, cutoff, Uts::mix(t.seed), 0)
+    }
+
+    fn uts_node(t: &Uts, cutoff: u32, state: u64, depth: u32) -> Vec<u8> {
+        let mut v = Vec::with_capacity(36);
+        v.extend_from_slice(&t.seed.to_le_bytes());
+        v.extend_from_slice(&t.branching.to_le_bytes());
+        v.extend_from_slice(&t.depth.to_le_bytes());
+        v.extend_from_slice(&cutoff.to_le_bytes());
+        v.extend_from_slice(&state.to_le_bytes());
+        v.extend_from_slice(&depth.to_le_bytes());
+        v
+    }
+
+    fn uts_task(ctx: &TaskCtx, p: &[u8]) -> Result<Vec<u8>, TaskError> {
+        if p.len() != 36 {
+            return Err(bad("uts"));
+        }
+        let t = Uts {
+            seed: u64_at(p, 0).ok_or_else(|| bad("uts"))?,
+            branching: f64::from_bits(u64_at(p, 8).ok_or_else(|| bad("uts"))?),
+            depth: u32_at(p, 16).ok_or_else(|| bad("uts"))?,
+        };
+        let cutoff = u32_at(p, 20).ok_or_else(|| bad("uts"))?;
+        let state = u64_at(p, 24).ok_or_else(|| bad("uts"))?;
+        let depth = u32_at(p, 32).ok_or_else(|| bad("uts"))?;
+        if depth >= cutoff {
+            return Ok(t.count_from(state, depth).to_le_bytes().to_vec());
+        }
+        let kids = t.children(state, depth);
+        let hs: Vec<_> = (0..kids)
+            .map(|i| ctx.spawn(UTS, &uts_node(&t, cutoff, Uts::child(state, i), depth + 1)))
+            .collect();
+        let mut total = 1u64;
+        for h in hs {
+            total += result_u64(&h.wait(ctx)?)?;
+        }
+        Ok(total.to_le_bytes().to_vec())
+    }
+
+    fn panic_task(_ctx: &TaskCtx, p: &[u8]) -> Result<Vec<u8>, TaskError> {
+        panic!("{}", String::from_utf8_lossy(p));
+    }
+
+    fn slow_task(ctx: &TaskCtx, p: &[u8]) -> Result<Vec<u8>, TaskError> {
+        let ms = u64_at(p, 0).ok_or_else(|| bad("slow"))?;
+        if ms == 0 {
+            return Ok(0u64.to_le_bytes().to_vec());
+        }
+        let h = ctx.spawn(SLOW, &(ms - 1).to_le_bytes());
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        h.wait(ctx)
+    }
+
+    fn fanout_task(ctx: &TaskCtx, p: &[u8]) -> Result<Vec<u8>, TaskError> {
+        let (k, ms) = match (u32_at(p, 0), u32_at(p, 4)) {
+            (Some(k), Some(ms)) if p.len() == 8 => (k, ms),
+            _ => return Err(bad("fanout")),
+        };
+        let hs: Vec<_> = (0..k)
+            .map(|_| ctx.spawn(SLEEP, &ms.to_le_bytes()))
+            .collect();
+        let mut mask = 0u64;
+        for h in hs {
+            mask |= result_u64(&h.wait(ctx)?)?;
+        }
+        Ok(mask.to_le_bytes().to_vec())
+    }
+
+    fn sleep_task(ctx: &TaskCtx, p: &[u8]) -> Result<Vec<u8>, TaskError> {
+        let ms = u32_at(p, 0)
+            .filter(|_| p.len() == 4)
+            .ok_or_else(|| bad("sleep"))?;
+        std::thread::sleep(std::time::Duration::from_millis(ms as u64));
+        Ok((1u64 << (ctx.member() % 64)).to_le_bytes().to_vec())
+    }
+
+    /// The functions above, registered under their ids.
+    pub fn functions() -> Functions {
+        let mut f = Functions::new();
+        for (id, func) in [
+            (FIB, fib_task as crate::dist::TaskFn),
+            (UTS, uts_task),
+            (PANIC, panic_task),
+            (SLOW, slow_task),
+            (FANOUT, fanout_task),
+            (SLEEP, sleep_task),
+        ] {
+            f.register(id, func).expect("distinct ids");
+        }
+        f
+    }
 }

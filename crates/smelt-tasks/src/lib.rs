@@ -40,7 +40,7 @@
 #![deny(unsafe_code)]
 
 pub mod apps;
-// DIST pub mod dist;
+pub mod dist;
 mod error;
 // The only unsafe: a job's lifetime erased for the deques, restored by its latch.
 #[allow(unsafe_code)]
