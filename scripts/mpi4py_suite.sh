@@ -9,9 +9,11 @@
 # installed, the sdist's test/ lives in target/mpi4py/ (delete it to fetch it again).
 #
 # Runs: 2 ranks, 4 ranks on the machine's CPUs (oversubscribed), 4 ranks as 2 emulated
-# nodes (SMELT_RANKS_PER_NODE=2). Each must pass (exit 0, every rank finishes, no test
-# fails) and rank 0's SMELT_MPI_VERBOSE summary must show smelt took MPI_Bcast,
-# MPI_Reduce, MPI_Allreduce and MPI_Barrier calls. Nothing is excluded: every selected test passes through smelt.
+# nodes (SMELT_RANKS_PER_NODE=2), at mpi4py's default thread level (MPI_THREAD_MULTIPLE,
+# what Python users get), and 2 ranks at MPI_THREAD_SERIALIZED. Each must pass (exit 0,
+# every rank finishes, no test fails) and rank 0's SMELT_MPI_VERBOSE summary must show
+# smelt took MPI_Bcast, MPI_Reduce, MPI_Allreduce and MPI_Barrier calls. Nothing is
+# excluded: every selected test passes through smelt.
 #
 #   SMELT_MPI4PY_TESTS  regex of test modules (default: test_cco|test_comm|test_attributes)
 #   SMELT_MPI4PY_BASELINE=1  also run each configuration without the interposer
@@ -50,17 +52,22 @@ MPIRUN=(mpirun --oversubscribe)
 LOGS="$CACHE/logs"
 mkdir -p "$LOGS"
 
-# --thread-level=serialized: mpi4py asks for MPI_THREAD_MULTIPLE by default, under
-# which the interposer steps aside entirely (docs/mpi.md); its tests need no threads.
+# THREAD_LEVEL=serialized in a configuration passes --thread-level=serialized (mpi4py
+# asks for MPI_THREAD_MULTIPLE by default; the interposer takes calls at every level).
 # --no-builddir: test the installed (Debian) mpi4py, not a build tree.
-suite() { # name np preload(0/1) [VAR=value ...]
+suite() { # name np preload(0/1) [VAR=value ...] [THREAD_LEVEL=level]
     local name="$1" np="$2" preload="$3"; shift 3
-    local env=() log="$LOGS/$name.log"
-    for kv in "$@"; do env+=(-x "$kv"); done
+    local env=() log="$LOGS/$name.log" level=()
+    for kv in "$@"; do
+        case "$kv" in
+        THREAD_LEVEL=*) level=(--thread-level="${kv#THREAD_LEVEL=}") ;;
+        *) env+=(-x "$kv") ;;
+        esac
+    done
     [ "$preload" = 1 ] && env+=(-x "LD_PRELOAD=$LIB" -x SMELT_MPI_VERBOSE=1)
     local t0=$SECONDS rc=0
     timeout -k 10 "$RUN_TIMEOUT" "${MPIRUN[@]}" -np "$np" "${env[@]}" \
-        "$PY" "$SRC/test/runtests.py" --no-builddir -q --thread-level=serialized \
+        "$PY" "$SRC/test/runtests.py" --no-builddir -q "${level[@]}" \
         -i "$TESTS_RE" >"$log" 2>&1 || rc=$?
     local secs=$((SECONDS - t0))
     local ran ok
@@ -97,7 +104,7 @@ suite() { # name np preload(0/1) [VAR=value ...]
 
 echo "[mpi4py] mpi4py $VERSION ($("$PY" -c 'import mpi4py; print(mpi4py.__path__[0])')), tests matching '$TESTS_RE', interposer $LIB"
 status=0
-configs=("np2 2" "np4 4" "np4-nodes2 4 SMELT_RANKS_PER_NODE=2")
+configs=("np2 2" "np4 4" "np4-nodes2 4 SMELT_RANKS_PER_NODE=2" "np2-serialized 2 THREAD_LEVEL=serialized")
 for c in "${configs[@]}"; do
     # shellcheck disable=SC2086
     set -- $c

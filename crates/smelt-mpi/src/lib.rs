@@ -12,8 +12,9 @@
 //! smelt's trees over shared memory inside each node (the ranks that share memory, or
 //! emulated nodes of `SMELT_RANKS_PER_NODE` ranks), MPI's own collectives between the
 //! nodes' leaders. Everything it does not take (user operations, `MPI_MAXLOC`, derived
-//! datatypes in reductions, intercommunicators, messages past the cut-off,
-//! `MPI_THREAD_MULTIPLE`) goes to `PMPI_*` unchanged. See `docs/mpi.md`.
+//! datatypes in reductions, intercommunicators, messages past the cut-off, a
+//! communicator's first few calls, a call made while another thread is inside a
+//! collective on the same communicator) goes to `PMPI_*` unchanged. See `docs/mpi.md`.
 //!
 //! Without the feature the crate holds only [`ops`], the element-wise reduction
 //! kernels, and builds where no MPI is installed.

@@ -13,6 +13,9 @@
 #[path = "../../../tests/support/mpirun_job.rs"]
 mod mpirun_job;
 
+#[path = "../../../tests/support/skip.rs"]
+mod skip;
+
 use mpirun_job::{Job, Run};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -661,7 +664,7 @@ fn fortran_program() -> Option<PathBuf> {
             {
                 Ok(st) => st,
                 Err(e) => {
-                    eprintln!("SKIPPED: the Fortran test needs {mpifort} ({e}); scripts/deps.sh installs gfortran");
+                    skip::tool_missing(&format!("{mpifort} ({e})"));
                     return None;
                 }
             };
@@ -763,6 +766,14 @@ fn comm_churn_sets_communicators_up_lazily() {
         let r = passes_with("comm_churn", &prog, np, &["40", "2"], &env);
         let (taken, _) = r.counts("MPI_Allreduce").expect("summary");
         assert!(taken > 160, "taken {taken}:\n{}", r.show());
+        if env.contains(&("SMELT_MPI_SETUP_AFTER", "0")) {
+            // MPI_COMM_WORLD and 2 + 40 + 10 + 1 duplicates, each set up; every
+            // duplicate but the first reuses the tree the one before left.
+            assert_stderr(
+                &r,
+                "communicators set up: 54 (52 reused the tree of a freed communicator of the same node)",
+            );
+        }
     }
 }
 

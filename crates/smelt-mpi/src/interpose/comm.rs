@@ -102,6 +102,13 @@ pub struct Hier {
     node_major_is_rank_order: bool,
     /// This node's trees by local root.
     trees: Vec<Slot>,
+    /// The key of the job of the leader's tree (`trees[0]`), by which the node's ranks
+    /// find it again in their [`SPARES`] for the next communicator of the same node.
+    leader_job: Option<String>,
+    /// On a node's leader: the kind of node its trees were decided for ([`decide`]).
+    kind: Option<Kind>,
+    /// The leader's tree was a freed communicator's ([`Spare`]).
+    reused: bool,
     made: usize,
     topology: Topology,
     /// The node's model (leader only; `None`: uniform): position `i` is local rank `i`.
@@ -120,11 +127,75 @@ pub struct Hier {
 
 impl Drop for Hier {
     fn drop(&mut self) {
+        // The leader's tree is kept for the node's next communicator (every rank of the
+        // node keeps its end; they reuse it only if all still have it).
+        if let Some(job) = self.leader_job.take() {
+            if let Slot::Ready(member) = std::mem::replace(&mut self.trees[0], Slot::Unavailable) {
+                spare(Spare {
+                    job,
+                    local: self.node_rank,
+                    size: self.node_size,
+                    kind: self.kind.take(),
+                    member,
+                });
+            }
+        }
         // Leave the trees first (a member process's rings), then the communicators.
         self.trees.clear();
         ffi::free(&mut self.node);
         ffi::free(&mut self.leaders);
     }
+}
+
+/// What a node leader's decisions depend on ([`decide`]): the node's CPUs by local
+/// rank and whether its host is oversubscribed (the settings are the process's).
+type Kind = (Vec<Option<u32>>, bool);
+
+/// A leader's tree kept after its communicator was freed: this rank's end of it, to be
+/// reused by the next communicator of the same node instead of making and joining a new
+/// shared-memory job (which costs more than the rest of a set-up).
+struct Spare {
+    /// The job's key (the same on every rank of the node).
+    job: String,
+    /// This rank's rank in the node, and the node's size.
+    local: usize,
+    size: usize,
+    /// On the leader: the kind of node the job was decided for.
+    kind: Option<Kind>,
+    member: Box<Member>,
+}
+
+/// Spare trees kept per process (a few: each holds a mapping and a descriptor).
+const MAX_SPARES: usize = 4;
+
+/// This process's spare trees, oldest first.
+static SPARES: std::sync::Mutex<Vec<Spare>> = std::sync::Mutex::new(Vec::new());
+
+fn spares() -> std::sync::MutexGuard<'static, Vec<Spare>> {
+    SPARES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Keeps `s` for a later communicator, dropping the oldest spare past [`MAX_SPARES`].
+fn spare(s: Spare) {
+    let old = {
+        let mut v = spares();
+        v.push(s);
+        (v.len() > MAX_SPARES).then(|| v.remove(0))
+    };
+    drop(old);
+}
+
+/// Takes the spare that `pick` chooses out of this process's spares.
+fn take_spare(pick: impl Fn(&Spare) -> bool) -> Option<Spare> {
+    let mut v = spares();
+    let i = v.iter().position(pick)?;
+    Some(v.remove(i))
+}
+
+/// Drops every spare tree (at MPI_Finalize).
+pub fn drop_spares() {
+    let all = std::mem::take(&mut *spares());
+    drop(all);
 }
 
 /// `cpus` (the CPUs this process may run on) as a bit mask of 1024 CPUs.
@@ -284,6 +355,9 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
         node_off,
         node_major_is_rank_order,
         trees: (0..node_size).map(|_| Slot::Untried).collect(),
+        leader_job: None,
+        reused: false,
+        kind: (node_rank == 0 && node_size > 1).then(|| (node_cpus.clone(), oversubscribed)),
         made: 0,
         topology: d.topology,
         algorithms: d.algorithms.clone(),
@@ -303,8 +377,11 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
     } else {
         Ok(())
     };
+    // On one node, making the tree agreed already among all the ranks.
     let mut ok = [local.is_ok() as i64];
-    ffi::allreduce_i64(&mut ok, ffi::op_min(), comm)?;
+    if n_nodes > 1 {
+        ffi::allreduce_i64(&mut ok, ffi::op_min(), comm)?;
+    }
     if ok[0] == 0 {
         let why = match local {
             Err(e) => e,
@@ -318,6 +395,7 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
         stats::note(format!("set-up failed: {why}"));
         return Ok(off(Why::SetupFailed));
     }
+    stats::set_up(h.reused);
     if rank == 0 {
         stats::note(format!(
             "communicator of {size} ranks: {n_nodes} node(s){}, {node_size} rank(s) on rank 0's node{}, tree {} ({}), {} wait, cut-offs {}/{}/{}/{}/{} bytes (bcast/reduce/allreduce/gather/scatter)",
@@ -595,63 +673,107 @@ impl Hier {
     /// Makes this node's tree rooted at local rank `root` (collective over the node):
     /// the leader creates the shared memory and announces it, every rank joins, and the
     /// node agrees that all joined. `Err` (the same on every rank of the node) when it
-    /// could not be made.
+    /// could not be made. The leader's tree (`root` 0) is first looked for among the
+    /// spares a freed communicator of the same node left ([`Spare`]): the leader offers
+    /// one, and the node takes it if every rank still has its end of it (else the
+    /// ranks that took theirs put them back, and a new job is made).
     fn make_tree(&mut self, root: usize) -> Result<Result<(), String>, MpiErr> {
-        let mut info = [0u8; INFO_BYTES];
-        let mut job = None;
-        if self.node_rank == 0 {
-            let cfg = GroupConfig {
-                timeout: self.timeout,
-                wait: Some(self.wait),
-                algorithms: self.algorithms.clone(),
-                ..GroupConfig::default()
-            };
-            let made = node_tree(self.node_size, root, self.topology, self.model.as_ref())
-                .and_then(|t| Job::create(&[t], &cfg).map_err(|e| e.to_string()));
-            let text = match &made {
-                Ok(j) => format!("+{}\n{}", j.path().display(), j.key()),
-                Err(e) => format!("-{e}"),
-            };
-            let n = text.len().min(INFO_BYTES);
-            info[..n].copy_from_slice(&text.as_bytes()[..n]);
-            if text.len() > INFO_BYTES {
-                info[0] = b'-';
-                let why = b"the shared-memory path is too long (SMELT_SHM_DIR)";
-                info[1..1 + why.len()].copy_from_slice(why);
-                info[1 + why.len()..].fill(0);
+        let mut may_reuse = root == 0;
+        loop {
+            let mut info = [0u8; INFO_BYTES];
+            let mut job = None;
+            let mut offered = None;
+            if self.node_rank == 0 {
+                if may_reuse {
+                    let (n, kind) = (self.node_size, self.kind.as_ref());
+                    offered =
+                        take_spare(|s| s.local == 0 && s.size == n && s.kind.as_ref() == kind);
+                }
+                let text = match &offered {
+                    Some(s) => format!("={}", s.job),
+                    None => {
+                        let cfg = GroupConfig {
+                            timeout: self.timeout,
+                            wait: Some(self.wait),
+                            algorithms: self.algorithms.clone(),
+                            ..GroupConfig::default()
+                        };
+                        let made =
+                            node_tree(self.node_size, root, self.topology, self.model.as_ref())
+                                .and_then(|t| Job::create(&[t], &cfg).map_err(|e| e.to_string()));
+                        let text = match &made {
+                            Ok(j) => format!("+{}\n{}", j.path().display(), j.key()),
+                            Err(e) => format!("-{e}"),
+                        };
+                        job = made.ok();
+                        text
+                    }
+                };
+                let n = text.len().min(INFO_BYTES);
+                info[..n].copy_from_slice(&text.as_bytes()[..n]);
+                if text.len() > INFO_BYTES {
+                    info[0] = b'-';
+                    let why = b"the shared-memory path is too long (SMELT_SHM_DIR)";
+                    info[1..1 + why.len()].copy_from_slice(why);
+                    info[1 + why.len()..].fill(0);
+                }
             }
-            job = made.ok();
+            ffi::bcast_bytes(&mut info, 0, self.node)?;
+            let end = info.iter().position(|&b| b == 0).unwrap_or(INFO_BYTES);
+            let text = String::from_utf8_lossy(&info[..end]).into_owned();
+            if let Some(key) = text.strip_prefix('=') {
+                let (me, n) = (self.node_rank, self.node_size);
+                let mine = match offered {
+                    Some(s) => Some(s),
+                    None => take_spare(|s| s.job == key && s.local == me && s.size == n),
+                };
+                let mut ok = [mine.is_some() as i64];
+                ffi::allreduce_i64(&mut ok, ffi::op_min(), self.node)?;
+                match mine {
+                    Some(s) if ok[0] != 0 => {
+                        self.trees[0] = Slot::Ready(s.member);
+                        self.leader_job = Some(s.job);
+                        self.reused = true;
+                        return Ok(Ok(()));
+                    }
+                    Some(s) => spare(s),
+                    None => {}
+                }
+                may_reuse = false;
+                continue;
+            }
+            let joined = match text.strip_prefix('+').and_then(|t| t.split_once('\n')) {
+                Some((path, key)) => join(
+                    std::path::Path::new(path),
+                    key,
+                    smelt_runtime::Rank(self.node_rank),
+                )
+                .map(|m| (m, key.to_string()))
+                .map_err(|e| format!("rank {} could not join: {e}", self.node_rank)),
+                None => Err(text.strip_prefix('-').unwrap_or(&text).to_string()),
+            };
+            let mut ok = [joined.is_ok() as i64];
+            ffi::allreduce_i64(&mut ok, ffi::op_min(), self.node)?;
+            // Every rank has attached (or given up): the name can go.
+            drop(job);
+            return Ok(match joined {
+                Ok((m, key)) if ok[0] != 0 => {
+                    self.trees[root] = Slot::Ready(Box::new(m));
+                    if root == 0 {
+                        self.leader_job = Some(key);
+                    }
+                    Ok(())
+                }
+                Ok(_) => {
+                    self.trees[root] = Slot::Unavailable;
+                    Err("another rank of the node could not join".into())
+                }
+                Err(e) => {
+                    self.trees[root] = Slot::Unavailable;
+                    Err(e)
+                }
+            });
         }
-        ffi::bcast_bytes(&mut info, 0, self.node)?;
-        let end = info.iter().position(|&b| b == 0).unwrap_or(INFO_BYTES);
-        let text = String::from_utf8_lossy(&info[..end]).into_owned();
-        let joined = match text.strip_prefix('+').and_then(|t| t.split_once('\n')) {
-            Some((path, key)) => join(
-                std::path::Path::new(path),
-                key,
-                smelt_runtime::Rank(self.node_rank),
-            )
-            .map_err(|e| format!("rank {} could not join: {e}", self.node_rank)),
-            None => Err(text.strip_prefix('-').unwrap_or(&text).to_string()),
-        };
-        let mut ok = [joined.is_ok() as i64];
-        ffi::allreduce_i64(&mut ok, ffi::op_min(), self.node)?;
-        // Every rank has attached (or given up): the name can go.
-        drop(job);
-        Ok(match joined {
-            Ok(m) if ok[0] != 0 => {
-                self.trees[root] = Slot::Ready(Box::new(m));
-                Ok(())
-            }
-            Ok(_) => {
-                self.trees[root] = Slot::Unavailable;
-                Err("another rank of the node could not join".into())
-            }
-            Err(e) => {
-                self.trees[root] = Slot::Unavailable;
-                Err(e)
-            }
-        })
     }
 
     /// The node's tree rooted at local rank `root`, made on first use (every rank of the

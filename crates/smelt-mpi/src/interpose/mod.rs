@@ -1148,6 +1148,7 @@ pub unsafe extern "C" fn MPI_Finalize() -> c_int {
     if !cfg.off {
         guard("MPI_Finalize", || {
             release_all();
+            comm::drop_spares();
             if cfg.verbose && ffi::rank_size(ffi::comm_world()).is_ok_and(|(r, _)| r == 0) {
                 for line in stats::summary() {
                     stats::say(&line);

@@ -122,6 +122,18 @@ impl Why {
 static TAKEN: [AtomicU64; CALLS] = [const { AtomicU64::new(0) }; CALLS];
 static FELL: [[AtomicU64; WHYS]; CALLS] = [const { [const { AtomicU64::new(0) }; WHYS] }; CALLS];
 static NOTES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// Communicators set up (smelt's trees made or reused), and of those, how many reused
+/// a freed communicator's tree.
+static SETUPS: AtomicU64 = AtomicU64::new(0);
+static REUSED: AtomicU64 = AtomicU64::new(0);
+
+/// Counts a communicator set up; `reused`: its node's tree was a freed communicator's.
+pub fn set_up(reused: bool) {
+    SETUPS.fetch_add(1, Relaxed);
+    if reused {
+        REUSED.fetch_add(1, Relaxed);
+    }
+}
 
 /// Set (once, before any count) when MPI runs with MPI_THREAD_MULTIPLE: counts are
 /// then atomic read-modify-writes.
@@ -172,6 +184,12 @@ pub fn summary() -> Vec<String> {
             .iter()
             .cloned(),
     );
+    let (n, r) = (SETUPS.load(Relaxed), REUSED.load(Relaxed));
+    if n > 0 {
+        out.push(format!(
+            "communicators set up: {n} ({r} reused the tree of a freed communicator of the same node)"
+        ));
+    }
     for c in Call::ALL {
         let t = TAKEN[c as usize].load(Relaxed);
         let f: u64 = FELL[c as usize].iter().map(|x| x.load(Relaxed)).sum();
