@@ -23,6 +23,8 @@ mod report;
 mod smelt;
 #[path = "bench_sync.rs"]
 mod sync;
+#[path = "bench_tasks.rs"]
+mod tasks;
 
 use anyhow::{bail, Context, Result};
 use report::{Collective, Figure, FloorInfo, Ratio, Report};
@@ -135,6 +137,12 @@ pub struct BenchArgs {
     /// global-array get/put against a queuepair round trip and MPI_Get.
     #[arg(long, conflicts_with_all = ["mpi", "processes", "sync", "large", "am", "aggregation"])]
     pub offload: bool,
+    /// Measure fork-join tasks instead (smelt-tasks' work stealing): fib, UTS (T1-like
+    /// unbalanced tree) and cilksort on 1, 2 and all workers against rayon's join and the
+    /// sequential program, and fib across members stealing through active messages:
+    /// time, tasks/s, steals, per-task overhead.
+    #[arg(long, conflicts_with_all = ["mpi", "processes", "sync", "large", "am", "aggregation", "offload"])]
+    pub tasks: bool,
     /// With --mpi: rank counts (default 2,8; each 1 to 1024).
     #[arg(long, value_delimiter = ',', value_parser = crate::common::count(1, MAX_THREADS))]
     pub mpi_ranks: Vec<usize>,
@@ -363,6 +371,9 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
     }
     if a.offload {
         return offload::run(&a);
+    }
+    if a.tasks {
+        return tasks::run(&a);
     }
     if a.ops.is_empty() {
         a.ops = ["broadcast", "reduce", "barrier", "2pc"]

@@ -73,9 +73,14 @@ impl Uts {
         ((u.ln() / (1.0 - p).ln()).floor() as u64).min(1 << 20)
     }
 
+    /// The root's state.
+    pub fn root_state(&self) -> u64 {
+        Self::mix(self.seed)
+    }
+
     /// Nodes of the tree, counted sequentially.
     pub fn count_seq(&self) -> u64 {
-        self.count_from(Self::mix(self.seed), 0)
+        self.count_from(self.root_state(), 0)
     }
 
     /// Nodes of the subtree of the node with `state` at `depth`, counted sequentially.
@@ -104,7 +109,7 @@ impl Uts {
                 }
             }
         }
-        node(self, Self::mix(self.seed), 0)
+        node(self, self.root_state(), 0)
     }
 }
 
@@ -166,7 +171,8 @@ fn merge(a: &[u64], b: &[u64], out: &mut [u64]) {
     );
 }
 
-fn merge_seq(a: &[u64], b: &[u64], out: &mut [u64]) {
+/// Merges sorted `a` and `b` into `out` (of their total length), sequentially.
+pub fn merge_seq(a: &[u64], b: &[u64], out: &mut [u64]) {
     let (mut i, mut j) = (0, 0);
     for o in out.iter_mut() {
         if j >= b.len() || (i < a.len() && a[i] <= b[j]) {
@@ -252,7 +258,7 @@ pub mod dist {
     /// The payload of the root `UTS` task for tree `t`, counting sequentially from
     /// depth `cutoff` on.
     pub fn uts_payload(t: &Uts, cutoff: u32) -> Vec<u8> {
-        uts_node(t, cutoff, Uts::mix(t.seed), 0)
+        uts_node(t, cutoff, t.root_state(), 0)
     }
 
     fn uts_node(t: &Uts, cutoff: u32, state: u64, depth: u32) -> Vec<u8> {

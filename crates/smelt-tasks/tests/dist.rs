@@ -10,7 +10,7 @@ use smelt_tasks::TaskError;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-const ROLE: &str = "SMELT_TASKS_TEST_ROLE";
+const ROLE: &str = "TEST_SMELT_TASKS_ROLE";
 
 fn am_cfg() -> smelt_am::Config {
     smelt_am::Config {

@@ -1,0 +1,618 @@
+//! `smelt bench --tasks`: fork-join tasks with work stealing (`smelt-tasks`) against
+//! rayon's `join` and the plain sequential program, in one run:
+//!
+//! * fib(n) with a task per call (the DSM paper's benchmark), on 1 and 2 workers (and
+//!   every allowed CPU), against rayon on as many threads and the sequential recursion;
+//! * UTS, a T1-like unbalanced tree (geometric, mean 4 children, fixed seed): node count;
+//! * cilksort (parallel merge sort) of random keys;
+//! * fib across members (threads standing for processes, tasks stolen through active
+//!   messages) with a sequential cutoff.
+//!
+//! Each figure is the median of alternated repetitions (smelt, rayon, sequential in turn);
+//! every result is checked against the sequential one. Reported: time, tasks/s, steals,
+//! and the per-task overhead ((time on 1 worker - sequential time) / tasks).
+
+use super::BenchArgs;
+use anyhow::{Context, Result};
+use serde::Serialize;
+use smelt_tasks::apps::{self, cilksort, fib, fib_seq, random_keys, Uts};
+use smelt_tasks::dist::{Member, TaskConfig};
+use smelt_tasks::{Config, Pool};
+use smelt_transport::allowed_cpus;
+use std::fmt::Write as _;
+use std::time::Instant;
+
+/// One measured configuration.
+#[derive(Serialize, Clone)]
+struct Row {
+    workload: String,
+    /// "sequential", "smelt-tasks", "rayon", "smelt-tasks members (threads, AM)".
+    runtime: &'static str,
+    workers: usize,
+    /// Median wall time, ms (None: failed).
+    ms: Option<f64>,
+    /// Tasks made stealable per run (joins and spawns; 0 for sequential; rayon's are
+    /// counted as smelt's, the same program).
+    tasks: u64,
+    tasks_per_s: Option<f64>,
+    /// Tasks stolen per run (median run; smelt only).
+    steals: Option<u64>,
+    /// This row's time over the same runtime on 1 worker.
+    speedup: Option<f64>,
+    /// (time - sequential time) / tasks, ns (1-worker rows).
+    overhead_ns_per_task: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// A speed target of the issue, checked in this run.
+#[derive(Serialize)]
+struct Target {
+    name: &'static str,
+    value: Option<f64>,
+    limit: f64,
+    sense: &'static str,
+    met: Option<bool>,
+}
+
+fn target(name: &'static str, value: Option<f64>, limit: f64, at_most: bool) -> Target {
+    Target {
+        name,
+        value,
+        limit,
+        sense: if at_most { "≤" } else { "≥" },
+        met: value.map(|v| if at_most { v <= limit } else { v >= limit }),
+    }
+}
+
+#[derive(Serialize)]
+struct TasksReport {
+    tool: String,
+    host: String,
+    cpus_available: usize,
+    repetitions: usize,
+    rows: Vec<Row>,
+    targets: Vec<Target>,
+    warnings: Vec<String>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn rayon_fib(n: u32) -> u64 {
+    if n < 2 {
+        return n as u64;
+    }
+    let (a, b) = rayon::join(|| rayon_fib(n - 1), || rayon_fib(n - 2));
+    a + b
+}
+
+fn rayon_uts(t: &Uts) -> u64 {
+    fn node(t: &Uts, s: u64, d: u32) -> u64 {
+        1 + kids(t, s, d, 0, t.children(s, d))
+    }
+    fn kids(t: &Uts, s: u64, d: u32, lo: u64, hi: u64) -> u64 {
+        match hi - lo {
+            0 => 0,
+            1 => node(t, Uts::child(s, lo), d + 1),
+            n => {
+                let mid = lo + n / 2;
+                let (a, b) = rayon::join(|| kids(t, s, d, lo, mid), || kids(t, s, d, mid, hi));
+                a + b
+            }
+        }
+    }
+    node(t, t.root_state(), 0)
+}
+
+fn rayon_cilksort(v: &mut [u64]) {
+    // The same algorithm as smelt_tasks::apps::cilksort, over rayon::join.
+    fn sort(v: &mut [u64], tmp: &mut [u64]) {
+        if v.len() <= apps::CILKSORT_CUTOFF {
+            v.sort_unstable();
+            return;
+        }
+        let mid = v.len() / 2;
+        {
+            let (vl, vr) = v.split_at_mut(mid);
+            let (tl, tr) = tmp.split_at_mut(mid);
+            rayon::join(|| sort(vl, tl), || sort(vr, tr));
+        }
+        {
+            let (a, b) = v.split_at(mid);
+            merge(a, b, tmp);
+        }
+        copy(tmp, v);
+    }
+    fn copy(from: &[u64], to: &mut [u64]) {
+        if from.len() <= 4 * apps::CILKSORT_CUTOFF {
+            to.copy_from_slice(from);
+        } else {
+            let mid = from.len() / 2;
+            let (fl, fr) = from.split_at(mid);
+            let (tl, tr) = to.split_at_mut(mid);
+            rayon::join(|| copy(fl, tl), || copy(fr, tr));
+        }
+    }
+    fn merge(a: &[u64], b: &[u64], out: &mut [u64]) {
+        if a.len() + b.len() <= apps::CILKSORT_CUTOFF {
+            apps::merge_seq(a, b, out);
+            return;
+        }
+        let (a, b) = if a.len() >= b.len() { (a, b) } else { (b, a) };
+        let ma = a.len() / 2;
+        let mb = b.partition_point(|&x| x < a[ma]);
+        let (ol, or) = out.split_at_mut(ma + mb);
+        rayon::join(
+            || merge(&a[..ma], &b[..mb], ol),
+            || merge(&a[ma..], &b[mb..], or),
+        );
+    }
+    let mut tmp = vec![0u64; v.len()];
+    sort(v, &mut tmp);
+}
+
+/// What one run of a workload did: its checked result and the tasks it made.
+struct Run {
+    secs: f64,
+    ok: bool,
+    steals: u64,
+    tasks: u64,
+}
+
+/// A workload: how to run it sequentially, on a smelt pool and on a rayon pool.
+struct Workload {
+    name: String,
+    seq: Box<dyn Fn() -> Run>,
+    smelt: Box<dyn Fn(&Pool) -> Run>,
+    rayon: Box<dyn Fn(&rayon::ThreadPool) -> Run>,
+}
+
+fn timed<T>(f: impl FnOnce() -> T) -> (f64, T) {
+    let t = Instant::now();
+    let r = std::hint::black_box(f());
+    (t.elapsed().as_secs_f64(), r)
+}
+
+fn on_pool(pool: &Pool, f: impl FnOnce() -> bool + Send) -> Run {
+    let before = pool.stats();
+    let (secs, r) = timed(|| pool.install(f));
+    let after = pool.stats();
+    Run {
+        secs,
+        ok: r.unwrap_or(false),
+        steals: after.steals - before.steals,
+        tasks: after.spawned - before.spawned,
+    }
+}
+
+fn workloads(quick: bool) -> Vec<Workload> {
+    let mut w = Vec::new();
+    for n in if quick { [27u32, 30] } else { [30, 35] } {
+        let want = fib_seq(n);
+        w.push(Workload {
+            name: format!("fib({n})"),
+            seq: Box::new(move || {
+                let (secs, r) = timed(|| fib_seq(std::hint::black_box(n)));
+                Run {
+                    secs,
+                    ok: r == want,
+                    steals: 0,
+                    tasks: 0,
+                }
+            }),
+            smelt: Box::new(move |p| on_pool(p, move || fib(std::hint::black_box(n)) == want)),
+            rayon: Box::new(move |p| {
+                let (secs, r) = timed(|| p.install(|| rayon_fib(std::hint::black_box(n))));
+                Run {
+                    secs,
+                    ok: r == want,
+                    steals: 0,
+                    tasks: apps::fib_tasks(n),
+                }
+            }),
+        });
+    }
+    let t = Uts::t1_like(if quick { 8 } else { 10 });
+    let nodes = t.count_seq();
+    w.push(Workload {
+        name: format!("UTS T1-like depth {} ({nodes} nodes)", t.depth),
+        seq: Box::new(move || {
+            let (secs, r) = timed(|| t.count_seq());
+            Run {
+                secs,
+                ok: r == nodes,
+                steals: 0,
+                tasks: 0,
+            }
+        }),
+        smelt: Box::new(move |p| on_pool(p, move || t.count() == nodes)),
+        rayon: Box::new(move |p| {
+            let (secs, r) = timed(|| p.install(|| rayon_uts(&t)));
+            Run {
+                secs,
+                ok: r == nodes,
+                steals: 0,
+                tasks: 0,
+            }
+        }),
+    });
+    let n = if quick { 1 << 20 } else { 1 << 22 };
+    let keys = std::sync::Arc::new(random_keys(n, 42));
+    let sorted = {
+        let mut s = (*keys).clone();
+        s.sort_unstable();
+        std::sync::Arc::new(s)
+    };
+    let (k1, s1, k2, s2, k3, s3) = (
+        keys.clone(),
+        sorted.clone(),
+        keys.clone(),
+        sorted.clone(),
+        keys,
+        sorted,
+    );
+    w.push(Workload {
+        name: format!("cilksort {n} keys"),
+        seq: Box::new(move || {
+            let mut v = (*k1).clone();
+            // The same merge sort without tasks (outside a pool, join runs in order).
+            let (secs, ()) = timed(|| cilksort(&mut v));
+            Run {
+                secs,
+                ok: v == *s1,
+                steals: 0,
+                tasks: 0,
+            }
+        }),
+        smelt: Box::new(move |p| {
+            let mut v = (*k2).clone();
+            let before = p.stats();
+            let (secs, r) = timed(|| p.install(|| cilksort(&mut v)));
+            let after = p.stats();
+            Run {
+                secs,
+                ok: r.is_ok() && v == *s2,
+                steals: after.steals - before.steals,
+                tasks: after.spawned - before.spawned,
+            }
+        }),
+        rayon: Box::new(move |p| {
+            let mut v = (*k3).clone();
+            let (secs, ()) = timed(|| p.install(|| rayon_cilksort(&mut v)));
+            Run {
+                secs,
+                ok: v == *s3,
+                steals: 0,
+                tasks: 0,
+            }
+        }),
+    });
+    w
+}
+
+fn row(workload: &str, runtime: &'static str, workers: usize, runs: &[Run]) -> Row {
+    if let Some(i) = runs.iter().position(|r| !r.ok) {
+        return Row {
+            workload: workload.into(),
+            runtime,
+            workers,
+            ms: None,
+            tasks: 0,
+            tasks_per_s: None,
+            steals: None,
+            speedup: None,
+            overhead_ns_per_task: None,
+            error: Some(format!("run {} gave a wrong result", i + 1)),
+        };
+    }
+    let ms = median(runs.iter().map(|r| r.secs * 1e3).collect());
+    let tasks = runs.iter().map(|r| r.tasks).max().unwrap_or(0);
+    let mut steals: Vec<u64> = runs.iter().map(|r| r.steals).collect();
+    steals.sort_unstable();
+    Row {
+        workload: workload.into(),
+        runtime,
+        workers,
+        ms: Some(ms),
+        tasks,
+        tasks_per_s: (tasks > 0).then(|| tasks as f64 / (ms / 1e3)),
+        steals: (runtime == "smelt-tasks").then(|| steals[steals.len() / 2]),
+        speedup: None,
+        overhead_ns_per_task: None,
+        error: None,
+    }
+}
+
+/// fib across `members` thread members of `workers` workers each (active messages).
+fn members_fib(members: usize, workers: usize, n: u32, cutoff: u32) -> Result<(f64, u64, u64)> {
+    let ms = Member::threads(members, smelt_am::Config::default())?;
+    let f = apps::dist::functions();
+    let t = Instant::now();
+    let out: Vec<_> = std::thread::scope(|s| {
+        let hs: Vec<_> = ms
+            .into_iter()
+            .map(|m| {
+                let f = &f;
+                s.spawn(move || {
+                    let root = (m.rank() == 0)
+                        .then(|| (apps::dist::FIB, apps::dist::fib_payload(n, cutoff)));
+                    m.run(f, &TaskConfig::new(workers), root)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(smelt_tasks::TaskError::Panicked(
+                        "a member thread panicked".into(),
+                    ))
+                })
+            })
+            .collect()
+    });
+    let secs = t.elapsed().as_secs_f64();
+    let mut steals = 0;
+    let mut spawned = 0;
+    let mut result = None;
+    for r in out {
+        let r = r?;
+        steals += r.steals;
+        spawned += r.spawned;
+        if let Some(b) = r.result {
+            result = Some(apps::dist::result_u64(&b)?);
+        }
+    }
+    if result != Some(fib_seq(n)) {
+        anyhow::bail!("fib({n}) across members gave {result:?}");
+    }
+    Ok((secs, steals, spawned))
+}
+
+/// Runs `smelt bench --tasks`.
+pub fn run(a: &BenchArgs) -> Result<()> {
+    let allowed = allowed_cpus().context("cannot read the allowed CPUs")?;
+    let reps = if a.quick { 3 } else { 7 };
+    let mut warnings = Vec::new();
+    let mut counts = vec![1, 2];
+    if allowed.len() > 2 {
+        counts.push(allowed.len());
+    }
+    if allowed.len() < 2 {
+        warnings.push("one CPU: 2 workers share it, no speedup to expect".to_string());
+    }
+    let mut rows = Vec::new();
+    for w in workloads(a.quick) {
+        eprintln!("{}...", w.name);
+        let mut seq = Vec::new();
+        let mut per: Vec<(usize, Vec<Run>, Vec<Run>)> = Vec::new();
+        for &k in &counts {
+            let pool = Pool::new(Config::new(k)).context("starting the smelt-tasks pool")?;
+            let rp = rayon::ThreadPoolBuilder::new()
+                .num_threads(k)
+                .build()
+                .context("starting the rayon pool")?;
+            // Warm up both (threads started, caches and pages touched).
+            let _ = (w.smelt)(&pool);
+            let _ = (w.rayon)(&rp);
+            let (mut s, mut r) = (Vec::new(), Vec::new());
+            for _ in 0..reps {
+                s.push((w.smelt)(&pool));
+                r.push((w.rayon)(&rp));
+                if k == 1 {
+                    seq.push((w.seq)());
+                }
+            }
+            per.push((k, s, r));
+        }
+        let seq_row = row(&w.name, "sequential", 1, &seq);
+        let seq_ms = seq_row.ms;
+        rows.push(seq_row);
+        let mut one: [Option<f64>; 2] = [None, None];
+        for (k, s, r) in &per {
+            for (i, (runtime, runs)) in [("smelt-tasks", s), ("rayon", r)].into_iter().enumerate() {
+                let mut x = row(&w.name, runtime, *k, runs);
+                if *k == 1 {
+                    one[i] = x.ms;
+                    x.overhead_ns_per_task = match (x.ms, seq_ms) {
+                        (Some(t), Some(q)) if x.tasks > 0 => Some((t - q) * 1e6 / x.tasks as f64),
+                        _ => None,
+                    };
+                }
+                x.speedup = one[i].zip(x.ms).map(|(o, t)| o / t);
+                rows.push(x);
+            }
+        }
+    }
+    // Across members: threads standing for processes, 1 worker each.
+    let (n, cutoff) = if a.quick { (27, 12) } else { (32, 14) };
+    let name = format!("fib({n}) cutoff {cutoff}");
+    eprintln!("{name} across members...");
+    let mut one_member = None;
+    for members in [1, 2] {
+        let mut runs = Vec::new();
+        let mut err = None;
+        for _ in 0..reps {
+            match members_fib(members, 1, n, cutoff) {
+                Ok(r) => runs.push(r),
+                Err(e) => {
+                    err = Some(format!("{e:#}"));
+                    break;
+                }
+            }
+        }
+        let runtime = "smelt-tasks members (threads, AM)";
+        let x = match err {
+            Some(e) => Row {
+                workload: name.clone(),
+                runtime,
+                workers: members,
+                ms: None,
+                tasks: 0,
+                tasks_per_s: None,
+                steals: None,
+                speedup: None,
+                overhead_ns_per_task: None,
+                error: Some(e),
+            },
+            None => {
+                let ms = median(runs.iter().map(|r| r.0 * 1e3).collect());
+                let mut st: Vec<u64> = runs.iter().map(|r| r.1).collect();
+                st.sort_unstable();
+                let tasks = runs[0].2;
+                if members == 1 {
+                    one_member = Some(ms);
+                }
+                Row {
+                    workload: name.clone(),
+                    runtime,
+                    workers: members,
+                    ms: Some(ms),
+                    tasks,
+                    tasks_per_s: Some(tasks as f64 / (ms / 1e3)),
+                    steals: Some(st[st.len() / 2]),
+                    speedup: one_member.map(|o| o / ms),
+                    overhead_ns_per_task: None,
+                    error: None,
+                }
+            }
+        };
+        rows.push(x);
+    }
+    let find = |w: &str, rt: &str, k: usize| {
+        rows.iter()
+            .find(|r| r.workload == w && r.runtime == rt && r.workers == k)
+            .and_then(|r| r.ms)
+    };
+    let (small, big) = if a.quick {
+        ("fib(27)", "fib(30)")
+    } else {
+        ("fib(30)", "fib(35)")
+    };
+    let ratio = |x: Option<f64>, y: Option<f64>| x.zip(y).map(|(x, y)| x / y);
+    let targets = vec![
+        target(
+            "fib(30) 1 worker / rayon 1 thread",
+            ratio(find(small, "smelt-tasks", 1), find(small, "rayon", 1)),
+            1.5,
+            true,
+        ),
+        target(
+            "fib(30) 1 worker / sequential",
+            ratio(find(small, "smelt-tasks", 1), find(small, "sequential", 1)),
+            10.0,
+            true,
+        ),
+        target(
+            "fib(35) 2 workers: speedup over 1",
+            ratio(find(big, "smelt-tasks", 1), find(big, "smelt-tasks", 2)),
+            1.8,
+            false,
+        ),
+    ];
+    if a.quick {
+        warnings.push(
+            "--quick: fib(27) stands for fib(30) and fib(30) for fib(35) in the targets".into(),
+        );
+    }
+    if let Ok(l) = std::fs::read_to_string("/proc/loadavg") {
+        let load: f64 = l
+            .split_whitespace()
+            .next()
+            .and_then(|x| x.parse().ok())
+            .unwrap_or(0.0);
+        if load > allowed.len() as f64 * 0.75 {
+            warnings.push(format!(
+                "load average {load:.1} on {} CPUs before the run: other programs compete for the CPUs, speedups are low",
+                allowed.len()
+            ));
+        }
+    }
+    let report = TasksReport {
+        tool: format!("smelt {}", env!("CARGO_PKG_VERSION")),
+        host: smelt_model::host::host_name(),
+        cpus_available: allowed.len(),
+        repetitions: reps,
+        rows,
+        targets,
+        warnings,
+    };
+    super::emit_report(a, &report, || table(&report))?;
+    let failed = report
+        .rows
+        .iter()
+        .filter_map(|r| {
+            r.error
+                .as_ref()
+                .map(|e| format!("{} {} {} workers: {e}", r.workload, r.runtime, r.workers))
+        })
+        .collect();
+    super::fail_if_any(failed)
+}
+
+fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map_or_else(|| "-".into(), f)
+}
+
+fn table(r: &TasksReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Tasks: fork-join work stealing, median of {} runs, {} CPUs",
+        r.repetitions, r.cpus_available
+    );
+    let _ = writeln!(
+        s,
+        "{:<40} {:<34} {:>7} {:>10} {:>12} {:>10} {:>8} {:>8} {:>10}",
+        "workload", "runtime", "workers", "ms", "tasks", "Mtasks/s", "steals", "speedup", "ns/task"
+    );
+    for x in &r.rows {
+        if let Some(e) = &x.error {
+            let _ = writeln!(
+                s,
+                "{:<40} {:<34} {:>7} FAILED: {e}",
+                x.workload, x.runtime, x.workers
+            );
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "{:<40} {:<34} {:>7} {:>10} {:>12} {:>10} {:>8} {:>8} {:>10}",
+            x.workload,
+            x.runtime,
+            x.workers,
+            opt(x.ms, |v| format!("{v:.2}")),
+            if x.tasks > 0 {
+                x.tasks.to_string()
+            } else {
+                "-".into()
+            },
+            opt(x.tasks_per_s, |v| format!("{:.1}", v / 1e6)),
+            x.steals.map_or("-".into(), |v| v.to_string()),
+            opt(x.speedup, |v| format!("{v:.2}x")),
+            opt(x.overhead_ns_per_task, |v| format!("{v:.2}")),
+        );
+    }
+    let _ = writeln!(s, "\nTargets:");
+    for t in &r.targets {
+        let _ = writeln!(
+            s,
+            "  {:<40} {} {} {}: {}",
+            t.name,
+            opt(t.value, |v| format!("{v:.2}")),
+            t.sense,
+            t.limit,
+            match t.met {
+                Some(true) => "met",
+                Some(false) => "MISSED",
+                None => "not measured",
+            }
+        );
+    }
+    for w in &r.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    s
+}
