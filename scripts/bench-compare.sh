@@ -3,12 +3,13 @@
 # tree, runs the same figures with the two builds alternately, N times, and prints
 # every pair and the median ratio new/old (below 1: today is faster).
 #
-#   scripts/bench-compare.sh REV [-n N] [--new REV2] [--out DIR] [-- PROBE-ARGS]
+#   scripts/bench-compare.sh REV [-n N] [--new REV2 | --new-tree DIR] [--out DIR] [-- PROBE-ARGS]
 #   scripts/bench-compare.sh --report DIR      # the table again, from a run's files
 #
 # PROBE-ARGS go to the figure program (bench/compare/probe.rs) of both builds:
 #   --figures a,b,...  (default: all; `--list` names them)   --scale F (loop counts x F)
-#   --reps R (timed repetitions per figure, median; default 5)
+#   --reps R (timed repetitions per figure, median; default 5)   --cpus A,B (default: the
+#   first two CPUs this process may use)
 #
 # The figures: queuepair one-way latency and streaming; back-to-back broadcast,
 # reduce, allreduce and barrier of 2 members as threads and as processes; active
@@ -19,7 +20,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 die() {
@@ -103,6 +104,7 @@ rev=$1
 shift
 pairs=5
 new_rev=
+new_tree=
 out=
 probe_args=()
 while [ $# -gt 0 ]; do
@@ -115,6 +117,12 @@ while [ $# -gt 0 ]; do
         --new)
             [ $# -ge 2 ] || die "--new needs a revision"
             new_rev=$2
+            shift 2
+            ;;
+        --new-tree)
+            [ $# -ge 2 ] || die "--new-tree needs a directory"
+            [ -f "$2/crates/smelt-runtime/Cargo.toml" ] || die "$2 is not a smelt source tree"
+            new_tree=$(cd "$2" && pwd)
             shift 2
             ;;
         --out)
@@ -209,7 +217,12 @@ EOF
 
 old_src=$(checkout "$rev")
 old_bin=$(build_probe "$old_src" "$base/$(basename "$(dirname "$old_src")")")
-if [ -n "$new_rev" ]; then
+if [ -n "$new_rev" ] && [ -n "$new_tree" ]; then
+    die "--new and --new-tree exclude each other"
+elif [ -n "$new_tree" ]; then
+    new_bin=$(build_probe "$new_tree" "$base/tree-$(echo "$new_tree" | cksum | cut -d' ' -f1)")
+    new_name="the tree in $new_tree"
+elif [ -n "$new_rev" ]; then
     new_src=$(checkout "$new_rev")
     new_bin=$(build_probe "$new_src" "$base/$(basename "$(dirname "$new_src")")")
     new_name="$new_rev ($(git rev-parse --short=12 "$new_rev"))"
@@ -227,18 +240,32 @@ cp "$new_bin" "$out/new-probe"
 echo "$rev ($(git rev-parse --short=12 "$rev"))" >"$out/old.name"
 echo "$new_name" >"$out/new.name"
 
+# The figures: those of --figures, else every figure the probe knows.
+figures=$("$out/new-probe" --list) || die "the new build's probe does not run"
+for ((i = 0; i < ${#probe_args[@]}; i++)); do
+    if [ "${probe_args[$i]}" = "--figures" ] && [ $((i + 1)) -lt ${#probe_args[@]} ]; then
+        figures=$(tr ',' ' ' <<<"${probe_args[$((i + 1))]}")
+    fi
+done
 for ((k = 1; k <= pairs; k++)); do
     load=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
     echo "$load" >"$out/load.$k"
     echo "bench-compare: pair $k of $pairs (load average $load)" >&2
-    # Alternate which build goes first, so a drift of the machine hits both.
-    if ((k % 2)); then order="old new"; else order="new old"; fi
-    for side in $order; do
-        "$out/$side-probe" "${probe_args[@]}" >"$out/$side.$k" 2>"$out/$side.$k.err" || {
-            rc=$?
-            [ "$rc" -eq 2 ] && die "the probe refused its arguments: $(cat "$out/$side.$k.err")"
-            echo "bench-compare: the $side build's probe exited with status $rc (pair $k)" >&2
-        }
+    : >"$out/old.$k"
+    : >"$out/new.$k"
+    # Figure by figure, the two builds right after each other (this VM changes regime
+    # within seconds), and which goes first alternates, so a drift hits both.
+    j=0
+    for f in $figures; do
+        if (((k + j) % 2)); then order="old new"; else order="new old"; fi
+        j=$((j + 1))
+        for side in $order; do
+            "$out/$side-probe" "${probe_args[@]}" --figures "$f" >>"$out/$side.$k" 2>>"$out/$side.$k.err" || {
+                rc=$?
+                [ "$rc" -eq 2 ] && die "the probe refused its arguments: $(cat "$out/$side.$k.err")"
+                echo "bench-compare: the $side build's probe exited with status $rc ($f, pair $k)" >&2
+            }
+        done
     done
 done
 echo "bench-compare: files in $out (scripts/bench-compare.sh --report $out)" >&2

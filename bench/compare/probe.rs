@@ -14,7 +14,8 @@
 //! `NAME<TAB>missing<TAB>WHY` (this build cannot measure it) or `NAME<TAB>FAILED<TAB>WHY`.
 //! Exit status 0 even when a figure failed (the script reports it); 2 on bad arguments.
 //!
-//! Usage: `probe [--scale F] [--reps N] [--figures a,b,...] [--list]`
+//! Usage: `probe [--scale F] [--reps N] [--figures a,b,...] [--cpus A,B] [--list]`
+//! (default CPUs: the first two this process may use).
 
 use std::time::Instant;
 
@@ -409,6 +410,7 @@ fn main() {
         cpus: (0, 1),
     };
     let mut figures: Vec<String> = FIGURES.iter().map(|s| s.to_string()).collect();
+    let mut cpus_arg: Option<(u32, u32)> = None;
     let mut it = args.iter();
     let bad = |m: String| -> ! {
         eprintln!("probe: {m}");
@@ -443,6 +445,14 @@ fn main() {
                     }
                 }
             }
+            "--cpus" => {
+                let v = val();
+                let p: Vec<u32> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+                match p[..] {
+                    [a, b] => cpus_arg = Some((a, b)),
+                    _ => bad(format!("--cpus takes two CPU numbers A,B, not {v}")),
+                }
+            }
             "--list" => {
                 for f in FIGURES {
                     println!("{f}");
@@ -453,7 +463,9 @@ fn main() {
         }
     }
     let cpus = smelt_transport::allowed_cpus().unwrap_or_default();
-    if cpus.len() >= 2 {
+    if let Some(c) = cpus_arg {
+        o.cpus = c;
+    } else if cpus.len() >= 2 {
         o.cpus = (cpus[0], cpus[1]);
     } else if let Some(&c) = cpus.first() {
         o.cpus = (c, c);
