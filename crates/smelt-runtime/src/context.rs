@@ -321,10 +321,19 @@ impl<L: Link> Context<L> {
     /// strict collective), between two barriers when strict.
     #[inline(always)]
     fn synced<T>(&mut self, f: impl FnOnce(&mut Self) -> Res<T>) -> Res<T> {
-        if self.sync == SyncMode::Loose || self.in_strict {
+        if self.runs_loose() {
             return f(self);
         }
         self.strict_section(f)
+    }
+
+    /// True when a collective runs as it is (loose, or inside a strict one). The word
+    /// collectives test this themselves instead of going through [`synced`]
+    /// (Context::synced): calling their body from two places would keep it out of
+    /// line, a call per operation on the fast path.
+    #[inline(always)]
+    fn runs_loose(&self) -> bool {
+        self.sync == SyncMode::Loose || self.in_strict
     }
 
     /// A strict collective: a barrier (no data moves before every member entered),
@@ -388,7 +397,7 @@ impl<L: Link> Context<L> {
         ))
     }
 
-    #[inline]
+    #[inline(always)]
     fn up_word(&mut self, w: u64, t: Tag) -> Res<()> {
         if let Some(p) = self.parent.as_mut() {
             if let Err(e) = p.link.send_word(t.word(), w, Some(self.timeout)) {
@@ -400,7 +409,7 @@ impl<L: Link> Context<L> {
     }
 
     /// Sends a zero-payload message to the parent (header only, no payload store).
-    #[inline]
+    #[inline(always)]
     fn up_empty(&mut self, t: Tag) -> Res<()> {
         if let Some(p) = self.parent.as_mut() {
             if let Err(e) = p.link.send_empty(t.word(), Some(self.timeout)) {
@@ -412,7 +421,7 @@ impl<L: Link> Context<L> {
     }
 
     /// Sends a zero-payload message to every child.
-    #[inline]
+    #[inline(always)]
     fn down_empty(&mut self, t: Tag) -> Res<()> {
         for i in 0..self.children.len() {
             if let Err(e) = self.children[i]
@@ -426,7 +435,7 @@ impl<L: Link> Context<L> {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn down_word(&mut self, w: u64, t: Tag) -> Res<()> {
         for i in 0..self.children.len() {
             if let Err(e) = self.children[i]
@@ -440,7 +449,7 @@ impl<L: Link> Context<L> {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn recv_child_word(&mut self, i: usize, t: Tag) -> Res<u64> {
         let c = &mut self.children[i];
         match c.link.recv_word(Some(self.timeout)) {
@@ -476,7 +485,7 @@ impl<L: Link> Context<L> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn recv_parent_word(&mut self, t: Tag) -> Res<Option<u64>> {
         let Some(p) = self.parent.as_mut() else {
             return Ok(None);
@@ -496,13 +505,16 @@ impl<L: Link> Context<L> {
 
     /// Broadcasts one word from the root: the root's `w` is returned on every member
     /// (other members' `w` is ignored). Zero-copy fast path.
-    #[inline]
+    #[inline(always)]
     pub fn broadcast_word(&mut self, w: u64) -> Res<u64> {
-        self.synced(|c| c.broadcast_word_loose(w))
+        if self.runs_loose() {
+            return self.broadcast_word_loose(w);
+        }
+        self.strict_section(|c| c.broadcast_word_loose(w))
     }
 
     /// [`broadcast_word`](Context::broadcast_word) without the synchronization of [`SyncMode::Strict`].
-    #[inline]
+    #[inline(always)]
     fn broadcast_word_loose(&mut self, w: u64) -> Res<u64> {
         let t = self.begin(Coll::Broadcast)?;
         let w = self.recv_parent_word(t)?.unwrap_or(w);
@@ -511,13 +523,16 @@ impl<L: Link> Context<L> {
     }
 
     /// Broadcasts a zero-payload message from the root (a signal).
-    #[inline]
+    #[inline(always)]
     pub fn broadcast_empty(&mut self) -> Res<()> {
-        self.synced(|c| c.broadcast_empty_loose())
+        if self.runs_loose() {
+            return self.broadcast_empty_loose();
+        }
+        self.strict_section(|c| c.broadcast_empty_loose())
     }
 
     /// [`broadcast_empty`](Context::broadcast_empty) without the synchronization of [`SyncMode::Strict`].
-    #[inline]
+    #[inline(always)]
     fn broadcast_empty_loose(&mut self) -> Res<()> {
         let t = self.begin(Coll::Broadcast)?;
         self.recv_parent_word(t)?;
@@ -632,13 +647,16 @@ impl<L: Link> Context<L> {
     /// combined in tree pre-order: own value first, then each child's subtree in send
     /// order, so a commutative `op` gives the plain fold). Returns `Some(result)` on the
     /// root and `None` elsewhere. Zero-copy word path.
-    #[inline]
+    #[inline(always)]
     pub fn reduce<T: Word>(&mut self, v: T, op: impl Fn(T, T) -> T) -> Res<Option<T>> {
-        self.synced(|c| c.reduce_loose(v, op))
+        if self.runs_loose() {
+            return self.reduce_loose(v, op);
+        }
+        self.strict_section(|c| c.reduce_loose(v, op))
     }
 
     /// [`reduce`](Context::reduce) without the synchronization of [`SyncMode::Strict`].
-    #[inline]
+    #[inline(always)]
     fn reduce_loose<T: Word>(&mut self, v: T, op: impl Fn(T, T) -> T) -> Res<Option<T>> {
         let t = self.begin(Coll::Reduce)?;
         let mut acc = v;
@@ -656,19 +674,22 @@ impl<L: Link> Context<L> {
 
     /// A zero-payload reduction: returns once every child subtree has arrived (on the
     /// root: once every member has called it).
-    #[inline]
+    #[inline(always)]
     pub fn reduce_empty(&mut self) -> Res<()> {
-        self.synced(|c| c.reduce_empty_loose())
+        if self.runs_loose() {
+            return self.reduce_empty_loose();
+        }
+        self.strict_section(|c| c.reduce_empty_loose())
     }
 
     /// [`reduce_empty`](Context::reduce_empty) without the synchronization of [`SyncMode::Strict`].
-    #[inline]
+    #[inline(always)]
     fn reduce_empty_loose(&mut self) -> Res<()> {
         let t = self.begin(Coll::Reduce)?;
         self.reduce_empty_tagged(t)
     }
 
-    #[inline]
+    #[inline(always)]
     fn reduce_empty_tagged(&mut self, t: Tag) -> Res<()> {
         for i in 0..self.children.len() {
             self.recv_child_word(i, t)?;
@@ -677,13 +698,16 @@ impl<L: Link> Context<L> {
     }
 
     /// [`reduce`](Context::reduce) then broadcast of the result: every member gets it.
-    #[inline]
+    #[inline(always)]
     pub fn allreduce<T: Word>(&mut self, v: T, op: impl Fn(T, T) -> T) -> Res<T> {
-        self.synced(|c| c.allreduce_loose(v, op))
+        if self.runs_loose() {
+            return self.allreduce_loose(v, op);
+        }
+        self.strict_section(|c| c.allreduce_loose(v, op))
     }
 
     /// [`allreduce`](Context::allreduce) without the synchronization of [`SyncMode::Strict`].
-    #[inline]
+    #[inline(always)]
     fn allreduce_loose<T: Word>(&mut self, v: T, op: impl Fn(T, T) -> T) -> Res<T> {
         if self.nontree.is_some() && self.allreduce_by_doubling(T::BYTES) {
             return self.allreduce_doubling_word(v, op);
@@ -703,7 +727,7 @@ impl<L: Link> Context<L> {
     /// When the group's [`algorithms`](crate::GroupConfig::algorithms) table picks the
     /// dissemination barrier for this context's mode, it runs that instead (over
     /// links beyond the tree).
-    #[inline]
+    #[inline(always)]
     pub fn barrier(&mut self) -> Res<()> {
         if self.barrier_by_dissemination() {
             return self.barrier_dissemination();

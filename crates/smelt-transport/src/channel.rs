@@ -220,13 +220,6 @@ impl Shared {
     }
 
     #[inline(always)]
-    fn slot(&self, i: usize) -> &Slot {
-        // SAFETY: callers pass i < capacity (ring indices wrap at capacity), and the
-        // slots array of `capacity` slots lives as long as `self.mem`.
-        unsafe { &*self.slots.add(i) }
-    }
-
-    #[inline(always)]
     fn side(&self, who: Who) -> &SideWords {
         match who {
             Who::Prod => &self.ctrl().prod.0,
@@ -327,6 +320,12 @@ impl Shared {
 #[repr(align(128))]
 pub struct Producer {
     shared: Arc<Shared>,
+    /// `shared.slots` and `shared.ctrl`, kept here so the fast path reaches the ring
+    /// in one load (valid while `shared` lives, i.e. as long as this end).
+    slots: *const Slot,
+    ctrl: *const Ctrl,
+    /// The waker's fence is a real fence (no asymmetric barrier in this process).
+    sym: bool,
     /// Next position to write (monotonic).
     tail: u64,
     /// `tail % capacity`.
@@ -343,6 +342,10 @@ pub struct Producer {
 #[repr(align(128))]
 pub struct Consumer {
     shared: Arc<Shared>,
+    /// As [`Producer`]'s.
+    slots: *const Slot,
+    ctrl: *const Ctrl,
+    sym: bool,
     /// Next position to read (monotonic).
     head: u64,
     /// `head % capacity`.
@@ -472,9 +475,19 @@ impl Consumer {
     }
 }
 
+// SAFETY: the raw pointers are copies of `shared`'s (the ring this end owns a share
+// of; see the Send impl of `Shared`): they point into memory that lives as long as the
+// `Arc`, and an end is used by one thread at a time (`&mut self` operations).
+unsafe impl Send for Producer {}
+// SAFETY: as for Producer.
+unsafe impl Send for Consumer {}
+
 impl Producer {
     fn new(shared: Arc<Shared>, cap: usize) -> Producer {
         Producer {
+            slots: shared.slots,
+            ctrl: shared.ctrl,
+            sym: crate::wake::waker_fence_is_full(),
             shared,
             tail: 0,
             idx: 0,
@@ -489,6 +502,9 @@ impl Producer {
 impl Consumer {
     fn new(shared: Arc<Shared>, cap: usize) -> Consumer {
         Consumer {
+            slots: shared.slots,
+            ctrl: shared.ctrl,
+            sym: crate::wake::waker_fence_is_full(),
             shared,
             head: 0,
             idx: 0,
@@ -647,6 +663,51 @@ fn block_on<E: End, T>(
     }
 }
 
+/// The fast path's wake-up of the other side (see [`Shared::wake_if_waiting`]): `sym`
+/// is the end's cached [`crate::wake::waker_fence_is_full`].
+#[inline(always)]
+fn wake_peer(shared: &Shared, ctrl: &Ctrl, sym: bool, who: Who) {
+    #[cfg(loom)]
+    {
+        let _ = sym;
+        crate::sync::fence(Ordering::SeqCst);
+    }
+    #[cfg(not(loom))]
+    if sym {
+        std::sync::atomic::fence(Ordering::SeqCst);
+    } else {
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+    }
+    let side = match who {
+        Who::Prod => &ctrl.prod.0,
+        Who::Cons => &ctrl.cons.0,
+    };
+    if side.waiting.load(Ordering::Relaxed) != 0 {
+        shared.wake_slow(who);
+    }
+}
+
+macro_rules! ring_access {
+    ($t:ty) => {
+        impl $t {
+            #[inline(always)]
+            fn ring_ctrl(&self) -> &Ctrl {
+                // SAFETY: `ctrl` is `shared.ctrl`, live while `shared` is (see Shared).
+                unsafe { &*self.ctrl }
+            }
+
+            #[inline(always)]
+            fn ring_slot(&self, i: usize) -> &Slot {
+                // SAFETY: callers pass i < capacity (ring indices wrap at capacity); the
+                // slots live while `shared` does.
+                unsafe { &*self.slots.add(i) }
+            }
+        }
+    };
+}
+ring_access!(Producer);
+ring_access!(Consumer);
+
 /// Copies `src` (at most [`PAYLOAD_PER_SLOT`] bytes) into a slot's payload.
 #[inline(always)]
 fn write_payload(slot: &Slot, src: &[u8]) {
@@ -687,7 +748,7 @@ impl Producer {
     /// Slots not yet acknowledged by the consumer (received messages count until the
     /// consumer acknowledges them; see [`Consumer::set_ack_batch`]).
     pub fn len(&self) -> usize {
-        (self.tail - self.shared.ctrl().head.0.load(Ordering::Acquire)) as usize
+        (self.tail - self.ring_ctrl().head.0.load(Ordering::Acquire)) as usize
     }
 
     /// True if no sent message is still waiting to be received.
@@ -707,7 +768,7 @@ impl Producer {
 
     /// True once the consumer was dropped.
     pub fn is_disconnected(&self) -> bool {
-        self.shared.side(Who::Cons).closed.load(Ordering::Acquire) != 0
+        self.ring_ctrl().cons.0.closed.load(Ordering::Acquire) != 0
     }
 
     /// How blocking sends wait (default [`WaitPolicy::DEDICATED`]).
@@ -727,13 +788,13 @@ impl Producer {
         if (self.tail - self.cached_head) as usize + n <= self.cap {
             return true;
         }
-        self.cached_head = self.shared.ctrl().head.0.load(Ordering::Acquire);
+        self.cached_head = self.ring_ctrl().head.0.load(Ordering::Acquire);
         (self.tail - self.cached_head) as usize + n <= self.cap
     }
 
     #[inline(always)]
     fn check_room(&mut self, n: usize) -> Result<(), TransportError> {
-        if self.shared.side(Who::Cons).closed.load(Ordering::Relaxed) != 0 {
+        if self.ring_ctrl().cons.0.closed.load(Ordering::Relaxed) != 0 {
             return Err(TransportError::Disconnected);
         }
         if self.has_room(n) {
@@ -750,12 +811,8 @@ impl Producer {
         if self.idx >= self.cap {
             self.idx -= self.cap;
         }
-        self.shared
-            .ctrl()
-            .tail
-            .0
-            .store(self.tail, Ordering::Relaxed);
-        self.shared.wake_if_waiting(Who::Cons);
+        self.ring_ctrl().tail.0.store(self.tail, Ordering::Relaxed);
+        wake_peer(&self.shared, self.ring_ctrl(), self.sym, Who::Cons);
     }
 
     /// Sends `msg` labelled with `tag` if there is room now; [`TransportError::Full`]
@@ -778,7 +835,7 @@ impl Producer {
             if i == self.cap {
                 i = 0;
             }
-            let slot = self.shared.slot(i);
+            let slot = self.ring_slot(i);
             write_payload(
                 slot,
                 &msg[k * PAYLOAD_PER_SLOT..msg.len().min((k + 1) * PAYLOAD_PER_SLOT)],
@@ -786,7 +843,7 @@ impl Producer {
             slot.header
                 .store(seq_bits(self.tail + k as u64) | CONT, Ordering::Relaxed);
         }
-        let first = self.shared.slot(self.idx);
+        let first = self.ring_slot(self.idx);
         write_payload(first, &msg[..msg.len().min(PAYLOAD_PER_SLOT)]);
         first.body.with_mut(|p| {
             // SAFETY: the slot is free and owned by the producer (see write_payload).
@@ -807,10 +864,10 @@ impl Producer {
 
     /// Sends one word (8 bytes) labelled with `tag` if there is room now: one slot, two
     /// stores into it before the header.
-    #[inline]
+    #[inline(always)]
     pub fn try_send_word_tagged(&mut self, tag: u64, w: u64) -> Result<(), TransportError> {
         self.check_room(1)?;
-        let slot = self.shared.slot(self.idx);
+        let slot = self.ring_slot(self.idx);
         slot.body.with_mut(|p| {
             // SAFETY: the slot is free, so only this producer accesses its body.
             unsafe {
@@ -831,10 +888,10 @@ impl Producer {
     }
 
     /// Sends an empty (zero-payload) message labelled with `tag` if there is room now.
-    #[inline]
+    #[inline(always)]
     pub fn try_send_empty_tagged(&mut self, tag: u64) -> Result<(), TransportError> {
         self.check_room(1)?;
-        let slot = self.shared.slot(self.idx);
+        let slot = self.ring_slot(self.idx);
         slot.body.with_mut(|p| {
             // SAFETY: the slot is free, so only this producer accesses its body.
             unsafe { (*p)[0] = tag }
@@ -864,25 +921,51 @@ impl Producer {
 
     /// Sends one word labelled with `tag`, waiting while the ring is full, at most
     /// `timeout` (`None`: no limit).
-    #[inline]
+    #[inline(always)]
     pub fn send_word_tagged(
         &mut self,
         tag: u64,
         w: u64,
         timeout: Option<Duration>,
     ) -> Result<(), TransportError> {
-        blocking(self, timeout, |p| p.try_send_word_tagged(tag, w))
+        // The fast path inline, the wait out of line (no closure between them).
+        match self.try_send_word_tagged(tag, w) {
+            Err(TransportError::Full) => self.send_word_wait(tag, w, timeout),
+            r => r,
+        }
+    }
+
+    #[inline(never)]
+    fn send_word_wait(
+        &mut self,
+        tag: u64,
+        w: u64,
+        timeout: Option<Duration>,
+    ) -> Result<(), TransportError> {
+        block_on(self, timeout, |p| p.try_send_word_tagged(tag, w))
     }
 
     /// Sends an empty message labelled with `tag`, waiting while the ring is full, at
     /// most `timeout` (`None`: no limit).
-    #[inline]
+    #[inline(always)]
     pub fn send_empty_tagged(
         &mut self,
         tag: u64,
         timeout: Option<Duration>,
     ) -> Result<(), TransportError> {
-        blocking(self, timeout, |p| p.try_send_empty_tagged(tag))
+        match self.try_send_empty_tagged(tag) {
+            Err(TransportError::Full) => self.send_empty_wait(tag, timeout),
+            r => r,
+        }
+    }
+
+    #[inline(never)]
+    fn send_empty_wait(
+        &mut self,
+        tag: u64,
+        timeout: Option<Duration>,
+    ) -> Result<(), TransportError> {
+        block_on(self, timeout, |p| p.try_send_empty_tagged(tag))
     }
 
     /// Sends `msg`, waiting while the ring is full.
@@ -961,7 +1044,7 @@ impl Consumer {
 
     /// True once the producer was dropped (messages it sent may still be queued).
     pub fn is_disconnected(&self) -> bool {
-        self.shared.side(Who::Prod).closed.load(Ordering::Acquire) != 0
+        self.ring_ctrl().prod.0.closed.load(Ordering::Acquire) != 0
     }
 
     /// How blocking receives wait (default [`WaitPolicy::DEDICATED`]).
@@ -987,7 +1070,7 @@ impl Consumer {
     /// The next message's header if it has been published.
     #[inline(always)]
     fn ready_header(&self) -> Option<u64> {
-        let h = self.shared.slot(self.idx).header.load(Ordering::Acquire);
+        let h = self.ring_slot(self.idx).header.load(Ordering::Acquire);
         (h & SEQ_AND_CONT == seq_bits(self.head)).then_some(h)
     }
 
@@ -1002,6 +1085,14 @@ impl Consumer {
         if let Some(h) = self.ready_header() {
             return Ok(h);
         }
+        self.not_ready()
+    }
+
+    /// The rest of [`next_header`](Consumer::next_header), out of the fast path:
+    /// acknowledge what was read (the ring ran empty), then `Empty` or `Disconnected`
+    /// (or the header, when a message arrived meanwhile).
+    #[inline(never)]
+    fn not_ready(&mut self) -> Result<u64, TransportError> {
         if self.published != self.head {
             self.publish();
         }
@@ -1015,7 +1106,7 @@ impl Consumer {
     /// The tag of the message at the read position (published by its header).
     #[inline(always)]
     fn current_tag(&self) -> u64 {
-        self.shared.slot(self.idx).body.with(|p| {
+        self.ring_slot(self.idx).body.with(|p| {
             // SAFETY: called only after `next_header` returned this message's header
             // (Acquire), which published the slot's body.
             unsafe { (*p)[0] }
@@ -1030,7 +1121,7 @@ impl Consumer {
             self.idx -= self.cap;
         }
         if self.head - self.published >= self.ack_batch
-            || self.shared.side(Who::Prod).waiting.load(Ordering::Relaxed) != 0
+            || self.ring_ctrl().prod.0.waiting.load(Ordering::Relaxed) != 0
         {
             self.publish();
         }
@@ -1040,12 +1131,8 @@ impl Consumer {
     #[inline(always)]
     fn publish(&mut self) {
         self.published = self.head;
-        self.shared
-            .ctrl()
-            .head
-            .0
-            .store(self.head, Ordering::Release);
-        self.shared.wake_if_waiting(Who::Prod);
+        self.ring_ctrl().head.0.store(self.head, Ordering::Release);
+        wake_peer(&self.shared, self.ring_ctrl(), self.sym, Who::Prod);
     }
 
     /// Receives the next message into `buf` if one is ready; returns its tag and
@@ -1067,7 +1154,7 @@ impl Consumer {
         for k in 0..n {
             let lo = k * PAYLOAD_PER_SLOT;
             let hi = len.min(lo + PAYLOAD_PER_SLOT);
-            read_payload(self.shared.slot(i), &mut buf[lo..hi]);
+            read_payload(self.ring_slot(i), &mut buf[lo..hi]);
             i += 1;
             if i == self.cap {
                 i = 0;
@@ -1086,12 +1173,12 @@ impl Consumer {
     /// Receives a one-word message (sent with `send_word`; an empty message reads as
     /// 0) if one is ready; returns its tag and the word. A longer message gives
     /// [`TransportError::NotAWord`] and stays queued.
-    #[inline]
+    #[inline(always)]
     pub fn try_recv_word_tagged(&mut self) -> Result<(u64, u64), TransportError> {
         let h = self.next_header()?;
         let len = h & LEN_MASK;
         let (tag, w) = match len {
-            8 | 0 => self.shared.slot(self.idx).body.with(|p| {
+            8 | 0 => self.ring_slot(self.idx).body.with(|p| {
                 // SAFETY: published by the header read above (see current_tag).
                 unsafe { ((*p)[0], if len == 8 { (*p)[1] } else { 0 }) }
             }),
@@ -1129,12 +1216,20 @@ impl Consumer {
 
     /// Receives a one-word message with its tag, waiting while the ring is empty, at
     /// most `timeout` (`None`: no limit).
-    #[inline]
+    #[inline(always)]
     pub fn recv_word_tagged(
         &mut self,
         timeout: Option<Duration>,
     ) -> Result<(u64, u64), TransportError> {
-        blocking(self, timeout, |c| c.try_recv_word_tagged())
+        match self.try_recv_word_tagged() {
+            Err(TransportError::Empty) => self.recv_word_wait(timeout),
+            r => r,
+        }
+    }
+
+    #[inline(never)]
+    fn recv_word_wait(&mut self, timeout: Option<Duration>) -> Result<(u64, u64), TransportError> {
+        block_on(self, timeout, |c| c.try_recv_word_tagged())
     }
 
     /// Receives the next message into `buf`, waiting while the ring is empty.

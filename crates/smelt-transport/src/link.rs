@@ -124,7 +124,7 @@ impl Link for Endpoint {
     ) -> Result<(), TransportError> {
         self.tx.send_tagged(tag, msg, timeout)
     }
-    #[inline]
+    #[inline(always)]
     fn send_word(
         &mut self,
         tag: u64,
@@ -133,7 +133,7 @@ impl Link for Endpoint {
     ) -> Result<(), TransportError> {
         self.tx.send_word_tagged(tag, w, timeout)
     }
-    #[inline]
+    #[inline(always)]
     fn send_empty(&mut self, tag: u64, timeout: Option<Duration>) -> Result<(), TransportError> {
         self.tx.send_empty_tagged(tag, timeout)
     }
@@ -149,7 +149,7 @@ impl Link for Endpoint {
     ) -> Result<(u64, usize), TransportError> {
         self.rx.recv_tagged(buf, timeout)
     }
-    #[inline]
+    #[inline(always)]
     fn recv_word(&mut self, timeout: Option<Duration>) -> Result<(u64, u64), TransportError> {
         self.rx.recv_word_tagged(timeout)
     }

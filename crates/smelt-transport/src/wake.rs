@@ -80,6 +80,16 @@ fn symmetric() -> bool {
     MODE.load(Ordering::Relaxed) != 1
 }
 
+/// True if [`waker_fence`] is a full fence in this process (no asymmetric barrier):
+/// what a channel end caches at creation (after [`init`]) for its fast path.
+#[inline]
+pub(crate) fn waker_fence_is_full() -> bool {
+    #[cfg(loom)]
+    return true;
+    #[cfg(not(loom))]
+    symmetric()
+}
+
 /// The waker's side of the handshake: between storing progress and loading the
 /// waiter's flag. A compiler fence where the waiter runs membarrier, a full fence
 /// otherwise.
