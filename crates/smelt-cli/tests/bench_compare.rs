@@ -34,8 +34,12 @@ fn write(dir: &Path, name: &str, text: &str) {
 
 /// The two lines of the table about `figure`.
 fn rows<'a>(out: &'a str, figure: &str) -> (&'a str, &'a str) {
-    let mut it = out.lines().skip_while(|l| !l.starts_with(&format!("{figure} ")));
-    let a = it.next().unwrap_or_else(|| panic!("no row {figure} in\n{out}"));
+    let mut it = out
+        .lines()
+        .skip_while(|l| !l.starts_with(&format!("{figure} ")));
+    let a = it
+        .next()
+        .unwrap_or_else(|| panic!("no row {figure} in\n{out}"));
     (a, it.next().unwrap_or(""))
 }
 
@@ -75,11 +79,20 @@ fn report_gives_every_pair_and_the_median_ratio() {
     let (a, _) = rows(&out, "reduce_threads");
     assert!(a.contains("median 1.000"), "{a}");
     let (a, b) = rows(&out, "am_rtt_threads");
-    assert!(a.contains("no ratio") && a.contains("old: not in this build"), "{a}");
+    assert!(
+        a.contains("no ratio") && a.contains("old: not in this build"),
+        "{a}"
+    );
     assert!(b.contains("missing->300.5"), "{b}");
     let (a, b) = rows(&out, "barrier_threads");
-    assert!(a.contains("no ratio") && a.contains("new: member 1 timed out"), "{a}");
-    assert!(b.contains("50.0->FAILED") && b.contains("none->none"), "{b}");
+    assert!(
+        a.contains("no ratio") && a.contains("new: member 1 timed out"),
+        "{a}"
+    );
+    assert!(
+        b.contains("50.0->FAILED") && b.contains("none->none"),
+        "{b}"
+    );
 }
 
 #[test]
@@ -108,7 +121,10 @@ fn bad_arguments_are_refused_before_building() {
     assert!(err.contains("-n takes 1 to 1000 pairs"), "{err}");
     let (rc, _, err) = run(&["no-such-revision-xyz"]);
     assert_eq!(rc, 2);
-    assert!(err.contains("unknown revision no-such-revision-xyz"), "{err}");
+    assert!(
+        err.contains("unknown revision no-such-revision-xyz"),
+        "{err}"
+    );
     let (rc, _, err) = run(&["HEAD", "--bogus"]);
     assert_eq!(rc, 2);
     assert!(err.contains("unknown argument --bogus"), "{err}");
@@ -131,6 +147,9 @@ fn the_probe_names_every_figure_the_docs_list() {
     let names: Vec<&str> = list.split('"').skip(1).step_by(2).collect();
     assert!(names.len() >= 10, "{names:?}");
     for n in names {
-        assert!(docs.contains(&format!("`{n}`")), "docs/bench.md does not name {n}");
+        assert!(
+            docs.contains(&format!("`{n}`")),
+            "docs/bench.md does not name {n}"
+        );
     }
 }
