@@ -42,6 +42,7 @@
 pub mod apps;
 pub mod dist;
 mod error;
+mod group;
 // The only unsafe: a job's lifetime erased for the deques, restored by its latch.
 #[allow(unsafe_code)]
 mod job;
@@ -51,6 +52,7 @@ mod pool;
 mod scope;
 
 pub use error::TaskError;
+pub use group::TaskGroup;
 pub use pool::{Config, Pool, Stats};
 pub use scope::{scope, Scope};
 

@@ -283,6 +283,27 @@ impl WorkerThread {
         }
     }
 
+    /// Runs other work while `busy()` holds: spins, yields, then parks for at most 1 ms
+    /// at a time (whoever makes `busy` false may unpark this worker).
+    pub(crate) fn wait_while(&self, busy: impl Fn() -> bool) {
+        let mut backoff = Backoff::with_policy(&self.registry.wait);
+        let mut nap = Duration::from_micros(20);
+        while busy() {
+            if let Some(j) = self.find_work() {
+                self.execute(j);
+                backoff.reset();
+                nap = Duration::from_micros(20);
+                continue;
+            }
+            if !backoff.is_completed() {
+                backoff.snooze();
+                continue;
+            }
+            thread::park_timeout(nap);
+            nap = (nap * 2).min(Duration::from_millis(1));
+        }
+    }
+
     /// `join` on a worker: `b` goes on the deque for thieves, `a` runs here; then `b` is
     /// popped back and run here, or (stolen) waited for while this worker runs other work.
     pub(crate) fn join<A, B, RA, RB>(&self, a: A, b: B) -> (RA, RB)

@@ -292,3 +292,48 @@ fn idle_workers_burn_almost_no_cpu() {
     assert_eq!(pool.install(|| fib(15)).unwrap(), fib_seq(15));
     assert!(t.elapsed() < Duration::from_secs(1));
 }
+
+#[test]
+fn task_groups_spawn_static_tasks_and_wait() {
+    use smelt_tasks::TaskGroup;
+    use std::sync::Arc;
+    let pool = Pool::new(Config::new(4)).unwrap();
+    // A recursive fib over groups (as the C API's spawn/sync use them).
+    fn gfib(n: u32, out: Arc<AtomicU64>) {
+        if n < 2 {
+            out.fetch_add(n as u64, Ordering::Relaxed);
+            return;
+        }
+        let g = TaskGroup::new();
+        let o = out.clone();
+        g.spawn(move || gfib(n - 1, o));
+        gfib(n - 2, out);
+        g.wait().unwrap();
+    }
+    let out = Arc::new(AtomicU64::new(0));
+    let o = out.clone();
+    pool.install(move || gfib(20, o)).unwrap();
+    assert_eq!(out.load(Ordering::Relaxed), fib_seq(20));
+    // A panic in a group's task comes back from wait and fails the computation.
+    let e = pool
+        .install(|| {
+            let g = TaskGroup::new();
+            for i in 0..8 {
+                g.spawn(move || assert!(i != 5, "group task {i}"));
+            }
+            let r = g.wait();
+            assert_eq!(g.pending(), 0);
+            r
+        })
+        .unwrap();
+    assert_eq!(e, Err(TaskError::Panicked("group task 5".into())));
+    // Outside a pool, spawn runs at once.
+    let g = TaskGroup::new();
+    let hits = Arc::new(AtomicU64::new(0));
+    let h = hits.clone();
+    g.spawn(move || {
+        h.fetch_add(1, Ordering::Relaxed);
+    });
+    assert_eq!(hits.load(Ordering::Relaxed), 1);
+    assert_eq!(g.wait(), Ok(()));
+}
