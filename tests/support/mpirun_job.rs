@@ -21,7 +21,7 @@ pub fn have_mpirun(test: &str) -> bool {
         .map(|s| s.success())
         .unwrap_or(false);
     if !ok {
-        eprintln!("{test}: skipped: no `mpirun` on PATH");
+        super::skip::tool_missing_for("`mpirun` on PATH", test);
     }
     ok
 }

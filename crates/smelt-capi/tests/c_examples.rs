@@ -17,7 +17,6 @@ fn build_and_run(name: &str, args: &[&str]) -> Option<String> {
 fn build_and_run_file(src: &Path, args: &[&str]) -> Option<String> {
     let name = src.file_stem().unwrap().to_string_lossy().into_owned();
     let Some(cc) = cc() else {
-        eprintln!("no C compiler: skipping the C program {name}");
         return None;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -228,7 +227,7 @@ int main(void) {
         built += 1;
     }
     if built == 0 {
-        eprintln!("no C or C++ compiler: header check skipped");
+        common::skip::tool_missing("a C or C++ compiler");
     }
 }
 
@@ -249,7 +248,6 @@ fn c_handle_and_argument_misuse_are_errors() {
 #[test]
 fn c_auto_group_runs_the_non_tree_algorithms() {
     let Some(cc) = cc() else {
-        eprintln!("no C compiler: skipping auto_nontree.c");
         return;
     };
     let src = repo_root().join("crates/smelt-capi/tests/c/auto_nontree.c");

@@ -15,7 +15,7 @@ fn have_gfortran() -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !found {
-        eprintln!("skipped: gfortran not installed (scripts/deps.sh installs it)");
+        common::skip::tool_missing("gfortran");
     }
     found
 }

@@ -4,6 +4,9 @@
 
 use std::process::Command;
 
+#[path = "../../../tests/support/skip.rs"]
+mod skip;
+
 fn smelt() -> Command {
     Command::new(env!("CARGO_BIN_EXE_smelt"))
 }
@@ -363,7 +366,7 @@ fn bench_processes_measures_process_members_beside_thread_members() {
 #[test]
 fn bench_mpi_reports_every_system_op_and_size() {
     if which("mpirun").is_none() || which("mpicc").is_none() {
-        eprintln!("no Open MPI here: skipped (scripts/deps.sh installs it)");
+        skip::tool_missing("Open MPI (mpirun, mpicc)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -6,6 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "../../../../tests/support/skip.rs"]
+pub mod skip;
+
 /// The repository's root directory.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -34,15 +37,16 @@ pub fn lib_dir() -> PathBuf {
 
 /// The first C compiler found (cc, gcc, clang).
 pub fn cc() -> Option<String> {
-    ["cc", "gcc", "clang"]
-        .into_iter()
-        .find(|c| {
-            Command::new(c)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-        .map(String::from)
+    let found = ["cc", "gcc", "clang"].into_iter().find(|c| {
+        Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if found.is_none() {
+        skip::tool_missing("a C compiler (cc, gcc or clang)");
+    }
+    found.map(String::from)
 }
 
 /// Compiles the C or C++ file `src` into `exe` with `compiler`: `flags`, smelt.h's
