@@ -615,6 +615,23 @@ int smelt_agg_stats(const smelt_agg_worker *w, uint64_t *inserted, uint64_t *han
 /* Releases a worker (NULL is ignored). Free every worker after all terminated. */
 int smelt_agg_worker_free(smelt_agg_worker *w);
 
+/* ---- Fork-join tasks (smelt_task_*) ----
+ * Cilk-style spawn and sync over smelt-tasks' work-stealing pool (a Chase-Lev deque per
+ * worker, idle workers asleep; docs/tasks.md). smelt_task_run runs fn(arg) as the root
+ * task on a pool of `workers` threads (0: one per available CPU; the pool is kept for the
+ * next call with the same count) and returns once it and every task it spawned finished.
+ * Inside a task (a function run by smelt_task_run or smelt_task_spawn), smelt_task_spawn
+ * makes fn(arg) a child task that any worker may run, and smelt_task_sync waits until every
+ * child the calling task spawned so far finished, running other tasks meanwhile. A task's
+ * children are synced when it returns (implicit sync). fn must not unwind or longjmp out;
+ * arg must stay valid, and be usable from any thread, until the child finished.
+ * Errors: SMELT_ERR_INVALID_ARGUMENT for a NULL fn, spawn or sync outside a task, or
+ * smelt_task_run inside a task; SMELT_ERR_RUNTIME when a task failed. */
+typedef void (*smelt_task_fn)(void *arg);
+int smelt_task_run(size_t workers, smelt_task_fn fn, void *arg);
+int smelt_task_spawn(smelt_task_fn fn, void *arg);
+int smelt_task_sync(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -30,6 +30,7 @@ mod group;
 mod handle;
 mod kvs;
 mod offload;
+mod tasks;
 
 use ::smelt_model::{Model, ModelError};
 use ::smelt_tree::{Payload, Topology, Tree};
@@ -45,6 +46,7 @@ pub use global::*;
 pub use group::*;
 pub use kvs::*;
 pub use offload::*;
+pub use tasks::*;
 
 /// Status codes of every function (see `smelt.h`).
 pub type smelt_status = c_int;
