@@ -32,10 +32,12 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod combine;
 mod context;
 mod error;
 mod group;
 mod job_env;
+mod large;
 pub mod launch;
 pub mod measure;
 pub mod mesh;
@@ -44,6 +46,7 @@ mod nontree;
 pub mod process;
 mod word;
 
+pub use combine::{Elem, ReduceOp};
 pub use context::{Context, SyncMode};
 pub use error::{panic_message, GroupError};
 pub use group::{

@@ -33,14 +33,14 @@ pub(crate) type Combine<'a> = dyn Fn(u64, u64) -> u64 + 'a;
 /// A context's links beyond its tree and the table that says when to use them.
 #[derive(Debug)]
 pub(crate) struct NonTreeLinks {
-    mesh: Mesh,
+    pub(crate) mesh: Mesh,
     table: Arc<AlgorithmTable>,
     /// Barrier by dissemination, per mode (loose, strict): looked up once.
     dissemination: [bool; 2],
-    /// The last allreduce's lookup: (mode, bytes, by recursive doubling).
-    last: Option<(SyncMode, usize, bool)>,
+    /// The last allreduce's lookup: (mode, bytes, the non-tree algorithm if any).
+    pub(crate) last: Option<(SyncMode, usize, Option<NonTree>)>,
     /// Receive buffer (one chunk).
-    buf: Vec<u8>,
+    pub(crate) buf: Vec<u8>,
 }
 
 pub(crate) fn mode_of(s: SyncMode) -> Mode {
@@ -51,13 +51,13 @@ pub(crate) fn mode_of(s: SyncMode) -> Mode {
 }
 
 /// The largest power of two not above `n` (n ≥ 1).
-fn pow2_floor(n: usize) -> usize {
+pub(crate) fn pow2_floor(n: usize) -> usize {
     1usize << (usize::BITS - 1 - n.max(1).leading_zeros())
 }
 
 /// The pairs of ranks the algorithms of `table` need links between, in a group of
-/// `n`: dissemination `{i, i + 2^k mod n}`; recursive doubling `{i, i XOR 2^k}` below
-/// the largest power of two p ≤ n and `{i − p, i}` above it.
+/// `n`: dissemination `{i, i + 2^k mod n}`; recursive doubling and Rabenseifner
+/// `{i, i XOR 2^k}` below the largest power of two p ≤ n and `{i − p, i}` above it.
 pub(crate) fn pairs_for(table: &AlgorithmTable, n: usize) -> BTreeSet<(usize, usize)> {
     let mut out = BTreeSet::new();
     let mut add = |a: usize, b: usize| {
@@ -74,7 +74,7 @@ pub(crate) fn pairs_for(table: &AlgorithmTable, n: usize) -> BTreeSet<(usize, us
             d *= 2;
         }
     }
-    if table.may_use(NonTree::RecursiveDoubling) {
+    if table.may_use(NonTree::RecursiveDoubling) || table.may_use(NonTree::Rabenseifner) {
         let p = pow2_floor(n);
         let mut d = 1;
         while d < p {
@@ -153,25 +153,31 @@ impl<L: Link> Context<L> {
             .is_some_and(|nt| nt.dissemination[(self.sync == SyncMode::Strict) as usize])
     }
 
-    /// True if an allreduce of `bytes` runs by recursive doubling (the table's answer
-    /// for the last size is kept).
+    /// True if an allreduce of `bytes` runs by a non-tree algorithm (recursive
+    /// doubling or Rabenseifner; [`allreduce_doubling`](Self::allreduce_doubling) runs
+    /// either): the table's answer for the last size is kept.
     #[inline]
     pub(crate) fn allreduce_by_doubling(&mut self, bytes: usize) -> bool {
+        self.allreduce_non_tree(bytes).is_some()
+    }
+
+    /// The non-tree algorithm the table picks for an allreduce of `bytes` in this
+    /// context's mode, if any (the answer for the last size is kept).
+    #[inline]
+    pub(crate) fn allreduce_non_tree(&mut self, bytes: usize) -> Option<NonTree> {
         let sync = self.sync;
-        let Some(nt) = self.nontree.as_mut() else {
-            return false;
-        };
-        if let Some((s, b, rd)) = nt.last {
+        let nt = self.nontree.as_mut()?;
+        if let Some((s, b, a)) = nt.last {
             if s == sync && b == bytes {
-                return rd;
+                return a;
             }
         }
-        let rd = nt
+        let a = nt
             .table
             .non_tree(mode_of(sync), Op::Allreduce, bytes as u64)
-            == Some(NonTree::RecursiveDoubling);
-        nt.last = Some((sync, bytes, rd));
-        rd
+            .filter(|a| matches!(a, NonTree::RecursiveDoubling | NonTree::Rabenseifner));
+        nt.last = Some((sync, bytes, a));
+        a
     }
 
     /// Which algorithm this context runs for `op` with `bytes` per member in its
@@ -181,16 +187,14 @@ impl<L: Link> Context<L> {
             Op::Barrier => self
                 .barrier_by_dissemination()
                 .then_some(NonTree::Dissemination),
-            Op::Allreduce => self
-                .allreduce_by_doubling(bytes)
-                .then_some(NonTree::RecursiveDoubling),
+            Op::Allreduce => self.allreduce_non_tree(bytes),
             _ => None,
         }
     }
 
     /// A mesh error as the group's error, recording a failure where one happened.
     #[cold]
-    fn mesh_fail(&self, e: MeshError, op: &'static str) -> GroupError {
+    pub(crate) fn mesh_fail(&self, e: MeshError, op: &'static str) -> GroupError {
         let sh = &self.shared;
         match e {
             MeshError::PeerGone { peer, .. } => sh.record(
@@ -291,6 +295,9 @@ impl<L: Link> Context<L> {
     ) -> Res<()> {
         let t = self.begin(Coll::RecursiveDoubling)?;
         self.check_len(data.len(), t)?;
+        if self.allreduce_non_tree(data.len()) == Some(NonTree::Rabenseifner) {
+            return self.allreduce_rabenseifner(data, combine, t);
+        }
         let n = self.size();
         let me = self.rank.index();
         let timeout = self.timeout;

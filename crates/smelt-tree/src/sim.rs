@@ -406,7 +406,9 @@ pub fn predict(model: &Model, tree: &Tree, pl: Payload) -> Result<Prediction, Tr
 /// - Recursive doubling: ranks `p..n` (p the largest power of two ≤ n) first send to
 ///   rank `i − p`, which takes it; then in step `k` member `i < p` sends to `i XOR 2^k`
 ///   and takes its partner's message; at the end rank `i − p` sends the result to
-///   `i`. The time is when the last member holds the result. (Combining costs nothing,
+///   `i`. Rabenseifner: the same folds and pairs, each step of the reduce-scatter
+///   with half the previous step's message, then the steps in reverse (allgather)
+///   doubling it back. The time is when the last member holds the result. (Combining costs nothing,
 ///   as in the tree simulations.)
 pub fn simulate_non_tree(c: &Costs, alg: crate::NonTree, scale: f64) -> f64 {
     let n = c.len();
@@ -451,6 +453,44 @@ pub fn simulate_non_tree(c: &Costs, alg: crate::NonTree, scale: f64) -> f64 {
                 ready[e] = ready[e].max(sent) + r(h, e);
             }
         }
+        crate::NonTree::Rabenseifner => {
+            // As recursive doubling, with the message halved at every step of the
+            // reduce-scatter and doubled back at every step of the allgather.
+            let p = 1usize << (usize::BITS - 1 - n.leading_zeros());
+            for e in p..n {
+                let sent = s(e, e - p);
+                ready[e] = sent;
+                ready[e - p] = ready[e - p].max(sent) + r(e, e - p);
+            }
+            let mut steps = Vec::new();
+            let mut d = 1;
+            while d < p {
+                steps.push(d);
+                d *= 2;
+            }
+            let mut part = 1.0;
+            let round = |ready: &mut Vec<f64>, d: usize, part: f64| {
+                let sent: Vec<f64> = (0..p).map(|i| ready[i] + s(i, i ^ d) * part).collect();
+                for j in 0..p {
+                    let from = j ^ d;
+                    ready[j] = sent[j].max(sent[from]) + r(from, j) * part;
+                }
+            };
+            for &d in &steps {
+                part /= 2.0;
+                round(&mut ready, d, part);
+            }
+            for &d in steps.iter().rev() {
+                round(&mut ready, d, part);
+                part *= 2.0;
+            }
+            for e in p..n {
+                let h = e - p;
+                let sent = ready[h] + s(h, e);
+                ready[h] = sent;
+                ready[e] = ready[e].max(sent) + r(h, e);
+            }
+        }
     }
     max_of(&ready).1
 }
@@ -466,7 +506,7 @@ mod tests {
             |n: usize| Costs::from_matrices(vec![1.0; n * n], vec![1.0; n * n], n).unwrap();
         // One round = one send + one receive = 2 units; recursive doubling of 5 = 4 + 1:
         // fold in (2), two steps (4), hand back (2); the payload scales every cost.
-        use NonTree::{Dissemination as D, RecursiveDoubling as R};
+        use NonTree::{Dissemination as D, Rabenseifner as B, RecursiveDoubling as R};
         for (n, algo, payload, want) in [
             (1, D, 1.0, 0.0),
             (2, D, 1.0, 2.0),
@@ -476,6 +516,11 @@ mod tests {
             (4, R, 1.0, 4.0),
             (5, R, 1.0, 8.0),
             (4, D, 3.0, 12.0),
+            // Rabenseifner: rounds of halves, quarters, ... and back (2 members: two
+            // rounds of half the payload).
+            (2, B, 1.0, 2.0),
+            (4, B, 1.0, 3.0),
+            (5, B, 1.0, 7.0),
         ] {
             assert_eq!(
                 simulate_non_tree(&uniform(n), algo, payload),

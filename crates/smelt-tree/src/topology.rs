@@ -485,6 +485,15 @@ pub enum NonTree {
     /// from the largest power of two p ≤ n on first fold their value into rank
     /// `i − p` and get the result back from it at the end.
     RecursiveDoubling,
+    /// Rabenseifner's allreduce for long vectors: a reduce-scatter by recursive
+    /// halving (in step `k` member `i` sends the half of its current block that
+    /// member `i XOR 2^k` keeps and combines the other half with what that member
+    /// sends), then an allgather by recursive doubling over the same pairs in
+    /// reverse; each member sends and receives about 2·(p−1)/p of the vector instead
+    /// of log2 p whole vectors. Ranks from p on fold in first and get the result back,
+    /// as in recursive doubling; the values are grouped as recursive doubling groups
+    /// them, so both give the same bits.
+    Rabenseifner,
 }
 
 /// One non-tree algorithm of the registry: its name, aliases, the operations it
@@ -521,11 +530,24 @@ pub static NON_TREE: &[NonTreeEntry] = &[
                       beyond a power of two fold in first (links beyond the tree)",
         algorithm: NonTree::RecursiveDoubling,
     },
+    NonTreeEntry {
+        name: "rabenseifner",
+        aliases: &["reduce-scatter-allgather", "rsag"],
+        ops: &[Op::Allreduce],
+        description: "allreduce only, for long vectors: reduce-scatter by recursive halving \
+                      then allgather by recursive doubling over the pairs i XOR 2^k (links \
+                      beyond the tree)",
+        algorithm: NonTree::Rabenseifner,
+    },
 ];
 
 impl NonTree {
-    /// Both non-tree algorithms.
-    pub const ALL: [NonTree; 2] = [NonTree::Dissemination, NonTree::RecursiveDoubling];
+    /// Every non-tree algorithm.
+    pub const ALL: [NonTree; 3] = [
+        NonTree::Dissemination,
+        NonTree::RecursiveDoubling,
+        NonTree::Rabenseifner,
+    ];
 
     /// This algorithm's entry in [`NON_TREE`].
     pub fn entry(self) -> &'static NonTreeEntry {

@@ -1,0 +1,291 @@
+//! Reductions of long vectors: the typed reductions with a predefined operation
+//! ([`Context::reduce_slice_op`], [`Context::allreduce_slice_op`]: the values lent
+//! and combined as they lie in memory, by the kernels of [`crate::combine`]) and
+//! Rabenseifner's allreduce (reduce-scatter by recursive halving, allgather by
+//! recursive doubling) over the links beyond the tree.
+
+use crate::combine::{combine_bytes, Elem, ReduceOp};
+use crate::context::{Context, Tag};
+use crate::nontree::{pow2_floor, NonTreeLinks};
+use crate::GroupError;
+use smelt_ids::Rank;
+use smelt_transport::Link;
+use std::time::Duration;
+
+type Res<T> = Result<T, GroupError>;
+
+/// Rabenseifner's blocks are cut at multiples of this many bytes, so no value of a
+/// basic type (1, 2, 4, 8, 16 bytes) straddles two blocks.
+pub(crate) const UNIT: usize = 48;
+
+/// The `(start, end)` pieces of `lo..hi` in chunks of `chunk` (none when empty).
+fn spans(lo: usize, hi: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)> {
+    let chunk = chunk.max(1);
+    (lo..hi)
+        .step_by(chunk)
+        .map(move |o| (o, (o + chunk).min(hi)))
+}
+
+/// The blocks of Rabenseifner's reduce-scatter for `len` bytes and `p` members: the
+/// range a member keeps after each step (in bytes), steps with partners at distance
+/// 1, 2, 4, ...: after the step of distance `d` the member whose bit `d` is clear keeps
+/// the lower half (in units of [`UNIT`] bytes) of its range, its partner the upper.
+pub(crate) fn halving_ranges(len: usize, p: usize, me: usize) -> Vec<(usize, usize)> {
+    let units = len.div_ceil(UNIT);
+    let (mut lo, mut hi) = (0, units);
+    let mut out = vec![(0, len)];
+    let mut d = 1;
+    while d < p {
+        let mid = lo + (hi - lo) / 2;
+        if me & d == 0 {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+        out.push(((lo * UNIT).min(len), (hi * UNIT).min(len)));
+        d *= 2;
+    }
+    out
+}
+
+impl<L: Link> Context<L> {
+    /// Element-wise reduction of equally long slices to the root with a predefined
+    /// operation ([`ReduceOp`]): on the root `data` holds the result and `true` is
+    /// returned; elsewhere `data` is scratch. The same tree, messages and order of
+    /// combination as [`reduce_slice`](Context::reduce_slice), but the values travel
+    /// as they lie in memory (lent between threads without packing) and are combined
+    /// by the vectorised kernels of [`crate::combine`]. An operation not defined on
+    /// `T` (bitwise or logical on floats) gives [`GroupError::Invalid`] before
+    /// anything is sent.
+    pub fn reduce_slice_op<T: Elem>(&mut self, data: &mut [T], op: ReduceOp) -> Res<bool> {
+        op.check::<T>()?;
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(data);
+        self.reduce_bytes(bytes, |acc, o| combine_bytes::<T>(op, acc, o))
+    }
+
+    /// Element-wise allreduce of equally long slices with a predefined operation:
+    /// every member's `data` holds the result, bit for bit the same on every member.
+    /// The algorithm is the one [`allreduce_bytes`](Context::allreduce_bytes) runs for
+    /// this many bytes (the group's table: the tree's reduce then broadcast, recursive
+    /// doubling, or Rabenseifner's reduce-scatter and allgather), with the values
+    /// lent and combined as they lie in memory ([`reduce_slice_op`](Self::reduce_slice_op)).
+    pub fn allreduce_slice_op<T: Elem>(&mut self, data: &mut [T], op: ReduceOp) -> Res<()> {
+        op.check::<T>()?;
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(data);
+        self.allreduce_bytes(bytes, |acc, o| combine_bytes::<T>(op, acc, o))
+    }
+
+    /// Rabenseifner's allreduce over the links beyond the tree (the pairs of
+    /// recursive doubling), called by [`allreduce_doubling`](Self::allreduce_doubling)
+    /// when the table picks it. With p the largest power of two ≤ n:
+    ///
+    /// 1. ranks `e ≥ p` send their data to `e − p`, which combines it (its own on the
+    ///    left);
+    /// 2. reduce-scatter: for d = 1, 2, …, p/2 member `i` and `i XOR d` split their
+    ///    current range in halves ([`halving_ranges`]), each sends the half the other
+    ///    keeps and combines the half it receives into its own (the lower rank's
+    ///    value on the left), in pieces of one link message, sending and receiving in
+    ///    turn;
+    /// 3. allgather: the same pairs in reverse order, each sending the range it holds
+    ///    and receiving its partner's into place;
+    /// 4. `e − p` sends the result to `e`.
+    ///
+    /// Each value is combined once, by the member that keeps it, grouped as
+    /// recursive doubling groups it: `((x0 ⊕ x(p)) ⊕ (x1 ⊕ x(p+1))) ⊕ ((x2 ⊕ …) ⊕ …)`.
+    pub(crate) fn allreduce_rabenseifner(
+        &mut self,
+        data: &mut [u8],
+        combine: &mut dyn FnMut(&mut [u8], &[u8]),
+        t: Tag,
+    ) -> Res<()> {
+        let mut nt = self.nontree.take().expect("checked by the caller");
+        let r = self.rabenseifner_steps(&mut nt, data, combine, t);
+        self.nontree = Some(nt);
+        r
+    }
+
+    fn rabenseifner_steps(
+        &self,
+        nt: &mut NonTreeLinks,
+        data: &mut [u8],
+        combine: &mut dyn FnMut(&mut [u8], &[u8]),
+        t: Tag,
+    ) -> Res<()> {
+        let n = self.size();
+        let me = self.rank.index();
+        let p = pow2_floor(n);
+        let len = data.len();
+        let whole = (0, len);
+        let none = (0, 0);
+        if me >= p {
+            let h = Rank(me - p);
+            self.exchange(nt, h, whole, none, data, 0, t, &mut |_, _| {})?;
+            return self.exchange(nt, h, none, whole, data, 1, t, &mut |mine, got| {
+                mine.copy_from_slice(got)
+            });
+        }
+        let extra = (me + p < n).then_some(Rank(me + p));
+        if let Some(e) = extra {
+            self.exchange(nt, e, none, whole, data, 0, t, &mut |mine, got| {
+                combine(mine, got)
+            })?;
+        }
+        let ranges = halving_ranges(len, p, me);
+        let mut step = 2u64;
+        let mut d = 1;
+        let mut k = 0;
+        while d < p {
+            let partner = me ^ d;
+            let (lo, hi) = ranges[k];
+            let keep = ranges[k + 1];
+            let give = if me & d == 0 {
+                (keep.1, hi)
+            } else {
+                (lo, keep.0)
+            };
+            let lower = me < partner;
+            self.exchange(
+                nt,
+                Rank(partner),
+                give,
+                keep,
+                data,
+                step,
+                t,
+                &mut |mine, got| {
+                    if lower {
+                        combine(mine, got);
+                    } else {
+                        combine(got, mine);
+                        mine.copy_from_slice(got);
+                    }
+                },
+            )?;
+            d *= 2;
+            k += 1;
+            step += 1;
+        }
+        while d > 1 {
+            d /= 2;
+            let partner = me ^ d;
+            let held = ranges[k];
+            let (lo, hi) = ranges[k - 1];
+            let theirs = if me & d == 0 {
+                (held.1, hi)
+            } else {
+                (lo, held.0)
+            };
+            self.exchange(
+                nt,
+                Rank(partner),
+                held,
+                theirs,
+                data,
+                step,
+                t,
+                &mut |mine, got| mine.copy_from_slice(got),
+            )?;
+            k -= 1;
+            step += 1;
+        }
+        if let Some(e) = extra {
+            self.exchange(nt, e, whole, none, data, 1, t, &mut |_, _| {})?;
+        }
+        Ok(())
+    }
+
+    /// Sends `data[send]` to `peer` while receiving `peer`'s bytes for `data[recv]`,
+    /// in pieces of one link message, a send then a receive in turn (deadlock-free:
+    /// each side sends its next piece only after taking the other's previous one,
+    /// and a link holds one piece); `take(mine, got)` gets each received piece with
+    /// the matching piece of `data`. Step `step` goes in the tag's upper half.
+    #[allow(clippy::too_many_arguments)]
+    fn exchange(
+        &self,
+        nt: &mut NonTreeLinks,
+        peer: Rank,
+        send: (usize, usize),
+        recv: (usize, usize),
+        data: &mut [u8],
+        step: u64,
+        t: Tag,
+        take: &mut dyn FnMut(&mut [u8], &mut [u8]),
+    ) -> Res<()> {
+        let timeout: Duration = self.timeout;
+        let tag = t.word() | (step << 32);
+        let chunk = nt.buf.len().max(1);
+        let mut sp = spans(send.0, send.1, chunk);
+        let mut rp = spans(recv.0, recv.1, chunk);
+        loop {
+            let (s, r) = (sp.next(), rp.next());
+            if s.is_none() && r.is_none() {
+                return Ok(());
+            }
+            if let Some((a, b)) = s {
+                nt.mesh
+                    .send(peer, tag, &data[a..b], timeout)
+                    .map_err(|e| self.mesh_fail(e, t.op()))?;
+            }
+            if let Some((a, b)) = r {
+                let (got, k) = nt
+                    .mesh
+                    .recv_from(peer, &mut nt.buf, timeout)
+                    .map_err(|e| self.mesh_fail(e, t.op()))?;
+                if got != tag {
+                    return Err(self.crossed(got, t, peer));
+                }
+                if k != b - a {
+                    return Err(self.mismatch(format!(
+                        "{}: member {peer} sent a piece of {k} bytes where member {} expected {} (the data differ in length)",
+                        t.op(),
+                        self.rank,
+                        b - a
+                    )));
+                }
+                take(&mut data[a..b], &mut nt.buf[..k]);
+            }
+        }
+    }
+}
+
+impl<L: Link> crate::Member<L> {
+    /// Context 0's [`Context::reduce_slice_op`].
+    pub fn reduce_slice_op<T: Elem>(&mut self, data: &mut [T], op: ReduceOp) -> Res<bool> {
+        self.context(0)?.reduce_slice_op(data, op)
+    }
+    /// Context 0's [`Context::allreduce_slice_op`].
+    pub fn allreduce_slice_op<T: Elem>(&mut self, data: &mut [T], op: ReduceOp) -> Res<()> {
+        self.context(0)?.allreduce_slice_op(data, op)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn halving_ranges_partition_the_data() {
+        for p in [1, 2, 4, 8, 16] {
+            for len in [0, 1, 47, 48, 49, 48 * 3 + 5, 48 * 16, 10_000, 1 << 20] {
+                let mut finals: Vec<(usize, usize)> = (0..p)
+                    .map(|me| *halving_ranges(len, p, me).last().unwrap())
+                    .collect();
+                for me in 0..p {
+                    let r = halving_ranges(len, p, me);
+                    assert_eq!(r.len(), p.trailing_zeros() as usize + 1);
+                    // Partners at every step share the range they split.
+                    for (k, range) in r.iter().take(r.len() - 1).enumerate() {
+                        assert_eq!(halving_ranges(len, p, me ^ (1 << k))[k], *range);
+                    }
+                }
+                finals.sort();
+                let mut at = 0;
+                for (a, b) in finals {
+                    assert_eq!(a.min(len), at.min(len), "p={p} len={len}");
+                    at = at.max(b);
+                }
+                assert_eq!(at, len, "p={p} len={len}");
+            }
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! The typed reductions with a predefined operation (`reduce_slice_op`,
+//! `allreduce_slice_op`) on every algorithm (the tree, lent between threads or in
+//! fragments; recursive doubling; Rabenseifner's reduce-scatter + allgather): every
+//! element type × operation against a sequential computation at lengths around the
+//! algorithms' boundaries (1 value, odd lengths, lengths not divisible by the group
+//! size or by Rabenseifner's 48-byte units, around a link message, a fragment and a
+//! loan chunk), in place; identical bits on every member for floating point; the
+//! documented grouping of recursive doubling and Rabenseifner; 16 members on the
+//! machine's few CPUs; an operation a type does not have is refused.
+
+use smelt_runtime::{Elem, Group, GroupConfig, GroupError, ReduceOp, LOAN_CHUNK};
+use smelt_tree::tuning::AlgorithmTable;
+use smelt_tree::{NonTree, Op, Tree};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+mod common;
+
+/// One member's part of a test.
+type Body<'a> = &'a (dyn Fn(&mut smelt_runtime::Member) -> Result<(), GroupError> + Sync);
+
+/// The algorithms: (name, table rules or none for the tree, lend).
+const ALGOS: [(&str, Option<&str>, bool); 4] = [
+    ("tree (lent)", None, true),
+    ("tree (fragments)", None, false),
+    (
+        "recursive doubling",
+        Some("allreduce=recursive-doubling"),
+        true,
+    ),
+    ("rabenseifner", Some("allreduce=rabenseifner"), true),
+];
+
+fn cfg(rules: Option<&str>, lend: bool) -> GroupConfig {
+    GroupConfig {
+        algorithms: rules.map(|r| Arc::new(AlgorithmTable::parse(r).unwrap())),
+        timeout: Duration::from_secs(60),
+        lend_from: if lend {
+            smelt_runtime::LEND_FROM
+        } else {
+            usize::MAX
+        },
+        ..GroupConfig::default()
+    }
+}
+
+fn tree(n: usize) -> Tree {
+    common::shapes(n, 0, 7000).pop().unwrap()
+}
+
+/// Member `r`'s `i`-th value: small integers (exact in every type, so any order of
+/// combination gives the same result), with zeros for the logical operations.
+fn value<T: Elem>(r: usize, i: usize) -> T {
+    let w = (i * 7 + r * 3 + 1) % 11;
+    let w = if (i + r).is_multiple_of(4) { 0 } else { w };
+    if T::FLOAT {
+        let f = w as f64 - 3.0;
+        if T::NAME == "f32" {
+            T::from_word((f as f32).to_bits() as u64)
+        } else {
+            T::from_word(f.to_bits())
+        }
+    } else {
+        T::from_word(w as u64)
+    }
+}
+
+fn sequential<T: Elem>(n: usize, len: usize, op: ReduceOp) -> Vec<T> {
+    (0..len)
+        .map(|i| {
+            (1..n).fold(value::<T>(0, i), |acc, r| {
+                T::combine_one(op, acc, value::<T>(r, i))
+            })
+        })
+        .collect()
+}
+
+/// Runs both reductions of `len` values of `T` with every operation `T` has, on a
+/// group of `n`, checking every member.
+fn check<T: Elem>(g: &mut dyn FnMut(Body<'_>), n: usize, lens: &[usize]) {
+    let lens = lens.to_vec();
+    g(&move |m| {
+        let r = m.rank().index();
+        for &len in &lens {
+            for op in ReduceOp::ALL {
+                if op.check::<T>().is_err() {
+                    continue;
+                }
+                let want = sequential::<T>(n, len, op);
+                let mine: Vec<T> = (0..len).map(|i| value::<T>(r, i)).collect();
+                let mut v = mine.clone();
+                m.allreduce_slice_op(&mut v, op)?;
+                assert!(
+                    v == want,
+                    "allreduce {} {op} len {len} n {n} member {r}",
+                    T::NAME
+                );
+                let mut v = mine.clone();
+                if m.reduce_slice_op(&mut v, op)? {
+                    assert!(v == want, "reduce {} {op} len {len} n {n}", T::NAME);
+                }
+            }
+        }
+        Ok(())
+    });
+}
+
+fn run_all_types(n: usize, rules: Option<&str>, lend: bool, small: &[usize], big: &[usize]) {
+    let mut g = |f: Body<'_>| {
+        let out = Group::with_config(&[tree(n)], &cfg(rules, lend))
+            .unwrap()
+            .run(f)
+            .unwrap();
+        for r in out {
+            r.unwrap();
+        }
+    };
+    check::<i8>(&mut g, n, small);
+    check::<u8>(&mut g, n, small);
+    check::<i16>(&mut g, n, small);
+    check::<u16>(&mut g, n, small);
+    check::<i32>(&mut g, n, small);
+    check::<u32>(&mut g, n, small);
+    check::<i64>(&mut g, n, small);
+    check::<u64>(&mut g, n, small);
+    check::<f32>(&mut g, n, small);
+    check::<f64>(&mut g, n, small);
+    check::<usize>(&mut g, n, small);
+    check::<isize>(&mut g, n, small);
+    // The long lengths with two types (every operation each).
+    check::<f64>(&mut g, n, big);
+    check::<u32>(&mut g, n, big);
+}
+
+/// Lengths (in values) around the boundaries of the 48-byte units, a link message
+/// (about 3 KiB with the default capacity), the 64 KiB loan threshold and a loan chunk.
+const SMALL: [usize; 9] = [0, 1, 2, 3, 5, 7, 13, 47, 100];
+
+fn big(n: usize) -> Vec<usize> {
+    let chunk = LOAN_CHUNK / 8;
+    vec![
+        383,
+        384 * n + 1,
+        (64 << 10) / 8 - 1,
+        (64 << 10) / 8 + 3,
+        chunk + 5 * n + 1,
+        2 * chunk + 7,
+    ]
+}
+
+#[test]
+fn every_type_and_op_on_every_algorithm_matches_a_sequential_fold() {
+    for n in [2, 3, 4, 5] {
+        for (name, rules, lend) in ALGOS {
+            eprintln!("{name}, {n} members");
+            run_all_types(n, rules, lend, &SMALL, &big(n));
+        }
+    }
+}
+
+#[test]
+fn sixteen_members_on_few_cpus() {
+    for (name, rules, lend) in ALGOS {
+        eprintln!("{name}, 16 members");
+        let n = 16;
+        let mut g = |f: Body<'_>| {
+            let out = Group::with_config(&[tree(n)], &cfg(rules, lend))
+                .unwrap()
+                .run(f)
+                .unwrap();
+            for r in out {
+                r.unwrap();
+            }
+        };
+        check::<f64>(&mut g, n, &[1, 17, 1000, 40_000]);
+        check::<i32>(&mut g, n, &[3, 4099]);
+    }
+}
+
+/// Pseudo-random doubles whose sums round differently in different orders.
+fn noisy(r: usize, i: usize) -> f64 {
+    let mut x = (r as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ (i as u64 + 7).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 29;
+    ((x % 1_000_003) as f64) * 1e-3 + 1.0 / ((x % 97) as f64 + 3.0)
+}
+
+/// The documented grouping of recursive doubling and Rabenseifner: ranks from p on
+/// folded into rank − p, then pairs at distance 1, 2, 4, ..., the lower rank's
+/// value on the left.
+fn doubling_order(n: usize, i: usize) -> f64 {
+    let p = 1usize << (usize::BITS - 1 - n.leading_zeros());
+    let mut v: Vec<f64> = (0..p).map(|r| noisy(r, i)).collect();
+    for e in p..n {
+        v[e - p] += noisy(e, i);
+    }
+    let mut d = 1;
+    while d < p {
+        v = (0..p).map(|r| v[r.min(r ^ d)] + v[r.max(r ^ d)]).collect();
+        d *= 2;
+    }
+    v[0]
+}
+
+#[test]
+fn floating_point_results_are_the_same_bits_everywhere_in_the_documented_order() {
+    for n in [2, 3, 5, 6, 8] {
+        for (name, rules, lend) in ALGOS {
+            let len = 3 * LOAN_CHUNK / 8 + 11;
+            let results = Mutex::new(Vec::new());
+            let out = Group::with_config(&[tree(n)], &cfg(rules, lend))
+                .unwrap()
+                .run(|m| -> Result<(), GroupError> {
+                    let r = m.rank().index();
+                    let mut v: Vec<f64> = (0..len).map(|i| noisy(r, i)).collect();
+                    m.allreduce_slice_op(&mut v, ReduceOp::Sum)?;
+                    results.lock().unwrap().push(v);
+                    Ok(())
+                })
+                .unwrap();
+            for r in out {
+                r.unwrap();
+            }
+            let results = results.into_inner().unwrap();
+            let bits = |v: &Vec<f64>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            for v in &results {
+                assert!(
+                    bits(v) == bits(&results[0]),
+                    "{name}, {n} members: bits differ"
+                );
+            }
+            if rules.is_some() {
+                let want: Vec<f64> = (0..len).map(|i| doubling_order(n, i)).collect();
+                assert!(
+                    bits(&results[0]) == bits(&want),
+                    "{name}, {n} members: not the documented order"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_table_picks_rabenseifner_by_size_and_in_place_is_fine() {
+    let rules = "allreduce:0-1k=recursive-doubling;allreduce:1k-=rabenseifner";
+    let out = Group::with_config(&[tree(4)], &cfg(Some(rules), true))
+        .unwrap()
+        .run(|m| -> Result<(), GroupError> {
+            let c = m.context(0)?;
+            assert_eq!(
+                c.non_tree_for(Op::Allreduce, 8),
+                Some(NonTree::RecursiveDoubling)
+            );
+            assert_eq!(
+                c.non_tree_for(Op::Allreduce, 1 << 20),
+                Some(NonTree::Rabenseifner)
+            );
+            let r = m.rank().index() as u64;
+            for len in [1usize, 128, 129, 100_000] {
+                let mut v: Vec<u64> = (0..len as u64).map(|i| i * 4 + r).collect();
+                m.allreduce_slice_op(&mut v, ReduceOp::Sum)?;
+                assert!(v.iter().enumerate().all(|(i, x)| *x == i as u64 * 16 + 6));
+            }
+            Ok(())
+        })
+        .unwrap();
+    for r in out {
+        r.unwrap();
+    }
+}
+
+#[test]
+fn an_operation_the_type_lacks_is_refused_on_every_member() {
+    let out = Group::with_config(&[tree(3)], &cfg(None, true))
+        .unwrap()
+        .run(|m| {
+            let mut v = vec![1.0f64; 10];
+            let e = m.allreduce_slice_op(&mut v, ReduceOp::BitXor).unwrap_err();
+            assert!(matches!(e, GroupError::Invalid(_)), "{e}");
+            assert!(e.to_string().contains("bxor"), "{e}");
+            // The group still works.
+            m.allreduce_slice_op(&mut v, ReduceOp::Sum)?;
+            assert_eq!(v, vec![3.0; 10]);
+            Ok::<(), GroupError>(())
+        })
+        .unwrap();
+    for r in out {
+        r.unwrap();
+    }
+}
