@@ -828,6 +828,9 @@ fn each_line_is_one_write() {
         )))
         .spawn()
         .expect("run comm_churn");
+    // Reads datagrams until the summary's last line and a moment after it (or a
+    // minute without one); the socket lives until the child is reaped, so a late
+    // write never meets a closed socket.
     let reader = std::thread::spawn(move || {
         mine.set_read_timeout(Some(Duration::from_secs(60)))
             .unwrap();
@@ -839,10 +842,11 @@ fn each_line_is_one_write() {
                 .last()
                 .is_some_and(|g| g.contains("MPI_Scatter: taken"))
             {
-                break;
+                mine.set_read_timeout(Some(Duration::from_millis(500)))
+                    .unwrap();
             }
         }
-        grams
+        (grams, mine)
     });
     let mut out = String::new();
     child
@@ -852,7 +856,7 @@ fn each_line_is_one_write() {
         .read_to_string(&mut out)
         .unwrap();
     let st = child.wait().unwrap();
-    let grams = reader.join().unwrap();
+    let (grams, _socket) = reader.join().unwrap();
     assert!(
         st.success() && out.contains("comm_churn: OK"),
         "{st:?} {out}"
