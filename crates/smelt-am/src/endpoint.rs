@@ -205,6 +205,9 @@ pub struct Net<L: Link> {
     out: Vec<u8>,
     take: Vec<u8>,
     outstanding: Vec<u32>,
+    /// Set when a reply answered the last request outstanding to its sender (a poll
+    /// returns then: see [`Endpoint::poll_some`]).
+    answered: bool,
     cfg: Config,
     wait: WaitPolicy,
     stats: Stats,
@@ -761,6 +764,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
             out: Vec::new(),
             take: Vec::new(),
             outstanding: vec![0; n],
+            answered: false,
             cfg,
             wait,
             stats: Stats::default(),
@@ -984,7 +988,9 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
     }
 
     /// Runs the handlers of up to `max` waiting messages without waiting: how many.
-    /// Errors are those of [`poll`](Self::poll).
+    /// A reply that answers the last request outstanding to its sender ends the call
+    /// (messages waiting behind it run at the next poll): a loop waiting for replies
+    /// goes on at once. Errors are those of [`poll`](Self::poll).
     pub fn poll_some(&mut self, max: usize) -> Result<usize, AmError> {
         if let Some(e) = self.pending.pop_front() {
             return Err(e);
@@ -994,8 +1000,18 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
 
     fn poll_inner(&mut self, max: usize) -> Result<usize, AmError> {
         let mut n = 0;
+        self.net.answered = false;
         while n < max {
             match self.poll_one() {
+                // A reply that answered the last request outstanding to its sender
+                // ends the poll: whoever polls is most likely waiting for it, and
+                // looking at the links once more would cost it a cache miss (the
+                // next slot's line, still the sender's) before it can go on. What
+                // waits behind it is handled by the next poll.
+                Ok(true) if self.net.answered => {
+                    n += 1;
+                    break;
+                }
                 Ok(true) => n += 1,
                 Ok(false) => break,
                 // After handling some: report those now, the error at the next poll.
@@ -1009,8 +1025,9 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
         Ok(n)
     }
 
-    /// Runs the handlers of the messages waiting now (at most 64 of them): how many
-    /// ran. Errors: [`AmError::PeerGone`] once for each endpoint that left (after its
+    /// Runs the handlers of the messages waiting now (at most 64 of them, and up to
+    /// a reply that answers the last request outstanding to its sender, as
+    /// [`poll_some`](Self::poll_some)): how many ran. Errors: [`AmError::PeerGone`] once for each endpoint that left (after its
     /// last message), [`AmError::HandlerPanicked`] when a handler of this endpoint
     /// panicked (the endpoint goes on), [`AmError::Aborted`].
     pub fn poll(&mut self) -> Result<usize, AmError> {
@@ -1281,6 +1298,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
             && (!multi || refuse.is_some())
         {
             self.net.outstanding[from] = self.net.outstanding[from].saturating_sub(1);
+            self.net.answered |= self.net.outstanding[from] == 0;
         }
         if let Some(reason) = refuse {
             self.net

@@ -7,12 +7,16 @@
 //!   never to find the queue full.
 //! * **g** (gap): the time per request in a long stream (the steady state: the rate
 //!   the pair sustains, replies included).
-//! * **o_r** (receive overhead): the time of the poll that runs the handler of a
-//!   reply already waiting (the measurer waits long enough for it to arrive, without
-//!   polling, then times its polls; over a network polled on some polls only, the one
-//!   that polls it).
-//! * **L** (latency) = RTT/2 − o_s − o_r (small or even negative where the overheads
-//!   dominate, as in the paper's table).
+//! * **o_r** (receive overhead): the time per message of polls that run the handlers
+//!   of replies already queued: the measurer sends a burst, waits without polling
+//!   until every reply must have arrived, then times the polls that take them in. A
+//!   burst whose polls found the queue empty before its last reply (one still on its
+//!   way: the wait would be in the figure) is not counted, and the next waits longer.
+//!   Receiving pre-queued messages is the receive side of o_s's bursts of sends.
+//! * **L** (latency) = RTT/2 − o_s − o_r. A negative L (overheads larger than half a
+//!   round trip) is not a latency but a measurement that went wrong (a descheduled
+//!   peer, a wait counted as overhead): [`LogP::check`] says so, and `smelt bench
+//!   --am` reports such a row as a failed figure instead of printing it.
 //! * **G** (gap per byte): the time per byte of a stream of bulk requests of 1 MiB,
 //!   pipelined in chunks; bandwidth = 1/G; the half-power point n½ = g/G, the message
 //!   size at which the per-message and the per-byte costs are equal.
@@ -93,6 +97,31 @@ pub struct LogP {
 }
 
 impl LogP {
+    /// The estimate is physical: every figure a positive, finite time and L ≥ 0 (the
+    /// overheads fit in half a round trip). The error says which figure is not and
+    /// why, with the figures it came from.
+    pub fn check(&self) -> Result<(), String> {
+        let named = [
+            ("RTT", self.rtt),
+            ("o_s", self.o_s),
+            ("o_r", self.o_r),
+            ("g", self.g),
+            ("G", self.big_g),
+        ];
+        for (name, v) in named {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!("inconsistent LogP estimate: {name} = {v} ns"));
+            }
+        }
+        if !(self.l.is_finite() && self.l >= 0.0) {
+            return Err(format!(
+                "inconsistent LogP estimate: L = RTT/2 - o_s - o_r = {:.1} ns < 0 (RTT {:.1}, o_s {:.1}, o_r {:.1} ns)",
+                self.l, self.rtt, self.o_s, self.o_r
+            ));
+        }
+        Ok(())
+    }
+
     /// Bulk bandwidth, MB/s (10^6 bytes per second).
     pub fn bandwidth_mb_s(&self) -> f64 {
         1e3 / self.big_g
@@ -128,6 +157,73 @@ pub fn respond<L: Link + 'static>(
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// o_r: the time per message of the polls that run the handlers of `o.burst` replies
+/// already queued (see the module's documentation); NaN if no burst could be timed
+/// whole.
+fn receive_overhead<L: Link + 'static>(
+    ep: &mut Endpoint<State, L>,
+    peer: usize,
+    o: &Opts,
+    rtt: f64,
+    g: f64,
+) -> Result<f64, AmError> {
+    let t = o.timeout;
+    let remote = ep.is_remote(peer);
+    let burst = o.burst.max(1);
+    let reps = (o.rounds / burst).clamp(1, 64);
+    // Long enough for the peer to answer the whole burst; doubled after a burst whose
+    // replies were not all there yet.
+    let mut wait_ns = 2.0 * rtt + 2.0 * g * burst as f64 + 2_000.0;
+    let mut o_r = Vec::new();
+    for _ in 0..o.samples.max(1) {
+        let (mut total, mut n, mut tries) = (0.0, 0usize, 0usize);
+        while n < reps && tries < 4 * reps {
+            tries += 1;
+            for i in 0..burst {
+                ep.request(peer, PING, &[i as u64])?;
+            }
+            let until = Instant::now() + Duration::from_nanos(wait_ns as u64);
+            while Instant::now() < until {
+                std::hint::spin_loop();
+            }
+            let before = ep.state().pongs;
+            let start = Instant::now();
+            let mut whole = true;
+            let mut empty = 0;
+            while ep.state().pongs - before < burst as u64 {
+                if ep.poll_some(burst)? > 0 {
+                    empty = 0;
+                    continue;
+                }
+                empty += 1;
+                // A reply still on its way: this burst would count waiting. (Over a
+                // network polled on some polls only, up to 64 polls may pass before
+                // the one that polls it: those count, as they would in a program.)
+                if !remote || empty > 64 {
+                    whole = false;
+                    break;
+                }
+            }
+            let took = start.elapsed().as_nanos() as f64;
+            ep.quiesce(t)?;
+            if whole {
+                total += took / burst as f64;
+                n += 1;
+            } else {
+                wait_ns = (wait_ns * 2.0).min(1e7);
+            }
+        }
+        if n > 0 {
+            o_r.push(total / n as f64);
+        }
+    }
+    Ok(if o_r.is_empty() {
+        f64::NAN
+    } else {
+        median(o_r)
+    })
 }
 
 /// Measures the LogP parameters of the link from `ep` to `peer` (which runs
@@ -172,41 +268,6 @@ pub fn measure<L: Link + 'static>(
         o_s.push(total / (reps * o.burst.max(1)) as f64);
     }
     let o_s = median(o_s);
-    let mut o_r = Vec::new();
-    for _ in 0..samples {
-        let mut total = 0.0;
-        let mut n = 0;
-        for i in 0..o.rounds.min(2000) {
-            ep.request(peer, PING, &[i as u64])?;
-            // Wait without polling until the reply must be there, then time the poll
-            // that runs its handler.
-            let until = Instant::now() + Duration::from_nanos((4.0 * rtt) as u64 + 2_000);
-            while Instant::now() < until {
-                std::hint::spin_loop();
-            }
-            // The poll that runs it (over a network polled on some polls only, the
-            // one that polls the network).
-            for _ in 0..64 {
-                let start = Instant::now();
-                let ran = ep.poll()?;
-                let took = start.elapsed().as_nanos() as f64;
-                if ran == 1 {
-                    total += took;
-                    n += 1;
-                    break;
-                }
-            }
-            ep.quiesce(t)?;
-        }
-        if n > 0 {
-            o_r.push(total / n as f64);
-        }
-    }
-    let o_r = if o_r.is_empty() {
-        f64::NAN
-    } else {
-        median(o_r)
-    };
     let mut g = Vec::new();
     for _ in 0..samples {
         let start = Instant::now();
@@ -217,6 +278,7 @@ pub fn measure<L: Link + 'static>(
         g.push(start.elapsed().as_nanos() as f64 / o.stream.max(1) as f64);
     }
     let g = median(g);
+    let o_r = receive_overhead(ep, peer, o, rtt, g)?;
     let data = vec![0x5au8; o.bulk.max(1)];
     let mut big_g = Vec::new();
     for _ in 0..samples {
@@ -271,5 +333,41 @@ mod tests {
             assert!(v.is_finite() && v > 0.0, "{p:?}");
         }
         assert!(p.bandwidth_mb_s() > 0.0 && p.half_power_bytes() > 0.0);
+    }
+
+    #[test]
+    fn a_negative_or_non_finite_estimate_is_inconsistent() {
+        let good = LogP {
+            l: 10.0,
+            o_s: 40.0,
+            o_r: 50.0,
+            g: 60.0,
+            big_g: 0.1,
+            rtt: 200.0,
+        };
+        assert_eq!(good.check(), Ok(()));
+        let zero_l = LogP { l: 0.0, ..good };
+        assert_eq!(zero_l.check(), Ok(()));
+        let neg = LogP { l: -263.0, ..good };
+        let e = neg.check().unwrap_err();
+        assert!(e.contains("L = RTT/2 - o_s - o_r = -263.0 ns < 0"), "{e}");
+        for bad in [
+            LogP {
+                o_r: f64::NAN,
+                ..good
+            },
+            LogP { o_s: 0.0, ..good },
+            LogP { g: -1.0, ..good },
+            LogP {
+                big_g: f64::INFINITY,
+                ..good
+            },
+            LogP {
+                l: f64::NAN,
+                ..good
+            },
+        ] {
+            assert!(bad.check().is_err(), "{bad:?}");
+        }
     }
 }
