@@ -8,7 +8,8 @@
  * Three phases, each of ITERS (default 200) iterations: CALLS allreduces per
  * duplicate; then 12 (past smelt's lazy set-up threshold, so every duplicate is set
  * up and released); then a long-lived duplicate used 4 * ITERS times. The open
- * descriptors (/proc/self/fd) and the entries of smelt's shared-memory directory
+ * descriptors (/proc/self/fd), the resident memory (within 8 MiB) and the entries of
+ * smelt's shared-memory directory
  * ($SMELT_SHM_DIR, a private one: /dev/shm itself is shared with every other
  * program; unchecked without it) must be the same after each phase as after its
  * first iteration (nothing leaks per communicator).
@@ -41,6 +42,19 @@ static int count_dir(const char *path)
     return n;
 }
 
+/* Resident memory of this process, in KiB (/proc/self/statm). */
+static long resident_kib(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size = 0, resident = 0;
+    if (!f)
+        return 0;
+    if (fscanf(f, "%ld %ld", &size, &resident) != 2)
+        resident = 0;
+    fclose(f);
+    return resident * 4;
+}
+
 static int count_shm(void)
 {
     const char *d = getenv("SMELT_SHM_DIR");
@@ -68,6 +82,7 @@ static void allreduce_checked(MPI_Comm comm, int salt)
 static double churn(int iters, int calls, const char *phase)
 {
     int fds0 = 0, shm0 = 0;
+    long rss0 = 0;
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     for (int i = 0; i < iters; i++) {
@@ -79,6 +94,7 @@ static double churn(int iters, int calls, const char *phase)
         if (i == 0) {
             fds0 = count_dir("/proc/self/fd");
             shm0 = count_shm();
+            rss0 = resident_kib();
         }
     }
     double t = (MPI_Wtime() - t0) / iters, tmax = 0;
@@ -90,6 +106,16 @@ static double churn(int iters, int calls, const char *phase)
     if (shm != shm0) {
         fprintf(stderr, "comm_churn: %s: ", phase);
         fail("entries in the shared-memory directory after the loop", shm, shm0);
+    }
+    /* Memory: what a leaked segment mapping or communicator per iteration would add
+     * (tens of KiB each) is far past 8 MiB over the loop; the allocator's own growth
+     * is not. */
+    long rss = resident_kib();
+    if (getenv("COMM_CHURN_RSS"))
+        fprintf(stderr, "comm_churn: %s: resident %ld -> %ld KiB\n", phase, rss0, rss);
+    if (rss - rss0 > 8 * 1024) {
+        fprintf(stderr, "comm_churn: %s: ", phase);
+        fail("resident KiB after the loop (vs. after its first iteration)", rss, rss0);
     }
     MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return tmax;
