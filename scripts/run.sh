@@ -5,4 +5,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 cargo build --release -p smelt-cli -p smelt-capi
-exec target/release/smelt run "$@"
+target/release/smelt run "$@"
+# Then the picture of this machine: every benchmark that applies, on one page
+# (smelt-out/report/report.html), from the model the run probed.
+out=smelt-out
+prev=""
+for a in "$@"; do
+    [ "$prev" = "--out" ] && out="$a"
+    prev="$a"
+done
+model=()
+[ -f "$out/model.json" ] && model=(--model "$out/model.json")
+exec target/release/smelt report "${model[@]}" --out "$out/report" --time-limit 300

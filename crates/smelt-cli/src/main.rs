@@ -16,10 +16,12 @@ mod cmd_kvs_sim;
 mod cmd_launch;
 mod cmd_model;
 mod cmd_probe;
+mod cmd_report;
 mod cmd_run;
 mod cmd_tree;
 mod cmd_tune;
 mod common;
+mod report_html;
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches as _, Parser, Subcommand};
 
@@ -106,6 +108,9 @@ enum Cmd {
     Tune(cmd_tune::TuneArgs),
     /// Start N processes as one job on this host (like mpirun for one machine).
     Launch(cmd_launch::LaunchArgs),
+    /// Probe this machine and run every benchmark that applies, within a time limit;
+    /// write one self-contained HTML page and the JSON it was made from.
+    Report(cmd_report::ReportArgs),
     /// What this smelt is and would use: the build, every SMELT_* setting with its
     /// value and origin, the default model, the tuning file, the MPI interposer.
     Info(cmd_info::InfoArgs),
@@ -168,6 +173,7 @@ fn main() {
         Cmd::Launch(a) => cmd_launch::run(a),
         Cmd::Kvs(a) => cmd_kvs::run(a),
         Cmd::Info(a) => cmd_info::run(a),
+        Cmd::Report(a) => cmd_report::run(a),
         Cmd::BenchMember(a) => bench_processes::member(a),
         Cmd::AmMember(a) => cmd_bench::am::member(a),
         Cmd::KvsReplica => cmd_kvs::replica_process(),
