@@ -41,8 +41,9 @@ struct Step {
     title: &'static str,
     /// Relative share of the time budget.
     weight: f64,
-    /// `smelt` arguments; `{model}`, `{json}` and `{secs}` are filled in.
-    args: &'static [&'static str],
+    /// `smelt` arguments, split at spaces; `{model}`, `{json}` and `{secs}` are
+    /// filled in.
+    args: &'static str,
     /// Why the step cannot run here, if it cannot.
     unavailable: fn() -> Option<String>,
 }
@@ -72,107 +73,63 @@ const STEPS: &[Step] = &[
         id: "tuning",
         title: "The tuning table auto uses",
         weight: 2.0,
-        args: &[
-            "tune",
-            "--quick",
-            "--model",
-            "{model}",
-            "--time-limit",
-            "{secs}",
-        ],
+        args: "tune --quick --model {model} --time-limit {secs}",
         unavailable: always,
     },
     Step {
         id: "collectives",
         title: "Collectives against the peers (threads)",
         weight: 3.0,
-        args: &[
-            "bench",
-            "--quick",
-            "--model",
-            "{model}",
-            "--time-limit",
-            "{secs}",
-            "--json-out",
-            "{json}",
-        ],
+        args: "bench --quick --model {model} --time-limit {secs} --json-out {json}",
         unavailable: always,
     },
     Step {
         id: "processes",
         title: "Collectives as processes",
         weight: 2.0,
-        args: &[
-            "bench",
-            "--processes",
-            "--quick",
-            "--model",
-            "{model}",
-            "--time-limit",
-            "{secs}",
-            "--json-out",
-            "{json}",
-        ],
+        args: "bench --processes --quick --model {model} --time-limit {secs} --json-out {json}",
         unavailable: always,
     },
     Step {
         id: "mpi",
         title: "The MPI interposer against Open MPI",
         weight: 2.0,
-        args: &[
-            "bench",
-            "--mpi",
-            "--quick",
-            "--time-limit",
-            "{secs}",
-            "--json-out",
-            "{json}",
-        ],
+        args: "bench --mpi --quick --time-limit {secs} --json-out {json}",
         unavailable: no_mpi,
     },
     Step {
         id: "am",
         title: "Active messages (LogP)",
         weight: 1.0,
-        args: &["bench", "--am", "--quick", "--json-out", "{json}"],
+        args: "bench --am --quick --json-out {json}",
         unavailable: always,
     },
     Step {
         id: "aggregation",
         title: "Aggregation",
         weight: 1.0,
-        args: &["bench", "--aggregation", "--quick", "--json-out", "{json}"],
+        args: "bench --aggregation --quick --json-out {json}",
         unavailable: always,
     },
     Step {
         id: "offload",
         title: "Offload",
         weight: 1.0,
-        args: &["bench", "--offload", "--quick", "--json-out", "{json}"],
+        args: "bench --offload --quick --json-out {json}",
         unavailable: always,
     },
     Step {
         id: "tasks",
         title: "Tasks (fork-join work stealing)",
         weight: 1.0,
-        args: &["bench", "--tasks", "--quick", "--json-out", "{json}"],
+        args: "bench --tasks --quick --json-out {json}",
         unavailable: always,
     },
     Step {
         id: "large",
         title: "Large messages",
         weight: 1.0,
-        args: &[
-            "bench",
-            "--large",
-            "--quick",
-            "--model",
-            "{model}",
-            "--time-limit",
-            "{secs}",
-            "--json-out",
-            "{json}",
-        ],
+        args: "bench --large --quick --model {model} --time-limit {secs} --json-out {json}",
         unavailable: always,
     },
 ];
@@ -323,8 +280,8 @@ pub fn run(a: ReportArgs) -> Result<()> {
         let json_file = a.out.join(format!("{}.json", s.id));
         let args: Vec<String> = s
             .args
-            .iter()
-            .map(|x| match *x {
+            .split_whitespace()
+            .map(|x| match x {
                 "{model}" => model_path.display().to_string(),
                 "{json}" => json_file.display().to_string(),
                 "{secs}" => format!("{:.0}", share.max(5.0)),

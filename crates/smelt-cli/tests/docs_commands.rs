@@ -57,6 +57,21 @@ fn shell_lines(text: &str) -> Vec<String> {
     out
 }
 
+/// Every shell line of README.md and docs/*.md, with its document's name.
+fn all_shell_lines() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for doc in documents() {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        let name = doc
+            .strip_prefix(root())
+            .unwrap_or(&doc)
+            .display()
+            .to_string();
+        out.extend(shell_lines(&text).into_iter().map(|l| (name.clone(), l)));
+    }
+    out
+}
+
 /// `smelt A B --x y -z` (up to a comment, pipe or `;`): the subcommand path and the
 /// options written.
 fn smelt_command(line: &str) -> Option<(Vec<String>, Vec<String>)> {
@@ -117,14 +132,8 @@ fn every_documented_smelt_command_and_option_exists() {
     let mut cache = BTreeMap::new();
     let mut problems = Vec::new();
     let mut checked = 0;
-    for doc in documents() {
-        let text = std::fs::read_to_string(&doc).unwrap();
-        let name = doc
-            .strip_prefix(root())
-            .unwrap_or(&doc)
-            .display()
-            .to_string();
-        for line in shell_lines(&text) {
+    for (name, line) in all_shell_lines() {
+        {
             for part in line.split(['|', ';']).flat_map(|p| p.split("&&")) {
                 let Some((mut path, options)) = smelt_command(part) else {
                     continue;
@@ -168,14 +177,8 @@ fn every_documented_smelt_command_and_option_exists() {
 #[test]
 fn every_script_a_shell_line_names_is_in_the_repository() {
     let mut problems = Vec::new();
-    for doc in documents() {
-        let text = std::fs::read_to_string(&doc).unwrap();
-        let name = doc
-            .strip_prefix(root())
-            .unwrap_or(&doc)
-            .display()
-            .to_string();
-        for line in shell_lines(&text) {
+    for (name, line) in all_shell_lines() {
+        {
             let line = line.split(" #").next().unwrap_or("");
             for w in line.split_whitespace() {
                 if w.starts_with("../") {
