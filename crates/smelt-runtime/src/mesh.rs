@@ -587,12 +587,18 @@ impl<L: Link> Mesh<L> {
         let n = self.peers.len();
         self.pass = self.pass.wrapping_add(1);
         let all = self.pass & (QUIET_EVERY - 1) == 0; // a power of two
-        for k in 0..n {
-            let i = (self.next + k) % n.max(1);
+                                                      // Round robin from `next` (no division on the polling path).
+        let mut i = self.next;
+        for _ in 0..n {
+            if i >= n {
+                i -= n;
+            }
             if self.peers[i].quiet && !all {
+                i += 1;
                 continue;
             }
             let Some(link) = self.peers[i].link.as_mut() else {
+                i += 1;
                 continue;
             };
             match link.try_recv(buf) {
@@ -600,7 +606,7 @@ impl<L: Link> Mesh<L> {
                     self.next = i + 1;
                     return Ok(Some((self.peers[i].rank, tag, len)));
                 }
-                Err(TransportError::Empty) => {}
+                Err(TransportError::Empty) => i += 1,
                 Err(e @ (TransportError::Disconnected | TransportError::PeerDied { .. })) => {
                     self.next = i + 1;
                     self.peers[i].link = None;
