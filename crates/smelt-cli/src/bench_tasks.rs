@@ -334,7 +334,7 @@ fn members_fib(members: usize, workers: usize, n: u32, cutoff: u32) -> Result<(f
     let out: Vec<_> = std::thread::scope(|s| {
         let hs: Vec<_> = ms
             .into_iter()
-            .map(|m| {
+            .map(|mut m| {
                 let f = &f;
                 s.spawn(move || {
                     let root = (m.rank() == 0)

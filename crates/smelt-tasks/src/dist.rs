@@ -44,7 +44,7 @@
 //! f.register(FIB, fib)?;
 //! let members = Member::threads(3, smelt_am::Config::default())?;
 //! let out = std::thread::scope(|s| {
-//!     let hs: Vec<_> = members.into_iter().map(|m| {
+//!     let hs: Vec<_> = members.into_iter().map(|mut m| {
 //!         let f = &f;
 //!         s.spawn(move || {
 //!             let root = (m.rank() == 0).then(|| (FIB, 20u32.to_le_bytes().to_vec()));
@@ -176,7 +176,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct Shared {
     me: usize,
     functions: Functions,
+    /// Tasks spawned here: this member's workers take the newest, thieves the oldest.
     queue: Mutex<VecDeque<Task>>,
+    /// Tasks that stay here: the root, and tasks stolen from others (no task moves
+    /// twice).
+    local: Mutex<VecDeque<Task>>,
     slots: Mutex<HashMap<u64, Arc<Slot>>>,
     next_id: AtomicU64,
     outbox: Mutex<Vec<Outgoing>>,
@@ -204,6 +208,15 @@ impl Shared {
         for t in lock(&self.workers).iter() {
             t.unpark();
         }
+    }
+    fn push_local(&self, t: Task) {
+        lock(&self.local).push_back(t);
+        self.wake_workers();
+    }
+    /// The next task to run here: a local one, else the newest spawned here.
+    fn pop(&self) -> Option<Task> {
+        let t = lock(&self.local).pop_back();
+        t.or_else(|| lock(&self.queue).pop_back())
     }
     fn push(&self, t: Task) {
         lock(&self.queue).push_back(t);
@@ -371,7 +384,7 @@ fn wait_slot(sh: &Arc<Shared>, slot: &Slot) -> Result<Vec<u8>, TaskError> {
         if let Some(e) = sh.failure() {
             return Err(e);
         }
-        let t = lock(&sh.queue).pop_back();
+        let t = sh.pop();
         if let Some(t) = t {
             idle.set(false);
             sh.run_task(t);
@@ -430,7 +443,7 @@ fn worker_loop(sh: Arc<Shared>) {
         if sh.stop.load(Ordering::Acquire) || sh.failed.load(Ordering::Acquire) {
             return;
         }
-        let t = lock(&sh.queue).pop_back();
+        let t = sh.pop();
         if let Some(t) = t {
             idle.set(false);
             sh.run_task(t);
@@ -462,6 +475,10 @@ const FIN: u8 = 7;
 #[derive(Default)]
 pub struct State {
     shared: Option<Arc<Shared>>,
+    /// The computation this member is in (1 for the first).
+    epoch: u64,
+    /// Control messages of a later computation: (epoch, kind, from, data).
+    deferred: Vec<(u64, u8, usize, Vec<u8>)>,
     steal_outstanding: bool,
     steal_found: bool,
     steal_answered: bool,
@@ -480,61 +497,100 @@ impl std::fmt::Debug for State {
 }
 
 /// One member of a task job: an active-message endpoint and, while it runs, its workers.
+/// A member may run any number of computations one after the other (every member runs
+/// the same number); after a failed one it cannot be used again.
 pub struct Member<L: Link = smelt_transport::Endpoint> {
-    ep: Endpoint<State, L>,
+    /// None: lost with a failed run's communication thread.
+    ep: Option<Endpoint<State, L>>,
+    me: usize,
+    size: usize,
+    broken: Option<TaskError>,
 }
 
 impl<L: Link + 'static> std::fmt::Debug for Member<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Member")
-            .field("rank", &self.ep.me())
-            .field("size", &self.ep.size())
+            .field("rank", &self.me)
+            .field("size", &self.size)
             .finish()
     }
 }
 
+/// How a member's communication thread waits for messages unless the endpoint's
+/// configuration says otherwise: a few spins and yields, then it parks on the endpoint's
+/// doorbell (a sender rings it) for 20 µs doubling to 200 µs. Few yields: with more
+/// threads than CPUs a yield can cost a whole time slice of another thread, and a thief
+/// that yields for long steals late.
+pub const COMM_WAIT: WaitPolicy = WaitPolicy {
+    spin_polls: 256,
+    yield_polls: 4,
+    park_initial: Duration::from_micros(20),
+    park_max: Duration::from_micros(200),
+};
+
+/// `cfg` with [`COMM_WAIT`] unless it sets a wait policy: for endpoints made outside
+/// this module (e.g. `AmJob::join`) and given to [`Member::from_endpoint`].
+pub fn comm_config(mut cfg: smelt_am::Config) -> smelt_am::Config {
+    cfg.wait.get_or_insert(COMM_WAIT);
+    cfg
+}
+
 impl Member {
     /// `n` members over the threads of this process (each to be run on a thread of its
-    /// own): for tests and for measuring the protocol without processes.
+    /// own): for tests and for measuring the protocol without processes. Unless `cfg`
+    /// sets one, the endpoints wait with [`COMM_WAIT`].
     pub fn threads(n: usize, cfg: smelt_am::Config) -> Result<Vec<Member>, TaskError> {
-        Ok(smelt_am::threads(n, cfg, |_| State::default())?
-            .into_iter()
-            .map(|ep| Member { ep })
-            .collect())
+        Ok(
+            smelt_am::threads(n, comm_config(cfg), |_| State::default())?
+                .into_iter()
+                .map(Member::new)
+                .collect(),
+        )
     }
 }
 
 impl Member<smelt_runtime::mesh_job::ShmLink> {
     /// Joins the process job described by the environment (`smelt_am::process::AmJob::env`,
-    /// or `smelt launch`'s).
+    /// or `smelt launch`'s). Unless `cfg` sets one, the endpoint waits with
+    /// [`COMM_WAIT`].
     pub fn from_env(cfg: smelt_am::Config) -> Result<Self, TaskError> {
-        Ok(Member {
-            ep: smelt_am::process::join_from_env(State::default(), cfg)?,
-        })
+        Ok(Member::new(smelt_am::process::join_from_env(
+            State::default(),
+            comm_config(cfg),
+        )?))
     }
 }
 
 impl<L: Link + Send + 'static> Member<L> {
     /// A member over an endpoint made with `State::default()` (any transport).
     pub fn from_endpoint(ep: Endpoint<State, L>) -> Self {
-        Member { ep }
+        Member::new(ep)
+    }
+
+    fn new(ep: Endpoint<State, L>) -> Self {
+        Member {
+            me: ep.me(),
+            size: ep.size(),
+            ep: Some(ep),
+            broken: None,
+        }
     }
 
     /// This member's rank.
     pub fn rank(&self) -> usize {
-        self.ep.me()
+        self.me
     }
 
     /// Members in the job.
     pub fn size(&self) -> usize {
-        self.ep.size()
+        self.size
     }
 
     /// Runs this member's part of a computation: member 0 passes the root task (function
     /// id and payload) and gets its result in [`Report::result`]; the others pass `None`
     /// and serve (run and steal tasks) until member 0 says the computation ended.
     pub fn run(
-        mut self,
+        &mut self,
         functions: &Functions,
         cfg: &TaskConfig,
         root: Option<(u32, Vec<u8>)>,
@@ -542,7 +598,7 @@ impl<L: Link + Send + 'static> Member<L> {
         if cfg.workers == 0 {
             return Err(TaskError::Invalid("a member with 0 workers".into()));
         }
-        let me = self.ep.me();
+        let me = self.me;
         if (me == 0) != root.is_some() {
             return Err(TaskError::Invalid(if me == 0 {
                 "member 0 runs the root task: give it one".into()
@@ -554,6 +610,7 @@ impl<L: Link + Send + 'static> Member<L> {
             me,
             functions: functions.clone(),
             queue: Mutex::new(VecDeque::new()),
+            local: Mutex::new(VecDeque::new()),
             slots: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             outbox: Mutex::new(Vec::new()),
@@ -570,9 +627,38 @@ impl<L: Link + Send + 'static> Member<L> {
             steals: AtomicU64::new(0),
             stolen_from: AtomicU64::new(0),
         });
-        self.ep.state_mut().shared = Some(Arc::clone(&sh));
-        register_handlers(&mut self.ep)?;
-        let ep = self.ep;
+        if let Some(e) = &self.broken {
+            return Err(TaskError::Invalid(format!(
+                "this member cannot run again after a failed computation ({e})"
+            )));
+        }
+        let Some(mut ep) = self.ep.take() else {
+            return Err(TaskError::Invalid("this member lost its endpoint".into()));
+        };
+        let old = std::mem::take(ep.state_mut());
+        let epoch = old.epoch + 1;
+        *ep.state_mut() = State {
+            shared: Some(Arc::clone(&sh)),
+            epoch,
+            ..State::default()
+        };
+        if let Err(e) = register_handlers(&mut ep) {
+            self.ep = Some(ep);
+            return Err(e);
+        }
+        // Control messages of this computation that came during the last one.
+        for (e, kind, from, data) in old.deferred {
+            if e > epoch {
+                ep.state_mut().deferred.push((e, kind, from, data));
+            } else if e == epoch {
+                ep.state_mut().apply(kind, from, &data);
+                if kind == DONE {
+                    if let Err(err) = ep.request(from, DONE_ACK, &[epoch]) {
+                        sh.fail(err.into(), true);
+                    }
+                }
+            }
+        }
         let timeout = cfg.finish_timeout;
         let comm = {
             let sh = Arc::clone(&sh);
@@ -604,17 +690,27 @@ impl<L: Link + Send + 'static> Member<L> {
         }
         let result = match root {
             Some((func, payload)) => {
-                // Member 0's calling thread runs the root task itself.
+                // A worker runs the root task; this thread only waits (so the member
+                // computes on `workers` threads, no more).
                 let slot = Slot::new();
                 let id = 0;
                 lock(&sh.slots).insert(id, Arc::clone(&slot));
-                sh.run_task(Task {
+                *lock(&slot.waiter) = Some(thread::current());
+                sh.push_local(Task {
                     func,
                     payload,
                     origin: me,
                     id,
                 });
-                let r = wait_slot(&sh, &slot);
+                let r = loop {
+                    if slot.ready.load(Ordering::Acquire) {
+                        break Ok(lock(&slot.result).take().unwrap_or_default());
+                    }
+                    if let Some(e) = sh.failure() {
+                        break Err(e);
+                    }
+                    thread::park_timeout(Duration::from_millis(1));
+                };
                 if r.is_ok() {
                     sh.finish.store(true, Ordering::Release);
                     sh.wake_comm();
@@ -623,22 +719,27 @@ impl<L: Link + Send + 'static> Member<L> {
             }
             None => None,
         };
-        let comm_r = comm
-            .join()
-            .unwrap_or_else(|p| Err(TaskError::Panicked(panic_message(&*p))));
+        let comm_r = match comm.join() {
+            Ok((ep, r)) => {
+                self.ep = Some(ep);
+                r
+            }
+            Err(p) => Err(TaskError::Panicked(panic_message(&*p))),
+        };
         sh.stop.store(true, Ordering::Release);
         sh.wake_workers();
         for h in workers {
             let _ = h.join();
         }
-        let result = match result {
-            Some(r) => Some(r?),
-            None => None,
-        };
-        if let Some(e) = sh.failure() {
+        let failure = sh
+            .failure()
+            .or_else(|| result.as_ref().and_then(|r| r.as_ref().err().cloned()))
+            .or(comm_r.err());
+        if let Some(e) = failure {
+            self.broken = Some(e.clone());
             return Err(e);
         }
-        comm_r?;
+        let result = result.map(|r| r.expect("checked above"));
         Ok(Report {
             result,
             tasks_run: sh.tasks_run.load(Ordering::Relaxed),
@@ -674,83 +775,141 @@ fn comm_failed<L: Link + 'static>(ep: &mut Endpoint<State, L>, sh: &Shared, e: A
 }
 
 fn register_handlers<L: Link + 'static>(ep: &mut Endpoint<State, L>) -> Result<(), TaskError> {
-    ep.register(STEAL, |st: &mut State, ctx, _m| {
-        let sh = st.shared.as_ref().expect("set before the run");
-        let t = if st.done || sh.failed.load(Ordering::Acquire) {
-            None
-        } else {
-            lock(&sh.queue).pop_front()
+    // Every message carries the epoch (the number of the computation) it belongs to:
+    // a member still ending computation k may receive messages of k + 1 in the same poll
+    // (after the FIN of k); those are kept for its next run, stale ones are dropped.
+    ep.register(STEAL, |st: &mut State, ctx, m| {
+        let e = m.args.first().copied().unwrap_or(0);
+        let t = match &st.shared {
+            Some(sh) if e == st.epoch && !st.done && !sh.failed.load(Ordering::Acquire) => {
+                lock(&sh.queue).pop_front()
+            }
+            _ => None,
         };
         let r = match t {
             Some(t) => {
-                sh.stolen_from.fetch_add(1, Ordering::Relaxed);
+                if let Some(sh) = &st.shared {
+                    sh.stolen_from.fetch_add(1, Ordering::Relaxed);
+                }
                 ctx.reply_bulk(
                     STEAL_REPLY,
-                    &[1, t.func as u64, t.origin as u64, t.id],
+                    &[e, 1, t.func as u64, t.origin as u64, t.id],
                     &t.payload,
                 )
             }
-            None => ctx.reply(STEAL_REPLY, &[0]),
+            None => ctx.reply(STEAL_REPLY, &[e, 0]),
         };
-        if let Err(e) = r {
+        if let (Err(err), Some(sh)) = (r, &st.shared) {
             if !(st.done || st.fin) {
-                sh.fail(e.into(), false);
+                sh.fail(err.into(), false);
             }
         }
     })?;
     ep.register(STEAL_REPLY, |st: &mut State, _ctx, m| {
+        if m.args.first() != Some(&st.epoch) {
+            return;
+        }
         st.steal_outstanding = false;
         st.steal_answered = true;
-        st.steal_found = m.args.first() == Some(&1);
-        let sh = st.shared.as_ref().expect("set before the run");
-        if st.steal_found && m.args.len() == 4 {
+        st.steal_found = m.args.get(1) == Some(&1);
+        if let (true, 5, Some(sh)) = (st.steal_found, m.args.len(), &st.shared) {
             sh.steals.fetch_add(1, Ordering::Relaxed);
-            sh.push(Task {
-                func: m.args[1] as u32,
-                origin: m.args[2] as usize,
-                id: m.args[3],
+            sh.push_local(Task {
+                func: m.args[2] as u32,
+                origin: m.args[3] as usize,
+                id: m.args[4],
                 payload: m.data.to_vec(),
             });
         }
     })?;
     ep.register(RESULT, |st: &mut State, _ctx, m| {
-        let sh = st.shared.as_ref().expect("set before the run");
-        if let Some(&id) = m.args.first() {
-            sh.deliver(sh.me, id, m.data.to_vec());
-        }
-    })?;
-    ep.register(ABORT, |st: &mut State, _ctx, m| {
-        let sh = st.shared.as_ref().expect("set before the run");
-        sh.fail(
-            TaskError::Remote {
-                member: m.from,
-                message: String::from_utf8_lossy(m.data).into_owned(),
-            },
-            false,
-        );
-    })?;
-    ep.register(DONE, |st: &mut State, ctx, _m| {
-        st.done = true;
-        if let Err(e) = ctx.reply(DONE_ACK, &[]) {
-            if let Some(sh) = &st.shared {
-                sh.fail(e.into(), false);
+        if let ([e, id], Some(sh)) = (m.args, &st.shared) {
+            if *e == st.epoch {
+                sh.deliver(sh.me, *id, m.data.to_vec());
             }
         }
     })?;
-    ep.register(DONE_ACK, |st: &mut State, _ctx, _m| st.acks += 1)?;
-    ep.register(FIN, |st: &mut State, _ctx, _m| st.fin = true)?;
+    ep.register(ABORT, |st: &mut State, _ctx, m| {
+        st.control(ABORT, m);
+    })?;
+    ep.register(DONE, |st: &mut State, ctx, m| {
+        if st.control(DONE, m) {
+            if let Err(e) = ctx.reply(DONE_ACK, &[st.epoch]) {
+                if let Some(sh) = &st.shared {
+                    sh.fail(e.into(), false);
+                }
+            }
+        }
+    })?;
+    ep.register(DONE_ACK, |st: &mut State, _ctx, m| {
+        if m.args.first() == Some(&st.epoch) {
+            st.acks += 1;
+        }
+    })?;
+    ep.register(FIN, |st: &mut State, _ctx, m| {
+        st.control(FIN, m);
+    })?;
     Ok(())
+}
+
+impl State {
+    /// Applies a control message (ABORT, DONE, FIN) of this computation, keeps one of a
+    /// later computation, drops a stale one: true if applied.
+    fn control(&mut self, kind: u8, m: &smelt_am::Msg<'_>) -> bool {
+        let e = m.args.first().copied().unwrap_or(0);
+        if e > self.epoch || self.shared.is_none() {
+            self.deferred.push((e, kind, m.from, m.data.to_vec()));
+            return false;
+        }
+        if e < self.epoch {
+            return false;
+        }
+        self.apply(kind, m.from, m.data);
+        true
+    }
+
+    fn apply(&mut self, kind: u8, from: usize, data: &[u8]) {
+        match kind {
+            ABORT => {
+                if let Some(sh) = &self.shared {
+                    sh.fail(
+                        TaskError::Remote {
+                            member: from,
+                            message: String::from_utf8_lossy(data).into_owned(),
+                        },
+                        false,
+                    );
+                }
+            }
+            DONE => self.done = true,
+            FIN => self.fin = true,
+            _ => {}
+        }
+    }
 }
 
 /// The communication thread: sends results and aborts, steals when a worker is idle and
 /// the queue is empty, runs the handlers, and ends the computation.
 fn comm_loop<L: Link + 'static>(
-    mut ep: Endpoint<State, L>,
+    ep: Endpoint<State, L>,
+    sh: &Arc<Shared>,
+    finish_timeout: Duration,
+) -> (Endpoint<State, L>, Result<(), TaskError>) {
+    let mut ep = ep;
+    let r = comm_loop_inner(&mut ep, sh, finish_timeout);
+    // The next computation installs its own state.
+    ep.state_mut().shared = None;
+    (ep, r)
+}
+
+fn comm_loop_inner<L: Link + 'static>(
+    ep: &mut Endpoint<State, L>,
     sh: &Arc<Shared>,
     finish_timeout: Duration,
 ) -> Result<(), TaskError> {
     let me = ep.me();
     let n = ep.size();
+    let epoch = ep.state().epoch;
     // Victims: the members of this node first (random order), then the others.
     let my_node = ep.name(me).map(|x| x.node).unwrap_or(0);
     let mut seed = (me as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ smelt_am::random_tag();
@@ -785,13 +944,13 @@ fn comm_loop<L: Link + 'static>(
         for o in out {
             match o {
                 Outgoing::Result { to, id, bytes } => {
-                    if let Err(e) = ep.request_bulk(to, RESULT, &[id], &bytes) {
-                        comm_failed(&mut ep, sh, e);
+                    if let Err(e) = ep.request_bulk(to, RESULT, &[epoch, id], &bytes) {
+                        comm_failed(ep, sh, e);
                     }
                 }
                 Outgoing::Abort { message } => {
                     for d in (0..n).filter(|&d| d != me) {
-                        let _ = ep.request_bulk(d, ABORT, &[], message.as_bytes());
+                        let _ = ep.request_bulk(d, ABORT, &[epoch], message.as_bytes());
                     }
                 }
             }
@@ -811,15 +970,15 @@ fn comm_loop<L: Link + 'static>(
         if me == 0 && sh.finish.load(Ordering::Acquire) {
             let started = *finishing.get_or_insert_with(|| {
                 for d in 1..n {
-                    if let Err(e) = ep.request(d, DONE, &[]) {
-                        comm_failed(&mut ep, sh, e);
+                    if let Err(e) = ep.request(d, DONE, &[epoch]) {
+                        comm_failed(ep, sh, e);
                     }
                 }
                 Instant::now()
             });
             if ep.state().acks + 1 >= n {
                 for d in 1..n {
-                    let _ = ep.request(d, FIN, &[]);
+                    let _ = ep.request(d, FIN, &[epoch]);
                 }
                 return Ok(());
             }
@@ -852,20 +1011,21 @@ fn comm_loop<L: Link + 'static>(
             && !victims.is_empty()
             && sh.idle.load(Ordering::SeqCst) > 0
             && lock(&sh.queue).is_empty()
+            && lock(&sh.local).is_empty()
             && Instant::now() >= steal_after;
         if want {
             let v = victims[next_victim % victims.len()];
             next_victim += 1;
             sh.steal_requests.fetch_add(1, Ordering::Relaxed);
             ep.state_mut().steal_outstanding = true;
-            if let Err(e) = ep.request(v, STEAL, &[]) {
-                comm_failed(&mut ep, sh, e);
+            if let Err(e) = ep.request(v, STEAL, &[epoch]) {
+                comm_failed(ep, sh, e);
                 continue;
             }
         }
         match ep.wait(Duration::from_micros(200)) {
             Ok(_) | Err(AmError::Timeout { .. }) => {}
-            Err(e) => comm_failed(&mut ep, sh, e),
+            Err(e) => comm_failed(ep, sh, e),
         }
     }
 }

@@ -28,6 +28,9 @@ pub struct Config {
     /// The longest an idle worker sleeps before it looks for work again (default 50 ms; a
     /// wake-up is sent when work appears, this only bounds a missed one).
     pub max_sleep: Duration,
+    /// Worker threads are named `{name}-{index}` (default `smelt-task`; Linux shows the
+    /// first 15 bytes).
+    pub name: String,
 }
 
 impl Config {
@@ -38,6 +41,7 @@ impl Config {
             cpus: None,
             wait: None,
             max_sleep: Duration::from_millis(50),
+            name: "smelt-task".into(),
         }
     }
     /// Pins worker `i` to `cpus[i % cpus.len()]`.
@@ -476,7 +480,7 @@ impl Pool {
             let cpu = cfg.cpus.as_ref().map(|c| c[index % c.len()]);
             let tx = tx.clone();
             let h = thread::Builder::new()
-                .name(format!("smelt-task-{index}"))
+                .name(format!("{}-{index}", cfg.name))
                 .spawn(move || {
                     if let Some(cpu) = cpu {
                         if let Err(e) = smelt_transport::pin_current_thread(cpu) {
