@@ -125,6 +125,10 @@ fn mpirun(np: usize, prog: &Path, args: &[&str], env: &[(&str, &str)], limit: Du
         // would leave the first calls on each communicator to MPI); the default is
         // tested by `two_ranks` and `comm_churn_*`.
         ("SMELT_MPI_SETUP_AFTER".into(), "0".into()),
+        // Emulated nodes of 1-2 ranks go to MPI by default (the hierarchy only adds a
+        // step there); forced, so that the multi-node paths run. The default is
+        // tested by `nodes_of_two_go_to_mpi_unless_forced`.
+        ("SMELT_MPI_FORCE".into(), "1".into()),
         // No cached probe of this host unless a test makes one (the user's own cache
         // would change the trees, not the results).
         ("XDG_CACHE_HOME".into(), empty_cache().display().to_string()),
@@ -189,14 +193,22 @@ fn taken(np: usize, env: &[(&str, &str)]) -> Run {
 }
 
 /// The calls smelt takes.
-const CALLS: [&str; 6] = [
+const CALLS: [&str; 11] = [
     "MPI_Bcast",
     "MPI_Reduce",
     "MPI_Allreduce",
     "MPI_Barrier",
     "MPI_Gather",
     "MPI_Scatter",
+    "MPI_Allgather",
+    "MPI_Scan",
+    "MPI_Exscan",
+    "MPI_Reduce_scatter_block",
+    "MPI_Alltoall",
 ];
+
+/// The non-blocking collectives: MPI's, counted.
+const NON_BLOCKING: [&str; 3] = ["MPI_Ibarrier", "MPI_Ibcast", "MPI_Iallreduce"];
 
 fn assert_taken(r: &Run) {
     for call in CALLS {
@@ -217,6 +229,46 @@ fn assert_taken(r: &Run) {
     );
     assert!(r.fell_back("MPI_Allreduce", "MAXLOC") > 0, "{}", r.show());
     assert!(r.fell_back("MPI_Allreduce", "cut-off") > 0, "{}", r.show());
+    // The non-blocking collectives run on MPI (the program checks their results), and
+    // the summary says why.
+    for call in NON_BLOCKING {
+        assert_eq!(
+            r.counts(call).map(|c| c.0),
+            Some(0),
+            "{call}:\n{}",
+            r.show()
+        );
+        assert!(
+            r.fell_back(call, "non-blocking") > 0,
+            "{call}:\n{}",
+            r.show()
+        );
+    }
+}
+
+/// On emulated nodes of 2 ranks (and of 2 and 1), smelt's hierarchy only adds a step
+/// to MPI's: by default every call goes to MPI, said in the summary, and the results
+/// stay right; on one node of 4 smelt takes them.
+#[test]
+fn nodes_of_two_go_to_mpi_unless_forced() {
+    for (np, k) in [(4, "2"), (3, "2")] {
+        let r = collectives(np, &[("SMELT_RANKS_PER_NODE", k), ("SMELT_MPI_FORCE", "")]);
+        // MPI_COMM_WORLD spans the nodes; the reordered communicator too.
+        assert!(
+            r.fell_back("MPI_Allreduce", "nodes of 1-2 ranks") > 0,
+            "{}",
+            r.show()
+        );
+        assert!(!r.stderr.contains("2 node(s)"), "{}", r.show());
+    }
+    let r = collectives(4, &[("SMELT_RANKS_PER_NODE", "4"), ("SMELT_MPI_FORCE", "")]);
+    assert_eq!(
+        r.fell_back("MPI_Allreduce", "nodes of 1-2 ranks"),
+        0,
+        "{}",
+        r.show()
+    );
+    assert_taken(&r);
 }
 
 #[test]
@@ -878,5 +930,28 @@ fn each_line_is_one_write() {
             ours.iter().any(|g| g.contains(want)),
             "no {want:?}: {grams:#?}"
         );
+    }
+}
+
+/// A tuning file that is a FIFO (or a link to a device) never stops a program: the
+/// interposer refuses it without opening it for a blocking read, says why, and runs
+/// on its default (issue 22: a FIFO used to hang the first collective).
+#[test]
+fn a_fifo_or_device_tuning_file_never_stops_the_program() {
+    let d = tempfile_dir("fifo-tune");
+    std::fs::create_dir_all(d.join("smelt")).unwrap();
+    let host = smelt_model::host::host_name();
+    let tune = d.join("smelt").join(format!("tune-{host}.json"));
+    let cache = d.display().to_string();
+    let fifo = |p: &Path| assert!(Command::new("mkfifo").arg(p).status().unwrap().success());
+    let device = |p: &Path| std::os::unix::fs::symlink("/dev/zero", p).unwrap();
+    let makers: [(&str, &dyn Fn(&Path)); 2] = [("FIFO", &fifo), ("character device", &device)];
+    for (what, make) in makers {
+        let _ = std::fs::remove_file(&tune);
+        make(&tune);
+        let r = one_pass(2, &[("XDG_CACHE_HOME", &cache)]);
+        // one_pass: the program ran to its end and passed.
+        assert_stderr(&r, what);
+        assert_stderr(&r, "MPI_Reduce: taken 1");
     }
 }
