@@ -371,6 +371,89 @@ fn members_fib(members: usize, workers: usize, n: u32, cutoff: u32) -> Result<(f
     Ok((secs, steals, spawned))
 }
 
+/// The hidden `smelt tasks-member`: one member process of `smelt bench --tasks`'s
+/// process rows (joins the job of its environment and serves `--runs` computations).
+#[derive(clap::Args)]
+pub struct TasksMemberArgs {
+    /// Worker threads.
+    #[arg(long, value_parser = crate::common::count(1, 1024))]
+    workers: usize,
+    /// Computations to take part in.
+    #[arg(long, value_parser = crate::common::count(1, 1_000_000))]
+    runs: usize,
+}
+
+/// Runs a member process of the process rows.
+pub fn member(a: TasksMemberArgs) -> Result<()> {
+    let mut m = Member::from_env(smelt_am::Config::default())?;
+    let f = apps::dist::functions();
+    for _ in 0..a.runs {
+        m.run(&f, &TaskConfig::new(a.workers), None)?;
+    }
+    Ok(())
+}
+
+/// fib across `n` member processes of `workers` workers each: `runs` timed computations
+/// after one warm-up; (seconds per computation, steals, tasks spawned) of each.
+fn processes_fib(
+    n: usize,
+    workers: usize,
+    fib_n: u32,
+    cutoff: u32,
+    runs: usize,
+) -> Result<Vec<(f64, u64, u64)>> {
+    use smelt_runtime::launch::Members;
+    let cfg = smelt_am::Config::default();
+    let job = smelt_am::process::AmJob::create(n, &cfg)?;
+    let exe = std::env::current_exe().context("cannot find the smelt executable")?;
+    // Started as `smelt launch` starts its members: they die with this process.
+    let mut members = Members::new();
+    for rank in 1..n {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.arg("tasks-member")
+            .args(["--workers", &workers.to_string()])
+            .args(["--runs", &(runs + 1).to_string()])
+            .envs(job.env(rank))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        members
+            .spawn(&mut cmd, None)
+            .context("cannot start a member process")?;
+    }
+    let mut m = Member::from_endpoint(job.join(
+        0,
+        Default::default(),
+        smelt_tasks::dist::comm_config(cfg),
+    )?);
+    let f = apps::dist::functions();
+    let root = (apps::dist::FIB, apps::dist::fib_payload(fib_n, cutoff));
+    let mut out = Vec::new();
+    for i in 0..=runs {
+        let t = Instant::now();
+        let r = m.run(&f, &TaskConfig::new(workers), Some(root.clone()))?;
+        let secs = t.elapsed().as_secs_f64();
+        let got = apps::dist::result_u64(r.result.as_deref().unwrap_or_default())?;
+        if got != fib_seq(fib_n) {
+            anyhow::bail!("fib({fib_n}) across processes gave {got}");
+        }
+        if i > 0 {
+            out.push((secs, r.steals + r.stolen_from, r.spawned));
+        }
+    }
+    for rank in 1..n {
+        if let Some(c) = members.take(rank - 1) {
+            let o = c.wait_with_output()?;
+            if !o.status.success() {
+                anyhow::bail!(
+                    "member process {rank}: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Runs `smelt bench --tasks`.
 pub fn run(a: &BenchArgs) -> Result<()> {
     let allowed = allowed_cpus().context("cannot read the allowed CPUs")?;
@@ -481,6 +564,51 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         };
         rows.push(x);
     }
+    // Across processes of this host (shared-memory active messages), 1 worker each.
+    let (n, cutoff) = if a.quick { (30, 16) } else { (35, 20) };
+    let name = format!("fib({n}) cutoff {cutoff}");
+    eprintln!("{name} across processes...");
+    let runtime = "smelt-tasks processes (AM, shared memory)";
+    let mut one_process = None;
+    for procs in [1, 2] {
+        let x = match processes_fib(procs, 1, n, cutoff, reps) {
+            Ok(runs) => {
+                let ms = median(runs.iter().map(|r| r.0 * 1e3).collect());
+                let mut st: Vec<u64> = runs.iter().map(|r| r.1).collect();
+                st.sort_unstable();
+                let tasks = runs[0].2;
+                if procs == 1 {
+                    one_process = Some(ms);
+                }
+                Row {
+                    workload: name.clone(),
+                    runtime,
+                    workers: procs,
+                    ms: Some(ms),
+                    tasks,
+                    tasks_per_s: Some(tasks as f64 / (ms / 1e3)),
+                    // Counted at both ends: halve.
+                    steals: Some(st[st.len() / 2] / 2),
+                    speedup: one_process.map(|o| o / ms),
+                    overhead_ns_per_task: None,
+                    error: None,
+                }
+            }
+            Err(e) => Row {
+                workload: name.clone(),
+                runtime,
+                workers: procs,
+                ms: None,
+                tasks: 0,
+                tasks_per_s: None,
+                steals: None,
+                speedup: None,
+                overhead_ns_per_task: None,
+                error: Some(format!("{e:#}")),
+            },
+        };
+        rows.push(x);
+    }
     let find = |w: &str, rt: &str, k: usize| {
         rows.iter()
             .find(|r| r.workload == w && r.runtime == rt && r.workers == k)
@@ -509,6 +637,12 @@ pub fn run(a: &BenchArgs) -> Result<()> {
             "fib(35) 2 workers: speedup over 1",
             ratio(find(big, "smelt-tasks", 1), find(big, "smelt-tasks", 2)),
             1.8,
+            false,
+        ),
+        target(
+            "fib(35) 2 processes: speedup over 1",
+            ratio(find(&name, runtime, 1), find(&name, runtime, 2)),
+            1.6,
             false,
         ),
     ];

@@ -24,7 +24,7 @@ mod smelt;
 #[path = "bench_sync.rs"]
 mod sync;
 #[path = "bench_tasks.rs"]
-mod tasks;
+pub mod tasks;
 
 use anyhow::{bail, Context, Result};
 use report::{Collective, Figure, FloorInfo, Ratio, Report};

@@ -125,6 +125,9 @@ enum Cmd {
     /// One replica process of `smelt kvs --processes` (internal).
     #[command(hide = true)]
     KvsReplica,
+    /// One member process of `smelt bench --tasks` (internal).
+    #[command(hide = true)]
+    TasksMember(cmd_bench::tasks::TasksMemberArgs),
 }
 
 fn main() {
@@ -177,6 +180,7 @@ fn main() {
         Cmd::BenchMember(a) => bench_processes::member(a),
         Cmd::AmMember(a) => cmd_bench::am::member(a),
         Cmd::KvsReplica => cmd_kvs::replica_process(),
+        Cmd::TasksMember(a) => cmd_bench::tasks::member(a),
     };
     if let Err(e) = res {
         use std::io::Write as _;
