@@ -104,7 +104,7 @@ suite() { # name np preload(0/1) [VAR=value ...] [THREAD_LEVEL=level]
 
 echo "[mpi4py] mpi4py $VERSION ($("$PY" -c 'import mpi4py; print(mpi4py.__path__[0])')), tests matching '$TESTS_RE', interposer $LIB"
 status=0
-configs=("np2 2" "np4 4" "np4-nodes2 4 SMELT_RANKS_PER_NODE=2" "np2-serialized 2 THREAD_LEVEL=serialized")
+configs=("np2 2" "np4 4" "np4-nodes2 4 SMELT_RANKS_PER_NODE=2 SMELT_MPI_FORCE=1" "np2-serialized 2 THREAD_LEVEL=serialized")
 for c in "${configs[@]}"; do
     # shellcheck disable=SC2086
     set -- $c

@@ -5,8 +5,15 @@
 # cut-off, so the table shows where smelt stops winning).
 #
 #   crates/smelt-mpi/bench/mpi_latency.sh [-n RANKS] [-k RANKS_PER_NODE] [-r REPEATS]
-#                                         [-m MAX_BYTES] [-w osu|loop]
+#                                         [-m MAX_BYTES] [-w osu|loop] [-o OPS]
+#                                         [-c CUT_OFF]
 #
+# -o: operations, comma-separated (latency.c's names: bcast, reduce, allreduce, gather,
+# scatter, allgather, scan, rsb, alltoall, barrier; "new" for the four after scatter;
+# default all). -c: smelt's SMELT_MPI_MAX_BYTES (default: none, so the table shows
+# where smelt stops winning; "default" runs with the library's own cut-offs).
+# -k runs smelt with SMELT_MPI_FORCE=1 unless -f 0: nodes of 1-2 ranks otherwise go to
+# MPI (-f 0 measures what a user gets).
 # -w: how calls are timed (latency.c): osu (default; root 0, each call after a
 # barrier, timed alone) or loop (back to back, rotating roots).
 # Each configuration runs REPEATS times, interleaved; a cell is the lowest of its
@@ -21,13 +28,19 @@ k=""
 repeats=3
 max=65536
 way=osu
-while getopts "n:k:r:m:w:" o; do
+ops=all
+cut=1073741824
+force=1
+while getopts "n:k:r:m:w:o:c:f:" o; do
     case $o in
     n) n=$OPTARG ;;
     k) k=$OPTARG ;;
     r) repeats=$OPTARG ;;
     m) max=$OPTARG ;;
     w) way=$OPTARG ;;
+    o) ops=$OPTARG ;;
+    c) cut=$OPTARG ;;
+    f) force=$OPTARG ;;
     *) sed -n '2,15p' "$0" >&2; exit 2 ;;
     esac
 done
@@ -45,11 +58,14 @@ asroot=()
 base=(mpirun "${asroot[@]}" --oversubscribe -np "$n")
 nodes=()
 [ -n "$k" ] && nodes=(-x "SMELT_RANKS_PER_NODE=$k")
+[ -n "$k" ] && [ "$force" = 1 ] && nodes+=(-x SMELT_MPI_FORCE=1)
+cutoff=(-x "SMELT_MPI_MAX_BYTES=$cut")
+[ "$cut" = default ] && cutoff=()
 for ((i = 0; i < repeats; i++)); do
-    "${base[@]}" "$tmp/latency" "$max" ompi "$way" >>"$out"
-    "${base[@]}" --mca coll_sm_priority 100 "$tmp/latency" "$max" sm "$way" >>"$out"
-    "${base[@]}" -x LD_PRELOAD="$lib" -x SMELT_MPI_MAX_BYTES=1073741824 "${nodes[@]}" \
-        "$tmp/latency" "$max" smelt "$way" >>"$out"
+    "${base[@]}" "$tmp/latency" "$max" ompi "$way" "$ops" >>"$out"
+    "${base[@]}" --mca coll_sm_priority 100 "$tmp/latency" "$max" sm "$way" "$ops" >>"$out"
+    "${base[@]}" -x LD_PRELOAD="$lib" "${cutoff[@]}" "${nodes[@]}" \
+        "$tmp/latency" "$max" smelt "$way" "$ops" >>"$out"
 done
 echo "# $n ranks${k:+, emulated nodes of $k}, $(nproc) CPUs, $way timing, best of $repeats; microseconds per call (mean over ranks)"
 awk '

@@ -738,8 +738,9 @@ fn fortran_calls_are_taken() {
     ] {
         let r = passes("fortran", &prog, np, &env);
         // MPI_FINALIZE from Fortran reached the interposer (the summary), and smelt
-        // took every call (in place included: a misread MPI_IN_PLACE gives wrong sums).
-        for call in CALLS {
+        // took every call (in place included: a misread MPI_IN_PLACE gives wrong sums):
+        // the six calls with Fortran bindings of their own.
+        for call in &CALLS[..6] {
             let (taken, fell) = r
                 .counts(call)
                 .unwrap_or_else(|| panic!("no summary line for {call}:\n{}", r.show()));
@@ -945,7 +946,8 @@ fn a_fifo_or_device_tuning_file_never_stops_the_program() {
     let cache = d.display().to_string();
     let fifo = |p: &Path| assert!(Command::new("mkfifo").arg(p).status().unwrap().success());
     let device = |p: &Path| std::os::unix::fs::symlink("/dev/zero", p).unwrap();
-    let makers: [(&str, &dyn Fn(&Path)); 2] = [("FIFO", &fifo), ("character device", &device)];
+    type Maker<'a> = (&'a str, &'a dyn Fn(&Path));
+    let makers: [Maker; 2] = [("FIFO", &fifo), ("character device", &device)];
     for (what, make) in makers {
         let _ = std::fs::remove_file(&tune);
         make(&tune);

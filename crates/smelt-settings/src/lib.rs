@@ -163,6 +163,8 @@ pub const MPI_SETUP_AFTER: &str = "SMELT_MPI_SETUP_AFTER";
 /// See [`ALL`].
 pub const MPI_MODEL: &str = "SMELT_MPI_MODEL";
 /// See [`ALL`].
+pub const MPI_FORCE: &str = "SMELT_MPI_FORCE";
+/// See [`ALL`].
 pub const RANKS_PER_NODE: &str = "SMELT_RANKS_PER_NODE";
 /// See [`ALL`].
 pub const AM_TRANSPORT: &str = "SMELT_AM_TRANSPORT";
@@ -231,6 +233,8 @@ pub const ALL: &[Setting] = &[
         "collectives a communicator passes to MPI before smelt sets it up"),
     user(MPI_MODEL, Kind::Path, "this host's cached probe", "interposer",
         "the model the interposer builds its trees from"),
+    user(MPI_FORCE, Kind::Flag, "off", "interposer",
+        "take every call smelt can, also where its path does not win (nodes of 1-2 ranks)"),
     user(RANKS_PER_NODE, Kind::Count { min: 0, max: 1 << 20 }, "0 (real nodes)", "mpi",
         "split each host's MPI ranks into emulated nodes of this many consecutive ranks"),
     user(AM_TRANSPORT, Kind::Text, "shm", "active messages",

@@ -287,6 +287,7 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
         },
         max_bytes: cfg.max_bytes.map(|m| m as i64),
         mask: cpu_mask(&allowed),
+        force: cfg.force,
     };
     let all: Vec<Record> = ffi::allgather_i64(&mine.words(), comm, size)?
         .chunks_exact(RECORD_WORDS)
@@ -303,6 +304,13 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
     let n_nodes = lay.node_sizes.len();
     if n_nodes == size {
         return Ok(off(Why::OneRankPerNode));
+    }
+    // Several nodes of at most 2 ranks: the hierarchy (node, leaders, node) adds a
+    // step to MPI's own and takes little off it (measured: docs/mpi.md), so MPI runs
+    // the communicator unless every rank forces smelt (SMELT_MPI_FORCE).
+    let forced = all.iter().all(|r| r.force);
+    if n_nodes > 1 && lay.node_sizes.iter().all(|&s| s <= 2) && !forced {
+        return Ok(off(Why::NoGain));
     }
     let place = lay.place;
     let [my_node, node_rank] = place[rank].map(|x| x as usize);
@@ -430,7 +438,7 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
 }
 
 /// Words of one rank's [`Record`] in the set-up's allgather.
-const RECORD_WORDS: usize = 8 + 16;
+const RECORD_WORDS: usize = 8 + 16 + 1;
 
 /// What one rank tells the others at set-up.
 struct Record {
@@ -444,6 +452,8 @@ struct Record {
     max_bytes: [i64; 5],
     /// The CPUs it may run on ([`cpu_mask`]).
     mask: [u64; 16],
+    /// `SMELT_MPI_FORCE`.
+    force: bool,
 }
 
 impl Record {
@@ -453,9 +463,10 @@ impl Record {
         w[1] = self.world;
         w[2] = self.cpu;
         w[3..8].copy_from_slice(&self.max_bytes);
-        for (x, m) in w[8..].iter_mut().zip(self.mask) {
+        for (x, m) in w[8..24].iter_mut().zip(self.mask) {
             *x = m as i64;
         }
+        w[24] = self.force as i64;
         w
     }
 
@@ -463,7 +474,7 @@ impl Record {
         let mut max_bytes = [0i64; 5];
         max_bytes.copy_from_slice(&w[3..8]);
         let mut mask = [0u64; 16];
-        for (m, &x) in mask.iter_mut().zip(&w[8..]) {
+        for (m, &x) in mask.iter_mut().zip(&w[8..24]) {
             *m = x as u64;
         }
         Record {
@@ -472,6 +483,7 @@ impl Record {
             cpu: w[2],
             max_bytes,
             mask,
+            force: w[24] != 0,
         }
     }
 }
@@ -1027,6 +1039,22 @@ impl Hier {
         }
     }
 
+    /// `MPI_Allgather`: `mine` (`k` bytes) from every rank into every rank's `out`
+    /// (ranks × `k` bytes, by rank): gathered to rank 0 over smelt's trees (and the
+    /// leaders' `MPI_Gatherv` across nodes), then broadcast from it the same way. Rank
+    /// 0 is node 0's leader, so both steps run on the leader's trees.
+    pub fn allgather(&mut self, mine: &[u8], out: &mut [u8]) -> Result<(), Fail> {
+        if self.n_nodes > 1 {
+            self.gather_nodes(mine, out, 0)?;
+            return self.bcast_hier(out, 0, 0);
+        }
+        let is_root = self.rank == 0;
+        let m = self.leader_tree();
+        m.gather_bytes(mine, if is_root { &mut *out } else { &mut [] })?;
+        tree_bcast(m, out)?;
+        Ok(())
+    }
+
     /// Node and rank within its node of communicator rank `r`.
     fn place_of(&self, r: usize) -> [usize; 2] {
         self.place[r].map(|x| x.max(0) as usize)
@@ -1189,6 +1217,7 @@ mod tests {
             cpu: -1,
             max_bytes: [0; 5],
             mask: cpu_mask(cpus),
+            force: false,
         }
     }
 
@@ -1197,10 +1226,12 @@ mod tests {
         let mut r = rec(u64::MAX - 3, 7, &[0, 63, 64, 1023]);
         r.cpu = 5;
         r.max_bytes = [1, 2, 3, 4, 1 << 40];
+        r.force = true;
         let back = Record::from_words(&r.words());
         assert_eq!(back.words(), r.words());
         assert_eq!(back.host, u64::MAX - 3);
         assert_eq!(back.mask, r.mask);
+        assert!(back.force);
     }
 
     #[test]

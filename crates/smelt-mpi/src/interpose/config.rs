@@ -53,6 +53,11 @@ pub struct Config {
     /// the nodes' trees are built from; default: this host's cached probe
     /// (`smelt probe --cache`) if there is one, else a uniform model.
     pub model: Option<String>,
+    /// `SMELT_MPI_FORCE=1`: take every call smelt can, also on communicators whose
+    /// nodes hold 1-2 ranks each, where the hierarchy only adds a step (by default
+    /// those go to MPI: [`super::stats::Why::NoGain`]). The tests use it to run the
+    /// multi-node paths on emulated nodes.
+    pub force: bool,
 }
 
 fn warn(var: &str, val: &str, why: &str) {
@@ -130,6 +135,7 @@ fn parse() -> Config {
         tree: tree(get("SMELT_MPI_TREE")),
         setup_after: number("SMELT_MPI_SETUP_AFTER", DEFAULT_SETUP_AFTER, 1 << 32),
         model: get("SMELT_MPI_MODEL"),
+        force: flag("SMELT_MPI_FORCE", false),
     }
 }
 

@@ -1,5 +1,6 @@
 //! The interposer: `MPI_Bcast`, `MPI_Reduce`, `MPI_Allreduce`, `MPI_Barrier`,
-//! `MPI_Gather`, `MPI_Scatter` and `MPI_Finalize` defined here (C symbols) take precedence over the MPI library's when
+//! `MPI_Gather`, `MPI_Scatter` and `MPI_Finalize` defined here, and those of [`more`]
+//! (`MPI_Allgather`, `MPI_Scan`, ...), (C symbols) take precedence over the MPI library's when
 //! `libsmelt_mpi.so` is preloaded; what smelt does not take goes to `PMPI_*`, the MPI
 //! profiling interface, unchanged.
 
@@ -8,6 +9,7 @@ mod config;
 mod ffi;
 mod fortran;
 mod model;
+mod more;
 mod stats;
 
 use crate::ops::{self, Elem};

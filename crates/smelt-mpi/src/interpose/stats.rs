@@ -27,9 +27,17 @@ pub enum Call {
     Barrier = 3,
     Gather = 4,
     Scatter = 5,
+    Allgather = 6,
+    Scan = 7,
+    Exscan = 8,
+    ReduceScatterBlock = 9,
+    Alltoall = 10,
+    Ibarrier = 11,
+    Ibcast = 12,
+    Iallreduce = 13,
 }
 
-const CALLS: usize = 6;
+const CALLS: usize = 14;
 
 impl Call {
     pub const ALL: [Call; CALLS] = [
@@ -39,6 +47,14 @@ impl Call {
         Call::Barrier,
         Call::Gather,
         Call::Scatter,
+        Call::Allgather,
+        Call::Scan,
+        Call::Exscan,
+        Call::ReduceScatterBlock,
+        Call::Alltoall,
+        Call::Ibarrier,
+        Call::Ibcast,
+        Call::Iallreduce,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -48,6 +64,14 @@ impl Call {
             Call::Barrier => "MPI_Barrier",
             Call::Gather => "MPI_Gather",
             Call::Scatter => "MPI_Scatter",
+            Call::Allgather => "MPI_Allgather",
+            Call::Scan => "MPI_Scan",
+            Call::Exscan => "MPI_Exscan",
+            Call::ReduceScatterBlock => "MPI_Reduce_scatter_block",
+            Call::Alltoall => "MPI_Alltoall",
+            Call::Ibarrier => "MPI_Ibarrier",
+            Call::Ibcast => "MPI_Ibcast",
+            Call::Iallreduce => "MPI_Iallreduce",
         }
     }
 }
@@ -72,9 +96,11 @@ pub enum Why {
     BadArgs,
     NoTree,
     Concurrent,
+    NoGain,
+    NonBlocking,
 }
 
-const WHYS: usize = Why::Concurrent as usize + 1;
+const WHYS: usize = Why::NonBlocking as usize + 1;
 const ALL_WHY: [Why; WHYS] = [
     Why::Intercomm,
     Why::OneRank,
@@ -91,6 +117,8 @@ const ALL_WHY: [Why; WHYS] = [
     Why::BadArgs,
     Why::NoTree,
     Why::Concurrent,
+    Why::NoGain,
+    Why::NonBlocking,
 ];
 
 impl Why {
@@ -114,6 +142,12 @@ impl Why {
             Why::NoTree => "no tree for this root (the node's limit of trees)",
             Why::Concurrent => {
                 "another thread was in a collective on the same communicator (MPI requires them ordered)"
+            }
+            Why::NoGain => {
+                "nodes of 1-2 ranks: the hierarchy adds a step and saves none (SMELT_MPI_FORCE=1 takes them)"
+            }
+            Why::NonBlocking => {
+                "non-blocking: smelt has no progress engine, and running it at the call could deadlock a correct program"
             }
         }
     }
@@ -193,6 +227,11 @@ pub fn summary() -> Vec<String> {
     for c in Call::ALL {
         let t = TAKEN[c as usize].load(Relaxed);
         let f: u64 = FELL[c as usize].iter().map(|x| x.load(Relaxed)).sum();
+        // The calls smelt has taken since its first version always; the others where
+        // the program made them.
+        if c as usize > Call::Scatter as usize && t + f == 0 {
+            continue;
+        }
         out.push(format!("{}: taken {t}, fell back {f}", c.name()));
         for w in ALL_WHY {
             let n = FELL[c as usize][w as usize].load(Relaxed);

@@ -1,5 +1,6 @@
-/* Checks MPI_Bcast, MPI_Reduce, MPI_Allreduce, MPI_Barrier, MPI_Gather and
- * MPI_Scatter against plain C.
+/* Checks MPI_Bcast, MPI_Reduce, MPI_Allreduce, MPI_Barrier, MPI_Gather,
+ * MPI_Scatter, MPI_Allgather, MPI_Scan, MPI_Exscan, MPI_Reduce_scatter_block and
+ * MPI_Alltoall against plain C (and MPI_Ibarrier, MPI_Ibcast, MPI_Iallreduce).
  *
  * Every (datatype x operation x root x in-place x count) on MPI_COMM_WORLD, on
  * MPI_Comm_split(even/odd), on an MPI_Comm_dup of it and on all ranks reordered (even
@@ -470,6 +471,155 @@ static void check_gather_scatter(MPI_Comm comm, int seed0)
     free(st.want);
 }
 
+/* check_more's buffers and seed (going on from case to case). */
+struct more_state {
+    int rank, size, seed;
+    unsigned char *send, *recv, *want, *tmp;
+};
+
+/* MPI_Scan, MPI_Exscan and MPI_Reduce_scatter_block under every valid op, in place
+ * and not; MPI_Allgather and MPI_Alltoall, in place and not. */
+static void check_more_case(MPI_Comm comm, const struct type *t, int count, int root, int ri, void *arg)
+{
+    (void)root;
+    if (ri > 0)
+        return; /* no root */
+    struct more_state *st = arg;
+    int rank = st->rank, size = st->size, seed = st->seed;
+    unsigned char *send = st->send, *recv = st->recv, *want = st->want, *tmp = st->tmp;
+    size_t bytes = (size_t)count * t->size;
+    for (int op = 0; op < N_OPS; op++) {
+        if (!op_valid(t->kind, op))
+            continue;
+        for (int inplace = 0; inplace < 2; inplace++) {
+            for (int ex = 0; ex < 2; ex++) {
+                /* MPI_Scan / MPI_Exscan: the fold over ranks 0..rank (0..rank-1). */
+                seed++;
+                int upto = ex ? rank - 1 : rank;
+                t->gen(want, count, 0, seed, op);
+                for (int k = 1; k <= upto; k++) {
+                    t->gen(tmp, count, k, seed, op);
+                    t->comb(want, tmp, count, op);
+                }
+                t->gen(send, count, rank, seed, op);
+                memset(recv, 0x5A, bytes);
+                if (inplace) {
+                    memcpy(recv, send, bytes);
+                    if (ex)
+                        MPI_Exscan(MPI_IN_PLACE, recv, count, t->dt, mpi_ops[op], comm);
+                    else
+                        MPI_Scan(MPI_IN_PLACE, recv, count, t->dt, mpi_ops[op], comm);
+                } else if (ex) {
+                    MPI_Exscan(send, recv, count, t->dt, mpi_ops[op], comm);
+                } else {
+                    MPI_Scan(send, recv, count, t->dt, mpi_ops[op], comm);
+                }
+                if (upto >= 0 && memcmp(recv, want, bytes) != 0)
+                    fail(comm, ex ? "MPI_Exscan" : "MPI_Scan", t, op, -1, inplace, count, recv, want);
+                checks++;
+            }
+            /* MPI_Reduce_scatter_block: count elements per rank of a vector of
+             * count x size. */
+            seed++;
+            int all = count * size;
+            t->gen(want, all, 0, seed, op);
+            for (int k = 1; k < size; k++) {
+                t->gen(tmp, all, k, seed, op);
+                t->comb(want, tmp, all, op);
+            }
+            t->gen(send, all, rank, seed, op);
+            memset(recv, 0x5A, bytes * size);
+            if (inplace) {
+                memcpy(recv, send, bytes * size);
+                MPI_Reduce_scatter_block(MPI_IN_PLACE, recv, count, t->dt, mpi_ops[op], comm);
+            } else {
+                MPI_Reduce_scatter_block(send, recv, count, t->dt, mpi_ops[op], comm);
+            }
+            if (memcmp(recv, want + rank * bytes, bytes) != 0)
+                fail(comm, "MPI_Reduce_scatter_block", t, op, -1, inplace, count, recv, want + rank * bytes);
+            checks++;
+        }
+    }
+    for (int inplace = 0; inplace < 2; inplace++) {
+        /* MPI_Allgather */
+        seed++;
+        for (int k = 0; k < size; k++)
+            t->gen(want + k * bytes, count, k, seed, O_SUM);
+        t->gen(send, count, rank, seed, O_SUM);
+        memset(recv, 0x3C, bytes * size);
+        if (inplace) {
+            memcpy(recv + rank * bytes, send, bytes);
+            MPI_Allgather(MPI_IN_PLACE, count, t->dt, recv, count, t->dt, comm);
+        } else {
+            MPI_Allgather(send, count, t->dt, recv, count, t->dt, comm);
+        }
+        if (memcmp(recv, want, bytes * size) != 0)
+            fail(comm, "MPI_Allgather", t, -1, -1, inplace, count * size, recv, want);
+        checks++;
+        /* MPI_Alltoall: rank j's send buffer is gen(j) over count x size elements;
+         * this rank receives block `rank` of each. */
+        seed++;
+        for (int j = 0; j < size; j++) {
+            t->gen(tmp, count * size, j, seed, O_SUM);
+            memcpy(want + j * bytes, tmp + rank * bytes, bytes);
+        }
+        t->gen(send, count * size, rank, seed, O_SUM);
+        memset(recv, 0x3C, bytes * size);
+        if (inplace) {
+            memcpy(recv, send, bytes * size);
+            MPI_Alltoall(MPI_IN_PLACE, count, t->dt, recv, count, t->dt, comm);
+        } else {
+            MPI_Alltoall(send, count, t->dt, recv, count, t->dt, comm);
+        }
+        if (memcmp(recv, want, bytes * size) != 0)
+            fail(comm, "MPI_Alltoall", t, -1, -1, inplace, count * size, recv, want);
+        checks++;
+    }
+    st->seed = seed;
+}
+
+/* The non-blocking collectives (MPI's: smelt counts them): results and requests. */
+static void check_nonblocking(MPI_Comm comm)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    MPI_Request req[3];
+    int b[4] = {rank, rank, rank, rank}, x = rank + 1, y = -1;
+    MPI_Ibarrier(comm, &req[0]);
+    MPI_Ibcast(b, 4, MPI_INT, size - 1, comm, &req[1]);
+    MPI_Iallreduce(&x, &y, 1, MPI_INT, MPI_SUM, comm, &req[2]);
+    int done = 0;
+    MPI_Test(&req[0], &done, MPI_STATUS_IGNORE);
+    MPI_Waitall(3, req, MPI_STATUSES_IGNORE);
+    if (b[0] != size - 1 || b[3] != size - 1 || y != size * (size + 1) / 2 || req[0] != MPI_REQUEST_NULL) {
+        fprintf(stderr, "collectives: WRONG non-blocking collectives: bcast %d, allreduce %d\n", b[0], y);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    checks++;
+}
+
+/* The collectives of check_more_case: every datatype and operation, counts 1, 3 and 40
+ * (`few`: 3 only). */
+static void check_more(MPI_Comm comm, int seed0, bool few)
+{
+    struct more_state st = {.seed = seed0};
+    MPI_Comm_rank(comm, &st.rank);
+    MPI_Comm_size(comm, &st.size);
+    static const int all_counts[] = {1, 3, 40}, few_counts[] = {3};
+    size_t max = 40 * 8 * (size_t)st.size;
+    st.send = malloc(max);
+    st.recv = malloc(max);
+    st.want = malloc(max);
+    st.tmp = malloc(max);
+    sweep(comm, few ? few_counts : all_counts, few ? 1 : 3, check_more_case, &st);
+    free(st.send);
+    free(st.recv);
+    free(st.want);
+    free(st.tmp);
+    check_nonblocking(comm);
+}
+
 /* Floating-point sums that are not exact: every rank must still get identical bits. */
 static void check_float_identical(MPI_Comm comm)
 {
@@ -670,6 +820,7 @@ int main(int argc, char **argv)
     init_types();
     for (int r = 0; r < rounds; r++) {
         check_comm(MPI_COMM_WORLD, 1000 * r, false);
+        check_more(MPI_COMM_WORLD, 15000 + 1000 * r, false);
         check_gather_scatter(MPI_COMM_WORLD, 3000 + 1000 * r);
         check_float_identical(MPI_COMM_WORLD);
         check_fallbacks(MPI_COMM_WORLD);
@@ -680,6 +831,8 @@ int main(int argc, char **argv)
         MPI_Comm_dup(split, &dup);
         check_comm(split, 5000 + 1000 * r, false);
         check_comm(dup, 9000 + 1000 * r, false);
+        check_more(split, 17000 + 1000 * r, true);
+        check_more(dup, 19000 + 1000 * r, false);
         check_gather_scatter(dup, 7000 + 1000 * r);
         check_float_identical(dup);
         check_fallbacks(dup);
@@ -695,6 +848,7 @@ int main(int argc, char **argv)
         MPI_Comm perm;
         MPI_Comm_split(MPI_COMM_WORLD, 0, (world_rank % 2) * wsize + world_rank, &perm);
         check_comm(perm, 11000 + 1000 * r, true);
+        check_more(perm, 21000 + 1000 * r, false);
         check_gather_scatter(perm, 13000 + 1000 * r);
         check_barrier(perm);
         MPI_Comm_free(&perm);

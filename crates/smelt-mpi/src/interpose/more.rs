@@ -1,0 +1,562 @@
+//! The collectives smelt builds from its gathers, scatters, broadcasts and
+//! allreduces: `MPI_Allgather`, `MPI_Scan`, `MPI_Exscan`, `MPI_Reduce_scatter_block`
+//! and `MPI_Alltoall` (small messages), and the non-blocking `MPI_Ibarrier`,
+//! `MPI_Ibcast` and `MPI_Iallreduce`, which go to MPI (counted, with the reason).
+//!
+//! Every choice between smelt and MPI depends only on what MPI requires to match on
+//! every rank (type signatures' sizes, the datatype and operation of reductions) and
+//! on the communicator's agreed cut-offs, so every rank takes the same path. Data
+//! whose datatype is not dense goes through `MPI_Pack`/`MPI_Unpack`, as for the
+//! gathers and scatters: the path never depends on a rank's own datatype.
+
+use super::ffi::{self, MPI_Comm, MPI_Datatype, MPI_Op};
+use super::stats::{self, Call, Why};
+use super::{bytes_at, bytes_at_mut, finish, hier, reduction, take_over, Fail, Held, Side};
+use std::os::raw::{c_int, c_void};
+
+/// Counts a fall-back of `call` for `why`; MPI runs it.
+fn fell(call: Call, why: Why, pmpi: impl FnOnce() -> c_int) -> c_int {
+    stats::fell_back(call, why);
+    pmpi()
+}
+
+/// The bytes of one block of `side` (`count` elements of its datatype) and where a
+/// dense block's data starts in it (`None`: packed); `Err(why)` for a null datatype or
+/// a negative count.
+fn block_of(side: &Side) -> Result<(usize, Option<isize>), Result<Why, c_int>> {
+    match side.blocks() {
+        Ok(Some((size, off))) if side.count >= 0 => Ok((size * side.count as usize, off)),
+        Ok(_) => Err(Ok(Why::BadArgs)),
+        Err(e) => Err(Err(e.0)),
+    }
+}
+
+/// The `n` blocks of `side` (each `k` bytes of data) back to back: read in place
+/// where the datatype is dense, else packed block by block.
+///
+/// # Safety
+/// `side` holds `n` blocks (MPI's contract).
+unsafe fn read_blocks(
+    side: &Side,
+    off: Option<isize>,
+    n: usize,
+    k: usize,
+    comm: MPI_Comm,
+) -> Result<Vec<u8>, Fail> {
+    match off {
+        // SAFETY: the caller's contract: `n` dense blocks of `k` bytes from `o`.
+        Some(o) => Ok(unsafe { bytes_at(side.buf, o, n * k) }.to_vec()),
+        None => {
+            let mut v = Vec::with_capacity(n * k);
+            for i in 0..n {
+                let at = side.block(i)?;
+                // SAFETY: the caller's contract: block `i` holds a block.
+                v.extend(unsafe { side.read(at, None, k, comm) }?);
+            }
+            Ok(v)
+        }
+    }
+}
+
+/// Writes `data` (`n` blocks of `k` bytes, back to back) into the `n` blocks of
+/// `side` (where the datatype is not dense: unpacked block by block).
+///
+/// # Safety
+/// `side` (its `buf` the caller's receive buffer) has room for `n` blocks.
+unsafe fn write_blocks(
+    side: &Side,
+    off: Option<isize>,
+    data: &[u8],
+    n: usize,
+    k: usize,
+    comm: MPI_Comm,
+) -> Result<(), Fail> {
+    match off {
+        Some(o) => {
+            // SAFETY: the caller's contract: room for `n` dense blocks from `o`.
+            unsafe { bytes_at_mut(side.buf.cast_mut(), o, n * k) }.copy_from_slice(data);
+        }
+        None => {
+            for i in 0..n {
+                let at = side.block(i)?.cast_mut();
+                // SAFETY: the caller's contract: room for block `i`.
+                unsafe { side.write(at, &data[i * k..(i + 1) * k], comm) }?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The smallest of the cut-offs at `at` (indices into `Hier::max_bytes`).
+fn cut_off(h: &Held, at: &[usize]) -> usize {
+    at.iter().map(|&i| h.max_bytes[i]).min().unwrap_or(0)
+}
+
+/// Whether `bytes` (per rank) fit the cut-offs at `at` and MPI's C-int byte counts
+/// for `n` ranks.
+fn fits(h: &Held, bytes: usize, n: usize, at: &[usize]) -> bool {
+    bytes <= cut_off(h, at)
+        && bytes
+            .checked_mul(n)
+            .is_some_and(|t| t <= c_int::MAX as usize)
+}
+
+/// `MPI_Allgather` through smelt where it can.
+///
+/// # Safety
+/// MPI's contract for `MPI_Allgather`.
+unsafe fn allgather(send: Side, recv: Side, comm: MPI_Comm, pmpi: impl Fn() -> c_int) -> c_int {
+    let call = Call::Allgather;
+    let mut h = match hier(comm, call, &pmpi) {
+        Ok(h) => h,
+        Err(rc) => return rc,
+    };
+    let (n, rank) = (h.size, h.rank);
+    let in_place = send.buf == ffi::in_place().cast_const();
+    let (k, roff) = match block_of(&recv) {
+        Ok(x) => x,
+        Err(Ok(why)) => return fell(call, why, pmpi),
+        Err(Err(rc)) => return rc,
+    };
+    let soff = if in_place {
+        None
+    } else {
+        match block_of(&send) {
+            Ok((sk, off)) if sk == k => off,
+            Ok(_) | Err(Ok(_)) => return fell(call, Why::BadArgs, pmpi),
+            Err(Err(rc)) => return rc,
+        }
+    };
+    // The whole result is broadcast: it must fit the broadcast's cut-off, each part
+    // the gather's.
+    if !fits(&h, k, n, &[3]) || !fits(&h, k * n, 1, &[0]) {
+        return fell(call, Why::TooLarge, pmpi);
+    }
+    if k == 0 {
+        stats::taken(call);
+        return ffi::success();
+    }
+    let r = (|| {
+        let mine = if in_place {
+            let at = recv.block(rank)?;
+            // SAFETY: MPI's contract: in place, this rank's block of the receive
+            // buffer holds its part.
+            unsafe { recv.read(at, roff, k, comm) }?
+        } else {
+            // SAFETY: MPI's contract: the send buffer holds one block.
+            unsafe { read_blocks(&send, soff, 1, k, comm) }?
+        };
+        match roff {
+            Some(o) => {
+                // SAFETY: MPI's contract: room for `n` dense blocks of `k` bytes from
+                // `o`; `mine` is a copy, so they do not overlap.
+                let out = unsafe { bytes_at_mut(recv.buf.cast_mut(), o, n * k) };
+                h.allgather(&mine, out)
+            }
+            None => {
+                let mut all = vec![0u8; n * k];
+                h.allgather(&mine, &mut all)?;
+                // SAFETY: MPI's contract: room for `n` blocks.
+                unsafe { write_blocks(&recv, None, &all, n, k, comm) }
+            }
+        }
+    })();
+    finish(r, call, comm, &h)
+}
+
+/// `MPI_Scan` (`exclusive` false) or `MPI_Exscan` through smelt where it can: every
+/// rank's input gathered to rank 0, which computes the prefixes in rank order and
+/// scatters them (small messages: both steps move one part per rank).
+///
+/// # Safety
+/// MPI's contract for `MPI_Scan`/`MPI_Exscan`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn scan(
+    exclusive: bool,
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    op: MPI_Op,
+    comm: MPI_Comm,
+    pmpi: impl Fn() -> c_int,
+) -> c_int {
+    let call = if exclusive { Call::Exscan } else { Call::Scan };
+    let mut h = match hier(comm, call, &pmpi) {
+        Ok(h) => h,
+        Err(rc) => return rc,
+    };
+    if count < 0 {
+        return fell(call, Why::BadArgs, pmpi);
+    }
+    let max = cut_off(&h, &[3, 4]);
+    let (red, len) = match reduction(call, count, dt, op, max, &pmpi) {
+        Ok(x) => x,
+        Err(rc) => return rc,
+    };
+    let (n, rank) = (h.size, h.rank);
+    if len.checked_mul(n).is_none_or(|t| t > c_int::MAX as usize) {
+        return fell(call, Why::TooLarge, pmpi);
+    }
+    let input = if send == ffi::in_place().cast_const() {
+        recv.cast_const()
+    } else {
+        send
+    };
+    // SAFETY: MPI's contract: the input holds `count` elements of `dt` (`len` bytes).
+    let mine = unsafe { bytes_at(input, 0, len) }.to_vec();
+    let r = (|| {
+        let mut all = if rank == 0 {
+            vec![0u8; n * len]
+        } else {
+            Vec::new()
+        };
+        if !h.gather(&mine, &mut all, 0)? {
+            return Ok(false);
+        }
+        let mut parts = Vec::new();
+        if rank == 0 {
+            // Inclusive prefixes in place: part i = part i-1 (op) input i (MPI's
+            // predefined operations are commutative).
+            for i in 1..n {
+                let (before, from) = all.split_at_mut(i * len);
+                (red.combine)(&mut from[..len], &before[(i - 1) * len..]);
+            }
+            if exclusive {
+                // Rank i gets the prefix of ranks 0..i; rank 0's result is undefined
+                // (its buffer is left alone).
+                parts = vec![0u8; n * len];
+                parts[len..].copy_from_slice(&all[..(n - 1) * len]);
+            } else {
+                parts = all;
+            }
+        }
+        let mut out = vec![0u8; len];
+        if !h.scatter(&parts, &mut out, 0)? {
+            return Ok(false);
+        }
+        if !(exclusive && rank == 0) {
+            // SAFETY: MPI's contract: `recv` has room for `count` elements of `dt`;
+            // `out` is this crate's buffer.
+            unsafe { bytes_at_mut(recv, 0, len) }.copy_from_slice(&out);
+        }
+        Ok(true)
+    })();
+    match r {
+        Ok(true) => finish(Ok(()), call, comm, &h),
+        Ok(false) => fell(call, Why::NoTree, pmpi),
+        Err(e) => finish(Err(e), call, comm, &h),
+    }
+}
+
+/// `MPI_Reduce_scatter_block` through smelt where it can: smelt's allreduce of the
+/// whole vector (`rcount` elements per rank), each rank keeping its block.
+///
+/// # Safety
+/// MPI's contract for `MPI_Reduce_scatter_block`.
+unsafe fn reduce_scatter_block(
+    send: *const c_void,
+    recv: *mut c_void,
+    rcount: c_int,
+    dt: MPI_Datatype,
+    op: MPI_Op,
+    comm: MPI_Comm,
+    pmpi: impl Fn() -> c_int,
+) -> c_int {
+    let call = Call::ReduceScatterBlock;
+    let mut h = match hier(comm, call, &pmpi) {
+        Ok(h) => h,
+        Err(rc) => return rc,
+    };
+    let (n, rank) = (h.size, h.rank);
+    let total = (rcount as i64)
+        .checked_mul(n as i64)
+        .filter(|&t| t <= c_int::MAX as i64);
+    let Some(total) = total.filter(|_| rcount >= 0) else {
+        return fell(call, Why::BadArgs, pmpi);
+    };
+    let (red, len) = match reduction(call, total as c_int, dt, op, h.max_bytes[2], &pmpi) {
+        Ok(x) => x,
+        Err(rc) => return rc,
+    };
+    let block = len / n;
+    let input = if send == ffi::in_place().cast_const() {
+        recv.cast_const()
+    } else {
+        send
+    };
+    // SAFETY: MPI's contract: the input holds `rcount` × ranks elements of `dt`.
+    let mut acc = unsafe { bytes_at(input, 0, len) }.to_vec();
+    let r = h.allreduce(&mut acc, red);
+    if r.is_ok() {
+        // SAFETY: MPI's contract: `recv` has room for `rcount` elements of `dt`;
+        // `acc` is this crate's buffer.
+        unsafe { bytes_at_mut(recv, 0, block) }
+            .copy_from_slice(&acc[rank * block..(rank + 1) * block]);
+    }
+    finish(r, call, comm, &h)
+}
+
+/// `MPI_Alltoall` of small blocks through smelt where it can: every rank's blocks
+/// gathered to rank 0, transposed there, scattered back.
+///
+/// # Safety
+/// MPI's contract for `MPI_Alltoall`.
+unsafe fn alltoall(send: Side, recv: Side, comm: MPI_Comm, pmpi: impl Fn() -> c_int) -> c_int {
+    let call = Call::Alltoall;
+    let mut h = match hier(comm, call, &pmpi) {
+        Ok(h) => h,
+        Err(rc) => return rc,
+    };
+    let (n, rank) = (h.size, h.rank);
+    let in_place = send.buf == ffi::in_place().cast_const();
+    let (k, roff) = match block_of(&recv) {
+        Ok(x) => x,
+        Err(Ok(why)) => return fell(call, why, pmpi),
+        Err(Err(rc)) => return rc,
+    };
+    let soff = if in_place {
+        roff
+    } else {
+        match block_of(&send) {
+            Ok((sk, off)) if sk == k => off,
+            Ok(_) | Err(Ok(_)) => return fell(call, Why::BadArgs, pmpi),
+            Err(Err(rc)) => return rc,
+        }
+    };
+    // Each rank's n blocks are gathered and scattered: they must fit both cut-offs.
+    if !fits(&h, k * n, n, &[3, 4]) {
+        return fell(call, Why::TooLarge, pmpi);
+    }
+    if k == 0 {
+        stats::taken(call);
+        return ffi::success();
+    }
+    let from = if in_place { recv } else { send };
+    let r = (|| {
+        // SAFETY: MPI's contract: `from` holds `n` blocks.
+        let mine = unsafe { read_blocks(&from, soff, n, k, comm) }?;
+        let row = n * k;
+        let mut all = if rank == 0 {
+            vec![0u8; n * row]
+        } else {
+            Vec::new()
+        };
+        if !h.gather(&mine, &mut all, 0)? {
+            return Ok(false);
+        }
+        let mut t = Vec::new();
+        if rank == 0 {
+            // Rank r receives block r of every rank j, in order of j.
+            t = vec![0u8; n * row];
+            for r in 0..n {
+                for j in 0..n {
+                    t[r * row + j * k..r * row + (j + 1) * k]
+                        .copy_from_slice(&all[j * row + r * k..j * row + (r + 1) * k]);
+                }
+            }
+        }
+        let mut out = vec![0u8; row];
+        if !h.scatter(&t, &mut out, 0)? {
+            return Ok(false);
+        }
+        // SAFETY: MPI's contract: room for `n` blocks in the receive buffer.
+        unsafe { write_blocks(&recv, roff, &out, n, k, comm) }?;
+        Ok(true)
+    })();
+    match r {
+        Ok(true) => finish(Ok(()), call, comm, &h),
+        Ok(false) => fell(call, Why::NoTree, pmpi),
+        Err(e) => finish(Err(e), call, comm, &h),
+    }
+}
+
+/// `MPI_Allgather`, taken over (see the crate documentation).
+///
+/// # Safety
+/// MPI's contract for `MPI_Allgather`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allgather(
+    send: *const c_void,
+    scount: c_int,
+    stype: MPI_Datatype,
+    recv: *mut c_void,
+    rcount: c_int,
+    rtype: MPI_Datatype,
+    comm: MPI_Comm,
+) -> c_int {
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let pmpi =
+        || unsafe { mpi_sys::PMPI_Allgather(send, scount, stype, recv, rcount, rtype, comm) };
+    let s = Side {
+        buf: send,
+        count: scount,
+        dt: stype,
+    };
+    let r = Side {
+        buf: recv.cast_const(),
+        count: rcount,
+        dt: rtype,
+    };
+    // SAFETY: the caller upholds MPI's contract.
+    take_over("MPI_Allgather", pmpi, || unsafe {
+        allgather(s, r, comm, pmpi)
+    })
+}
+
+/// `MPI_Alltoall`, taken over at small sizes (see the crate documentation).
+///
+/// # Safety
+/// MPI's contract for `MPI_Alltoall`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alltoall(
+    send: *const c_void,
+    scount: c_int,
+    stype: MPI_Datatype,
+    recv: *mut c_void,
+    rcount: c_int,
+    rtype: MPI_Datatype,
+    comm: MPI_Comm,
+) -> c_int {
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let pmpi = || unsafe { mpi_sys::PMPI_Alltoall(send, scount, stype, recv, rcount, rtype, comm) };
+    let s = Side {
+        buf: send,
+        count: scount,
+        dt: stype,
+    };
+    let r = Side {
+        buf: recv.cast_const(),
+        count: rcount,
+        dt: rtype,
+    };
+    // SAFETY: the caller upholds MPI's contract.
+    take_over("MPI_Alltoall", pmpi, || unsafe {
+        alltoall(s, r, comm, pmpi)
+    })
+}
+
+/// `MPI_Scan`, taken over (see the crate documentation).
+///
+/// # Safety
+/// MPI's contract for `MPI_Scan`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Scan(
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    op: MPI_Op,
+    comm: MPI_Comm,
+) -> c_int {
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let pmpi = || unsafe { mpi_sys::PMPI_Scan(send, recv, count, dt, op, comm) };
+    // SAFETY: the caller upholds MPI's contract.
+    take_over("MPI_Scan", pmpi, || unsafe {
+        scan(false, send, recv, count, dt, op, comm, pmpi)
+    })
+}
+
+/// `MPI_Exscan`, taken over (see the crate documentation).
+///
+/// # Safety
+/// MPI's contract for `MPI_Exscan`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Exscan(
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    op: MPI_Op,
+    comm: MPI_Comm,
+) -> c_int {
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let pmpi = || unsafe { mpi_sys::PMPI_Exscan(send, recv, count, dt, op, comm) };
+    // SAFETY: the caller upholds MPI's contract.
+    take_over("MPI_Exscan", pmpi, || unsafe {
+        scan(true, send, recv, count, dt, op, comm, pmpi)
+    })
+}
+
+/// `MPI_Reduce_scatter_block`, taken over (see the crate documentation).
+///
+/// # Safety
+/// MPI's contract for `MPI_Reduce_scatter_block`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_scatter_block(
+    send: *const c_void,
+    recv: *mut c_void,
+    rcount: c_int,
+    dt: MPI_Datatype,
+    op: MPI_Op,
+    comm: MPI_Comm,
+) -> c_int {
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let pmpi = || unsafe { mpi_sys::PMPI_Reduce_scatter_block(send, recv, rcount, dt, op, comm) };
+    // SAFETY: the caller upholds MPI's contract.
+    take_over("MPI_Reduce_scatter_block", pmpi, || unsafe {
+        reduce_scatter_block(send, recv, rcount, dt, op, comm, pmpi)
+    })
+}
+
+/// A non-blocking collective: MPI runs it, counted (smelt has no progress engine:
+/// running it to completion at the call would block where MPI requires the call to
+/// return at once, and a correct program that waits on it while exchanging messages,
+/// as the NBX pattern does, would deadlock).
+fn non_blocking(call: Call, pmpi: impl FnOnce() -> c_int) -> c_int {
+    if !super::config().off {
+        stats::fell_back(call, Why::NonBlocking);
+    }
+    pmpi()
+}
+
+/// `MPI_Ibarrier`: MPI's, counted.
+///
+/// # Safety
+/// MPI's contract for `MPI_Ibarrier`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ibarrier(comm: MPI_Comm, req: *mut mpi_sys::MPI_Request) -> c_int {
+    // SAFETY: the caller's arguments, passed on unchanged.
+    non_blocking(Call::Ibarrier, || unsafe {
+        mpi_sys::PMPI_Ibarrier(comm, req)
+    })
+}
+
+/// `MPI_Ibcast`: MPI's, counted.
+///
+/// # Safety
+/// MPI's contract for `MPI_Ibcast`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ibcast(
+    buf: *mut c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    root: c_int,
+    comm: MPI_Comm,
+    req: *mut mpi_sys::MPI_Request,
+) -> c_int {
+    // SAFETY: the caller's arguments, passed on unchanged.
+    non_blocking(Call::Ibcast, || unsafe {
+        mpi_sys::PMPI_Ibcast(buf, count, dt, root, comm, req)
+    })
+}
+
+/// `MPI_Iallreduce`: MPI's, counted.
+///
+/// # Safety
+/// MPI's contract for `MPI_Iallreduce`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Iallreduce(
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    op: MPI_Op,
+    comm: MPI_Comm,
+    req: *mut mpi_sys::MPI_Request,
+) -> c_int {
+    // SAFETY: the caller's arguments, passed on unchanged.
+    non_blocking(Call::Iallreduce, || unsafe {
+        mpi_sys::PMPI_Iallreduce(send, recv, count, dt, op, comm, req)
+    })
+}
