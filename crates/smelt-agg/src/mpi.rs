@@ -8,7 +8,7 @@ use crate::process::finish;
 use crate::shared::Shared;
 use crate::{AggConfig, AggError, Out, Worker};
 use smelt_am::mpi::Mpi;
-use smelt_runtime::mesh_job::ShmLink;
+use smelt_mesh::mesh_job::ShmLink;
 
 /// Collective over the ranks: this rank's `workers` workers (worker `w` of the job
 /// is worker `w % workers` of rank `w / workers`).

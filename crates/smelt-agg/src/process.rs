@@ -10,7 +10,7 @@ use crate::shared::Shared;
 use crate::worker::build;
 use crate::{AggConfig, AggError, Out, Worker};
 use smelt_am::process::AmJob;
-use smelt_runtime::mesh_job::ShmLink;
+use smelt_mesh::mesh_job::ShmLink;
 
 /// Joins as process `rank` of `job` from this process: its `workers` workers (worker
 /// `w` of the job is worker `w % workers` of process `w / workers`).

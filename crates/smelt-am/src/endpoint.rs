@@ -4,8 +4,8 @@ use crate::error::AmError;
 use crate::poll::{PollPolicy, Poller};
 use crate::remote::Remote;
 use crate::wire::{self, Head, Kind, Reason, FIRST, LAST, MAX_ARGS};
-use smelt_runtime::mesh::{Mesh, MeshError};
-use smelt_runtime::Rank;
+use smelt_mesh::mesh::{Mesh, MeshError};
+use smelt_mesh::Rank;
 use smelt_transport::{Backoff, Endpoint as QueuePairEnd, Link, TransportError, WaitPolicy};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -692,7 +692,7 @@ impl Waiter {
 /// An active-message endpoint (see the [crate documentation](crate)): a handler table,
 /// a destination table and the links to reach every destination. `S` is the state its
 /// handlers work on ([`state`](Endpoint::state)); `L` the transport of its local
-/// links (queuepairs between threads, or [`ShmLink`](smelt_runtime::mesh_job::ShmLink)
+/// links (queuepairs between threads, or [`ShmLink`](smelt_mesh::mesh_job::ShmLink)
 /// between processes).
 pub struct Endpoint<S, L: Link = QueuePairEnd> {
     net: Net<L>,
@@ -1389,7 +1389,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
                     AmError::HandlerPanicked {
                         handler: 0,
                         from,
-                        message: smelt_runtime::panic_message(&*p),
+                        message: smelt_mesh::panic_message(&*p),
                     }
                 })
             }
@@ -1458,7 +1458,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
                 Err(AmError::HandlerPanicked {
                     handler,
                     from,
-                    message: smelt_runtime::panic_message(&*p),
+                    message: smelt_mesh::panic_message(&*p),
                 })
             }
         }

@@ -73,9 +73,9 @@ use raw::{
     allgather_u64, allreduce_min, bcast_bytes, check, comm_dup, comm_free, comm_rank_size,
     comm_split, error_string, ibarrier, mpi_active,
 };
-use smelt_runtime::mesh::Mesh;
-use smelt_runtime::mesh_job::{self, MeshJob, ShmLink};
-use smelt_runtime::Rank;
+use smelt_mesh::mesh::Mesh;
+use smelt_mesh::mesh_job::{self, MeshJob, ShmLink};
+use smelt_mesh::Rank;
 use smelt_transport::{Link, TransportError, WaitPolicy};
 use std::os::raw::{c_int, c_void};
 use std::time::{Duration, Instant};

@@ -1,5 +1,5 @@
 //! Endpoints in several processes of one host, linked by queuepairs in shared memory
-//! ([`smelt_runtime::mesh_job`]).
+//! ([`smelt_mesh::mesh_job`]).
 //!
 //! The creator calls [`AmJob::create`], starts each member process with the variables
 //! of [`AmJob::env`] (or joins ranks itself with [`AmJob::join`]), and each member
@@ -9,8 +9,8 @@
 use crate::endpoint::{Config, Endpoint, Name};
 use crate::error::AmError;
 use crate::setup::{random_tag, Table};
-use smelt_runtime::mesh_job::{self, MeshJob, ShmLink};
-use smelt_runtime::Rank;
+use smelt_mesh::mesh_job::{self, MeshJob, ShmLink};
+use smelt_mesh::Rank;
 
 /// The creator's handle on a job of endpoints in member processes.
 #[derive(Debug)]

@@ -3,8 +3,8 @@
 use crate::endpoint::{Config, Dest, Endpoint, Name, Route};
 use crate::error::AmError;
 use crate::remote::Remote;
-use smelt_runtime::mesh::{Mesh, MeshBuilder};
-use smelt_runtime::Rank;
+use smelt_mesh::mesh::{Mesh, MeshBuilder};
+use smelt_mesh::Rank;
 use smelt_transport::Link;
 use std::hash::{BuildHasher, Hasher};
 

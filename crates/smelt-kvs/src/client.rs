@@ -2,9 +2,9 @@
 
 use crate::config::{KvsError, StoreConfig};
 use crate::wire::{self, tag, untag, Kind};
-use smelt_runtime::mesh::{Mesh, MeshError};
-use smelt_runtime::mesh_job::ShmLink;
-use smelt_runtime::Rank;
+use smelt_mesh::mesh::{Mesh, MeshError};
+use smelt_mesh::mesh_job::ShmLink;
+use smelt_mesh::Rank;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

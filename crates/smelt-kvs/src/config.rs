@@ -1,7 +1,7 @@
 //! How a store is built, and its errors.
 
+use smelt_mesh::WaitPolicy;
 use smelt_model::Model;
-use smelt_runtime::WaitPolicy;
 use smelt_tree::{Topology, Tree};
 use std::fmt;
 use std::str::FromStr;

@@ -1,6 +1,6 @@
 //! A replicated key-value store over smelt's trees (issue 12; paper §5.6–5.7).
 //!
-//! Replicas and clients are threads linked by a [`smelt_runtime::mesh`]. Sets are
+//! Replicas and clients are threads linked by a [`smelt_mesh::mesh`]. Sets are
 //! ordered by an agreement protocol whose broadcast runs down a smelt tree rooted at
 //! the acceptor ([`Protocol::OnePaxos`], [`Protocol::TwoPc`]) or by a plain atomic
 //! broadcast ([`Protocol::Broadcast`]); every replica applies them in the same order.

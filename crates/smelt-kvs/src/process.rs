@@ -1,6 +1,6 @@
 //! Replicas as processes: each replica runs in a process of its own, linked to the
 //! others, to the clients and to the store's control member by queuepairs in shared
-//! memory ([`smelt_runtime::mesh_job`]). The protocols, trees, failover and the client
+//! memory ([`smelt_mesh::mesh_job`]). The protocols, trees, failover and the client
 //! API are those of thread replicas; the clients and the control member stay in the
 //! process that started the store.
 //!
@@ -16,10 +16,10 @@
 use crate::config::{KvsError, Protocol, StoreConfig, TreeSpec};
 use crate::replica::{Layout, Replica, ReplicaReport};
 use serde::{Deserialize, Serialize};
+use smelt_mesh::mesh::Mesh;
+use smelt_mesh::mesh_job::{self, MeshJob, ShmLink};
+use smelt_mesh::{Rank, WaitPolicy};
 use smelt_model::Model;
-use smelt_runtime::mesh::Mesh;
-use smelt_runtime::mesh_job::{self, MeshJob, ShmLink};
-use smelt_runtime::{Rank, WaitPolicy};
 use smelt_transport::allowed_cpus;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};

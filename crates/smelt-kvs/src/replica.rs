@@ -4,8 +4,8 @@
 use crate::config::{Protocol, TreeSpec, Veto};
 use crate::wire::{self, bslot, split_bslot, tag, untag, Entry, Kind};
 use serde::{Deserialize, Serialize};
-use smelt_runtime::mesh::{Mesh, MeshError};
-use smelt_runtime::Rank;
+use smelt_mesh::mesh::{Mesh, MeshError};
+use smelt_mesh::Rank;
 use smelt_transport::{Endpoint, Link};
 use std::collections::BTreeMap;
 use std::collections::{HashMap, VecDeque};

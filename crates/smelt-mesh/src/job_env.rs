@@ -1,4 +1,4 @@
-//! What the two kinds of shared-memory jobs (a group's [`Job`](crate::process::Job)
+//! What the two kinds of shared-memory jobs (a group's `smelt_runtime::process::Job`
 //! and a [`MeshJob`](crate::mesh_job::MeshJob)) share: their accessors over the
 //! segment, and the environment that tells a member process how to join.
 
@@ -8,6 +8,8 @@ use std::path::PathBuf;
 
 /// The accessors of a job held in field `shm` ([`ShmJob`]): `path`, `key`, `joined`,
 /// `has_joined` and `is_dead`.
+#[macro_export]
+#[doc(hidden)]
 macro_rules! shm_job_accessors {
     () => {
         /// The segment's path.
@@ -36,14 +38,13 @@ macro_rules! shm_job_accessors {
         }
     };
 }
-pub(crate) use shm_job_accessors;
 
 /// The names of the variables holding a job's segment path, its key and a member's
 /// rank.
-pub(crate) type JoinVars = [&'static str; 3];
+pub type JoinVars = [&'static str; 3];
 
 /// The environment member `rank` of the job in `shm` needs to join, in `vars`.
-pub(crate) fn join_env(shm: &ShmJob, vars: JoinVars, rank: Rank) -> Vec<(String, String)> {
+pub fn join_env(shm: &ShmJob, vars: JoinVars, rank: Rank) -> Vec<(String, String)> {
     let [job, key, rank_var] = vars;
     vec![
         (job.into(), shm.path().display().to_string()),
@@ -54,7 +55,7 @@ pub(crate) fn join_env(shm: &ShmJob, vars: JoinVars, rank: Rank) -> Vec<(String,
 
 /// The segment path, key and rank (as written) that [`join_env`] set in `vars`;
 /// `unset(name)` is the error for a variable that is not set.
-pub(crate) fn read_join_env<E>(
+pub fn read_join_env<E>(
     vars: JoinVars,
     unset: impl Fn(&str) -> E,
 ) -> Result<(PathBuf, String, String), E> {

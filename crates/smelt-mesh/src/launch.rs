@@ -6,18 +6,19 @@
 //! which forwards it), and bound to the launcher's life: a member is killed (SIGKILL)
 //! when the thread that started it ends, even by `kill -9`. Signals go to the whole
 //! group, so a member's own children get them too; dropping `Members` kills and reaps
-//! every member still running. Pair it with [`Job::create_guarded`], whose segment
+//! every member still running. Pair it with a guarded job (`smelt_runtime::process::
+//! Job::create_guarded`, `smelt_transport::shm::ShmJob::create_guarded`), whose segment
 //! name cannot outlive the launcher either.
 //!
 //! ```no_run
-//! use smelt_runtime::launch::Members;
-//! use smelt_runtime::process::Job;
-//! # fn f(job: &Job) -> std::io::Result<()> {
+//! use smelt_mesh::launch::Members;
+//! # fn f(envs: Vec<Vec<(String, String)>>, cpus: Vec<u32>) -> std::io::Result<()> {
+//! // envs[rank]: what member `rank` needs to join (a job's `env(rank)`).
 //! let mut members = Members::new();
-//! for rank in 0..job.size() {
+//! for (rank, env) in envs.into_iter().enumerate() {
 //!     let mut cmd = std::process::Command::new("./member");
-//!     cmd.envs(job.env(smelt_runtime::Rank(rank)));
-//!     members.spawn(&mut cmd, Some(job.cpus()[rank].get()))?;
+//!     cmd.envs(env);
+//!     members.spawn(&mut cmd, Some(cpus[rank]))?;
 //! }
 //! while members.running() > 0 {
 //!     for (rank, status) in members.poll() {
@@ -27,8 +28,6 @@
 //! }
 //! # Ok(()) }
 //! ```
-//!
-//! [`Job::create_guarded`]: crate::process::Job::create_guarded
 
 use smelt_transport::members::{prepare_member, process_group_of, signal_group};
 use smelt_transport::signal_process;

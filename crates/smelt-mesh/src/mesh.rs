@@ -7,8 +7,8 @@
 //! left, a timeout, the mesh's abort flag), never by hanging.
 //!
 //! ```
-//! use smelt_runtime::mesh::{MeshBuilder, MeshError};
-//! use smelt_runtime::Rank;
+//! use smelt_mesh::mesh::{MeshBuilder, MeshError};
+//! use smelt_mesh::Rank;
 //! use std::time::Duration;
 //! let t = Duration::from_secs(5);
 //! // A server (member 0) linked to two clients (`all_to_all()` links every pair).
@@ -61,7 +61,7 @@
 //! member's failure does not fail the others: servers decide what a peer's departure
 //! means.
 
-use crate::Rank;
+use smelt_ids::Rank;
 use smelt_transport::{
     allowed_cpus, try_queuepair, Abort, Backoff, Endpoint, Link, TransportError, WaitPolicy,
 };

@@ -21,8 +21,8 @@
 //! (the mappings stay valid) and when the creator's [`MeshJob`] is dropped.
 //!
 //! ```no_run
-//! use smelt_runtime::mesh_job::{join_from_env, MeshJob};
-//! use smelt_runtime::{Rank, WaitPolicy};
+//! use smelt_mesh::mesh_job::{join_from_env, MeshJob};
+//! use smelt_mesh::{Rank, WaitPolicy};
 //! use std::time::Duration;
 //! // The creator: members 0 (here) and 1 (a child process), linked.
 //! let job = MeshJob::create(2, &[(Rank(0), Rank(1))], 64, b"hello")?;
@@ -33,12 +33,13 @@
 //! // In ./member:
 //! let (mut mesh, blob) = join_from_env(None)?;
 //! mesh.send(Rank(0), 1, &blob, Duration::from_secs(5))?;
-//! # Ok::<(), smelt_runtime::mesh::MeshError>(())
+//! # Ok::<(), smelt_mesh::mesh::MeshError>(())
 //! ```
 
-use crate::job_env::{join_env, read_join_env, shm_job_accessors, JoinVars};
+use crate::job_env::{join_env, read_join_env, JoinVars};
 use crate::mesh::{Mesh, MeshError};
-use crate::Rank;
+use crate::shm_job_accessors;
+use smelt_ids::Rank;
 use smelt_transport::shm::{RingSpec, ShmJob, ShmMember};
 use smelt_transport::{allowed_cpus, Abort, Endpoint, Link, TransportError, WaitPolicy};
 use std::path::Path;

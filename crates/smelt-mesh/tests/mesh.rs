@@ -1,8 +1,8 @@
-//! Point-to-point messaging (`smelt_runtime::mesh`): any-to-any sends, waiting on many
+//! Point-to-point messaging (`smelt_mesh::mesh`): any-to-any sends, waiting on many
 //! links at once, departures, timeouts, abort, and many members on few CPUs.
 
-use smelt_runtime::mesh::{Mesh, MeshBuilder, MeshError};
-use smelt_runtime::Rank;
+use smelt_mesh::mesh::{Mesh, MeshBuilder, MeshError};
+use smelt_mesh::Rank;
 use smelt_transport::{stress_scale, try_queuepair, Endpoint, TransportError, WaitPolicy};
 use std::time::{Duration, Instant};
 

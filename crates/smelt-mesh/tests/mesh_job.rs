@@ -1,10 +1,10 @@
-//! Meshes over a shared-memory job (`smelt_runtime::mesh_job`), with every rank joined
+//! Meshes over a shared-memory job (`smelt_mesh::mesh_job`), with every rank joined
 //! from this process (the member processes of the key-value store are tested in
 //! smelt-kvs's tests/processes.rs): links, the blob, departures, bad input.
 
-use smelt_runtime::mesh::MeshError;
-use smelt_runtime::mesh_job::{join_from_env, MeshJob};
-use smelt_runtime::{Rank, WaitPolicy};
+use smelt_mesh::mesh::MeshError;
+use smelt_mesh::mesh_job::{join_from_env, MeshJob};
+use smelt_mesh::{Rank, WaitPolicy};
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(5);
@@ -100,7 +100,7 @@ fn bad_input_is_an_error() {
     assert!(job.join(Rank(0), WaitPolicy::DEDICATED, None).is_err());
     assert!(job.join(Rank(2), WaitPolicy::DEDICATED, None).is_err());
     // Not started as a member.
-    if !smelt_settings::is_set(smelt_runtime::mesh_job::ENV_MESH_JOB) {
+    if !smelt_settings::is_set(smelt_mesh::mesh_job::ENV_MESH_JOB) {
         assert!(matches!(join_from_env(None), Err(MeshError::Invalid(_))));
     }
 }

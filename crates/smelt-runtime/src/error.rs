@@ -67,11 +67,4 @@ pub enum GroupError {
     Transport(#[from] smelt_transport::TransportError),
 }
 
-/// The message of a caught panic (its `&str` or `String` payload), for reporting a
-/// member that panicked, or a panic stopped at an FFI boundary.
-pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "panic".into())
-}
+pub use smelt_mesh::panic_message;

@@ -36,12 +36,8 @@ pub mod combine;
 mod context;
 mod error;
 mod group;
-mod job_env;
 mod large;
-pub mod launch;
 pub mod measure;
-pub mod mesh;
-pub mod mesh_job;
 mod nontree;
 pub mod process;
 mod word;
@@ -54,5 +50,8 @@ pub use group::{
     MAX_MESSAGE_BYTES,
 };
 pub use smelt_ids::{CpuId, Pos, Rank};
+// The mesh layer (links, shared-memory jobs, the launcher) lives in smelt-mesh; its
+// modules are the runtime's too, so `smelt_runtime::mesh::Mesh` keeps working.
+pub use smelt_mesh::{launch, mesh, mesh_job};
 pub use smelt_transport::WaitPolicy;
 pub use word::Word;

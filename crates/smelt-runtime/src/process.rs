@@ -21,10 +21,11 @@
 //! member's error.
 
 use crate::group::{check_trees, ranks_of, tree_edges, GroupShared};
-use crate::job_env::{join_env, read_join_env, shm_job_accessors, JoinVars};
 use crate::{GroupConfig, GroupError, Member};
 use serde::{Deserialize, Serialize};
 use smelt_ids::{CpuId, Pos, Rank};
+use smelt_mesh::job_env::{join_env, read_join_env, JoinVars};
+use smelt_mesh::shm_job_accessors;
 use smelt_transport::shm::{RingSpec, ShmJob, ShmMember};
 use smelt_transport::{allowed_cpus, Abort, Endpoint, WaitPolicy};
 use smelt_tree::tuning::AlgorithmTable;

@@ -57,6 +57,7 @@
 //! # Ok::<(), TaskError>(())
 //! ```
 
+use crate::checkout::Fence;
 use crate::error::{panic_message, TaskError};
 use smelt_am::{AmError, Endpoint};
 use smelt_transport::{Backoff, Link, WaitPolicy};
@@ -98,12 +99,25 @@ impl Functions {
 }
 
 /// Settings of a member's part of a computation.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TaskConfig {
     /// Worker threads of this member (at least 1).
     pub workers: usize,
     /// How long member 0 waits for the others to acknowledge the end (default 10 s).
     pub finish_timeout: Duration,
+    /// Global arrays (anything with `SD`/`SI` fences) the tasks use: fenced where tasks
+    /// synchronise across members (see [`crate::checkout`]).
+    pub fences: Vec<Arc<dyn Fence>>,
+}
+
+impl std::fmt::Debug for TaskConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskConfig")
+            .field("workers", &self.workers)
+            .field("finish_timeout", &self.finish_timeout)
+            .field("fences", &self.fences.len())
+            .finish()
+    }
 }
 
 impl TaskConfig {
@@ -112,7 +126,13 @@ impl TaskConfig {
         TaskConfig {
             workers,
             finish_timeout: Duration::from_secs(10),
+            fences: Vec::new(),
         }
+    }
+    /// Also fences `f` (a global array) at the synchronisation points.
+    pub fn fence(mut self, f: Arc<dyn Fence>) -> TaskConfig {
+        self.fences.push(f);
+        self
     }
 }
 
@@ -143,6 +163,8 @@ struct Task {
 struct Slot {
     result: Mutex<Option<Vec<u8>>>,
     ready: AtomicBool,
+    /// The result came from another member (an acquire point).
+    remote: AtomicBool,
     waiter: Mutex<Option<Thread>>,
 }
 
@@ -151,6 +173,7 @@ impl Slot {
         Arc::new(Slot {
             result: Mutex::new(None),
             ready: AtomicBool::new(false),
+            remote: AtomicBool::new(false),
             waiter: Mutex::new(None),
         })
     }
@@ -176,6 +199,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct Shared {
     me: usize,
     functions: Functions,
+    fences: Vec<Arc<dyn Fence>>,
     /// Tasks spawned here: this member's workers take the newest, thieves the oldest.
     queue: Mutex<VecDeque<Task>>,
     /// Tasks that stay here: the root, and tasks stolen from others (no task moves
@@ -256,9 +280,10 @@ impl Shared {
             }
         }
     }
-    fn deliver(&self, origin: usize, id: u64, bytes: Vec<u8>) {
+    fn deliver(&self, origin: usize, id: u64, bytes: Vec<u8>, remote: bool) {
         if origin == self.me {
             if let Some(s) = lock(&self.slots).remove(&id) {
+                s.remote.store(remote, Ordering::Relaxed);
                 s.fill(bytes);
             }
         } else {
@@ -270,6 +295,12 @@ impl Shared {
             self.wake_comm();
         }
     }
+    fn acquire(&self) -> Result<(), TaskError> {
+        self.fences.iter().try_for_each(|f| f.acquire())
+    }
+    fn release(&self) -> Result<(), TaskError> {
+        self.fences.iter().try_for_each(|f| f.release())
+    }
     fn run_task(self: &Arc<Self>, t: Task) {
         self.tasks_run.fetch_add(1, Ordering::Relaxed);
         let Some(f) = self.functions.get(t.func) else {
@@ -280,14 +311,23 @@ impl Shared {
             shared: Arc::clone(self),
             children: RefCell::new(Vec::new()),
         };
-        let r = panic::catch_unwind(AssertUnwindSafe(|| f(&ctx, &t.payload)));
+        // A stolen task starts with an acquire and ends with a release.
+        let stolen = t.origin != self.me;
+        let r = if stolen { self.acquire() } else { Ok(()) };
+        let r =
+            r.and_then(
+                |()| match panic::catch_unwind(AssertUnwindSafe(|| f(&ctx, &t.payload))) {
+                    Ok(Ok(v)) => ctx.sync_all().map(|()| v),
+                    Ok(Err(e)) => Err(e),
+                    Err(p) => Err(TaskError::Panicked(panic_message(&*p))),
+                },
+            );
         let r = match r {
-            Ok(Ok(v)) => ctx.sync_all().map(|()| v),
-            Ok(Err(e)) => Err(e),
-            Err(p) => Err(TaskError::Panicked(panic_message(&*p))),
+            Ok(v) if stolen => self.release().map(|()| v),
+            r => r,
         };
         match r {
-            Ok(v) => self.deliver(t.origin, t.id, v),
+            Ok(v) => self.deliver(t.origin, t.id, v, false),
             // A failure seen here (not caused here) is already being reported.
             Err(e) => {
                 if !self.failed.load(Ordering::Acquire) {
@@ -379,6 +419,9 @@ fn wait_slot(sh: &Arc<Shared>, slot: &Slot) -> Result<Vec<u8>, TaskError> {
     let mut nap = Duration::from_micros(20);
     loop {
         if slot.ready.load(Ordering::Acquire) {
+            if slot.remote.load(Ordering::Relaxed) {
+                sh.acquire()?;
+            }
             return Ok(lock(&slot.result).take().unwrap_or_default());
         }
         if let Some(e) = sh.failure() {
@@ -549,7 +592,7 @@ impl Member {
     }
 }
 
-impl Member<smelt_runtime::mesh_job::ShmLink> {
+impl Member<smelt_mesh::mesh_job::ShmLink> {
     /// Joins the process job described by the environment (`smelt_am::process::AmJob::env`,
     /// or `smelt launch`'s). Unless `cfg` sets one, the endpoint waits with
     /// [`COMM_WAIT`].
@@ -609,6 +652,7 @@ impl<L: Link + Send + 'static> Member<L> {
         let sh = Arc::new(Shared {
             me,
             functions: functions.clone(),
+            fences: cfg.fences.clone(),
             queue: Mutex::new(VecDeque::new()),
             local: Mutex::new(VecDeque::new()),
             slots: Mutex::new(HashMap::new()),
@@ -825,7 +869,7 @@ fn register_handlers<L: Link + 'static>(ep: &mut Endpoint<State, L>) -> Result<(
     ep.register(RESULT, |st: &mut State, _ctx, m| {
         if let ([e, id], Some(sh)) = (m.args, &st.shared) {
             if *e == st.epoch {
-                sh.deliver(sh.me, *id, m.data.to_vec());
+                sh.deliver(sh.me, *id, m.data.to_vec(), true);
             }
         }
     })?;

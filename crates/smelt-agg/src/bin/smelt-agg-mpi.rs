@@ -16,7 +16,7 @@
 
 use smelt_agg::{AggConfig, FlushPolicy, Scheme, Worker};
 use smelt_am::mpi::{Mpi, Options};
-use smelt_runtime::mesh_job::ShmLink;
+use smelt_mesh::mesh_job::ShmLink;
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(60);

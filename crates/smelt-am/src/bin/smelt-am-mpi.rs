@@ -30,7 +30,7 @@
 
 use smelt_am::mpi::{Mpi, Nodes, Options};
 use smelt_am::{histogram, logp, AmError, Config, Endpoint, PollPolicy, Reason, Returned};
-use smelt_runtime::mesh_job::ShmLink;
+use smelt_mesh::mesh_job::ShmLink;
 use std::process::ExitCode;
 use std::time::Duration;
 

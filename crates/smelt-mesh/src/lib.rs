@@ -1,0 +1,34 @@
+//! How smelt's members reach each other, below the collectives and every service:
+//!
+//! * [`mesh`]: links between any two members of a group (queuepairs in process memory
+//!   or in shared memory), polled and waited on as one;
+//! * [`mesh_job`]: a shared-memory job of member processes (created exclusively, mode
+//!   0600, unlinked once every member attached, a dead peer an error) with its
+//!   environment encoding (`SMELT_MESH_JOB`, `SMELT_MESH_KEY`, `SMELT_MESH_RANK`);
+//! * [`launch`]: starting member processes (pinned, in a process group of their own,
+//!   dying with their launcher, signalled and reaped together).
+//!
+//! Active messages, aggregation, tasks and the store build on this crate alone (with
+//! the transport), so they compile neither the tree nor the model crates;
+//! `smelt-runtime` re-exports it for the collectives.
+
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+#[doc(hidden)]
+pub mod job_env;
+pub mod launch;
+pub mod mesh;
+pub mod mesh_job;
+
+pub use smelt_ids::{CpuId, Pos, Rank};
+pub use smelt_transport::WaitPolicy;
+
+/// The message of a caught panic (its `&str` or `String` payload), for reporting a
+/// member that panicked, or a panic stopped at an FFI boundary.
+pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
+}
