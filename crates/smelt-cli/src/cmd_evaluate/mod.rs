@@ -40,8 +40,9 @@ use std::time::Duration;
     smelt evaluate --model m.json --tree t.json   a saved tree (smelt tree --format json -o t.json) beside the topologies\n\n\
     ab-bench.csv is also used automatically when the model was imported from a directory that has one.")]
 pub struct EvaluateArgs {
-    /// Model JSON file.
-    #[arg(long, required_unless_present = "models", conflicts_with = "models")]
+    /// Model JSON file. Default: `SMELT_MODEL`, else this host's cached probe (`smelt
+    /// probe --cache`), else a uniform model of this host's CPUs (with a notice).
+    #[arg(long, conflicts_with = "models")]
     pub model: Option<PathBuf>,
     /// Directory of model JSON files: compare machines.
     #[arg(long)]
@@ -137,11 +138,15 @@ pub fn evaluate(a: EvaluateArgs) -> Result<()> {
     if let Some(dir) = &a.models {
         return evaluate_models(dir, &a, &topos, pl, op);
     }
-    let path = a
-        .model
-        .as_ref()
-        .context("--model or --models is required")?;
-    let model = load(path)?;
+    // The model every command uses when given none (smelt_model::default_model).
+    let model = match &a.model {
+        Some(path) => load(path)?,
+        None => {
+            smelt_model::default_model(None, None)
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .0
+        }
+    };
     let file_tree = match &a.tree {
         Some(p) => Some((
             p,
@@ -206,7 +211,7 @@ pub fn evaluate(a: EvaluateArgs) -> Result<()> {
         let chart = BarChart {
             title: format!(
                 "{}: speedup over the best static tree",
-                machine_name(&model, path)
+                machine_name(&model, a.model.as_deref().unwrap_or(Path::new("model")))
             ),
             y_label: "speedup".into(),
             groups: Op::SIMULATED.iter().map(|o| o.name().to_string()).collect(),
