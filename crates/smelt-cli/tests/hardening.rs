@@ -458,7 +458,10 @@ fn usage_errors_are_one_line_with_a_hint() {
         &["model", "show"],
         &["<MODEL>", "try 'smelt model show --help'"],
     );
-    refused(&["evaluate"], &["--model", "try 'smelt evaluate --help'"]);
+    refused(
+        &["evaluate", "--model", p(&m), "--models", p(d.path())],
+        &["--model", "try 'smelt evaluate --help'"],
+    );
     refused(&["bogus"], &["'bogus'", "try 'smelt --help'"]);
     refused(&[] as &[&str], &["needs a subcommand", "probe"]);
     refused(&["model"], &["show, heatmap", "try 'smelt model --help'"]);
@@ -809,7 +812,10 @@ fn probe_cache_is_checked_first_and_kvs_usage_errors_hint() {
     let o = run_within(c, Duration::from_secs(60));
     let e = text(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{e}");
-    assert!(e.contains("--cache") && e.contains("Not a directory"), "{e}");
+    assert!(
+        e.contains("--cache") && e.contains("Not a directory"),
+        "{e}"
+    );
     // A quick probe of even 2 CPUs takes longer than refusing.
     assert!(start.elapsed() < Duration::from_secs(5), "{e}");
     for args in [
