@@ -1,7 +1,10 @@
 //! `smelt bench --large`: bandwidth of large broadcasts, reductions and allreductions
 //! (64 KiB to 16 MiB by default) against `memcpy` of the same size on one core and
 //! against Open MPI's `MPI_Bcast`, `MPI_Reduce` and `MPI_Allreduce` with as many
-//! ranks, in one run. Reductions are sums of doubles, as in the MPI program.
+//! ranks, in one run. Reductions are sums of doubles, as in the MPI program, through
+//! the typed reductions (`reduce_slice_op`, `allreduce_slice_op`); the allreduce has
+//! a row per algorithm (the tree, recursive doubling, Rabenseifner). A first section
+//! times the combine alone (the f64 sum kernel, a plain `for` loop, `memcpy`).
 
 use super::BenchArgs;
 use anyhow::{bail, Result};
@@ -10,18 +13,28 @@ use smelt_model::Model;
 use smelt_peers::c::{CPeers, MpiSystem};
 use smelt_probe::figure::Status;
 use smelt_probe::Budget;
+use smelt_runtime::combine::combine_f64_sum;
 use smelt_runtime::measure::{back_to_back_member_with, measure_back_to_back_with, MeasureConfig};
-use smelt_runtime::{GroupConfig, Pinning};
-use smelt_tree::{Op, Tree};
+use smelt_runtime::{GroupConfig, Pinning, ReduceOp};
+use smelt_tree::tuning::AlgorithmTable;
+use smelt_tree::{NonTree, Op, Tree};
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The operations measured, with the MPI program's names.
-const OPS: [(Op, &str); 3] = [
-    (Op::Broadcast, "bcast"),
-    (Op::Reduce, "reduce"),
-    (Op::Allreduce, "allreduce"),
+/// The figures measured: operation, smelt's algorithm (`None`: the tree), the MPI
+/// program's name.
+const OPS: [(Op, Option<NonTree>, &str); 5] = [
+    (Op::Broadcast, None, "bcast"),
+    (Op::Reduce, None, "reduce"),
+    (Op::Allreduce, None, "allreduce"),
+    (Op::Allreduce, Some(NonTree::RecursiveDoubling), "allreduce"),
+    (Op::Allreduce, Some(NonTree::Rabenseifner), "allreduce"),
 ];
+
+fn algorithm_name(a: Option<NonTree>) -> &'static str {
+    a.map_or("tree", |a| a.name())
+}
 
 fn default_sizes(quick: bool) -> Vec<usize> {
     if quick {
@@ -44,6 +57,8 @@ struct Row {
 #[derive(Serialize)]
 struct OpRow {
     op: &'static str,
+    /// smelt's algorithm: `tree`, `recursive-doubling`, `rabenseifner`.
+    algorithm: &'static str,
     smelt_gbs: Option<f64>,
     smelt_error: Option<String>,
     open_mpi_gbs: Option<f64>,
@@ -54,11 +69,28 @@ struct OpRow {
     vs_open_mpi: Option<f64>,
 }
 
+/// The combine alone on one core: `acc[i] += other[i]` over `bytes` of doubles.
+#[derive(Serialize)]
+struct CombineRow {
+    bytes: usize,
+    /// smelt's kernel (`combine_f64_sum`), GB/s of one vector per second.
+    kernel_gbs: f64,
+    /// A plain `for` loop over the two slices, GB/s.
+    plain_loop_gbs: f64,
+    /// `memcpy` of `bytes`, GB/s.
+    memcpy_gbs: f64,
+    /// kernel / memcpy.
+    kernel_vs_memcpy: f64,
+}
+
 #[derive(Serialize)]
 struct LargeReport {
     tool: String,
     host: String,
     members: usize,
+    /// More members than CPUs: the group runs unpinned, members round-robin.
+    oversubscribed: bool,
+    combine: Vec<CombineRow>,
     tree: String,
     capacity: usize,
     segment: usize,
@@ -66,19 +98,15 @@ struct LargeReport {
     warnings: Vec<String>,
 }
 
-/// `memcpy` bandwidth of `bytes` on this core (GB/s): median of 7 timed batches
-/// after a warm-up copy.
-fn memcpy_gbs(bytes: usize) -> f64 {
-    let src = vec![0x5au8; bytes];
-    let mut dst = vec![0u8; bytes];
-    dst.copy_from_slice(&src);
+/// GB/s of `bytes` per call of `f`: median of 7 timed batches after a warm-up call.
+fn gbs_of(bytes: usize, mut f: impl FnMut()) -> f64 {
+    f();
     let reps = ((256 << 20) / bytes.max(1)).clamp(2, 4096);
     let mut t: Vec<f64> = (0..7)
         .map(|_| {
             let t0 = Instant::now();
             for _ in 0..reps {
-                dst.copy_from_slice(std::hint::black_box(&src));
-                std::hint::black_box(&mut dst);
+                f();
             }
             t0.elapsed().as_secs_f64() / reps as f64
         })
@@ -87,16 +115,63 @@ fn memcpy_gbs(bytes: usize) -> f64 {
     bytes as f64 / t[3] / 1e9
 }
 
-/// smelt's ns per operation for `bytes` bytes per member over `tree`.
-fn smelt_ns(tree: &Tree, op: Op, bytes: usize, cfg: &MeasureConfig) -> Result<f64, String> {
+/// `memcpy` bandwidth of `bytes` on this core (GB/s).
+fn memcpy_gbs(bytes: usize) -> f64 {
+    let src = vec![0x5au8; bytes];
+    let mut dst = vec![0u8; bytes];
+    gbs_of(bytes, || {
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&mut dst);
+    })
+}
+
+/// The combine alone over `bytes` of doubles: smelt's kernel, a plain loop, memcpy.
+fn combine_row(bytes: usize) -> CombineRow {
+    let n = bytes / 8;
+    let other: Vec<f64> = (0..n).map(|i| i as f64 * 0.5).collect();
+    let mut acc = vec![1.0f64; n];
+    let kernel_gbs = gbs_of(bytes, || {
+        combine_f64_sum(std::hint::black_box(&mut acc), std::hint::black_box(&other));
+    });
+    let plain_loop_gbs = gbs_of(bytes, || {
+        let (a, o) = (std::hint::black_box(&mut acc), std::hint::black_box(&other));
+        for i in 0..a.len().min(o.len()) {
+            a[i] += o[i];
+        }
+    });
+    let memcpy_gbs = memcpy_gbs(bytes);
+    CombineRow {
+        bytes,
+        kernel_gbs,
+        plain_loop_gbs,
+        memcpy_gbs,
+        kernel_vs_memcpy: kernel_gbs / memcpy_gbs,
+    }
+}
+
+/// smelt's ns per operation for `bytes` bytes per member over `tree`, running
+/// `algorithm` for the allreduce (`None`: the tree).
+fn smelt_ns(
+    tree: &Tree,
+    op: Op,
+    algorithm: Option<NonTree>,
+    bytes: usize,
+    cfg: &MeasureConfig,
+) -> Result<f64, String> {
     let doubles = bytes / 8;
+    let mut cfg = cfg.clone();
+    if let Some(a) = algorithm {
+        let table = AlgorithmTable::parse(&format!("allreduce={}", a.name()))?;
+        cfg.group.algorithms = Some(Arc::new(table));
+    }
+    let cfg = &cfg;
     let m = measure_back_to_back_with(tree, cfg, |m| {
         let mut buf = vec![0x11u8; bytes];
         let mut v = vec![m.rank().index() as f64; doubles];
         back_to_back_member_with(m, cfg, |m| match op {
             Op::Broadcast => m.broadcast_into(&mut buf),
-            Op::Reduce => m.reduce_slice(&mut v, |a, b| a + b).map(|_| ()),
-            _ => m.allreduce_slice(&mut v, |a, b| a + b),
+            Op::Reduce => m.reduce_slice_op(&mut v, ReduceOp::Sum).map(|_| ()),
+            _ => m.allreduce_slice_op(&mut v, ReduceOp::Sum),
         })
     })
     .map_err(|e| e.to_string())?;
@@ -106,21 +181,34 @@ fn smelt_ns(tree: &Tree, op: Op, bytes: usize, cfg: &MeasureConfig) -> Result<f6
 /// Runs the comparison on `model`'s CPUs.
 pub fn run(a: &BenchArgs, model: &Model) -> Result<()> {
     let sizes = super::double_sizes(a, default_sizes(a.quick))?;
-    let members = a.threads.unwrap_or(2).min(model.len()).max(1);
-    if a.threads.is_some_and(|t| t > model.len()) {
+    let members = a.threads.unwrap_or(2.min(model.len())).max(1);
+    if a.threads.is_some_and(|t| t > 64 * model.len()) {
         bail!(
-            "option --threads: --large runs one member per CPU ({} CPUs here)",
+            "option --threads: at most 64 members per CPU ({} CPUs here)",
             model.len()
         );
     }
+    // More members than CPUs: members round-robin on the CPUs, unpinned.
+    let oversubscribed = members > model.len();
+    let expanded;
+    let tree_model = if oversubscribed {
+        expanded = super::smelt::oversubscribed_model(model, members);
+        &expanded
+    } else {
+        model
+    };
     let pos: Vec<usize> = (0..members).collect();
     let tree = super::SMELT_TREE
-        .generate(model, &pos, None)
+        .generate(tree_model, &pos, None)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let group = GroupConfig {
         capacity: a.capacity,
         timeout: Duration::from_secs_f64(a.timeout.unwrap_or(60.0)),
-        pinning: Pinning::Auto,
+        pinning: if oversubscribed {
+            Pinning::Never
+        } else {
+            Pinning::Auto
+        },
         ..GroupConfig::default()
     };
     let segment = group.segment_bytes();
@@ -130,7 +218,11 @@ pub fn run(a: &BenchArgs, model: &Model) -> Result<()> {
         batch: Duration::from_millis(if a.quick { 20 } else { 50 }),
         group,
     };
-    let cpus: Vec<u32> = tree.members.iter().map(|c| c.get()).collect();
+    let cpus: Vec<u32> = if oversubscribed {
+        (0..members).map(|i| model.cpus[i % model.len()]).collect()
+    } else {
+        tree.members.iter().map(|c| c.get()).collect()
+    };
     let budget = Budget {
         batch: Duration::from_millis(if a.quick { 20 } else { 50 }),
         runs: if a.quick { 5 } else { 9 },
@@ -141,7 +233,7 @@ pub fn run(a: &BenchArgs, model: &Model) -> Result<()> {
     let ompi = if a.no_peers {
         Vec::new()
     } else {
-        let names: Vec<&str> = OPS.iter().map(|o| o.1).collect();
+        let names: Vec<&str> = ["bcast", "reduce", "allreduce"].to_vec();
         CPeers::new(smelt_peers::c::default_cache_dir()).mpi_sizes(
             &cpus,
             members,
@@ -151,18 +243,32 @@ pub fn run(a: &BenchArgs, model: &Model) -> Result<()> {
             &MpiSystem::Tuned,
         )
     };
-    let progress = smelt_probe::progress::Progress::new(true, (sizes.len() * 4) as u64, "figures")
-        .with_label("smelt bench --large");
+    let progress = smelt_probe::progress::Progress::new(
+        true,
+        (sizes.len() * (OPS.len() + 2)) as u64,
+        "figures",
+    )
+    .with_label("smelt bench --large");
+    let mut combine = Vec::new();
+    for &bytes in &sizes {
+        progress.step(format!("combine {bytes} B"));
+        combine.push(combine_row(bytes));
+        progress.inc();
+    }
     let mut rows = Vec::new();
     for &bytes in &sizes {
         progress.step(format!("memcpy {bytes} B"));
         let mc = memcpy_gbs(bytes);
         progress.inc();
         let mut ops = Vec::new();
-        for (op, mpi_name) in OPS {
-            progress.step(format!("{} {bytes} B", op.name()));
+        for (op, algorithm, mpi_name) in OPS {
+            progress.step(format!(
+                "{} ({}) {bytes} B",
+                op.name(),
+                algorithm_name(algorithm)
+            ));
             let gbs = |ns: f64| bytes as f64 / ns;
-            let s = smelt_ns(&tree, op, bytes, &cfg);
+            let s = smelt_ns(&tree, op, algorithm, bytes, &cfg);
             progress.inc();
             let o = ompi.iter().find(|f| f.op == mpi_name && f.bytes == bytes);
             let (o_gbs, o_note) = match o.map(|f| &f.status) {
@@ -176,6 +282,7 @@ pub fn run(a: &BenchArgs, model: &Model) -> Result<()> {
             let s_gbs = s.as_ref().ok().map(|&ns| gbs(ns));
             ops.push(OpRow {
                 op: op.name(),
+                algorithm: algorithm_name(algorithm),
                 smelt_gbs: s_gbs,
                 smelt_error: s.err(),
                 open_mpi_gbs: o_gbs,
@@ -198,6 +305,8 @@ pub fn run(a: &BenchArgs, model: &Model) -> Result<()> {
         tool: format!("smelt {}", env!("CARGO_PKG_VERSION")),
         host: smelt_model::host::host_name(),
         members,
+        oversubscribed,
+        combine,
         tree: super::SMELT_TREE.to_string(),
         capacity: a.capacity,
         segment,
@@ -212,7 +321,7 @@ pub fn run(a: &BenchArgs, model: &Model) -> Result<()> {
             r.ops.iter().filter_map(move |o| {
                 o.smelt_error
                     .as_ref()
-                    .map(|e| format!("{} {} B ({e})", o.op, r.bytes))
+                    .map(|e| format!("{} ({}) {} B ({e})", o.op, o.algorithm, r.bytes))
             })
         })
         .collect();
@@ -221,34 +330,53 @@ pub fn run(a: &BenchArgs, model: &Model) -> Result<()> {
 
 fn table(r: &LargeReport) -> String {
     let mut s = String::new();
+    let f = |x: Option<f64>, p: usize| x.map_or("-".to_string(), |v| format!("{v:.p$}"));
     let _ = writeln!(
         s,
-        "Large messages, {} members ({} tree), channels of {} slots, fragments of {} B; GB/s = bytes per member / time",
-        r.members, r.tree, r.capacity, r.segment
+        "Combine alone, one core (acc[i] += other[i], doubles; GB/s = bytes of one vector / time)"
     );
-    let _ = write!(s, "{:>10} {:>8}", "bytes", "memcpy");
-    for (op, _) in OPS {
-        let _ = write!(
+    let _ = writeln!(
+        s,
+        "{:>10} {:>10} {:>10} {:>10} {:>12}",
+        "bytes", "kernel", "plain loop", "memcpy", "x memcpy"
+    );
+    for c in &r.combine {
+        let _ = writeln!(
             s,
-            " {:>34}",
-            format!("{op}: smelt (x memcpy, x OMPI) | OMPI")
+            "{:>10} {:>10.2} {:>10.2} {:>10.2} {:>11.2}x",
+            c.bytes, c.kernel_gbs, c.plain_loop_gbs, c.memcpy_gbs, c.kernel_vs_memcpy
         );
     }
     s.push('\n');
-    let f = |x: Option<f64>, p: usize| x.map_or("-".to_string(), |v| format!("{v:.p$}"));
+    let _ = writeln!(
+        s,
+        "Large messages, {} members{} ({} tree), channels of {} slots, fragments of {} B; GB/s = bytes per member / time",
+        r.members,
+        if r.oversubscribed { " (more than CPUs, unpinned)" } else { "" },
+        r.tree,
+        r.capacity,
+        r.segment
+    );
+    let _ = writeln!(
+        s,
+        "{:>10} {:>8} {:>10} {:>19} {:>11} {:>9} {:>9} {:>9}",
+        "bytes", "memcpy", "op", "algorithm", "smelt GB/s", "x memcpy", "OMPI GB/s", "x OMPI"
+    );
     for row in &r.rows {
-        let _ = write!(s, "{:>10} {:>8}", row.bytes, f(row.memcpy_gbs, 2));
         for o in &row.ops {
-            let cell = format!(
-                "{} ({}x, {}x) | {}",
+            let _ = writeln!(
+                s,
+                "{:>10} {:>8} {:>10} {:>19} {:>11} {:>9} {:>9} {:>9}",
+                row.bytes,
+                f(row.memcpy_gbs, 2),
+                o.op,
+                o.algorithm,
                 f(o.smelt_gbs, 2),
                 f(o.vs_memcpy, 2),
-                f(o.vs_open_mpi, 2),
-                f(o.open_mpi_gbs, 2)
+                f(o.open_mpi_gbs, 2),
+                f(o.vs_open_mpi, 2)
             );
-            let _ = write!(s, " {cell:>34}");
         }
-        s.push('\n');
     }
     for w in &r.warnings {
         let _ = writeln!(s, "warning: {w}");

@@ -537,17 +537,39 @@ fn bench_large_reports_bandwidth_against_memcpy() {
     ]);
     assert_eq!(j["capacity"], 64);
     assert_eq!(j["segment"], 1536);
+    // The combine alone, per size: the kernel, a plain loop and memcpy.
+    let combine = j["combine"].as_array().unwrap();
+    assert_eq!(combine.len(), 2, "{j}");
+    for c in combine {
+        for k in [
+            "kernel_gbs",
+            "plain_loop_gbs",
+            "memcpy_gbs",
+            "kernel_vs_memcpy",
+        ] {
+            assert!(c[k].as_f64().unwrap() > 0.0, "{c}");
+        }
+    }
     let rows = j["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2, "{j}");
     for r in rows {
         assert!(r["memcpy_gbs"].as_f64().unwrap() > 0.0);
-        let ops: Vec<&str> = r["ops"]
+        let ops: Vec<(&str, &str)> = r["ops"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|o| o["op"].as_str().unwrap())
+            .map(|o| (o["op"].as_str().unwrap(), o["algorithm"].as_str().unwrap()))
             .collect();
-        assert_eq!(ops, ["broadcast", "reduce", "allreduce"]);
+        assert_eq!(
+            ops,
+            [
+                ("broadcast", "tree"),
+                ("reduce", "tree"),
+                ("allreduce", "tree"),
+                ("allreduce", "recursive-doubling"),
+                ("allreduce", "rabenseifner")
+            ]
+        );
         for o in r["ops"].as_array().unwrap() {
             assert!(o["smelt_gbs"].as_f64().unwrap() > 0.0, "{o}");
             assert!(o["vs_memcpy"].as_f64().unwrap() > 0.0, "{o}");

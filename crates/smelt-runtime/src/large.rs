@@ -14,6 +14,9 @@ use std::time::Duration;
 
 type Res<T> = Result<T, GroupError>;
 
+/// What an exchange does with a received piece: `take(mine, got)`.
+type Take<'a> = &'a mut dyn FnMut(&mut [u8], &mut [u8]);
+
 /// Rabenseifner's blocks are cut at multiples of this many bytes, so no value of a
 /// basic type (1, 2, 4, 8, 16 bytes) straddles two blocks.
 pub(crate) const UNIT: usize = 48;
@@ -119,16 +122,13 @@ impl<L: Link> Context<L> {
         let none = (0, 0);
         if me >= p {
             let h = Rank(me - p);
-            self.exchange(nt, h, whole, none, data, 0, t, &mut |_, _| {})?;
-            return self.exchange(nt, h, none, whole, data, 1, t, &mut |mine, got| {
-                mine.copy_from_slice(got)
-            });
+            self.exchange(nt, h, whole, none, data, 0, t, None)?;
+            return self.exchange(nt, h, none, whole, data, 1, t, None);
         }
         let extra = (me + p < n).then_some(Rank(me + p));
         if let Some(e) = extra {
-            self.exchange(nt, e, none, whole, data, 0, t, &mut |mine, got| {
-                combine(mine, got)
-            })?;
+            let mut fold = |mine: &mut [u8], got: &mut [u8]| combine(mine, got);
+            self.exchange(nt, e, none, whole, data, 0, t, Some(&mut fold))?;
         }
         let ranges = halving_ranges(len, p, me);
         let mut step = 2u64;
@@ -144,23 +144,16 @@ impl<L: Link> Context<L> {
                 (lo, keep.0)
             };
             let lower = me < partner;
-            self.exchange(
-                nt,
-                Rank(partner),
-                give,
-                keep,
-                data,
-                step,
-                t,
-                &mut |mine, got| {
-                    if lower {
-                        combine(mine, got);
-                    } else {
-                        combine(got, mine);
-                        mine.copy_from_slice(got);
-                    }
-                },
-            )?;
+            let mut fold = |mine: &mut [u8], got: &mut [u8]| {
+                if lower {
+                    combine(mine, got);
+                } else {
+                    combine(got, mine);
+                    mine.copy_from_slice(got);
+                }
+            };
+            let fold: Take<'_> = &mut fold;
+            self.exchange(nt, Rank(partner), give, keep, data, step, t, Some(fold))?;
             d *= 2;
             k += 1;
             step += 1;
@@ -175,30 +168,21 @@ impl<L: Link> Context<L> {
             } else {
                 (lo, held.0)
             };
-            self.exchange(
-                nt,
-                Rank(partner),
-                held,
-                theirs,
-                data,
-                step,
-                t,
-                &mut |mine, got| mine.copy_from_slice(got),
-            )?;
+            self.exchange(nt, Rank(partner), held, theirs, data, step, t, None)?;
             k -= 1;
             step += 1;
         }
         if let Some(e) = extra {
-            self.exchange(nt, e, whole, none, data, 1, t, &mut |_, _| {})?;
+            self.exchange(nt, e, whole, none, data, 1, t, None)?;
         }
         Ok(())
     }
 
     /// Sends `data[send]` to `peer` while receiving `peer`'s bytes for `data[recv]`,
-    /// in pieces of one link message, a send then a receive in turn (deadlock-free:
-    /// each side sends its next piece only after taking the other's previous one,
-    /// and a link holds one piece); `take(mine, got)` gets each received piece with
-    /// the matching piece of `data`. Step `step` goes in the tag's upper half.
+    /// in pieces of half a link message, a send then a receive in turn (deadlock-free
+    /// and never blocked on a full link: each side sends its next piece only after
+    /// taking the other's previous one, and a link holds two pieces); `take(mine, got)` gets each received piece with
+    /// the matching piece of `data` (`None`: the pieces are received into `data`). Step `step` goes in the tag's upper half.
     #[allow(clippy::too_many_arguments)]
     fn exchange(
         &self,
@@ -209,11 +193,18 @@ impl<L: Link> Context<L> {
         data: &mut [u8],
         step: u64,
         t: Tag,
-        take: &mut dyn FnMut(&mut [u8], &mut [u8]),
+        mut take: Option<Take<'_>>,
     ) -> Res<()> {
         let timeout: Duration = self.timeout;
         let tag = t.word() | (step << 32);
-        let chunk = nt.buf.len().max(1);
+        // Pieces of half a link message (whole units): when a side sends piece i, its
+        // link holds at most piece i − 1 (the other side took i − 2 before sending
+        // its i − 1), so a send never finds the link full (a full link parks the
+        // sender unwoken).
+        let chunk = (nt.buf.len() / 2 / UNIT * UNIT)
+            .max(UNIT)
+            .min(nt.buf.len())
+            .max(1);
         let mut sp = spans(send.0, send.1, chunk);
         let mut rp = spans(recv.0, recv.1, chunk);
         loop {
@@ -227,9 +218,14 @@ impl<L: Link> Context<L> {
                     .map_err(|e| self.mesh_fail(e, t.op()))?;
             }
             if let Some((a, b)) = r {
+                // A copy goes straight into place.
+                let into = match take {
+                    Some(_) => &mut nt.buf[..],
+                    None => &mut data[a..b],
+                };
                 let (got, k) = nt
                     .mesh
-                    .recv_from(peer, &mut nt.buf, timeout)
+                    .recv_from(peer, into, timeout)
                     .map_err(|e| self.mesh_fail(e, t.op()))?;
                 if got != tag {
                     return Err(self.crossed(got, t, peer));
@@ -242,7 +238,9 @@ impl<L: Link> Context<L> {
                         b - a
                     )));
                 }
-                take(&mut data[a..b], &mut nt.buf[..k]);
+                if let Some(take) = take.as_mut() {
+                    take(&mut data[a..b], &mut nt.buf[..k]);
+                }
             }
         }
     }
