@@ -46,6 +46,9 @@ pub enum TaskError {
         /// Its message.
         message: String,
     },
+    /// A global array refused an operation (out of range, a dead owner, ...).
+    #[error("global array: {0}")]
+    Global(String),
     /// The active-message layer failed.
     #[error("active messages: {0}")]
     Am(String),

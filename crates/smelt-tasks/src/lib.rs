@@ -40,6 +40,7 @@
 #![deny(unsafe_code)]
 
 pub mod apps;
+pub mod checkout;
 pub mod dist;
 mod error;
 mod group;
