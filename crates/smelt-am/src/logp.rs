@@ -11,7 +11,9 @@
 //!   of replies already queued: the measurer sends a burst, waits without polling
 //!   until every reply must have arrived, then times the polls that take them in. A
 //!   burst whose polls found the queue empty before its last reply (one still on its
-//!   way: the wait would be in the figure) is not counted, and the next waits longer.
+//!   way: the wait would be in the figure), or whose polls took longer per message
+//!   than half a round trip (replies still arriving one by one), is not counted, and
+//!   the next burst waits longer.
 //!   Receiving pre-queued messages is the receive side of o_s's bursts of sends.
 //! * **L** (latency) = RTT/2 − o_s − o_r. A negative L (overheads larger than half a
 //!   round trip) is not a latency but a measurement that went wrong (a descheduled
@@ -208,6 +210,13 @@ fn receive_overhead<L: Link + 'static>(
             }
             let took = start.elapsed().as_nanos() as f64;
             ep.quiesce(t)?;
+            // Polls that each found the next reply just arrived (the peer still
+            // answering, descheduled maybe) never find the queue empty, but take
+            // longer per message than half a round trip, which no receive of a
+            // queued message does: that burst was not queued either.
+            if took / burst as f64 > rtt / 2.0 {
+                whole = false;
+            }
             if whole {
                 total += took / burst as f64;
                 n += 1;
