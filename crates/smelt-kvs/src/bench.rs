@@ -4,6 +4,7 @@
 
 use crate::config::{KvsError, StoreConfig};
 use crate::history::{HistoryOp, OpKind};
+#[cfg(feature = "raft-baseline")]
 use crate::raft_store::{RaftClient, RaftStore};
 use crate::store::{Store, StoreReport};
 use crate::Client;
@@ -235,6 +236,7 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
 /// replicas, clients, homes, keys and values, the same load); `cfg.store`'s protocol
 /// and tree do not apply, and a crash of `Victim::Acceptor` or `Victim::Leader` stops
 /// Raft's current leader.
+#[cfg(feature = "raft-baseline")]
 pub fn run_raft(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
     validate(cfg)?;
     let store = RaftStore::start(cfg.store.clone())?;
@@ -297,6 +299,7 @@ macro_rules! driven {
 }
 driven!(Store, Client, Store::root);
 // Raft has no acceptor: its leader orders the log.
+#[cfg(feature = "raft-baseline")]
 driven!(RaftStore, RaftClient, RaftStore::leader);
 
 fn validate(cfg: &BenchConfig) -> Result<(), KvsError> {

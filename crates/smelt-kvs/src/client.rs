@@ -84,6 +84,7 @@ macro_rules! request_accessors {
         }
     };
 }
+#[cfg(feature = "raft-baseline")]
 pub(crate) use request_accessors;
 
 /// What a client (a smelt store's or the Raft peer's) takes from the store's

@@ -16,6 +16,7 @@ mod client;
 mod config;
 pub mod history;
 pub mod process;
+#[cfg(feature = "raft-baseline")]
 mod raft_store;
 mod replica;
 pub mod sim;
@@ -25,6 +26,7 @@ mod wire;
 pub use client::Client;
 pub use config::{KvsError, ParentsChildren, Protocol, StoreConfig, TreeSpec, Veto};
 pub use process::Deployment;
+#[cfg(feature = "raft-baseline")]
 pub use raft_store::{RaftClient, RaftStore};
 pub use replica::{Applied, ReplicaReport};
 pub use store::{Store, StoreReport};
