@@ -111,6 +111,7 @@ const MPI_Datatype smelt_mpi_byte = MPI_BYTE;
 const MPI_Datatype smelt_mpi_int64 = MPI_INT64_T;
 const MPI_Datatype smelt_mpi_uint64 = MPI_UINT64_T;
 const MPI_Op smelt_mpi_op_min = MPI_MIN;
+const MPI_Op smelt_mpi_op_bor = MPI_BOR;
 const MPI_Comm smelt_mpi_comm_world = MPI_COMM_WORLD;
 const MPI_Comm smelt_mpi_comm_null = MPI_COMM_NULL;
 const int smelt_mpi_undefined = MPI_UNDEFINED;

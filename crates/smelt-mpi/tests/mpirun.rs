@@ -268,7 +268,56 @@ fn nodes_of_two_go_to_mpi_unless_forced() {
         "{}",
         r.show()
     );
-    assert_taken(&r);
+    if r.stderr.contains("oversubscribed wait") {
+        // More ranks than CPUs: broadcasts go to MPI (smelt's flat tree is slower
+        // there), every other call to smelt.
+        assert!(
+            r.fell_back("MPI_Bcast", "MPI's own is faster") > 0,
+            "{}",
+            r.show()
+        );
+        let (taken, _) = r.counts("MPI_Reduce").expect("summary");
+        assert!(taken > 50, "{}", r.show());
+    } else {
+        assert_taken(&r);
+    }
+}
+
+/// Forced tree shapes inside one node of 4 ranks (on 2 CPUs every node of 3 or more
+/// ranks gets a flat tree unless one is named): a binary tree, a binomial one
+/// (`knomial:2`) and the adaptive tree built from a held model file; every collective
+/// (the new ones included) right and taken, the summary naming the tree.
+#[test]
+fn forced_tree_shapes_on_four_ranks() {
+    let dir = tempfile_dir("forced-trees");
+    let file = dir.join("host.json");
+    let mut cpus = host_cpus();
+    // A model of at least 4 CPUs: this host's (the ranks' CPUs, where they are each
+    // bound to one) and made-up ones beyond.
+    let mut extra = 10_000;
+    while cpus.len() < 4 {
+        cpus.push(extra);
+        extra += 1;
+    }
+    write_host_model(&file, &cpus);
+    let f = file.display().to_string();
+    for (tree, shown) in [
+        ("binary", "tree binary (SMELT_MPI_TREE)"),
+        ("knomial:2", "tree knomial:2 (SMELT_MPI_TREE)"),
+        ("adaptive", "tree adaptive (SMELT_MPI_TREE)"),
+    ] {
+        let r = taken(4, &[("SMELT_MPI_TREE", tree), ("SMELT_MPI_MODEL", &f)]);
+        assert_stderr(&r, "1 node(s), 4 rank(s)");
+        assert_stderr(&r, shown);
+        // The model file is named, used where the 4 ranks are each bound to a CPU of
+        // their own, else the uniform model (said).
+        let line = model_line(&r);
+        assert!(
+            line.contains(&format!("SMELT_MPI_MODEL={f}")) || line.contains("not each bound"),
+            "{}",
+            r.show()
+        );
+    }
 }
 
 #[test]
@@ -278,11 +327,26 @@ fn two_ranks() {
     assert!(r.fell_back("MPI_Reduce", "one rank") > 0, "{}", r.show());
     // The default cut-offs and set-up threshold: the first 5 calls on each
     // communicator go to MPI, the rest (most) to smelt.
-    let r = taken(
+    let r = collectives(
         2,
         &[("SMELT_MPI_MAX_BYTES", ""), ("SMELT_MPI_SETUP_AFTER", "")],
     );
     assert_stderr(&r, "cut-offs 512/512/1024/256/64 bytes");
+    assert_stderr(
+        &r,
+        "128/0/256/0 (allgather/scan/reduce_scatter_block/alltoall",
+    );
+    // By default MPI_Scan, MPI_Exscan and MPI_Alltoall go to MPI (its own are faster
+    // on 2 ranks), the other calls to smelt.
+    for call in CALLS {
+        let (taken, _) = r.counts(call).expect("summary");
+        if matches!(call, "MPI_Scan" | "MPI_Exscan" | "MPI_Alltoall") {
+            assert_eq!(taken, 0, "{call}:\n{}", r.show());
+            assert!(r.fell_back(call, "MPI's own is faster") > 0, "{}", r.show());
+        } else {
+            assert!(taken > 50, "{call}:\n{}", r.show());
+        }
+    }
     assert!(r.fell_back("MPI_Bcast", "cut-off") > 0, "{}", r.show());
     let first: u64 = CALLS.iter().map(|c| r.fell_back(c, "first calls")).sum();
     // MPI_COMM_WORLD and the reordered communicator: 5 calls each (the split and its

@@ -7,7 +7,7 @@
 //! requires to match (root, datatype signature size, datatype and operation of
 //! reductions), and trees for new roots are made the same call on every rank of a node.
 
-use super::config::Config;
+use super::config::{Config, CUT_OFFS};
 use super::ffi::{self, MPI_Comm, MPI_Datatype, MPI_Op, MpiErr};
 use super::model;
 use super::stats::{self, Why};
@@ -121,7 +121,7 @@ pub struct Hier {
     timeout: Duration,
     /// Largest message smelt takes for MPI_Bcast, MPI_Reduce, MPI_Allreduce,
     /// MPI_Gather, MPI_Scatter (the smallest cut-offs of any rank).
-    pub max_bytes: [usize; 5],
+    pub max_bytes: [usize; CUT_OFFS],
     scratch: Vec<u8>,
 }
 
@@ -257,6 +257,13 @@ fn tree_reduce(m: &mut Member, acc: &mut [u8], combine: Combine) -> Result<(), G
     m.reduce_bytes(acc, combine).map(|_| ())
 }
 
+/// `acc[i] |= x[i]` for every byte: the combine of the gathers built on an allreduce.
+fn bor_bytes(acc: &mut [u8], x: &[u8]) {
+    for (a, b) in acc.iter_mut().zip(x) {
+        *a |= *b;
+    }
+}
+
 /// Whether a communicator is one smelt can never take, decided locally (the same on
 /// every rank, without communication): `Some(why)` for an intercommunicator or a
 /// communicator of one rank.
@@ -295,7 +302,7 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
         .collect();
     let lay = Layout::of(&all, cfg.ranks_per_node);
     // Every rank uses the smallest cut-offs any rank has.
-    let mut max_bytes = [usize::MAX; 5];
+    let mut max_bytes = [usize::MAX; CUT_OFFS];
     for r in &all {
         for (m, &b) in max_bytes.iter_mut().zip(&r.max_bytes) {
             *m = (*m).min(b.max(0) as usize);
@@ -311,6 +318,13 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
     let forced = all.iter().all(|r| r.force);
     if n_nodes > 1 && lay.node_sizes.iter().all(|&s| s <= 2) && !forced {
         return Ok(off(Why::NoGain));
+    }
+    // More ranks than CPUs on a host: every rank must be scheduled once per broadcast
+    // either way, and smelt's flat tree orders them no better than MPI's binomial one
+    // (measured 0.76-0.99× on 4 and 8 ranks on 2 CPUs): broadcasts go to MPI. (Every
+    // rank sees every host's layout, so all decide alike.)
+    if lay.oversubscribed.iter().any(|&o| o) && !forced {
+        max_bytes[0] = 0;
     }
     let place = lay.place;
     let [my_node, node_rank] = place[rank].map(|x| x as usize);
@@ -406,7 +420,7 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
     stats::set_up(h.reused);
     if rank == 0 {
         stats::note(format!(
-            "communicator of {size} ranks: {n_nodes} node(s){}, {node_size} rank(s) on rank 0's node{}, tree {} ({}), {} wait, cut-offs {}/{}/{}/{}/{} bytes (bcast/reduce/allreduce/gather/scatter)",
+            "communicator of {size} ranks: {n_nodes} node(s){}, {node_size} rank(s) on rank 0's node{}, tree {} ({}), {} wait, cut-offs {}/{}/{}/{}/{} bytes (bcast/reduce/allreduce/gather/scatter), {}/{}/{}/{} (allgather/scan/reduce_scatter_block/alltoall, whole result)",
             if h.node_major_is_rank_order { "" } else { " of ranks not in rank order" },
             if k > 0 { format!(" (SMELT_RANKS_PER_NODE={k})") } else { String::new() },
             h.topology,
@@ -417,6 +431,10 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
             max_bytes[2],
             max_bytes[3],
             max_bytes[4],
+            max_bytes[5],
+            max_bytes[6],
+            max_bytes[7],
+            max_bytes[8],
         ));
         if let Some(m) = &d.describe {
             stats::note(format!("tree model on rank 0's node: {m}"));
@@ -438,7 +456,9 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
 }
 
 /// Words of one rank's [`Record`] in the set-up's allgather.
-const RECORD_WORDS: usize = 8 + 16 + 1;
+const RECORD_WORDS: usize = MASK + 16 + 1;
+/// Where a record's CPU mask starts (after host, world rank, CPU and cut-offs).
+const MASK: usize = 3 + CUT_OFFS;
 
 /// What one rank tells the others at set-up.
 struct Record {
@@ -449,7 +469,7 @@ struct Record {
     /// The CPU it is bound to, or -1 (not bound to exactly one).
     cpu: i64,
     /// Its cut-offs (`SMELT_MPI_MAX_BYTES`).
-    max_bytes: [i64; 5],
+    max_bytes: [i64; CUT_OFFS],
     /// The CPUs it may run on ([`cpu_mask`]).
     mask: [u64; 16],
     /// `SMELT_MPI_FORCE`.
@@ -462,19 +482,19 @@ impl Record {
         w[0] = self.host as i64;
         w[1] = self.world;
         w[2] = self.cpu;
-        w[3..8].copy_from_slice(&self.max_bytes);
-        for (x, m) in w[8..24].iter_mut().zip(self.mask) {
+        w[3..MASK].copy_from_slice(&self.max_bytes);
+        for (x, m) in w[MASK..MASK + 16].iter_mut().zip(self.mask) {
             *x = m as i64;
         }
-        w[24] = self.force as i64;
+        w[MASK + 16] = self.force as i64;
         w
     }
 
     fn from_words(w: &[i64]) -> Record {
-        let mut max_bytes = [0i64; 5];
-        max_bytes.copy_from_slice(&w[3..8]);
+        let mut max_bytes = [0i64; CUT_OFFS];
+        max_bytes.copy_from_slice(&w[3..MASK]);
         let mut mask = [0u64; 16];
-        for (m, &x) in mask.iter_mut().zip(&w[8..24]) {
+        for (m, &x) in mask.iter_mut().zip(&w[MASK..MASK + 16]) {
             *m = x as u64;
         }
         Record {
@@ -483,7 +503,7 @@ impl Record {
             cpu: w[2],
             max_bytes,
             mask,
-            force: w[24] != 0,
+            force: w[MASK + 16] != 0,
         }
     }
 }
@@ -1039,20 +1059,30 @@ impl Hier {
         }
     }
 
-    /// `MPI_Allgather`: `mine` (`k` bytes) from every rank into every rank's `out`
-    /// (ranks × `k` bytes, by rank): gathered to rank 0 over smelt's trees (and the
-    /// leaders' `MPI_Gatherv` across nodes), then broadcast from it the same way. Rank
-    /// 0 is node 0's leader, so both steps run on the leader's trees.
+    /// Every rank's `mine` (`k` bytes) into every rank's `out` (ranks × `k` bytes, by
+    /// rank), as one allreduce: each rank puts its part at its place in a zeroed
+    /// vector and the vectors are OR-ed (smelt's allreduce inside a node, the leaders'
+    /// `MPI_Allreduce` with `MPI_BOR` on `MPI_BYTE` between nodes). For small parts one
+    /// allreduce costs less than a gather and a broadcast (two passes over the tree).
     pub fn allgather(&mut self, mine: &[u8], out: &mut [u8]) -> Result<(), Fail> {
-        if self.n_nodes > 1 {
-            self.gather_nodes(mine, out, 0)?;
-            return self.bcast_hier(out, 0, 0);
-        }
-        let is_root = self.rank == 0;
-        let m = self.leader_tree();
-        m.gather_bytes(mine, if is_root { &mut *out } else { &mut [] })?;
-        tree_bcast(m, out)?;
-        Ok(())
+        let k = mine.len();
+        out[self.rank * k..(self.rank + 1) * k].copy_from_slice(mine);
+        self.allgather_placed(out, k)
+    }
+
+    /// [`Hier::allgather`] where this rank's part (`k` bytes) is in `out` at its place
+    /// already (the rest of `out` is overwritten).
+    pub fn allgather_placed(&mut self, out: &mut [u8], k: usize) -> Result<(), Fail> {
+        let at = self.rank * k;
+        out[..at].fill(0);
+        out[at + k..].fill(0);
+        let red = Reduction {
+            count: out.len() as c_int,
+            dt: ffi::byte(),
+            op: ffi::op_bor(),
+            combine: bor_bytes,
+        };
+        self.allreduce(out, red)
     }
 
     /// Node and rank within its node of communicator rank `r`.
@@ -1215,7 +1245,7 @@ mod tests {
             host,
             world,
             cpu: -1,
-            max_bytes: [0; 5],
+            max_bytes: [0; CUT_OFFS],
             mask: cpu_mask(cpus),
             force: false,
         }
@@ -1225,7 +1255,7 @@ mod tests {
     fn record_round_trips_through_words() {
         let mut r = rec(u64::MAX - 3, 7, &[0, 63, 64, 1023]);
         r.cpu = 5;
-        r.max_bytes = [1, 2, 3, 4, 1 << 40];
+        r.max_bytes = [1, 2, 3, 4, 1 << 40, 6, 7, 8, 9];
         r.force = true;
         let back = Record::from_words(&r.words());
         assert_eq!(back.words(), r.words());

@@ -10,7 +10,15 @@ use std::time::Duration;
 /// past these, on 2 ranks with a core each, Open MPI's shared-memory transport (one
 /// copy in, one copy out) beats smelt's cache-line slots, which copy 48 bytes per
 /// 64-byte line.
-pub const DEFAULT_MAX_BYTES: [usize; 5] = [512, 512, 1024, 256, 64];
+///
+/// Then, for the calls built on smelt's allreduce, the largest whole result (bytes,
+/// all ranks together): MPI_Allgather, MPI_Scan/MPI_Exscan, MPI_Reduce_scatter_block,
+/// MPI_Alltoall. Measured on 2 ranks (docs/mpi.md); 0 (never by default) for
+/// MPI_Scan (on 2 ranks MPI's scan is one message, 2.5-3× faster than smelt's
+/// allreduce of every input) and MPI_Alltoall (even at 8 bytes no faster than MPI's).
+pub const DEFAULT_MAX_BYTES: [usize; CUT_OFFS] = [512, 512, 1024, 256, 64, 128, 0, 256, 0];
+/// Cut-offs per communicator (see [`DEFAULT_MAX_BYTES`]).
+pub const CUT_OFFS: usize = 9;
 /// Default number of collective calls on a communicator that go to MPI before smelt
 /// sets the communicator up (see [`Config::setup_after`]); MPICH's shared-memory
 /// collectives wait as many (`MPIR_CVAR_POSIX_NUM_COLLS_THRESHOLD`).
@@ -30,7 +38,7 @@ pub struct Config {
     /// MPI_Gather and MPI_Scatter: `SMELT_MPI_MAX_BYTES` for all, else
     /// [`DEFAULT_MAX_BYTES`]. Every rank uses the smallest values any rank of the
     /// communicator has.
-    pub max_bytes: [usize; 5],
+    pub max_bytes: [usize; CUT_OFFS],
     /// `SMELT_RANKS_PER_NODE=k`: split each host into emulated nodes of `k` ranks.
     pub ranks_per_node: usize,
     /// `SMELT_MPI_TIMEOUT` (seconds): longest a rank waits for a peer of its node inside
@@ -118,7 +126,7 @@ fn parse() -> Config {
         verbose: flag("SMELT_MPI_VERBOSE", false),
         max_bytes: match get("SMELT_MPI_MAX_BYTES").map(|v| (v.trim().parse::<usize>(), v)) {
             None => DEFAULT_MAX_BYTES,
-            Some((Ok(n), _)) if n <= 1 << 30 => [n; 5],
+            Some((Ok(n), _)) if n <= 1 << 30 => [n; CUT_OFFS],
             Some((_, v)) => {
                 warn(
                     "SMELT_MPI_MAX_BYTES",

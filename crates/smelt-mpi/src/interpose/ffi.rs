@@ -24,6 +24,7 @@ extern "C" {
     static smelt_mpi_int64: MPI_Datatype;
     static smelt_mpi_uint64: MPI_Datatype;
     static smelt_mpi_op_min: MPI_Op;
+    static smelt_mpi_op_bor: MPI_Op;
     static smelt_mpi_comm_world: MPI_Comm;
     static smelt_mpi_comm_null: MPI_Comm;
     static smelt_mpi_undefined: c_int;
@@ -50,6 +51,7 @@ handle! {
     int64: MPI_Datatype = smelt_mpi_int64;
     uint64: MPI_Datatype = smelt_mpi_uint64;
     op_min: MPI_Op = smelt_mpi_op_min;
+    op_bor: MPI_Op = smelt_mpi_op_bor;
     comm_world: MPI_Comm = smelt_mpi_comm_world;
     comm_null: MPI_Comm = smelt_mpi_comm_null;
     undefined: c_int = smelt_mpi_undefined;

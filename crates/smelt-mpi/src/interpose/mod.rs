@@ -433,6 +433,10 @@ unsafe fn bcast(
         stats::fell_back(Call::Bcast, Why::BadArgs);
         return pmpi();
     }
+    if h.max_bytes[0] == 0 && count > 0 {
+        stats::fell_back(Call::Bcast, Why::MpiFaster);
+        return pmpi();
+    }
     let (size, lay) = match layout(dt, buf) {
         Ok(Some(x)) => x,
         Ok(None) => {

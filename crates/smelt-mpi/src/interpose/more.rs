@@ -101,7 +101,7 @@ fn fits(h: &Held, bytes: usize, n: usize, at: &[usize]) -> bool {
             .is_some_and(|t| t <= c_int::MAX as usize)
 }
 
-/// `MPI_Allgather` through smelt where it can.
+/// `MPI_Allgather` through smelt where it can ([`Hier::allgather`]: one allreduce).
 ///
 /// # Safety
 /// MPI's contract for `MPI_Allgather`.
@@ -127,9 +127,8 @@ unsafe fn allgather(send: Side, recv: Side, comm: MPI_Comm, pmpi: impl Fn() -> c
             Err(Err(rc)) => return rc,
         }
     };
-    // The whole result is broadcast: it must fit the broadcast's cut-off, each part
-    // the gather's.
-    if !fits(&h, k, n, &[3]) || !fits(&h, k * n, 1, &[0]) {
+    // One allreduce of the whole result (`Hier::allgather`).
+    if !fits(&h, k * n, 1, &[5]) {
         return fell(call, Why::TooLarge, pmpi);
     }
     if k == 0 {
@@ -137,6 +136,23 @@ unsafe fn allgather(send: Side, recv: Side, comm: MPI_Comm, pmpi: impl Fn() -> c
         return ffi::success();
     }
     let r = (|| {
+        if let Some(o) = roff {
+            // Straight in the receive buffer, this rank's part put in place first (in
+            // place: it is there).
+            // SAFETY: MPI's contract: room for `n` dense blocks of `k` bytes from `o`.
+            let out = unsafe { bytes_at_mut(recv.buf.cast_mut(), o, n * k) };
+            if !in_place {
+                let mine = &mut out[rank * k..(rank + 1) * k];
+                match soff {
+                    // SAFETY: MPI's contract: the send buffer holds one block, apart
+                    // from the receive buffer.
+                    Some(so) => mine.copy_from_slice(unsafe { bytes_at(send.buf, so, k) }),
+                    // SAFETY: as above.
+                    None => mine.copy_from_slice(&unsafe { send.read(send.buf, None, k, comm) }?),
+                }
+            }
+            return h.allgather_placed(out, k);
+        }
         let mine = if in_place {
             let at = recv.block(rank)?;
             // SAFETY: MPI's contract: in place, this rank's block of the receive
@@ -146,27 +162,17 @@ unsafe fn allgather(send: Side, recv: Side, comm: MPI_Comm, pmpi: impl Fn() -> c
             // SAFETY: MPI's contract: the send buffer holds one block.
             unsafe { read_blocks(&send, soff, 1, k, comm) }?
         };
-        match roff {
-            Some(o) => {
-                // SAFETY: MPI's contract: room for `n` dense blocks of `k` bytes from
-                // `o`; `mine` is a copy, so they do not overlap.
-                let out = unsafe { bytes_at_mut(recv.buf.cast_mut(), o, n * k) };
-                h.allgather(&mine, out)
-            }
-            None => {
-                let mut all = vec![0u8; n * k];
-                h.allgather(&mine, &mut all)?;
-                // SAFETY: MPI's contract: room for `n` blocks.
-                unsafe { write_blocks(&recv, None, &all, n, k, comm) }
-            }
-        }
+        let mut all = vec![0u8; n * k];
+        h.allgather(&mine, &mut all)?;
+        // SAFETY: MPI's contract: room for `n` blocks.
+        unsafe { write_blocks(&recv, None, &all, n, k, comm) }
     })();
     finish(r, call, comm, &h)
 }
 
 /// `MPI_Scan` (`exclusive` false) or `MPI_Exscan` through smelt where it can: every
-/// rank's input gathered to rank 0, which computes the prefixes in rank order and
-/// scatters them (small messages: both steps move one part per rank).
+/// rank's input gathered to every rank ([`Hier::allgather`]), each folding the prefix
+/// it needs in rank order (small messages).
 ///
 /// # Safety
 /// MPI's contract for `MPI_Scan`/`MPI_Exscan`.
@@ -189,15 +195,17 @@ unsafe fn scan(
     if count < 0 {
         return fell(call, Why::BadArgs, pmpi);
     }
-    let max = cut_off(&h, &[3, 4]);
+    let (n, rank) = (h.size, h.rank);
+    // Every rank's input is gathered to every rank (one allreduce of ranks × `len`
+    // bytes), each folding the inputs it needs.
+    if h.max_bytes[6] == 0 {
+        return fell(call, Why::MpiFaster, pmpi);
+    }
+    let max = cut_off(&h, &[6]) / n;
     let (red, len) = match reduction(call, count, dt, op, max, &pmpi) {
         Ok(x) => x,
         Err(rc) => return rc,
     };
-    let (n, rank) = (h.size, h.rank);
-    if len.checked_mul(n).is_none_or(|t| t > c_int::MAX as usize) {
-        return fell(call, Why::TooLarge, pmpi);
-    }
     let input = if send == ffi::in_place().cast_const() {
         recv.cast_const()
     } else {
@@ -206,47 +214,22 @@ unsafe fn scan(
     // SAFETY: MPI's contract: the input holds `count` elements of `dt` (`len` bytes).
     let mine = unsafe { bytes_at(input, 0, len) }.to_vec();
     let r = (|| {
-        let mut all = if rank == 0 {
-            vec![0u8; n * len]
-        } else {
-            Vec::new()
-        };
-        if !h.gather(&mine, &mut all, 0)? {
-            return Ok(false);
-        }
-        let mut parts = Vec::new();
-        if rank == 0 {
-            // Inclusive prefixes in place: part i = part i-1 (op) input i (MPI's
-            // predefined operations are commutative).
-            for i in 1..n {
-                let (before, from) = all.split_at_mut(i * len);
-                (red.combine)(&mut from[..len], &before[(i - 1) * len..]);
+        let mut all = vec![0u8; n * len];
+        h.allgather(&mine, &mut all)?;
+        // The fold of ranks 0..=rank (0..rank), in rank order.
+        let upto = if exclusive { rank } else { rank + 1 };
+        if upto > 0 {
+            let mut acc = all[..len].to_vec();
+            for i in 1..upto {
+                (red.combine)(&mut acc, &all[i * len..(i + 1) * len]);
             }
-            if exclusive {
-                // Rank i gets the prefix of ranks 0..i; rank 0's result is undefined
-                // (its buffer is left alone).
-                parts = vec![0u8; n * len];
-                parts[len..].copy_from_slice(&all[..(n - 1) * len]);
-            } else {
-                parts = all;
-            }
-        }
-        let mut out = vec![0u8; len];
-        if !h.scatter(&parts, &mut out, 0)? {
-            return Ok(false);
-        }
-        if !(exclusive && rank == 0) {
             // SAFETY: MPI's contract: `recv` has room for `count` elements of `dt`;
-            // `out` is this crate's buffer.
-            unsafe { bytes_at_mut(recv, 0, len) }.copy_from_slice(&out);
+            // `acc` is this crate's buffer.
+            unsafe { bytes_at_mut(recv, 0, len) }.copy_from_slice(&acc);
         }
-        Ok(true)
+        Ok(())
     })();
-    match r {
-        Ok(true) => finish(Ok(()), call, comm, &h),
-        Ok(false) => fell(call, Why::NoTree, pmpi),
-        Err(e) => finish(Err(e), call, comm, &h),
-    }
+    finish(r, call, comm, &h)
 }
 
 /// `MPI_Reduce_scatter_block` through smelt where it can: smelt's allreduce of the
@@ -275,7 +258,7 @@ unsafe fn reduce_scatter_block(
     let Some(total) = total.filter(|_| rcount >= 0) else {
         return fell(call, Why::BadArgs, pmpi);
     };
-    let (red, len) = match reduction(call, total as c_int, dt, op, h.max_bytes[2], &pmpi) {
+    let (red, len) = match reduction(call, total as c_int, dt, op, h.max_bytes[7], &pmpi) {
         Ok(x) => x,
         Err(rc) => return rc,
     };
@@ -298,7 +281,7 @@ unsafe fn reduce_scatter_block(
 }
 
 /// `MPI_Alltoall` of small blocks through smelt where it can: every rank's blocks
-/// gathered to rank 0, transposed there, scattered back.
+/// gathered to every rank ([`Hier::allgather`]), each keeping its own.
 ///
 /// # Safety
 /// MPI's contract for `MPI_Alltoall`.
@@ -308,6 +291,9 @@ unsafe fn alltoall(send: Side, recv: Side, comm: MPI_Comm, pmpi: impl Fn() -> c_
         Ok(h) => h,
         Err(rc) => return rc,
     };
+    if h.max_bytes[8] == 0 {
+        return fell(call, Why::MpiFaster, pmpi);
+    }
     let (n, rank) = (h.size, h.rank);
     let in_place = send.buf == ffi::in_place().cast_const();
     let (k, roff) = match block_of(&recv) {
@@ -324,8 +310,9 @@ unsafe fn alltoall(send: Side, recv: Side, comm: MPI_Comm, pmpi: impl Fn() -> c_
             Err(Err(rc)) => return rc,
         }
     };
-    // Each rank's n blocks are gathered and scattered: they must fit both cut-offs.
-    if !fits(&h, k * n, n, &[3, 4]) {
+    // Every rank's `n` blocks go to every rank (one allreduce of ranks × ranks × `k`
+    // bytes), each keeping the blocks meant for it.
+    if !fits(&h, k * n * n, 1, &[8]) {
         return fell(call, Why::TooLarge, pmpi);
     }
     if k == 0 {
@@ -334,41 +321,36 @@ unsafe fn alltoall(send: Side, recv: Side, comm: MPI_Comm, pmpi: impl Fn() -> c_
     }
     let from = if in_place { recv } else { send };
     let r = (|| {
-        // SAFETY: MPI's contract: `from` holds `n` blocks.
-        let mine = unsafe { read_blocks(&from, soff, n, k, comm) }?;
         let row = n * k;
-        let mut all = if rank == 0 {
-            vec![0u8; n * row]
-        } else {
-            Vec::new()
-        };
-        if !h.gather(&mine, &mut all, 0)? {
-            return Ok(false);
+        let mut all = vec![0u8; n * row];
+        let mine = &mut all[rank * row..(rank + 1) * row];
+        match soff {
+            // SAFETY: MPI's contract: `from` holds `n` dense blocks from `o`.
+            Some(o) => mine.copy_from_slice(unsafe { bytes_at(from.buf, o, row) }),
+            // SAFETY: MPI's contract: `from` holds `n` blocks.
+            None => mine.copy_from_slice(&unsafe { read_blocks(&from, None, n, k, comm) }?),
         }
-        let mut t = Vec::new();
-        if rank == 0 {
-            // Rank r receives block r of every rank j, in order of j.
-            t = vec![0u8; n * row];
-            for r in 0..n {
-                for j in 0..n {
-                    t[r * row + j * k..r * row + (j + 1) * k]
-                        .copy_from_slice(&all[j * row + r * k..j * row + (r + 1) * k]);
-                }
+        h.allgather_placed(&mut all, row)?;
+        // Block `rank` of every rank j, in order of j.
+        if let Some(o) = roff {
+            // SAFETY: MPI's contract: room for `n` dense blocks from `o` (in place,
+            // its data was copied into `all` above).
+            let out = unsafe { bytes_at_mut(recv.buf.cast_mut(), o, row) };
+            for j in 0..n {
+                let at = j * row + rank * k;
+                out[j * k..(j + 1) * k].copy_from_slice(&all[at..at + k]);
             }
+            return Ok(());
         }
         let mut out = vec![0u8; row];
-        if !h.scatter(&t, &mut out, 0)? {
-            return Ok(false);
+        for j in 0..n {
+            let at = j * row + rank * k;
+            out[j * k..(j + 1) * k].copy_from_slice(&all[at..at + k]);
         }
         // SAFETY: MPI's contract: room for `n` blocks in the receive buffer.
-        unsafe { write_blocks(&recv, roff, &out, n, k, comm) }?;
-        Ok(true)
+        unsafe { write_blocks(&recv, None, &out, n, k, comm) }
     })();
-    match r {
-        Ok(true) => finish(Ok(()), call, comm, &h),
-        Ok(false) => fell(call, Why::NoTree, pmpi),
-        Err(e) => finish(Err(e), call, comm, &h),
-    }
+    finish(r, call, comm, &h)
 }
 
 /// `MPI_Allgather`, taken over (see the crate documentation).

@@ -98,9 +98,10 @@ pub enum Why {
     Concurrent,
     NoGain,
     NonBlocking,
+    MpiFaster,
 }
 
-const WHYS: usize = Why::NonBlocking as usize + 1;
+const WHYS: usize = Why::MpiFaster as usize + 1;
 const ALL_WHY: [Why; WHYS] = [
     Why::Intercomm,
     Why::OneRank,
@@ -119,6 +120,7 @@ const ALL_WHY: [Why; WHYS] = [
     Why::Concurrent,
     Why::NoGain,
     Why::NonBlocking,
+    Why::MpiFaster,
 ];
 
 impl Why {
@@ -145,6 +147,9 @@ impl Why {
             }
             Why::NoGain => {
                 "nodes of 1-2 ranks: the hierarchy adds a step and saves none (SMELT_MPI_FORCE=1 takes them)"
+            }
+            Why::MpiFaster => {
+                "MPI's own is faster (measured: docs/mpi.md; SMELT_MPI_MAX_BYTES takes it)"
             }
             Why::NonBlocking => {
                 "non-blocking: smelt has no progress engine, and running it at the call could deadlock a correct program"

@@ -460,7 +460,31 @@ static void check_gather_scatter(MPI_Comm comm, int seed0)
             fprintf(stderr, "collectives: WRONG strided scatter at %d: %d\n", i, sbuf[i]);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
-    checks += 3;
+    /* allgather into strided blocks on every rank (packed), and alltoall from them */
+    for (int i = 0; i < 4; i++)
+        sbuf[i] = rank * 100 + i;
+    for (int i = 0; i < 8 * size; i++)
+        rbuf[i] = -1;
+    MPI_Allgather(sbuf, 4, MPI_INT, rbuf, 1, strided_r, comm);
+    for (int b = 0; b < size; b++)
+        for (int i = 0; i < 8; i++)
+            if (rbuf[b * 8 + i] != (i % 2 == 0 ? b * 100 + i / 2 : -1)) {
+                fprintf(stderr, "collectives: WRONG strided allgather at block %d int %d: %d\n", b, i, rbuf[b * 8 + i]);
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
+    int *a2a = malloc(4 * size * sizeof(int));
+    for (int b = 0; b < size; b++)
+        for (int i = 0; i < 8; i++)
+            rbuf[b * 8 + i] = i % 2 == 0 ? rank * 1000 + b * 10 + i / 2 : -7;
+    MPI_Alltoall(rbuf, 1, strided_r, a2a, 4, MPI_INT, comm);
+    for (int b = 0; b < size; b++)
+        for (int i = 0; i < 4; i++)
+            if (a2a[b * 4 + i] != b * 1000 + rank * 10 + i) {
+                fprintf(stderr, "collectives: WRONG strided alltoall from rank %d int %d: %d\n", b, i, a2a[b * 4 + i]);
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
+    free(a2a);
+    checks += 5;
     MPI_Type_free(&pair);
     MPI_Type_free(&strided);
     MPI_Type_free(&strided_r);
