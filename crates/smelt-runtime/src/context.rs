@@ -241,7 +241,7 @@ impl<L: Link> Context<L> {
     /// Turns a transport error on the link to `peer` into the group's error, recording
     /// a failure (and waking every member) where one happened.
     #[cold]
-    fn fail(&self, e: TransportError, peer: Rank, op: &'static str) -> GroupError {
+    pub(crate) fn fail(&self, e: TransportError, peer: Rank, op: &'static str) -> GroupError {
         let sh = &self.shared;
         match e {
             TransportError::Aborted => sh.failure_error().unwrap_or(GroupError::PeerFailed {

@@ -5,11 +5,12 @@
 //! recursive doubling) over the links beyond the tree.
 
 use crate::combine::{combine_bytes, Elem, ReduceOp};
-use crate::context::{Context, Tag};
+use crate::context::{Coll, Context, Tag};
 use crate::nontree::{pow2_floor, NonTreeLinks};
-use crate::GroupError;
+use crate::{GroupError, SyncMode};
 use smelt_ids::Rank;
 use smelt_transport::Link;
+use smelt_tree::NonTree;
 use std::time::Duration;
 
 type Res<T> = Result<T, GroupError>;
@@ -75,7 +76,107 @@ impl<L: Link> Context<L> {
     pub fn allreduce_slice_op<T: Elem>(&mut self, data: &mut [T], op: ReduceOp) -> Res<()> {
         op.check::<T>()?;
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(data);
+        if self.pair_lends(bytes.len()) {
+            let t = self.begin(Coll::ReduceSlice)?;
+            self.check_len(bytes.len(), t)?;
+            return self.allreduce_pair_lent(bytes, op, combine_bytes::<T>, t);
+        }
         self.allreduce_bytes(bytes, |acc, o| combine_bytes::<T>(op, acc, o))
+    }
+
+    /// True if a typed allreduce of `len` bytes runs Rabenseifner between two members
+    /// by loans ([`allreduce_pair_lent`](Self::allreduce_pair_lent)): the table picks
+    /// Rabenseifner for this size, the group has two members, the call is loose, the
+    /// message long enough to lend and the link between them can lend.
+    fn pair_lends(&mut self, len: usize) -> bool {
+        if self.size() != 2 || self.sync != SyncMode::Loose || self.in_strict {
+            return false;
+        }
+        if len < self.lend_from.max(2 * UNIT) {
+            return false;
+        }
+        let link = match (&self.parent, self.children.first()) {
+            (Some(p), _) => &p.link,
+            (None, Some(c)) => &c.link,
+            _ => return false,
+        };
+        link.can_lend() && self.allreduce_non_tree(len) == Some(NonTree::Rabenseifner)
+    }
+
+    /// Rabenseifner's allreduce of two members that share memory, by loans over the
+    /// tree's one link: the root keeps the lower half (cut at a multiple of
+    /// [`UNIT`] bytes), the other member the upper. Reduce-scatter: each lends the half
+    /// the other keeps and, while it is out, borrows the other's loan and combines it
+    /// into the half it keeps (both combine at once, each reading the other's buffer
+    /// directly). Allgather: each lends the half it holds the result of and copies the
+    /// other's into place. Each value is combined once (`x0 ⊕ x1`; the predefined
+    /// operations are commutative bit for bit), then copied: the same bits on both.
+    fn allreduce_pair_lent(
+        &mut self,
+        data: &mut [u8],
+        op: ReduceOp,
+        combine: fn(ReduceOp, &mut [u8], &[u8]),
+        t: Tag,
+    ) -> Res<()> {
+        let mid = data.len().div_ceil(UNIT) / 2 * UNIT;
+        let root = self.parent.is_none();
+        let (lower, upper) = data.split_at_mut(mid);
+        let (keep, give) = if root { (lower, upper) } else { (upper, lower) };
+        let timeout = Some(self.timeout);
+        let (want_in, want_out) = (keep.len(), give.len());
+        let rs = t.word();
+        let ag = t.word() | (1 << 32);
+        let peer = match self.parent.as_mut() {
+            Some(p) => p,
+            None => &mut self.children[0],
+        };
+        let rank = peer.rank;
+        // Reduce-scatter: lend `give`, combine the other's into `keep`.
+        let r = peer.link.exchange_loans(rs, give, timeout, |tag, theirs| {
+            if tag != rs || theirs.len() != want_in {
+                return Err((tag, theirs.len()));
+            }
+            combine(op, keep, theirs);
+            Ok(())
+        });
+        self.pair_checked(r, rs, want_in, rank, t)?;
+        // Allgather: lend `keep` (now the result), copy the other's into `give`.
+        let peer = match self.parent.as_mut() {
+            Some(p) => p,
+            None => &mut self.children[0],
+        };
+        let r = peer.link.exchange_loans(ag, keep, timeout, |tag, theirs| {
+            if tag != ag || theirs.len() != want_out {
+                return Err((tag, theirs.len()));
+            }
+            give.copy_from_slice(theirs);
+            Ok(())
+        });
+        self.pair_checked(r, ag, want_out, rank, t)
+    }
+
+    /// The outcome of one exchange of loans as the group's result.
+    fn pair_checked(
+        &self,
+        r: Result<Result<(), (u64, usize)>, smelt_transport::TransportError>,
+        tag: u64,
+        want: usize,
+        rank: Rank,
+        t: Tag,
+    ) -> Res<()> {
+        match r {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err((got, n))) => {
+                if got != tag {
+                    return Err(self.crossed(got, t, rank));
+                }
+                Err(self.mismatch(format!(
+                    "{}: member {rank} lends {n} bytes where this member expects {want} (the data differ in length)",
+                    t.op()
+                )))
+            }
+            Err(e) => Err(self.fail(e, rank, t.op())),
+        }
     }
 
     /// Rabenseifner's allreduce over the links beyond the tree (the pairs of

@@ -287,3 +287,32 @@ fn an_operation_the_type_lacks_is_refused_on_every_member() {
         r.unwrap();
     }
 }
+
+/// Two members whose data differ in length: an error on both (the exchange of loans
+/// checks what it borrows), no hang, on Rabenseifner's pair path and on the mesh.
+#[test]
+fn lengths_that_differ_fail_on_every_member() {
+    for n in [2, 4] {
+        let r = Group::with_config(&[tree(n)], &cfg(Some("allreduce=rabenseifner"), true))
+            .unwrap()
+            .run(|m| {
+                let len = if m.rank().index() == 1 {
+                    20_006
+                } else {
+                    20_000
+                };
+                let mut v = vec![1.0f64; len];
+                m.allreduce_slice_op(&mut v, ReduceOp::Sum)
+            });
+        let errors: Vec<String> = match r {
+            Err(e) => vec![e.to_string()],
+            Ok(out) => out
+                .into_iter()
+                .map(|r| r.expect_err("a member succeeded").to_string())
+                .collect(),
+        };
+        for e in errors {
+            assert!(e.contains("differ in length"), "{n} members: {e}");
+        }
+    }
+}

@@ -104,6 +104,25 @@ pub trait Link: Send {
             "a transport that cannot lend".into(),
         ))
     }
+    /// Lends `data` to the peer and, while it is out, borrows what the peer lends
+    /// (`f(tag, bytes)`), then waits for this end's loan to come back: both ends call
+    /// it to exchange loans at once, each reading the other's buffer in parallel (see
+    /// [`crate::lend_while`]). Default: [`TransportError::NoLoan`].
+    fn exchange_loans<R>(
+        &mut self,
+        tag: u64,
+        data: &[u8],
+        timeout: Option<Duration>,
+        f: impl FnOnce(u64, &[u8]) -> R,
+    ) -> Result<R, TransportError>
+    where
+        Self: Sized,
+    {
+        let _ = (tag, data, timeout, f);
+        Err(TransportError::NoLoan(
+            "a transport that cannot lend".into(),
+        ))
+    }
 }
 
 impl Link for Endpoint {
@@ -179,5 +198,15 @@ impl Link for Endpoint {
         f: impl FnOnce(u64, &[u8]) -> R,
     ) -> Result<R, TransportError> {
         self.rx.borrow(timeout, f)
+    }
+    fn exchange_loans<R>(
+        &mut self,
+        tag: u64,
+        data: &[u8],
+        timeout: Option<Duration>,
+        f: impl FnOnce(u64, &[u8]) -> R,
+    ) -> Result<R, TransportError> {
+        let rx = &mut self.rx;
+        crate::lend_while(&mut self.tx, tag, data, timeout, || rx.borrow(timeout, f))?
     }
 }

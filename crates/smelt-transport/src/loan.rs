@@ -164,6 +164,51 @@ pub fn lend_all(
     result
 }
 
+/// Lends `data` to `to`'s consumer and, while the loan is out, runs `during` (which
+/// typically borrows what the peer lends on the other ring of the queuepair, so two
+/// ends exchange loans at once and each reads the other's buffer in parallel); then
+/// waits until the loan is given back (or withdraws it, on a failure or past
+/// `timeout`) and returns `during`'s result. If `during` unwinds, the loan is
+/// withdrawn or waited for before the unwinding goes on, so the buffer is never read
+/// after this returns. The lent bytes stay borrowed for the whole call: `during`
+/// cannot write them.
+pub fn lend_while<R>(
+    to: &mut Producer,
+    tag: u64,
+    data: &[u8],
+    timeout: Option<Duration>,
+    during: impl FnOnce() -> R,
+) -> Result<R, TransportError> {
+    let Some(b) = to.ring().loan_box() else {
+        return Err(TransportError::NoLoan(
+            "a channel between processes: nothing can be lent".into(),
+        ));
+    };
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    debug_assert_eq!(b.state.load(Ordering::Acquire), IDLE);
+    *b.lender.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::thread::current());
+    b.ptr.store(data.as_ptr() as usize, Ordering::Relaxed);
+    b.len.store(data.len(), Ordering::Relaxed);
+    b.state.store(POSTED, Ordering::Release);
+    /// Withdraws or waits for the loan if `during` unwinds.
+    struct Back<'a>(&'a Producer, bool);
+    impl Drop for Back<'_> {
+        fn drop(&mut self) {
+            if self.1 {
+                let _ = wait_returned(self.0, None, None, true);
+            }
+        }
+    }
+    if let Err(e) = to.send_empty_tagged(tag, timeout) {
+        let _ = wait_returned(to, deadline, timeout, true);
+        return Err(e);
+    }
+    let mut back = Back(to, true);
+    let r = during();
+    back.1 = false;
+    wait_returned(back.0, deadline, timeout, false).map(|()| r)
+}
+
 /// Waits until `p`'s loan is given back, or withdraws it (not taken yet) when
 /// `give_up` is set, the deadline passed, the ring was aborted or its consumer is gone.
 fn wait_returned(
