@@ -5,6 +5,9 @@
 //! that publishes "set".
 
 use crate::pool::Registry;
+#[cfg(smelt_tasks_loom)]
+use loom::sync::atomic::{AtomicUsize, Ordering};
+#[cfg(not(smelt_tasks_loom))]
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
@@ -29,7 +32,7 @@ pub(crate) struct CoreLatch {
 }
 
 impl CoreLatch {
-    pub(crate) const fn new() -> Self {
+    pub(crate) fn new() -> Self {
         CoreLatch {
             state: AtomicUsize::new(UNSET),
         }
@@ -172,4 +175,38 @@ pub(crate) fn set_raw<L: Latch>(latch: *const L) {
     // SAFETY: the caller made `latch` from a live reference just before; the callee
     // touches nothing after its publishing store.
     unsafe { L::set(latch) }
+}
+
+/// A loom model of the latch a worker parks on (`RUSTFLAGS="--cfg smelt_tasks_loom" cargo test -p
+/// smelt-tasks --lib --release latch`): whatever the interleaving, the owner that
+/// announced "sleepy" and parked is unparked by the setter, or sees the latch set before
+/// it parks; no wake-up is lost (the real owner also parks with a timeout, which loom's
+/// park has not: a lost wake-up would show here as a deadlock).
+#[cfg(all(test, smelt_tasks_loom))]
+mod loom_model {
+    use super::CoreLatch;
+    use loom::sync::Arc;
+
+    #[test]
+    fn a_set_latch_always_wakes_its_owner() {
+        loom::model(|| {
+            let latch = Arc::new(CoreLatch::new());
+            let owner = loom::thread::current();
+            let l2 = latch.clone();
+            let setter = loom::thread::spawn(move || {
+                // SAFETY: `l2` keeps the latch alive for the call.
+                if unsafe { CoreLatch::set(&*l2) } {
+                    owner.unpark();
+                }
+            });
+            // The owner's side of `WorkerThread::wait_until` (without the stealing).
+            while !latch.probe() {
+                if latch.get_sleepy() {
+                    loom::thread::park();
+                    latch.wake_up();
+                }
+            }
+            setter.join().unwrap();
+        });
+    }
 }
