@@ -5,7 +5,8 @@
 #   Open MPI's headers and mpicc also build smelt-mpi's interposer, whose bindings
 #   bindgen makes with the libclang that the clang package brings; MPICH beside it, whose
 #   mpicc.mpich builds the interposer for MPICH's ABI, and gfortran for its Fortran test).
-#   chromium renders the page of `smelt report` in its browser test.
+#   chromium renders the page of `smelt report` in its browser test. ucx-utils brings
+#   ucx_perftest, the UCX peer of `smelt bench --am`.
 # Extra Debian packages to make sure of may be given as arguments
 # (`bash scripts/deps.sh python3-mpi4py`).
 # Set SMELT_NO_INSTALL=1 to skip (then missing peers are reported as skipped).
@@ -13,7 +14,7 @@ set -euo pipefail
 [ -n "${SMELT_NO_INSTALL:-}" ] && exit 0
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for p in pkg-config libhwloc-dev libudev-dev hwloc graphviz libfontconfig1-dev libfreetype-dev fonts-dejavu-core gcc clang libomp-dev gfortran openmpi-bin libopenmpi-dev libmpich-dev chromium "$@"; do
+for p in pkg-config libhwloc-dev libudev-dev hwloc graphviz libfontconfig1-dev libfreetype-dev fonts-dejavu-core gcc clang libomp-dev gfortran openmpi-bin libopenmpi-dev libmpich-dev chromium ucx-utils "$@"; do
     have_pkg "$p" || need+=("$p")
 done
 if ! command -v cargo >/dev/null; then

@@ -10,7 +10,11 @@
 //!   peer on the same node while the endpoint also polls the network (multi-protocol,
 //!   the shared-memory side), with the polling policies compared;
 //! * the smelt queuepair round trip and `crossbeam-channel`'s message rate, between
-//!   the same two CPUs.
+//!   the same two CPUs;
+//! * UCX (`ucx_perftest`, `smelt_peers::ucx`): `ucp_am_lat`, `ucp_am_bw` and `ucp_get`
+//!   between two processes pinned to the same two CPUs over shared memory, against
+//!   smelt's processes row (one-way latency, message rate) and a global-array get of
+//!   8 bytes inside a node (`smelt_global::bench`).
 
 use super::BenchArgs;
 use anyhow::{Context, Result};
@@ -112,6 +116,37 @@ struct Ratios {
     every8_poll_shm_rtt_over_shm_only_rtt: Option<f64>,
 }
 
+/// UCX's rows, and smelt against them.
+#[derive(Serialize, Default)]
+struct UcxSection {
+    /// How the two `ucx_perftest` processes ran.
+    placement: String,
+    /// `ucx_am_lat` (one-way ns, 50th percentile), `ucx_am_bw` (ns per message of the
+    /// overall rate), `ucx_get` (ns per get, 50th percentile): each the median over
+    /// the runs, or why it is missing.
+    rows: Vec<smelt_peers::PeerResult>,
+    /// smelt against UCX, each with its target.
+    comparisons: Vec<Comparison>,
+}
+
+/// One figure of smelt against UCX's.
+#[derive(Serialize)]
+struct Comparison {
+    name: String,
+    /// smelt's figure and UCX's, in `unit`.
+    smelt: Option<f64>,
+    ucx: Option<f64>,
+    unit: String,
+    /// smelt / UCX (for rates: smelt's rate / UCX's rate).
+    ratio: Option<f64>,
+    /// The target on `ratio`, e.g. `≤ 1`.
+    target: String,
+    /// Whether the target is met (none: a figure is missing).
+    met: Option<bool>,
+    /// What is compared with what, and why a figure is missing.
+    note: String,
+}
+
 #[derive(Serialize)]
 struct AmReport {
     tool: String,
@@ -120,6 +155,8 @@ struct AmReport {
     transports: Vec<TransportRow>,
     peers: Peers,
     ratios: Ratios,
+    /// UCX as a peer.
+    ucx: UcxSection,
     /// The LogP lines of the `smelt-am-mpi` program, as it printed them.
     mpi: Vec<serde_json::Value>,
     warnings: Vec<String>,
@@ -351,6 +388,35 @@ pub fn run(a: &BenchArgs) -> Result<()> {
             peers.errors.push(format!("{}: {reason}", p.name));
         }
     }
+    eprintln!("peers: UCX ucx_perftest (ucp_am_lat, ucp_am_bw, ucp_get) between two processes...");
+    let ucx_opts = {
+        // The server answers, as smelt's member process does: on the second CPU.
+        let cpus = (pair.1, pair.0);
+        let mut u = if a.quick {
+            smelt_peers::ucx::UcxOpts::quick(cpus)
+        } else {
+            smelt_peers::ucx::UcxOpts::full(cpus)
+        };
+        if let Some(t) = a.timeout {
+            u.timeout = Duration::from_secs_f64(t);
+        }
+        u
+    };
+    let ucx_rows = smelt_peers::ucx::peers(&ucx_opts);
+    eprintln!("global arrays: get of 8 bytes inside a node...");
+    let global_get = {
+        let mut g = if a.quick {
+            smelt_global::bench::Opts::quick()
+        } else {
+            smelt_global::bench::Opts::full()
+        };
+        if let (Some(x), Some(y)) = pair {
+            g.cpus = Some((x, y));
+        }
+        smelt_global::bench::measure(&g)
+            .map(|r| r.get_8b_ns)
+            .map_err(|e| format!("{e}"))
+    };
     let mut mpi_rows = Vec::new();
     match find_mpi_program() {
         None => warnings.push(
@@ -392,6 +458,11 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         always_poll_shm_rtt_over_shm_only_rtt: over_shm_only("multi-protocol-shm-always"),
         every8_poll_shm_rtt_over_shm_only_rtt: over_shm_only("multi-protocol-shm-every8"),
     };
+    let ucx = UcxSection {
+        placement: smelt_peers::ucx::placement(&ucx_opts),
+        comparisons: compare_with_ucx(logp_of(&rows, "processes"), &ucx_rows, &global_get),
+        rows: ucx_rows,
+    };
     let report = AmReport {
         tool: format!("smelt {}", env!("CARGO_PKG_VERSION")),
         host: smelt_model::host::host_name(),
@@ -399,6 +470,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         transports: rows,
         peers,
         ratios,
+        ucx,
         mpi: mpi_rows,
         warnings,
     };
@@ -409,6 +481,97 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.transport)))
         .collect();
     super::fail_if_any(failed)
+}
+
+/// UCX's figure of row `name`, ns, or why there is none.
+fn ucx_ns(rows: &[smelt_peers::PeerResult], name: &str) -> Result<f64, String> {
+    match rows.iter().find(|r| r.name == name).map(|r| &r.status) {
+        Some(Status::Ok { ns }) => Ok(ns.median),
+        Some(Status::Skipped { reason } | Status::Failed { reason }) => {
+            Err(format!("UCX {name}: {reason}"))
+        }
+        None => Err(format!("no UCX row {name}")),
+    }
+}
+
+/// A comparison from two figures (ns) or why one is missing. `rate`: the figures are
+/// ns per message and the ratio is of rates (UCX's ns over smelt's); `at_most`: the
+/// target is ratio ≤ `limit`, else ≥ `limit`.
+#[allow(clippy::too_many_arguments)]
+fn comparison(
+    name: &str,
+    smelt: Result<f64, String>,
+    ucx: Result<f64, String>,
+    rate: bool,
+    at_most: bool,
+    limit: f64,
+    about: &str,
+) -> Comparison {
+    let missing: Vec<String> = [&smelt, &ucx]
+        .iter()
+        .filter_map(|r| r.as_ref().err().cloned())
+        .collect();
+    let (s, u) = (smelt.ok(), ucx.ok());
+    let conv = |ns: f64| if rate { 1e3 / ns } else { ns };
+    let ratio = s.zip(u).map(|(s, u)| if rate { u / s } else { s / u });
+    let mut note = about.to_string();
+    for m in missing {
+        note.push_str("; missing: ");
+        note.push_str(&m);
+    }
+    Comparison {
+        name: name.into(),
+        smelt: s.map(conv),
+        ucx: u.map(conv),
+        unit: if rate { "M msg/s" } else { "ns" }.into(),
+        ratio,
+        target: format!("{} {limit}", if at_most { "≤" } else { "≥" }),
+        met: ratio.map(|r| if at_most { r <= limit } else { r >= limit }),
+        note,
+    }
+}
+
+/// smelt's processes row and global-array get against UCX's rows (targets of issue
+/// 29: one-way latency ≤ UCX's median, rate ≥ 2× UCX's, get ≤ UCX's `ucp_get`).
+fn compare_with_ucx(
+    processes: Option<LogPRow>,
+    ucx: &[smelt_peers::PeerResult],
+    global_get: &Result<f64, String>,
+) -> Vec<Comparison> {
+    let no_row = || "smelt's processes row failed (see the transports)".to_string();
+    vec![
+        comparison(
+            "one-way AM latency: smelt processes / UCX ucp_am_lat",
+            processes.map(|p| p.rtt_ns / 2.0).ok_or_else(no_row),
+            ucx_ns(ucx, "ucx_am_lat"),
+            false,
+            true,
+            1.0,
+            "smelt: half the request/reply round trip between two processes (median); \
+             UCX: ucx_perftest's ping-pong latency (halved by ucx_perftest), 50th percentile, 8-byte messages",
+        ),
+        comparison(
+            "AM rate: smelt processes / UCX ucp_am_bw",
+            processes.map(|p| p.g_ns).ok_or_else(no_row),
+            ucx_ns(ucx, "ucx_am_bw"),
+            true,
+            false,
+            2.0,
+            "smelt: 1/g, a request and its mandatory reply counted as one message; \
+             UCX: overall rate of a one-way stream of 8-byte active messages (no replies)",
+        ),
+        comparison(
+            "get of 8 B inside a node: smelt global array / UCX ucp_get",
+            global_get.clone().map_err(|e| format!("smelt global get: {e}")),
+            ucx_ns(ucx, "ucx_get"),
+            false,
+            true,
+            1.0,
+            "smelt: smelt_global get of one u64 owned by a peer thread (between two threads \
+             of one process, the element's line last written by the peer); UCX: ucp_get of \
+             8 bytes between two processes, 50th percentile of a stream of gets",
+        ),
+    ]
 }
 
 /// LogP as `smelt-am-mpi` prints it (the same field names as [`LogPRow`]).
@@ -520,6 +683,58 @@ fn table(r: &AmReport) -> String {
         r.ratios.every8_poll_shm_rtt_over_shm_only_rtt,
         "-",
     );
+    let _ = writeln!(s, "\nUCX (ucx_perftest; {}):", r.ucx.placement);
+    for row in &r.ucx.rows {
+        match &row.status {
+            Status::Ok { ns } => {
+                let what = match row.name.as_str() {
+                    "ucx_am_bw" => format!(
+                        "{:.1} ns per message ({:.2} M msg/s)",
+                        ns.median,
+                        1e3 / ns.median
+                    ),
+                    _ => format!("{} µs", us(ns.median)),
+                };
+                let _ = writeln!(
+                    s,
+                    "  {:<12} {what}  (median of {} runs, p10–p90 {}–{} ns)",
+                    row.name,
+                    ns.n,
+                    ns.p10.round(),
+                    ns.p90.round()
+                );
+            }
+            Status::Skipped { reason } => {
+                let _ = writeln!(s, "  {:<12} skipped: {reason}", row.name);
+            }
+            Status::Failed { reason } => {
+                let _ = writeln!(s, "  {:<12} failed: {reason}", row.name);
+            }
+        }
+    }
+    let _ = writeln!(s, "\nsmelt against UCX:");
+    for c in &r.ucx.comparisons {
+        let fig = |v: Option<f64>| match (v, c.unit.as_str()) {
+            (Some(v), "ns") => format!("{} µs", us(v)),
+            (Some(v), u) => format!("{v:.2} {u}"),
+            (None, _) => "-".into(),
+        };
+        let verdict = match (c.ratio, c.met) {
+            (Some(x), Some(true)) => format!("{x:.2}  (target {}: met)", c.target),
+            (Some(x), Some(false)) => format!("{x:.2}  (target {}: MISSED)", c.target),
+            _ => format!("-  (target {}: not measured)", c.target),
+        };
+        let _ = writeln!(
+            s,
+            "  {:<58} smelt {:>14}  UCX {:>14}  ratio {verdict}",
+            c.name,
+            fig(c.smelt),
+            fig(c.ucx)
+        );
+        if c.ratio.is_none() {
+            let _ = writeln!(s, "    {}", c.note);
+        }
+    }
     for w in &r.warnings {
         let _ = writeln!(s, "warning: {w}");
     }

@@ -12,6 +12,8 @@
 //!   whatever compilers exist: `pthread_barrier_wait`, a dissemination barrier, OpenMP
 //!   barrier and reduction (gcc → libgomp, clang → LLVM libomp), a UMP-style ring, and
 //!   Open MPI `MPI_Barrier` / `MPI_Bcast` / `MPI_Reduce`.
+//! * [`ucx`]: UCX's `ucx_perftest` (active-message latency and rate, get) between two
+//!   pinned processes over shared memory.
 //!
 //! Every peer reports a [`PeerResult`], the figure type smelt's own measurements use
 //! too. A missing toolchain makes a peer [`Status::Skipped`], a crash or timeout makes
@@ -22,5 +24,6 @@
 pub mod c;
 pub mod floor;
 pub mod rust;
+pub mod ucx;
 
 pub use smelt_probe::figure::{Metric, PeerResult, Status};
