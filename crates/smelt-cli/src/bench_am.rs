@@ -699,7 +699,7 @@ fn table(r: &AmReport) -> String {
                     s,
                     "  {:<12} {what}  (median of {} runs, p10–p90 {}–{} ns)",
                     row.name,
-                    ns.n,
+                    ns.n + ns.rejected,
                     ns.p10.round(),
                     ns.p90.round()
                 );

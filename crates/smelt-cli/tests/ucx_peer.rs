@@ -91,3 +91,41 @@ fn an_unknown_transport_is_a_failed_row() {
         );
     }
 }
+
+/// A server slow to listen: the client is refused (UCX says so on stdout) and tried
+/// again until the server listens, within the deadline.
+#[test]
+fn a_client_refused_by_a_server_not_yet_listening_is_tried_again() {
+    let Some(exe) = smelt_peers::c::which(ucx::PROGRAM) else {
+        skip::tool_missing("ucx_perftest (Debian's ucx-utils)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("slow_server_perftest");
+    std::fs::write(
+        &p,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" localhost \"*) ;; *) sleep 1 ;; esac\nexec {} \"$@\"\n",
+            exe.display()
+        ),
+    )
+    .unwrap();
+    let mut perm = std::fs::metadata(&p).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&p, perm).unwrap();
+    let o = UcxOpts {
+        iters: 1_000,
+        ..short((None, None))
+    };
+    // Another test's fork may hold the new script open a moment (ETXTBSY).
+    let mut r = Err(String::new());
+    for _ in 0..20 {
+        r = ucx::run_once(&p, UcxTest::AmLat, &o);
+        if !matches!(&r, Err(e) if e.contains("Text file busy")) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let f = r.unwrap();
+    assert_eq!(f.iterations, 1_000);
+}

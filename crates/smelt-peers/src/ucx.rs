@@ -289,7 +289,11 @@ pub fn run_once(exe: &std::path::Path, test: UcxTest, o: &UcxOpts) -> Result<Fin
                     o.timeout
                 ));
             }
-            if !ran.ok && ran.stderr.contains("Connection refused") {
+            // (UCX logs its errors on stdout.)
+            if !ran.ok
+                && (ran.stdout.contains("Connection refused")
+                    || ran.stderr.contains("Connection refused"))
+            {
                 // The server is not listening yet.
                 std::thread::sleep(Duration::from_millis(20));
                 continue;
