@@ -381,20 +381,27 @@ impl WorkerThread {
                 reg.sleep
                     .counts
                     .fetch_add(SLEEPING_ONE.wrapping_sub(AWAKE_IDLE_ONE), Ordering::SeqCst);
+                // Woken by a push (or work seen): spin and yield again before the next
+                // sleep. Woken by the timeout: look once, then sleep again at once (no
+                // spinning every `max_sleep` while the pool stays idle).
+                let mut notified = true;
                 if !reg.has_work() && !reg.terminate.load(Ordering::SeqCst) {
                     bump(&reg.stats[self.index].sleeps);
-                    let _ = reg
+                    let (_g, t) = reg
                         .sleep
                         .cv
                         .wait_timeout(g, reg.max_sleep)
                         .unwrap_or_else(|e| e.into_inner());
+                    notified = !t.timed_out();
                 } else {
                     drop(g);
                 }
                 reg.sleep
                     .counts
                     .fetch_add(AWAKE_IDLE_ONE.wrapping_sub(SLEEPING_ONE), Ordering::SeqCst);
-                backoff.reset();
+                if notified {
+                    backoff.reset();
+                }
             };
             reg.sleep.counts.fetch_sub(AWAKE_IDLE_ONE, Ordering::SeqCst);
             match found {

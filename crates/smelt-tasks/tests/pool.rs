@@ -286,6 +286,7 @@ fn idle_workers_burn_almost_no_cpu() {
     let (_, c1) = threads_cpu_ns("idle-test-");
     let wall = t0.elapsed().as_nanos() as f64;
     let per_worker = (c1 - c0) as f64 / wall / workers as f64;
+    eprintln!("idle workers: {:.3} % of a CPU each", per_worker * 100.0);
     assert!(
         per_worker < 0.05,
         "idle workers used {:.2} % of a CPU each",
