@@ -222,6 +222,35 @@ int smelt_reduce(smelt_member *member, void *buf, size_t len, smelt_reduce_op op
 /* Allreduce: reduce, then broadcast of the result to every member's buf. */
 int smelt_allreduce(smelt_member *member, void *buf, size_t len, smelt_reduce_op op, void *arg);
 
+/* Typed reductions: count values of a predefined type, combined with a predefined
+ * operation by smelt's vectorised kernels (no callback per fragment; lent between
+ * threads; the allreduce runs the algorithm the group's table picks for the size).
+ * Integers wrap; float min/max ignore a NaN; logical results are 1 or 0; bitwise and
+ * logical operations on SMELT_FLOAT/SMELT_DOUBLE are SMELT_ERR_INVALID_ARGUMENT. Every
+ * member must pass the same count, type and op (checked, as len is above). */
+#define SMELT_INT8 1
+#define SMELT_UINT8 2
+#define SMELT_INT16 3
+#define SMELT_UINT16 4
+#define SMELT_INT32 5
+#define SMELT_UINT32 6
+#define SMELT_INT64 7
+#define SMELT_UINT64 8
+#define SMELT_FLOAT 9
+#define SMELT_DOUBLE 10
+#define SMELT_OP_SUM 1
+#define SMELT_OP_PROD 2
+#define SMELT_OP_MIN 3
+#define SMELT_OP_MAX 4
+#define SMELT_OP_BAND 5
+#define SMELT_OP_BOR 6
+#define SMELT_OP_BXOR 7
+#define SMELT_OP_LAND 8
+#define SMELT_OP_LOR 9
+#define SMELT_OP_LXOR 10
+int smelt_reduce_typed(smelt_member *member, void *buf, size_t count, int type, int op);
+int smelt_allreduce_typed(smelt_member *member, void *buf, size_t count, int type, int op);
+
 /* ---- processes ---------------------------------------------------------------- */
 
 /* A job of processes: `smelt launch -n N -- ./prog args` starts N copies of prog, each

@@ -29,7 +29,8 @@ use crate::{
     Error, Res, SMELT_ERR_BUSY, SMELT_ERR_INVALID_ARGUMENT, SMELT_ERR_INVALID_HANDLE,
     SMELT_ERR_PANIC, SMELT_ERR_RUNTIME, SMELT_ERR_TIMEOUT,
 };
-use smelt_runtime::{Group, GroupConfig, GroupError, Member, Rank};
+use smelt_runtime::combine::combine_bytes;
+use smelt_runtime::{Group, GroupConfig, GroupError, Member, Rank, ReduceOp};
 use std::ffi::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -613,6 +614,8 @@ enum Coll {
     Broadcast = 2,
     Reduce = 3,
     Allreduce = 4,
+    ReduceTyped = 5,
+    AllreduceTyped = 6,
 }
 
 impl Coll {
@@ -622,6 +625,8 @@ impl Coll {
             2 => Coll::Broadcast,
             3 => Coll::Reduce,
             4 => Coll::Allreduce,
+            5 => Coll::ReduceTyped,
+            6 => Coll::AllreduceTyped,
             _ => return None,
         })
     }
@@ -632,6 +637,8 @@ impl Coll {
             Coll::Broadcast => "smelt_broadcast",
             Coll::Reduce => "smelt_reduce",
             Coll::Allreduce => "smelt_allreduce",
+            Coll::ReduceTyped => "smelt_reduce_typed",
+            Coll::AllreduceTyped => "smelt_allreduce_typed",
         }
     }
 }
@@ -851,6 +858,143 @@ pub extern "C" fn smelt_allreduce(
         reduce_data(&mut sm.member, b, op, arg)?;
         broadcast_data(sm, b)
     })
+}
+
+/// Typed reduction: `count` values of `type` (`SMELT_INT8` ... `SMELT_DOUBLE`) in
+/// `buf`, combined with a predefined operation (`SMELT_OP_SUM` ... `SMELT_OP_LXOR`) by
+/// the runtime's vectorised kernels, along the tree (lent between threads); the result
+/// is in the root's `buf`.
+#[no_mangle]
+pub extern "C" fn smelt_reduce_typed(
+    member: *mut smelt_member,
+    buf: *mut c_void,
+    count: usize,
+    r#type: c_int,
+    op: c_int,
+) -> smelt_status {
+    typed(member, buf, count, r#type, op, false)
+}
+
+/// Typed allreduce: as [`smelt_reduce_typed`], every member's `buf` gets the result
+/// (the algorithm the group's table picks for the size: the tree, recursive doubling
+/// or Rabenseifner).
+#[no_mangle]
+pub extern "C" fn smelt_allreduce_typed(
+    member: *mut smelt_member,
+    buf: *mut c_void,
+    count: usize,
+    r#type: c_int,
+    op: c_int,
+) -> smelt_status {
+    typed(member, buf, count, r#type, op, true)
+}
+
+/// Bytes per value of a `SMELT_*` element type, or `None`.
+fn type_size(t: c_int) -> Option<usize> {
+    Some(match t {
+        1 | 2 => 1,
+        3 | 4 => 2,
+        5 | 6 | 9 => 4,
+        7 | 8 | 10 => 8,
+        _ => return None,
+    })
+}
+
+/// The `SMELT_OP_*` operation, or `None`.
+fn reduce_op(op: c_int) -> Option<ReduceOp> {
+    usize::try_from(op)
+        .ok()
+        .and_then(|i| i.checked_sub(1))
+        .and_then(|i| ReduceOp::ALL.get(i).copied())
+}
+
+fn typed(
+    member: *mut smelt_member,
+    buf: *mut c_void,
+    count: usize,
+    ty: c_int,
+    op: c_int,
+    all: bool,
+) -> smelt_status {
+    let name = if all {
+        "smelt_allreduce_typed"
+    } else {
+        "smelt_reduce_typed"
+    };
+    let coll = if all {
+        Coll::AllreduceTyped
+    } else {
+        Coll::ReduceTyped
+    };
+    collective(member, |sm| {
+        let args = (|| {
+            let Some(size) = type_size(ty) else {
+                return err(
+                    SMELT_ERR_INVALID_ARGUMENT,
+                    format!("{name}: unknown type {ty} (SMELT_INT8 .. SMELT_DOUBLE)"),
+                );
+            };
+            let Some(rop) = reduce_op(op) else {
+                return err(
+                    SMELT_ERR_INVALID_ARGUMENT,
+                    format!("{name}: unknown op {op} (SMELT_OP_SUM .. SMELT_OP_LXOR)"),
+                );
+            };
+            if ty >= 9 && rop.integer_only() {
+                return err(
+                    SMELT_ERR_INVALID_ARGUMENT,
+                    format!("{name}: op {} is not defined on floating point", rop.name()),
+                );
+            }
+            let Some(len) = count.checked_mul(size).filter(|l| *l < 1 << 48) else {
+                return err(
+                    SMELT_ERR_INVALID_ARGUMENT,
+                    format!("{name}: count {count} is too large"),
+                );
+            };
+            Ok((slice_mut(buf.cast(), len, "buf")?, rop))
+        })();
+        let len = count
+            .saturating_mul(type_size(ty).unwrap_or(1))
+            .min(1 << 48);
+        // Every member agrees on the length, the type and the operation at once.
+        let word = len | ((ty.clamp(0, 15) as usize) << 48) | ((op.clamp(0, 15) as usize) << 52);
+        let (b, rop) = agree(&mut sm.member, coll, word, args)?;
+        run_typed(&mut sm.member, b, ty, rop, all)?;
+        Ok(())
+    })
+}
+
+/// The typed reduction proper, on bytes (any alignment), with `T`'s kernel.
+fn run_typed(
+    m: &mut Member,
+    b: &mut [u8],
+    ty: c_int,
+    op: ReduceOp,
+    all: bool,
+) -> Result<(), GroupError> {
+    macro_rules! go {
+        ($t:ty) => {
+            if all {
+                m.allreduce_bytes(b, |a, o| combine_bytes::<$t>(op, a, o))
+            } else {
+                m.reduce_bytes(b, |a, o| combine_bytes::<$t>(op, a, o))
+                    .map(|_| ())
+            }
+        };
+    }
+    match ty {
+        1 => go!(i8),
+        2 => go!(u8),
+        3 => go!(i16),
+        4 => go!(u16),
+        5 => go!(i32),
+        6 => go!(u32),
+        7 => go!(i64),
+        8 => go!(u64),
+        9 => go!(f32),
+        _ => go!(f64),
+    }
 }
 
 type OpFn = unsafe extern "C" fn(*mut c_void, *const c_void, usize, *mut c_void);
@@ -1165,6 +1309,61 @@ mod tests {
         assert_eq!(
             smelt_group_run(g, None, ptr::null_mut()),
             SMELT_ERR_INVALID_ARGUMENT
+        );
+        smelt_group_free(g);
+        smelt_tree_free(t);
+        smelt_model_free(m);
+    }
+
+    /// The typed reductions: every member's result against the sequential one (f64
+    /// sum past the loan threshold, odd i32 bxor, u8 max to the root); an operation a
+    /// type lacks is an invalid argument on every member (the group then fails).
+    #[test]
+    fn typed_reductions() {
+        unsafe extern "C" fn typed_body(m: *mut smelt_member, arg: *mut c_void) {
+            // SAFETY: arg is the &Shared passed to smelt_group_run below.
+            let sh = unsafe { &*(arg as *const Shared) };
+            let mut rank = 0usize;
+            assert_eq!(smelt_member_index(m, &mut rank), SMELT_OK);
+            let mut root = 0;
+            assert_eq!(smelt_member_is_root(m, &mut root), SMELT_OK);
+            let n = 100_003;
+            let mut v: Vec<f64> = (0..n).map(|i| (i % 7 + rank) as f64).collect();
+            let rc = smelt_allreduce_typed(m, v.as_mut_ptr().cast(), n, 10, 1);
+            let f_ok = rc == SMELT_OK
+                && v.iter()
+                    .enumerate()
+                    .all(|(i, &x)| x == (4 * (i % 7) + 6) as f64);
+            let mut w: Vec<i32> = (0..333).map(|i| (i * 31 + rank as i32 * 7) ^ 5).collect();
+            let rc = smelt_allreduce_typed(m, w.as_mut_ptr().cast(), 333, 5, 7);
+            let i_ok = rc == SMELT_OK
+                && w.iter()
+                    .enumerate()
+                    .all(|(i, &x)| x == (0..4).fold(0, |a, r| a ^ ((i as i32 * 31 + r * 7) ^ 5)));
+            let mut u: Vec<u8> = (0..77).map(|i| (i + rank * 50) as u8).collect();
+            let rc = smelt_reduce_typed(m, u.as_mut_ptr().cast(), 77, 2, 4);
+            let u_ok = rc == SMELT_OK
+                && (root != 1 || u.iter().enumerate().all(|(i, &x)| x == (i + 150) as u8));
+            if f_ok && i_ok && u_ok {
+                sh.ok.fetch_add(1, Ordering::SeqCst);
+            }
+            // Bitwise on doubles: refused, on every member.
+            let rc = smelt_allreduce_typed(m, v.as_mut_ptr().cast(), 4, 10, 7);
+            if rc == SMELT_ERR_INVALID_ARGUMENT {
+                sh.root_sum.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let (m, t) = model_and_tree(2, 2, 2.0, None);
+        let mut g = ptr::null_mut();
+        assert_eq!(smelt_group_create(t, &mut g), SMELT_OK);
+        let sh = Shared::default();
+        let rc = smelt_group_run(g, Some(typed_body), &sh as *const Shared as *mut c_void);
+        assert_eq!(sh.ok.load(Ordering::SeqCst), 4, "{rc} {}", last());
+        assert_eq!(sh.root_sum.load(Ordering::SeqCst), 4, "{}", last());
+        assert!(
+            last().contains("not defined on floating point"),
+            "{}",
+            last()
         );
         smelt_group_free(g);
         smelt_tree_free(t);
