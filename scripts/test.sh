@@ -22,6 +22,9 @@ cargo test -p smelt-agg --features mpi 2>&1
 echo "[smelt] global arrays across nodes: smelt-global with its 'mpi' feature, smelt-global-mpi under mpirun"
 cargo build -p smelt-global --features mpi --bin smelt-global-mpi 2>&1
 cargo test -p smelt-global --features mpi 2>&1
+echo "[smelt] tasks across nodes: smelt-tasks with its 'mpi' feature, smelt-tasks-mpi under mpirun"
+cargo build -p smelt-tasks --features mpi --bin smelt-tasks-mpi 2>&1
+cargo test -p smelt-tasks --features mpi --test mpirun 2>&1
 echo "[smelt] MPI interposer built against MPICH too (its own target directory), one C program run under mpiexec.mpich"
 MPICC=mpicc.mpich CARGO_TARGET_DIR=target/mpich cargo build -p smelt-mpi --features mpi 2>&1
 mpicc.mpich -O1 -Wall -Werror -o target/mpich/collectives crates/smelt-mpi/tests/c/collectives.c
@@ -44,6 +47,8 @@ for peer in pthread_barrier dissemination_barrier "omp_barrier (GOMP)" "omp_barr
 done
 echo "[smelt] loom model check of the queuepair protocol"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p smelt-transport --release --lib --test loom 2>&1
+echo "[smelt] loom model check of the task pool's worker latch"
+RUSTFLAGS="--cfg smelt_tasks_loom" CARGO_TARGET_DIR=target/loom-tasks cargo test -p smelt-tasks --release --lib latch 2>&1
 if cargo +nightly miri --version >/dev/null 2>&1; then
     echo "[smelt] transport tests under Miri"
     MIRIFLAGS="-Zmiri-disable-isolation" CARGO_TARGET_DIR=target/miri cargo +nightly miri test -p smelt-transport --test channel 2>&1
