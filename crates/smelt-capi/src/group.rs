@@ -976,7 +976,7 @@ fn run_typed(
     macro_rules! go {
         ($t:ty) => {
             if all {
-                m.allreduce_bytes(b, |a, o| combine_bytes::<$t>(op, a, o))
+                m.allreduce_bytes_op::<$t>(b, op)
             } else {
                 m.reduce_bytes(b, |a, o| combine_bytes::<$t>(op, a, o))
                     .map(|_| ())

@@ -74,8 +74,15 @@ impl<L: Link> Context<L> {
     /// doubling, or Rabenseifner's reduce-scatter and allgather), with the values
     /// lent and combined as they lie in memory ([`reduce_slice_op`](Self::reduce_slice_op)).
     pub fn allreduce_slice_op<T: Elem>(&mut self, data: &mut [T], op: ReduceOp) -> Res<()> {
+        self.allreduce_bytes_op::<T>(bytemuck::cast_slice_mut(data), op)
+    }
+
+    /// [`allreduce_slice_op`](Self::allreduce_slice_op) on the values' little-endian
+    /// bytes, at any alignment (what the C API hands over): the same algorithms and
+    /// kernels. A length that is not a whole number of values leaves the last bytes
+    /// as they are.
+    pub fn allreduce_bytes_op<T: Elem>(&mut self, bytes: &mut [u8], op: ReduceOp) -> Res<()> {
         op.check::<T>()?;
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(data);
         if self.pair_lends(bytes.len()) {
             let t = self.begin(Coll::ReduceSlice)?;
             self.check_len(bytes.len(), t)?;
@@ -355,6 +362,10 @@ impl<L: Link> crate::Member<L> {
     /// Context 0's [`Context::allreduce_slice_op`].
     pub fn allreduce_slice_op<T: Elem>(&mut self, data: &mut [T], op: ReduceOp) -> Res<()> {
         self.context(0)?.allreduce_slice_op(data, op)
+    }
+    /// Context 0's [`Context::allreduce_bytes_op`].
+    pub fn allreduce_bytes_op<T: Elem>(&mut self, bytes: &mut [u8], op: ReduceOp) -> Res<()> {
+        self.context(0)?.allreduce_bytes_op::<T>(bytes, op)
     }
 }
 
