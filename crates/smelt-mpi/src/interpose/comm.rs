@@ -981,14 +981,20 @@ impl Hier {
         let recv: *mut c_void = acc.as_mut_ptr().cast();
         match rnode {
             Some(rnode) => {
-                let send = if self.my_node == rnode {
-                    ffi::in_place()
+                // The leaders' root reduces from a copy of its part, not in place:
+                // Debian's MPICH 4.0.2 crashes in an in-place MPI_Reduce to a
+                // non-zero root (docs/mpi.md, Tests).
+                let own;
+                let send: *const c_void = if self.my_node == rnode {
+                    own = acc.to_vec();
+                    own.as_ptr().cast()
                 } else {
                     recv
                 };
                 let root = rnode as c_int;
-                // SAFETY: `acc` holds `count` elements of `dt` (its size is count ×
-                // the size of `dt`); at the leaders' root the result replaces it.
+                // SAFETY: `acc` (and `own`, its copy) holds `count` elements of `dt`
+                // (its size is count × the size of `dt`); at the leaders' root the
+                // result replaces it.
                 ffi::check(unsafe {
                     mpi_sys::PMPI_Reduce(send, recv, count, dt, op, root, leaders)
                 })?;
