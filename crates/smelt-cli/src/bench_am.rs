@@ -125,6 +125,10 @@ struct UcxSection {
     /// overall rate), `ucx_get` (ns per get, 50th percentile): each the median over
     /// the runs, or why it is missing.
     rows: Vec<smelt_peers::PeerResult>,
+    /// The final line of every run, per test, as `ucx_perftest` printed it (µs,
+    /// MB/s, msg/s): the averages next to the 50th percentiles show how heavy the
+    /// tail was (`ucp_get`'s 50th percentile comes out in steps of 10 ns).
+    runs: Vec<serde_json::Value>,
     /// smelt against UCX, each with its target.
     comparisons: Vec<Comparison>,
 }
@@ -402,7 +406,26 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         }
         u
     };
-    let ucx_rows = smelt_peers::ucx::peers(&ucx_opts);
+    let ucx_measured = smelt_peers::ucx::measure(&ucx_opts);
+    let ucx_runs = ucx_measured
+        .iter()
+        .map(|m| {
+            serde_json::json!({
+                "test": m.test.name(),
+                "runs": m.runs.iter().map(|f| serde_json::json!({
+                    "iterations": f.iterations,
+                    "latency_p50_us": f.latency_p50_us,
+                    "latency_avg_us": f.latency_avg_us,
+                    "latency_overall_us": f.latency_overall_us,
+                    "bandwidth_avg_mb_s": f.bandwidth_avg_mb_s,
+                    "bandwidth_overall_mb_s": f.bandwidth_overall_mb_s,
+                    "msgrate_avg": f.msgrate_avg,
+                    "msgrate_overall": f.msgrate_overall,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let ucx_rows: Vec<_> = ucx_measured.into_iter().map(|m| m.row).collect();
     eprintln!("global arrays: get of 8 bytes inside a node...");
     let global_get = {
         let mut g = if a.quick {
@@ -462,6 +485,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         placement: smelt_peers::ucx::placement(&ucx_opts),
         comparisons: compare_with_ucx(logp_of(&rows, "processes"), &ucx_rows, &global_get),
         rows: ucx_rows,
+        runs: ucx_runs,
     };
     let report = AmReport {
         tool: format!("smelt {}", env!("CARGO_PKG_VERSION")),

@@ -101,24 +101,26 @@ pub struct UcxOpts {
 }
 
 impl UcxOpts {
-    /// A short run: 200 000 iterations, 3 runs per test.
+    /// A short run: 5 runs of 20 000 iterations per test (the shape of smelt's
+    /// `--quick` LogP stream: 5 samples of 20 000 messages, the median reported).
     pub fn quick(cpus: (Option<u32>, Option<u32>)) -> UcxOpts {
         UcxOpts {
-            iters: 200_000,
+            iters: 20_000,
             warmup: 10_000,
             size: 8,
-            repeats: 3,
+            repeats: 5,
             tls: "sm,self".into(),
             cpus,
             timeout: Duration::from_secs(30),
         }
     }
 
-    /// The full run: 1 000 000 iterations, 5 runs per test.
+    /// The full run: 7 runs of 100 000 iterations per test (smelt's full LogP
+    /// stream: 7 samples of 100 000).
     pub fn full(cpus: (Option<u32>, Option<u32>)) -> UcxOpts {
         UcxOpts {
-            iters: 1_000_000,
-            repeats: 5,
+            iters: 100_000,
+            repeats: 7,
             timeout: Duration::from_secs(120),
             ..UcxOpts::quick(cpus)
         }
@@ -328,40 +330,75 @@ pub fn placement(o: &UcxOpts) -> String {
     }
 }
 
-/// Runs every test of [`UcxTest::ALL`], `o.repeats` times each: one row per test.
-/// Without `ucx_perftest` on `PATH`, every row is skipped.
-pub fn peers(o: &UcxOpts) -> Vec<PeerResult> {
+/// One test's row and the final lines of its runs (as many as succeeded before one
+/// failed).
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// The test.
+    pub test: UcxTest,
+    /// The row: the median over the runs of [`UcxTest::ns_of`], or why there is none.
+    pub row: PeerResult,
+    /// What each run printed.
+    pub runs: Vec<FinalLine>,
+}
+
+/// Runs every test of [`UcxTest::ALL`], `o.repeats` times each: one row per test,
+/// with the runs' final lines. Without `ucx_perftest` on `PATH`, every row is
+/// skipped.
+pub fn measure(o: &UcxOpts) -> Vec<Measured> {
     let Some(exe) = which(PROGRAM) else {
         return UcxTest::ALL
             .iter()
-            .map(|t| PeerResult {
-                name: t.row_name().into(),
-                metric: t.metric(),
-                threads: 2,
-                status: Status::Skipped {
-                    reason: format!("no {PROGRAM} (Debian: apt-get install ucx-utils)"),
+            .map(|&t| Measured {
+                test: t,
+                row: PeerResult {
+                    name: t.row_name().into(),
+                    metric: t.metric(),
+                    threads: 2,
+                    status: Status::Skipped {
+                        reason: format!("no {PROGRAM} (Debian: apt-get install ucx-utils)"),
+                    },
                 },
+                runs: Vec::new(),
             })
             .collect();
     };
     UcxTest::ALL
         .iter()
         .map(|&t| {
-            let r = (0..o.repeats.max(1))
-                .map(|_| run_once(&exe, t, o).map(|f| t.ns_of(&f)))
-                .collect::<Result<Vec<f64>, String>>()
-                .and_then(|v| {
-                    if let Some(x) = v.iter().find(|x| !(x.is_finite() && **x > 0.0)) {
-                        return Err(format!(
-                            "{} gave a figure that is not a positive time ({x} ns)",
-                            t.name()
-                        ));
+            let mut runs = Vec::new();
+            let mut r = Ok(());
+            for _ in 0..o.repeats.max(1) {
+                match run_once(&exe, t, o) {
+                    Ok(f) => runs.push(f),
+                    Err(e) => {
+                        r = Err(e);
+                        break;
                     }
-                    stats::summarize(&v).ok_or_else(|| format!("{}: no samples", t.name()))
-                });
-            PeerResult::measured(t.row_name(), t.metric(), 2, r)
+                }
+            }
+            let v: Vec<f64> = runs.iter().map(|f| t.ns_of(f)).collect();
+            let r = r.and_then(|()| {
+                if let Some(x) = v.iter().find(|x| !(x.is_finite() && **x > 0.0)) {
+                    return Err(format!(
+                        "{} gave a figure that is not a positive time ({x} ns)",
+                        t.name()
+                    ));
+                }
+                stats::summarize(&v).ok_or_else(|| format!("{}: no samples", t.name()))
+            });
+            Measured {
+                test: t,
+                row: PeerResult::measured(t.row_name(), t.metric(), 2, r),
+                runs,
+            }
         })
         .collect()
+}
+
+/// The rows of [`measure`].
+pub fn peers(o: &UcxOpts) -> Vec<PeerResult> {
+    measure(o).into_iter().map(|m| m.row).collect()
 }
 
 #[cfg(test)]
