@@ -193,7 +193,7 @@ fn taken(np: usize, env: &[(&str, &str)]) -> Run {
 }
 
 /// The calls smelt takes.
-const CALLS: [&str; 11] = [
+const CALLS: [&str; 12] = [
     "MPI_Bcast",
     "MPI_Reduce",
     "MPI_Allreduce",
@@ -205,6 +205,7 @@ const CALLS: [&str; 11] = [
     "MPI_Exscan",
     "MPI_Reduce_scatter_block",
     "MPI_Alltoall",
+    "MPI_Allgatherv",
 ];
 
 /// The non-blocking collectives: MPI's, counted.

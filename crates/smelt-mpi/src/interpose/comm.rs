@@ -1079,9 +1079,18 @@ impl Hier {
     /// [`Hier::allgather`] where this rank's part (`k` bytes) is in `out` at its place
     /// already (the rest of `out` is overwritten).
     pub fn allgather_placed(&mut self, out: &mut [u8], k: usize) -> Result<(), Fail> {
-        let at = self.rank * k;
-        out[..at].fill(0);
-        out[at + k..].fill(0);
+        self.allgather_at(out, self.rank * k..(self.rank + 1) * k)
+    }
+
+    /// [`Hier::allgather_placed`] with this rank's part at `mine` in `out` (the parts
+    /// of the ranks may differ in size: `MPI_Allgatherv`).
+    pub fn allgather_at(
+        &mut self,
+        out: &mut [u8],
+        mine: std::ops::Range<usize>,
+    ) -> Result<(), Fail> {
+        out[..mine.start].fill(0);
+        out[mine.end..].fill(0);
         let red = Reduction {
             count: out.len() as c_int,
             dt: ffi::byte(),

@@ -170,6 +170,122 @@ unsafe fn allgather(send: Side, recv: Side, comm: MPI_Comm, pmpi: impl Fn() -> c
     finish(r, call, comm, &h)
 }
 
+/// `MPI_Allgatherv` through smelt where it can: the parts (`counts[i]` elements of
+/// `recv.dt` from rank `i`) back to back in a vector of all of them, gathered by one
+/// allreduce ([`Hier::allgather_at`]), then each put at its displacement (what lies
+/// between the parts in the receive buffer is left alone).
+///
+/// # Safety
+/// MPI's contract for `MPI_Allgatherv`: `counts` and `displs` hold one entry per rank.
+unsafe fn allgatherv(
+    send: Side,
+    recv: Side,
+    counts: *const c_int,
+    displs: *const c_int,
+    comm: MPI_Comm,
+    pmpi: impl Fn() -> c_int,
+) -> c_int {
+    let call = Call::Allgatherv;
+    let mut h = match hier(comm, call, &pmpi) {
+        Ok(h) => h,
+        Err(rc) => return rc,
+    };
+    let (n, rank) = (h.size, h.rank);
+    if counts.is_null() || displs.is_null() {
+        return fell(call, Why::BadArgs, pmpi);
+    }
+    // SAFETY: MPI's contract: one count and one displacement per rank.
+    let (counts, displs) = unsafe {
+        (
+            std::slice::from_raw_parts(counts, n),
+            std::slice::from_raw_parts(displs, n),
+        )
+    };
+    if counts.iter().any(|&c| c < 0) {
+        return fell(call, Why::BadArgs, pmpi);
+    }
+    // One element of the receive type, and where a dense one's data starts.
+    let (size, roff) = match recv.blocks() {
+        Ok(Some(x)) => x,
+        Ok(None) => return fell(call, Why::BadArgs, pmpi),
+        Err(e) => return e.0,
+    };
+    let at: Vec<usize> = counts
+        .iter()
+        .scan(0usize, |sum, &c| {
+            let o = *sum;
+            *sum += c as usize * size;
+            Some(o)
+        })
+        .collect();
+    let total = at[n - 1] + counts[n - 1] as usize * size;
+    let k = counts[rank] as usize * size;
+    let in_place = send.buf == ffi::in_place().cast_const();
+    let soff = if in_place {
+        None
+    } else {
+        match block_of(&send) {
+            Ok((sk, off)) if sk == k => off,
+            Ok(_) | Err(Ok(_)) => return fell(call, Why::BadArgs, pmpi),
+            Err(Err(rc)) => return rc,
+        }
+    };
+    if !fits(&h, total, 1, &[5]) {
+        return fell(call, Why::TooLarge, pmpi);
+    }
+    if total == 0 {
+        stats::taken(call);
+        return ffi::success();
+    }
+    // MPI_Aint is isize with Open MPI on x86-64, another integer elsewhere.
+    #[allow(clippy::unnecessary_cast)]
+    let extent = match ffi::extents(recv.dt) {
+        Ok(e) => e.extent as isize,
+        Err(e) => return e.0,
+    };
+    // Rank i's part in the receive buffer, as a side of `counts[i]` elements.
+    let part = |i: usize| Side {
+        buf: recv
+            .buf
+            .cast::<u8>()
+            .wrapping_offset((displs[i] as isize).wrapping_mul(extent))
+            .cast(),
+        count: counts[i],
+        dt: recv.dt,
+    };
+    let r = (|| {
+        let mut all = vec![0u8; total];
+        let mine = at[rank]..at[rank] + k;
+        if k > 0 {
+            let data = if in_place {
+                let p = part(rank);
+                // SAFETY: MPI's contract: in place, this rank's part lies in the
+                // receive buffer at its displacement.
+                unsafe { p.read(p.buf, roff, k, comm) }?
+            } else {
+                // SAFETY: MPI's contract: the send buffer holds `scount` elements.
+                unsafe { read_blocks(&send, soff, 1, k, comm) }?
+            };
+            all[mine.clone()].copy_from_slice(&data);
+        }
+        h.allgather_at(&mut all, mine)?;
+        for i in (0..n).filter(|&i| counts[i] > 0) {
+            let p = part(i);
+            let ki = counts[i] as usize * size;
+            let data = &all[at[i]..at[i] + ki];
+            match roff {
+                // SAFETY: MPI's contract: room for `counts[i]` dense elements at the
+                // part's displacement.
+                Some(o) => unsafe { bytes_at_mut(p.buf.cast_mut(), o, ki) }.copy_from_slice(data),
+                // SAFETY: as above (unpacked where not dense).
+                None => unsafe { p.write(p.buf.cast_mut(), data, comm) }?,
+            }
+        }
+        Ok(())
+    })();
+    finish(r, call, comm, &h)
+}
+
 /// `MPI_Scan` (`exclusive` false) or `MPI_Exscan` through smelt where it can: every
 /// rank's input gathered to every rank ([`Hier::allgather`]), each folding the prefix
 /// it needs in rank order (small messages).
@@ -383,6 +499,42 @@ pub unsafe extern "C" fn MPI_Allgather(
     // SAFETY: the caller upholds MPI's contract.
     take_over("MPI_Allgather", pmpi, || unsafe {
         allgather(s, r, comm, pmpi)
+    })
+}
+
+/// `MPI_Allgatherv`, taken over (see the crate documentation).
+///
+/// # Safety
+/// MPI's contract for `MPI_Allgatherv`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn MPI_Allgatherv(
+    send: *const c_void,
+    scount: c_int,
+    stype: MPI_Datatype,
+    recv: *mut c_void,
+    rcounts: *const c_int,
+    displs: *const c_int,
+    rtype: MPI_Datatype,
+    comm: MPI_Comm,
+) -> c_int {
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let pmpi = || unsafe {
+        mpi_sys::PMPI_Allgatherv(send, scount, stype, recv, rcounts, displs, rtype, comm)
+    };
+    let s = Side {
+        buf: send,
+        count: scount,
+        dt: stype,
+    };
+    let r = Side {
+        buf: recv.cast_const(),
+        count: 0,
+        dt: rtype,
+    };
+    // SAFETY: the caller upholds MPI's contract.
+    take_over("MPI_Allgatherv", pmpi, || unsafe {
+        allgatherv(s, r, rcounts, displs, comm, pmpi)
     })
 }
 

@@ -35,9 +35,10 @@ pub enum Call {
     Ibarrier = 11,
     Ibcast = 12,
     Iallreduce = 13,
+    Allgatherv = 14,
 }
 
-const CALLS: usize = 14;
+const CALLS: usize = 15;
 
 impl Call {
     pub const ALL: [Call; CALLS] = [
@@ -55,6 +56,7 @@ impl Call {
         Call::Ibarrier,
         Call::Ibcast,
         Call::Iallreduce,
+        Call::Allgatherv,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -72,6 +74,7 @@ impl Call {
             Call::Ibarrier => "MPI_Ibarrier",
             Call::Ibcast => "MPI_Ibcast",
             Call::Iallreduce => "MPI_Iallreduce",
+            Call::Allgatherv => "MPI_Allgatherv",
         }
     }
 }

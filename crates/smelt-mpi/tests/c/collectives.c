@@ -580,6 +580,29 @@ static void check_more_case(MPI_Comm comm, const struct type *t, int count, int 
         if (memcmp(recv, want, bytes * size) != 0)
             fail(comm, "MPI_Allgather", t, -1, -1, inplace, count * size, recv, want);
         checks++;
+        /* MPI_Allgatherv: rank k gives count + k % 2 elements, its part 2 elements after
+         * the previous one's (the gaps must stay as they were). */
+        seed++;
+        int counts[64], displs[64], at = 0;
+        memset(want, 0x3C, (size_t)(count + 3) * size * t->size);
+        for (int k = 0; k < size && k < 64; k++) {
+            counts[k] = count + k % 2;
+            displs[k] = at;
+            t->gen(want + (size_t)at * t->size, counts[k], k, seed, O_SUM);
+            at += counts[k] + 2;
+        }
+        size_t span = (size_t)at * t->size;
+        t->gen(send, counts[rank], rank, seed, O_SUM);
+        memset(recv, 0x3C, span);
+        if (inplace) {
+            memcpy(recv + (size_t)displs[rank] * t->size, send, (size_t)counts[rank] * t->size);
+            MPI_Allgatherv(MPI_IN_PLACE, counts[rank], t->dt, recv, counts, displs, t->dt, comm);
+        } else {
+            MPI_Allgatherv(send, counts[rank], t->dt, recv, counts, displs, t->dt, comm);
+        }
+        if (memcmp(recv, want, span) != 0)
+            fail(comm, "MPI_Allgatherv", t, -1, -1, inplace, at, recv, want);
+        checks++;
         /* MPI_Alltoall: rank j's send buffer is gen(j) over count x size elements;
          * this rank receives block `rank` of each. */
         seed++;
@@ -632,7 +655,7 @@ static void check_more(MPI_Comm comm, int seed0, bool few)
     MPI_Comm_rank(comm, &st.rank);
     MPI_Comm_size(comm, &st.size);
     static const int all_counts[] = {1, 3, 40}, few_counts[] = {3};
-    size_t max = 40 * 8 * (size_t)st.size;
+    size_t max = 44 * 8 * (size_t)st.size;
     st.send = malloc(max);
     st.recv = malloc(max);
     st.want = malloc(max);
