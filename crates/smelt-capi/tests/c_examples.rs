@@ -16,9 +16,7 @@ fn build_and_run(name: &str, args: &[&str]) -> Option<String> {
 /// that it exits 0 and returns stdout (None without a C compiler).
 fn build_and_run_file(src: &Path, args: &[&str]) -> Option<String> {
     let name = src.file_stem().unwrap().to_string_lossy().into_owned();
-    let Some(cc) = cc() else {
-        return None;
-    };
+    let cc = cc()?;
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join(&name);
     let out = compile(

@@ -43,9 +43,7 @@ fn smelt_bin() -> PathBuf {
 
 /// Compiles `examples/c/launch_collectives.c` into `dir` (None without a C compiler).
 fn build_example(dir: &Path) -> Option<PathBuf> {
-    let Some(cc) = cc() else {
-        return None;
-    };
+    let cc = cc()?;
     let exe = dir.join("launch_collectives");
     let src = repo_root().join("examples/c/launch_collectives.c");
     let out = compile(&cc, &["-std=c11", "-Wall", "-Werror"], &src, &exe, &[]);

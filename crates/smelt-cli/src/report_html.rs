@@ -154,8 +154,11 @@ fn tree_svg(t: &Value) -> Option<String> {
     Some(s)
 }
 
-/// Horizontal bars: (label, value, highlighted).
-fn bars_svg(rows: &[(String, f64, bool)], unit: fn(f64) -> String) -> String {
+/// One bar: label, value, highlighted (smelt's own).
+type Bar = (String, f64, bool);
+
+/// Horizontal bars.
+fn bars_svg(rows: &[Bar], unit: fn(f64) -> String) -> String {
     let max = rows.iter().map(|r| r.1).fold(0.0, f64::max).max(1e-9);
     let (lw, bw, rh) = (240.0, 360.0, 20.0);
     let h = rows.len() as f64 * rh + 6.0;
@@ -313,7 +316,7 @@ fn trees(v: &Value, s: &mut String) {
 
 fn collectives(v: &Value, s: &mut String) {
     // smelt's default against the peers, per operation and member count.
-    let mut groups: Vec<(String, Vec<(String, f64, bool)>)> = Vec::new();
+    let mut groups: Vec<(String, Vec<Bar>)> = Vec::new();
     for p in v["peers"].as_array().into_iter().flatten() {
         let (Some(name), Some(ns)) = (p["name"].as_str(), num(&p["ns"]["median"])) else {
             continue;
@@ -347,7 +350,7 @@ fn collectives(v: &Value, s: &mut String) {
         }
     }
     for op in ops {
-        let rows: Vec<(String, f64, bool)> = v["collectives"]
+        let rows: Vec<Bar> = v["collectives"]
             .as_array()
             .into_iter()
             .flatten()
