@@ -5,41 +5,11 @@ use std::path::Path;
 use std::process::Command;
 
 mod common;
-use common::{cc, compile, repo_root, run};
+use common::{build_and_run_file, cc, compile, repo_root, run};
 
 /// Compiles `examples/c/<name>.c` and runs it with `args`; returns stdout.
 fn build_and_run(name: &str, args: &[&str]) -> Option<String> {
     build_and_run_file(&repo_root().join(format!("examples/c/{name}.c")), args)
-}
-
-/// Compiles the C file `src` (C11, `-Wall -Werror`) and runs it with `args`; asserts
-/// that it exits 0 and returns stdout (None without a C compiler).
-fn build_and_run_file(src: &Path, args: &[&str]) -> Option<String> {
-    let name = src.file_stem().unwrap().to_string_lossy().into_owned();
-    let cc = cc()?;
-    let dir = tempfile::tempdir().unwrap();
-    let exe = dir.path().join(&name);
-    let out = compile(
-        &cc,
-        &["-std=c11", "-Wall", "-Werror"],
-        src,
-        &exe,
-        &["-lpthread"],
-    );
-    assert!(
-        out.status.success(),
-        "{cc} failed on {name}.c:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let run = run(&exe, args);
-    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
-    assert!(
-        run.status.success(),
-        "{name} failed ({}):\n{stdout}\n{}",
-        run.status,
-        String::from_utf8_lossy(&run.stderr)
-    );
-    Some(stdout)
 }
 
 #[test]

@@ -75,3 +75,33 @@ pub fn run(exe: &Path, args: &[&str]) -> Output {
         .output()
         .unwrap()
 }
+
+/// Compiles the C file `src` (C11, `-Wall -Werror`) and runs it with `args`; asserts
+/// that it exits 0 and returns stdout (None without a C compiler).
+pub fn build_and_run_file(src: &Path, args: &[&str]) -> Option<String> {
+    let name = src.file_stem().unwrap().to_string_lossy().into_owned();
+    let cc = cc()?;
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join(&name);
+    let out = compile(
+        &cc,
+        &["-std=c11", "-Wall", "-Werror"],
+        src,
+        &exe,
+        &["-lpthread"],
+    );
+    assert!(
+        out.status.success(),
+        "{cc} failed on {name}.c:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = run(&exe, args);
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(
+        run.status.success(),
+        "{name} failed ({}):\n{stdout}\n{}",
+        run.status,
+        String::from_utf8_lossy(&run.stderr)
+    );
+    Some(stdout)
+}
