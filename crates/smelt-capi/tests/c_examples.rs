@@ -1,7 +1,6 @@
 //! Builds the C examples in `examples/c/` against the libsmelt that cargo built for
 //! this test (found next to the test executable), runs them, and checks their output.
 
-use std::path::Path;
 use std::process::Command;
 
 mod common;
