@@ -285,6 +285,19 @@ fn say_concurrent(comm: MPI_Comm) {
 /// `SMELT_MPI_SETUP_AFTER` (collective: every rank of `comm` makes the same calls on
 /// it in the same order, so every rank sets up at the same one).
 fn hier(comm: MPI_Comm, call: Call, pmpi: impl FnOnce() -> c_int) -> Result<Held, c_int> {
+    hier_counting(comm, call, true, pmpi)
+}
+
+/// [`hier`]; `counts` false: the call does not count towards the communicator's
+/// set-up (before it, it goes to MPI without being counted), so that a rank may pass
+/// it to MPI without looking at the communicator at all where it can never be taken
+/// ([`never_taken`]) and every rank still sets up at the same call.
+fn hier_counting(
+    comm: MPI_Comm,
+    call: Call,
+    counts: bool,
+    pmpi: impl FnOnce() -> c_int,
+) -> Result<Held, c_int> {
     let why = if comm == ffi::comm_null() {
         Why::BadArgs
     } else {
@@ -310,8 +323,10 @@ fn hier(comm: MPI_Comm, call: Call, pmpi: impl FnOnce() -> c_int) -> Result<Held
         let mode = unsafe { &mut *st.mode.get() };
         if let Mode::Warming(n) = mode {
             let after = config().setup_after;
-            if *n < after {
-                *n += 1;
+            if !counts || *n < after {
+                if counts {
+                    *n += 1;
+                }
                 release();
                 stats::fell_back(call, Why::Warmup);
                 return Err(pmpi());
@@ -341,6 +356,14 @@ fn hier(comm: MPI_Comm, call: Call, pmpi: impl FnOnce() -> c_int) -> Result<Held
     };
     stats::fell_back(call, why);
     Err(pmpi())
+}
+
+/// True where this process's own cut-off for a call (index `at` of
+/// `SMELT_MPI_MAX_BYTES`) is 0: the communicator's (the smallest of its ranks') is 0
+/// too, so the call goes to MPI on every rank, and this one need not look further.
+/// Only for calls that do not count towards set-up ([`hier_counting`]).
+fn never_taken(at: usize) -> bool {
+    config().max_bytes[at] == 0
 }
 
 /// The outcome of a hierarchical collective: success, an MPI error code for the
