@@ -527,41 +527,14 @@ pub fn run(a: &BenchArgs) -> Result<()> {
             }
         }
         let runtime = "smelt-tasks members (threads, AM)";
-        let x = match err {
-            Some(e) => Row {
-                workload: name.clone(),
-                runtime,
-                workers: members,
-                ms: None,
-                tasks: 0,
-                tasks_per_s: None,
-                steals: None,
-                speedup: None,
-                overhead_ns_per_task: None,
-                error: Some(e),
-            },
-            None => {
-                let ms = median(runs.iter().map(|r| r.0 * 1e3).collect());
-                let mut st: Vec<u64> = runs.iter().map(|r| r.1).collect();
-                st.sort_unstable();
-                let tasks = runs[0].2;
-                if members == 1 {
-                    one_member = Some(ms);
-                }
-                Row {
-                    workload: name.clone(),
-                    runtime,
-                    workers: members,
-                    ms: Some(ms),
-                    tasks,
-                    tasks_per_s: Some(tasks as f64 / (ms / 1e3)),
-                    steals: Some(st[st.len() / 2]),
-                    speedup: one_member.map(|o| o / ms),
-                    overhead_ns_per_task: None,
-                    error: None,
-                }
-            }
-        };
+        let x = spread_row(
+            &name,
+            runtime,
+            members,
+            err.map_or(Ok(runs), Err),
+            1,
+            &mut one_member,
+        );
         rows.push(x);
     }
     // Across processes of this host (shared-memory active messages), 1 worker each.
@@ -571,42 +544,9 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     let runtime = "smelt-tasks processes (AM, shared memory)";
     let mut one_process = None;
     for procs in [1, 2] {
-        let x = match processes_fib(procs, 1, n, cutoff, reps) {
-            Ok(runs) => {
-                let ms = median(runs.iter().map(|r| r.0 * 1e3).collect());
-                let mut st: Vec<u64> = runs.iter().map(|r| r.1).collect();
-                st.sort_unstable();
-                let tasks = runs[0].2;
-                if procs == 1 {
-                    one_process = Some(ms);
-                }
-                Row {
-                    workload: name.clone(),
-                    runtime,
-                    workers: procs,
-                    ms: Some(ms),
-                    tasks,
-                    tasks_per_s: Some(tasks as f64 / (ms / 1e3)),
-                    // Counted at both ends: halve.
-                    steals: Some(st[st.len() / 2] / 2),
-                    speedup: one_process.map(|o| o / ms),
-                    overhead_ns_per_task: None,
-                    error: None,
-                }
-            }
-            Err(e) => Row {
-                workload: name.clone(),
-                runtime,
-                workers: procs,
-                ms: None,
-                tasks: 0,
-                tasks_per_s: None,
-                steals: None,
-                speedup: None,
-                overhead_ns_per_task: None,
-                error: Some(format!("{e:#}")),
-            },
-        };
+        // Steals are counted at both ends: halved.
+        let runs = processes_fib(procs, 1, n, cutoff, reps).map_err(|e| format!("{e:#}"));
+        let x = spread_row(&name, runtime, procs, runs, 2, &mut one_process);
         rows.push(x);
     }
     let find = |w: &str, rt: &str, k: usize| {
@@ -749,4 +689,52 @@ fn table(r: &TasksReport) -> String {
         let _ = writeln!(s, "warning: {w}");
     }
     s
+}
+
+/// The row of a computation spread over `workers` members or processes: the median
+/// time and steals (divided by `steal_div`) of `runs` (seconds, steals, tasks each),
+/// its speedup over the 1-worker row (`one`, set when `workers` is 1), or the error.
+fn spread_row(
+    name: &str,
+    runtime: &'static str,
+    workers: usize,
+    runs: std::result::Result<Vec<(f64, u64, u64)>, String>,
+    steal_div: u64,
+    one: &mut Option<f64>,
+) -> Row {
+    let mut row = Row {
+        workload: name.to_string(),
+        runtime,
+        workers,
+        ms: None,
+        tasks: 0,
+        tasks_per_s: None,
+        steals: None,
+        speedup: None,
+        overhead_ns_per_task: None,
+        error: None,
+    };
+    let runs = match runs {
+        Ok(r) if !r.is_empty() => r,
+        Ok(_) => {
+            row.error = Some("no run".into());
+            return row;
+        }
+        Err(e) => {
+            row.error = Some(e);
+            return row;
+        }
+    };
+    let ms = median(runs.iter().map(|r| r.0 * 1e3).collect());
+    let mut st: Vec<u64> = runs.iter().map(|r| r.1).collect();
+    st.sort_unstable();
+    if workers == 1 {
+        *one = Some(ms);
+    }
+    row.ms = Some(ms);
+    row.tasks = runs[0].2;
+    row.tasks_per_s = Some(row.tasks as f64 / (ms / 1e3));
+    row.steals = Some(st[st.len() / 2] / steal_div);
+    row.speedup = one.map(|o| o / ms);
+    row
 }
