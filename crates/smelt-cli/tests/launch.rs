@@ -233,18 +233,29 @@ fn stubborn_member(dir: &Path) -> Vec<String> {
     ]
 }
 
+/// `smelt launch -n 2 --grace GRACE` of two [`stubborn_member`]s, once both run: the
+/// launcher, the members' reports and their pids.
+fn launch_stubborn(
+    dir: &Path,
+    grace: &str,
+    stderr: Stdio,
+) -> (std::process::Child, Vec<(u32, String)>, Vec<u32>) {
+    let child = smelt()
+        .args(["launch", "-n", "2", "--grace", grace, "--"])
+        .args(stubborn_member(dir))
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let reports = member_reports(dir, 2);
+    let pids = reports.iter().map(|m| m.0).collect();
+    (child, reports, pids)
+}
+
 #[test]
 fn members_that_ignore_the_forwarded_signal_are_killed_after_grace() {
     let dir = scratch("grace");
-    let mut child = smelt()
-        .args(["launch", "-n", "2", "--grace", "1", "--"])
-        .args(stubborn_member(&dir))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let reports = member_reports(&dir, 2);
-    let pids: Vec<u32> = reports.iter().map(|m| m.0).collect();
+    let (mut child, reports, pids) = launch_stubborn(&dir, "1", Stdio::piped());
     let t = Instant::now();
     signal(child.id(), "INT");
     let st = wait_bounded(&mut child, Duration::from_secs(25));
@@ -276,15 +287,7 @@ fn members_that_ignore_the_forwarded_signal_are_killed_after_grace() {
 #[test]
 fn a_second_interrupt_kills_the_members_at_once() {
     let dir = scratch("second");
-    let mut child = smelt()
-        .args(["launch", "-n", "2", "--grace", "120", "--"])
-        .args(stubborn_member(&dir))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let reports = member_reports(&dir, 2);
-    let pids: Vec<u32> = reports.iter().map(|m| m.0).collect();
+    let (mut child, reports, pids) = launch_stubborn(&dir, "120", Stdio::null());
     let t = Instant::now();
     // Interrupts until the launcher ends (two are enough; more only guard against
     // two arriving at the same turn of its loop on a loaded machine).
