@@ -549,6 +549,22 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         let x = spread_row(&name, runtime, procs, runs, 2, &mut one_process);
         rows.push(x);
     }
+    // Across MPI ranks on emulated nodes, with smelt-tasks-mpi when it is built next to
+    // smelt (each result checked against the sequential one by the program).
+    match find_mpi_program() {
+        None => warnings.push(
+            "no smelt-tasks-mpi next to smelt: MPI rows skipped (build it with `cargo build --release -p smelt-tasks --features mpi`)"
+                .into(),
+        ),
+        Some(prog) => {
+            let (n, cutoff, depth) = if a.quick { (27, 15, 8) } else { (30, 18, 10) };
+            eprintln!("fib({n}) and UTS under mpirun (4 ranks, nodes of 2)...");
+            match under_mpi(&prog, n, cutoff, depth) {
+                Ok(r) => rows.extend(r),
+                Err(e) => warnings.push(format!("MPI rows: {e:#}")),
+            }
+        }
+    }
     let find = |w: &str, rt: &str, k: usize| {
         rows.iter()
             .find(|r| r.workload == w && r.runtime == rt && r.workers == k)
@@ -689,6 +705,62 @@ fn table(r: &TasksReport) -> String {
         let _ = writeln!(s, "warning: {w}");
     }
     s
+}
+
+/// The `smelt-tasks-mpi` program next to this executable, if built.
+fn find_mpi_program() -> Option<std::path::PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.join("smelt-tasks-mpi");
+    p.is_file().then_some(p)
+}
+
+/// `smelt-tasks-mpi` on 4 ranks in emulated nodes of 2, one worker each: the fib and
+/// UTS rows (the program checks each result against the sequential one and prints
+/// `tasks: PASS NAME ... ms=T`).
+fn under_mpi(prog: &std::path::Path, n: u32, cutoff: u32, depth: u32) -> Result<Vec<Row>> {
+    let mpirun = smelt_peers::c::which("mpirun").context("no mpirun (install Open MPI)")?;
+    let mut c = std::process::Command::new(mpirun);
+    c.args(["--oversubscribe", "--bind-to", "none", "-np", "4"])
+        .arg(prog)
+        .args(["--fib", &n.to_string(), "--cutoff", &cutoff.to_string()])
+        .args(["--uts", &depth.to_string(), "--workers", "1"])
+        .env("SMELT_RANKS_PER_NODE", "2")
+        .envs(smelt_peers::c::MPI_ENV);
+    let out = smelt_peers::c::run_bounded(c, std::time::Duration::from_secs(300))
+        .context("cannot run mpirun")?;
+    anyhow::ensure!(
+        out.ok,
+        "smelt-tasks-mpi under mpirun {}: {} {}",
+        if out.timed_out { "timed out" } else { "failed" },
+        out.stdout
+            .lines()
+            .filter(|l| l.contains("FAIL"))
+            .collect::<Vec<_>>()
+            .join("; "),
+        out.stderr.trim()
+    );
+    let runtime = "smelt-tasks MPI ranks (4, nodes of 2)";
+    let mut rows = Vec::new();
+    for (key, workload) in [
+        ("fib", format!("fib({n}) cutoff {cutoff}")),
+        ("uts", format!("UTS depth {depth}")),
+    ] {
+        let line = out
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("tasks: PASS {key} ")))
+            .with_context(|| format!("smelt-tasks-mpi printed no {key} line"))?;
+        let ms: f64 = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("ms="))
+            .and_then(|v| v.parse().ok())
+            .with_context(|| format!("no time in {line:?}"))?;
+        let mut r = spread_row(&workload, runtime, 4, Err(String::new()), 1, &mut None);
+        r.error = None;
+        r.ms = Some(ms);
+        rows.push(r);
+    }
+    Ok(rows)
 }
 
 /// The row of a computation spread over `workers` members or processes: the median
