@@ -499,8 +499,12 @@ pub fn run(a: &BenchArgs) -> Result<()> {
                 let mut x = row(&w.name, runtime, *k, runs);
                 if *k == 1 {
                     one[i] = x.ms;
+                    // Not printed where the pool ran faster than the sequential
+                    // program (no overhead to measure: noise, or a better schedule).
                     x.overhead_ns_per_task = match (x.ms, seq_ms) {
-                        (Some(t), Some(q)) if x.tasks > 0 => Some((t - q) * 1e6 / x.tasks as f64),
+                        (Some(t), Some(q)) if x.tasks > 0 && t >= q => {
+                            Some((t - q) * 1e6 / x.tasks as f64)
+                        }
                         _ => None,
                     };
                 }
