@@ -222,6 +222,11 @@ fn size_distance(a: u64, b: u64) -> f64 {
     ((a.max(1) as f64).log2() - (b.max(1) as f64).log2()).abs()
 }
 
+/// The size class at which [`AlgorithmTable::auto`]'s prediction hands an allreduce
+/// to the group's tree (the lookup takes the nearest class on a log scale, so from
+/// about 1 KiB on): 64 KiB.
+pub const LARGE_VECTOR: u64 = 64 << 10;
+
 /// The index of the class nearest to `bytes` on a log scale (ties: the smaller
 /// size) among `sizes`: the one lookup rule of tuning files ([`TuningFile::lookup`],
 /// [`AlgorithmTable::lookup`]). `None` for no classes.
@@ -1230,7 +1235,25 @@ impl AlgorithmTable {
                     );
                 }
                 let (a, _) = best.ok_or_else(|| format!("no candidate runs {op}"))?;
-                classes.insert((mode, op), vec![(bytes, a)]);
+                let mut cl = vec![(bytes, a)];
+                // Large vectors: the group's tree, which lends the buffer between
+                // members that share memory and pipelines fragments, where the simulator
+                // (one cache line per message) would keep a non-tree algorithm that
+                // copies every vector through rings. Measured (docs/tune.md): at
+                // 64 KiB-16 MiB between 2 threads the tree ran 2.2-3.5x Open MPI,
+                // recursive doubling 0.7-1.8x.
+                if op == Op::Allreduce && matches!(a, Algorithm::NonTree(_)) {
+                    let big = payload_for(LARGE_VECTOR);
+                    let tree = trees
+                        .iter()
+                        .map(|(t, ch)| (*t, predicted_time(c, *root, ch, op, mode, big)))
+                        .min_by(|x, y| x.1.total_cmp(&y.1))
+                        .map(|(t, _)| t);
+                    if let Some(t) = tree {
+                        cl.push((LARGE_VECTOR, Algorithm::Tree(t)));
+                    }
+                }
+                classes.insert((mode, op), cl);
             }
         }
         let origin = Some(if overrides.is_empty() {
@@ -1767,6 +1790,40 @@ mod tests {
 
     /// Without SMELT_TUNE or a file, a group's table is `auto`'s prediction for every
     /// mode and operation (what resolve_auto would say for the call).
+    /// Without a tuning file, a large allreduce runs on the group's tree even where
+    /// the word-sized one runs a non-tree algorithm.
+    #[test]
+    fn a_large_allreduce_runs_on_the_tree_by_default() {
+        if smelt_settings::is_set(TUNE_ENV) {
+            return;
+        }
+        let m = model();
+        let members: Vec<usize> = (0..8).collect();
+        let (t, _) = AlgorithmTable::auto(&m, &members).unwrap();
+        let mut checked = 0;
+        for mode in Mode::ALL {
+            if matches!(
+                t.lookup(mode, Op::Allreduce, 8),
+                Some(Algorithm::NonTree(_))
+            ) {
+                for bytes in [4096, LARGE_VECTOR, 16 << 20] {
+                    assert!(
+                        matches!(
+                            t.lookup(mode, Op::Allreduce, bytes),
+                            Some(Algorithm::Tree(_))
+                        ),
+                        "{mode} {bytes} B"
+                    );
+                }
+                checked += 1;
+            }
+        }
+        assert!(
+            checked > 0,
+            "the model's 8-byte allreduce is a tree: nothing checked"
+        );
+    }
+
     #[test]
     fn the_table_predicts_what_resolve_auto_predicts() {
         if smelt_settings::is_set(TUNE_ENV) {
