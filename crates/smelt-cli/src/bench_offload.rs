@@ -15,7 +15,7 @@
 //! 8 bytes inside a node against a queuepair round trip, and across emulated nodes
 //! against a plain `MPI_Get`.
 
-use super::BenchArgs;
+use super::{target, BenchArgs, Target};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use smelt_am::{threads, AmError, Config as AmConfig, Endpoint};
@@ -65,17 +65,6 @@ struct RateRow {
     wakes: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
-}
-
-/// A speed target of the issue, checked in this run.
-#[derive(Serialize)]
-struct Target {
-    name: &'static str,
-    value: Option<f64>,
-    limit: f64,
-    /// "≤" or "≥".
-    sense: &'static str,
-    met: Option<bool>,
 }
 
 #[derive(Serialize)]
@@ -336,16 +325,6 @@ fn rate(mode: Mode, k: usize, per: u64, dedicated: bool) -> Result<RateRow> {
             .map_err(|_| anyhow::anyhow!("a server panicked"))??;
     }
     r
-}
-
-fn target(name: &'static str, value: Option<f64>, limit: f64, at_most: bool) -> Target {
-    Target {
-        name,
-        value,
-        limit,
-        sense: if at_most { "≤" } else { "≥" },
-        met: value.map(|v| if at_most { v <= limit } else { v >= limit }),
-    }
 }
 
 /// Runs the benchmark.

@@ -12,7 +12,7 @@
 //! every result is checked against the sequential one. Reported: time, tasks/s, steals,
 //! and the per-task overhead ((time on 1 worker - sequential time) / tasks).
 
-use super::BenchArgs;
+use super::{target, BenchArgs, Target};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use smelt_tasks::apps::{self, cilksort, fib, fib_seq, random_keys, Uts};
@@ -43,26 +43,6 @@ struct Row {
     overhead_ns_per_task: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
-}
-
-/// A speed target of the issue, checked in this run.
-#[derive(Serialize)]
-struct Target {
-    name: &'static str,
-    value: Option<f64>,
-    limit: f64,
-    sense: &'static str,
-    met: Option<bool>,
-}
-
-fn target(name: &'static str, value: Option<f64>, limit: f64, at_most: bool) -> Target {
-    Target {
-        name,
-        value,
-        limit,
-        sense: if at_most { "≤" } else { "≥" },
-        met: value.map(|v| if at_most { v <= limit } else { v >= limit }),
-    }
 }
 
 #[derive(Serialize)]

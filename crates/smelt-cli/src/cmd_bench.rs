@@ -608,6 +608,30 @@ fn double_sizes(a: &BenchArgs, default: Vec<usize>) -> Result<Vec<usize>> {
     Ok(sizes)
 }
 
+/// A speed target of an issue, checked in this run (the `--offload` and `--tasks`
+/// reports).
+#[derive(serde::Serialize)]
+pub(crate) struct Target {
+    pub(crate) name: &'static str,
+    pub(crate) value: Option<f64>,
+    pub(crate) limit: f64,
+    /// "≤" or "≥".
+    pub(crate) sense: &'static str,
+    pub(crate) met: Option<bool>,
+}
+
+/// The target `value ≤ limit` (`at_most`) or `value ≥ limit`; unmet is unknown
+/// without a value.
+pub(crate) fn target(name: &'static str, value: Option<f64>, limit: f64, at_most: bool) -> Target {
+    Target {
+        name,
+        value,
+        limit,
+        sense: if at_most { "≤" } else { "≥" },
+        met: value.map(|v| if at_most { v <= limit } else { v >= limit }),
+    }
+}
+
 /// Writes a report: its JSON to `--json-out` (if given), and to standard output as
 /// JSON (`--json`) or as `text()`.
 fn emit_report<T: serde::Serialize>(

@@ -30,17 +30,10 @@ while getopts "n:i:c:r:" o; do
     *) sed -n '2,16p' "$0" >&2; exit 2 ;;
     esac
 done
-lib="${SMELT_MPI_LIB:-$root/target/release/libsmelt_mpi.so}"
-if [ -z "${SMELT_MPI_LIB:-}" ]; then
-    (cd "$root" && cargo build --release -q -p smelt-mpi --features mpi)
-fi
-tmp="$(mktemp -d)"
+. "$here/common.sh"
 shm="$(mktemp -d -p /dev/shm smelt-comm-churn.XXXXXX 2>/dev/null || mktemp -d)"
-trap 'rm -rf "$tmp" "$shm"' EXIT
+cleanup+=("$shm")
 mpicc -O2 -o "$tmp/comm_churn" "$root/crates/smelt-mpi/tests/c/comm_churn.c"
-asroot=()
-[ "$(id -u)" = 0 ] && asroot=(--allow-run-as-root)
-base=(mpirun "${asroot[@]}" --oversubscribe -np "$n")
 out="$tmp/raw.txt"
 : >"$out"
 one() { # label [mpirun options...]

@@ -44,18 +44,10 @@ while getopts "n:k:r:m:w:o:c:f:" o; do
     *) sed -n '2,15p' "$0" >&2; exit 2 ;;
     esac
 done
-lib="${SMELT_MPI_LIB:-$root/target/release/libsmelt_mpi.so}"
-if [ -z "${SMELT_MPI_LIB:-}" ]; then
-    (cd "$root" && cargo build --release -q -p smelt-mpi --features mpi)
-fi
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
+. "$here/common.sh"
 mpicc -O2 -o "$tmp/latency" "$here/latency.c"
 out="${OUT:-$tmp/raw.txt}"
 : >"$out"
-asroot=()
-[ "$(id -u)" = 0 ] && asroot=(--allow-run-as-root)
-base=(mpirun "${asroot[@]}" --oversubscribe -np "$n")
 nodes=()
 [ -n "$k" ] && nodes=(-x "SMELT_RANKS_PER_NODE=$k")
 [ -n "$k" ] && [ "$force" = 1 ] && nodes+=(-x SMELT_MPI_FORCE=1)

@@ -411,12 +411,7 @@ impl Handle {
 }
 
 fn wait_slot(sh: &Arc<Shared>, slot: &Slot) -> Result<Vec<u8>, TaskError> {
-    // Counted idle (so the communication thread steals) from the first look that finds
-    // nothing to run, not only once asleep: with more threads than CPUs, spinning and
-    // yielding can last long.
-    let mut idle = Idle::new(sh);
-    let mut backoff = Backoff::with_policy(&WaitPolicy::OVERSUBSCRIBED);
-    let mut nap = Duration::from_micros(20);
+    let mut turns = Turns::new(sh, Duration::from_millis(1));
     loop {
         if slot.ready.load(Ordering::Acquire) {
             if slot.remote.load(Ordering::Relaxed) {
@@ -427,24 +422,59 @@ fn wait_slot(sh: &Arc<Shared>, slot: &Slot) -> Result<Vec<u8>, TaskError> {
         if let Some(e) = sh.failure() {
             return Err(e);
         }
-        let t = sh.pop();
-        if let Some(t) = t {
-            idle.set(false);
-            sh.run_task(t);
-            backoff.reset();
-            nap = Duration::from_micros(20);
-            continue;
+        if let Some(nap) = turns.turn() {
+            *lock(&slot.waiter) = Some(thread::current());
+            if !slot.ready.load(Ordering::Acquire) {
+                thread::park_timeout(nap);
+            }
         }
-        idle.set(true);
-        if !backoff.is_completed() {
-            backoff.snooze();
-            continue;
+    }
+}
+
+/// The turns of a thread that runs its member's tasks while it waits (a worker, or a
+/// task waiting for a child): run a queued task, else count idle and back off
+/// (spin, yield), then sleep for a nap that doubles up to `cap`.
+struct Turns<'a> {
+    sh: &'a Arc<Shared>,
+    idle: Idle<'a>,
+    backoff: Backoff,
+    nap: Duration,
+    cap: Duration,
+}
+
+impl<'a> Turns<'a> {
+    const FIRST_NAP: Duration = Duration::from_micros(20);
+
+    fn new(sh: &'a Arc<Shared>, cap: Duration) -> Self {
+        Turns {
+            sh,
+            idle: Idle::new(sh),
+            backoff: Backoff::with_policy(&WaitPolicy::OVERSUBSCRIBED),
+            nap: Self::FIRST_NAP,
+            cap,
         }
-        *lock(&slot.waiter) = Some(thread::current());
-        if !slot.ready.load(Ordering::Acquire) {
-            thread::park_timeout(nap);
-            nap = (nap * 2).min(Duration::from_millis(1));
+    }
+
+    /// One turn: `Some(nap)` when the thread should sleep that long now.
+    fn turn(&mut self) -> Option<Duration> {
+        if let Some(t) = self.sh.pop() {
+            self.idle.set(false);
+            self.sh.run_task(t);
+            self.backoff.reset();
+            self.nap = Self::FIRST_NAP;
+            return None;
         }
+        // Counted idle (so the communication thread steals) from the first look that
+        // finds nothing to run, not only once asleep: with more threads than CPUs,
+        // spinning and yielding can last long.
+        self.idle.set(true);
+        if !self.backoff.is_completed() {
+            self.backoff.snooze();
+            return None;
+        }
+        let nap = self.nap;
+        self.nap = (nap * 2).min(self.cap);
+        Some(nap)
     }
 }
 
@@ -479,28 +509,14 @@ impl Drop for Idle<'_> {
 }
 
 fn worker_loop(sh: Arc<Shared>) {
-    let mut idle = Idle::new(&sh);
-    let mut backoff = Backoff::with_policy(&WaitPolicy::OVERSUBSCRIBED);
-    let mut nap = Duration::from_micros(20);
+    let mut turns = Turns::new(&sh, Duration::from_millis(2));
     loop {
         if sh.stop.load(Ordering::Acquire) || sh.failed.load(Ordering::Acquire) {
             return;
         }
-        let t = sh.pop();
-        if let Some(t) = t {
-            idle.set(false);
-            sh.run_task(t);
-            backoff.reset();
-            nap = Duration::from_micros(20);
-            continue;
+        if let Some(nap) = turns.turn() {
+            thread::park_timeout(nap);
         }
-        idle.set(true);
-        if !backoff.is_completed() {
-            backoff.snooze();
-            continue;
-        }
-        thread::park_timeout(nap);
-        nap = (nap * 2).min(Duration::from_millis(2));
     }
 }
 
