@@ -254,7 +254,7 @@ pub fn run(a: ReportArgs) -> Result<()> {
         );
         data.insert(
             "trees".into(),
-            crate::report_html::trees_data(&model, &model_path, &a.out),
+            crate::report_html::trees_data(&model_path, &a.out),
         );
     }
     let total_weight: f64 = steps.iter().map(|s| s.weight).sum();
@@ -326,7 +326,7 @@ pub fn run(a: ReportArgs) -> Result<()> {
         serde_json::to_string_pretty(&report)?.as_bytes(),
     )
     .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let html = crate::report_html::page(&report, &a.out);
+    let html = crate::report_html::page(&report);
     smelt_model::write_atomic(&html_path, html.as_bytes()).map_err(|e| anyhow::anyhow!("{e}"))?;
     eprintln!(
         "wrote {} and {} in {:.0} s",

@@ -49,7 +49,7 @@ pub fn machine_data(model: &smelt_model::Model, model_path: &Path, out: &Path) -
 }
 
 /// The tree `auto` picks for each operation (`smelt tree --algo auto --format json`).
-pub fn trees_data(_model: &smelt_model::Model, model_path: &Path, out: &Path) -> Value {
+pub fn trees_data(model_path: &Path, out: &Path) -> Value {
     let mut m = Map::new();
     for op in ["broadcast", "reduce", "barrier"] {
         let args: Vec<String> = [
@@ -401,7 +401,7 @@ pub const SECTIONS: &[(&str, &str)] = &[
 ];
 
 /// The whole page.
-pub fn page(r: &Value, _out: &Path) -> String {
+pub fn page(r: &Value) -> String {
     let mut s = String::new();
     let host = r["host"].as_str().unwrap_or("?");
     let _ = write!(
@@ -481,7 +481,7 @@ mod tests {
                     "collectives": [{"topology": "binary", "op": "broadcast", "ns": {"median": 200.0}, "predicted_ns": 150.0}]},
             }
         });
-        let p = page(&r, Path::new("."));
+        let p = page(&r);
         for id in ["machine", "trees", "collectives", "mpi"] {
             assert!(p.contains(&format!("<section id=\"{id}\">")), "{id}");
         }
