@@ -1,0 +1,32 @@
+//! smelt's benchmarks, in one library. **Everything that measures lives here** (issue 24):
+//! the measurement harness and the statistics type, the peers smelt is compared against,
+//! and one workload module per service; the service crates (`smelt-am`, `smelt-agg`,
+//! `smelt-global`, `smelt-kvs`, `smelt-tasks`) keep only their API and carry no
+//! benchmark-only dependency. The `smelt` CLI's `smelt bench <what>` and `smelt report`
+//! call this crate and print the typed, serializable reports it returns.
+//!
+//! * [`stats`]: the one [`Summary`](stats::Summary), the one median and the one seeded
+//!   RNG of the workspace (defined low, in `smelt-ids`, so that the probe and the runtime
+//!   share them; re-exported here).
+//! * [`harness`]: the measurement harness (calibrated batches on pinned threads, a
+//!   deadline on every wait) — `smelt_probe::harness`, re-exported.
+//! * [`peers`]: the systems a user would pick instead of smelt (`smelt-peers`: Rust
+//!   channels, C pthread/OpenMP/UMP ring/Open MPI, UCX's `ucx_perftest`).
+//! * one module per service: [`am`] (LogP), [`agg`] (Bale histogram, index-gather),
+//!   [`global`] (global arrays, work stealing), [`kvs`] (the store against raft-rs),
+//!   [`tasks`] (fork-join applications).
+
+#![warn(missing_docs)]
+
+pub mod agg;
+pub mod am;
+pub mod global;
+pub mod kvs;
+pub mod stats;
+pub mod tasks;
+
+/// The measurement harness: `smelt_probe::harness`, re-exported.
+pub use smelt_probe::harness;
+
+/// The peers smelt is compared against: the `smelt-peers` crate, re-exported.
+pub use smelt_peers as peers;

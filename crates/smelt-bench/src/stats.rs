@@ -1,0 +1,1 @@
+//! Statistics of measurements: one summary type, one median, one seeded RNG.

@@ -1,0 +1,1 @@
+//! Workloads of `smelt-tasks` (moving here from the service crate, issue 24).
