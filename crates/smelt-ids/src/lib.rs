@@ -13,9 +13,16 @@
 //! All three serialize as the bare number (`#[serde(transparent)]`), print as the bare
 //! number, and convert from and to the integer type they wrap. `Vec`s and slices
 //! indexed by position or by rank can be indexed with [`Pos`] and [`Rank`] directly.
+//!
+//! Two more small things every layer shares, kept here because this is the lowest
+//! crate: [`stats`] (the one statistics type [`stats::Summary`] and the one median)
+//! and [`rng`] (the one seeded random number generator, SplitMix64).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod rng;
+pub mod stats;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
