@@ -23,6 +23,7 @@ pub mod am;
 pub mod global;
 pub mod kvs;
 pub mod stats;
+pub mod suite;
 pub mod tasks;
 
 /// The measurement harness: `smelt_probe::harness`, re-exported.

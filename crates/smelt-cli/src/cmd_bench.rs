@@ -5,10 +5,6 @@
 //! floor taken right before and after it, so that ratios stay meaningful on a
 //! machine whose core-to-core latency drifts.
 
-#[path = "bench_agg.rs"]
-pub mod agg;
-#[path = "bench_am.rs"]
-pub mod am;
 #[path = "bench_global.rs"]
 pub mod global;
 #[path = "bench_large.rs"]
@@ -28,6 +24,7 @@ pub mod tasks;
 
 use anyhow::{bail, Context, Result};
 use report::{Collective, Figure, FloorInfo, Ratio, Report};
+use smelt_bench::suite::{BenchReport, Common};
 use smelt_model::{format_cpu_list, parse_cpu_list, Model};
 use smelt_peers::{c::CPeers, rust as rpeers};
 use smelt_probe::figure::{Metric, PeerResult, Status};
@@ -364,10 +361,10 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         return mpi::run(&a);
     }
     if a.am {
-        return am::run(&a);
+        return print_report(&a, &smelt_bench::suite::am::measure(&common(&a))?);
     }
     if a.aggregation {
-        return agg::run(&a);
+        return print_report(&a, &smelt_bench::suite::aggregation::measure(&common(&a))?);
     }
     if a.offload {
         return offload::run(&a);
@@ -630,6 +627,35 @@ pub(crate) fn target(name: &'static str, value: Option<f64>, limit: f64, at_most
         sense: if at_most { "≤" } else { "≥" },
         met: value.map(|v| if at_most { v <= limit } else { v >= limit }),
     }
+}
+
+/// The hidden `smelt am-member`: the responding endpoint of `smelt bench am`
+/// between processes.
+#[derive(clap::Args)]
+pub struct AmMemberArgs {
+    /// Longest wait for the measurer, in seconds.
+    #[arg(long, default_value_t = 60.0)]
+    timeout: f64,
+}
+
+/// Runs `smelt am-member`.
+pub fn am_member(a: AmMemberArgs) -> Result<()> {
+    smelt_bench::suite::am::member(a.timeout)
+}
+
+/// The options every benchmark takes.
+fn common(a: &BenchArgs) -> Common {
+    Common {
+        quick: a.quick,
+        timeout: a.timeout,
+        time_limit: a.time_limit,
+    }
+}
+
+/// Prints (or writes) a report of the suite, then fails if any of its figures did.
+fn print_report<R: BenchReport>(a: &BenchArgs, r: &R) -> Result<()> {
+    emit_report(a, r, || r.table())?;
+    fail_if_any(r.failed())
 }
 
 /// Writes a report: its JSON to `--json-out` (if given), and to standard output as

@@ -121,7 +121,7 @@ enum Cmd {
     BenchMember(bench_processes::BenchMemberArgs),
     /// The responding endpoint of `smelt bench --am` between processes (internal).
     #[command(hide = true)]
-    AmMember(cmd_bench::am::AmMemberArgs),
+    AmMember(cmd_bench::AmMemberArgs),
     /// One replica process of `smelt kvs --processes` (internal).
     #[command(hide = true)]
     KvsReplica,
@@ -178,7 +178,7 @@ fn main() {
         Cmd::Info(a) => cmd_info::run(a),
         Cmd::Report(a) => cmd_report::run(a),
         Cmd::BenchMember(a) => bench_processes::member(a),
-        Cmd::AmMember(a) => cmd_bench::am::member(a),
+        Cmd::AmMember(a) => cmd_bench::am_member(a),
         Cmd::KvsReplica => cmd_kvs::replica_process(),
         Cmd::TasksMember(a) => cmd_bench::tasks::member(a),
     };

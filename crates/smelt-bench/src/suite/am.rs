@@ -1,4 +1,4 @@
-//! `smelt bench --am`: the LogP parameters of active messages (the multi-protocol
+//! `smelt bench am`: the LogP parameters of active messages (the multi-protocol
 //! Active Messages paper's table) for each transport, next to the peers a user would
 //! compare with, in one run:
 //!
@@ -16,9 +16,8 @@
 //!   smelt's processes row (one-way latency, message rate) and a global-array get of
 //!   8 bytes inside a node (`smelt_global::bench`).
 
-use super::BenchArgs;
+use super::{BenchReport, Common};
 use anyhow::{Context, Result};
-use clap::Args;
 use serde::Serialize;
 use smelt_am::logp::{self, LogP, Opts};
 use smelt_am::process::{join_from_env, AmJob};
@@ -30,23 +29,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-/// The hidden `smelt am-member`: the responding endpoint of `smelt bench --am`
-/// between processes.
-#[derive(Args)]
-pub struct AmMemberArgs {
-    /// Longest wait for the measurer, in seconds.
-    #[arg(long, default_value_t = 60.0)]
-    timeout: f64,
-}
-
-/// Runs the responder of a LogP measurement in a member process.
-pub fn member(a: AmMemberArgs) -> Result<()> {
+/// The responder of a LogP measurement in a member process: the body of the hidden
+/// `smelt am-member` that [`measure`] starts (the current executable must answer
+/// that subcommand), waiting at most `timeout_s` seconds for the measurer.
+pub fn member(timeout_s: f64) -> Result<()> {
     if let Some(cpu) = smelt_settings::count(smelt_settings::AM_CPU)?.map(|c| c as u32) {
         let _ = smelt_transport::pin_current_thread(cpu);
     }
     let mut ep = join_from_env(logp::State::default(), Config::default())?;
     logp::register(&mut ep)?;
-    logp::respond(&mut ep, Duration::from_secs_f64(a.timeout))?;
+    logp::respond(&mut ep, Duration::from_secs_f64(timeout_s))?;
     Ok(())
 }
 
@@ -151,8 +143,9 @@ struct Comparison {
     note: String,
 }
 
+/// The report of `smelt bench am`.
 #[derive(Serialize)]
-struct AmReport {
+pub struct AmReport {
     tool: String,
     host: String,
     cpus: Vec<u32>,
@@ -166,7 +159,7 @@ struct AmReport {
     warnings: Vec<String>,
 }
 
-fn opts(a: &BenchArgs) -> Opts {
+fn opts(a: &Common) -> Opts {
     let mut o = Opts::quick();
     if !a.quick {
         o.rounds *= 5;
@@ -334,8 +327,8 @@ const MPI_CASES: &[MpiCase] = &[
     ("multi-protocol-shm-always", "as multi-protocol-shm, the network polled at every poll", 4, &[("SMELT_RANKS_PER_NODE", "2")], (0, 1), "always"),
 ];
 
-/// `smelt bench --am`.
-pub fn run(a: &BenchArgs) -> Result<()> {
+/// Measures `smelt bench am`.
+pub fn measure(a: &Common) -> Result<AmReport> {
     let o = opts(a);
     let allowed = smelt_probe::affinity::allowed_cpus();
     let pair = (allowed.first().copied(), allowed.get(1).copied());
@@ -498,13 +491,20 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         mpi: mpi_rows,
         warnings,
     };
-    super::emit_report(a, &report, || table(&report))?;
-    let failed: Vec<String> = report
-        .transports
-        .iter()
-        .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.transport)))
-        .collect();
-    super::fail_if_any(failed)
+    Ok(report)
+}
+
+impl BenchReport for AmReport {
+    fn table(&self) -> String {
+        table(self)
+    }
+
+    fn failed(&self) -> Vec<String> {
+        self.transports
+            .iter()
+            .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.transport)))
+            .collect()
+    }
 }
 
 /// UCX's figure of row `name`, ns, or why there is none.

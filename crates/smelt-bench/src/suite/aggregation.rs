@@ -1,4 +1,4 @@
-//! `smelt bench --aggregation`: the Bale-style benchmarks of message aggregation
+//! `smelt bench aggregation`: the Bale-style benchmarks of message aggregation
 //! (TramLib's section IV) over smelt's active messages, in one run:
 //!
 //! * histogram: random updates to a table spread over the workers, at three stream
@@ -15,7 +15,7 @@
 //! sharing one endpoint) in this process. Reported: items/s, messages sent per worker,
 //! latency, the best scheme over no aggregation, and the paper's orderings.
 
-use super::BenchArgs;
+use super::{BenchReport, Common};
 use anyhow::Result;
 use serde::Serialize;
 use smelt_agg::apps::{self, Run};
@@ -71,8 +71,9 @@ struct Ordering {
     figures: Vec<(String, f64)>,
 }
 
+/// The report of `smelt bench aggregation`.
 #[derive(Serialize)]
-struct AggReport {
+pub struct AggReport {
     tool: String,
     host: String,
     cpus: usize,
@@ -119,8 +120,8 @@ fn flush_dominated(n: usize, t: usize, g: usize) -> u64 {
     (n * t * g / 4) as u64
 }
 
-/// Runs the benchmark.
-pub fn run(a: &BenchArgs) -> Result<()> {
+/// Measures `smelt bench aggregation`.
+pub fn measure(a: &Common) -> Result<AggReport> {
     let g = DEFAULT_BUFFER_ITEMS;
     let (long, short, ig, direct_cap) = if a.quick {
         (128 << 10, 16 << 10, 16 << 10, 16 << 10)
@@ -280,17 +281,24 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         orderings,
         warnings,
     };
-    super::emit_report(a, &report, || table(&report))?;
-    let failed: Vec<String> = report
-        .rows
-        .iter()
-        .filter_map(|r| {
-            r.error
-                .as_ref()
-                .map(|e| format!("{} {} {}: {e}", r.bench, r.setup, r.scheme))
-        })
-        .collect();
-    super::fail_if_any(failed)
+    Ok(report)
+}
+
+impl BenchReport for AggReport {
+    fn table(&self) -> String {
+        table(self)
+    }
+
+    fn failed(&self) -> Vec<String> {
+        self.rows
+            .iter()
+            .filter_map(|r| {
+                r.error
+                    .as_ref()
+                    .map(|e| format!("{} {} {}: {e}", r.bench, r.setup, r.scheme))
+            })
+            .collect()
+    }
 }
 
 fn opt(v: Option<f64>, scale: f64, prec: usize) -> String {

@@ -1,0 +1,78 @@
+//! The benchmarks `smelt bench` runs, one module per subcommand
+//! (`smelt bench collectives|processes|mpi|large|sync|am|aggregation|offload|tasks`).
+//! Each takes its options as a plain struct and returns a typed, serializable report
+//! ([`BenchReport`]): its terminal table and the figures that failed. The `smelt` CLI
+//! parses the arguments, calls the measurement, and prints (or writes) the report.
+
+use serde::Serialize;
+
+pub mod aggregation;
+pub mod am;
+
+/// What every report of the suite gives besides its JSON (`serde::Serialize`).
+pub trait BenchReport: Serialize {
+    /// The report as the terminal table.
+    fn table(&self) -> String;
+    /// Every figure that failed, named with its reason (none: the run is complete).
+    fn failed(&self) -> Vec<String>;
+}
+
+/// The options every benchmark of the suite takes.
+#[derive(Clone, Debug, Default)]
+pub struct Common {
+    /// Shorter runs (fewer sizes, rounds and repeats).
+    pub quick: bool,
+    /// Give up on one figure (or peer) after this many seconds (default: the
+    /// benchmark's own).
+    pub timeout: Option<f64>,
+    /// Bound on the whole run, seconds, where the benchmark honours one.
+    pub time_limit: Option<f64>,
+}
+
+/// A speed target of an issue, checked in this run (the offload and tasks reports).
+#[derive(Serialize, Clone, Debug)]
+pub struct Target {
+    /// What is measured.
+    pub name: &'static str,
+    /// The figure measured, if any.
+    pub value: Option<f64>,
+    /// The target's bound.
+    pub limit: f64,
+    /// "≤" or "≥".
+    pub sense: &'static str,
+    /// Whether the figure meets the bound (unknown without a figure).
+    pub met: Option<bool>,
+}
+
+/// The target `value ≤ limit` (`at_most`) or `value ≥ limit`; unmet is unknown
+/// without a value.
+pub fn target(name: &'static str, value: Option<f64>, limit: f64, at_most: bool) -> Target {
+    Target {
+        name,
+        value,
+        limit,
+        sense: if at_most { "≤" } else { "≥" },
+        met: value.map(|v| if at_most { v <= limit } else { v >= limit }),
+    }
+}
+
+/// One `warning: ...` line on stderr, escaped (what the CLI prints for a warning).
+pub fn warn(msg: &str) {
+    eprintln!("warning: {}", smelt_model::text::escape_line(msg));
+}
+
+/// `sizes` (else `default`) for measurements of vectors of doubles: each a multiple
+/// of 8 bytes.
+pub fn double_sizes(sizes: &[usize], default: Vec<usize>) -> anyhow::Result<Vec<usize>> {
+    let sizes = if sizes.is_empty() {
+        default
+    } else {
+        sizes.to_vec()
+    };
+    if let Some(bad) = sizes.iter().find(|&&s| s % 8 != 0) {
+        anyhow::bail!(
+            "option --sizes: {bad} bytes is not a whole number of doubles (a multiple of 8)"
+        );
+    }
+    Ok(sizes)
+}
