@@ -5,22 +5,16 @@
 //! floor taken right before and after it, so that ratios stay meaningful on a
 //! machine whose core-to-core latency drifts.
 
-#[path = "bench_global.rs"]
-pub mod global;
 #[path = "bench_large.rs"]
 mod large;
 #[path = "bench_mpi.rs"]
 mod mpi;
-#[path = "bench_offload.rs"]
-pub mod offload;
 #[path = "bench_report.rs"]
 mod report;
 #[path = "bench_smelt.rs"]
 mod smelt;
 #[path = "bench_sync.rs"]
 mod sync;
-#[path = "bench_tasks.rs"]
-pub mod tasks;
 
 use anyhow::{bail, Context, Result};
 use report::{Collective, Figure, FloorInfo, Ratio, Report};
@@ -367,10 +361,14 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         return print_report(&a, &smelt_bench::suite::aggregation::measure(&common(&a))?);
     }
     if a.offload {
-        return offload::run(&a);
+        let r = smelt_bench::suite::offload::measure(&common(&a))?;
+        if let Some(p) = &a.plot {
+            r.plot(p)?;
+        }
+        return print_report(&a, &r);
     }
     if a.tasks {
-        return tasks::run(&a);
+        return print_report(&a, &smelt_bench::suite::tasks::measure(&common(&a))?);
     }
     if a.ops.is_empty() {
         a.ops = ["broadcast", "reduce", "barrier", "2pc"]
@@ -605,30 +603,6 @@ fn double_sizes(a: &BenchArgs, default: Vec<usize>) -> Result<Vec<usize>> {
     Ok(sizes)
 }
 
-/// A speed target of an issue, checked in this run (the `--offload` and `--tasks`
-/// reports).
-#[derive(serde::Serialize)]
-pub(crate) struct Target {
-    pub(crate) name: &'static str,
-    pub(crate) value: Option<f64>,
-    pub(crate) limit: f64,
-    /// "≤" or "≥".
-    pub(crate) sense: &'static str,
-    pub(crate) met: Option<bool>,
-}
-
-/// The target `value ≤ limit` (`at_most`) or `value ≥ limit`; unmet is unknown
-/// without a value.
-pub(crate) fn target(name: &'static str, value: Option<f64>, limit: f64, at_most: bool) -> Target {
-    Target {
-        name,
-        value,
-        limit,
-        sense: if at_most { "≤" } else { "≥" },
-        met: value.map(|v| if at_most { v <= limit } else { v >= limit }),
-    }
-}
-
 /// The hidden `smelt am-member`: the responding endpoint of `smelt bench am`
 /// between processes.
 #[derive(clap::Args)]
@@ -641,6 +615,23 @@ pub struct AmMemberArgs {
 /// Runs `smelt am-member`.
 pub fn am_member(a: AmMemberArgs) -> Result<()> {
     smelt_bench::suite::am::member(a.timeout)
+}
+
+/// The hidden `smelt tasks-member`: one member process of `smelt bench tasks`'s
+/// process rows (joins the job of its environment and serves `--runs` computations).
+#[derive(clap::Args)]
+pub struct TasksMemberArgs {
+    /// Worker threads.
+    #[arg(long, value_parser = crate::common::count(1, 1024))]
+    workers: usize,
+    /// Computations to take part in.
+    #[arg(long, value_parser = crate::common::count(1, 1_000_000))]
+    runs: usize,
+}
+
+/// Runs `smelt tasks-member`.
+pub fn tasks_member(a: TasksMemberArgs) -> Result<()> {
+    smelt_bench::suite::tasks::member(a.workers, a.runs)
 }
 
 /// The options every benchmark takes.

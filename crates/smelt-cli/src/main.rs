@@ -127,7 +127,7 @@ enum Cmd {
     KvsReplica,
     /// One member process of `smelt bench --tasks` (internal).
     #[command(hide = true)]
-    TasksMember(cmd_bench::tasks::TasksMemberArgs),
+    TasksMember(cmd_bench::TasksMemberArgs),
 }
 
 fn main() {
@@ -180,7 +180,7 @@ fn main() {
         Cmd::BenchMember(a) => bench_processes::member(a),
         Cmd::AmMember(a) => cmd_bench::am_member(a),
         Cmd::KvsReplica => cmd_kvs::replica_process(),
-        Cmd::TasksMember(a) => cmd_bench::tasks::member(a),
+        Cmd::TasksMember(a) => cmd_bench::tasks_member(a),
     };
     if let Err(e) = res {
         use std::io::Write as _;

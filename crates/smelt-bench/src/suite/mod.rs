@@ -8,6 +8,9 @@ use serde::Serialize;
 
 pub mod aggregation;
 pub mod am;
+pub mod global;
+pub mod offload;
+pub mod tasks;
 
 /// What every report of the suite gives besides its JSON (`serde::Serialize`).
 pub trait BenchReport: Serialize {

@@ -1,4 +1,4 @@
-//! `smelt bench --tasks`: fork-join tasks with work stealing (`smelt-tasks`) against
+//! `smelt bench tasks`: fork-join tasks with work stealing (`smelt-tasks`) against
 //! rayon's `join` and the plain sequential program, in one run:
 //!
 //! * fib(n) with a task per call (the DSM paper's benchmark), on 1 and 2 workers (and
@@ -12,7 +12,7 @@
 //! every result is checked against the sequential one. Reported: time, tasks/s, steals,
 //! and the per-task overhead ((time on 1 worker - sequential time) / tasks).
 
-use super::{target, BenchArgs, Target};
+use super::{target, BenchReport, Common, Target};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use smelt_tasks::apps::{self, cilksort, fib, fib_seq, random_keys, Uts};
@@ -45,8 +45,9 @@ struct Row {
     error: Option<String>,
 }
 
+/// The report of `smelt bench tasks`.
 #[derive(Serialize)]
-struct TasksReport {
+pub struct TasksReport {
     tool: String,
     host: String,
     cpus_available: usize,
@@ -351,24 +352,14 @@ fn members_fib(members: usize, workers: usize, n: u32, cutoff: u32) -> Result<(f
     Ok((secs, steals, spawned))
 }
 
-/// The hidden `smelt tasks-member`: one member process of `smelt bench --tasks`'s
-/// process rows (joins the job of its environment and serves `--runs` computations).
-#[derive(clap::Args)]
-pub struct TasksMemberArgs {
-    /// Worker threads.
-    #[arg(long, value_parser = crate::common::count(1, 1024))]
-    workers: usize,
-    /// Computations to take part in.
-    #[arg(long, value_parser = crate::common::count(1, 1_000_000))]
-    runs: usize,
-}
-
-/// Runs a member process of the process rows.
-pub fn member(a: TasksMemberArgs) -> Result<()> {
+/// A member process of the process rows, the body of the hidden `smelt tasks-member`
+/// that [`measure`] starts (the current executable must answer that subcommand): joins
+/// the job of its environment and serves `runs` computations on `workers` workers.
+pub fn member(workers: usize, runs: usize) -> Result<()> {
     let mut m = Member::from_env(smelt_am::Config::default())?;
     let f = apps::dist::functions();
-    for _ in 0..a.runs {
-        m.run(&f, &TaskConfig::new(a.workers), None)?;
+    for _ in 0..runs {
+        m.run(&f, &TaskConfig::new(workers), None)?;
     }
     Ok(())
 }
@@ -434,8 +425,8 @@ fn processes_fib(
     Ok(out)
 }
 
-/// Runs `smelt bench --tasks`.
-pub fn run(a: &BenchArgs) -> Result<()> {
+/// Measures `smelt bench tasks`.
+pub fn measure(a: &Common) -> Result<TasksReport> {
     let allowed = allowed_cpus().context("cannot read the allowed CPUs")?;
     let reps = if a.quick { 3 } else { 7 };
     let mut warnings = Vec::new();
@@ -613,17 +604,24 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         targets,
         warnings,
     };
-    super::emit_report(a, &report, || table(&report))?;
-    let failed = report
-        .rows
-        .iter()
-        .filter_map(|r| {
-            r.error
-                .as_ref()
-                .map(|e| format!("{} {} {} workers: {e}", r.workload, r.runtime, r.workers))
-        })
-        .collect();
-    super::fail_if_any(failed)
+    Ok(report)
+}
+
+impl BenchReport for TasksReport {
+    fn table(&self) -> String {
+        table(self)
+    }
+
+    fn failed(&self) -> Vec<String> {
+        self.rows
+            .iter()
+            .filter_map(|r| {
+                r.error
+                    .as_ref()
+                    .map(|e| format!("{} {} {} workers: {e}", r.workload, r.runtime, r.workers))
+            })
+            .collect()
+    }
 }
 
 fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {

@@ -1,4 +1,4 @@
-//! `smelt bench --offload`: what handing communication to dedicated threads costs and
+//! `smelt bench offload`: what handing communication to dedicated threads costs and
 //! buys (Endo and Taura's measurements, over smelt's active messages), in one run:
 //!
 //! * the round trip of a short active message (request, reply, completion seen by the
@@ -15,7 +15,7 @@
 //! 8 bytes inside a node against a queuepair round trip, and across emulated nodes
 //! against a plain `MPI_Get`.
 
-use super::{target, BenchArgs, Target};
+use super::{target, BenchReport, Common, Target};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use smelt_am::{threads, AmError, Config as AmConfig, Endpoint};
@@ -67,8 +67,9 @@ struct RateRow {
     error: Option<String>,
 }
 
+/// The report of `smelt bench offload`.
 #[derive(Serialize)]
-struct OffloadReport {
+pub struct OffloadReport {
     tool: String,
     host: String,
     /// CPUs used for the round trip: application, communication thread, server.
@@ -327,8 +328,8 @@ fn rate(mode: Mode, k: usize, per: u64, dedicated: bool) -> Result<RateRow> {
     r
 }
 
-/// Runs the benchmark.
-pub fn run(a: &BenchArgs) -> Result<()> {
+/// Measures `smelt bench offload`.
+pub fn measure(a: &Common) -> Result<OffloadReport> {
     let allowed = allowed_cpus().context("cannot read the allowed CPUs")?;
     let mut warnings = Vec::new();
     let cpus: [Option<u32>; 3] = if allowed.len() >= 3 {
@@ -431,31 +432,45 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         global: Some(global_section(a)),
         warnings,
     };
-    if let Some(p) = &a.plot {
-        plot(&report, p)?;
+    Ok(report)
+}
+
+impl BenchReport for OffloadReport {
+    fn table(&self) -> String {
+        table(self)
     }
-    super::emit_report(a, &report, || table(&report))?;
-    let mut failed: Vec<String> = report
-        .round_trip
-        .iter()
-        .filter_map(|r| {
+
+    fn failed(&self) -> Vec<String> {
+        let mut failed: Vec<String> = self
+            .round_trip
+            .iter()
+            .filter_map(|r| {
+                r.error
+                    .as_ref()
+                    .map(|e| format!("round trip {}: {e}", r.mode))
+            })
+            .collect();
+        failed.extend(self.rate.iter().filter_map(|r| {
             r.error
                 .as_ref()
-                .map(|e| format!("round trip {}: {e}", r.mode))
-        })
-        .collect();
-    failed.extend(report.rate.iter().filter_map(|r| {
-        r.error
-            .as_ref()
-            .map(|e| format!("rate {} {} queues: {e}", r.mode, r.queues))
-    }));
-    super::fail_if_any(failed)
+                .map(|e| format!("rate {} {} queues: {e}", r.mode, r.queues))
+        }));
+        failed
+    }
 }
 
 /// The global-array section, or what kept it from running.
-fn global_section(a: &BenchArgs) -> serde_json::Value {
+fn global_section(a: &Common) -> serde_json::Value {
     eprintln!("global arrays: get inside a node and across emulated nodes...");
     super::global::measure(a).unwrap_or_else(|e| serde_json::json!({ "error": format!("{e:#}") }))
+}
+
+impl OffloadReport {
+    /// Draws the message rate against queues, one line per mode, in `path` (.svg or
+    /// .png).
+    pub fn plot(&self, path: &std::path::Path) -> Result<()> {
+        plot(self, path)
+    }
 }
 
 /// Message rate against queues, one line per mode.

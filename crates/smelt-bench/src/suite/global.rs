@@ -1,4 +1,4 @@
-//! The global-arrays section of `smelt bench --offload`: a `get` of 8 bytes inside a
+//! The global-arrays section of `smelt bench offload`: a `get` of 8 bytes inside a
 //! node against a smelt queuepair round trip between the same two threads
 //! (`smelt_global::bench`), and, when the `smelt-global-mpi` program sits next to
 //! `smelt` (`cargo build --release -p smelt-global --features mpi`), a `get` of 8 bytes
@@ -56,7 +56,7 @@ fn across_nodes(quick: bool) -> Result<Value> {
 
 /// Measures the section: rows and ratios as JSON. (Called by the offload benchmark,
 /// which puts it in its report's `global` field.)
-pub fn measure(a: &super::BenchArgs) -> Result<Value> {
+pub fn measure(a: &super::Common) -> Result<Value> {
     let opts = if a.quick {
         smelt_global::bench::Opts::quick()
     } else {
