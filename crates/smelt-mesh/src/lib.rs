@@ -5,6 +5,9 @@
 //! * [`mesh_job`]: a shared-memory job of member processes (created exclusively, mode
 //!   0600, unlinked once every member attached, a dead peer an error) with its
 //!   environment encoding (`SMELT_MESH_JOB`, `SMELT_MESH_KEY`, `SMELT_MESH_RANK`);
+//! * [`world`]: the [`World`] a program holds, one per member of a job (threads,
+//!   processes, MPI ranks), from which every service is made: one segment per job,
+//!   services carved from it by collective calls;
 //! * [`launch`]: starting member processes (pinned, in a process group of their own,
 //!   dying with their launcher, signalled and reaped together).
 //!
@@ -13,16 +16,23 @@
 //! `smelt-runtime` re-exports it for the collectives.
 
 #![warn(missing_docs)]
-#![forbid(unsafe_code)]
+// `unsafe` only in the MPI module (the `mpi` feature: FFI), each block with its reason.
+#![cfg_attr(not(feature = "mpi"), forbid(unsafe_code))]
+#![cfg_attr(feature = "mpi", deny(unsafe_code))]
 
 #[doc(hidden)]
 pub mod job_env;
 pub mod launch;
 pub mod mesh;
 pub mod mesh_job;
+#[cfg(feature = "mpi")]
+#[allow(unsafe_code)]
+pub mod mpi;
+pub mod world;
 
 pub use smelt_ids::{CpuId, Pos, Rank};
 pub use smelt_transport::WaitPolicy;
+pub use world::{World, WorldError};
 
 /// The message of a caught panic (its `&str` or `String` payload), for reporting a
 /// member that panicked, or a panic stopped at an FFI boundary.

@@ -907,6 +907,15 @@ impl MeshBuilder {
 
     /// The members' meshes, by rank.
     pub fn build(self) -> Result<Vec<Mesh>, MeshError> {
+        self.build_with(|ep| ep)
+    }
+
+    /// The members' meshes, by rank, each queuepair end wrapped by `wrap` into the
+    /// link type the meshes carry (a world's [`WorldLink`](crate::world::WorldLink)).
+    pub fn build_with<L: Link>(
+        self,
+        mut wrap: impl FnMut(Endpoint) -> L,
+    ) -> Result<Vec<Mesh<L>>, MeshError> {
         let n = self.n;
         if n == 0 {
             return Err(MeshError::Invalid(
@@ -936,14 +945,14 @@ impl MeshBuilder {
         });
         let abort = self.abort.unwrap_or_default();
         let bells: Vec<Arc<Doorbell>> = (0..n).map(|_| Arc::new(Doorbell::default())).collect();
-        let mut links: Vec<Vec<LinkTo<Endpoint>>> = (0..n).map(|_| Vec::new()).collect();
+        let mut links: Vec<Vec<LinkTo<L>>> = (0..n).map(|_| Vec::new()).collect();
         for (a, b) in pairs {
             let (mut ea, mut eb) = try_queuepair(self.capacity, Some(abort.clone()))
                 .map_err(|e| MeshError::Invalid(format!("link {a}-{b}: {e}")))?;
             ea.set_wait_policy(wait);
             eb.set_wait_policy(wait);
-            links[a].push((Rank(b), ea, Some(bells[b].clone())));
-            links[b].push((Rank(a), eb, Some(bells[a].clone())));
+            links[a].push((Rank(b), wrap(ea), Some(bells[b].clone())));
+            links[b].push((Rank(a), wrap(eb), Some(bells[a].clone())));
         }
         links
             .into_iter()

@@ -139,6 +139,8 @@ pub const SHM_DIR: &str = "SMELT_SHM_DIR";
 /// See [`ALL`].
 pub const SHM_LIMIT: &str = "SMELT_SHM_LIMIT";
 /// See [`ALL`].
+pub const WORLD_ARENA: &str = "SMELT_WORLD_ARENA";
+/// See [`ALL`].
 pub const STRESS: &str = "SMELT_STRESS";
 /// See [`ALL`].
 pub const PROGRESS_SECS: &str = "SMELT_PROGRESS_SECS";
@@ -211,6 +213,8 @@ pub const ALL: &[Setting] = &[
         "where shared-memory segments of process jobs are made"),
     user(SHM_LIMIT, Kind::Bytes, "", "transport",
         "a cap on the free shared memory smelt sees (to test the space check)"),
+    user(WORLD_ARENA, Kind::Bytes, "1G", "mesh",
+        "the arena of a world's segment: room for every service's rings and regions (sparse: only what services carve takes memory)"),
     user(PEERS_DIR, Kind::Path, "$XDG_CACHE_HOME/smelt/peers", "bench",
         "where the C peers are compiled and kept (a bundle's prebuilt peers)"),
     user(DOT_TIMEOUT, Kind::Seconds { max: 86400.0 }, "30", "cli",

@@ -41,7 +41,7 @@
 //! [`WaitPolicy::park_max`]: crate::WaitPolicy::park_max
 
 use crate::channel::{ring_bytes, shared_ring, wake_ring, Remote, Shared};
-use crate::{Abort, Consumer, Producer, TransportError, MAX_CAPACITY};
+use crate::{Abort, Consumer, Endpoint, Producer, TransportError, MAX_CAPACITY};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -52,11 +52,13 @@ use std::sync::Arc;
 /// First bytes of every segment.
 const MAGIC: [u8; 8] = *b"SMELTSHM";
 /// Version of the segment layout; a member of another layout refuses to attach.
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
 /// Bytes reserved for the segment header.
 const HEADER_BYTES: usize = 4096;
 /// Alignment of every ring in the segment (a pair of cache lines).
 const RING_ALIGN: usize = 128;
+/// Alignment of the arena and of every part carved from it (a pair of cache lines).
+pub const ARENA_ALIGN: usize = 128;
 /// Longest failure message kept in the segment.
 const FAILURE_BYTES: usize = 512;
 /// Byte offset (beyond any segment's size) of member 0's liveness lock.
@@ -141,6 +143,13 @@ impl RingSpec {
     }
 }
 
+/// Bytes of the arena a link of `capacity` slots per ring takes
+/// ([`ShmMember::arena_link`]): a line recording the pair, then two rings, each
+/// rounded up to [`ARENA_ALIGN`].
+pub const fn arena_link_bytes(capacity: usize) -> usize {
+    ARENA_ALIGN + 2 * ring_bytes(capacity).next_multiple_of(RING_ALIGN)
+}
+
 #[repr(C)]
 struct Header {
     magic: [u8; 8],
@@ -166,6 +175,10 @@ struct Header {
     words_offset: u64,
     /// Number of shared 64-bit words.
     words_len: u64,
+    /// Offset of the job's arena (page-aligned; 0 and `arena_len` 0: none).
+    arena_offset: u64,
+    /// Bytes of the arena: sparse, its pages allocated as members carve them.
+    arena_len: u64,
 }
 
 const _: () = assert!(std::mem::size_of::<Header>() <= HEADER_BYTES);
@@ -274,6 +287,8 @@ impl Mapping {
             || h.words_len
                 .checked_mul(8)
                 .is_none_or(|b| !fits(h.words_offset, b))
+            || !h.arena_offset.is_multiple_of(ARENA_ALIGN as u64)
+            || !fits(h.arena_offset, h.arena_len)
         {
             return Err("its tables lie outside the file".into());
         }
@@ -615,7 +630,7 @@ impl ShmJob {
         blob: &[u8],
         words: usize,
     ) -> Result<ShmJob, ShmError> {
-        Self::create_inner(members, rings, blob, words, false)
+        Self::create_inner(members, rings, blob, words, 0, false)
     }
 
     /// As [`create_with_words`](Self::create_with_words), with the segment's name
@@ -631,7 +646,24 @@ impl ShmJob {
         blob: &[u8],
         words: usize,
     ) -> Result<ShmJob, ShmError> {
-        Self::create_inner(members, rings, blob, words, true)
+        Self::create_inner(members, rings, blob, words, 0, true)
+    }
+
+    /// The segment of a *world* ([`ShmMember::arena_link`]): `members` members,
+    /// `blob` (the world's description), no rings of its own, and an arena of
+    /// `arena_bytes` bytes from which the members carve the rings and regions of every
+    /// service they make, each member the same parts at the same offsets, in the order
+    /// the services are made. The arena is sparse: the file is that long, but only the
+    /// pages of the parts carved so far take memory, allocated (`posix_fallocate`) as
+    /// they are carved, so running out of space is an error then, never a SIGBUS.
+    /// `guarded` as [`create_guarded`](Self::create_guarded).
+    pub fn create_world(
+        members: u32,
+        blob: &[u8],
+        arena_bytes: u64,
+        guarded: bool,
+    ) -> Result<ShmJob, ShmError> {
+        Self::create_inner(members, &[], blob, 0, arena_bytes, guarded)
     }
 
     fn create_inner(
@@ -639,8 +671,13 @@ impl ShmJob {
         rings: &[RingSpec],
         blob: &[u8],
         words: usize,
+        arena: u64,
         guarded: bool,
     ) -> Result<ShmJob, ShmError> {
+        let arena = usize::try_from(arena)
+            .ok()
+            .filter(|a| *a <= isize::MAX as usize / 4)
+            .ok_or_else(|| ShmError::Invalid(format!("an arena of {arena} bytes is too large")))?;
         let words_bytes = words
             .checked_mul(8)
             .filter(|b| *b <= isize::MAX as usize / 2)
@@ -681,12 +718,15 @@ impl ShmJob {
         }
         let words_offset = off;
         off += words_bytes;
-        let total = off.next_multiple_of(4096);
+        // Allocated at once: everything before the arena.
+        let fixed = off.next_multiple_of(ARENA_ALIGN);
+        let (arena_offset, arena_len) = if arena == 0 { (0, 0) } else { (fixed, arena) };
+        let total = (fixed + arena_len).next_multiple_of(4096);
         let dir = shm_dir();
         let available = free_bytes(&dir)?;
-        if (total as u64) > available {
+        if (fixed as u64) > available {
             return Err(ShmError::NoSpace {
-                needed: total as u64,
+                needed: fixed as u64,
                 available,
                 dir: dir.display().to_string(),
             });
@@ -726,13 +766,18 @@ impl ShmJob {
             unlink(&path);
             e
         };
+        // The file's full length (the arena sparse), then the pages before the arena.
         // SAFETY: fd is a valid open file.
-        let r = unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, total as libc::off_t) };
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), total as libc::off_t) } != 0 {
+            return Err(fail(io_err("cannot size", &path)));
+        }
+        // SAFETY: fd is a valid open file.
+        let r = unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, fixed as libc::off_t) };
         if r != 0 {
             let reason = std::io::Error::from_raw_os_error(r);
             return Err(fail(if r == libc::ENOSPC {
                 ShmError::NoSpace {
-                    needed: total as u64,
+                    needed: fixed as u64,
                     available,
                     dir: dir.display().to_string(),
                 }
@@ -769,6 +814,8 @@ impl ShmJob {
             std::ptr::addr_of_mut!((*hp).blob_len).write(blob.len() as u64);
             std::ptr::addr_of_mut!((*hp).words_offset).write(words_offset as u64);
             std::ptr::addr_of_mut!((*hp).words_len).write(words as u64);
+            std::ptr::addr_of_mut!((*hp).arena_offset).write(arena_offset as u64);
+            std::ptr::addr_of_mut!((*hp).arena_len).write(arena_len as u64);
             std::ptr::copy_nonoverlapping(
                 entries.as_ptr() as *const u8,
                 base.add(ring_table),
@@ -1095,6 +1142,181 @@ impl ShmMember {
         Ok(Consumer::resume(shared, capacity))
     }
 
+    /// Bytes of the job's arena ([`ShmJob::create_world`]; 0: none).
+    pub fn arena_len(&self) -> u64 {
+        self.map.header().arena_len
+    }
+
+    /// The arena's bytes `offset..offset + len` as a slice of the mapping, after
+    /// checking that they lie inside the arena, aligned to [`ARENA_ALIGN`], and
+    /// allocating their pages (`posix_fallocate`, a no-op for pages already
+    /// allocated): touching them can never raise SIGBUS.
+    fn arena_part(&self, offset: u64, len: u64) -> Result<*mut u8, ShmError> {
+        let h = self.map.header();
+        if len == 0
+            || !offset.is_multiple_of(ARENA_ALIGN as u64)
+            || offset.checked_add(len).is_none_or(|end| end > h.arena_len)
+        {
+            return Err(ShmError::Invalid(format!(
+                "bytes {offset}..+{len} are not a part of this job's arena of {} bytes (raise SMELT_WORLD_ARENA for larger services)",
+                h.arena_len
+            )));
+        }
+        let start = h.arena_offset + offset;
+        // SAFETY: the file descriptor is open for the mapping's lifetime; the range
+        // lies inside the file (checked above and by `validate`).
+        let r = unsafe {
+            libc::posix_fallocate(
+                self.map.fd.as_raw_fd(),
+                start as libc::off_t,
+                len as libc::off_t,
+            )
+        };
+        if r != 0 {
+            let dir = self
+                .map
+                .path
+                .parent()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default();
+            return Err(if r == libc::ENOSPC {
+                ShmError::NoSpace {
+                    needed: len,
+                    available: free_bytes(Path::new(&dir)).unwrap_or(0),
+                    dir,
+                }
+            } else {
+                ShmError::Io {
+                    what: "cannot allocate arena pages of",
+                    path: self.map.path.display().to_string(),
+                    reason: std::io::Error::from_raw_os_error(r).to_string(),
+                }
+            });
+        }
+        // SAFETY: `start + len` lies inside the mapping (the arena lies inside the
+        // file, checked by `validate`, and the mapping covers the whole file).
+        Ok(unsafe { self.map.base.add(start as usize) })
+    }
+
+    /// Marks the arena part at `offset` (its first 8 bytes) as made for `tag`, a
+    /// non-zero fingerprint of the service the members make there: the first member
+    /// to arrive writes it, the others must find the same. A different tag means the
+    /// members made their services in different orders or with different arguments:
+    /// [`ShmError::Invalid`] naming both.
+    pub fn arena_mark(&self, offset: u64, tag: u64) -> Result<(), ShmError> {
+        let tag = tag.max(1);
+        let p = self.arena_part(offset, ARENA_ALIGN as u64)?;
+        // SAFETY: `arena_part` checked that 128 aligned bytes lie in the mapping; the
+        // word is only ever accessed atomically (by every member, the same way).
+        let word = unsafe { &*(p as *const AtomicU64) };
+        match word.compare_exchange(0, tag, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => Ok(()),
+            Err(t) if t == tag => Ok(()),
+            Err(t) => Err(ShmError::Invalid(format!(
+                "member {} made a service (fingerprint {tag:016x}) where another member made a different one ({t:016x}) at arena offset {offset}: every member must make the same services in the same order",
+                self.rank
+            ))),
+        }
+    }
+
+    /// This member's end of the queuepair at arena offset `offset` (which takes
+    /// [`arena_link_bytes`]`(capacity)` bytes) to member `peer`. The lower rank of the
+    /// two sends on the first ring, the higher on the second. Each end is opened once:
+    /// the part's first line records the pair and claims each side, so a second
+    /// opening of a side, or an opening by a third member, is refused
+    /// ([`TransportError::NotYours`]). Waits on the link also end when `abort` is
+    /// raised (besides the job's abort flag and the peer's death).
+    pub fn arena_link(
+        &self,
+        offset: u64,
+        capacity: usize,
+        peer: u32,
+        abort: Option<Abort>,
+    ) -> Result<Endpoint, TransportError> {
+        let me = self.rank;
+        if peer == me || peer >= self.members() {
+            return Err(TransportError::NotYours(format!(
+                "a link from member {me} to member {peer} in a job of {} members",
+                self.members()
+            )));
+        }
+        if capacity == 0 || capacity > MAX_CAPACITY {
+            return Err(TransportError::InvalidCapacity(capacity));
+        }
+        let ring = ring_bytes(capacity).next_multiple_of(RING_ALIGN);
+        let p = self
+            .arena_part(offset, arena_link_bytes(capacity) as u64)
+            .map_err(|e| TransportError::NotYours(e.to_string()))?;
+        let (lo, hi) = (me.min(peer), me.max(peer));
+        let pair = ((lo as u64 + 1) << 32) | (hi as u64 + 1);
+        // SAFETY: the part's first line (128 bytes, aligned) lies in the mapping
+        // (`arena_part`); its words are accessed only atomically, by every member.
+        let (who, low, high) = unsafe {
+            (
+                &*(p.add(8) as *const AtomicU64),
+                &*(p.add(16) as *const AtomicU32),
+                &*(p.add(20) as *const AtomicU32),
+            )
+        };
+        match who.compare_exchange(0, pair, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => {}
+            Err(w) if w == pair => {}
+            Err(w) => {
+                return Err(TransportError::NotYours(format!(
+                    "member {me}: the link at arena offset {offset} joins members {} and {}, not {lo} and {hi}",
+                    (w >> 32).wrapping_sub(1),
+                    (w & 0xffff_ffff).wrapping_sub(1)
+                )))
+            }
+        }
+        let side = if me == lo { low } else { high };
+        if side
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return Err(TransportError::NotYours(format!(
+                "member {me}'s end of the link to member {peer} at arena offset {offset} is already open"
+            )));
+        }
+        // SAFETY: both rings lie inside the part (`arena_link_bytes`), aligned to 128
+        // bytes, zero until first used (a fresh file's pages are zero); this member is
+        // the only producer of its ring and the only consumer of the other (claimed
+        // above, once per side); the mapping lives as long as the Arc given as Remote.
+        let (low_to_high, high_to_low) = unsafe { (p.add(ARENA_ALIGN), p.add(ARENA_ALIGN + ring)) };
+        let (tx, rx) = if me == lo {
+            (low_to_high, high_to_low)
+        } else {
+            (high_to_low, low_to_high)
+        };
+        // SAFETY: as above.
+        let (tx, rx) = unsafe {
+            (
+                shared_ring(tx, capacity, self.map.clone(), peer, abort.clone())?,
+                shared_ring(rx, capacity, self.map.clone(), peer, abort)?,
+            )
+        };
+        Ok(Endpoint {
+            tx: Producer::resume(tx, capacity),
+            rx: Consumer::resume(rx, capacity),
+        })
+    }
+
+    /// `words` zeroed 64-bit words at arena offset `offset` (their pages allocated),
+    /// the same memory in every member that asks for the same part: a region every
+    /// member reads and writes with atomic operations. The handle keeps the segment
+    /// mapped.
+    pub fn arena_words(&self, offset: u64, words: usize) -> Result<SharedWords, ShmError> {
+        let bytes = (words as u64)
+            .checked_mul(8)
+            .ok_or_else(|| ShmError::Invalid(format!("{words} words is too many")))?;
+        let p = self.arena_part(offset, bytes)?;
+        Ok(SharedWords {
+            _map: self.map.clone(),
+            ptr: p as *const AtomicU64,
+            len: words,
+        })
+    }
+
     /// Raises the job's abort flag (every member's waits end at once).
     pub fn abort(&self) {
         self.map.abort();
@@ -1118,6 +1340,37 @@ impl ShmMember {
     /// True while member `rank`'s process lives (or has not joined yet).
     pub fn is_alive(&self, rank: u32) -> bool {
         self.map.alive(rank)
+    }
+}
+
+/// Shared 64-bit words in a job's segment ([`ShmMember::arena_words`]): derefs to
+/// `[AtomicU64]`, and keeps the segment mapped while it lives.
+pub struct SharedWords {
+    _map: Arc<Mapping>,
+    ptr: *const AtomicU64,
+    len: usize,
+}
+
+// SAFETY: the words are atomics in a mapping that `_map` keeps alive; any thread may
+// reach them through shared references.
+unsafe impl Send for SharedWords {}
+// SAFETY: as above.
+unsafe impl Sync for SharedWords {}
+
+impl std::fmt::Debug for SharedWords {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedWords")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl std::ops::Deref for SharedWords {
+    type Target = [AtomicU64];
+    fn deref(&self) -> &[AtomicU64] {
+        // SAFETY: `ptr..ptr + len` lies inside the mapping (checked by `arena_part`),
+        // 128-byte aligned, initially zero; `_map` keeps it mapped for `self`'s life.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 }
 
