@@ -11,8 +11,6 @@ mod large;
 mod mpi;
 #[path = "bench_report.rs"]
 mod report;
-#[path = "bench_smelt.rs"]
-mod smelt;
 #[path = "bench_sync.rs"]
 mod sync;
 
@@ -170,12 +168,7 @@ pub struct BenchArgs {
     pub time_limit: Option<f64>,
 }
 
-/// smelt's tree where a fixed one is needed (the flattened row of the topology table,
-/// the non-tree rows' completion messages, `--sync` and `--large`). The comparison with
-/// the peers measures the default instead, `auto` (what a program gets with no
-/// options), never the best measured topology: picking the minimum of many noisy
-/// figures would flatter it.
-const SMELT_TREE: Topology = Topology::AdaptiveShuffled;
+use smelt_bench::suite::{smelt, SMELT_TREE};
 
 /// Most members / threads `smelt bench` runs (groups beyond the CPUs share them).
 const MAX_THREADS: usize = 1024;
@@ -601,6 +594,24 @@ fn double_sizes(a: &BenchArgs, default: Vec<usize>) -> Result<Vec<usize>> {
         bail!("option --sizes: {bad} bytes is not a whole number of doubles (a multiple of 8)");
     }
     Ok(sizes)
+}
+
+/// The hidden `smelt bench-member`: one member process of `smelt bench processes`.
+#[derive(clap::Args)]
+pub struct BenchMemberArgs {
+    #[arg(long)]
+    op: String,
+    #[arg(long)]
+    rounds: usize,
+    #[arg(long)]
+    warmup: usize,
+    #[arg(long)]
+    batch_ns: u64,
+}
+
+/// Runs `smelt bench-member`.
+pub fn bench_member(a: BenchMemberArgs) -> Result<()> {
+    smelt_bench::suite::processes::member(&a.op, a.rounds, a.warmup, a.batch_ns)
 }
 
 /// The hidden `smelt am-member`: the responding endpoint of `smelt bench am`

@@ -7,7 +7,6 @@
 
 #![forbid(unsafe_code)]
 
-mod bench_processes;
 mod cmd_bench;
 mod cmd_evaluate;
 mod cmd_info;
@@ -118,7 +117,7 @@ enum Cmd {
     Kvs(cmd_kvs::KvsArgs),
     /// One member process of `smelt bench --processes` (internal).
     #[command(hide = true)]
-    BenchMember(bench_processes::BenchMemberArgs),
+    BenchMember(cmd_bench::BenchMemberArgs),
     /// The responding endpoint of `smelt bench --am` between processes (internal).
     #[command(hide = true)]
     AmMember(cmd_bench::AmMemberArgs),
@@ -177,7 +176,7 @@ fn main() {
         Cmd::Kvs(a) => cmd_kvs::run(a),
         Cmd::Info(a) => cmd_info::run(a),
         Cmd::Report(a) => cmd_report::run(a),
-        Cmd::BenchMember(a) => bench_processes::member(a),
+        Cmd::BenchMember(a) => cmd_bench::bench_member(a),
         Cmd::AmMember(a) => cmd_bench::am_member(a),
         Cmd::KvsReplica => cmd_kvs::replica_process(),
         Cmd::TasksMember(a) => cmd_bench::tasks_member(a),

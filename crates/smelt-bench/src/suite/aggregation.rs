@@ -179,12 +179,12 @@ pub fn measure(a: &Common) -> Result<AggReport> {
             }
         }
     }
-    // Across MPI ranks on emulated nodes, with smelt-agg-mpi when it is built next to
+    // Across MPI ranks on emulated nodes, with smelt-bench-mpi agg when it is built next to
     // smelt.
     let mpi_items: u64 = if a.quick { 8 << 10 } else { 32 << 10 };
     match find_mpi_program() {
         None => warnings.push(
-            "no smelt-agg-mpi next to smelt: MPI rows skipped (build it with `cargo build --release -p smelt-agg --features mpi`)"
+            "no smelt-bench-mpi agg next to smelt: MPI rows skipped (build it with `cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi`)"
                 .into(),
         ),
         Some(prog) => {
@@ -373,14 +373,14 @@ fn table(r: &AggReport) -> String {
     s
 }
 
-/// The `smelt-agg-mpi` program next to this executable, if built.
+/// The `smelt-bench-mpi agg` program next to this executable, if built.
 fn find_mpi_program() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.join("smelt-agg-mpi");
+    let p = exe.parent()?.join("smelt-bench-mpi");
     p.is_file().then_some(p)
 }
 
-/// `smelt-agg-mpi` on 4 ranks in emulated nodes of 2, 2 workers per rank, `items`
+/// `smelt-bench-mpi agg` on 4 ranks in emulated nodes of 2, 2 workers per rank, `items`
 /// random 8-byte items per worker for every scheme (checked by checksums at every
 /// rank): one row per scheme.
 fn under_mpi(prog: &Path, items: u64, g: usize) -> anyhow::Result<Vec<Row>> {
@@ -389,6 +389,7 @@ fn under_mpi(prog: &Path, items: u64, g: usize) -> anyhow::Result<Vec<Row>> {
     let mut c = Command::new(mpirun);
     c.args(["--oversubscribe", "--bind-to", "none", "-np", "4"])
         .arg(prog)
+        .arg("agg")
         .args([
             "--workers",
             "2",
@@ -403,7 +404,7 @@ fn under_mpi(prog: &Path, items: u64, g: usize) -> anyhow::Result<Vec<Row>> {
         smelt_peers::c::run_bounded(c, Duration::from_secs(300)).context("cannot run mpirun")?;
     anyhow::ensure!(
         out.ok,
-        "smelt-agg-mpi under mpirun {}: {} {}",
+        "smelt-bench-mpi agg under mpirun {}: {} {}",
         if out.timed_out { "timed out" } else { "failed" },
         out.stdout
             .lines()
@@ -443,7 +444,7 @@ fn under_mpi(prog: &Path, items: u64, g: usize) -> anyhow::Result<Vec<Row>> {
     }
     anyhow::ensure!(
         rows.len() == Scheme::ALL.len(),
-        "smelt-agg-mpi printed {} rows",
+        "smelt-bench-mpi agg printed {} rows",
         rows.len()
     );
     Ok(rows)

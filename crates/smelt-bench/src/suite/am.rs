@@ -4,8 +4,8 @@
 //!
 //! * between two threads (queuepairs), and between two processes (queuepairs in
 //!   shared memory, the peer a `smelt am-member` child);
-//! * over MPI, under `mpirun`, with the `smelt-am-mpi` program (built with
-//!   `cargo build --release -p smelt-am --features mpi`): every destination over MPI,
+//! * over MPI, under `mpirun`, with the `smelt-bench-mpi am` program (built with
+//!   `cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi`): every destination over MPI,
 //!   the peer on another emulated node (multi-protocol, the network side), and the
 //!   peer on the same node while the endpoint also polls the network (multi-protocol,
 //!   the shared-memory side), with the polling policies compared;
@@ -154,7 +154,7 @@ pub struct AmReport {
     ratios: Ratios,
     /// UCX as a peer.
     ucx: UcxSection,
-    /// The LogP lines of the `smelt-am-mpi` program, as it printed them.
+    /// The LogP lines of the `smelt-bench-mpi am` program, as it printed them.
     mpi: Vec<serde_json::Value>,
     warnings: Vec<String>,
 }
@@ -236,15 +236,15 @@ fn between_processes(o: &Opts, cpus: (Option<u32>, Option<u32>)) -> Result<LogP>
     Ok(p)
 }
 
-/// The `smelt-am-mpi` program next to this executable, if built.
+/// The `smelt-bench-mpi am` program next to this executable, if built.
 fn find_mpi_program() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.join("smelt-am-mpi");
+    let p = exe.parent()?.join("smelt-bench-mpi");
     p.is_file().then_some(p)
 }
 
 /// One LogP measurement under mpirun: `np` ranks, `env`, the pair and the polling
-/// policy; the figures and the line `smelt-am-mpi` printed.
+/// policy; the figures and the line `smelt-bench-mpi am` printed.
 fn under_mpi(
     prog: &Path,
     np: usize,
@@ -264,6 +264,7 @@ fn under_mpi(
         &np.to_string(),
     ])
     .arg(prog)
+        .arg("am")
     .args([
         "logp",
         "--pair",
@@ -290,7 +291,7 @@ fn under_mpi(
     let out = smelt_peers::c::run_bounded(c, timeout).context("cannot run mpirun")?;
     anyhow::ensure!(
         out.ok,
-        "smelt-am-mpi under mpirun {}: {}",
+        "smelt-bench-mpi am under mpirun {}: {}",
         if out.timed_out { "timed out" } else { "failed" },
         out.stderr.trim()
     );
@@ -303,8 +304,8 @@ fn under_mpi(
                 .get("am_logp")
                 .cloned()
         })
-        .context("smelt-am-mpi printed no LogP line")?;
-    let p: LogPIn = serde_json::from_value(v.clone()).context("smelt-am-mpi's LogP line")?;
+        .context("smelt-bench-mpi am printed no LogP line")?;
+    let p: LogPIn = serde_json::from_value(v.clone()).context("smelt-bench-mpi am's LogP line")?;
     Ok((p.into(), v))
 }
 
@@ -436,7 +437,7 @@ pub fn measure(a: &Common) -> Result<AmReport> {
     let mut mpi_rows = Vec::new();
     match find_mpi_program() {
         None => warnings.push(
-            "no smelt-am-mpi next to smelt: MPI rows skipped (build it with `cargo build --release -p smelt-am --features mpi`)"
+            "no smelt-bench-mpi am next to smelt: MPI rows skipped (build it with `cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi`)"
                 .into(),
         ),
         Some(prog) => {
@@ -598,7 +599,7 @@ fn compare_with_ucx(
     ]
 }
 
-/// LogP as `smelt-am-mpi` prints it (the same field names as [`LogPRow`]).
+/// LogP as `smelt-bench-mpi am` prints it (the same field names as [`LogPRow`]).
 #[derive(serde::Deserialize)]
 struct LogPIn {
     l_ns: f64,

@@ -1,7 +1,7 @@
 //! The global-arrays section of `smelt bench offload`: a `get` of 8 bytes inside a
 //! node against a smelt queuepair round trip between the same two threads
-//! (`smelt_global::bench`), and, when the `smelt-global-mpi` program sits next to
-//! `smelt` (`cargo build --release -p smelt-global --features mpi`), a `get` of 8 bytes
+//! (`smelt_global::bench`), and, when the `smelt-bench-mpi global` program sits next to
+//! `smelt` (`cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi`), a `get` of 8 bytes
 //! across emulated nodes against a plain `MPI_Get` + `MPI_Win_flush` of 8 bytes, in
 //! the same mpirun job (4 ranks, nodes of 2).
 //!
@@ -17,23 +17,24 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-/// The `smelt-global-mpi` program next to this executable, if built.
+/// The `smelt-bench-mpi global` program next to this executable, if built.
 fn find_mpi_program() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.join("smelt-global-mpi");
+    let p = exe.parent()?.join("smelt-bench-mpi");
     p.is_file().then_some(p)
 }
 
 fn across_nodes(quick: bool) -> Result<Value> {
     let Some(prog) = find_mpi_program() else {
         return Ok(json!({
-            "skipped": "no smelt-global-mpi next to smelt (build it with `cargo build --release -p smelt-global --features mpi`)"
+            "skipped": "no smelt-bench-mpi global next to smelt (build it with `cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi`)"
         }));
     };
     let mpirun = smelt_peers::c::which("mpirun").context("no mpirun (install Open MPI)")?;
     let mut c = Command::new(mpirun);
     c.args(["--oversubscribe", "--bind-to", "none", "-np", "4"])
         .arg(&prog)
+        .arg("global")
         .arg("bench")
         .args(if quick { &["--quick"][..] } else { &[][..] })
         .env("SMELT_RANKS_PER_NODE", "2")
@@ -42,7 +43,7 @@ fn across_nodes(quick: bool) -> Result<Value> {
         .context("cannot run mpirun")?;
     anyhow::ensure!(
         out.ok,
-        "smelt-global-mpi under mpirun {}: {}",
+        "smelt-bench-mpi global under mpirun {}: {}",
         if out.timed_out { "timed out" } else { "failed" },
         out.stderr.trim()
     );
@@ -50,8 +51,8 @@ fn across_nodes(quick: bool) -> Result<Value> {
         .stdout
         .lines()
         .find_map(|l| l.strip_prefix("bench "))
-        .context("smelt-global-mpi printed no bench line")?;
-    serde_json::from_str(line).context("smelt-global-mpi's bench line")
+        .context("smelt-bench-mpi global printed no bench line")?;
+    serde_json::from_str(line).context("smelt-bench-mpi global's bench line")
 }
 
 /// Measures the section: rows and ratios as JSON. (Called by the offload benchmark,

@@ -10,7 +10,16 @@ pub mod aggregation;
 pub mod am;
 pub mod global;
 pub mod offload;
+pub mod processes;
+pub mod smelt;
 pub mod tasks;
+
+/// smelt's tree where a fixed one is needed (the flattened row of the topology table,
+/// the non-tree rows' completion messages, the sync and large benchmarks). The
+/// comparison with the peers measures the default instead, `auto` (what a program gets
+/// with no options), never the best measured topology: picking the minimum of many
+/// noisy figures would flatter it.
+pub const SMELT_TREE: smelt_tree::Topology = smelt_tree::Topology::AdaptiveShuffled;
 
 /// What every report of the suite gives besides its JSON (`serde::Serialize`).
 pub trait BenchReport: Serialize {

@@ -1,9 +1,8 @@
-//! `smelt bench --processes`: smelt's collectives with members as processes (children
+//! `smelt bench processes`: smelt's collectives with members as processes (children
 //! of `smelt bench`, joined over shared memory), measured back-to-back exactly as the
 //! thread members are (`smelt_runtime::measure::back_to_back_member` runs in both).
 
 use anyhow::{bail, Context as _, Result};
-use clap::Args;
 use smelt_probe::figure::{Metric, PeerResult};
 use smelt_runtime::launch::Members;
 use smelt_runtime::measure::{back_to_back_member, MeasureConfig, Op};
@@ -13,27 +12,17 @@ use smelt_tree::Tree;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// The hidden `smelt bench-member`: one member process of `smelt bench --processes`.
-#[derive(Args)]
-pub struct BenchMemberArgs {
-    #[arg(long)]
-    op: String,
-    #[arg(long)]
-    rounds: usize,
-    #[arg(long)]
-    warmup: usize,
-    #[arg(long)]
-    batch_ns: u64,
-}
-
-/// Runs one member; rank 0 prints `{"samples": [...], "iters": n}`.
-pub fn member(a: BenchMemberArgs) -> Result<()> {
-    let op = Op::from_name(&a.op).with_context(|| format!("unknown op {}", a.op))?;
+/// One member process, the body of the hidden `smelt bench-member` that
+/// [`measure_processes`] starts (the current executable must answer that subcommand):
+/// measures `op` (a runtime op name) back-to-back; rank 0 prints
+/// `{"samples": [...], "iters": n}`.
+pub fn member(op: &str, rounds: usize, warmup: usize, batch_ns: u64) -> Result<()> {
+    let op = Op::from_name(op).with_context(|| format!("unknown op {op}"))?;
     let mut m = join_from_env()?;
     let cfg = MeasureConfig {
-        rounds: a.rounds,
-        warmup: a.warmup,
-        batch: Duration::from_nanos(a.batch_ns),
+        rounds,
+        warmup,
+        batch: Duration::from_nanos(batch_ns),
         group: GroupConfig::default(),
     };
     let (samples, iters) = back_to_back_member(&mut m, op, &cfg)?;

@@ -345,7 +345,7 @@ pub fn auto_name(who: &str, pick: Option<&AutoPick>, flattened: bool) -> String 
 
 impl Smelt<'_> {
     /// As [`peer_figure`](Smelt::peer_figure), with every member a process of its own
-    /// (`smelt bench --processes`): the same default (`auto` and its algorithm table,
+    /// (`smelt bench processes`): the same default (`auto` and its algorithm table,
     /// handed to the member processes through the job as `smelt launch` does), flat
     /// when oversubscribed, the same back-to-back loop, members pinned to their CPUs
     /// (round-robin when oversubscribed).
@@ -381,12 +381,12 @@ impl Smelt<'_> {
                 self.runs,
             );
             cfg.group.flatten_oversubscribed = false;
-            crate::bench_processes::measure_processes(&tree, &pins, rop, &cfg)
+            super::processes::measure_processes(&tree, &pins, rop, &cfg)
                 .map_err(|e| format!("{e:#}"))
         });
         let name = auto_name("smelt processes", pick.as_ref(), flattened);
         (
-            crate::bench_processes::result(name, rop.unwrap_or(Op::Barrier), procs, r),
+            super::processes::result(name, rop.unwrap_or(Op::Barrier), procs, r),
             pick,
         )
     }

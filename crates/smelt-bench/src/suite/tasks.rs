@@ -524,11 +524,11 @@ pub fn measure(a: &Common) -> Result<TasksReport> {
         let x = spread_row(&name, runtime, procs, runs, 2, &mut one_process);
         rows.push(x);
     }
-    // Across MPI ranks on emulated nodes, with smelt-tasks-mpi when it is built next to
+    // Across MPI ranks on emulated nodes, with smelt-bench-mpi tasks when it is built next to
     // smelt (each result checked against the sequential one by the program).
     match find_mpi_program() {
         None => warnings.push(
-            "no smelt-tasks-mpi next to smelt: MPI rows skipped (build it with `cargo build --release -p smelt-tasks --features mpi`)"
+            "no smelt-bench-mpi tasks next to smelt: MPI rows skipped (build it with `cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi`)"
                 .into(),
         ),
         Some(prog) => {
@@ -689,14 +689,14 @@ fn table(r: &TasksReport) -> String {
     s
 }
 
-/// The `smelt-tasks-mpi` program next to this executable, if built.
+/// The `smelt-bench-mpi tasks` program next to this executable, if built.
 fn find_mpi_program() -> Option<std::path::PathBuf> {
     let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.join("smelt-tasks-mpi");
+    let p = exe.parent()?.join("smelt-bench-mpi");
     p.is_file().then_some(p)
 }
 
-/// `smelt-tasks-mpi` on 4 ranks in emulated nodes of 2, one worker each: the fib and
+/// `smelt-bench-mpi tasks` on 4 ranks in emulated nodes of 2, one worker each: the fib and
 /// UTS rows (the program checks each result against the sequential one and prints
 /// `tasks: PASS NAME ... ms=T`).
 fn under_mpi(prog: &std::path::Path, n: u32, cutoff: u32, depth: u32) -> Result<Vec<Row>> {
@@ -704,6 +704,7 @@ fn under_mpi(prog: &std::path::Path, n: u32, cutoff: u32, depth: u32) -> Result<
     let mut c = std::process::Command::new(mpirun);
     c.args(["--oversubscribe", "--bind-to", "none", "-np", "4"])
         .arg(prog)
+        .arg("tasks")
         .args(["--fib", &n.to_string(), "--cutoff", &cutoff.to_string()])
         .args(["--uts", &depth.to_string(), "--workers", "1"])
         .env("SMELT_RANKS_PER_NODE", "2")
@@ -712,7 +713,7 @@ fn under_mpi(prog: &std::path::Path, n: u32, cutoff: u32, depth: u32) -> Result<
         .context("cannot run mpirun")?;
     anyhow::ensure!(
         out.ok,
-        "smelt-tasks-mpi under mpirun {}: {} {}",
+        "smelt-bench-mpi tasks under mpirun {}: {} {}",
         if out.timed_out { "timed out" } else { "failed" },
         out.stdout
             .lines()
@@ -731,7 +732,7 @@ fn under_mpi(prog: &std::path::Path, n: u32, cutoff: u32, depth: u32) -> Result<
             .stdout
             .lines()
             .find(|l| l.starts_with(&format!("tasks: PASS {key} ")))
-            .with_context(|| format!("smelt-tasks-mpi printed no {key} line"))?;
+            .with_context(|| format!("smelt-bench-mpi tasks printed no {key} line"))?;
         let ms: f64 = line
             .split_whitespace()
             .find_map(|w| w.strip_prefix("ms="))
