@@ -21,129 +21,38 @@
 //! never thrown away because its result cannot be written.
 
 use crate::ModelError;
-use std::fs::{FileType, Metadata};
-use std::io::{self, Read as _, Write as _};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::io::{self, Write as _};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// Default bound on the size of one input file: 64 MiB (a 4096-CPU model is
-/// about 40 MiB of JSON).
-pub const DEFAULT_MAX_INPUT_BYTES: u64 = 64 << 20;
+pub use smelt_plan::input::{kind_of, os_reason, DEFAULT_MAX_INPUT_BYTES, MAX_INPUT_ENV};
 
-/// Environment variable that changes [`DEFAULT_MAX_INPUT_BYTES`]: a number of bytes,
-/// optionally with a `K`, `M` or `G` suffix (powers of 1024), e.g. `256M`.
-pub const MAX_INPUT_ENV: &str = smelt_settings::MAX_INPUT_BYTES;
+/// The bounded reader's error ([`smelt_plan::input`], where the one reader lives) as
+/// this crate's: the same messages.
+fn input_err(e: smelt_plan::input::InputError) -> ModelError {
+    use smelt_plan::input::InputError;
+    match e {
+        InputError::Io { path, source } => ModelError::Io { path, source },
+        InputError::Limit(why) => ModelError::Other(crate::text::escape_line(&why).into()),
+        InputError::NotText { path } => ModelError::parse(path, None, "the file is not UTF-8 text"),
+    }
+}
 
 /// The input size bound in force: `SMELT_MAX_INPUT_BYTES` if set, else
 /// [`DEFAULT_MAX_INPUT_BYTES`]. An unreadable setting is an error naming it.
 pub fn max_input_bytes() -> Result<u64, ModelError> {
-    match smelt_settings::bytes(MAX_INPUT_ENV) {
-        Ok(None) => Ok(DEFAULT_MAX_INPUT_BYTES),
-        Ok(Some(n)) if n > 0 => Ok(n),
-        Ok(Some(_)) => Err(ModelError::Other(format!(
-            "environment variable {MAX_INPUT_ENV}: 0 is not a size limit"
-        ))),
-        Err(e) => Err(ModelError::Other(
-            crate::text::escape_line(&e.to_string()).into(),
-        )),
-    }
-}
-
-/// What a file type is, in words (`a FIFO`, `a directory`, ...).
-pub fn kind_of(ft: &FileType) -> &'static str {
-    if ft.is_file() {
-        "a regular file"
-    } else if ft.is_dir() {
-        "a directory"
-    } else if ft.is_symlink() {
-        "a symbolic link"
-    } else if ft.is_fifo() {
-        "a FIFO (named pipe)"
-    } else if ft.is_socket() {
-        "a socket"
-    } else if ft.is_char_device() {
-        "a character device"
-    } else if ft.is_block_device() {
-        "a block device"
-    } else {
-        "not a regular file"
-    }
-}
-
-fn io_err(path: &Path, kind: io::ErrorKind, why: String) -> ModelError {
-    ModelError::Io {
-        path: path.into(),
-        source: io::Error::new(kind, why),
-    }
-}
-
-/// The OS reason of an I/O error, without the path decorations some libraries add
-/// (e.g. tempfile's "at path .tmpXYZ").
-pub fn os_reason(e: &io::Error) -> String {
-    match e.raw_os_error() {
-        Some(code) => io::Error::from_raw_os_error(code).to_string(),
-        None => e.kind().to_string(),
-    }
+    smelt_plan::input::max_input_bytes().map_err(input_err)
 }
 
 /// Reads a whole input file: refuses what is not a regular file and what is
 /// larger than [`max_input_bytes`]. Errors name the path.
 pub fn read_input(path: &Path) -> Result<Vec<u8>, ModelError> {
-    let limit = max_input_bytes()?;
-    let io = |e: io::Error| ModelError::Io {
-        path: path.into(),
-        source: io::Error::new(e.kind(), os_reason(&e)),
-    };
-    let meta = std::fs::metadata(path).map_err(io)?;
-    check_input_meta(path, &meta, limit)?;
-    // Non-blocking: if a FIFO was swapped in after the check, opening it must not
-    // wait for a writer. Regular files ignore the flag.
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(io)?;
-    let meta = f.metadata().map_err(io)?;
-    check_input_meta(path, &meta, limit)?;
-    let mut buf = Vec::with_capacity(meta.len() as usize);
-    (&mut f).take(limit + 1).read_to_end(&mut buf).map_err(io)?;
-    if buf.len() as u64 > limit {
-        return Err(too_big(path, buf.len() as u64, limit));
-    }
-    Ok(buf)
+    smelt_plan::input::read_input(path).map_err(input_err)
 }
 
 /// [`read_input`] as UTF-8 text.
 pub fn read_input_text(path: &Path) -> Result<String, ModelError> {
-    String::from_utf8(read_input(path)?)
-        .map_err(|_| ModelError::parse(path, None, "the file is not UTF-8 text"))
-}
-
-fn too_big(path: &Path, len: u64, limit: u64) -> ModelError {
-    io_err(
-        path,
-        io::ErrorKind::InvalidData,
-        format!(
-            "the file is larger than the input limit of {limit} bytes ({len}{} bytes); \
-             set {MAX_INPUT_ENV} to raise it",
-            if len > limit { "+" } else { "" }
-        ),
-    )
-}
-
-fn check_input_meta(path: &Path, meta: &Metadata, limit: u64) -> Result<(), ModelError> {
-    let ft = meta.file_type();
-    if !ft.is_file() {
-        return Err(io_err(
-            path,
-            io::ErrorKind::InvalidInput,
-            format!("is {}, not a regular file", kind_of(&ft)),
-        ));
-    }
-    if meta.len() > limit {
-        return Err(too_big(path, meta.len(), limit));
-    }
-    Ok(())
+    smelt_plan::input::read_input_text(path).map_err(input_err)
 }
 
 /// An error about an output path: `cannot write PATH: WHY`.

@@ -15,6 +15,13 @@ use std::collections::BinaryHeap;
 use std::fmt;
 use std::str::FromStr;
 
+/// The non-tree algorithms' registry lives in `smelt-plan` (the runtime runs them
+/// without this crate); re-exported here beside the trees'.
+pub use smelt_plan::algorithm::{non_tree_help, non_tree_names, NonTree, NonTreeEntry, NON_TREE};
+/// The rank-based layouts (star, binary, k-nomial) live in `smelt-plan`, where a
+/// service that needs a tree without a machine model builds them.
+use smelt_plan::shape::{ranked, Ranked};
+
 /// A tree shape. The names are those of the CLI (`--algo`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Topology {
@@ -232,15 +239,7 @@ pub static GENERATORS: &[Generator] = &[
         description: "star: the root sends to every member in turn",
         is_static: true,
         make: |_| Topology::Sequential,
-        build: |_, c, root| {
-            ranked(c.len(), root, |r, n| {
-                if r == 0 {
-                    (1..n).collect()
-                } else {
-                    vec![]
-                }
-            })
-        },
+        build: |_, c, root| Ranked::Sequential.children(c.len(), root),
     },
     Generator {
         name: "binary",
@@ -249,14 +248,7 @@ pub static GENERATORS: &[Generator] = &[
         description: "binary tree in rank order: rank i sends to 2i+1, then 2i+2",
         is_static: true,
         make: |_| Topology::Binary,
-        build: |_, c, root| {
-            ranked(c.len(), root, |r, n| {
-                [2 * r + 1, 2 * r + 2]
-                    .into_iter()
-                    .filter(|&x| x < n)
-                    .collect()
-            })
-        },
+        build: |_, c, root| Ranked::Binary.children(c.len(), root),
     },
     Generator {
         name: "fibonacci",
@@ -276,10 +268,10 @@ pub static GENERATORS: &[Generator] = &[
         make: Topology::Knomial,
         build: |t, c, root| {
             let k = match t {
-                Topology::Knomial(k) => k.max(1) as usize,
+                Topology::Knomial(k) => k,
                 _ => 2,
             };
-            ranked(c.len(), root, |r, n| knomial_children(r, n, k))
+            Ranked::Knomial(k).children(c.len(), root)
         },
     },
     Generator {
@@ -469,111 +461,6 @@ impl FromStr for Topology {
     }
 }
 
-/// A collective algorithm that is not a tree: it runs between all members of a group
-/// over links that are not tree edges (the runtime builds them when a group may run
-/// it: `GroupConfig::algorithms`). The names are in [`NON_TREE`], beside the tree
-/// registry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum NonTree {
-    /// Dissemination barrier (Hensgen, Finkel and Manber): in round `k` member `i`
-    /// signals member `i + 2^k` (mod n) and waits for member `i − 2^k`;
-    /// ⌈log2 n⌉ rounds, any group size.
-    Dissemination,
-    /// Recursive-doubling allreduce: in step `k` member `i` exchanges its partial
-    /// result with member `i XOR 2^k` and both combine (the lower rank's value first,
-    /// so every member computes the same bits). With n not a power of two, the ranks
-    /// from the largest power of two p ≤ n on first fold their value into rank
-    /// `i − p` and get the result back from it at the end.
-    RecursiveDoubling,
-    /// Rabenseifner's allreduce for long vectors: a reduce-scatter by recursive
-    /// halving (in step `k` member `i` sends the half of its current block that
-    /// member `i XOR 2^k` keeps and combines the other half with what that member
-    /// sends), then an allgather by recursive doubling over the same pairs in
-    /// reverse; each member sends and receives about 2·(p−1)/p of the vector instead
-    /// of log2 p whole vectors. Ranks from p on fold in first and get the result back,
-    /// as in recursive doubling; the values are grouped as recursive doubling groups
-    /// them, so both give the same bits.
-    Rabenseifner,
-}
-
-/// One non-tree algorithm of the registry: its name, aliases, the operations it
-/// implements and a one-line description.
-#[derive(Debug)]
-pub struct NonTreeEntry {
-    /// Canonical name (tuning files, `SMELT_TUNE`, `--candidates`, `smelt bench`).
-    pub name: &'static str,
-    /// Other names accepted on input.
-    pub aliases: &'static [&'static str],
-    /// The operations it implements.
-    pub ops: &'static [Op],
-    /// One line for `--help`.
-    pub description: &'static str,
-    /// The algorithm.
-    pub algorithm: NonTree,
-}
-
-/// Every non-tree algorithm, in display order.
-pub static NON_TREE: &[NonTreeEntry] = &[
-    NonTreeEntry {
-        name: "dissemination",
-        aliases: &["dissemination-barrier"],
-        ops: &[Op::Barrier],
-        description: "barrier only: in round k member i signals i+2^k and waits for i-2^k \
-                      (ceil(log2 n) rounds, links beyond the tree)",
-        algorithm: NonTree::Dissemination,
-    },
-    NonTreeEntry {
-        name: "recursive-doubling",
-        aliases: &["recursive_doubling", "rd"],
-        ops: &[Op::Allreduce],
-        description: "allreduce only: member i exchanges with i XOR 2^k and combines; ranks \
-                      beyond a power of two fold in first (links beyond the tree)",
-        algorithm: NonTree::RecursiveDoubling,
-    },
-    NonTreeEntry {
-        name: "rabenseifner",
-        aliases: &["reduce-scatter-allgather", "rsag"],
-        ops: &[Op::Allreduce],
-        description: "allreduce only, for long vectors: reduce-scatter by recursive halving \
-                      then allgather by recursive doubling over the pairs i XOR 2^k (links \
-                      beyond the tree)",
-        algorithm: NonTree::Rabenseifner,
-    },
-];
-
-impl NonTree {
-    /// Every non-tree algorithm.
-    pub const ALL: [NonTree; 3] = [
-        NonTree::Dissemination,
-        NonTree::RecursiveDoubling,
-        NonTree::Rabenseifner,
-    ];
-
-    /// This algorithm's entry in [`NON_TREE`].
-    pub fn entry(self) -> &'static NonTreeEntry {
-        NON_TREE
-            .iter()
-            .find(|e| e.algorithm == self)
-            .expect("every non-tree algorithm has a registry entry (checked by a test)")
-    }
-
-    /// Canonical name.
-    pub fn name(self) -> &'static str {
-        self.entry().name
-    }
-
-    /// True if it implements `op`.
-    pub fn applies_to(self, op: Op) -> bool {
-        self.entry().ops.contains(&op)
-    }
-}
-
-impl fmt::Display for NonTree {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 /// What runs a collective: a tree of the [`GENERATORS`] registry, or a [`NonTree`]
 /// algorithm (for the operations it implements). Tuning files, `SMELT_TUNE` and
 /// `smelt tune --candidates` name either; [`FromStr`] parses both.
@@ -648,23 +535,6 @@ impl fmt::Display for Algorithm {
     }
 }
 
-impl FromStr for NonTree {
-    type Err = String;
-    fn from_str(s: &str) -> Result<NonTree, String> {
-        let lower = s.trim().to_ascii_lowercase();
-        NON_TREE
-            .iter()
-            .find(|e| e.name == lower || e.aliases.contains(&lower.as_str()))
-            .map(|e| e.algorithm)
-            .ok_or_else(|| {
-                format!(
-                    "unknown non-tree algorithm '{s}' (known: {})",
-                    non_tree_names()
-                )
-            })
-    }
-}
-
 impl FromStr for Algorithm {
     type Err = String;
     fn from_str(s: &str) -> Result<Algorithm, String> {
@@ -683,69 +553,6 @@ impl FromStr for Algorithm {
             }
         })
     }
-}
-
-/// The non-tree names with their aliases and operations, for messages.
-pub fn non_tree_names() -> String {
-    NON_TREE
-        .iter()
-        .map(|e| {
-            let ops: Vec<&str> = e.ops.iter().map(|o| o.name()).collect();
-            let mut s = format!("{} ({}", e.name, ops.join(", "));
-            for a in e.aliases {
-                s.push_str(&format!("; {a}"));
-            }
-            s + ")"
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// One line per non-tree algorithm (`name  description`), for `--help` texts.
-pub fn non_tree_help() -> String {
-    let w = NON_TREE.iter().map(|e| e.name.len()).max().unwrap_or(0);
-    NON_TREE
-        .iter()
-        .map(|e| format!("  {:w$}  {}\n", e.name, e.description))
-        .collect()
-}
-
-/// Lays out a rank-based shape: rank 0 is `root`, ranks 1.. are the other members
-/// in order; `kids(rank, n)` gives a rank's children in send order.
-fn ranked(n: usize, root: usize, kids: impl Fn(usize, usize) -> Vec<usize>) -> Vec<Vec<usize>> {
-    let mut seq = Vec::with_capacity(n);
-    seq.push(root);
-    seq.extend((0..n).filter(|&i| i != root));
-    let mut ch = vec![Vec::new(); n];
-    for r in 0..n {
-        ch[seq[r]] = kids(r, n).into_iter().map(|x| seq[x]).collect();
-    }
-    ch
-}
-
-/// Children of rank `r` in a k-nomial tree of `n` ranks: at distance `k^s` for
-/// every digit position `s` below `r`'s lowest non-zero base-k digit, largest
-/// distance (largest subtree) first.
-fn knomial_children(r: usize, n: usize, k: usize) -> Vec<usize> {
-    if k == 1 {
-        return if r + 1 < n { vec![r + 1] } else { vec![] };
-    }
-    let mut dists = Vec::new();
-    let mut d = 1usize;
-    while d < n && r.is_multiple_of(d.saturating_mul(k)) {
-        dists.push(d);
-        d = d.saturating_mul(k);
-    }
-    let mut out = Vec::new();
-    for &d in dists.iter().rev() {
-        for j in 1..k {
-            let c = r + j * d;
-            if c < n {
-                out.push(c);
-            }
-        }
-    }
-    out
 }
 
 /// Fibonacci tree: a subtree of order `i` has a root, a left subtree of order

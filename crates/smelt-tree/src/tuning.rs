@@ -49,7 +49,6 @@ use smelt_model::Model;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 /// The `format` field of every tuning file.
 pub const FORMAT: &str = "smelt-tuning/1";
@@ -68,46 +67,9 @@ pub const LINE_BYTES: u64 = 64;
 pub const DEFAULT_CANDIDATES: &str = "sequential,binary,fibonacci,knomial:1-16,mst,cluster,\
 adaptive,adaptive-sorted,adaptive-shuffled,optimized,dissemination,recursive-doubling";
 
-/// How the collectives of a tuning are synchronized (seed 001 §3; the runtime's
-/// `SyncMode`): loose ones pipeline back to back, strict ones are fenced by barriers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub enum Mode {
-    /// Members enter and leave freely.
-    #[default]
-    Loose,
-    /// A barrier before and after every collective.
-    Strict,
-}
-
-impl Mode {
-    /// Both modes.
-    pub const ALL: [Mode; 2] = [Mode::Loose, Mode::Strict];
-
-    /// `loose` or `strict`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Loose => "loose",
-            Mode::Strict => "strict",
-        }
-    }
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Mode, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "loose" => Ok(Mode::Loose),
-            "strict" => Ok(Mode::Strict),
-            o => Err(format!("unknown mode '{o}' (known: loose, strict)")),
-        }
-    }
-}
+/// How the collectives of a tuning are synchronized (loose or strict): it lives in
+/// `smelt-plan` with the runtime's other plain data.
+pub use smelt_plan::Mode;
 
 /// Where a tuning file's times come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,0 +1,196 @@
+//! The collective algorithms that are not trees ([`NonTree`], with their registry
+//! [`NON_TREE`] beside the tree crate's registry of tree generators) and the two
+//! synchronization [`Mode`]s a tuning distinguishes: names only, what the runtime
+//! runs and the tree crate's tuning chooses.
+
+use crate::op::Op;
+use std::fmt;
+use std::str::FromStr;
+
+/// A collective algorithm that is not a tree: it runs between all members of a group
+/// over links that are not tree edges (the runtime builds them when a group may run
+/// it: `GroupConfig::algorithms`). The names are in [`NON_TREE`], beside the tree
+/// crate's registry of generators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NonTree {
+    /// Dissemination barrier (Hensgen, Finkel and Manber): in round `k` member `i`
+    /// signals member `i + 2^k` (mod n) and waits for member `i − 2^k`;
+    /// ⌈log2 n⌉ rounds, any group size.
+    Dissemination,
+    /// Recursive-doubling allreduce: in step `k` member `i` exchanges its partial
+    /// result with member `i XOR 2^k` and both combine (the lower rank's value first,
+    /// so every member computes the same bits). With n not a power of two, the ranks
+    /// from the largest power of two p ≤ n on first fold their value into rank
+    /// `i − p` and get the result back from it at the end.
+    RecursiveDoubling,
+    /// Rabenseifner's allreduce for long vectors: a reduce-scatter by recursive
+    /// halving (in step `k` member `i` sends the half of its current block that
+    /// member `i XOR 2^k` keeps and combines the other half with what that member
+    /// sends), then an allgather by recursive doubling over the same pairs in
+    /// reverse; each member sends and receives about 2·(p−1)/p of the vector instead
+    /// of log2 p whole vectors. Ranks from p on fold in first and get the result back,
+    /// as in recursive doubling; the values are grouped as recursive doubling groups
+    /// them, so both give the same bits.
+    Rabenseifner,
+}
+
+/// One non-tree algorithm of the registry: its name, aliases, the operations it
+/// implements and a one-line description.
+#[derive(Debug)]
+pub struct NonTreeEntry {
+    /// Canonical name (tuning files, `SMELT_TUNE`, `--candidates`, `smelt bench`).
+    pub name: &'static str,
+    /// Other names accepted on input.
+    pub aliases: &'static [&'static str],
+    /// The operations it implements.
+    pub ops: &'static [Op],
+    /// One line for `--help`.
+    pub description: &'static str,
+    /// The algorithm.
+    pub algorithm: NonTree,
+}
+
+/// Every non-tree algorithm, in display order.
+pub static NON_TREE: &[NonTreeEntry] = &[
+    NonTreeEntry {
+        name: "dissemination",
+        aliases: &["dissemination-barrier"],
+        ops: &[Op::Barrier],
+        description: "barrier only: in round k member i signals i+2^k and waits for i-2^k \
+                      (ceil(log2 n) rounds, links beyond the tree)",
+        algorithm: NonTree::Dissemination,
+    },
+    NonTreeEntry {
+        name: "recursive-doubling",
+        aliases: &["recursive_doubling", "rd"],
+        ops: &[Op::Allreduce],
+        description: "allreduce only: member i exchanges with i XOR 2^k and combines; ranks \
+                      beyond a power of two fold in first (links beyond the tree)",
+        algorithm: NonTree::RecursiveDoubling,
+    },
+    NonTreeEntry {
+        name: "rabenseifner",
+        aliases: &["reduce-scatter-allgather", "rsag"],
+        ops: &[Op::Allreduce],
+        description: "allreduce only, for long vectors: reduce-scatter by recursive halving \
+                      then allgather by recursive doubling over the pairs i XOR 2^k (links \
+                      beyond the tree)",
+        algorithm: NonTree::Rabenseifner,
+    },
+];
+
+impl NonTree {
+    /// Every non-tree algorithm.
+    pub const ALL: [NonTree; 3] = [
+        NonTree::Dissemination,
+        NonTree::RecursiveDoubling,
+        NonTree::Rabenseifner,
+    ];
+
+    /// This algorithm's entry in [`NON_TREE`].
+    pub fn entry(self) -> &'static NonTreeEntry {
+        NON_TREE
+            .iter()
+            .find(|e| e.algorithm == self)
+            .expect("every non-tree algorithm has a registry entry (checked by a test)")
+    }
+
+    /// Canonical name.
+    pub fn name(self) -> &'static str {
+        self.entry().name
+    }
+
+    /// True if it implements `op`.
+    pub fn applies_to(self, op: Op) -> bool {
+        self.entry().ops.contains(&op)
+    }
+}
+
+impl fmt::Display for NonTree {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for NonTree {
+    type Err = String;
+    fn from_str(s: &str) -> Result<NonTree, String> {
+        let lower = s.trim().to_ascii_lowercase();
+        NON_TREE
+            .iter()
+            .find(|e| e.name == lower || e.aliases.contains(&lower.as_str()))
+            .map(|e| e.algorithm)
+            .ok_or_else(|| {
+                format!(
+                    "unknown non-tree algorithm '{s}' (known: {})",
+                    non_tree_names()
+                )
+            })
+    }
+}
+
+/// The non-tree names with their aliases and operations, for messages.
+pub fn non_tree_names() -> String {
+    NON_TREE
+        .iter()
+        .map(|e| {
+            let ops: Vec<&str> = e.ops.iter().map(|o| o.name()).collect();
+            let mut s = format!("{} ({}", e.name, ops.join(", "));
+            for a in e.aliases {
+                s.push_str(&format!("; {a}"));
+            }
+            s + ")"
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One line per non-tree algorithm (`name  description`), for `--help` texts.
+pub fn non_tree_help() -> String {
+    let w = NON_TREE.iter().map(|e| e.name.len()).max().unwrap_or(0);
+    NON_TREE
+        .iter()
+        .map(|e| format!("  {:w$}  {}\n", e.name, e.description))
+        .collect()
+}
+
+/// How the collectives of a tuning are synchronized (seed 001 §3; the runtime's
+/// `SyncMode`): loose ones pipeline back to back, strict ones are fenced by barriers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Mode {
+    /// Members enter and leave freely.
+    #[default]
+    Loose,
+    /// A barrier before and after every collective.
+    Strict,
+}
+
+impl Mode {
+    /// Both modes.
+    pub const ALL: [Mode; 2] = [Mode::Loose, Mode::Strict];
+
+    /// `loose` or `strict`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Loose => "loose",
+            Mode::Strict => "strict",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mode, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "loose" => Ok(Mode::Loose),
+            "strict" => Ok(Mode::Strict),
+            o => Err(format!("unknown mode '{o}' (known: loose, strict)")),
+        }
+    }
+}
