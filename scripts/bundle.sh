@@ -9,6 +9,9 @@
 # DIR holds
 #   smelt            a wrapper that sets LD_LIBRARY_PATH and SMELT_PEERS_DIR, then runs
 #   bin/smelt        the smelt executable (debug info stripped)
+#   bin/smelt-bench-mpi  the one MPI driver of the services' benchmarks (`smelt bench
+#                    am|aggregation|offload|tasks` run it under mpirun from next to
+#                    smelt), where this machine has MPI; it needs the host's MPI
 #   lib/             libsmelt.so and libsmelt_mpi.so (for programs built elsewhere) and
 #                    every shared library the programs need beyond the C library itself
 #                    (hwloc, udev, libgomp, libomp, ...), copied from this machine
@@ -29,6 +32,10 @@ have_mpi_lib=0
 if cargo build --release -p smelt-mpi --features mpi >/dev/null 2>&1; then
     have_mpi_lib=1
 fi
+have_driver=0
+if cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi >/dev/null 2>&1; then
+    have_driver=1
+fi
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/peers"
 strip_copy() { # strip_copy SRC DEST: a copy without debug information
@@ -41,6 +48,7 @@ strip_copy() { # strip_copy SRC DEST: a copy without debug information
 strip_copy target/release/smelt "$out/bin/smelt"
 strip_copy target/release/libsmelt.so "$out/lib/libsmelt.so"
 [ "$have_mpi_lib" = 1 ] && strip_copy target/release/libsmelt_mpi.so "$out/lib/libsmelt_mpi.so"
+[ "$have_driver" = 1 ] && strip_copy target/release/smelt-bench-mpi "$out/bin/smelt-bench-mpi"
 
 # The C peers, built as smelt builds them (crates/smelt-peers/src/c.rs: the same
 # flags), under the names it looks for when the host has no compiler.
@@ -70,7 +78,7 @@ copy_libs() { # copy_libs ELF...
         esac
     done
 }
-copy_libs "$out/bin/smelt" "$out"/lib/libsmelt*.so "$out"/peers/*-prebuilt
+copy_libs "$out"/bin/* "$out"/lib/libsmelt*.so "$out"/peers/*-prebuilt
 # libsmelt_mpi.so needs the MPI library of the program it is preloaded into: never
 # bundle one MPI's libraries for another's programs.
 rm -f "$out"/lib/libmpi*.so* "$out"/lib/libopen-*.so* "$out"/lib/libpmix.so* \

@@ -13,18 +13,13 @@ echo "[smelt] tests"
 cargo test --workspace 2>&1
 echo "[smelt] MPI interposer: smelt-mpi with its 'mpi' feature, C programs under mpirun"
 cargo test -p smelt-mpi --features mpi 2>&1
-echo "[smelt] active messages across nodes: smelt-am with its 'mpi' feature, smelt-am-mpi under mpirun"
-cargo build -p smelt-am --features mpi --bin smelt-am-mpi 2>&1
+echo "[smelt] the services across nodes: smelt-am, smelt-agg, smelt-global with their 'mpi' feature"
 cargo test -p smelt-am --features mpi 2>&1
-echo "[smelt] aggregation across nodes: smelt-agg with its 'mpi' feature, smelt-agg-mpi under mpirun"
-cargo build -p smelt-agg --features mpi --bin smelt-agg-mpi 2>&1
 cargo test -p smelt-agg --features mpi 2>&1
-echo "[smelt] global arrays across nodes: smelt-global with its 'mpi' feature, smelt-global-mpi under mpirun"
-cargo build -p smelt-global --features mpi --bin smelt-global-mpi 2>&1
 cargo test -p smelt-global --features mpi 2>&1
-echo "[smelt] tasks across nodes: smelt-tasks with its 'mpi' feature, smelt-tasks-mpi under mpirun"
-cargo build -p smelt-tasks --features mpi --bin smelt-tasks-mpi 2>&1
-cargo test -p smelt-tasks --features mpi --test mpirun 2>&1
+echo "[smelt] the one MPI driver, smelt-bench-mpi am|agg|global|tasks, under mpirun"
+cargo build -p smelt-bench --features mpi --bin smelt-bench-mpi 2>&1
+cargo test -p smelt-bench --features mpi --test mpirun_am --test mpirun_agg --test mpirun_global --test mpirun_tasks 2>&1
 echo "[smelt] MPI interposer built against MPICH too (its own target directory), one C program run under mpiexec.mpich"
 MPICC=mpicc.mpich CARGO_TARGET_DIR=target/mpich cargo build -p smelt-mpi --features mpi 2>&1
 mpicc.mpich -O1 -Wall -Werror -o target/mpich/collectives crates/smelt-mpi/tests/c/collectives.c

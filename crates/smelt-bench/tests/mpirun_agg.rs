@@ -1,4 +1,4 @@
-//! Aggregation across MPI ranks: the `smelt-agg-mpi` program under
+//! Aggregation across MPI ranks: the `smelt-bench-mpi agg` program under
 //! `mpirun --oversubscribe -np 4`, on emulated nodes of 2 ranks
 //! (`SMELT_RANKS_PER_NODE=2`: shared memory inside a node, MPI between), 2 worker
 //! threads per rank: every item inserted by the 8 workers arrives once, at its worker
@@ -7,16 +7,16 @@
 //! (`SMELT_AM_TRANSPORT=mpi`).
 //!
 //! Needs `mpirun` and the `mpi` feature:
-//! `cargo test -p smelt-agg --features mpi --test mpirun`. Without the feature the
+//! `cargo test -p smelt-bench --features mpi --test mpirun_agg`. Without the feature the
 //! test here is ignored, naming the command; without `mpirun` each test says it
 //! skips, except under `CI=true`, where it fails.
 
 #[cfg(not(feature = "mpi"))]
 #[test]
-#[ignore = "needs the `mpi` feature: cargo test -p smelt-agg --features mpi --test mpirun"]
+#[ignore = "needs the `mpi` feature: cargo test -p smelt-bench --features mpi --test mpirun_agg"]
 fn needs_the_mpi_feature() {
     panic!(
-        "built without the `mpi` feature: run cargo test -p smelt-agg --features mpi --test mpirun"
+        "built without the `mpi` feature: run cargo test -p smelt-bench --features mpi --test mpirun_agg"
     );
 }
 
@@ -35,12 +35,12 @@ mod with_mpi {
     use std::time::Duration;
 
     fn passes(flush: &str, var: (&str, &str), nodes: &str) {
-        let prog = PathBuf::from(env!("CARGO_BIN_EXE_smelt-agg-mpi"));
+        let prog = PathBuf::from(env!("CARGO_BIN_EXE_smelt-bench-mpi"));
         let r = mpirun_job::run(Job {
             np: 4,
             mpirun_args: &[],
             prog: &prog,
-            args: &["--workers", "2", "--items", "2000", "--flush", flush],
+            args: &["agg", "--workers", "2", "--items", "2000", "--flush", flush],
             vars: mpirun_job::vars(&[var]),
             clear: mpirun_job::LAYOUT_VARS,
             shm_prefix: "smelt-agg-test",

@@ -1,4 +1,4 @@
-//! Active messages across MPI ranks: the `smelt-am-mpi` program under
+//! Active messages across MPI ranks: the `smelt-bench-mpi am` program under
 //! `mpirun --oversubscribe -np 4`, on emulated nodes of 2 ranks
 //! (`SMELT_RANKS_PER_NODE=2`), with every message over MPI (`SMELT_AM_TRANSPORT=mpi`)
 //! and on one real node (shared memory only). Each run checks the program's verdicts:
@@ -10,16 +10,16 @@
 //! nothing is left in shared memory.
 //!
 //! Needs `mpirun` (Open MPI or MPICH) and the `mpi` feature:
-//! `cargo test -p smelt-am --features mpi --test mpirun`. Without the feature the
+//! `cargo test -p smelt-bench --features mpi --test mpirun_am`. Without the feature the
 //! test here is ignored, naming the command; without `mpirun` each test says it
 //! skips, except under `CI=true`, where it fails.
 
 #[cfg(not(feature = "mpi"))]
 #[test]
-#[ignore = "needs the `mpi` feature: cargo test -p smelt-am --features mpi --test mpirun"]
+#[ignore = "needs the `mpi` feature: cargo test -p smelt-bench --features mpi --test mpirun_am"]
 fn needs_the_mpi_feature() {
     panic!(
-        "built without the `mpi` feature: run cargo test -p smelt-am --features mpi --test mpirun"
+        "built without the `mpi` feature: run cargo test -p smelt-bench --features mpi --test mpirun_am"
     );
 }
 
@@ -41,18 +41,20 @@ mod with_mpi {
     const LIMIT: Duration = Duration::from_secs(180);
 
     fn program() -> PathBuf {
-        PathBuf::from(env!("CARGO_BIN_EXE_smelt-am-mpi"))
+        PathBuf::from(env!("CARGO_BIN_EXE_smelt-bench-mpi"))
     }
 
     /// Runs the program on `np` ranks with `args` and `env`, killing the whole job
     /// after `limit`.
     fn mpirun(np: usize, args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
+        // The one driver: the service first, then its own arguments.
+        let args: Vec<&str> = std::iter::once("am").chain(args.iter().copied()).collect();
         let prog = program();
         mpirun_job::run(Job {
             np,
             mpirun_args: &[],
             prog: &prog,
-            args,
+            args: &args,
             vars: mpirun_job::vars(env),
             clear: mpirun_job::LAYOUT_VARS,
             shm_prefix: "smelt-am-test",
@@ -222,10 +224,23 @@ mod with_mpi {
     #[test]
     fn usage_errors_without_mpirun() {
         let out = Command::new(program())
-            .arg("--frobnicate")
+            .args(["am", "--frobnicate"])
             .output()
-            .expect("run smelt-am-mpi");
+            .expect("run smelt-bench-mpi am");
         assert_eq!(out.status.code(), Some(2));
-        assert!(String::from_utf8_lossy(&out.stderr).contains("usage: smelt-am-mpi"));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("usage: smelt-bench-mpi am"));
+        // The driver itself: no service, or one it does not know, is its usage line.
+        for args in [&[][..], &["carrier-pigeon"][..]] {
+            let out = Command::new(program())
+                .args(args)
+                .output()
+                .expect("run smelt-bench-mpi");
+            assert_eq!(out.status.code(), Some(2), "{args:?}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains("usage: mpirun -np N smelt-bench-mpi am|agg|global|tasks"),
+                "{err}"
+            );
+        }
     }
 }

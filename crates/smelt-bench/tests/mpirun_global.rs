@@ -1,4 +1,4 @@
-//! Global arrays across MPI ranks: the `smelt-global-mpi` program under
+//! Global arrays across MPI ranks: the `smelt-bench-mpi global` program under
 //! `mpirun --oversubscribe`, on emulated nodes of 2 ranks and of 1 rank
 //! (`SMELT_RANKS_PER_NODE`), every rank its own node (`SMELT_AM_TRANSPORT=mpi`) and
 //! one real node (shared memory only, accumulates as CPU atomics). Each run checks the
@@ -9,15 +9,15 @@
 //! its figures (never checked against a time). Nothing is left in shared memory.
 //!
 //! Needs `mpirun` and the `mpi` feature:
-//! `cargo test -p smelt-global --features mpi --test mpirun`. Without the feature the
+//! `cargo test -p smelt-bench --features mpi --test mpirun_global`. Without the feature the
 //! test here is ignored, naming the command; without `mpirun` each test says it
 //! skips, except under `CI=true`, where it fails.
 
 #[cfg(not(feature = "mpi"))]
 #[test]
-#[ignore = "needs the `mpi` feature: cargo test -p smelt-global --features mpi --test mpirun"]
+#[ignore = "needs the `mpi` feature: cargo test -p smelt-bench --features mpi --test mpirun_global"]
 fn needs_the_mpi_feature() {
-    panic!("built without the `mpi` feature: run cargo test -p smelt-global --features mpi --test mpirun");
+    panic!("built without the `mpi` feature: run cargo test -p smelt-bench --features mpi --test mpirun_global");
 }
 
 #[cfg(feature = "mpi")]
@@ -37,12 +37,16 @@ mod with_mpi {
     const LIMIT: Duration = Duration::from_secs(180);
 
     fn mpirun(np: usize, args: &[&str], env: &[(&str, &str)]) -> Run {
-        let prog = PathBuf::from(env!("CARGO_BIN_EXE_smelt-global-mpi"));
+        // The one driver: the service first, then its own arguments.
+        let args: Vec<&str> = std::iter::once("global")
+            .chain(args.iter().copied())
+            .collect();
+        let prog = PathBuf::from(env!("CARGO_BIN_EXE_smelt-bench-mpi"));
         let r = mpirun_job::run(Job {
             np,
             mpirun_args: &[],
             prog: &prog,
-            args,
+            args: &args,
             vars: mpirun_job::vars(env),
             clear: mpirun_job::LAYOUT_VARS,
             shm_prefix: "smelt-global-test",

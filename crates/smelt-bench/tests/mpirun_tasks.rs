@@ -1,4 +1,4 @@
-//! Tasks across MPI ranks: the `smelt-tasks-mpi` program under `mpirun --oversubscribe
+//! Tasks across MPI ranks: the `smelt-bench-mpi tasks` program under `mpirun --oversubscribe
 //! -np 4`, on emulated nodes of 2 ranks (`SMELT_RANKS_PER_NODE=2`), with every message
 //! over MPI (`SMELT_AM_TRANSPORT=mpi`) and on one real node. Each run checks fib and
 //! UTS against the sequential results and that other ranks stole tasks of rank 0; a
@@ -11,9 +11,9 @@
 
 #[cfg(not(feature = "mpi"))]
 #[test]
-#[ignore = "needs the `mpi` feature: cargo test -p smelt-tasks --features mpi --test mpirun"]
+#[ignore = "needs the `mpi` feature: cargo test -p smelt-bench --features mpi --test mpirun_tasks"]
 fn needs_the_mpi_feature() {
-    panic!("built without the `mpi` feature: run cargo test -p smelt-tasks --features mpi --test mpirun");
+    panic!("built without the `mpi` feature: run cargo test -p smelt-bench --features mpi --test mpirun_tasks");
 }
 
 #[cfg(feature = "mpi")]
@@ -33,12 +33,16 @@ mod with_mpi {
     const LIMIT: Duration = Duration::from_secs(120);
 
     fn mpirun(args: &[&str], env: &[(&str, &str)]) -> Run {
-        let prog = PathBuf::from(env!("CARGO_BIN_EXE_smelt-tasks-mpi"));
+        // The one driver: the service first, then its own arguments.
+        let args: Vec<&str> = std::iter::once("tasks")
+            .chain(args.iter().copied())
+            .collect();
+        let prog = PathBuf::from(env!("CARGO_BIN_EXE_smelt-bench-mpi"));
         mpirun_job::run(Job {
             np: 4,
             mpirun_args: &[],
             prog: &prog,
-            args,
+            args: &args,
             vars: mpirun_job::vars(env),
             clear: mpirun_job::LAYOUT_VARS,
             shm_prefix: "smelt-tasks-test",
@@ -50,7 +54,7 @@ mod with_mpi {
         let r = mpirun(&["--fib", "27", "--cutoff", "14", "--uts", "8"], env);
         assert_eq!(r.code, Some(0), "{env:?}:\n{}", r.show());
         assert!(
-            r.line("smelt-tasks-mpi: ")
+            r.line("smelt-bench-mpi tasks: ")
                 .contains(&format!("4 ranks, {nodes} nodes")),
             "{}",
             r.show()

@@ -184,7 +184,7 @@ pub fn measure(a: &Common) -> Result<AggReport> {
     let mpi_items: u64 = if a.quick { 8 << 10 } else { 32 << 10 };
     match find_mpi_program() {
         None => warnings.push(
-            "no smelt-bench-mpi agg next to smelt: MPI rows skipped (build it with `cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi`)"
+            "no smelt-bench-mpi next to smelt: MPI rows skipped (build it with `cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi`)"
                 .into(),
         ),
         Some(prog) => {

@@ -264,7 +264,7 @@ fn under_mpi(
         &np.to_string(),
     ])
     .arg(prog)
-        .arg("am")
+    .arg("am")
     .args([
         "logp",
         "--pair",
@@ -437,7 +437,7 @@ pub fn measure(a: &Common) -> Result<AmReport> {
     let mut mpi_rows = Vec::new();
     match find_mpi_program() {
         None => warnings.push(
-            "no smelt-bench-mpi am next to smelt: MPI rows skipped (build it with `cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi`)"
+            "no smelt-bench-mpi next to smelt: MPI rows skipped (build it with `cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi`)"
                 .into(),
         ),
         Some(prog) => {

@@ -27,7 +27,7 @@ fn find_mpi_program() -> Option<PathBuf> {
 fn across_nodes(quick: bool) -> Result<Value> {
     let Some(prog) = find_mpi_program() else {
         return Ok(json!({
-            "skipped": "no smelt-bench-mpi global next to smelt (build it with `cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi`)"
+            "skipped": "no smelt-bench-mpi next to smelt (build it with `cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi`)"
         }));
     };
     let mpirun = smelt_peers::c::which("mpirun").context("no mpirun (install Open MPI)")?;

@@ -528,7 +528,7 @@ pub fn measure(a: &Common) -> Result<TasksReport> {
     // smelt (each result checked against the sequential one by the program).
     match find_mpi_program() {
         None => warnings.push(
-            "no smelt-bench-mpi tasks next to smelt: MPI rows skipped (build it with `cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi`)"
+            "no smelt-bench-mpi next to smelt: MPI rows skipped (build it with `cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi`)"
                 .into(),
         ),
         Some(prog) => {

@@ -1,4 +1,4 @@
-//! `smelt-agg-mpi`: message aggregation across MPI ranks, under mpirun.
+//! `smelt-bench-mpi agg`: message aggregation across MPI ranks, under mpirun.
 //!
 //! Every rank runs `--workers` worker threads over its endpoint; for every scheme
 //! (and no aggregation) each worker inserts `--items` 8-byte items for workers
@@ -10,8 +10,8 @@
 //! bad argument.
 //!
 //! ```sh
-//! cargo build --release -p smelt-agg --features mpi --bin smelt-agg-mpi
-//! mpirun --oversubscribe -np 4 -x SMELT_RANKS_PER_NODE=2 target/release/smelt-agg-mpi
+//! cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi
+//! mpirun --oversubscribe -np 4 -x SMELT_RANKS_PER_NODE=2 target/release/smelt-bench-mpi agg
 //! ```
 
 use smelt_agg::{AggConfig, FlushPolicy, Scheme, Worker};
@@ -55,7 +55,7 @@ struct Args {
 }
 
 fn usage(e: &str) -> ! {
-    eprintln!("smelt-agg-mpi: {e}\nusage: smelt-agg-mpi [--schemes ww,wps,wsp,pp,none] [--workers T] [--items Z] [--g ITEMS_PER_BUFFER] [--flush explicit|idle|timeout]");
+    eprintln!("smelt-bench-mpi agg: {e}\nusage: smelt-bench-mpi agg [--schemes ww,wps,wsp,pp,none] [--workers T] [--items Z] [--g ITEMS_PER_BUFFER] [--flush explicit|idle|timeout]");
     std::process::exit(2)
 }
 
@@ -67,7 +67,7 @@ fn args() -> Args {
         g: 64,
         flush: FlushPolicy::EXPLICIT,
     };
-    let mut it = std::env::args().skip(1);
+    let mut it = std::env::args().skip(2);
     while let Some(k) = it.next() {
         let v = it
             .next()
@@ -139,12 +139,12 @@ fn run(ws: Vec<Worker<Tally, ShmLink>>, items: u64) -> Result<(Tally, Tally, u64
     Ok((sent, got, msgs, secs))
 }
 
-fn main() {
+pub fn main() {
     let a = args();
     let mpi = match Mpi::init(Options::from_env().unwrap_or_else(|e| usage(&e.to_string()))) {
         Ok(m) => m,
         Err(e) => {
-            eprintln!("smelt-agg-mpi: {e}");
+            eprintln!("smelt-bench-mpi agg: {e}");
             std::process::exit(1);
         }
     };
@@ -180,7 +180,7 @@ fn main() {
             match mpi.gather(*v) {
                 Ok(g) => parts.push(g),
                 Err(e) => {
-                    eprintln!("smelt-agg-mpi: {e}");
+                    eprintln!("smelt-bench-mpi agg: {e}");
                     std::process::exit(1);
                 }
             }

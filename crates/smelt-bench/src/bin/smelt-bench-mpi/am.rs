@@ -2,7 +2,7 @@
 //! of ranks, and the distributed histogram. Run under `mpirun`:
 //!
 //! ```text
-//! mpirun -np 4 -x SMELT_RANKS_PER_NODE=2 smelt-am-mpi all
+//! mpirun -np 4 -x SMELT_RANKS_PER_NODE=2 smelt-bench-mpi am all
 //! ```
 //!
 //! Commands: `flood`, `logp`, `histogram`, `all` (the three in turn; the default).
@@ -78,7 +78,7 @@ fn parse_args() -> Result<Args, String> {
         timeout: Duration::from_secs(60),
         poll: PollPolicy::default(),
     };
-    let mut it = std::env::args().skip(1);
+    let mut it = std::env::args().skip(2);
     let mut cmd_seen = false;
     while let Some(arg) = it.next() {
         let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
@@ -127,16 +127,16 @@ fn parse_args() -> Result<Args, String> {
     Ok(a)
 }
 
-const USAGE: &str = "usage: smelt-am-mpi [flood|logp|histogram|all] [--count N] [--capacity C] \
+const USAGE: &str = "usage: smelt-bench-mpi am [flood|logp|histogram|all] [--count N] [--capacity C] \
 [--in-flight W] [--bulk-every K] [--pair A,B] [--rounds N] [--stream N] [--samples N] [--bulk BYTES] \
 [--updates N] [--bins N] [--per-message K] [--poll always|every:N|adaptive[:MAX:MIN]] [--timeout SECS]   (run under mpirun)";
 
-fn main() -> ExitCode {
+pub fn main() -> ExitCode {
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
             if !e.is_empty() {
-                eprintln!("smelt-am-mpi: {e}");
+                eprintln!("smelt-bench-mpi am: {e}");
             }
             eprintln!("{USAGE}");
             return ExitCode::from(2);
@@ -145,7 +145,7 @@ fn main() -> ExitCode {
     let mut opts = match Options::from_env() {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("smelt-am-mpi: {e}");
+            eprintln!("smelt-bench-mpi am: {e}");
             return ExitCode::from(2);
         }
     };
@@ -153,12 +153,16 @@ fn main() -> ExitCode {
     let mpi = match Mpi::init(opts) {
         Ok(m) => m,
         Err(e) => {
-            eprintln!("smelt-am-mpi: setting MPI up: {e}");
+            eprintln!("smelt-bench-mpi am: setting MPI up: {e}");
             return ExitCode::from(1);
         }
     };
     if mpi.rank() == 0 {
-        println!("smelt-am-mpi: {} ({})", mpi.describe(), transport(&mpi));
+        println!(
+            "smelt-bench-mpi am: {} ({})",
+            mpi.describe(),
+            transport(&mpi)
+        );
     }
     let mut ok = true;
     if matches!(args.cmd.as_str(), "flood" | "all") {
@@ -171,7 +175,7 @@ fn main() -> ExitCode {
         ok &= part(&mpi, "histogram", run_histogram(&mpi, &args));
     }
     if let Err(e) = mpi.finalize() {
-        eprintln!("smelt-am-mpi: {e}");
+        eprintln!("smelt-bench-mpi am: {e}");
         ok = false;
     }
     if ok {
@@ -186,7 +190,7 @@ fn part(mpi: &Mpi, name: &str, r: Result<String, String>) -> bool {
     let mine = match &r {
         Ok(_) => true,
         Err(e) => {
-            eprintln!("smelt-am-mpi: rank {}: {name}: {e}", mpi.rank());
+            eprintln!("smelt-bench-mpi am: rank {}: {name}: {e}", mpi.rank());
             false
         }
     };

@@ -2,9 +2,9 @@
 //! work-stealing example and the benchmark across (emulated) nodes.
 //!
 //! ```text
-//! mpirun -np 4 smelt-global-mpi check      # DRF writes, fences, accumulates, errors
-//! mpirun -np 4 smelt-global-mpi stealing   # the work-stealing counter
-//! mpirun -np 4 smelt-global-mpi bench [--quick]
+//! mpirun -np 4 smelt-bench-mpi global check      # DRF writes, fences, accumulates, errors
+//! mpirun -np 4 smelt-bench-mpi global stealing   # the work-stealing counter
+//! mpirun -np 4 smelt-bench-mpi global bench [--quick]
 //! ```
 //! With `SMELT_RANKS_PER_NODE=k` the ranks form emulated nodes of `k`. Rank 0 prints
 //! one line per verdict (`ok <what>`) or figure (`bench {json}`); any failure exits
@@ -365,18 +365,18 @@ fn bench(w: &World, quick: bool) -> Result<(), GlobalError> {
     Ok(())
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+pub fn main() {
+    let args: Vec<String> = std::env::args().skip(2).collect();
     let mode = args.first().map(String::as_str).unwrap_or("");
     if !matches!(mode, "check" | "stealing" | "bench") {
-        eprintln!("usage: mpirun -np N smelt-global-mpi check|stealing|bench [--quick]");
+        eprintln!("usage: mpirun -np N smelt-bench-mpi global check|stealing|bench [--quick]");
         std::process::exit(2);
     }
     let quick = args.iter().any(|a| a == "--quick");
     let w = match World::init() {
         Ok(w) => w,
         Err(e) => {
-            eprintln!("smelt-global-mpi: {e}");
+            eprintln!("smelt-bench-mpi global: {e}");
             std::process::exit(1);
         }
     };
@@ -389,11 +389,11 @@ fn main() {
         _ => bench(&w, quick),
     };
     if let Err(e) = r {
-        eprintln!("smelt-global-mpi: rank {}: {e}", w.rank());
+        eprintln!("smelt-bench-mpi global: rank {}: {e}", w.rank());
         std::process::exit(1);
     }
     if let Err(e) = w.finalize() {
-        eprintln!("smelt-global-mpi: {e}");
+        eprintln!("smelt-bench-mpi global: {e}");
         std::process::exit(1);
     }
 }

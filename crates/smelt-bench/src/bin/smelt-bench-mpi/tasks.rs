@@ -1,10 +1,10 @@
-//! `smelt-tasks-mpi`: fork-join tasks across MPI ranks (smelt-am's MPI endpoints; nodes
+//! `smelt-bench-mpi tasks`: fork-join tasks across MPI ranks (smelt-am's MPI endpoints; nodes
 //! real or emulated with `SMELT_RANKS_PER_NODE`), run under `mpirun`. Rank 0 runs fib and
 //! UTS roots, every rank serves; each result is checked against the sequential one and
 //! rank 0 prints `tasks: PASS ...` (or `tasks: FAIL ...`), then the counters of every
 //! rank (`steals` gathered). With `--panic`, a task panics: every rank must report it.
 //!
-//! usage: smelt-tasks-mpi [--fib N] [--cutoff C] [--uts DEPTH] [--workers W] [--panic]
+//! usage: smelt-bench-mpi tasks [--fib N] [--cutoff C] [--uts DEPTH] [--workers W] [--panic]
 
 use smelt_am::mpi::{Mpi, Options};
 use smelt_tasks::apps::dist::{self as apps, functions, result_u64};
@@ -29,7 +29,7 @@ fn parse() -> Result<Args, String> {
         workers: 1,
         panic: false,
     };
-    let mut it = std::env::args().skip(1);
+    let mut it = std::env::args().skip(2);
     while let Some(k) = it.next() {
         let mut num = |what: &str| -> Result<u64, String> {
             let v = it.next().ok_or_else(|| format!("{what} needs a value"))?;
@@ -48,25 +48,25 @@ fn parse() -> Result<Args, String> {
     Ok(a)
 }
 
-fn main() -> ExitCode {
+pub fn main() -> ExitCode {
     let a = match parse() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("smelt-tasks-mpi: {e}\nusage: smelt-tasks-mpi [--fib N] [--cutoff C] [--uts DEPTH] [--workers W] [--panic]");
+            eprintln!("smelt-bench-mpi tasks: {e}\nusage: smelt-bench-mpi tasks [--fib N] [--cutoff C] [--uts DEPTH] [--workers W] [--panic]");
             return ExitCode::from(2);
         }
     };
     let mpi = match Options::from_env().and_then(Mpi::init) {
         Ok(m) => m,
         Err(e) => {
-            eprintln!("smelt-tasks-mpi: setting MPI up: {e}");
+            eprintln!("smelt-bench-mpi tasks: setting MPI up: {e}");
             return ExitCode::from(1);
         }
     };
     let rank = mpi.rank();
     let ok = run(&mpi, &a);
     if let Err(e) = mpi.finalize() {
-        eprintln!("smelt-tasks-mpi: rank {rank}: {e}");
+        eprintln!("smelt-bench-mpi tasks: rank {rank}: {e}");
         return ExitCode::from(1);
     }
     if ok {
@@ -81,7 +81,7 @@ fn run(mpi: &Mpi, a: &Args) -> bool {
     let ep = match mpi.endpoint(Default::default(), comm_config(smelt_am::Config::default())) {
         Ok(ep) => ep,
         Err(e) => {
-            eprintln!("smelt-tasks-mpi: rank {rank}: endpoint: {e}");
+            eprintln!("smelt-bench-mpi tasks: rank {rank}: endpoint: {e}");
             return false;
         }
     };
@@ -90,7 +90,7 @@ fn run(mpi: &Mpi, a: &Args) -> bool {
     let cfg = TaskConfig::new(a.workers);
     if rank == 0 {
         println!(
-            "smelt-tasks-mpi: {} ranks, {} nodes",
+            "smelt-bench-mpi tasks: {} ranks, {} nodes",
             mpi.size(),
             mpi.nodes()
         );
@@ -182,7 +182,7 @@ fn run(mpi: &Mpi, a: &Args) -> bool {
         Ok(v) if rank == 0 => println!("steals: per-rank={:?} total={}", v, v.iter().sum::<u64>()),
         Ok(_) => {}
         Err(e) => {
-            eprintln!("smelt-tasks-mpi: rank {rank}: gather: {e}");
+            eprintln!("smelt-bench-mpi tasks: rank {rank}: gather: {e}");
             ok = false;
         }
     }
