@@ -66,8 +66,6 @@
 
 mod endpoint;
 mod error;
-pub mod histogram;
-pub mod logp;
 #[cfg(feature = "mpi")]
 #[allow(unsafe_code)]
 pub mod mpi;

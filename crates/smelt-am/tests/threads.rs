@@ -439,34 +439,3 @@ fn bad_configurations_are_refused() {
         Err(AmError::Invalid(_))
     ));
 }
-
-#[test]
-fn the_histogram_application_counts_every_update_once() {
-    use smelt_am::histogram::{self, Opts};
-    for (n, per_message, capacity) in [(1, 1, 4), (3, 1, 2), (16, 8, 4), (5, 3, 256)] {
-        let o = Opts {
-            bins: 1000,
-            updates: 2_000 * stress_scale(),
-            per_message,
-            seed: 7,
-            timeout: T,
-        };
-        let eps = threads(n, cfg(capacity), |i| histogram::state(&o, n, i)).unwrap();
-        let reports: Vec<_> = std::thread::scope(|s| {
-            let hs: Vec<_> = eps
-                .into_iter()
-                .map(|mut ep| {
-                    let o = o.clone();
-                    s.spawn(move || {
-                        histogram::register(&mut ep).unwrap();
-                        histogram::run(&mut ep, &o).unwrap()
-                    })
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        assert!(reports.iter().all(|r| r.ok), "{n} endpoints: {reports:?}");
-        let total: u64 = reports.iter().map(|r| r.block_sum).sum();
-        assert_eq!(total, n as u64 * o.updates);
-    }
-}

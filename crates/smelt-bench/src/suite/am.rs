@@ -19,7 +19,7 @@
 use super::{BenchReport, Common};
 use anyhow::{Context, Result};
 use serde::Serialize;
-use smelt_am::logp::{self, LogP, Opts};
+use crate::am::logp::{self, LogP, Opts};
 use smelt_am::process::{join_from_env, AmJob};
 use smelt_am::{threads, Config};
 use smelt_probe::figure::Status;

@@ -29,7 +29,8 @@
 //! exit status is 1 if any part failed at any rank, 2 for bad arguments.
 
 use smelt_am::mpi::{Mpi, Nodes, Options};
-use smelt_am::{histogram, logp, AmError, Config, Endpoint, PollPolicy, Reason, Returned};
+use smelt_am::{AmError, Config, Endpoint, PollPolicy, Reason, Returned};
+use smelt_bench::am::{histogram, logp};
 use smelt_mesh::mesh_job::ShmLink;
 use std::process::ExitCode;
 use std::time::Duration;

@@ -25,7 +25,7 @@
 //!
 //! One endpoint runs [`measure`], its peer [`respond`]; both [`register`] first.
 
-use crate::{AmError, Endpoint};
+use smelt_am::{AmError, Endpoint};
 use smelt_transport::Link;
 use std::time::{Duration, Instant};
 
@@ -314,7 +314,7 @@ pub fn measure<L: Link + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{threads, Config};
+    use smelt_am::{threads, Config};
 
     #[test]
     fn measures_every_parameter_between_threads() {

@@ -1,8 +1,8 @@
 //! Round trips and a request stream between two threads, for profiling:
-//! `cargo run --release -p smelt-am --example pingpong -- [rounds]`.
+//! `cargo run --release -p smelt-bench --example am_pingpong -- [rounds]`.
 
-use smelt_am::logp::{self, State};
 use smelt_am::{threads, Config};
+use smelt_bench::am::logp::{self, State};
 use std::time::{Duration, Instant};
 
 fn main() {

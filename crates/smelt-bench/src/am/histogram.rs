@@ -11,7 +11,7 @@
 //!
 //! The same code runs over threads, processes and MPI ranks (any [`Endpoint`]).
 
-use crate::{AmError, Endpoint, MAX_ARGS};
+use smelt_am::{AmError, Endpoint, MAX_ARGS};
 use smelt_transport::Link;
 use std::time::{Duration, Instant};
 
