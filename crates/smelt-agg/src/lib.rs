@@ -60,7 +60,6 @@
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
-pub mod apps;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 mod pp;

@@ -14,12 +14,7 @@ const ROLE: &str = "TEST_SMELT_AGG_ROLE";
 const N: usize = 4;
 const T: usize = 4;
 
-fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+use smelt_ids::rng::mix;
 
 /// Items, the sum and xor of their mixes, items at the wrong worker.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

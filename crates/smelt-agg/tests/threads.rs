@@ -10,12 +10,7 @@ use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+use smelt_ids::rng::mix;
 
 /// What a worker saw: items, the sum and xor of their mixes, items at the wrong worker.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -471,16 +466,4 @@ fn bad_input_is_an_error() {
     // Nothing was counted for the refused items.
     assert_eq!(w0.stats().inserted, 0);
     let _ = Arc::new(());
-}
-
-/// The benchmarks' own checks pass for every scheme (small sizes).
-#[test]
-fn benchmarks_check_their_results() {
-    for s in Scheme::ALL {
-        let h = smelt_agg::apps::histogram(s, 2, 3, 64, 3000).unwrap();
-        assert!(h.items_per_s > 0.0 && h.messages_per_worker > 0.0);
-        let ig = smelt_agg::apps::index_gather(s, 2, 3, 64, 1000).unwrap();
-        assert!(ig.latency_mean_ns.unwrap() > 0.0);
-        assert!(ig.latency_median_ns.is_some());
-    }
 }

@@ -16,9 +16,9 @@
 //! latency, the best scheme over no aggregation, and the paper's orderings.
 
 use super::{BenchReport, Common};
+use crate::agg::{self as apps, Run};
 use anyhow::Result;
 use serde::Serialize;
-use smelt_agg::apps::{self, Run};
 use smelt_agg::{Scheme, DEFAULT_BUFFER_ITEMS};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

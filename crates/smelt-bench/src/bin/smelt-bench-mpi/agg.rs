@@ -21,9 +21,7 @@ use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-fn mix(x: u64) -> u64 {
-    smelt_agg::apps::mix(x)
-}
+use smelt_ids::rng::mix;
 
 fn dest_of(x: u64, workers: usize) -> usize {
     (mix(x ^ 0x5555) % workers as u64) as usize
