@@ -65,7 +65,6 @@
 #![deny(unsafe_code)]
 
 mod array;
-pub mod bench;
 // The cache holds other nodes' lines: only the MPI transport reaches other nodes.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 mod cache;
@@ -75,7 +74,6 @@ mod error;
 #[allow(unsafe_code)]
 pub mod mpi;
 pub mod process;
-pub mod stealing;
 
 pub use array::{threads, Config, GlobalArray, Layout, MAX_LEN};
 pub use cache::{CacheStats, LINE as CACHE_LINE};

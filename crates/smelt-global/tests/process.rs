@@ -1,10 +1,10 @@
 //! Global arrays over processes of this host (a shared-memory segment every member
-//! maps): writes seen after barriers, the work-stealing example, a member attaching
+//! maps): writes seen after barriers (the work-stealing example is smelt-bench's
+//! `global_stealing` test), a member attaching
 //! with the wrong element type, a member killed with SIGKILL, and nothing left in
 //! /dev/shm.
 
 use smelt_global::process::{join_from_env, ArrayJob};
-use smelt_global::stealing::{self, Opts};
 use smelt_global::{Config, ElemType, GlobalError};
 use std::process::{Child, Command};
 use std::time::Duration;
@@ -16,14 +16,6 @@ fn cfg() -> Config {
     Config {
         timeout: Duration::from_secs(60),
         ..Config::default()
-    }
-}
-
-fn opts() -> Opts {
-    Opts {
-        tasks: 1500,
-        work: 20,
-        seed: 9,
     }
 }
 
@@ -73,12 +65,6 @@ fn member_entry() {
     };
     match role.as_str() {
         "drf" => drf(&join_from_env::<i64>("DRF", cfg()).unwrap()),
-        "stealing" => {
-            let c = join_from_env::<u64>("COUNTERS", cfg()).unwrap();
-            let r = join_from_env::<u64>("RESULTS", cfg()).unwrap();
-            let rep = stealing::run(&c, &r, &opts()).unwrap();
-            assert_eq!(rep.mismatches, 0, "{rep:?}");
-        }
         "wrong_type" => match join_from_env::<f64>("DRF", cfg()) {
             Err(GlobalError::WrongType { array, requested }) => {
                 assert_eq!((array, requested), (ElemType::I64, ElemType::F64));
@@ -116,23 +102,6 @@ fn every_write_is_seen_after_a_barrier_across_processes() {
     let kids: Vec<Child> = (1..MEMBERS).map(|r| spawn(&[&job], r, "drf")).collect();
     let me = job.join::<i64>(0, cfg()).unwrap();
     drf(&me);
-    for mut k in kids {
-        assert!(k.wait().unwrap().success());
-    }
-}
-
-#[test]
-fn work_stealing_across_processes_matches_the_sequential_recomputation() {
-    let o = opts();
-    let counters = ArrayJob::create("COUNTERS", ElemType::U64, MEMBERS as u64, MEMBERS).unwrap();
-    let results = ArrayJob::create("RESULTS", ElemType::U64, o.tasks, MEMBERS).unwrap();
-    let kids: Vec<Child> = (1..MEMBERS)
-        .map(|r| spawn(&[&counters, &results], r, "stealing"))
-        .collect();
-    let c = counters.join::<u64>(0, cfg()).unwrap();
-    let r = results.join::<u64>(0, cfg()).unwrap();
-    let rep = stealing::run(&c, &r, &o).unwrap();
-    assert_eq!(rep.mismatches, 0);
     for mut k in kids {
         assert!(k.wait().unwrap().success());
     }

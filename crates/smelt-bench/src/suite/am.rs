@@ -14,12 +14,12 @@
 //! * UCX (`ucx_perftest`, `smelt_peers::ucx`): `ucp_am_lat`, `ucp_am_bw` and `ucp_get`
 //!   between two processes pinned to the same two CPUs over shared memory, against
 //!   smelt's processes row (one-way latency, message rate) and a global-array get of
-//!   8 bytes inside a node (`smelt_global::bench`).
+//!   8 bytes inside a node (`smelt_bench::global`).
 
 use super::{BenchReport, Common};
+use crate::am::logp::{self, LogP, Opts};
 use anyhow::{Context, Result};
 use serde::Serialize;
-use crate::am::logp::{self, LogP, Opts};
 use smelt_am::process::{join_from_env, AmJob};
 use smelt_am::{threads, Config};
 use smelt_probe::figure::Status;
@@ -423,14 +423,14 @@ pub fn measure(a: &Common) -> Result<AmReport> {
     eprintln!("global arrays: get of 8 bytes inside a node...");
     let global_get = {
         let mut g = if a.quick {
-            smelt_global::bench::Opts::quick()
+            crate::global::Opts::quick()
         } else {
-            smelt_global::bench::Opts::full()
+            crate::global::Opts::full()
         };
         if let (Some(x), Some(y)) = pair {
             g.cpus = Some((x, y));
         }
-        smelt_global::bench::measure(&g)
+        crate::global::measure(&g)
             .map(|r| r.get_8b_ns)
             .map_err(|e| format!("{e}"))
     };

@@ -1,6 +1,6 @@
 //! The global-arrays section of `smelt bench offload`: a `get` of 8 bytes inside a
 //! node against a smelt queuepair round trip between the same two threads
-//! (`smelt_global::bench`), and, when the `smelt-bench-mpi global` program sits next to
+//! (`smelt_bench::global`), and, when the `smelt-bench-mpi global` program sits next to
 //! `smelt` (`cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi`), a `get` of 8 bytes
 //! across emulated nodes against a plain `MPI_Get` + `MPI_Win_flush` of 8 bytes, in
 //! the same mpirun job (4 ranks, nodes of 2).
@@ -59,11 +59,11 @@ fn across_nodes(quick: bool) -> Result<Value> {
 /// which puts it in its report's `global` field.)
 pub fn measure(a: &super::Common) -> Result<Value> {
     let opts = if a.quick {
-        smelt_global::bench::Opts::quick()
+        crate::global::Opts::quick()
     } else {
-        smelt_global::bench::Opts::full()
+        crate::global::Opts::full()
     };
-    let r = smelt_global::bench::measure(&opts).context("global arrays inside a node")?;
+    let r = crate::global::measure(&opts).context("global arrays inside a node")?;
     let across = match across_nodes(a.quick) {
         Ok(v) => v,
         Err(e) => json!({ "error": format!("{e:#}") }),

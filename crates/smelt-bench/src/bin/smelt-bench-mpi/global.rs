@@ -10,8 +10,8 @@
 //! one line per verdict (`ok <what>`) or figure (`bench {json}`); any failure exits
 //! non-zero at the rank that saw it.
 
+use smelt_bench::global::stealing::{self, Opts};
 use smelt_global::mpi::World;
-use smelt_global::stealing::{self, Opts};
 use smelt_global::{Config, Element, GlobalArray, GlobalError, Op};
 use std::time::{Duration, Instant};
 

@@ -10,7 +10,7 @@
 //! sequential recomputation. The same code runs over threads, processes and MPI
 //! ranks on emulated nodes.
 
-use crate::{GlobalArray, GlobalError, Op};
+use smelt_global::{GlobalArray, GlobalError, Layout, Op};
 
 /// What to run.
 #[derive(Debug, Clone, Copy)]
@@ -34,12 +34,7 @@ pub struct Report {
     pub mismatches: u64,
 }
 
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
+use smelt_ids::rng::mix;
 
 /// Task `t`'s value: never 0, computed with `rounds` rounds of a hash.
 pub fn task_value(t: u64, seed: u64, rounds: u32) -> u64 {
@@ -66,7 +61,7 @@ pub fn run(
         )));
     }
     let me = counters.rank();
-    let tasks = crate::Layout::new(opts.tasks, m)?;
+    let tasks = Layout::new(opts.tasks, m)?;
     counters.barrier()?;
     let (mut own, mut stolen) = (0, 0);
     for k in 0..m {

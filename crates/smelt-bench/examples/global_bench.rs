@@ -1,15 +1,15 @@
 //! The inside-a-node figures of the global-arrays benchmark: a get of 8 bytes and a
 //! round trip through an array against a smelt queuepair round trip between the same
-//! two threads. `cargo run --release -p smelt-global --example bench [-- --quick]`.
+//! two threads. `cargo run --release -p smelt-bench --example global_bench [-- --quick]`.
 
 fn main() -> Result<(), smelt_global::GlobalError> {
     let quick = std::env::args().any(|a| a == "--quick");
     let opts = if quick {
-        smelt_global::bench::Opts::quick()
+        smelt_bench::global::Opts::quick()
     } else {
-        smelt_global::bench::Opts::full()
+        smelt_bench::global::Opts::full()
     };
-    let r = smelt_global::bench::measure(&opts)?;
+    let r = smelt_bench::global::measure(&opts)?;
     println!("cpus                 {:?}", r.cpus);
     println!("queuepair round trip {:8.1} ns", r.queuepair_rtt_ns);
     println!("get of 8 bytes       {:8.1} ns", r.get_8b_ns);

@@ -1,7 +1,7 @@
 //! The work-stealing counter over threads of this process:
-//! `cargo run --release -p smelt-global --example stealing [-- THREADS TASKS]`.
+//! `cargo run --release -p smelt-bench --example global_stealing [-- THREADS TASKS]`.
 
-use smelt_global::stealing::{run, Opts};
+use smelt_bench::global::stealing::{run, Opts};
 use smelt_global::{threads, Config};
 
 fn main() -> Result<(), smelt_global::GlobalError> {

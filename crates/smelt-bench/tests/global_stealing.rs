@@ -1,0 +1,89 @@
+//! The work-stealing task counter over global arrays (`smelt_bench::global::stealing`,
+//! moved here from `smelt-global` with its workload): every task runs once and every
+//! member's recomputation matches, over 16 threads and over processes of this host.
+
+use smelt_bench::global::stealing::{self, Opts};
+use smelt_global::process::{join_from_env, ArrayJob};
+use smelt_global::{threads, Config, ElemType};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+const ROLE: &str = "TEST_SMELT_BENCH_GLOBAL_ROLE";
+
+fn cfg() -> Config {
+    Config {
+        timeout: Duration::from_secs(60),
+        ..Config::default()
+    }
+}
+
+#[test]
+fn work_stealing_over_16_threads_matches_the_sequential_recomputation() {
+    const MEMBERS: usize = 16;
+    let opts = Opts {
+        tasks: 2000 * smelt_transport::stress_scale(),
+        work: 20,
+        seed: 5,
+    };
+    let counters = threads::<u64>(MEMBERS as u64, MEMBERS, cfg()).unwrap();
+    let results = threads::<u64>(opts.tasks, MEMBERS, cfg()).unwrap();
+    let reports: Vec<_> = std::thread::scope(|s| {
+        let hs: Vec<_> = counters
+            .iter()
+            .zip(&results)
+            .map(|(c, r)| s.spawn(move || stealing::run(c, r, &opts).unwrap()))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(reports.iter().all(|r| r.mismatches == 0), "{reports:?}");
+    let ran: u64 = reports.iter().map(|r| r.own + r.stolen).sum();
+    assert_eq!(ran, opts.tasks);
+}
+
+const MEMBERS: usize = 4;
+
+fn opts() -> Opts {
+    Opts {
+        tasks: 1500,
+        work: 20,
+        seed: 9,
+    }
+}
+
+/// The member processes' side (does nothing when run as a test of its own).
+#[test]
+fn member_entry() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    assert_eq!(role, "stealing", "unknown role {role}");
+    let c = join_from_env::<u64>("COUNTERS", cfg()).unwrap();
+    let r = join_from_env::<u64>("RESULTS", cfg()).unwrap();
+    let rep = stealing::run(&c, &r, &opts()).unwrap();
+    assert_eq!(rep.mismatches, 0, "{rep:?}");
+}
+
+#[test]
+fn work_stealing_across_processes_matches_the_sequential_recomputation() {
+    let o = opts();
+    let counters = ArrayJob::create("COUNTERS", ElemType::U64, MEMBERS as u64, MEMBERS).unwrap();
+    let results = ArrayJob::create("RESULTS", ElemType::U64, o.tasks, MEMBERS).unwrap();
+    let kids: Vec<Child> = (1..MEMBERS)
+        .map(|rank| {
+            let mut c = Command::new(std::env::current_exe().unwrap());
+            c.args(["--exact", "member_entry", "--nocapture", "--test-threads=1"])
+                .env(ROLE, "stealing");
+            for j in [&counters, &results] {
+                c.envs(j.env(rank));
+            }
+            c.spawn().unwrap()
+        })
+        .collect();
+    let c = counters.join::<u64>(0, cfg()).unwrap();
+    let r = results.join::<u64>(0, cfg()).unwrap();
+    let rep = stealing::run(&c, &r, &o).unwrap();
+    assert_eq!(rep.mismatches, 0);
+    for mut k in kids {
+        assert!(k.wait().unwrap().success());
+    }
+}
