@@ -122,7 +122,7 @@ pub enum WorldError {
     #[error("world: {0}")]
     Invalid(String),
     /// A variable of the environment is missing or holds garbage.
-    #[error("{var}: {why}")]
+    #[error("{var} {why}")]
     Env {
         /// The variable.
         var: &'static str,
@@ -571,42 +571,46 @@ impl World {
                 _ => ENV_RANK,
             },
             why: format!(
-                "not set: start this program with `smelt launch -n N -- PROGRAM`, or set {ENV_JOB}, {ENV_KEY} and {ENV_RANK} as smelt_mesh::world::WorldJob::env does"
+                "is not set: start this program with `smelt launch -n N -- PROGRAM`, or set {ENV_JOB}, {ENV_KEY} and {ENV_RANK} as smelt_mesh::world::WorldJob::env does"
             ),
         }
         })?;
         let rank: usize = rank.trim().parse().map_err(|_| WorldError::Env {
             var: ENV_RANK,
-            why: format!("{rank:?} is not a rank (a whole number from 0)"),
+            why: format!("is {rank:?}, not a rank (a whole number from 0)"),
         })?;
         let size = smelt_settings::count(ENV_SIZE).map_err(|e| WorldError::Env {
             var: ENV_SIZE,
-            why: e.to_string(),
+            why: format!("holds garbage ({e})"),
         })?;
         if path.as_os_str().is_empty() {
             return Err(WorldError::Env {
                 var: ENV_JOB,
-                why: "empty: it must name the job's segment".into(),
+                why: "is empty: it must name the job's segment".into(),
             });
         }
         let world = World::join(&path, &key, Rank(rank)).map_err(|e| match e {
             WorldError::Shm(ShmError::NotOurs { why, .. }) if why.contains("key") => {
-                WorldError::Env { var: ENV_KEY, why }
+                WorldError::Env {
+                    var: ENV_KEY,
+                    why: format!("does not fit the segment: {why}"),
+                }
             }
             WorldError::Shm(e @ ShmError::Io { .. }) => WorldError::Env {
                 var: ENV_JOB,
-                why: e.to_string(),
+                why: format!("names no segment this process can open ({e}): is the job over?"),
             },
-            WorldError::Shm(ShmError::Invalid(why)) if why.contains("rank") => {
-                WorldError::Env { var: ENV_RANK, why }
-            }
+            WorldError::Shm(ShmError::Invalid(why)) if why.contains("rank") => WorldError::Env {
+                var: ENV_RANK,
+                why: format!("is wrong: {why}"),
+            },
             e => e,
         })?;
         if let Some(n) = size {
             if n as usize != world.size() {
                 return Err(WorldError::Env {
                     var: ENV_SIZE,
-                    why: format!("{n}, but the job has {} members", world.size()),
+                    why: format!("is {n}, but the job has {} members", world.size()),
                 });
             }
         }

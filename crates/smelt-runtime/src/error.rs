@@ -62,6 +62,9 @@ pub enum GroupError {
     /// environment, the job description).
     #[error("job: {0}")]
     Job(String),
+    /// The world could not make the group's links (see [`smelt_mesh::WorldError`]).
+    #[error(transparent)]
+    World(#[from] smelt_mesh::WorldError),
     /// Building the channels failed.
     #[error("transport: {0}")]
     Transport(#[from] smelt_transport::TransportError),

@@ -152,18 +152,18 @@ pub(crate) struct GroupShared {
     pub(crate) cpus: Vec<CpuId>,
     pub(crate) abort: Abort,
     pub(crate) failure: Mutex<Option<Failure>>,
-    pub(crate) job: Option<ShmMember>,
+    pub(crate) job: Option<Arc<ShmMember>>,
 }
 
 impl GroupShared {
-    pub(crate) fn new(cpus: Vec<CpuId>, job: Option<ShmMember>) -> GroupShared {
+    pub(crate) fn new(cpus: Vec<CpuId>, job: Option<Arc<ShmMember>>) -> GroupShared {
         GroupShared::with_abort(cpus, Abort::new(), job)
     }
 
     pub(crate) fn with_abort(
         cpus: Vec<CpuId>,
         abort: Abort,
-        job: Option<ShmMember>,
+        job: Option<Arc<ShmMember>>,
     ) -> GroupShared {
         GroupShared {
             cpus,

@@ -40,6 +40,7 @@ mod large;
 pub mod measure;
 mod nontree;
 pub mod process;
+pub mod world;
 mod word;
 
 pub use combine::{Elem, ReduceOp};
@@ -52,6 +53,6 @@ pub use group::{
 pub use smelt_ids::{CpuId, Pos, Rank};
 // The mesh layer (links, shared-memory jobs, the launcher) lives in smelt-mesh; its
 // modules are the runtime's too, so `smelt_runtime::mesh::Mesh` keeps working.
-pub use smelt_mesh::{launch, mesh, mesh_job};
+pub use smelt_mesh::{launch, mesh, mesh_job, World, WorldError};
 pub use smelt_transport::WaitPolicy;
 pub use word::Word;
