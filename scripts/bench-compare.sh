@@ -172,7 +172,7 @@ build_probe() { # SRC WORK
     deps="smelt-transport = { path = \"$src/crates/smelt-transport\" }
 smelt-runtime = { path = \"$src/crates/smelt-runtime\" }
 smelt-tree = { path = \"$src/crates/smelt-tree\", default-features = false }"
-    grep -q 'pub fn from_raw' "$src/crates/smelt-tree/src/tree.rs" 2>/dev/null && feats+=(from_raw)
+    grep -qs 'pub fn from_raw' "$src/crates/smelt-tree/src/tree.rs" "$src/crates/smelt-plan/src/tree.rs" && feats+=(from_raw)
     if [ -f "$src/crates/smelt-runtime/src/process.rs" ] && [ -d "$src/crates/smelt-ids" ]; then
         feats+=(process)
     fi

@@ -726,14 +726,17 @@ impl<L: Link> Context<L> {
     ///
     /// When the group's [`algorithms`](crate::GroupConfig::algorithms) table picks the
     /// dissemination barrier for this context's mode, it runs that instead (over
-    /// links beyond the tree).
+    /// links beyond the tree), except with two members: there dissemination is this
+    /// same exchange (one round, each member signals the other and waits for it), and
+    /// the tree's one link carries it without the mesh's general receive.
     #[inline(always)]
     pub fn barrier(&mut self) -> Res<()> {
-        if self.barrier_by_dissemination() {
+        let pair = self.size() == 2;
+        if !pair && self.barrier_by_dissemination() {
             return self.barrier_dissemination();
         }
         let t = self.begin(Coll::Barrier)?;
-        if self.size() == 2 {
+        if pair {
             if self.parent.is_some() {
                 self.up_empty(t)?;
                 self.recv_parent_word(t)?;
@@ -792,7 +795,21 @@ impl<L: Link> Context<L> {
     /// idempotent (min, max, and, or, "equal or a marker"), because dissemination
     /// reaches a member more than once when the group's size is not a power of two.
     /// The C API checks that every member called the same collective this way.
+    ///
+    /// With two members both run dissemination's one round over the tree's link, whatever
+    /// the table says: each sends its word to the other and combines the one it gets.
     pub fn barrier_agree(&mut self, w: u64, combine: impl Fn(u64, u64) -> u64) -> Res<u64> {
+        if self.size() == 2 {
+            let t = self.begin(Coll::Dissemination)?;
+            let other = if self.parent.is_some() {
+                self.up_word(w, t)?;
+                self.recv_parent_word(t)?.unwrap_or(w)
+            } else {
+                self.down_word(w, t)?;
+                self.recv_child_word(0, t)?
+            };
+            return Ok(combine(w, other));
+        }
         if self.barrier_by_dissemination() {
             return self.dissemination(Some((w, &combine)));
         }
@@ -1211,6 +1228,9 @@ impl<L: Link> Context<L> {
         mut combine: impl FnMut(&mut [u8], &[u8]),
     ) -> Res<()> {
         if self.nontree.is_some() && self.allreduce_by_doubling(data.len()) {
+            if self.pair_lends(data.len()) {
+                return self.allreduce_pair(data, &mut combine, false);
+            }
             return self.allreduce_doubling(data, &mut combine);
         }
         if self.size() == 2 && data.len() < self.scratch.len() {

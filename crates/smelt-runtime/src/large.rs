@@ -84,18 +84,32 @@ impl<L: Link> Context<L> {
     pub fn allreduce_bytes_op<T: Elem>(&mut self, bytes: &mut [u8], op: ReduceOp) -> Res<()> {
         op.check::<T>()?;
         if self.pair_lends(bytes.len()) {
-            let t = self.begin(Coll::ReduceSlice)?;
-            self.check_len(bytes.len(), t)?;
-            return self.allreduce_pair_lent(bytes, op, combine_bytes::<T>, t);
+            let mut combine = |acc: &mut [u8], o: &[u8]| combine_bytes::<T>(op, acc, o);
+            return self.allreduce_pair(bytes, &mut combine, true);
         }
         self.allreduce_bytes(bytes, |acc, o| combine_bytes::<T>(op, acc, o))
+    }
+
+    /// Rabenseifner between two members by loans ([`allreduce_pair_lent`](Self::allreduce_pair_lent))
+    /// as one collective call; `commutative`: `combine(a, b)` and `combine(b, a)`
+    /// give the same bits (the predefined operations), so the member that keeps the
+    /// upper half combines in place instead of through a copy.
+    pub(crate) fn allreduce_pair(
+        &mut self,
+        data: &mut [u8],
+        combine: &mut dyn FnMut(&mut [u8], &[u8]),
+        commutative: bool,
+    ) -> Res<()> {
+        let t = self.begin(Coll::ReduceSlice)?;
+        self.check_len(data.len(), t)?;
+        self.allreduce_pair_lent(data, combine, commutative, t)
     }
 
     /// True if a typed allreduce of `len` bytes runs Rabenseifner between two members
     /// by loans ([`allreduce_pair_lent`](Self::allreduce_pair_lent)): the table picks
     /// Rabenseifner for this size, the group has two members, the call is loose, the
     /// message long enough to lend and the link between them can lend.
-    fn pair_lends(&mut self, len: usize) -> bool {
+    pub(crate) fn pair_lends(&mut self, len: usize) -> bool {
         if self.size() != 2 || self.sync != SyncMode::Loose || self.in_strict {
             return false;
         }
@@ -116,17 +130,21 @@ impl<L: Link> Context<L> {
     /// the other keeps and, while it is out, borrows the other's loan and combines it
     /// into the half it keeps (both combine at once, each reading the other's buffer
     /// directly). Allgather: each lends the half it holds the result of and copies the
-    /// other's into place. Each value is combined once (`x0 ⊕ x1`; the predefined
-    /// operations are commutative bit for bit), then copied: the same bits on both.
+    /// other's into place. Each value is combined once, `x0 ⊕ x1` (the root's value on
+    /// the left, as the tree combines; with a `commutative` combine the other member
+    /// computes `x1 ⊕ x0` in place, the same bits), then copied: the same bits on both.
     fn allreduce_pair_lent(
         &mut self,
         data: &mut [u8],
-        op: ReduceOp,
-        combine: fn(ReduceOp, &mut [u8], &[u8]),
+        combine: &mut dyn FnMut(&mut [u8], &[u8]),
+        commutative: bool,
         t: Tag,
     ) -> Res<()> {
         let mid = data.len().div_ceil(UNIT) / 2 * UNIT;
         let root = self.parent.is_none();
+        // The root's value on the left where the combine may not commute: the upper
+        // half's keeper combines into a copy of the root's loan.
+        let mut copy = (!root && !commutative).then(|| std::mem::take(&mut self.packed));
         let (lower, upper) = data.split_at_mut(mid);
         let (keep, give) = if root { (lower, upper) } else { (upper, lower) };
         let timeout = Some(self.timeout);
@@ -143,9 +161,20 @@ impl<L: Link> Context<L> {
             if tag != rs || theirs.len() != want_in {
                 return Err((tag, theirs.len()));
             }
-            combine(op, keep, theirs);
+            match copy.as_mut() {
+                Some(c) => {
+                    c.clear();
+                    c.extend_from_slice(theirs);
+                    combine(c, keep);
+                    keep.copy_from_slice(c);
+                }
+                None => combine(keep, theirs),
+            }
             Ok(())
         });
+        if let Some(c) = copy.take() {
+            self.packed = c;
+        }
         self.pair_checked(r, rs, want_in, rank, t)?;
         // Allgather: lend `keep` (now the result), copy the other's into `give`.
         let peer = match self.parent.as_mut() {

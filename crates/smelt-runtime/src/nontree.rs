@@ -145,7 +145,8 @@ fn pieces(len: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)> {
 }
 
 impl<L: Link> Context<L> {
-    /// True if this call of the barrier runs by dissemination.
+    /// True if the table picks the dissemination barrier for this context's mode
+    /// (with two members [`Context::barrier`] runs it over the tree's link).
     #[inline(always)]
     pub(crate) fn barrier_by_dissemination(&self) -> bool {
         self.nontree

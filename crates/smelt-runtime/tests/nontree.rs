@@ -325,3 +325,44 @@ fn a_flattened_oversubscribed_group_runs_the_barrier_on_its_flat_tree() {
         assert!(out.iter().all(|r| r.is_ok()), "flatten={flatten}: {out:?}");
     }
 }
+
+/// Two members whose table picks the dissemination barrier run its one round over the
+/// tree's link, so a barrier (or `barrier_agree`) that crosses another collective on
+/// the other member is named as a mismatch at the first message, not found by the
+/// timeout (through the mesh each waited on a different link until it ran out).
+#[test]
+fn two_members_name_a_barrier_that_crosses_another_collective() {
+    for (rules, agree) in [
+        (BOTH, false),
+        (BOTH, true),
+        ("allreduce=recursive-doubling", true),
+    ] {
+        let mut c = cfg(rules);
+        c.timeout = Duration::from_secs(30);
+        let start = std::time::Instant::now();
+        let err = Group::with_config(&[tree(2)], &c)
+            .unwrap()
+            .run(|m: &mut Member| -> Result<(), GroupError> {
+                // Both agree once, then member 1 calls a broadcast where member 0
+                // calls the barrier.
+                assert_eq!(m.barrier_agree(m.rank().index() as u64, u64::max)?, 1);
+                if m.rank().index() == 1 {
+                    m.broadcast_word(0).map(|_| ())
+                } else if agree {
+                    m.barrier_agree(5, u64::max).map(|_| ())
+                } else {
+                    m.barrier()
+                }
+            })
+            .unwrap_err();
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "{rules} agree={agree}: found by the timeout"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("different collectives"),
+            "{rules} agree={agree}: {text}"
+        );
+    }
+}

@@ -318,3 +318,45 @@ fn lengths_that_differ_fail_on_every_member() {
         }
     }
 }
+
+/// `allreduce_bytes` with a combine of the caller's own runs Rabenseifner by loans
+/// between two threads when the table picks it (one call, as the typed allreduce), and
+/// combines the root's value on the left on both halves: checked with a combine that
+/// does not commute (`a·3 + b` per byte), at lengths around the loan threshold and
+/// Rabenseifner's 48-byte units, and both members' bytes compared.
+#[test]
+fn a_callers_combine_runs_the_pair_by_loans_with_the_roots_value_first() {
+    let lend = smelt_runtime::LEND_FROM;
+    let lens = [lend - 1, lend, lend + 1, lend + 47, 3 * lend + 5, 1 << 20];
+    let f = |a: u8, b: u8| a.wrapping_mul(3).wrapping_add(b);
+    let out = Group::with_config(&[tree(2)], &cfg(Some("allreduce=rabenseifner"), true))
+        .unwrap()
+        .run(|m| -> Result<Vec<Vec<u8>>, GroupError> {
+            let r = m.rank().index();
+            let root = m.is_root();
+            let mut got = Vec::new();
+            for len in lens {
+                let mut v: Vec<u8> = (0..len).map(|i| (i * 7 + r * 13 + 1) as u8).collect();
+                let s0 = m.context(0)?.sequence();
+                m.allreduce_bytes(&mut v, |a, b| {
+                    for (x, y) in a.iter_mut().zip(b) {
+                        *x = f(*x, *y);
+                    }
+                })?;
+                // By loans from the threshold on: one call (Rabenseifner over the
+                // mesh is one too; the tree's reduce and broadcast two).
+                assert_eq!(m.context(0)?.sequence() - s0, 1, "len {len}");
+                let x = |q: usize, i: usize| (i * 7 + q * 13 + 1) as u8;
+                let (r0, r1) = if root { (r, 1 - r) } else { (1 - r, r) };
+                for (i, b) in v.iter().enumerate() {
+                    assert_eq!(*b, f(x(r0, i), x(r1, i)), "len {len} byte {i}");
+                }
+                got.push(v);
+            }
+            Ok(got)
+        })
+        .unwrap();
+    let a = out[0].as_ref().unwrap();
+    let b = out[1].as_ref().unwrap();
+    assert!(a == b, "the members' bytes differ");
+}

@@ -1,1 +1,0 @@
-//! Workloads of `smelt-kvs` (moving here from the service crate, issue 24).
