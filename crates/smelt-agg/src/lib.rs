@@ -66,8 +66,10 @@ mod pp;
 pub mod process;
 mod shared;
 mod worker;
+pub mod world;
 
 pub use worker::{Out, Worker, WorkerStats};
+pub use world::from_world;
 
 use smelt_am::AmError;
 use std::time::Duration;
@@ -309,12 +311,13 @@ pub enum AggError {
     Am(#[from] AmError),
 }
 
-/// Builds a job of `processes` × `workers` workers in this OS process: each group of
-/// `workers` threads shares one active-message endpoint (`smelt_am::threads`), as the
-/// threads of one process of a real job would. Worker `w` is worker `w % workers` of
-/// process `w / workers`; it gets state `state(w)`; `handler` runs on each item
-/// delivered to a worker, on that worker's thread, and may insert more items through
-/// its [`Out`]. Move each worker into its thread.
+/// Builds a job of `processes` × `workers` workers in this OS process: the
+/// aggregator of a world of `processes` threads ([`from_world`]) made at once, each
+/// group of `workers` threads sharing one active-message endpoint, as the threads of
+/// one process of a real job would. Worker `w` is worker `w % workers` of process
+/// `w / workers`; it gets state `state(w)`; `handler` runs on each item delivered to
+/// a worker, on that worker's thread, and may insert more items through its [`Out`].
+/// Move each worker into its thread.
 pub fn threads<S, H>(
     processes: usize,
     workers: usize,
@@ -329,7 +332,16 @@ where
     let shared: Vec<_> = (0..processes)
         .map(|p| shared::Shared::new(p, processes, workers, &cfg))
         .collect();
-    let eps = smelt_am::threads(processes, am_config(&cfg, processes), |p| shared[p].clone())?;
+    // Between threads, making a service is not a meeting: this thread makes every
+    // member's endpoint in turn (and, every endpoint existing before any item is
+    // sent, needs no hellos).
+    let am = am_config(&cfg, processes);
+    let eps = smelt_mesh::World::threads(processes)
+        .map_err(AmError::from)?
+        .iter()
+        .zip(&shared)
+        .map(|(w, sh)| smelt_am::Endpoint::from_world(w, sh.clone(), am.clone()))
+        .collect::<Result<Vec<_>, _>>()?;
     worker::build(eps, shared, workers, cfg, false, state, handler)
 }
 

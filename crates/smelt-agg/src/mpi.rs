@@ -4,8 +4,8 @@
 //! `SMELT_RANKS_PER_NODE`). One endpoint per rank polls MPI, whichever worker holds
 //! it, so MPI's `MPI_THREAD_SERIALIZED` is enough.
 
-use crate::process::finish;
 use crate::shared::Shared;
+use crate::world::over_endpoint;
 use crate::{AggConfig, AggError, Out, Worker};
 use smelt_am::mpi::Mpi;
 use smelt_mesh::mesh_job::ShmLink;
@@ -27,5 +27,5 @@ where
         Shared::new(mpi.rank(), mpi.size(), workers, &cfg),
         crate::am_config(&cfg, mpi.node_size()),
     )?;
-    finish(ep, workers, cfg, state, handler)
+    over_endpoint(ep, workers, cfg, state, handler)
 }

@@ -6,7 +6,8 @@ use crate::pp::PpBuf;
 use crate::shared::*;
 use crate::{AggConfig, AggError, Scheme};
 use smelt_am::{AmError, Endpoint};
-use smelt_transport::{Backoff, Endpoint as QueuePairEnd, Link, WaitPolicy};
+use smelt_mesh::world::WorldLink;
+use smelt_transport::{Backoff, Link, WaitPolicy};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -415,7 +416,7 @@ pub struct WorkerStats {
 
 /// One worker of an aggregator: inserts items for any worker of the job and handles
 /// the items sent to it. Used by one thread.
-pub struct Worker<S, L: Link = QueuePairEnd> {
+pub struct Worker<S, L: Link = WorldLink> {
     tx: Tx<L>,
     state: S,
     handler: ItemHandler<S>,

@@ -5,8 +5,9 @@ use crate::poll::{PollPolicy, Poller};
 use crate::remote::Remote;
 use crate::wire::{self, Head, Kind, Reason, FIRST, LAST, MAX_ARGS};
 use smelt_mesh::mesh::{Mesh, MeshError};
+use smelt_mesh::world::WorldLink;
 use smelt_mesh::Rank;
-use smelt_transport::{Backoff, Endpoint as QueuePairEnd, Link, TransportError, WaitPolicy};
+use smelt_transport::{Backoff, Link, TransportError, WaitPolicy};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
@@ -692,9 +693,10 @@ impl Waiter {
 /// An active-message endpoint (see the [crate documentation](crate)): a handler table,
 /// a destination table and the links to reach every destination. `S` is the state its
 /// handlers work on ([`state`](Endpoint::state)); `L` the transport of its local
-/// links (queuepairs between threads, or [`ShmLink`](smelt_mesh::mesh_job::ShmLink)
-/// between processes).
-pub struct Endpoint<S, L: Link = QueuePairEnd> {
+/// links: a world's [`WorldLink`] (queuepairs between threads or in the job's
+/// segment between processes; [`Endpoint::from_world`], [`threads`](crate::threads)),
+/// or [`ShmLink`](smelt_mesh::mesh_job::ShmLink) between MPI ranks of a node.
+pub struct Endpoint<S, L: Link = WorldLink> {
     net: Net<L>,
     handlers: Vec<Option<Handler<S, L>>>,
     on_returned: Option<ReturnHandler<S>>,

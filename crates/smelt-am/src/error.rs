@@ -72,6 +72,10 @@ pub enum AmError {
         /// The panic's message.
         message: String,
     },
+    /// The world could not make the endpoint's links or its region (see
+    /// [`Endpoint::from_world`](crate::Endpoint::from_world)).
+    #[error(transparent)]
+    World(#[from] smelt_mesh::WorldError),
     /// Any other transport error on the way to or from `dest`.
     #[error("endpoint {dest}: {source}")]
     Transport {

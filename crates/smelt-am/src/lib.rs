@@ -74,6 +74,7 @@ pub mod process;
 mod remote;
 mod setup;
 pub mod wire;
+pub mod world;
 
 pub use endpoint::{
     Config, Ctx, Endpoint, Handler, Msg, Name, ReturnHandler, Returned, Stats, BULK_CHUNK,

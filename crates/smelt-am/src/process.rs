@@ -1,44 +1,35 @@
-//! Endpoints in several processes of one host, linked by queuepairs in shared memory
-//! ([`smelt_mesh::mesh_job`]).
+//! Endpoints in several processes of one host, the short way: a process job whose
+//! only service is one set of endpoints. Each is a [`World`] of processes
+//! ([`smelt_mesh::world`]) and [`Endpoint::from_world`]; a program that wants
+//! anything else from its job (collectives, a global array, more endpoints) holds the
+//! world itself.
 //!
 //! The creator calls [`AmJob::create`], starts each member process with the variables
-//! of [`AmJob::env`] (or joins ranks itself with [`AmJob::join`]), and each member
+//! of [`AmJob::env`] (the world's: `SMELT_JOB`, `SMELT_JOB_KEY`, `SMELT_RANK`, as
+//! `smelt launch` sets them), or joins ranks itself with [`AmJob::join`]; each member
 //! calls [`join_from_env`]. Endpoint `i` is named `0.i.0`. A member process that dies
 //! (even by `SIGKILL`) is reported to the others as [`AmError::PeerGone`].
 
-use crate::endpoint::{Config, Endpoint, Name};
+use crate::endpoint::{Config, Endpoint};
 use crate::error::AmError;
-use crate::setup::{random_tag, Table};
-use smelt_mesh::mesh_job::{self, MeshJob, ShmLink};
-use smelt_mesh::Rank;
+use smelt_mesh::world::{WorldBuilder, WorldJob};
+use smelt_mesh::{Rank, World};
 
-/// The creator's handle on a job of endpoints in member processes.
+/// The creator's handle on a job of endpoints in member processes (a process
+/// [`WorldJob`]).
 #[derive(Debug)]
 pub struct AmJob {
-    job: MeshJob,
+    job: WorldJob,
 }
 
 impl AmJob {
-    /// Creates the shared memory of a job of `n` endpoints, linked all to all with
-    /// queuepairs of `cfg.capacity` slots, each with a random tag.
+    /// Creates the shared memory of a job of `n` endpoints. Every member must make
+    /// its endpoint with the same `cfg.capacity` (the links' size).
     pub fn create(n: usize, cfg: &Config) -> Result<AmJob, AmError> {
         cfg.validate()?;
-        let table = Table {
-            names: (0..n as u32)
-                .map(|process| Name {
-                    node: 0,
-                    process,
-                    endpoint: 0,
-                })
-                .collect(),
-            tags: (0..n).map(|_| random_tag()).collect(),
-        };
-        let pairs: Vec<(Rank, Rank)> = (0..n)
-            .flat_map(|a| (a + 1..n).map(move |b| (Rank(a), Rank(b))))
-            .collect();
-        let job = MeshJob::create(n, &pairs, cfg.capacity, &table.encode())
-            .map_err(|e| AmError::Invalid(e.to_string()))?;
-        Ok(AmJob { job })
+        Ok(AmJob {
+            job: WorldBuilder::new(n).create_job(false)?,
+        })
     }
 
     /// Number of endpoints.
@@ -51,46 +42,20 @@ impl AmJob {
         self.job.env(Rank(rank))
     }
 
+    /// The job's world, as its creator holds it.
+    pub fn world_job(&self) -> &WorldJob {
+        &self.job
+    }
+
     /// Joins as endpoint `rank` from the creator's process.
-    pub fn join<S>(
-        &self,
-        rank: usize,
-        state: S,
-        cfg: Config,
-    ) -> Result<Endpoint<S, ShmLink>, AmError> {
-        join(self.job.path(), &self.job.key(), rank, state, cfg)
+    pub fn join<S>(&self, rank: usize, state: S, cfg: Config) -> Result<Endpoint<S>, AmError> {
+        Endpoint::from_world(&self.job.join(Rank(rank))?, state, cfg)
     }
 }
 
-fn join<S>(
-    path: &std::path::Path,
-    key: &str,
-    rank: usize,
-    state: S,
-    cfg: Config,
-) -> Result<Endpoint<S, ShmLink>, AmError> {
-    let (mesh, blob) = mesh_job::join(path, key, Rank(rank), cfg.wait, None)
-        .map_err(|e| AmError::Invalid(e.to_string()))?;
-    let table = Table::decode(&blob)?;
-    if table.names.len() != mesh.size() {
-        return Err(AmError::Invalid(
-            "the job's table does not match its links".into(),
-        ));
-    }
-    table.endpoint(rank, mesh, None, state, cfg)
-}
-
-/// Joins the job described by the environment (set from [`AmJob::env`]).
-pub fn join_from_env<S>(state: S, cfg: Config) -> Result<Endpoint<S, ShmLink>, AmError> {
+/// Joins the job described by the environment (set from [`AmJob::env`] or by `smelt
+/// launch`): [`World::from_env`], then [`Endpoint::from_world`].
+pub fn join_from_env<S>(state: S, cfg: Config) -> Result<Endpoint<S>, AmError> {
     cfg.validate()?;
-    let (mesh, blob) =
-        mesh_job::join_from_env(cfg.wait).map_err(|e| AmError::Invalid(e.to_string()))?;
-    let table = Table::decode(&blob)?;
-    let rank = mesh.rank().index();
-    if table.names.len() != mesh.size() {
-        return Err(AmError::Invalid(
-            "the job's table does not match its links".into(),
-        ));
-    }
-    table.endpoint(rank, mesh, None, state, cfg)
+    Endpoint::from_world(&World::from_env()?, state, cfg)
 }

@@ -3,7 +3,8 @@
 use crate::endpoint::{Config, Dest, Endpoint, Name, Route};
 use crate::error::AmError;
 use crate::remote::Remote;
-use smelt_mesh::mesh::{Mesh, MeshBuilder};
+use smelt_mesh::mesh::Mesh;
+use smelt_mesh::world::World;
 use smelt_mesh::Rank;
 use smelt_transport::Link;
 use std::hash::{BuildHasher, Hasher};
@@ -32,6 +33,8 @@ pub(crate) struct Table {
     pub(crate) tags: Vec<u64>,
 }
 
+// The encoding, node routing and endpoint making serve MPI jobs (the `mpi` feature).
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 impl Table {
     /// Encodes the table (little-endian words: count, then name and tag per entry).
     pub(crate) fn encode(&self) -> Vec<u8> {
@@ -78,9 +81,18 @@ impl Table {
     /// order among the node's endpoints), the others over the slow channel.
     pub(crate) fn dests(&self, me: usize) -> (Vec<Dest>, Vec<usize>) {
         let node = self.names[me].node;
-        let local: Vec<usize> = (0..self.names.len())
-            .filter(|&i| self.names[i].node == node)
-            .collect();
+        self.dests_by(me, |i| self.names[i].node == node)
+    }
+
+    /// As [`dests`](Self::dests), with the endpoints reached over the mesh chosen by
+    /// `local` (a world of threads or processes reaches every member over its mesh,
+    /// whatever nodes it declares).
+    pub(crate) fn dests_by(
+        &self,
+        me: usize,
+        local: impl Fn(usize) -> bool,
+    ) -> (Vec<Dest>, Vec<usize>) {
+        let local: Vec<usize> = (0..self.names.len()).filter(|&i| local(i)).collect();
         let dests = self
             .names
             .iter()
@@ -91,10 +103,11 @@ impl Table {
                 key,
                 route: if i == me {
                     crate::endpoint::Route::Me
-                } else if name.node == node {
-                    Route::Local(Rank(local.iter().position(|&l| l == i).expect("local")))
                 } else {
-                    Route::Remote
+                    match local.iter().position(|&l| l == i) {
+                        Some(r) => Route::Local(Rank(r)),
+                        None => Route::Remote,
+                    }
                 },
                 gone: false,
             })
@@ -116,10 +129,11 @@ impl Table {
     }
 }
 
-/// `n` endpoints between the threads of this process, linked all to all by
-/// queuepairs of [`Config::capacity`] slots; endpoint `i` is named `0.0.i` and gets
-/// state `state(i)` and a random tag, which every other endpoint knows. Move each into
-/// its thread.
+/// `n` endpoints between the threads of this process: the endpoints of a world of
+/// `n` threads ([`World::threads`], [`Endpoint::from_world`]) made at once, for a
+/// program that wants nothing else from a world. Endpoint `i` is named `0.0.i` and
+/// gets state `state(i)` and a random tag, which every other endpoint knows; links
+/// hold [`Config::capacity`] slots. Move each into its thread.
 pub fn threads<S>(
     n: usize,
     cfg: Config,
@@ -129,25 +143,12 @@ pub fn threads<S>(
     if n == 0 {
         return Err(AmError::Invalid("a job of no endpoints".into()));
     }
-    let mut b = MeshBuilder::new(n).all_to_all().capacity(cfg.capacity);
-    if let Some(w) = cfg.wait {
-        b = b.wait_policy(w);
-    }
-    let meshes = b.build().map_err(|e| AmError::Invalid(e.to_string()))?;
-    let table = Table {
-        names: (0..n as u32)
-            .map(|endpoint| Name {
-                node: 0,
-                process: 0,
-                endpoint,
-            })
-            .collect(),
-        tags: (0..n).map(|_| random_tag()).collect(),
-    };
-    meshes
-        .into_iter()
+    // Between threads, making a service is not a meeting: one thread may make every
+    // member's part in turn.
+    World::threads(n)?
+        .iter()
         .enumerate()
-        .map(|(i, mesh)| table.endpoint(i, mesh, None, state(i), cfg.clone()))
+        .map(|(i, w)| Endpoint::from_world(w, state(i), cfg.clone()))
         .collect()
 }
 

@@ -95,6 +95,7 @@ fn am_error(e: AmError) -> Error {
         AmError::Timeout { .. } => SMELT_ERR_TIMEOUT,
         AmError::TooLarge { .. } => SMELT_ERR_BUFFER,
         AmError::Invalid(_)
+        | AmError::World(_)
         | AmError::NoSuchDestination { .. }
         | AmError::ReservedHandler
         | AmError::TooManyArgs { .. }
@@ -162,6 +163,31 @@ pub extern "C" fn smelt_am_threads(
             )?;
         }
         Ok(())
+    })
+}
+
+/// A collective call: this member's endpoint of a new set of endpoints over every
+/// member of `world` (endpoint `i` is member `i`; `capacity` slots per link, 0 = the
+/// default 256).
+#[no_mangle]
+pub extern "C" fn smelt_world_endpoint(
+    world: *mut crate::smelt_world,
+    capacity: usize,
+    ep: *mut *mut smelt_am_endpoint,
+) -> smelt_status {
+    guard(|| {
+        let w = crate::world::world_of(world)?;
+        if ep.is_null() {
+            return err(SMELT_ERR_INVALID_ARGUMENT, "ep is NULL");
+        }
+        let slot = handle::reserve()?;
+        let mut cfg = Config::default();
+        if capacity != 0 {
+            cfg.capacity = capacity;
+        }
+        let e = Endpoint::from_world(&w, (), cfg).map_err(am_error)?;
+        let h = slot.fill(Object::AmEndpoint(Box::new(e)));
+        out(ep, std::ptr::without_provenance_mut(h), "ep")
     })
 }
 

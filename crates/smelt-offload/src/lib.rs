@@ -67,6 +67,7 @@
 #![deny(unsafe_code)]
 
 use smelt_am::{AmError, Endpoint, MAX_ARGS};
+use smelt_mesh::world::{World, WorldLink};
 use smelt_transport::{Backoff, Link, SleepOutcome, SleepQueue, WaitPolicy};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -372,7 +373,7 @@ struct Shared<S, L: Link> {
 }
 
 /// What a lane left at shutdown.
-pub struct LaneEnd<S, L: Link = smelt_transport::Endpoint> {
+pub struct LaneEnd<S, L: Link = WorldLink> {
     /// The lane's endpoint, back to the caller.
     pub endpoint: Endpoint<S, L>,
     /// Commands still queued at the deadline (dropped, not executed).
@@ -388,7 +389,7 @@ pub struct LaneEnd<S, L: Link = smelt_transport::Endpoint> {
 }
 
 /// A pool of communication threads over active-message endpoints; see the crate docs.
-pub struct Offload<S: Send + 'static, L: Link + 'static = smelt_transport::Endpoint> {
+pub struct Offload<S: Send + 'static, L: Link + 'static = WorldLink> {
     shared: Arc<Shared<S, L>>,
     threads: Vec<Option<JoinHandle<ThreadEnd<S, L>>>>,
 }
@@ -398,6 +399,28 @@ struct ThreadEnd<S, L: Link> {
     unanswered: u64,
     error: Option<OffloadError>,
     cpu_time: Option<Duration>,
+}
+
+impl<S: Send + 'static> Offload<S, WorldLink> {
+    /// A collective call: this member's pool of `lanes` lanes over `world` (threads of
+    /// this process, processes of `smelt launch`). Lane `i` is an endpoint of the
+    /// world's `i`-th set of endpoints ([`Endpoint::from_world`], settings `am`), so
+    /// lane `i` of every member reaches lane `i` of every other; it gets state
+    /// `state(i)`. Every member makes the same number of lanes with the same `am`.
+    /// Then as [`Offload::start`].
+    pub fn from_world(
+        world: &World,
+        lanes: usize,
+        mut state: impl FnMut(usize) -> S,
+        am: smelt_am::Config,
+        cfg: Config,
+    ) -> Result<Self, OffloadError> {
+        cfg.validate(lanes)?;
+        let eps = (0..lanes)
+            .map(|i| Endpoint::from_world(world, state(i), am.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Offload::start(eps, cfg)
+    }
 }
 
 impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {

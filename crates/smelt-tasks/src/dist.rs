@@ -60,6 +60,7 @@
 use crate::checkout::Fence;
 use crate::error::{panic_message, TaskError};
 use smelt_am::{AmError, Endpoint};
+use smelt_mesh::world::{World, WorldLink};
 use smelt_transport::{Backoff, Link, WaitPolicy};
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -558,7 +559,7 @@ impl std::fmt::Debug for State {
 /// One member of a task job: an active-message endpoint and, while it runs, its workers.
 /// A member may run any number of computations one after the other (every member runs
 /// the same number); after a failed one it cannot be used again.
-pub struct Member<L: Link = smelt_transport::Endpoint> {
+pub struct Member<L: Link = WorldLink> {
     /// None: lost with a failed run's communication thread.
     ep: Option<Endpoint<State, L>>,
     me: usize,
@@ -588,35 +589,42 @@ pub const COMM_WAIT: WaitPolicy = WaitPolicy {
 };
 
 /// `cfg` with [`COMM_WAIT`] unless it sets a wait policy: for endpoints made outside
-/// this module (e.g. `AmJob::join`) and given to [`Member::from_endpoint`].
+/// this module (e.g. `Endpoint::from_world`) and given to [`Member::from_endpoint`].
 pub fn comm_config(mut cfg: smelt_am::Config) -> smelt_am::Config {
     cfg.wait.get_or_insert(COMM_WAIT);
     cfg
 }
 
 impl Member {
-    /// `n` members over the threads of this process (each to be run on a thread of its
-    /// own): for tests and for measuring the protocol without processes. Unless `cfg`
-    /// sets one, the endpoints wait with [`COMM_WAIT`].
-    pub fn threads(n: usize, cfg: smelt_am::Config) -> Result<Vec<Member>, TaskError> {
-        Ok(
-            smelt_am::threads(n, comm_config(cfg), |_| State::default())?
-                .into_iter()
-                .map(Member::new)
-                .collect(),
-        )
-    }
-}
-
-impl Member<smelt_mesh::mesh_job::ShmLink> {
-    /// Joins the process job described by the environment (`smelt_am::process::AmJob::env`,
-    /// or `smelt launch`'s). Unless `cfg` sets one, the endpoint waits with
+    /// A collective call: this member of a task job over every member of `world`
+    /// (threads of this process, processes of `smelt launch`), each to be run on a
+    /// thread of its own with [`Member::run`]. Its endpoint is
+    /// [`Endpoint::from_world`]'s; unless `cfg` sets one, it waits with
     /// [`COMM_WAIT`].
-    pub fn from_env(cfg: smelt_am::Config) -> Result<Self, TaskError> {
-        Ok(Member::new(smelt_am::process::join_from_env(
+    pub fn from_world(world: &World, cfg: smelt_am::Config) -> Result<Member, TaskError> {
+        Ok(Member::new(Endpoint::from_world(
+            world,
             State::default(),
             comm_config(cfg),
         )?))
+    }
+
+    /// `n` members over the threads of this process (each to be run on a thread of its
+    /// own): the members of a world of `n` threads ([`Member::from_world`]) made at
+    /// once, for tests and for measuring the protocol without processes.
+    pub fn threads(n: usize, cfg: smelt_am::Config) -> Result<Vec<Member>, TaskError> {
+        World::threads(n)
+            .map_err(AmError::from)?
+            .iter()
+            .map(|w| Member::from_world(w, cfg.clone()))
+            .collect()
+    }
+
+    /// Joins the process job described by the environment (`smelt launch`'s, or
+    /// `smelt_mesh::world::WorldJob::env`): [`World::from_env`], then
+    /// [`Member::from_world`].
+    pub fn from_env(cfg: smelt_am::Config) -> Result<Member, TaskError> {
+        Member::from_world(&World::from_env().map_err(AmError::from)?, cfg)
     }
 }
 
