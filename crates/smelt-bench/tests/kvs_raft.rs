@@ -1,12 +1,14 @@
 //! The Raft peer (`RaftStore`, raft-rs in memory): gets and sets, bad input, a closed
 //! store, random runs with 16 threads on 2 CPUs checked for linearizability,
-//! identical logs, retries applied once, the leader stopped mid-run.
+//! identical logs, retries applied once, the leader stopped mid-run. (Moved here from
+//! `smelt-kvs` with the baseline; the checks are the store's own tests' helpers.)
 
+#[path = "../../smelt-kvs/tests/common/mod.rs"]
 mod common;
 
 use common::check_run;
-use smelt_kvs::bench::{self, BenchConfig, Victim};
-use smelt_kvs::{KvsError, RaftStore, StoreConfig};
+use smelt_bench::kvs::{self as bench, BenchConfig, RaftStore, Victim};
+use smelt_kvs::{KvsError, StoreConfig};
 use smelt_transport::stress_scale;
 use std::time::{Duration, Instant};
 

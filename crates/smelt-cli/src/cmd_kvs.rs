@@ -416,7 +416,7 @@ pub fn run(a: KvsArgs) -> Result<()> {
             b.client_cpus = client_cpus.clone();
         }
         let mut r = if s.role == "raft" {
-            bench::run_raft(&b)
+            smelt_bench::kvs::run_raft(&b)
         } else {
             bench::run(&b)
         }

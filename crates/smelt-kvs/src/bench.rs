@@ -1,11 +1,11 @@
 //! A load generator for the store: clients loop over random gets and sets for a fixed
 //! time, every set writing a value never written before (client id and sequence
-//! number), with latencies and, if asked, the full history.
+//! number), with latencies and, if asked, the full history. It drives any store that
+//! implements [`Driven`]: the smelt store here ([`run`]), the raft-rs baseline in
+//! `smelt-bench` (`smelt_bench::kvs::run_raft`), with the same load.
 
 use crate::config::{KvsError, StoreConfig};
 use crate::history::{HistoryOp, OpKind};
-#[cfg(feature = "raft-baseline")]
-use crate::raft_store::{RaftClient, RaftStore};
 use crate::store::{Store, StoreReport};
 use crate::Client;
 use serde::Serialize;
@@ -232,32 +232,32 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
     drive(cfg, store, store_setup(&cfg.store))
 }
 
-/// [`run`] with the same store replicated by Raft instead ([`RaftStore`]: same
-/// replicas, clients, homes, keys and values, the same load); `cfg.store`'s protocol
-/// and tree do not apply, and a crash of `Victim::Acceptor` or `Victim::Leader` stops
-/// Raft's current leader.
-#[cfg(feature = "raft-baseline")]
-pub fn run_raft(cfg: &BenchConfig) -> Result<BenchResult, KvsError> {
-    validate(cfg)?;
-    let store = RaftStore::start(cfg.store.clone())?;
-    drive(cfg, store, "raft (raft-rs, in memory)".into())
-}
-
-/// A store the load generator drives (the smelt store or the Raft peer).
-trait Driven {
+/// A store the load generator drives (the smelt store, or a baseline such as the
+/// raft-rs store of `smelt-bench`).
+pub trait Driven {
+    /// Its clients.
     type C: Loader + Send;
+    /// The clients (client `c` is element `c`).
     fn take_clients(&mut self) -> Vec<Self::C>;
+    /// The replica [`Victim::Acceptor`] names.
     fn root(&self) -> usize;
+    /// The replica [`Victim::Leader`] names.
     fn leader(&self) -> usize;
+    /// Stops `replica` as a fail-stop crash.
     fn crash(&mut self, replica: usize) -> Result<(), KvsError>;
+    /// Closes the store: every replica's report.
     fn close(self) -> Result<StoreReport, KvsError>;
 }
 
 /// A client of a [`Driven`] store.
-trait Loader {
+pub trait Loader {
+    /// Its id (0-based, as in histories).
     fn id(&self) -> usize;
+    /// Attempts beyond the first so far.
     fn retries(&self) -> u64;
+    /// The value of `key`.
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, KvsError>;
+    /// Sets `key` to `value`.
     fn set(&mut self, key: &[u8], value: &[u8]) -> Result<(), KvsError>;
 }
 
@@ -298,11 +298,11 @@ macro_rules! driven {
     };
 }
 driven!(Store, Client, Store::root);
-// Raft has no acceptor: its leader orders the log.
-#[cfg(feature = "raft-baseline")]
-driven!(RaftStore, RaftClient, RaftStore::leader);
 
-fn validate(cfg: &BenchConfig) -> Result<(), KvsError> {
+/// Checks `cfg` before a store is started for it: a get ratio from 0 to 1, keys and
+/// values of at least 8 bytes, keys and clients, crashes of replicas that exist within
+/// the run.
+pub fn validate(cfg: &BenchConfig) -> Result<(), KvsError> {
     if !(0.0..=1.0).contains(&cfg.get_ratio) {
         return Err(KvsError::Config(format!(
             "get ratio {} is not between 0 and 1",
@@ -344,7 +344,9 @@ fn validate(cfg: &BenchConfig) -> Result<(), KvsError> {
     Ok(())
 }
 
-fn drive<S: Driven>(
+/// Runs `cfg`'s load on `store` (started for `cfg.store`, checked by [`validate`]) for
+/// `cfg.duration`, then closes it; `setup` names it in the result.
+pub fn drive<S: Driven>(
     cfg: &BenchConfig,
     mut store: S,
     setup: String,

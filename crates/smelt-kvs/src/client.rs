@@ -64,8 +64,8 @@ impl ClientMesh {
     }
 }
 
-/// The accessors every client (a smelt store's and the Raft peer's) has beyond
-/// `home`: `id`, `retries` and `next_request_id`, of fields `id`, `retries`, `seq`.
+/// The accessors a client has beyond `home`: `id`, `retries` and `next_request_id`, of
+/// fields `id`, `retries`, `seq`.
 macro_rules! request_accessors {
     () => {
         /// This client's id (0-based, as in histories).
@@ -84,13 +84,11 @@ macro_rules! request_accessors {
         }
     };
 }
-#[cfg(feature = "raft-baseline")]
-pub(crate) use request_accessors;
 
 /// What a client (a smelt store's or the Raft peer's) takes from the store's
 /// configuration: the longest key and value, and how long and how often it tries.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
+pub struct Limits {
     pub(crate) key_len: usize,
     pub(crate) value_len: usize,
     pub(crate) attempt_timeout: Duration,
@@ -98,7 +96,8 @@ pub(crate) struct Limits {
 }
 
 impl Limits {
-    pub(crate) fn of(cfg: &StoreConfig) -> Limits {
+    /// The limits of `cfg`'s clients.
+    pub fn of(cfg: &StoreConfig) -> Limits {
         Limits {
             key_len: cfg.key_len,
             value_len: cfg.value_len,
@@ -108,7 +107,7 @@ impl Limits {
     }
 
     /// A set's `key` and `value` (`None` for a get) within the store's lengths.
-    pub(crate) fn check(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), KvsError> {
+    pub fn check(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), KvsError> {
         if key.len() > self.key_len {
             return Err(KvsError::KeyTooLong {
                 len: key.len(),
@@ -124,8 +123,18 @@ impl Limits {
         }
     }
 
+    /// How many times an operation is tried.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// How long one attempt waits for its answer.
+    pub fn attempt_timeout(&self) -> Duration {
+        self.attempt_timeout
+    }
+
     /// Operation `op` got no answer in any attempt.
-    pub(crate) fn timed_out(&self, op: &'static str) -> KvsError {
+    pub fn timed_out(&self, op: &'static str) -> KvsError {
         KvsError::Timeout {
             op,
             attempts: self.attempts,
@@ -135,7 +144,7 @@ impl Limits {
 }
 
 /// Why a client's replica `home` cannot be reached: the store closed, or it failed.
-pub(crate) fn gone(closed: &AtomicBool, home: usize) -> KvsError {
+pub fn gone(closed: &AtomicBool, home: usize) -> KvsError {
     if closed.load(Ordering::Acquire) {
         KvsError::Closed
     } else {

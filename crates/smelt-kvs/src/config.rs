@@ -285,7 +285,7 @@ impl fmt::Debug for StoreConfig {
 impl StoreConfig {
     /// What every store (smelt's and the Raft peer) asks of the numbers of replicas
     /// and clients and of the key length.
-    pub(crate) fn check_counts(&self) -> Result<(), KvsError> {
+    pub fn check_counts(&self) -> Result<(), KvsError> {
         let (r, m) = (self.replicas, self.clients);
         if r == 0 {
             return Err(KvsError::Config(
@@ -307,7 +307,7 @@ impl StoreConfig {
     }
 
     /// `replica_cpus`, if given, names one CPU per replica.
-    pub(crate) fn check_replica_cpus(&self) -> Result<(), KvsError> {
+    pub fn check_replica_cpus(&self) -> Result<(), KvsError> {
         if let Some(c) = &self.replica_cpus {
             if c.len() != self.replicas {
                 return Err(KvsError::Config(format!(
@@ -322,7 +322,7 @@ impl StoreConfig {
 
     /// Each client's home replica: `homes`, checked, or client `c` at replica
     /// `c % replicas`.
-    pub(crate) fn client_homes(&self) -> Result<Vec<usize>, KvsError> {
+    pub fn client_homes(&self) -> Result<Vec<usize>, KvsError> {
         let (r, m) = (self.replicas, self.clients);
         match &self.homes {
             Some(h) => {

@@ -16,9 +16,8 @@ mod client;
 mod config;
 pub mod history;
 pub mod process;
-#[cfg(feature = "raft-baseline")]
-mod raft_store;
 mod replica;
+pub mod replicate;
 pub mod sim;
 mod store;
 mod wire;
@@ -26,8 +25,6 @@ mod wire;
 pub use client::Client;
 pub use config::{KvsError, ParentsChildren, Protocol, StoreConfig, TreeSpec, Veto};
 pub use process::Deployment;
-#[cfg(feature = "raft-baseline")]
-pub use raft_store::{RaftClient, RaftStore};
 pub use replica::{Applied, ReplicaReport};
 pub use store::{Store, StoreReport};
 pub use wire::Entry;

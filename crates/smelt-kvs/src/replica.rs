@@ -142,7 +142,7 @@ pub struct ReplicaReport {
 impl ReplicaReport {
     /// The report of a replica that ended without one of its own (it panicked, or its
     /// process died): nothing applied, no log, its own root.
-    pub(crate) fn without_log(replica: usize, exit: String, fault: String) -> ReplicaReport {
+    pub fn without_log(replica: usize, exit: String, fault: String) -> ReplicaReport {
         ReplicaReport {
             replica,
             delivered: 0,
@@ -165,7 +165,7 @@ impl ReplicaReport {
 
 /// Starts replica `i`'s thread, `name`, pinned to its CPU of `replica_cpus` if
 /// given: it sends the report of `run` (saying whether it was pinned) to `tx`.
-pub(crate) fn spawn_replica(
+pub fn spawn_replica(
     i: usize,
     name: String,
     replica_cpus: Option<&Vec<u32>>,
@@ -183,7 +183,7 @@ pub(crate) fn spawn_replica(
 
 /// Replica `i`'s thread could not start (`e`): waits for the `started` ones (told to
 /// stop already) and says so.
-pub(crate) fn replica_thread_failed(
+pub fn replica_thread_failed(
     i: usize,
     e: std::io::Error,
     started: Vec<Option<std::thread::JoinHandle<()>>>,
@@ -302,7 +302,7 @@ const FNV_START: u64 = 0xcbf29ce484222325;
 /// Raft peer's alike): each request's set is applied once, folded into the digest and,
 /// if kept, the log.
 #[derive(Debug)]
-pub(crate) struct StateMachine {
+pub struct StateMachine {
     pub(crate) kv: HashMap<Vec<u8>, Vec<u8>>,
     /// Per client, the last request applied (a later copy of it is skipped).
     pub(crate) last_applied: HashMap<u32, u64>,
@@ -314,7 +314,9 @@ pub(crate) struct StateMachine {
 }
 
 impl StateMachine {
-    pub(crate) fn new(keep_log: bool) -> StateMachine {
+    /// An empty store; `keep_log`: keep every applied set (see
+    /// [`StoreConfig::keep_log`](crate::StoreConfig)).
+    pub fn new(keep_log: bool) -> StateMachine {
         StateMachine {
             kv: HashMap::new(),
             last_applied: HashMap::new(),
@@ -328,7 +330,7 @@ impl StateMachine {
 
     /// Applies set `e`, ordered at `slot`, unless its request was applied already (a
     /// duplicate, counted).
-    pub(crate) fn apply(&mut self, slot: u64, e: Entry) {
+    pub fn apply(&mut self, slot: u64, e: Entry) {
         let last = self.last_applied.entry(e.client).or_insert(0);
         if *last >= e.seq {
             self.duplicates += 1;
@@ -348,6 +350,30 @@ impl StateMachine {
                 });
             }
             self.kv.insert(e.key, e.value);
+        }
+    }
+    /// The value of `key`, `None` for a key never set.
+    pub fn get(&self, key: &[u8]) -> Option<&Vec<u8>> {
+        self.kv.get(key)
+    }
+
+    /// The last request of `client` applied, if any.
+    pub fn last_applied(&self, client: u32) -> Option<u64> {
+        self.last_applied.get(&client).copied()
+    }
+
+    /// What this copy applied so far, as a [`ReplicaReport`] of replica `replica`
+    /// (the log moved out of it if kept; `delivered`, `decided`, `exit`, `fault`,
+    /// `view_changes` and `root` for the caller to fill in).
+    pub fn report(&mut self, replica: usize) -> ReplicaReport {
+        ReplicaReport {
+            applied: self.applied,
+            duplicates: self.duplicates,
+            digest: self.digest,
+            log: self.keep_log.then(|| std::mem::take(&mut self.log)),
+            keys: self.kv.len(),
+            fault: None,
+            ..ReplicaReport::without_log(replica, String::new(), String::new())
         }
     }
 }

@@ -121,7 +121,7 @@ pub struct Entry {
 
 impl Entry {
     /// Appends the encoding: client (4), request id (8), key length (1), key, value.
-    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+    pub fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.client.to_le_bytes());
         out.extend_from_slice(&self.seq.to_le_bytes());
         out.push(self.key.len() as u8);
@@ -130,7 +130,7 @@ impl Entry {
     }
 
     /// Decodes [`encode`](Entry::encode)'s bytes.
-    pub(crate) fn decode(b: &[u8]) -> Option<Entry> {
+    pub fn decode(b: &[u8]) -> Option<Entry> {
         if b.len() < 13 {
             return None;
         }

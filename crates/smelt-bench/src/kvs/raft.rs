@@ -1,4 +1,5 @@
-//! The Raft peer (issue 12): the same key-value store replicated with a well-kept
+//! The Raft peer (issue 12; moved here from `smelt-kvs`, which no longer compiles
+//! raft-rs): the same key-value store replicated with a well-kept
 //! Raft library, tikv's `raft` crate (raft-rs), the way a user of raft-rs in one
 //! process would build it: one thread per replica driving its `RawNode` over an
 //! in-memory `MemStorage` (no disk), messages between replicas and to and from
@@ -15,18 +16,17 @@
 //!   commit index; the home replica answers the gets from its own copy once it has
 //!   applied up to that index (a follower read).
 //! * Clients, their homes, key and value lengths, timeouts and errors are the smelt
-//!   store's ([`StoreConfig`], [`KvsError`]); [`RaftStore::close`] reports like
-//!   [`Store::close`](crate::Store::close) so that
-//!   [`StoreReport::check_logs`] compares what the replicas applied.
+//!   store's ([`StoreConfig`], [`KvsError`], [`smelt_kvs::replicate`]);
+//!   [`RaftStore::close`] reports like [`Store::close`](smelt_kvs::Store::close) so
+//!   that [`StoreReport::check_logs`] compares what the replicas applied.
 
-use crate::client::{self, request_accessors, Limits};
-use crate::config::{KvsError, StoreConfig};
-use crate::replica::{self, ReplicaReport, StateMachine};
-use crate::store::StoreReport;
-use crate::wire::Entry;
 use raft::eraftpb::{ConfState, EntryType, Message};
 use raft::storage::MemStorage;
 use raft::{Config, RawNode, ReadOnlyOption, StateRole, Storage as _};
+use smelt_kvs::replicate::{
+    gone, replica_thread_failed, spawn_replica, Entry, Limits, ReplicaReport, StateMachine,
+};
+use smelt_kvs::{KvsError, StoreConfig, StoreReport};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
@@ -96,14 +96,15 @@ struct Shared {
 
 /// A key-value store replicated with raft-rs: replicas as threads, and the clients
 /// to hand to the threads that use them ([`take_clients`](RaftStore::take_clients)).
-/// Built from the same [`StoreConfig`] as a [`Store`](crate::Store) (replicas,
+/// Built from the same [`StoreConfig`] as a [`Store`](smelt_kvs::Store) (replicas,
 /// clients, homes, key and value lengths, attempts, timeouts, `keep_log`,
 /// `replica_cpus`; the protocol, tree, leader, capacity, wait policy and failover
 /// fields do not apply: Raft elects its leader and always fails over while a
 /// majority lives).
 ///
 /// ```
-/// use smelt_kvs::{RaftStore, StoreConfig};
+/// use smelt_bench::kvs::RaftStore;
+/// use smelt_kvs::StoreConfig;
 /// let mut store = RaftStore::start(StoreConfig::new(3, 2)).unwrap();
 /// let mut clients = store.take_clients();
 /// let (mut a, mut b) = (clients.remove(0), clients.remove(0));
@@ -231,13 +232,13 @@ impl RaftStore {
             };
             let name = format!("smelt-raft-{i}");
             let cpus = cfg.replica_cpus.as_ref();
-            match replica::spawn_replica(i, name, cpus, rtx.clone(), run) {
+            match spawn_replica(i, name, cpus, rtx.clone(), run) {
                 Ok(h) => threads.push(Some(h)),
                 Err(e) => {
                     for tx in &inputs {
                         let _ = tx.send(Input::Crash);
                     }
-                    return Err(replica::replica_thread_failed(i, e, threads));
+                    return Err(replica_thread_failed(i, e, threads));
                 }
             }
         }
@@ -415,7 +416,7 @@ impl Drop for RaftStore {
 }
 
 /// One client of a [`RaftStore`], attached to one replica (its home), as
-/// [`Client`](crate::Client) is to a smelt store: one operation at a time, each
+/// [`Client`](smelt_kvs::Client) is to a smelt store: one operation at a time, each
 /// carrying a request id, retried with the same id after `attempt_timeout`.
 #[derive(Debug)]
 pub struct RaftClient {
@@ -442,7 +443,20 @@ impl std::fmt::Debug for Reply {
 }
 
 impl RaftClient {
-    request_accessors!();
+    /// This client's id (0-based, as in histories).
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    /// Retries made so far (attempts beyond the first).
+    pub fn retries(&self) -> u64 {
+        self.retries
+    }
+
+    /// The request id the next operation will carry.
+    pub fn next_request_id(&self) -> u64 {
+        self.seq + 1
+    }
 
     /// Index of the client's home replica.
     pub fn home(&self) -> usize {
@@ -490,7 +504,7 @@ impl RaftClient {
     }
 
     fn gone(&self) -> KvsError {
-        client::gone(&self.closed, self.home)
+        gone(&self.closed, self.home)
     }
 
     fn call(&mut self, make: impl Fn(u64) -> Input, op: &'static str) -> Result<Answer, KvsError> {
@@ -499,14 +513,14 @@ impl RaftClient {
         }
         self.seq += 1;
         let seq = self.seq;
-        for attempt in 0..self.limits.attempts {
+        for attempt in 0..self.limits.attempts() {
             if attempt > 0 {
                 self.retries += 1;
             }
             if self.to_home.send(make(seq)).is_err() {
                 return Err(self.gone());
             }
-            let deadline = Instant::now() + self.limits.attempt_timeout;
+            let deadline = Instant::now() + self.limits.attempt_timeout();
             loop {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
@@ -622,22 +636,14 @@ impl RaftReplica {
         };
         let last = self.node.store().last_index().unwrap_or(0);
         ReplicaReport {
-            replica: self.me,
             delivered: last,
             decided: self.applied_index,
-            applied: self.sm.applied,
-            duplicates: self.sm.duplicates,
-            aborted: 0,
-            digest: self.sm.digest,
-            log: self.sm.keep_log.then(|| std::mem::take(&mut self.sm.log)),
-            undecided: None,
-            keys: self.sm.kv.len(),
             exit: exit.into(),
             fault: self.fault.take(),
-            pinned: false,
             view_changes: self.leader_changes,
             // The leader it knew last.
             root: (self.leader as usize).saturating_sub(1),
+            ..self.sm.report(self.me)
         }
     }
 
@@ -652,7 +658,7 @@ impl RaftReplica {
             Input::Set { client, seq, data } => {
                 if self.closing {
                     self.reply(client, seq, Answer::Closed);
-                } else if self.sm.last_applied.get(&client).is_some_and(|&l| l >= seq) {
+                } else if self.sm.last_applied(client).is_some_and(|l| l >= seq) {
                     // A retry of a set applied already.
                     self.reply(client, seq, Answer::SetOk);
                 } else {
@@ -888,7 +894,7 @@ impl RaftReplica {
         self.ready_reads = later;
         for (_, gets) in now {
             for g in gets {
-                let v = self.sm.kv.get(&g.key).cloned();
+                let v = self.sm.get(&g.key).cloned();
                 self.reply(g.client, g.seq, Answer::Got(v));
             }
         }

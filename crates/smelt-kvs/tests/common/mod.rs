@@ -1,6 +1,6 @@
-//! Helpers shared by the store tests (`store.rs`, `raft.rs`, `processes.rs`): the
-//! checks on a run's logs and history, random and retrying benchmark runs, and a run
-//! of clients while replicas crash.
+//! Helpers shared by the store tests (`store.rs`, `processes.rs`, and smelt-bench's
+//! `kvs_raft.rs`): the checks on a run's logs and history, random and retrying
+//! benchmark runs, and a run of clients while replicas crash.
 
 #![allow(dead_code)] // each test file uses a part
 
