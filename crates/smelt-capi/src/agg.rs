@@ -87,68 +87,124 @@ pub extern "C" fn smelt_agg_threads(
                 format!("{processes} processes of {workers} workers (1 to 4096 workers in all)"),
             );
         }
-        let scheme = match scheme {
-            SMELT_AGG_WW => Scheme::WW,
-            SMELT_AGG_WPS => Scheme::WPs,
-            SMELT_AGG_WSP => Scheme::WsP,
-            SMELT_AGG_PP => Scheme::PP,
-            SMELT_AGG_NONE => Scheme::Direct,
-            s => return err(SMELT_ERR_INVALID_ARGUMENT, format!("unknown scheme {s}")),
-        };
         let total = processes * workers;
-        let us: Vec<usize> = if users.is_null() {
-            vec![0; total]
-        } else {
-            slice(users, total, "users")?
-                .iter()
-                .map(|p| p.addr())
-                .collect()
-        };
-        let mut cfg = AggConfig::new(scheme, item_size).flush(FlushPolicy {
-            idle: idle_flush != 0,
-            timeout: (timeout_us > 0).then(|| Duration::from_micros(timeout_us)),
-        });
-        if buffer_items != 0 {
-            cfg = cfg.buffer_items(buffer_items);
+        let us = users_of(users, total)?;
+        let cfg = config(scheme, item_size, buffer_items, idle_flush, timeout_us)?;
+        let all = smelt_agg::threads(processes, workers, cfg, |w| User(us[w]), c_handler(f))
+            .map_err(agg_error)?;
+        let objs = all
+            .into_iter()
+            .map(|w| Object::AggWorker(Box::new(w)))
+            .collect();
+        crate::world::insert_all(objs, Kind::AggWorker, out_workers, "workers")
+    })
+}
+
+/// The user pointers of `total` workers (all NULL when `users` is NULL).
+fn users_of(users: *const *mut c_void, total: usize) -> Res<Vec<usize>> {
+    Ok(if users.is_null() {
+        vec![0; total]
+    } else {
+        slice(users, total, "users")?
+            .iter()
+            .map(|p| p.addr())
+            .collect()
+    })
+}
+
+/// The aggregator's configuration from the C arguments.
+fn config(
+    scheme: c_int,
+    item_size: usize,
+    buffer_items: usize,
+    idle_flush: c_int,
+    timeout_us: u64,
+) -> Res<AggConfig> {
+    let scheme = match scheme {
+        SMELT_AGG_WW => Scheme::WW,
+        SMELT_AGG_WPS => Scheme::WPs,
+        SMELT_AGG_WSP => Scheme::WsP,
+        SMELT_AGG_PP => Scheme::PP,
+        SMELT_AGG_NONE => Scheme::Direct,
+        s => return err(SMELT_ERR_INVALID_ARGUMENT, format!("unknown scheme {s}")),
+    };
+    let mut cfg = AggConfig::new(scheme, item_size).flush(FlushPolicy {
+        idle: idle_flush != 0,
+        timeout: (timeout_us > 0).then(|| Duration::from_micros(timeout_us)),
+    });
+    if buffer_items != 0 {
+        cfg = cfg.buffer_items(buffer_items);
+    }
+    Ok(cfg)
+}
+
+/// The C handler as the aggregator's item handler.
+fn c_handler(
+    f: extern "C" fn(user: *mut c_void, me: usize, item: *const c_void, size: usize),
+) -> impl Fn(&mut User, &[u8], &mut smelt_agg::Out<'_>) + Send + Sync + 'static {
+    move |u: &mut User, item: &[u8], o| {
+        // The C handler registered through smelt.h, on the worker's thread; the item
+        // is valid for the call.
+        f(
+            std::ptr::without_provenance_mut(u.0),
+            o.me(),
+            item.as_ptr().cast(),
+            item.len(),
+        )
+    }
+}
+
+/// A collective call: this member's `workers` workers of an aggregator over every
+/// member of `world` (worker `w` of the job is worker `w % workers` of member
+/// `w / workers`), in `out_workers[0..workers]`; the other arguments as
+/// `smelt_agg_threads`'s (`users[i]`: this member's worker `i`'s pointer).
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn smelt_world_agg(
+    world: *mut crate::smelt_world,
+    workers: usize,
+    scheme: c_int,
+    item_size: usize,
+    buffer_items: usize,
+    idle_flush: c_int,
+    timeout_us: u64,
+    h: smelt_agg_handler,
+    users: *const *mut c_void,
+    out_workers: *mut *mut smelt_agg_worker,
+) -> smelt_status {
+    guard(|| {
+        let w = crate::world::world_of(world)?;
+        if out_workers.is_null() {
+            return err(SMELT_ERR_INVALID_ARGUMENT, "workers is NULL");
         }
-        let all = smelt_agg::threads(
-            processes,
+        let Some(f) = h else {
+            return err(SMELT_ERR_INVALID_ARGUMENT, "the handler is NULL");
+        };
+        if workers == 0 || w.size().saturating_mul(workers) > 4096 {
+            return err(
+                SMELT_ERR_INVALID_ARGUMENT,
+                format!(
+                    "{} members of {workers} workers (1 to 4096 workers in all)",
+                    w.size()
+                ),
+            );
+        }
+        let us = users_of(users, workers)?;
+        let cfg = config(scheme, item_size, buffer_items, idle_flush, timeout_us)?;
+        let first = w.rank().index() * workers;
+        let all = smelt_agg::from_world(
+            &w,
             workers,
             cfg,
-            |w| User(us[w]),
-            move |u: &mut User, item: &[u8], o| {
-                // The C handler registered through smelt.h, on the worker's thread;
-                // the item is valid for the call.
-                f(
-                    std::ptr::without_provenance_mut(u.0),
-                    o.me(),
-                    item.as_ptr().cast(),
-                    item.len(),
-                )
-            },
+            |i| User(us.get(i.wrapping_sub(first)).copied().unwrap_or(0)),
+            c_handler(f),
         )
         .map_err(agg_error)?;
-        let mut made: Vec<usize> = Vec::with_capacity(total);
-        for w in all {
-            match handle::insert(Object::AggWorker(Box::new(w))) {
-                Ok(h) => made.push(h),
-                Err(e) => {
-                    for h in made {
-                        let _ =
-                            handle::remove(h, Kind::AggWorker, "worker", Wait::Block, |_| Ok(()));
-                    }
-                    return Err(e);
-                }
-            }
-        }
-        for (i, h) in made.into_iter().enumerate() {
-            out(
-                out_workers.wrapping_add(i),
-                std::ptr::without_provenance_mut(h),
-                "workers",
-            )?;
-        }
-        Ok(())
+        let objs = all
+            .into_iter()
+            .map(|w| Object::AggWorker(Box::new(w)))
+            .collect();
+        crate::world::insert_all(objs, Kind::AggWorker, out_workers, "workers")
     })
 }
 

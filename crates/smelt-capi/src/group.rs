@@ -154,7 +154,7 @@ impl GroupInner {
     /// The minimal group of a member that joined a job of processes (smelt_job_join):
     /// no idle members (the process holds its only one), no handle of its own, not
     /// pinned by the library (`smelt launch` pins the process).
-    fn for_job(size: usize) -> GroupInner {
+    pub(crate) fn for_job(size: usize) -> GroupInner {
         GroupInner {
             members: Mutex::new(Members {
                 idle: Vec::new(),
@@ -197,13 +197,15 @@ pub struct smelt_member {
 
 /// Where a member handle comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Origin {
+pub(crate) enum Origin {
     /// smelt_group_run: expires when the body returns; not released by the caller.
     Run,
     /// smelt_group_attach: released with smelt_member_detach.
     Attach,
     /// smelt_job_join: released with smelt_job_leave.
     Job,
+    /// smelt_world_collectives: released with smelt_member_free.
+    World,
 }
 
 impl Origin {
@@ -213,11 +215,13 @@ impl Origin {
             Origin::Run => "it is released when its smelt_group_run body returns",
             Origin::Attach => "release it with smelt_member_detach",
             Origin::Job => "release it with smelt_job_leave",
+            Origin::World => "release it with smelt_member_free",
         };
         let from = match self {
             Origin::Run => "smelt_group_run",
             Origin::Attach => "smelt_group_attach",
             Origin::Job => "smelt_job_join",
+            Origin::World => "smelt_world_collectives",
         };
         err(
             SMELT_ERR_INVALID_ARGUMENT,
@@ -239,7 +243,7 @@ pub(crate) struct MemberState {
 }
 
 impl MemberState {
-    fn new(member: Member, inner: Arc<GroupInner>, origin: Origin) -> MemberState {
+    pub(crate) fn new(member: Member, inner: Arc<GroupInner>, origin: Origin) -> MemberState {
         MemberState {
             member,
             inner,
@@ -277,7 +281,7 @@ fn group_of(p: *const smelt_group) -> Res<Arc<GroupInner>> {
     })
 }
 
-fn group_err_code(e: &GroupError) -> smelt_status {
+pub(crate) fn group_err_code(e: &GroupError) -> smelt_status {
     match e {
         GroupError::Timeout { .. } => SMELT_ERR_TIMEOUT,
         _ => SMELT_ERR_RUNTIME,
@@ -558,6 +562,18 @@ pub extern "C" fn smelt_job_leave(member: *mut smelt_member) -> smelt_status {
         // The member leaves the job when the object drops here (outside the handle
         // table's locks).
         drop(release_member(member, Origin::Job, "smelt_job_leave")?);
+        Ok(())
+    })
+}
+
+/// Releases a member made by smelt_world_collectives (NULL is ignored); the handle
+/// is invalid afterwards. Free it after the member's last collective (a member that
+/// is gone fails its peers' later collectives, as after smelt_job_leave).
+#[no_mangle]
+pub extern "C" fn smelt_member_free(member: *mut smelt_member) -> smelt_status {
+    guard(|| {
+        // The member is dropped here, outside the handle table's locks.
+        drop(release_member(member, Origin::World, "smelt_member_free")?);
         Ok(())
     })
 }

@@ -41,6 +41,7 @@ pub(crate) enum Kind {
     Offload = 9,
     Global = 10,
     AggWorker = 11,
+    World = 12,
 }
 
 impl Kind {
@@ -56,6 +57,7 @@ impl Kind {
             9 => Kind::Offload,
             10 => Kind::Global,
             11 => Kind::AggWorker,
+            12 => Kind::World,
             _ => return None,
         })
     }
@@ -72,6 +74,7 @@ impl Kind {
             Kind::Offload => "offload pool",
             Kind::Global => "global array",
             Kind::AggWorker => "aggregation worker",
+            Kind::World => "world",
         }
     }
 }
@@ -88,6 +91,7 @@ pub(crate) enum Object {
     Offload(Arc<crate::offload::OffloadObj>),
     Global(Arc<crate::global::GlobalObj>),
     AggWorker(Box<crate::agg::AggWorker>),
+    World(Arc<smelt_runtime::World>),
 }
 
 impl Object {
@@ -103,6 +107,7 @@ impl Object {
             Object::Offload(_) => Kind::Offload,
             Object::Global(_) => Kind::Global,
             Object::AggWorker(_) => Kind::AggWorker,
+            Object::World(_) => Kind::World,
         }
     }
 }
@@ -253,7 +258,9 @@ fn find(h: usize, kind: Kind, what: &str) -> Res<(&'static Slot, u32)> {
 
 fn stale(kind: Kind, what: &str) -> Error {
     let how = match kind {
-        Kind::Member => "already detached, or its smelt_group_run body returned",
+        Kind::Member => {
+            "already released (detached, left or freed), or its smelt_group_run body returned"
+        }
         Kind::Kvs => "already closed",
         Kind::KvsClient => "its store was closed",
         Kind::Model
@@ -261,7 +268,8 @@ fn stale(kind: Kind, what: &str) -> Error {
         | Kind::Group
         | Kind::AmEndpoint
         | Kind::Global
-        | Kind::AggWorker => "already freed",
+        | Kind::AggWorker
+        | Kind::World => "already freed",
         Kind::Offload => "already stopped",
     };
     Error(

@@ -31,6 +31,7 @@ mod handle;
 mod kvs;
 mod offload;
 mod tasks;
+mod world;
 
 use ::smelt_model::{Model, ModelError};
 use ::smelt_tree::{Payload, Topology, Tree};
@@ -47,6 +48,7 @@ pub use group::*;
 pub use kvs::*;
 pub use offload::*;
 pub use tasks::*;
+pub use world::*;
 
 /// Status codes of every function (see `smelt.h`).
 pub type smelt_status = c_int;
@@ -356,42 +358,15 @@ pub extern "C" fn smelt_tree_build(
 ) -> smelt_status {
     guard(|| {
         let model = model_of(model)?;
-        let m = &*model;
         let algo = if algo.is_null() {
             "auto"
         } else {
             cstr(algo, "algo")?
         };
-        let topo: Topology = algo
-            .parse()
-            .map_err(|e: String| Error(SMELT_ERR_INVALID_ARGUMENT, e))?;
         let list = slice(cpus, ncpus, "cpus")?;
-        let list: Vec<u32> = if list.is_empty() {
-            m.cpus.clone()
-        } else {
-            list.to_vec()
-        };
-        let pos = m
-            .positions(&list)
-            .map_err(|e| Error(SMELT_ERR_TREE, e.to_string()))?;
-        let mut uniq = pos.clone();
-        uniq.sort_unstable();
-        uniq.dedup();
-        if uniq.len() != pos.len() {
-            return err(SMELT_ERR_TREE, "a CPU is listed twice");
-        }
-        let root_pos = match root {
+        let root = match root {
             -1 => None,
-            r if r >= 0 && r <= u32::MAX as i64 => {
-                let r = r as u32;
-                if !list.contains(&r) {
-                    return err(
-                        SMELT_ERR_TREE,
-                        format!("the root CPU {r} is not one of the tree's CPUs"),
-                    );
-                }
-                m.position(r)
-            }
+            r if r >= 0 && r <= u32::MAX as i64 => Some(r as u32),
             r => {
                 return err(
                     SMELT_ERR_INVALID_ARGUMENT,
@@ -399,25 +374,64 @@ pub extern "C" fn smelt_tree_build(
                 )
             }
         };
-        let t = topo
-            .generate(m, &pos, root_pos)
-            .map_err(|e| Error(SMELT_ERR_TREE, e.to_string()))?;
-        let algorithms = if topo == Topology::Auto {
-            let (table, _refused) = ::smelt_tree::tuning::AlgorithmTable::auto(m, &pos)
-                .map_err(|e| Error(SMELT_ERR_TREE, e))?;
-            Some(Arc::new(table))
-        } else {
-            None
-        };
-        new_handle(
-            tree,
-            Object::Tree(Arc::new(TreeObj {
-                tree: t,
-                model,
-                algorithms,
-            })),
-            "tree",
-        )
+        let t = build_tree(model, algo, list, root)?;
+        new_handle(tree, Object::Tree(Arc::new(t)), "tree")
+    })
+}
+
+/// A tree with algorithm `algo` (a `smelt tree --algo` name, or "auto") over the OS
+/// CPU ids `list` (all of the model's when empty), in that order, rooted at CPU
+/// `root` (None: the cheapest root); for `auto`, with its algorithm table.
+pub(crate) fn build_tree(
+    model: Arc<Model>,
+    algo: &str,
+    list: &[u32],
+    root: Option<u32>,
+) -> Res<TreeObj> {
+    let m = &*model;
+    let topo: Topology = algo
+        .parse()
+        .map_err(|e: String| Error(SMELT_ERR_INVALID_ARGUMENT, e))?;
+    let list: Vec<u32> = if list.is_empty() {
+        m.cpus.clone()
+    } else {
+        list.to_vec()
+    };
+    let pos = m
+        .positions(&list)
+        .map_err(|e| Error(SMELT_ERR_TREE, e.to_string()))?;
+    let mut uniq = pos.clone();
+    uniq.sort_unstable();
+    uniq.dedup();
+    if uniq.len() != pos.len() {
+        return err(SMELT_ERR_TREE, "a CPU is listed twice");
+    }
+    let root_pos = match root {
+        None => None,
+        Some(r) => {
+            if !list.contains(&r) {
+                return err(
+                    SMELT_ERR_TREE,
+                    format!("the root CPU {r} is not one of the tree's CPUs"),
+                );
+            }
+            m.position(r)
+        }
+    };
+    let t = topo
+        .generate(m, &pos, root_pos)
+        .map_err(|e| Error(SMELT_ERR_TREE, e.to_string()))?;
+    let algorithms = if topo == Topology::Auto {
+        let (table, _refused) = ::smelt_tree::tuning::AlgorithmTable::auto(m, &pos)
+            .map_err(|e| Error(SMELT_ERR_TREE, e))?;
+        Some(Arc::new(table))
+    } else {
+        None
+    };
+    Ok(TreeObj {
+        tree: t,
+        model,
+        algorithms,
     })
 }
 
