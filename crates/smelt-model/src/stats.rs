@@ -33,17 +33,13 @@ impl MinMedMax {
     }
 }
 
-/// The median of `v`, the mean of the two middle values for an even count. Sorts
-/// `v` (NaN last, see [`f64::total_cmp`]). Panics when `v` is empty.
+/// The median of `v`, the mean of the two middle values for an even count
+/// ([`smelt_ids::stats::median_sorted`], the workspace's one median). Sorts `v` (NaN
+/// last, see [`f64::total_cmp`]). Panics when `v` is empty.
 pub fn median(v: &mut [f64]) -> f64 {
     assert!(!v.is_empty(), "the median of no value");
     v.sort_by(f64::total_cmp);
-    let k = v.len();
-    if k % 2 == 1 {
-        v[k / 2]
-    } else {
-        (v[k / 2 - 1] + v[k / 2]) / 2.0
-    }
+    smelt_ids::stats::median_sorted(v)
 }
 
 /// Costs of the ordered CPU pairs whose innermost shared group is at one level.

@@ -6,6 +6,7 @@
 //!
 //! `cargo run --release -p smelt-runtime --example nontree [-- 2,4,8,16]`
 
+use smelt_ids::stats::median;
 use smelt_runtime::measure::{back_to_back_member_with, measure_back_to_back_with, MeasureConfig};
 use smelt_runtime::{GroupConfig, Pinning};
 use smelt_tree::tuning::AlgorithmTable;
@@ -25,11 +26,6 @@ fn tree(n: usize, t: Topology) -> Tree {
     let mut t = c.tree(0, ch);
     t.members = smelt_ids::CpuId::list(ids);
     t
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn main() {
@@ -87,7 +83,7 @@ fn main() {
                     r.push(m.stats.median);
                 }
             }
-            let (a, b) = (median(res[0].clone()), median(res[1].clone()));
+            let (a, b) = (median(&res[0]), median(&res[1]));
             println!(
                 "{n:>3} {op:<10} {bytes:>8} {a:>12.1} {b:>12.1} {:>10.2}",
                 a / b

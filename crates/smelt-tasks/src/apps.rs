@@ -2,6 +2,7 @@
 //! search (UTS, T1-like geometric tree) and cilksort (parallel merge sort).
 
 use crate::join;
+use smelt_ids::rng::{finalize, mix};
 
 /// Fibonacci by plain recursion (the sequential baseline).
 pub fn fib_seq(n: u32) -> u64 {
@@ -50,16 +51,10 @@ impl Uts {
         }
     }
 
-    pub(crate) fn mix(mut z: u64) -> u64 {
-        // splitmix64's finaliser
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// The state of child `i` of a node.
+    /// The state of child `i` of a node (SplitMix64's output function, the
+    /// workspace's one: [`smelt_ids::rng`]).
     pub fn child(state: u64, i: u64) -> u64 {
-        Self::mix(state ^ Self::mix(i.wrapping_add(0x9e37_79b9_7f4a_7c15)))
+        finalize(state ^ mix(i))
     }
 
     /// The number of children of a node at `depth` with `state`.
@@ -68,14 +63,14 @@ impl Uts {
             return 0;
         }
         // Geometric with mean b: P(k) = p (1-p)^k, p = 1 / (1 + b).
-        let u = ((Self::mix(state) >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+        let u = ((finalize(state) >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
         let p = 1.0 / (1.0 + self.branching);
         ((u.ln() / (1.0 - p).ln()).floor() as u64).min(1 << 20)
     }
 
     /// The root's state.
     pub fn root_state(&self) -> u64 {
-        Self::mix(self.seed)
+        finalize(self.seed)
     }
 
     /// Nodes of the tree, counted sequentially.
@@ -188,7 +183,7 @@ pub fn merge_seq(a: &[u64], b: &[u64], out: &mut [u64]) {
 /// `n` pseudo-random keys from `seed` (the input of the cilksort benchmark).
 pub fn random_keys(n: usize, seed: u64) -> Vec<u64> {
     (0..n as u64)
-        .map(|i| Uts::mix(seed ^ Uts::mix(i)))
+        .map(|i| finalize(seed ^ finalize(i)))
         .collect()
 }
 

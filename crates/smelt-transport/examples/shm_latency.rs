@@ -4,6 +4,7 @@
 //!
 //! `cargo run --release -p smelt-transport --example shm_latency [ROUND_TRIPS] [TRIALS]`
 
+use smelt_ids::stats::median;
 use smelt_transport::shm::{RingSpec, ShmJob, ShmMember};
 use smelt_transport::{pin_current_thread, queuepair, Consumer, Producer};
 use std::time::{Duration, Instant};
@@ -26,11 +27,6 @@ fn pong(tx: &mut Producer, rx: &mut Consumer, n: u64) {
         let w = rx.recv_word().unwrap();
         tx.send_word(w).unwrap();
     }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 fn main() {
@@ -77,7 +73,7 @@ fn main() {
         assert!(child.wait().unwrap().success());
         std::thread::sleep(Duration::from_millis(10));
     }
-    let (t, p) = (median(threads.clone()), median(procs.clone()));
+    let (t, p) = (median(&threads), median(&procs));
     println!(
         "one-way queuepair latency, CPUs {c0} <-> {c1}, {n} round trips x {trials} trials (median)"
     );

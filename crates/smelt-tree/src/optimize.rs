@@ -11,6 +11,7 @@
 use crate::costs::Costs;
 use crate::sim::{self, Op, Payload};
 use crate::topology::{adaptive, shuffle, sort_sends, subtree_mask, Topology};
+use smelt_ids::rng::SplitMix64;
 
 /// Knobs of the search.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,18 +33,12 @@ impl Default for Options {
     }
 }
 
-/// SplitMix64: small, fast, deterministic.
-struct Rng(u64);
+/// The workspace's one seeded RNG (SplitMix64: small, fast, deterministic), with a
+/// `usize` range.
+struct Rng(SplitMix64);
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        self.0.below(n as u64) as usize
     }
 }
 
@@ -215,7 +210,9 @@ pub fn optimized_for(c: &Costs, root: usize, op: Op, opts: &Options) -> Vec<Vec<
             best_score = sc;
         }
     }
-    let mut rng = Rng(opts.seed ^ (n as u64).wrapping_mul(0x100_0000_01b3) ^ root as u64);
+    let mut rng = Rng(SplitMix64::new(
+        opts.seed ^ (n as u64).wrapping_mul(0x100_0000_01b3) ^ root as u64,
+    ));
     let mut cur = best.clone();
     let mut cur_score = best_score;
     // Give up after a long stretch without a new best tree.

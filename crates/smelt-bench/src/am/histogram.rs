@@ -97,13 +97,11 @@ pub fn state(o: &Opts, n: usize, me: usize) -> State {
 /// The `k`-th bin endpoint `who` increments (splitmix64 of the seed, the endpoint and
 /// `k`).
 pub fn bin(o: &Opts, who: usize, k: u64) -> u64 {
-    let mut z = o
+    let z = o
         .seed
         .wrapping_add((who as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
         .wrapping_add(k.wrapping_mul(0xBF58_476D_1CE4_E5B9));
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)) % o.bins
+    smelt_ids::rng::finalize(z) % o.bins
 }
 
 /// Registers the histogram's handlers.

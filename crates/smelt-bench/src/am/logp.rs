@@ -26,6 +26,7 @@
 //! One endpoint runs [`measure`], its peer [`respond`]; both [`register`] first.
 
 use smelt_am::{AmError, Endpoint};
+use smelt_ids::stats::median;
 use smelt_transport::Link;
 use std::time::{Duration, Instant};
 
@@ -156,11 +157,6 @@ pub fn respond<L: Link + 'static>(
     ep.run_until(timeout, |s| s.stop)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// o_r: the time per message of the polls that run the handlers of `o.burst` replies
 /// already queued (see the module's documentation); NaN if no burst could be timed
 /// whole.
@@ -231,7 +227,7 @@ fn receive_overhead<L: Link + 'static>(
     Ok(if o_r.is_empty() {
         f64::NAN
     } else {
-        median(o_r)
+        median(&o_r)
     })
 }
 
@@ -261,7 +257,7 @@ pub fn measure<L: Link + 'static>(
         }
         rtt.push(start.elapsed().as_nanos() as f64 / o.rounds as f64);
     }
-    let rtt = median(rtt);
+    let rtt = median(&rtt);
     let mut o_s = Vec::new();
     for _ in 0..samples {
         let mut total = 0.0;
@@ -276,7 +272,7 @@ pub fn measure<L: Link + 'static>(
         }
         o_s.push(total / (reps * o.burst.max(1)) as f64);
     }
-    let o_s = median(o_s);
+    let o_s = median(&o_s);
     let mut g = Vec::new();
     for _ in 0..samples {
         let start = Instant::now();
@@ -286,7 +282,7 @@ pub fn measure<L: Link + 'static>(
         ep.quiesce(t)?;
         g.push(start.elapsed().as_nanos() as f64 / o.stream.max(1) as f64);
     }
-    let g = median(g);
+    let g = median(&g);
     let o_r = receive_overhead(ep, peer, o, rtt, g)?;
     let data = vec![0x5au8; o.bulk.max(1)];
     let mut big_g = Vec::new();
@@ -298,7 +294,7 @@ pub fn measure<L: Link + 'static>(
         ep.quiesce(t)?;
         big_g.push(start.elapsed().as_nanos() as f64 / (o.bulk_count.max(1) * data.len()) as f64);
     }
-    let big_g = median(big_g);
+    let big_g = median(&big_g);
     ep.request(peer, STOP, &[])?;
     ep.quiesce(t)?;
     Ok(LogP {

@@ -216,12 +216,11 @@ fn transport(mpi: &Mpi) -> String {
 }
 
 fn mix(a: usize, b: usize, k: u64) -> u64 {
-    let mut z = (a as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ (b as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9)
-        ^ k.wrapping_mul(0x94D0_49BB_1331_11EB);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    smelt_ids::rng::finalize(
+        (a as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ (b as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9)
+            ^ k.wrapping_mul(0x94D0_49BB_1331_11EB),
+    )
 }
 
 fn data_len(k: u64) -> usize {

@@ -299,11 +299,6 @@ fn steal(w: &World) -> Result<(), GlobalError> {
     Ok(())
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 fn bench(w: &World, quick: bool) -> Result<(), GlobalError> {
     let (rounds, samples) = if quick { (500, 5) } else { (5000, 11) };
     let n = w.size();
@@ -334,7 +329,7 @@ fn bench(w: &World, quick: bool) -> Result<(), GlobalError> {
         }
         // The other ranks serve MPI (passive target progress) at this barrier.
         a.barrier()?;
-        Ok((!times.is_empty()).then(|| median(times)))
+        Ok((!times.is_empty()).then(|| smelt_ids::stats::median(&times)))
     };
     let get_remote = row(&a, other)?;
     let get_node = row(&a, same)?;
