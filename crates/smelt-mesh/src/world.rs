@@ -92,6 +92,14 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+// Worlds of MPI ranks: `World::from_mpi` (FFI: `unsafe`, each block with its reason).
+#[cfg(feature = "mpi")]
+#[allow(unsafe_code)]
+#[path = "world_mpi.rs"]
+mod mpi;
+#[cfg(feature = "mpi")]
+pub use mpi::{MpiWorld, DEFAULT_TIMEOUT as MPI_TIMEOUT};
+
 /// Environment variable: the world segment's path.
 pub const ENV_JOB: &str = smelt_settings::JOB;
 /// Environment variable: the job's key (32 hex digits).
@@ -154,7 +162,7 @@ pub enum WorldError {
 /// Where the machine model of a world comes from, as the launcher said (the mesh
 /// layer does not read models; `smelt_model` resolves it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ModelSource {
+pub enum ModelRef {
     /// A model file.
     Path(PathBuf),
     /// A model as JSON text.
@@ -168,6 +176,9 @@ pub enum WorldKind {
     Threads,
     /// Processes of one host sharing a segment (`smelt launch`, or by hand).
     Processes,
+    /// MPI ranks (`World::from_mpi`, the `mpi` feature): the members of a node share
+    /// a segment, members on other nodes are reached over MPI.
+    Mpi,
 }
 
 /// What every member knows about the world (in a process job, the segment's blob).
@@ -176,7 +187,7 @@ struct Description {
     size: usize,
     cpus: Vec<Option<u32>>,
     nodes: Vec<usize>,
-    model: Option<ModelSource>,
+    model: Option<ModelRef>,
     attributes: BTreeMap<String, String>,
 }
 
@@ -233,6 +244,16 @@ impl WorldBuilder {
         self
     }
 
+    /// As [`cpus`](Self::cpus), unless `cpus` was called already (a launcher's own
+    /// placement wins over a library's default).
+    pub fn default_cpus(self, cpus: &[CpuId]) -> WorldBuilder {
+        if self.desc.cpus.iter().any(Option::is_some) {
+            self
+        } else {
+            self.cpus(cpus)
+        }
+    }
+
     /// Member `r` is on node `nodes[r]` (members of one node share memory).
     pub fn nodes(mut self, nodes: &[usize]) -> WorldBuilder {
         self.desc.nodes = nodes.to_vec();
@@ -240,7 +261,7 @@ impl WorldBuilder {
     }
 
     /// Where the members find the machine model.
-    pub fn model(mut self, source: ModelSource) -> WorldBuilder {
+    pub fn model(mut self, source: ModelRef) -> WorldBuilder {
         self.desc.model = Some(source);
         self
     }
@@ -392,6 +413,10 @@ pub struct World {
     backend: Backend,
     made: Mutex<Made>,
     wait: WaitPolicy,
+    /// A world of MPI ranks: its communicators and nodes (`Backend::Shm` is then the
+    /// node's segment).
+    #[cfg(feature = "mpi")]
+    mpi: Option<Arc<mpi::MpiWorld>>,
 }
 
 impl std::fmt::Debug for World {
@@ -502,7 +527,19 @@ impl World {
             backend,
             made: Mutex::new(Made::default()),
             wait,
+            #[cfg(feature = "mpi")]
+            mpi: None,
         }
+    }
+
+    /// Member `peer`'s index in this member's segment: its rank, except in a world of
+    /// MPI ranks (its place on its node; a member of another node is an error).
+    fn member_index(&self, peer: Rank) -> Result<u32, WorldError> {
+        #[cfg(feature = "mpi")]
+        if let Some(m) = &self.mpi {
+            return m.member_index(self.rank, peer);
+        }
+        Ok(peer.index() as u32)
     }
 
     /// A world of `n` threads of this process, unpinned: one `World` per rank (see
@@ -659,6 +696,10 @@ impl World {
 
     /// How the members were started.
     pub fn kind(&self) -> WorldKind {
+        #[cfg(feature = "mpi")]
+        if self.mpi.is_some() {
+            return WorldKind::Mpi;
+        }
         match self.backend {
             Backend::Threads(_) => WorldKind::Threads,
             Backend::Shm(_) => WorldKind::Processes,
@@ -701,7 +742,7 @@ impl World {
     }
 
     /// Where the launcher said the machine model is (None: the default model).
-    pub fn model(&self) -> Option<&ModelSource> {
+    pub fn model(&self) -> Option<&ModelRef> {
         self.desc.model.as_ref()
     }
 
@@ -899,7 +940,7 @@ impl World {
                         let mut ep = shm.arena_link(
                             base + i as u64 * each,
                             capacity,
-                            peer.index() as u32,
+                            self.member_index(peer)?,
                             abort.clone(),
                         )?;
                         ep.set_wait_policy(wait);
@@ -925,6 +966,11 @@ impl World {
         };
         pairs.sort_unstable();
         pairs.dedup();
+        #[cfg(feature = "mpi")]
+        if let (Some(m), None) = (&self.mpi, &spec.pairs) {
+            // An MPI world's members share memory with their node's members only.
+            pairs.retain(|&(a, b)| m.same_node(a, b));
+        }
         let wait = spec.wait.unwrap_or(self.wait);
         match &self.backend {
             Backend::Threads(_) => {
@@ -948,14 +994,14 @@ impl World {
                 let abort = Abort::new();
                 let eps =
                     self.queuepairs(&pairs, spec.capacity, Some(wait), Some(abort.clone()))?;
-                let links = pairs
-                    .iter()
-                    .zip(eps)
-                    .filter_map(|(&(a, b), ep)| {
+                let mut links = Vec::new();
+                for (&(a, b), ep) in pairs.iter().zip(eps) {
+                    if let Some(ep) = ep {
                         let peer = if a == self.rank { b } else { a };
-                        ep.map(|ep| (peer, WorldLink::watched(ep, shm.clone(), peer)))
-                    })
-                    .collect();
+                        let index = Rank(self.member_index(peer)? as usize);
+                        links.push((peer, WorldLink::watched(ep, shm.clone(), index)));
+                    }
+                }
                 Ok(Mesh::with_links(self.rank, n, links, Some(abort), wait)?)
             }
         }

@@ -91,7 +91,7 @@ fn builder_gives_cpus_nodes_model_and_attributes() {
     let ws = WorldBuilder::new(4)
         .cpus(&cpus)
         .nodes(&[0, 0, 1, 1])
-        .model(smelt_mesh::world::ModelSource::Path("m.json".into()))
+        .model(smelt_mesh::world::ModelRef::Path("m.json".into()))
         .attribute("tree", "flat")
         .threads()
         .unwrap();
@@ -101,7 +101,7 @@ fn builder_gives_cpus_nodes_model_and_attributes() {
     assert_eq!(ws[1].attribute("tree"), Some("flat"));
     assert_eq!(
         ws[1].model(),
-        Some(&smelt_mesh::world::ModelSource::Path("m.json".into()))
+        Some(&smelt_mesh::world::ModelRef::Path("m.json".into()))
     );
     assert!(matches!(
         WorldBuilder::new(3).cpus(&cpus).threads(),

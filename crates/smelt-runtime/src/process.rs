@@ -186,7 +186,8 @@ impl Job {
 
     /// As [`create`](Self::create) (`guarded`: as
     /// [`create_guarded`](Self::create_guarded)), in the world `world` describes (its
-    /// model source, nodes and attributes; its CPUs are the first tree's).
+    /// model source, nodes and attributes; its CPUs, unless it gives some, are the
+    /// first tree's).
     pub fn create_in(
         world: WorldBuilder,
         trees: &[Tree],
@@ -202,7 +203,7 @@ impl Job {
             )));
         }
         let world = world
-            .cpus(&cpus)
+            .default_cpus(&cpus)
             .attribute(GROUP_ATTRIBUTE, &group_blob(trees, cfg))
             .create_job(guarded)
             .map_err(job_error)?;

@@ -1,4 +1,5 @@
-//! Tree collectives from a [`World`]: [`Member::from_world`].
+//! Tree collectives from a [`World`]: [`Member::from_world`]. (This module also
+//! re-exports everything of [`smelt_mesh::world`].)
 //!
 //! A collective call on the world (every member calls it, in the same order as every
 //! other service it makes from the world): member `r` of the group is member `r` of
@@ -9,10 +10,11 @@
 //! world's segment, and share the job's failure record and abort flag, so a member
 //! that fails or dies fails every member's collectives instead of hanging them.
 
+pub use smelt_mesh::world::*;
+
 use crate::group::{check_trees, ranks_of, tree_edges, GroupShared};
 use crate::{Group, GroupConfig, GroupError, Member};
 use smelt_ids::Rank;
-use smelt_mesh::world::{World, WorldError, WorldKind};
 use smelt_transport::{Abort, Endpoint};
 use smelt_tree::Tree;
 use std::collections::HashMap;
