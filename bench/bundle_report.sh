@@ -40,6 +40,6 @@ step tune $((budget * 2 + 30)) tune --quick --time-limit "$budget" --model "$out
 step tree 60 tree --model "$out/model.json" --algo auto
 step evaluate 120 evaluate --model "$out/model.json"
 step bench $((budget * 3 + 60)) bench --quick --model "$out/model.json" --time-limit $((budget * 3)) --json-out "$out/bench.json"
-step processes $((budget * 2 + 60)) bench --processes --quick --model "$out/model.json" --time-limit $((budget * 2)) --json-out "$out/processes.json"
-step large $((budget + 60)) bench --large --quick --model "$out/model.json" --time-limit "$budget" --json-out "$out/large.json"
+step processes $((budget * 2 + 60)) bench processes --quick --model "$out/model.json" --time-limit $((budget * 2)) --json-out "$out/processes.json"
+step large $((budget + 60)) bench large --quick --model "$out/model.json" --json-out "$out/large.json"
 echo "done: $out" | tee -a "$out/steps.txt"

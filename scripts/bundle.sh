@@ -20,7 +20,7 @@
 #                    compiler is (crates/smelt-peers: STEM-COMPILER-prebuilt)
 #   MANIFEST         what was built, from which commit, on which machine
 #
-# The Open MPI peers and `smelt bench --mpi` need an MPI installation on the host;
+# The Open MPI peers and `smelt bench mpi` need an MPI installation on the host;
 # without one they are reported as skipped, as everywhere else.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -6,7 +6,7 @@
 #   bindgen makes with the libclang that the clang package brings; MPICH beside it, whose
 #   mpicc.mpich builds the interposer for MPICH's ABI, and gfortran for its Fortran test).
 #   chromium renders the page of `smelt report` in its browser test. ucx-utils brings
-#   ucx_perftest, the UCX peer of `smelt bench --am`.
+#   ucx_perftest, the UCX peer of `smelt bench am`.
 # Extra Debian packages to make sure of may be given as arguments
 # (`bash scripts/deps.sh python3-mpi4py`).
 # Set SMELT_NO_INSTALL=1 to skip (then missing peers are reported as skipped).

@@ -1,57 +1,176 @@
-//! `smelt bench`: measure smelt's collectives over every topology on this machine,
-//! next to the simulator's predictions, smelt's transport, and the peers a user would
-//! pick instead (pthread, OpenMP, a dissemination barrier, a UMP ring, rtrb,
-//! crossbeam, Open MPI), all in one run and each figure paired with a raw cache-line
-//! floor taken right before and after it, so that ratios stay meaningful on a
-//! machine whose core-to-core latency drifts.
+//! `smelt bench`: the benchmarks of `smelt_bench::suite`, one subcommand each
+//! (`smelt bench collectives|processes|mpi|large|sync|am|aggregation|offload|tasks`;
+//! plain `smelt bench` is `smelt bench collectives`). Each handler turns its arguments
+//! into the library's options, calls the measurement, and prints (or writes) the
+//! typed report it returns.
 
-#[path = "bench_large.rs"]
-mod large;
-#[path = "bench_mpi.rs"]
-mod mpi;
-#[path = "bench_report.rs"]
-mod report;
-#[path = "bench_sync.rs"]
-mod sync;
+use crate::common::{count, seconds};
+use anyhow::{Context, Result};
+use smelt_bench::suite::{self, BenchReport, Common};
+use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
-use report::{Collective, Figure, FloorInfo, Ratio, Report};
-use smelt_bench::suite::{BenchReport, Common};
-use smelt_model::{format_cpu_list, parse_cpu_list, Model};
-use smelt_peers::{c::CPeers, rust as rpeers};
-use smelt_probe::figure::{Metric, PeerResult, Status};
-use smelt_probe::Budget;
-use smelt_tree::{Op, Topology, Tree};
-use std::path::PathBuf;
-use std::time::Duration;
+/// Most members / threads `smelt bench` runs (groups beyond the CPUs share them).
+const MAX_THREADS: usize = 1024;
 
-pub use smelt::AutoPick;
-
-/// Arguments of `smelt bench`.
+/// Arguments of `smelt bench`: a benchmark, or the collectives benchmark's own
+/// arguments (plain `smelt bench` is `smelt bench collectives`).
 #[derive(clap::Args)]
 #[command(
-    after_help = "Examples:\n  smelt bench --quick\n  smelt bench --model model.json --ops barrier,reduce --json\n  \
-                  smelt bench --quick --csv > ab-bench.csv\n  smelt bench --topologies binary,adaptive-shuffled --rounds 2000\n\n\
-                  Every figure is paired with a raw cache-line ping-pong (the floor) measured right \
-                  before and after it; compare figures through their ratios, which survive the drift \
-                  of core-to-core latency on virtual machines. C peers are compiled on first use into \
-                  $SMELT_PEERS_DIR (default ~/.cache/smelt/peers); a missing compiler shows the peer \
-                  as skipped."
+    args_conflicts_with_subcommands = true,
+    subcommand_value_name = "BENCHMARK",
+    subcommand_help_heading = "Benchmarks",
+    after_help = "Without a benchmark, `smelt bench [OPTIONS]` runs `smelt bench collectives [OPTIONS]`.\n\n\
+                  Examples:\n  smelt bench --quick\n  smelt bench collectives --model model.json --ops barrier,reduce --json\n  \
+                  smelt bench processes --quick\n  smelt bench mpi --quick --plot mpi.svg\n  \
+                  smelt bench large --threads 4\n  smelt bench sync --quick\n  smelt bench am --quick\n  \
+                  smelt bench aggregation --quick\n  smelt bench offload --quick\n  smelt bench tasks --quick\n\n\
+                  `smelt bench BENCHMARK --help` gives each benchmark's options and examples."
 )]
 pub struct BenchArgs {
-    /// Model to build the trees from; default: probe this machine quickly.
+    /// The benchmark to run (default: collectives).
+    #[command(subcommand)]
+    pub cmd: Option<BenchCmd>,
+    #[command(flatten)]
+    pub collectives: CollectivesArgs,
+}
+
+/// The benchmarks of `smelt bench`.
+#[derive(clap::Subcommand)]
+pub enum BenchCmd {
+    /// smelt's collectives over every topology and against the peers (the default).
+    ///
+    /// smelt's collectives over every topology, next to the simulator's predictions,
+    /// smelt's transport and the peers (pthread, OpenMP, MPI, rtrb, crossbeam), each
+    /// figure paired with a cache-line floor (the default benchmark).
+    #[command(after_help = COLLECTIVES_HELP)]
+    Collectives(CollectivesArgs),
+    /// The collectives benchmark, smelt's members also as processes.
+    ///
+    /// The collectives benchmark with smelt's members also as processes (children of
+    /// this command, over shared memory), next to thread members and Open MPI with the
+    /// same number of ranks on the same CPUs; rows carry "mode": "threads" or
+    /// "processes".
+    #[command(after_help = PROCESSES_HELP)]
+    Processes(CollectivesArgs),
+    /// An MPI program's collectives: Open MPI against smelt's interposer.
+    ///
+    /// An unchanged MPI program's MPI_Bcast, MPI_Reduce, MPI_Allreduce and MPI_Barrier
+    /// over message sizes, on Open MPI's default (tuned), its sm component, han, and
+    /// smelt through libsmelt_mpi.so (LD_PRELOAD), in one run (mpirun is started by
+    /// smelt).
+    #[command(after_help = MPI_HELP)]
+    Mpi(MpiArgs),
+    /// Bandwidth of large messages against memcpy and Open MPI.
+    ///
+    /// Large messages: broadcast, reduce and allreduce (doubles, sum) of 64 KiB to
+    /// 16 MiB, bandwidth against memcpy and Open MPI in one run.
+    #[command(after_help = LARGE_HELP)]
+    Large(LargeArgs),
+    /// Loose against strict synchronization of back-to-back reductions.
+    ///
+    /// The loose/strict experiment (seed 001 §3): back-to-back reduce of doubles over
+    /// message sizes, loose and strict, over the flat tree, k-nomial radix 1, 2, 4, 8,
+    /// 16 and smelt's tree.
+    #[command(after_help = SYNC_HELP)]
+    Sync(SyncArgs),
+    /// Active messages: LogP per transport, against the peers and UCX.
+    ///
+    /// Active messages: the LogP parameters (L, o_s, o_r, g, G) between threads,
+    /// between processes and (with smelt-bench-mpi built) over MPI and between emulated
+    /// nodes, next to the queuepair round trip, crossbeam-channel's rate and UCX.
+    #[command(after_help = AM_HELP)]
+    Am(AmArgs),
+    /// Message aggregation: histogram and index-gather per scheme.
+    ///
+    /// Message aggregation (Bale-style histogram and index-gather): the four schemes
+    /// (WW, WPs, WsP, PP) and no aggregation; items/s, messages per worker and
+    /// index-gather latency.
+    #[command(after_help = AGGREGATION_HELP)]
+    Aggregation(QuickArgs),
+    /// Offload threads: round trip and message rate; global arrays.
+    ///
+    /// Offload: round trip direct vs static vs dynamic communication threads, message
+    /// rate against queues and threads (1 to 6) with CPU time, and global-array get/put
+    /// against a queuepair round trip and MPI_Get.
+    #[command(after_help = OFFLOAD_HELP)]
+    Offload(OffloadArgs),
+    /// Fork-join tasks against rayon and the sequential program.
+    ///
+    /// Fork-join tasks (smelt-tasks' work stealing): fib, UTS and cilksort on 1, 2 and
+    /// all workers against rayon's join and the sequential program, and fib across
+    /// members stealing through active messages.
+    #[command(after_help = TASKS_HELP)]
+    Tasks(QuickArgs),
+}
+
+const COLLECTIVES_HELP: &str = "Examples:\n  smelt bench collectives --quick\n  \
+    smelt bench collectives --model model.json --ops barrier,reduce --json\n  \
+    smelt bench collectives --quick --csv > ab-bench.csv\n  \
+    smelt bench collectives --topologies binary,adaptive-shuffled --rounds 2000\n\n\
+    Every figure is paired with a raw cache-line ping-pong (the floor) measured right \
+    before and after it; compare figures through their ratios, which survive the drift \
+    of core-to-core latency on virtual machines. C peers are compiled on first use into \
+    $SMELT_PEERS_DIR (default ~/.cache/smelt/peers); a missing compiler shows the peer \
+    as skipped.";
+const PROCESSES_HELP: &str = "Examples:\n  smelt bench processes --quick\n  \
+    smelt bench processes --peer-threads 2,4 --json-out processes.json\n\n\
+    The options are the collectives benchmark's (smelt bench collectives --help).";
+const MPI_HELP: &str = "Examples:\n  smelt bench mpi --quick\n  \
+    smelt bench mpi --ranks 2,4 --sizes 8,4096 --plot mpi.svg\n  \
+    smelt bench mpi --lib target/release/libsmelt_mpi.so --nodes-of 0 --json\n\n\
+    smelt's rows need libsmelt_mpi.so (cargo build --release -p smelt-mpi --features mpi).";
+const LARGE_HELP: &str = "Examples:\n  smelt bench large --quick\n  \
+    smelt bench large --threads 4 --sizes 1048576,16777216\n  \
+    smelt bench large --capacity 4096 --json-out large.json";
+const SYNC_HELP: &str = "Examples:\n  smelt bench sync --quick\n  \
+    smelt bench sync --threads 8 --sizes 8,4096,65536 --topologies knomial:2,adaptive-shuffled";
+const AM_HELP: &str =
+    "Examples:\n  smelt bench am --quick\n  smelt bench am --timeout 30 --json-out am.json";
+const AGGREGATION_HELP: &str =
+    "Examples:\n  smelt bench aggregation --quick\n  smelt bench aggregation --json-out agg.json";
+const OFFLOAD_HELP: &str =
+    "Examples:\n  smelt bench offload --quick\n  smelt bench offload --plot rate.svg --json-out offload.json";
+const TASKS_HELP: &str =
+    "Examples:\n  smelt bench tasks --quick\n  smelt bench tasks --json-out tasks.json";
+
+/// Where a report goes.
+#[derive(clap::Args, Clone)]
+pub struct OutputArgs {
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    pub json_out: Option<PathBuf>,
+}
+
+/// The machine a benchmark of trees runs on.
+#[derive(clap::Args, Clone)]
+pub struct MachineArgs {
+    /// Model to build the trees from; default: SMELT_MODEL, else this host's cached
+    /// probe, else a quick probe of this machine.
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// CPUs to use (e.g. `0-7,12`); default: every CPU of the model.
     #[arg(long)]
     pub cpus: Option<String>,
+    /// Say on stderr where the model came from (--model, SMELT_MODEL, this host's
+    /// cached probe, or a quick probe) and what `auto` picked for each headline row.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+}
+
+/// Arguments of `smelt bench collectives` (and `processes`, and plain `smelt bench`).
+#[derive(clap::Args, Clone)]
+pub struct CollectivesArgs {
+    #[command(flatten)]
+    pub machine: MachineArgs,
     /// Members of the collective groups (threads); default: one per CPU. More members
     /// than CPUs are placed round-robin on the CPUs (1 to 1024).
-    #[arg(long, value_parser = crate::common::count(1, MAX_THREADS))]
+    #[arg(long, value_parser = count(1, MAX_THREADS))]
     pub threads: Option<usize>,
     /// Operations: broadcast, reduce, allreduce, barrier, gather, scatter, 2pc
-    /// (default: broadcast, reduce, barrier, 2pc); with --mpi: bcast, reduce,
-    /// allreduce, barrier (default: all four).
+    /// (default: broadcast, reduce, barrier, 2pc).
     #[arg(long, value_delimiter = ',')]
     pub ops: Vec<String>,
     /// Topologies (`smelt tree --algo` names); default: every static tree and smelt's.
@@ -63,615 +182,342 @@ pub struct BenchArgs {
     #[arg(long = "tree", value_name = "FILE")]
     pub trees: Vec<PathBuf>,
     /// Rounds per collective figure (default 1000, 200 with --quick; 1 to 1000000).
-    #[arg(long, value_parser = crate::common::count(1, 1_000_000))]
+    #[arg(long, value_parser = count(1, 1_000_000))]
     pub rounds: Option<usize>,
-    /// Shorter runs (the main job uses it; well under a minute on a small machine).
-    #[arg(long)]
-    pub quick: bool,
-    /// Print the report as JSON.
-    #[arg(long, conflicts_with = "csv")]
-    pub json: bool,
-    /// Say on stderr where the model came from (--model, SMELT_MODEL, this host's
-    /// cached probe, or a quick probe) and what `auto` picked for each headline row.
-    #[arg(long, short = 'v')]
-    pub verbose: bool,
-    /// Print the collectives as CSV in the layout of the Smelt machine database's
-    /// ab-bench.csv (µs, a _stderr column per topology).
-    #[arg(long)]
-    pub csv: bool,
-    /// Also write the JSON report to this file.
-    #[arg(long)]
-    pub json_out: Option<PathBuf>,
-    /// Skip the peers (pthread, OpenMP, MPI, rtrb, crossbeam); smelt and the floor only.
-    #[arg(long)]
-    pub no_peers: bool,
-    /// Also run smelt's collectives with members as processes (children of this
-    /// command, over shared memory), next to thread members and Open MPI with the same
-    /// number of ranks on the same CPUs; rows carry "mode": "threads" or "processes".
-    #[arg(long)]
-    pub processes: bool,
-    /// Run the loose/strict experiment instead (seed 001 §3): back-to-back reduce of
-    /// doubles over --sizes (default 8 B to 64 KiB), loose and strict, over the flat
-    /// tree, k-nomial radix 1, 2, 4, 8, 16 and smelt's tree (or --topologies), with
-    /// --threads members.
-    #[arg(long, conflicts_with_all = ["mpi", "processes"])]
-    pub sync: bool,
-    /// Measure large messages instead: broadcast, reduce and allreduce (doubles, sum)
-    /// of --sizes (default 64 KiB to 16 MiB) with --threads members (default 2),
-    /// bandwidth against memcpy and Open MPI in one run.
-    #[arg(long, conflicts_with_all = ["mpi", "processes", "sync"])]
-    pub large: bool,
-    /// With --large: slots per channel (each 48 payload bytes; 1 to 1048576). Larger
-    /// channels carry larger fragments (half a channel each).
-    #[arg(long, default_value_t = 1024, value_parser = crate::common::count(1, 1 << 20))]
-    pub capacity: usize,
-    /// Compare MPI instead: an unchanged MPI program's MPI_Bcast, MPI_Reduce,
-    /// MPI_Allreduce and MPI_Barrier over message sizes, on Open MPI's default
-    /// (tuned), its sm component, han, and smelt through libsmelt_mpi.so (LD_PRELOAD),
-    /// in one run (mpirun is started by smelt).
-    #[arg(long)]
-    pub mpi: bool,
-    /// Measure active messages instead: the LogP parameters (L, o_s, o_r, g, G) between
-    /// threads, between processes and (with smelt-am-mpi built) over MPI and between
-    /// emulated nodes, next to the queuepair round trip and crossbeam-channel's rate.
-    #[arg(long, conflicts_with_all = ["mpi", "processes", "sync", "large"])]
-    pub am: bool,
-    /// Measure message aggregation instead (Bale-style histogram and index-gather):
-    /// the four schemes (WW, WPs, WsP, PP) and no aggregation, items/s, messages per
-    /// worker and index-gather latency, in one run.
-    #[arg(long, conflicts_with_all = ["mpi", "processes", "sync", "large", "am"])]
-    pub aggregation: bool,
-    /// Measure offload instead: round trip direct vs static vs dynamic communication
-    /// threads, message rate against queues and threads (1 to 6) with CPU time, and
-    /// global-array get/put against a queuepair round trip and MPI_Get.
-    #[arg(long, conflicts_with_all = ["mpi", "processes", "sync", "large", "am", "aggregation"])]
-    pub offload: bool,
-    /// Measure fork-join tasks instead (smelt-tasks' work stealing): fib, UTS (T1-like
-    /// unbalanced tree) and cilksort on 1, 2 and all workers against rayon's join and the
-    /// sequential program, and fib across members stealing through active messages:
-    /// time, tasks/s, steals, per-task overhead.
-    #[arg(long, conflicts_with_all = ["mpi", "processes", "sync", "large", "am", "aggregation", "offload"])]
-    pub tasks: bool,
-    /// With --mpi: rank counts (default 2,8; each 1 to 1024).
-    #[arg(long, value_delimiter = ',', value_parser = crate::common::count(1, MAX_THREADS))]
-    pub mpi_ranks: Vec<usize>,
-    /// With --mpi: also run 2K ranks with smelt splitting them into emulated nodes of
-    /// K ranks (SMELT_RANKS_PER_NODE=K; 1 to 512). Default 2 (4 ranks, 2 nodes); 0: none.
-    #[arg(long, value_name = "K", default_value_t = 2, value_parser = crate::common::count(0, 512))]
-    pub mpi_nodes_of: usize,
-    /// With --mpi: the interposer library (default: $SMELT_MPI_LIB, else
-    /// libsmelt_mpi.so next to the smelt executable).
-    #[arg(long, value_name = "PATH")]
-    pub mpi_lib: Option<PathBuf>,
-    /// With --mpi, --sync and --large: message sizes in bytes (default powers of two from 8 to
-    /// 65536; fewer with --quick; each 1 to 64 MiB).
-    #[arg(long, value_delimiter = ',', value_parser = crate::common::count(1, 1 << 26))]
-    pub sizes: Vec<usize>,
-    /// With --mpi: write a latency-against-size plot per operation and rank count
-    /// (`FILE.svg` gives `FILE-bcast-2r.svg`, ...; .svg or .png). With --offload: the
-    /// message rate against the number of queues, in FILE.
-    #[arg(long, value_name = "FILE")]
-    pub plot: Option<PathBuf>,
     /// Thread (and process, rank) counts for the comparison with the peers: barrier,
     /// broadcast and reduce at each (default 2,8,16; 2,8 with --quick; each 1 to
     /// 1024).
-    #[arg(long, value_delimiter = ',', value_parser = crate::common::count(1, MAX_THREADS))]
+    #[arg(long, value_delimiter = ',', value_parser = count(1, MAX_THREADS))]
     pub peer_threads: Vec<usize>,
+    /// Skip the peers (pthread, OpenMP, MPI, rtrb, crossbeam); smelt and the floor only.
+    #[arg(long)]
+    pub no_peers: bool,
+    /// Shorter runs (the main job uses it; well under a minute on a small machine).
+    #[arg(long)]
+    pub quick: bool,
     /// Kill a peer (or give up on a figure) after this many seconds (default 60, 20
     /// with --quick).
-    #[arg(long, value_name = "SECS", value_parser = crate::common::seconds)]
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
     pub timeout: Option<f64>,
     /// Bound on the whole run, seconds (default 900, 300 with --quick): when it is
     /// reached, the figures not measured yet are left out, the report says so, and
     /// what was measured is printed.
-    #[arg(long, value_name = "SECS", value_parser = crate::common::seconds)]
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
     pub time_limit: Option<f64>,
+    /// Print the collectives as CSV in the layout of the Smelt machine database's
+    /// ab-bench.csv (µs, a _stderr column per topology).
+    #[arg(long, conflicts_with = "json")]
+    pub csv: bool,
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
-use smelt_bench::suite::{smelt, SMELT_TREE};
-
-/// Most members / threads `smelt bench` runs (groups beyond the CPUs share them).
-const MAX_THREADS: usize = 1024;
-
-/// An `--ops` name (smelt's one vocabulary). "ab" is the broadcast: measured the
-/// paper's way it already ends with the completion message.
-fn parse_op(s: &str) -> Result<Op> {
-    match s.parse::<Op>() {
-        Ok(Op::AtomicBroadcast) => Ok(Op::Broadcast),
-        Ok(op) => Ok(op),
-        Err(e) => bail!("option --ops: {e}"),
-    }
+/// Arguments of `smelt bench mpi`.
+#[derive(clap::Args)]
+pub struct MpiArgs {
+    /// MPI collectives: bcast, reduce, allreduce, barrier (default: all four).
+    #[arg(long, value_delimiter = ',')]
+    pub ops: Vec<String>,
+    /// Message sizes in bytes (default powers of two from 8 to 65536; fewer with
+    /// --quick; each 1 to 64 MiB).
+    #[arg(long, value_delimiter = ',', value_parser = count(1, 1 << 26))]
+    pub sizes: Vec<usize>,
+    /// Rank counts (default 2,8; each 1 to 1024).
+    #[arg(long, value_delimiter = ',', value_parser = count(1, MAX_THREADS))]
+    pub ranks: Vec<usize>,
+    /// Also run 2K ranks with smelt splitting them into emulated nodes of K ranks
+    /// (SMELT_RANKS_PER_NODE=K; 1 to 512). Default 2 (4 ranks, 2 nodes); 0: none.
+    #[arg(long, value_name = "K", default_value_t = 2, value_parser = count(0, 512))]
+    pub nodes_of: usize,
+    /// The interposer library (default: $SMELT_MPI_LIB, else libsmelt_mpi.so next to
+    /// the smelt executable).
+    #[arg(long, value_name = "PATH")]
+    pub lib: Option<PathBuf>,
+    /// CPUs the ranks run on (e.g. `0-7`); default: every CPU this process may use.
+    #[arg(long)]
+    pub cpus: Option<String>,
+    /// Write a latency-against-size plot per operation and rank count (`FILE.svg`
+    /// gives `FILE-bcast-2r.svg`, ...; .svg or .png).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Fewer sizes and samples.
+    #[arg(long)]
+    pub quick: bool,
+    /// Kill an mpirun after this many seconds (default 180, 60 with --quick).
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
+    pub timeout: Option<f64>,
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
-/// Default topologies: the static trees and smelt's.
-fn default_topologies() -> Vec<Topology> {
-    Topology::EVALUATED.to_vec()
+/// Arguments of `smelt bench large`.
+#[derive(clap::Args)]
+pub struct LargeArgs {
+    #[command(flatten)]
+    pub machine: MachineArgs,
+    /// Members (default 2; at most 64 per CPU).
+    #[arg(long, value_parser = count(1, MAX_THREADS))]
+    pub threads: Option<usize>,
+    /// Message sizes in bytes, each a multiple of 8 (default 64 KiB to 16 MiB; fewer
+    /// with --quick; each 8 B to 64 MiB).
+    #[arg(long, value_delimiter = ',', value_parser = count(1, 1 << 26))]
+    pub sizes: Vec<usize>,
+    /// Slots per channel (each 48 payload bytes; 1 to 1048576). Larger channels carry
+    /// larger fragments (half a channel each).
+    #[arg(long, default_value_t = 1024, value_parser = count(1, 1 << 20))]
+    pub capacity: usize,
+    /// Skip Open MPI; smelt, memcpy and the combine only.
+    #[arg(long)]
+    pub no_peers: bool,
+    /// Fewer sizes and rounds.
+    #[arg(long)]
+    pub quick: bool,
+    /// Give up on a figure after this many seconds (default 60; Open MPI 120).
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
+    pub timeout: Option<f64>,
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
-/// Floors measured during the run.
-struct Floors {
-    a: u32,
-    b: u32,
-    budget: Budget,
-    all: Vec<f64>,
-    /// Progress on stderr: one step per figure group.
-    progress: smelt_probe::progress::Progress,
-    /// When the run's --time-limit is reached.
-    deadline: std::time::Instant,
+/// Arguments of `smelt bench sync`.
+#[derive(clap::Args)]
+pub struct SyncArgs {
+    #[command(flatten)]
+    pub machine: MachineArgs,
+    /// Members (default: one per CPU; 1 to 1024).
+    #[arg(long, value_parser = count(1, MAX_THREADS))]
+    pub threads: Option<usize>,
+    /// Message sizes in bytes, each a multiple of 8 (default 8 B to 64 KiB; fewer with
+    /// --quick).
+    #[arg(long, value_delimiter = ',', value_parser = count(1, 1 << 26))]
+    pub sizes: Vec<usize>,
+    /// Topologies (`smelt tree --algo` names); default: the flat tree, k-nomial radix
+    /// 1, 2, 4, 8, 16 and smelt's tree.
+    #[arg(long, value_delimiter = ',')]
+    pub topologies: Vec<String>,
+    /// Fewer sizes and rounds.
+    #[arg(long)]
+    pub quick: bool,
+    /// Give up on a figure after this many seconds (default 60, 20 with --quick).
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
+    pub timeout: Option<f64>,
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
-impl Floors {
-    /// The run's time budget is spent: measure nothing more.
-    fn over(&self) -> bool {
-        std::time::Instant::now() >= self.deadline
-    }
-
-    fn take(&mut self) -> Option<f64> {
-        let s = smelt_peers::floor::pingpong(self.a, self.b, &self.budget).ok()?;
-        self.all.push(s.median);
-        Some(s.median)
-    }
-
-    /// Runs `f` between two floor measurements; returns its result and the mean floor.
-    fn around<T>(&mut self, f: impl FnOnce() -> T) -> (T, Option<f64>) {
-        let f0 = self.take();
-        let r = f();
-        let f1 = self.take();
-        self.progress.inc();
-        let floor = match (f0, f1) {
-            (Some(x), Some(y)) => Some((x + y) / 2.0),
-            (x, y) => x.or(y),
-        };
-        (r, floor)
-    }
-
-    /// One figure, or none once the time budget is spent.
-    fn figure(&mut self, f: impl FnOnce() -> PeerResult) -> Option<Figure> {
-        self.figures(|| vec![f()]).pop()
-    }
-
-    /// The figures of one run, or none once the time budget is spent.
-    fn figures(&mut self, f: impl FnOnce() -> Vec<PeerResult>) -> Vec<Figure> {
-        if self.over() {
-            self.progress.inc();
-            return Vec::new();
-        }
-        let (peers, floor) = self.around(f);
-        if let Some(p) = peers.first() {
-            self.progress
-                .step(format!("{} ({} threads)", p.name, p.threads));
-        }
-        peers
-            .into_iter()
-            .map(|peer| Figure {
-                vs_floor: vs_floor(peer.median(), floor),
-                peer,
-                floor_ns: floor,
-                flattened: false,
-                mode: "threads",
-                auto: None,
-            })
-            .collect()
-    }
-
-    /// smelt's figure with members as processes (see
-    /// [`smelt::Smelt::process_figure`]).
-    fn process_figure(&mut self, sm: &smelt::Smelt, procs: usize, op: Op) -> Option<Figure> {
-        let mut pick = None;
-        let mut f = self.figure(|| {
-            let (r, p) = sm.process_figure(procs, op);
-            pick = p;
-            r
-        })?;
-        f.flattened = f.peer.name.contains("flattened");
-        f.mode = "processes";
-        f.auto = pick;
-        Some(f)
-    }
-
-    /// smelt's figure for the peer comparison: the default, `auto` (see
-    /// [`smelt::Smelt::peer_figure`]).
-    fn smelt_figure(&mut self, sm: &smelt::Smelt, threads: usize, op: Op) -> Option<Figure> {
-        let mut flattened = false;
-        let mut pick = None;
-        let mut f = self.figure(|| {
-            let (r, fl, p) = sm.peer_figure(threads, op);
-            flattened = fl;
-            pick = p;
-            r
-        })?;
-        f.flattened = flattened;
-        f.auto = pick;
-        Some(f)
-    }
+/// Arguments of `smelt bench am`.
+#[derive(clap::Args)]
+pub struct AmArgs {
+    /// Fewer rounds and samples.
+    #[arg(long)]
+    pub quick: bool,
+    /// Longest wait for a peer endpoint, seconds.
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
+    pub timeout: Option<f64>,
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
-/// A figure as a multiple of its floor.
-fn vs_floor(median: Option<f64>, floor: Option<f64>) -> Option<f64> {
-    match (median, floor) {
-        (Some(m), Some(fl)) if fl > 0.0 => Some(m / fl),
-        _ => None,
-    }
+/// Arguments of `smelt bench aggregation` and `smelt bench tasks`.
+#[derive(clap::Args)]
+pub struct QuickArgs {
+    /// Shorter runs (smaller problems, fewer repetitions).
+    #[arg(long)]
+    pub quick: bool,
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
-/// The model of `smelt bench`: the default model
-/// ([`smelt_model::default_model`]: `--model`, else `SMELT_MODEL`, else this host's
-/// cached probe), and where a program would get the uniform model, a quick probe
-/// instead (a benchmark of machine-aware trees over a uniform model would measure
-/// nothing). Returns the model and what the report calls its source.
-fn load_model(a: &BenchArgs, requested: Option<&[u32]>) -> Result<(Model, String)> {
-    let (m, src) = smelt_model::default_model::resolve(a.model.as_deref(), requested)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    if !src.is_uniform() {
-        if a.verbose {
-            eprintln!("smelt bench: model: {src}");
-        }
-        return Ok((m, src.to_string()));
-    }
-    let why = match &src {
-        smelt_model::ModelSource::Uniform(why) => why.clone(),
-        _ => String::new(),
-    };
-    // The CPUs first: a bad --cpus is one error line, nothing else.
-    let disc = smelt_model::topology::discover(requested)?;
-    eprintln!(
-        "notice: no model of this machine ({why}); probing it quickly (run 'smelt probe --cache' or 'smelt run' to keep one)"
-    );
-    let mut cfg = smelt_probe::probe::ProbeConfig::quick(disc.cpus.clone());
-    cfg.hierarchy = disc.hierarchy.clone();
-    let r = smelt_probe::probe::probe(&cfg).map_err(anyhow::Error::msg)?;
-    let mut m = disc.to_model_skeleton();
-    m.provenance.method = "probe".into();
-    m.send = r.send;
-    m.receive = r.receive;
-    m.rtt = Some(r.rtt);
-    m.provenance.notes = r.notes;
-    if a.verbose {
-        eprintln!("smelt bench: model: probe --quick ({why})");
-    }
-    Ok((m, "probe --quick".into()))
+/// Arguments of `smelt bench offload`.
+#[derive(clap::Args)]
+pub struct OffloadArgs {
+    /// Shorter runs.
+    #[arg(long)]
+    pub quick: bool,
+    /// Draw the message rate against the number of queues in FILE (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// Runs `smelt bench`.
-pub fn run(mut a: BenchArgs) -> Result<()> {
-    // Before measuring, in every mode: a run must never be thrown away because an
-    // output cannot be written, and no output may replace an input (the model, tree
-    // files, the interposer library: every path on the command line). With --mpi the
-    // plots are FILE-OP-Nr.EXT beside FILE: the same directory, checked again when
-    // written.
-    for (option, p) in [("--json-out", &a.json_out), ("--plot", &a.plot)] {
-        if let Some(p) = p {
-            crate::common::check_output(option, p, &[])?;
+pub fn run(a: BenchArgs) -> Result<()> {
+    match a.cmd {
+        None => collectives(a.collectives, false),
+        Some(BenchCmd::Collectives(c)) => collectives(c, false),
+        Some(BenchCmd::Processes(c)) => collectives(c, true),
+        Some(BenchCmd::Mpi(m)) => mpi(m),
+        Some(BenchCmd::Large(l)) => large(l),
+        Some(BenchCmd::Sync(s)) => sync(s),
+        Some(BenchCmd::Am(m)) => {
+            m.out.check(&[])?;
+            let c = quick(m.quick, m.timeout);
+            print_report(&m.out, &suite::am::measure(&c)?)
+        }
+        Some(BenchCmd::Aggregation(q)) => {
+            q.out.check(&[])?;
+            print_report(&q.out, &suite::aggregation::measure(&quick(q.quick, None))?)
+        }
+        Some(BenchCmd::Offload(o)) => offload(o),
+        Some(BenchCmd::Tasks(q)) => {
+            q.out.check(&[])?;
+            print_report(&q.out, &suite::tasks::measure(&quick(q.quick, None))?)
         }
     }
-    if a.mpi {
-        return mpi::run(&a);
-    }
-    if a.am {
-        return print_report(&a, &smelt_bench::suite::am::measure(&common(&a))?);
-    }
-    if a.aggregation {
-        return print_report(&a, &smelt_bench::suite::aggregation::measure(&common(&a))?);
-    }
-    if a.offload {
-        let r = smelt_bench::suite::offload::measure(&common(&a))?;
-        if let Some(p) = &a.plot {
-            r.plot(p)?;
-        }
-        return print_report(&a, &r);
-    }
-    if a.tasks {
-        return print_report(&a, &smelt_bench::suite::tasks::measure(&common(&a))?);
-    }
-    if a.ops.is_empty() {
-        a.ops = ["broadcast", "reduce", "barrier", "2pc"]
-            .map(String::from)
-            .to_vec();
-    }
-    let requested = match &a.cpus {
-        Some(s) => Some(parse_cpu_list(s).context("option --cpus")?),
-        None => None,
-    };
-    let ops: Vec<Op> = a.ops.iter().map(|s| parse_op(s)).collect::<Result<_>>()?;
-    let topologies: Vec<Topology> = if a.topologies.is_empty() {
-        default_topologies()
-    } else {
-        a.topologies
-            .iter()
-            .map(|s| {
-                s.parse::<Topology>()
-                    .map_err(|e| anyhow::anyhow!("option --topologies: {e}"))
-            })
-            .collect::<Result<_>>()?
-    };
-    let timeout_s = a.timeout.unwrap_or(if a.quick { 20.0 } else { 60.0 });
-    let limit_s = a.time_limit.unwrap_or(if a.quick { 300.0 } else { 900.0 });
+}
+
+/// `smelt bench collectives` (`processes`: `smelt bench processes`).
+fn collectives(a: CollectivesArgs, processes: bool) -> Result<()> {
+    let ops = suite::collectives::parse_ops(&a.ops)?;
+    let topologies = suite::collectives::parse_topologies(&a.topologies)?;
+    let cpus = cpu_list(a.machine.cpus.as_deref())?;
     // Before measuring: a run must never be thrown away because --json-out cannot be
     // written.
-    if let Some(p) = &a.json_out {
-        let inputs: Vec<&std::path::Path> = a.model.as_deref().into_iter().collect();
-        crate::common::check_output("--json-out", p, &inputs)?;
-    }
-    let started = std::time::Instant::now();
-    let (model, model_src) = load_model(&a, requested.as_deref())?;
-    let model = match &requested {
-        Some(c) => model.restrict(c).context("option --cpus")?,
-        None => model,
-    };
-    let allowed = smelt_probe::affinity::allowed_cpus();
-    if let Some(bad) = model.cpus.iter().find(|c| !allowed.contains(c)) {
-        bail!(
-            "the model's CPU {bad} is not available to this process (it may use CPUs {}); pick CPUs with --cpus",
-            format_cpu_list(&allowed)
-        );
-    }
-    let file_trees = load_tree_files(&a.trees, &model)?;
-    let cpus = model.cpus.clone();
-    let members = a.threads.unwrap_or(cpus.len());
-    if a.sync {
-        return sync::run(&a, &model, members);
-    }
-    if a.large {
-        return large::run(&a, &model);
-    }
-    let rounds = a.rounds.unwrap_or(if a.quick { 200 } else { 1000 });
-    let timeout = Duration::from_secs_f64(timeout_s);
-    let budget = if a.quick {
-        Budget {
-            batch: Duration::from_millis(2),
-            runs: 5,
-            timeout,
-        }
-    } else {
-        Budget {
-            batch: Duration::from_millis(20),
-            runs: 11,
-            timeout,
-        }
-    };
-    let peer_threads = if a.peer_threads.is_empty() {
-        if a.quick {
-            vec![2, 8]
-        } else {
-            vec![2, 8, 16]
-        }
-    } else {
-        a.peer_threads.clone()
-    };
-    let (fa, fb) = (cpus[0], *cpus.get(1).unwrap_or(&cpus[0]));
-    let mut floors = Floors {
-        a: fa,
-        b: fb,
-        budget: Budget {
-            batch: Duration::from_micros(500),
-            runs: 5,
-            timeout,
+    a.out
+        .check(&a.machine.model.as_deref().into_iter().collect::<Vec<_>>())?;
+    let (model, src) = machine(&a.machine, cpus.as_deref())?;
+    let o = suite::collectives::Options {
+        common: Common {
+            quick: a.quick,
+            timeout: a.timeout,
+            time_limit: a.time_limit,
         },
-        all: Vec::new(),
-        progress: smelt_probe::progress::Progress::new(
-            true,
-            ((topologies.len() + file_trees.len()) * ops.len() + 10 + 7 * (peer_threads.len() + 1))
-                as u64,
-            "figures",
-        )
-        .with_label("smelt bench"),
-        deadline: started + Duration::from_secs_f64(limit_s),
+        threads: a.threads,
+        ops,
+        topologies,
+        trees: a.trees,
+        rounds: a.rounds,
+        peer_threads: a.peer_threads,
+        no_peers: a.no_peers,
+        processes,
+        verbose: a.machine.verbose,
     };
-    let sm = smelt::Smelt {
-        model: &model,
-        rounds,
-        runs: budget.runs,
-        batch: budget.batch,
-        timeout,
+    let r = suite::collectives::measure(&o, &model, src)?;
+    emit(&a.out, &r, || if a.csv { r.to_csv() } else { r.to_table() })?;
+    if r.cut_short {
+        crate::common::warn(&r.warnings[0]);
+    }
+    fail_if_any(r.failed())
+}
+
+/// `smelt bench mpi`.
+fn mpi(a: MpiArgs) -> Result<()> {
+    a.out.check(&[])?;
+    // The plots are FILE-OP-Nr.EXT beside FILE: the same directory, checked again when
+    // written.
+    if let Some(p) = &a.plot {
+        crate::common::check_output("--plot", p, &[])?;
+    }
+    let o = suite::mpi::Options {
+        common: quick(a.quick, a.timeout),
+        ops: a.ops,
+        sizes: a.sizes,
+        ranks: a.ranks,
+        nodes_of: a.nodes_of,
+        lib: a.lib,
+        cpus: cpu_list(a.cpus.as_deref())?,
     };
+    let r = suite::mpi::measure(&o)?;
+    emit(&a.out, &r, || r.table())?;
+    if let Some(p) = &a.plot {
+        r.plot(p)?;
+    }
+    fail_if_any(r.failed())
+}
 
-    // 1. smelt's collectives over every topology, the trees as given. With more members
-    //    than CPUs, also smelt's tree run flattened (`flatten_oversubscribed`), the
-    //    configuration to use there; the simulator does not model that, so no prediction.
-    let mut runs: Vec<TreeRun> = topologies
-        .iter()
-        .map(|&t| TreeRun::generated(&sm, t, members, false))
-        .collect();
-    if members > cpus.len() {
-        runs.push(TreeRun::generated(&sm, SMELT_TREE, members, true));
-    }
-    for (path, tree) in &file_trees {
-        runs.push(TreeRun::file(&sm, path, tree.clone()));
-    }
-    // Non-tree algorithms (dissemination barrier, recursive-doubling allreduce), as
-    // rows of their own for the operations they run.
-    for (label, plan) in sm.non_tree_plans(&ops, members) {
-        runs.push(TreeRun {
-            label,
-            plan,
-            flatten: false,
-            members,
-        });
-    }
-    let collectives = measure_collectives(&sm, &mut floors, runs, &ops, limit_s);
-
-    // 2. Transport and 3. collectives vs the peers.
-    let cpeers = CPeers::new(smelt_peers::c::default_cache_dir());
-    let transport = measure_transport(&cpeers, &mut floors, &budget, fa, fb, a.no_peers);
-    let peers = measure_peers(&sm, &cpeers, &mut floors, &cpus, &peer_threads, &budget, &a);
-
-    floors.progress.finish();
-    if a.verbose {
-        for f in &peers {
-            if let Some(p) = &f.auto {
-                eprintln!(
-                    "smelt bench: auto for {} with {} {}: {} (from {})",
-                    metric_label(f.peer.metric),
-                    f.peer.threads,
-                    f.mode,
-                    p.algorithm,
-                    p.origin
-                );
-            }
-        }
-    }
-    let ratios = ratios(&collectives, &transport, &peers, members);
-    let mut warnings = Vec::new();
-    let cut_short = floors.over();
-    if cut_short {
-        warnings.push(format!(
-            "cut short by --time-limit {limit_s} s: the figures not measured by then are left out (collectives marked 'not measured'); raise --time-limit to measure everything"
-        ));
-    }
-    // A tuning file auto refused (once, however many rows it touched).
-    for w in peers
-        .iter()
-        .filter_map(|f| f.auto.as_ref()?.warning.as_ref())
-    {
-        if !warnings.contains(w) {
-            warnings.push(w.clone());
-        }
-    }
-    if members <= 2 {
-        warnings.push(format!(
-            "with {members} members every topology is the same tree: the per-topology figures differ only by noise, so no topology ratio is given; use a machine with more CPUs, or `smelt evaluate` for predictions"
-        ));
-    }
-    if cfg!(debug_assertions) {
-        warnings.push(
-            "this smelt is a debug build: the Rust figures (smelt, rtrb, crossbeam) are not representative; build with --release".into(),
-        );
-    }
-    if members > cpus.len() {
-        warnings.push(format!(
-            "{members} members share {} CPUs: waiting threads yield, so figures include scheduling",
-            cpus.len()
-        ));
-    }
-    let mut all = floors.all.clone();
-    all.sort_by(f64::total_cmp);
-    let floor = FloorInfo {
-        cpus: [fa, fb],
-        median_ns: smelt_tree::stats::median_sorted(&all),
-        min_ns: all.first().copied().unwrap_or(f64::NAN),
-        max_ns: all.last().copied().unwrap_or(f64::NAN),
-        probes: all.len(),
+/// `smelt bench large`.
+fn large(a: LargeArgs) -> Result<()> {
+    a.out.check(&[])?;
+    let cpus = cpu_list(a.machine.cpus.as_deref())?;
+    let (model, _) = machine(&a.machine, cpus.as_deref())?;
+    let o = suite::large::Options {
+        common: quick(a.quick, a.timeout),
+        threads: a.threads,
+        sizes: a.sizes,
+        capacity: a.capacity,
+        no_peers: a.no_peers,
     };
-    let report = Report {
-        tool: format!("smelt {}", env!("CARGO_PKG_VERSION")),
-        date: smelt_model::host::now_rfc3339(),
-        host: smelt_model::host::host_name(),
-        cpu_model: smelt_model::host::cpu_model_from_proc().unwrap_or_else(|| "unknown".into()),
-        model: model_src,
-        cpus,
-        members,
-        rounds,
-        quick: a.quick,
-        floor,
-        collectives,
-        transport,
-        peers,
-        ratios,
-        warnings,
+    print_report(&a.out, &suite::large::measure(&o, &model)?)
+}
+
+/// `smelt bench sync`.
+fn sync(a: SyncArgs) -> Result<()> {
+    a.out.check(&[])?;
+    let cpus = cpu_list(a.machine.cpus.as_deref())?;
+    let (model, _) = machine(&a.machine, cpus.as_deref())?;
+    let members = a.threads.unwrap_or(model.len());
+    let o = suite::sync::Options {
+        common: quick(a.quick, a.timeout),
+        sizes: a.sizes,
+        topologies: a.topologies,
     };
-    emit_report(&a, &report, || {
-        if a.csv {
-            report.to_csv()
-        } else {
-            report.to_table()
-        }
-    })?;
-    if cut_short {
-        crate::common::warn(&report.warnings[0]);
+    print_report(&a.out, &suite::sync::measure(&o, &model, members)?)
+}
+
+/// `smelt bench offload`.
+fn offload(a: OffloadArgs) -> Result<()> {
+    a.out.check(&[])?;
+    if let Some(p) = &a.plot {
+        crate::common::check_output("--plot", p, &[])?;
     }
-    fail_if_any(failed_figures(&report))
-}
-
-/// `--sizes` (else `default`) for measurements of vectors of doubles: each a multiple
-/// of 8 bytes.
-fn double_sizes(a: &BenchArgs, default: Vec<usize>) -> Result<Vec<usize>> {
-    let sizes = if a.sizes.is_empty() {
-        default
-    } else {
-        a.sizes.clone()
-    };
-    if let Some(bad) = sizes.iter().find(|&&s| s % 8 != 0) {
-        bail!("option --sizes: {bad} bytes is not a whole number of doubles (a multiple of 8)");
+    let r = suite::offload::measure(&quick(a.quick, None))?;
+    if let Some(p) = &a.plot {
+        r.plot(p)?;
     }
-    Ok(sizes)
+    print_report(&a.out, &r)
 }
 
-/// The hidden `smelt bench-member`: one member process of `smelt bench processes`.
-#[derive(clap::Args)]
-pub struct BenchMemberArgs {
-    #[arg(long)]
-    op: String,
-    #[arg(long)]
-    rounds: usize,
-    #[arg(long)]
-    warmup: usize,
-    #[arg(long)]
-    batch_ns: u64,
+/// `--cpus`, parsed.
+fn cpu_list(s: Option<&str>) -> Result<Option<Vec<u32>>> {
+    s.map(|s| smelt_model::parse_cpu_list(s).context("option --cpus"))
+        .transpose()
+        .map_err(Into::into)
 }
 
-/// Runs `smelt bench-member`.
-pub fn bench_member(a: BenchMemberArgs) -> Result<()> {
-    smelt_bench::suite::processes::member(&a.op, a.rounds, a.warmup, a.batch_ns)
+/// The model to build trees from ([`suite::bench_model`]) and where it came from.
+fn machine(m: &MachineArgs, cpus: Option<&[u32]>) -> Result<(smelt_model::Model, String)> {
+    suite::bench_model(m.model.as_deref(), cpus, m.verbose)
 }
 
-/// The hidden `smelt am-member`: the responding endpoint of `smelt bench am`
-/// between processes.
-#[derive(clap::Args)]
-pub struct AmMemberArgs {
-    /// Longest wait for the measurer, in seconds.
-    #[arg(long, default_value_t = 60.0)]
-    timeout: f64,
-}
-
-/// Runs `smelt am-member`.
-pub fn am_member(a: AmMemberArgs) -> Result<()> {
-    smelt_bench::suite::am::member(a.timeout)
-}
-
-/// The hidden `smelt tasks-member`: one member process of `smelt bench tasks`'s
-/// process rows (joins the job of its environment and serves `--runs` computations).
-#[derive(clap::Args)]
-pub struct TasksMemberArgs {
-    /// Worker threads.
-    #[arg(long, value_parser = crate::common::count(1, 1024))]
-    workers: usize,
-    /// Computations to take part in.
-    #[arg(long, value_parser = crate::common::count(1, 1_000_000))]
-    runs: usize,
-}
-
-/// Runs `smelt tasks-member`.
-pub fn tasks_member(a: TasksMemberArgs) -> Result<()> {
-    smelt_bench::suite::tasks::member(a.workers, a.runs)
-}
-
-/// The options every benchmark takes.
-fn common(a: &BenchArgs) -> Common {
+/// The common options of a benchmark with no time limit of its own.
+fn quick(quick: bool, timeout: Option<f64>) -> Common {
     Common {
-        quick: a.quick,
-        timeout: a.timeout,
-        time_limit: a.time_limit,
+        quick,
+        timeout,
+        time_limit: None,
+    }
+}
+
+impl OutputArgs {
+    /// Before measuring: a run must never be thrown away because `--json-out` cannot
+    /// be written, and it may replace none of `inputs`.
+    fn check(&self, inputs: &[&Path]) -> Result<()> {
+        match &self.json_out {
+            Some(p) => crate::common::check_output("--json-out", p, inputs),
+            None => Ok(()),
+        }
     }
 }
 
 /// Prints (or writes) a report of the suite, then fails if any of its figures did.
-fn print_report<R: BenchReport>(a: &BenchArgs, r: &R) -> Result<()> {
-    emit_report(a, r, || r.table())?;
+fn print_report<R: BenchReport>(out: &OutputArgs, r: &R) -> Result<()> {
+    emit(out, r, || r.table())?;
     fail_if_any(r.failed())
 }
 
 /// Writes a report: its JSON to `--json-out` (if given), and to standard output as
 /// JSON (`--json`) or as `text()`.
-fn emit_report<T: serde::Serialize>(
-    a: &BenchArgs,
+fn emit<T: serde::Serialize>(
+    out: &OutputArgs,
     report: &T,
     text: impl FnOnce() -> String,
 ) -> Result<()> {
     let json = serde_json::to_string_pretty(report).context("cannot serialise the report")?;
-    if let Some(p) = &a.json_out {
+    if let Some(p) = &out.json_out {
         smelt_model::write_atomic(p, json.as_bytes()).map_err(|e| anyhow::anyhow!("{e}"))?;
     }
-    if a.json {
+    if out.json {
         println!("{json}");
     } else {
         crate::common::print_text(&text());
@@ -694,439 +540,51 @@ fn fail_if_any(failed: Vec<String>) -> Result<()> {
     .into())
 }
 
-/// One tree to measure in the topology table.
-struct TreeRun {
-    /// The row's name before any "(flattened ...)" suffix.
-    label: String,
-    plan: Result<smelt::Plan, String>,
-    flatten: bool,
-    members: usize,
+/// The hidden `smelt bench-member`: one member process of `smelt bench processes`.
+#[derive(clap::Args)]
+pub struct BenchMemberArgs {
+    #[arg(long)]
+    op: String,
+    #[arg(long)]
+    rounds: usize,
+    #[arg(long)]
+    warmup: usize,
+    #[arg(long)]
+    batch_ns: u64,
 }
 
-impl TreeRun {
-    fn generated(sm: &smelt::Smelt, t: Topology, members: usize, flatten: bool) -> TreeRun {
-        TreeRun {
-            label: t.to_string(),
-            plan: sm.plan(t, members).map(|mut p| {
-                p.flatten = flatten;
-                p
-            }),
-            flatten,
-            members,
-        }
-    }
-
-    fn file(sm: &smelt::Smelt, path: &std::path::Path, tree: Tree) -> TreeRun {
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| path.display().to_string());
-        TreeRun {
-            label: format!("file:{name}"),
-            members: tree.len(),
-            plan: Ok(sm.plan_tree(tree)),
-            flatten: false,
-        }
-    }
+/// Runs `smelt bench-member`.
+pub fn bench_member(a: BenchMemberArgs) -> Result<()> {
+    suite::processes::member(&a.op, a.rounds, a.warmup, a.batch_ns)
 }
 
-/// Reads the `--tree` files; every member must be a CPU of the model.
-fn load_tree_files(paths: &[PathBuf], model: &Model) -> Result<Vec<(PathBuf, Tree)>> {
-    paths
-        .iter()
-        .map(|p| {
-            let t = Tree::load(p).map_err(|e| anyhow::anyhow!("option --tree: {e}"))?;
-            if let Some(c) = t.members.iter().find(|c| !model.cpus.contains(&c.get())) {
-                bail!(
-                    "option --tree: {}: CPU {c} is not one of the CPUs benchmarked ({}); pick them with --cpus or --model",
-                    p.display(),
-                    format_cpu_list(&model.cpus)
-                );
-            }
-            Ok((p.clone(), t))
-        })
-        .collect()
+/// The hidden `smelt am-member`: the responding endpoint of `smelt bench am`
+/// between processes.
+#[derive(clap::Args)]
+pub struct AmMemberArgs {
+    /// Longest wait for the measurer, in seconds.
+    #[arg(long, default_value_t = 60.0)]
+    timeout: f64,
 }
 
-/// smelt's collectives over every tree of `runs`, each operation measured the
-/// paper's way between two floor measurements.
-fn measure_collectives(
-    sm: &smelt::Smelt,
-    floors: &mut Floors,
-    runs: Vec<TreeRun>,
-    ops: &[Op],
-    limit_s: f64,
-) -> Vec<Collective> {
-    let mut collectives = Vec::new();
-    for run in runs {
-        let label = |flattened: bool| {
-            if flattened {
-                format!("{} (flattened: oversubscribed)", run.label)
-            } else {
-                run.label.clone()
-            }
-        };
-        let members = run.members;
-        for &op in ops {
-            if run.plan.as_ref().is_ok_and(|p| !p.runs(op)) {
-                continue;
-            }
-            if floors.over() {
-                floors.progress.inc();
-                collectives.push(Collective {
-                    topology: label(run.flatten),
-                    op: op_name(op).into(),
-                    members,
-                    flattened: run.flatten,
-                    status: Status::Skipped {
-                        reason: format!("not measured: --time-limit {limit_s} s reached"),
-                    },
-                    predicted_ns: None,
-                    floor_ns: None,
-                    vs_floor: None,
-                });
-                continue;
-            }
-            let (res, floor) = floors.around(|| match &run.plan {
-                Ok(p) => sm.measure(p, op),
-                Err(e) => Err(e.clone()),
-            });
-            let flattened = res.as_ref().map_or(run.flatten, |r| r.1);
-            let topology = label(flattened);
-            floors.progress.step(format!("{topology} {}", op.name()));
-            let predicted = run
-                .plan
-                .as_ref()
-                .ok()
-                .filter(|_| !flattened)
-                .and_then(|p| p.prediction)
-                .map(|p| p.get(predicted_op(op)));
-            let status = match res {
-                Ok((ns, _)) => Status::Ok { ns },
-                Err(reason) => Status::Failed { reason },
-            };
-            let vs = match &status {
-                Status::Ok { ns } => vs_floor(Some(ns.median), floor),
-                _ => None,
-            };
-            collectives.push(Collective {
-                topology,
-                op: op_name(op).into(),
-                members,
-                flattened,
-                status,
-                predicted_ns: predicted,
-                floor_ns: floor,
-                vs_floor: vs,
-            });
-        }
-    }
-    collectives
+/// Runs `smelt am-member`.
+pub fn am_member(a: AmMemberArgs) -> Result<()> {
+    suite::am::member(a.timeout)
 }
 
-/// The transport's figures: latency and streaming, smelt's queuepair vs the floor and
-/// the peers.
-fn measure_transport(
-    cpeers: &CPeers,
-    floors: &mut Floors,
-    budget: &Budget,
-    fa: u32,
-    fb: u32,
-    no_peers: bool,
-) -> Vec<Figure> {
-    let mut transport = Vec::new();
-    transport.extend(floors.figure(|| {
-        let r = smelt_peers::floor::pingpong(fa, fb, budget);
-        PeerResult::measured("raw cache line (atomics)", Metric::Latency, 2, r)
-    }));
-    transport.extend(floors.figure(|| smelt_probe::transport::qp_latency(fa, fb, budget)));
-    if !no_peers {
-        transport.extend(floors.figure(|| rpeers::rtrb_latency(fa, fb, budget)));
-        transport.extend(floors.figure(|| rpeers::crossbeam_latency(fa, fb, budget)));
-    }
-    let mut ump = if no_peers {
-        vec![]
-    } else {
-        floors.figures(|| cpeers.ump(fa, fb, budget))
-    };
-    if let Some(i) = ump.iter().position(|f| f.peer.metric == Metric::Latency) {
-        transport.push(ump.remove(i));
-    }
-    transport.extend(floors.figure(|| smelt_probe::transport::qp_throughput(fa, fb, budget)));
-    transport.extend(ump);
-    if !no_peers {
-        transport.extend(floors.figure(|| rpeers::rtrb_throughput(fa, fb, budget)));
-        transport.extend(floors.figure(|| rpeers::crossbeam_throughput(fa, fb, budget)));
-    }
-    transport
+/// The hidden `smelt tasks-member`: one member process of `smelt bench tasks`'s
+/// process rows (joins the job of its environment and serves `--runs` computations).
+#[derive(clap::Args)]
+pub struct TasksMemberArgs {
+    /// Worker threads.
+    #[arg(long, value_parser = count(1, 1024))]
+    workers: usize,
+    /// Computations to take part in.
+    #[arg(long, value_parser = count(1, 1_000_000))]
+    runs: usize,
 }
 
-/// Collectives vs the peers: barriers at several thread counts, broadcast and reduce
-/// at each, smelt with its own tree (flattened when there are more threads than CPUs).
-fn measure_peers(
-    sm: &smelt::Smelt,
-    cpeers: &CPeers,
-    floors: &mut Floors,
-    cpus: &[u32],
-    peer_threads: &[usize],
-    budget: &Budget,
-    a: &BenchArgs,
-) -> Vec<Figure> {
-    let mut peers = Vec::new();
-    // The OpenMP and MPI programs measure barrier and reduction (and MPI broadcast) in
-    // one run: run each once per thread count, keep the barrier figures here and the
-    // broadcast/reduce figures (at every thread count, beside smelt's) below.
-    let two = 2usize;
-    let mut rooted: Vec<Figure> = Vec::new();
-    let mut thread_counts = peer_threads.to_vec();
-    if !thread_counts.contains(&two) {
-        thread_counts.push(two);
-    }
-    for &t in &thread_counts {
-        let barrier_row = peer_threads.contains(&t);
-        if barrier_row {
-            peers.extend(floors.smelt_figure(sm, t, Op::Barrier));
-            if a.processes {
-                peers.extend(floors.process_figure(sm, t, Op::Barrier));
-            }
-        }
-        if a.no_peers {
-            continue;
-        }
-        let mut combined = floors.figures(|| cpeers.openmp(cpus, t, budget));
-        combined.extend(
-            floors
-                .figures(|| cpeers.mpi(cpus, t, budget))
-                .into_iter()
-                .map(|mut f| {
-                    f.mode = "processes";
-                    f
-                }),
-        );
-        if barrier_row {
-            peers.extend(floors.figure(|| rpeers::std_barrier(cpus, t, budget)));
-            peers.extend(floors.figures(|| cpeers.barriers(cpus, t, budget)));
-        }
-        for f in combined {
-            if f.peer.metric == Metric::Barrier {
-                if barrier_row {
-                    peers.push(f);
-                }
-            } else {
-                rooted.push(f);
-            }
-        }
-    }
-    for &t in &thread_counts {
-        for op in [Op::Broadcast, Op::Reduce] {
-            peers.extend(floors.smelt_figure(sm, t, op));
-            if a.processes {
-                peers.extend(floors.process_figure(sm, t, op));
-            }
-        }
-    }
-    peers.extend(rooted);
-    peers.sort_by_key(|f| (metric_order(f.peer.metric), f.peer.threads));
-    peers
-}
-
-/// Every figure of the report that failed, named with its reason.
-fn failed_figures(r: &Report) -> Vec<String> {
-    let mut v = Vec::new();
-    for c in &r.collectives {
-        if let Status::Failed { reason } = &c.status {
-            v.push(format!("{} {} ({reason})", c.topology, c.op));
-        }
-    }
-    for f in r.transport.iter().chain(&r.peers) {
-        if let Status::Failed { reason } = &f.peer.status {
-            v.push(format!(
-                "{} {} with {} threads ({reason})",
-                f.peer.name,
-                metric_label(f.peer.metric),
-                f.peer.threads
-            ));
-        }
-    }
-    v
-}
-
-/// The simulator's operation matching a paper-style measurement: the broadcast is
-/// measured up to the last leaf's completion message at the root, which is the
-/// simulator's (and the machine database's) "ab".
-fn predicted_op(op: Op) -> Op {
-    match op {
-        Op::Broadcast => Op::AtomicBroadcast,
-        other => other,
-    }
-}
-
-fn op_name(op: Op) -> &'static str {
-    op.name()
-}
-
-fn metric_order(m: Metric) -> u8 {
-    match m {
-        Metric::Barrier => 0,
-        Metric::Broadcast => 1,
-        Metric::Reduce => 2,
-        Metric::Latency => 3,
-        Metric::Throughput => 4,
-    }
-}
-
-fn is_smelt(f: &Figure) -> bool {
-    f.peer.name.starts_with("smelt")
-}
-
-/// `a / b` where both figures were divided by the floor measured around them.
-fn per_floor(a: (f64, Option<f64>), b: (f64, Option<f64>)) -> Option<f64> {
-    match (a.1, b.1) {
-        (Some(fa), Some(fb)) if fa > 0.0 && fb > 0.0 => Some((a.0 / fa) / (b.0 / fb)),
-        _ => None,
-    }
-}
-
-/// The comparisons the run exists for. Each ratio is given raw (medians) and per
-/// floor (each median divided by the cache-line floor taken around it first).
-fn ratios(
-    col: &[Collective],
-    transport: &[Figure],
-    peers: &[Figure],
-    members: usize,
-) -> Vec<Ratio> {
-    let mut out = Vec::new();
-    let fig = |f: &Figure| f.peer.median().map(|v| (v, f.floor_ns));
-    let find = |figs: &[Figure], name: &str, m: Metric| {
-        figs.iter()
-            .find(|f| f.peer.name == name && f.peer.metric == m)
-            .and_then(fig)
-    };
-    if let Some(q) = find(transport, "smelt queuepair", Metric::Latency) {
-        if let Some(fl) = q.1 {
-            out.push(Ratio {
-                what: "queuepair latency / floor".into(),
-                value: q.0 / fl,
-                per_floor: None,
-                detail: format!("{:.1} ns vs {fl:.1} ns", q.0),
-            });
-        }
-        for other in ["rtrb", "crossbeam-channel", "UMP ring (C)"] {
-            if let Some(o) = find(transport, other, Metric::Latency) {
-                out.push(Ratio {
-                    what: format!("queuepair latency / {other} latency"),
-                    value: q.0 / o.0,
-                    per_floor: per_floor(q, o),
-                    detail: format!("{:.1} ns vs {:.1} ns", q.0, o.0),
-                });
-            }
-        }
-    }
-    if let Some(q) = find(transport, "smelt queuepair", Metric::Throughput) {
-        for other in ["UMP ring (C)", "rtrb", "crossbeam-channel"] {
-            if let Some(o) = find(transport, other, Metric::Throughput) {
-                out.push(Ratio {
-                    what: format!("queuepair throughput / {other} throughput"),
-                    value: o.0 / q.0,
-                    per_floor: per_floor(o, q),
-                    detail: format!("{:.1} vs {:.1} Mmsg/s", 1000.0 / q.0, 1000.0 / o.0),
-                });
-            }
-        }
-    }
-    // Smelt vs the best peer, per metric and thread count.
-    let mut keys: Vec<(Metric, usize)> = peers
-        .iter()
-        .map(|f| (f.peer.metric, f.peer.threads))
-        .collect();
-    keys.dedup();
-    for (m, t) in keys {
-        let group: Vec<&Figure> = peers
-            .iter()
-            .filter(|f| f.peer.metric == m && f.peer.threads == t)
-            .collect();
-        let best = group
-            .iter()
-            .filter(|f| !is_smelt(f))
-            .filter_map(|f| fig(f).map(|v| (v, &f.peer.name)))
-            .min_by(|a, b| a.0 .0.total_cmp(&b.0 .0));
-        let Some((b, name)) = best else {
-            continue;
-        };
-        // smelt's default as threads, then as processes (`--processes`), each against
-        // the best peer of the same count.
-        for who in ["threads", "processes"] {
-            let Some((sf, s)) = group
-                .iter()
-                .find(|f| is_smelt(f) && f.mode == who)
-                .and_then(|f| Some((*f, fig(f)?)))
-            else {
-                continue;
-            };
-            let (label, unit) = if who == "threads" {
-                ("smelt", "threads")
-            } else {
-                ("smelt processes", "processes")
-            };
-            out.push(Ratio {
-                what: format!(
-                    "{label} {} speedup over best peer, {t} {unit}",
-                    metric_label(m)
-                ),
-                value: b.0 / s.0,
-                per_floor: per_floor(b, s),
-                detail: format!(
-                    "{} {:.2} µs vs {name} {:.2} µs",
-                    sf.peer.name,
-                    s.0 / 1000.0,
-                    b.0 / 1000.0
-                ),
-            });
-        }
-    }
-    // Smelt's trees vs the best static tree, per operation (with two members every
-    // topology is the same tree, so the comparison would only show noise).
-    if members <= 2 {
-        return out;
-    }
-    let mut ops: Vec<&str> = Vec::new();
-    for c in col {
-        if !ops.contains(&c.op.as_str()) {
-            ops.push(&c.op);
-        }
-    }
-    for op in ops {
-        let best = |smelt_side: bool| {
-            col.iter()
-                .filter(|c| c.op == op)
-                .filter(|c| {
-                    let t: Option<Topology> = c.topology.parse().ok();
-                    t.is_some_and(|t| t.is_static() != smelt_side)
-                })
-                .filter_map(|c| match &c.status {
-                    Status::Ok { ns } => Some(((ns.median, c.floor_ns), c.topology.clone())),
-                    _ => None,
-                })
-                .min_by(|a, b| a.0 .0.total_cmp(&b.0 .0))
-        };
-        if let (Some((s, st)), Some((b, bt))) = (best(true), best(false)) {
-            out.push(Ratio {
-                what: format!("{op}: best static tree / best smelt tree"),
-                value: b.0 / s.0,
-                per_floor: per_floor(b, s),
-                detail: format!("{bt} {:.2} µs vs {st} {:.2} µs", b.0 / 1000.0, s.0 / 1000.0),
-            });
-        }
-    }
-    out
-}
-
-fn metric_label(m: Metric) -> &'static str {
-    match m {
-        Metric::Barrier => "barrier",
-        Metric::Broadcast => "broadcast",
-        Metric::Reduce => "reduce",
-        Metric::Latency => "latency",
-        Metric::Throughput => "throughput",
-    }
+/// Runs `smelt tasks-member`.
+pub fn tasks_member(a: TasksMemberArgs) -> Result<()> {
+    suite::tasks::member(a.workers, a.runs)
 }

@@ -119,12 +119,9 @@ fn probe_model(a: &ProbeArgs, requested: Option<&[u32]>) -> Result<Model> {
     cfg.hierarchy = disc.hierarchy.clone();
     cfg.progress = !a.quiet;
     let r = probe(&cfg).map_err(anyhow::Error::msg)?;
-    let mut m = disc.to_model_skeleton();
-    m.provenance.method = "probe".into();
-    m.send = r.send.clone();
-    m.receive = r.receive.clone();
-    m.rtt = Some(r.rtt.clone());
-    m.provenance.notes = r.notes.clone();
+    let mut m = r
+        .to_model(disc.to_model_skeleton())
+        .map_err(anyhow::Error::msg)?;
     m.provenance.notes.push(format!(
         "parameters: cpus {}, {}reps {}{}{}",
         format_cpu_list(&r.cpus),
@@ -137,12 +134,6 @@ fn probe_model(a: &ProbeArgs, requested: Option<&[u32]>) -> Result<Model> {
             .map(|k| format!(", --sample {k}"))
             .unwrap_or_default()
     ));
-    if m.len() > 1 {
-        let inferred = smelt_model::infer::infer_hierarchy(&m);
-        m.inferred_hierarchy = Some(inferred);
-    }
-    m.validate()
-        .map_err(|why| anyhow::anyhow!("the probe produced an invalid model: {why}"))?;
     if !a.quiet {
         summary(&m, &r);
     }

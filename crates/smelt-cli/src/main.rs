@@ -115,16 +115,16 @@ enum Cmd {
     Info(cmd_info::InfoArgs),
     /// Run the replicated key-value store (1Paxos / 2PC over smelt's tree) under load.
     Kvs(cmd_kvs::KvsArgs),
-    /// One member process of `smelt bench --processes` (internal).
+    /// One member process of `smelt bench processes` (internal).
     #[command(hide = true)]
     BenchMember(cmd_bench::BenchMemberArgs),
-    /// The responding endpoint of `smelt bench --am` between processes (internal).
+    /// The responding endpoint of `smelt bench am` between processes (internal).
     #[command(hide = true)]
     AmMember(cmd_bench::AmMemberArgs),
     /// One replica process of `smelt kvs --processes` (internal).
     #[command(hide = true)]
     KvsReplica,
-    /// One member process of `smelt bench --tasks` (internal).
+    /// One member process of `smelt bench tasks` (internal).
     #[command(hide = true)]
     TasksMember(cmd_bench::TasksMemberArgs),
 }

@@ -317,10 +317,10 @@ fn bench_compares_topologies_only_when_they_differ() {
 fn bench_processes_measures_process_members_beside_thread_members() {
     let v = run_json(&[
         "bench",
+        "processes",
         "--quick",
         "--json",
         "--no-peers",
-        "--processes",
         "--rounds",
         "10",
         "--ops",
@@ -360,7 +360,7 @@ fn bench_processes_measures_process_members_beside_thread_members() {
                 .is_ok_and(|t| t.elapsed().is_ok_and(|d| d.as_secs() < 5)))));
 }
 
-/// `smelt bench --mpi` runs an unchanged MPI program under mpirun for every system in
+/// `smelt bench mpi` runs an unchanged MPI program under mpirun for every system in
 /// one run; without an interposer library smelt's rows say why they are skipped and
 /// the run still succeeds. Checks the JSON rows, not the times.
 #[test]
@@ -373,16 +373,16 @@ fn bench_mpi_reports_every_system_op_and_size() {
     let missing = dir.path().join("libsmelt_mpi.so");
     let j = run_json(&[
         "bench",
-        "--mpi",
+        "mpi",
         "--quick",
         "--json",
         "--sizes",
         "8,1000",
-        "--mpi-ranks",
+        "--ranks",
         "2",
-        "--mpi-nodes-of",
+        "--nodes-of",
         "0",
-        "--mpi-lib",
+        "--lib",
         missing.to_str().unwrap(),
     ]);
     let rows = j["rows"].as_array().unwrap();
@@ -403,7 +403,7 @@ fn bench_mpi_reports_every_system_op_and_size() {
             other => panic!("unexpected system {other}"),
         }
     }
-    let (code, _, err) = run(&["bench", "--mpi", "--ops", "scan"]);
+    let (code, _, err) = run(&["bench", "mpi", "--ops", "scan"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("scan"), "{err}");
 }
@@ -495,7 +495,7 @@ fn bench_measures_a_saved_tree() {
 fn bench_sync_measures_loose_and_strict_reductions() {
     let j = run_json(&[
         "bench",
-        "--sync",
+        "sync",
         "--quick",
         "--json",
         "--threads",
@@ -517,7 +517,7 @@ fn bench_sync_measures_loose_and_strict_reductions() {
         .iter()
         .all(|g| g["loose_speedup"].as_f64().unwrap() > 0.0));
     // Sizes must be whole doubles.
-    let (code, _, err) = run(&["bench", "--sync", "--quick", "--sizes", "12"]);
+    let (code, _, err) = run(&["bench", "sync", "--quick", "--sizes", "12"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("multiple of 8"), "{err}");
 }
@@ -526,7 +526,7 @@ fn bench_sync_measures_loose_and_strict_reductions() {
 fn bench_large_reports_bandwidth_against_memcpy() {
     let j = run_json(&[
         "bench",
-        "--large",
+        "large",
         "--quick",
         "--json",
         "--no-peers",
@@ -576,14 +576,7 @@ fn bench_large_reports_bandwidth_against_memcpy() {
             assert_eq!(o["open_mpi_note"], "--no-peers");
         }
     }
-    let (code, _, err) = run(&[
-        "bench",
-        "--large",
-        "--quick",
-        "--no-peers",
-        "--sizes",
-        "100",
-    ]);
+    let (code, _, err) = run(&["bench", "large", "--quick", "--no-peers", "--sizes", "100"]);
     assert_eq!(code, 2, "{err}");
 }
 
@@ -631,14 +624,14 @@ fn bench_shows_non_tree_rows_for_their_operations() {
     assert_eq!(row("binary", "barrier").unwrap()["status"], "ok");
 }
 
-/// `smelt bench --aggregation --quick --json`: every benchmark, setup and scheme has
+/// `smelt bench aggregation --quick --json`: every benchmark, setup and scheme has
 /// a row without error; the histogram rows' message counts keep the paper's bounds
 /// (⌈z/g⌉ + N·t per worker for WW, ⌈z/g⌉ + N for the others, z items per worker, N
 /// processes of t workers); each case has its best-over-none ratio and the orderings
 /// are reported.
 #[test]
 fn aggregation_bench_reports_every_scheme_within_the_message_bounds() {
-    let r = run_json(&["bench", "--aggregation", "--quick", "--json"]);
+    let r = run_json(&["bench", "aggregation", "--quick", "--json"]);
     let g = r["buffer_items"].as_u64().unwrap();
     let rows = r["rows"].as_array().unwrap();
     for bench in ["histogram", "index-gather"] {
@@ -678,12 +671,12 @@ fn aggregation_bench_reports_every_scheme_within_the_message_bounds() {
     assert!(!r["orderings"].as_array().unwrap().is_empty());
 }
 
-/// `smelt bench --offload --quick --json`: round trips for the three modes, the rate
+/// `smelt bench offload --quick --json`: round trips for the three modes, the rate
 /// for 1 to 6 queues in each, the targets with their values, and the global-array
 /// section (inside a node always; across nodes measured or said to be skipped).
 #[test]
 fn offload_bench_reports_round_trips_rates_and_global_arrays() {
-    let r = run_json(&["bench", "--offload", "--quick", "--json"]);
+    let r = run_json(&["bench", "offload", "--quick", "--json"]);
     let rt = r["round_trip"].as_array().unwrap();
     for mode in ["direct", "static", "dynamic"] {
         let x = rt.iter().find(|x| x["mode"] == mode).unwrap();
@@ -711,4 +704,64 @@ fn offload_bench_reports_round_trips_rates_and_global_arrays() {
         across.get("skipped").is_some() || across["get_across_over_mpi_get"].as_f64().is_some(),
         "{across}"
     );
+}
+
+/// `smelt bench --help` lists every benchmark as a subcommand, each with its own
+/// `--help` and examples; the old flag-modes are usage errors (exit 2), a subcommand
+/// refuses another's options, and plain `smelt bench` keeps the collectives' options.
+#[test]
+fn bench_help_lists_subcommands() {
+    const BENCHMARKS: [&str; 9] = [
+        "collectives",
+        "processes",
+        "mpi",
+        "large",
+        "sync",
+        "am",
+        "aggregation",
+        "offload",
+        "tasks",
+    ];
+    let (code, out, err) = run(&["bench", "--help"]);
+    assert_eq!(code, 0, "{err}");
+    let listed: Vec<&str> = out
+        .split("Benchmarks:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Benchmarks section:\n{out}"))
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    for b in BENCHMARKS {
+        assert!(listed.contains(&b), "{b} not listed: {listed:?}\n{out}");
+        let (code, help, err) = run(&["bench", b, "--help"]);
+        assert_eq!(code, 0, "{b}: {err}");
+        assert!(
+            help.contains(&format!("smelt bench {b} ")) && help.contains("Examples:"),
+            "{b}: no examples:\n{help}"
+        );
+    }
+    // The collectives' options stay on plain `smelt bench` (its default benchmark).
+    assert!(out.contains("--peer-threads") && out.contains("--csv"), "{out}");
+    for flag in [
+        "--processes",
+        "--mpi",
+        "--large",
+        "--sync",
+        "--am",
+        "--aggregation",
+        "--offload",
+        "--tasks",
+    ] {
+        let (code, _, err) = run(&["bench", flag, "--quick"]);
+        assert_eq!(code, 2, "{flag}: {err}");
+        assert!(err.contains(flag), "{flag}: {err}");
+    }
+    // Each benchmark takes only its own options.
+    let (code, _, err) = run(&["bench", "am", "--ranks", "2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--ranks"), "{err}");
+    let (code, _, err) = run(&["bench", "--quick", "am"]);
+    assert_eq!(code, 2, "{err}");
 }

@@ -1,4 +1,4 @@
-//! `smelt bench --tasks --quick --json`: every workload on every runtime and worker
+//! `smelt bench tasks --quick --json`: every workload on every runtime and worker
 //! count, each result checked against the sequential one (a wrong result is a FAILED
 //! row and exit status 1), fib across members and processes, the targets.
 
@@ -7,13 +7,13 @@ use std::process::Command;
 #[test]
 fn tasks_bench_reports_every_workload_runtime_and_target() {
     let o = Command::new(env!("CARGO_BIN_EXE_smelt"))
-        .args(["bench", "--tasks", "--quick", "--json"])
+        .args(["bench", "tasks", "--quick", "--json"])
         .output()
         .expect("run smelt");
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success(),
-        "smelt bench --tasks failed ({}):\n{stdout}\n{}",
+        "smelt bench tasks failed ({}):\n{stdout}\n{}",
         o.status,
         String::from_utf8_lossy(&o.stderr)
     );

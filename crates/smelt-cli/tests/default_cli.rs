@@ -82,10 +82,10 @@ fn bench_peer_rows_measure_auto_and_name_what_it_picked() {
         &[("SMELT_TUNE", "broadcast=binary;reduce=knomial:2")],
         &[
             "bench",
+            "processes",
             "--quick",
             "--json",
             "--no-peers",
-            "--processes",
             "--verbose",
             "--rounds",
             "10",

@@ -709,7 +709,7 @@ fn every_output_option_refuses_every_input_option() {
             &tree,
         ),
         (
-            vec!["bench", "--mpi", "--mpi-lib", "IN", "--json-out", "OUT"],
+            vec!["bench", "mpi", "--lib", "IN", "--json-out", "OUT"],
             &lib,
         ),
         (

@@ -1,4 +1,4 @@
-//! The UCX peer of `smelt bench --am` (`smelt_peers::ucx`): `ucx_perftest` run as a
+//! The UCX peer of `smelt bench am` (`smelt_peers::ucx`): `ucx_perftest` run as a
 //! server/client pair of processes over shared memory for a short iteration count,
 //! every test giving a positive finite figure. Without `ucx_perftest` the test says
 //! it skips, and fails under `CI=true` (scripts/deps.sh installs `ucx-utils`). No

@@ -116,6 +116,27 @@ pub struct ProbeResult {
     pub notes: Vec<String>,
 }
 
+impl ProbeResult {
+    /// The model this probe measured: `skeleton` (the machine's host, CPUs and
+    /// hierarchy, e.g. `smelt_model::topology::skeleton` of the CPUs probed) with the
+    /// probe's costs and notes, `method` "probe", and the hierarchy inferred from the
+    /// costs; validated. The one way every command turns a probe into a model.
+    pub fn to_model(&self, skeleton: smelt_model::Model) -> Result<smelt_model::Model, String> {
+        let mut m = skeleton;
+        m.provenance.method = "probe".into();
+        m.send = self.send.clone();
+        m.receive = self.receive.clone();
+        m.rtt = Some(self.rtt.clone());
+        m.provenance.notes = self.notes.clone();
+        if m.len() > 1 {
+            m.inferred_hierarchy = Some(smelt_model::infer::infer_hierarchy(&m));
+        }
+        m.validate()
+            .map_err(|why| format!("the probe produced an invalid model: {why}"))?;
+        Ok(m)
+    }
+}
+
 /// Median cost of reading the clock twice, ns (subtracted from every sample).
 pub fn timer_overhead() -> f64 {
     let mut v: Vec<f64> = (0..2001)

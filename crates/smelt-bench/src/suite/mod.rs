@@ -8,10 +8,15 @@ use serde::Serialize;
 
 pub mod aggregation;
 pub mod am;
+pub mod collectives;
 pub mod global;
+pub mod large;
+pub mod mpi;
 pub mod offload;
 pub mod processes;
+pub mod report;
 pub mod smelt;
+pub mod sync;
 pub mod tasks;
 
 /// smelt's tree where a fixed one is needed (the flattened row of the topology table,
@@ -87,4 +92,67 @@ pub fn double_sizes(sizes: &[usize], default: Vec<usize>) -> anyhow::Result<Vec<
         );
     }
     Ok(sizes)
+}
+
+/// The model a benchmark of trees measures over, and what the report calls its
+/// source: the default model ([`smelt_model::default_model`]: `path` (`--model`),
+/// else `SMELT_MODEL`, else this host's cached probe), and where a program would get
+/// the uniform model, a quick probe instead (a benchmark of machine-aware trees over a
+/// uniform model would measure nothing). Restricted to `cpus` (`--cpus`) where given;
+/// every CPU must be one this process may use. `verbose`: say on stderr where the
+/// model came from.
+pub fn bench_model(
+    path: Option<&std::path::Path>,
+    cpus: Option<&[u32]>,
+    verbose: bool,
+) -> anyhow::Result<(smelt_model::Model, String)> {
+    use anyhow::Context as _;
+    let (model, src) = default_or_probed(path, cpus, verbose)?;
+    let model = match cpus {
+        Some(c) => model.restrict(c).context("option --cpus")?,
+        None => model,
+    };
+    let allowed = smelt_probe::affinity::allowed_cpus();
+    if let Some(bad) = model.cpus.iter().find(|c| !allowed.contains(c)) {
+        anyhow::bail!(
+            "the model's CPU {bad} is not available to this process (it may use CPUs {}); pick CPUs with --cpus",
+            smelt_model::format_cpu_list(&allowed)
+        );
+    }
+    Ok((model, src))
+}
+
+/// [`bench_model`] before the restriction to the CPUs.
+fn default_or_probed(
+    path: Option<&std::path::Path>,
+    requested: Option<&[u32]>,
+    verbose: bool,
+) -> anyhow::Result<(smelt_model::Model, String)> {
+    let (m, src) =
+        smelt_model::default_model::resolve(path, requested).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if !src.is_uniform() {
+        if verbose {
+            eprintln!("smelt bench: model: {src}");
+        }
+        return Ok((m, src.to_string()));
+    }
+    let why = match &src {
+        smelt_model::ModelSource::Uniform(why) => why.clone(),
+        _ => String::new(),
+    };
+    // The CPUs first: a bad --cpus is one error line, nothing else.
+    let disc = smelt_model::topology::discover(requested)?;
+    eprintln!(
+        "notice: no model of this machine ({why}); probing it quickly (run 'smelt probe --cache' or 'smelt run' to keep one)"
+    );
+    let mut cfg = smelt_probe::probe::ProbeConfig::quick(disc.cpus.clone());
+    cfg.hierarchy = disc.hierarchy.clone();
+    let r = smelt_probe::probe::probe(&cfg).map_err(anyhow::Error::msg)?;
+    let m = r
+        .to_model(disc.to_model_skeleton())
+        .map_err(anyhow::Error::msg)?;
+    if verbose {
+        eprintln!("smelt bench: model: probe --quick ({why})");
+    }
+    Ok((m, "probe --quick".into()))
 }

@@ -1,4 +1,4 @@
-//! `smelt bench --mpi`: what an unchanged MPI program gets from each implementation of
+//! `smelt bench mpi`: what an unchanged MPI program gets from each implementation of
 //! its collectives. `MPI_Bcast`, `MPI_Reduce`, `MPI_Allreduce` and `MPI_Barrier`
 //! latency over message sizes, at several rank counts, for Open MPI's default
 //! (`tuned`), its shared-memory component (`sm`), `han` (skipped on one host, where it
@@ -6,7 +6,7 @@
 //! (`libsmelt_mpi.so`), with and without emulated nodes: one run, one table per
 //! operation, JSON, and a plot per operation and rank count.
 
-use super::BenchArgs;
+use super::{BenchReport, Common};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use smelt_peers::c::{CPeers, MpiFigure, MpiSystem, MPI_OPS};
@@ -25,7 +25,7 @@ fn default_sizes(quick: bool) -> Vec<usize> {
     }
 }
 
-/// The interposer: `--mpi-lib`, else `$SMELT_MPI_LIB`, else `libsmelt_mpi.so` next to
+/// The interposer: `--lib`, else `$SMELT_MPI_LIB`, else `libsmelt_mpi.so` next to
 /// this executable (a cargo build puts both in `target/<profile>/`).
 fn find_lib(given: Option<&Path>) -> Option<PathBuf> {
     if let Some(p) = given {
@@ -55,9 +55,29 @@ struct Row {
     status: Status,
 }
 
-/// The JSON report of `smelt bench --mpi`.
+/// The options of `smelt bench mpi`.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Quick runs, the timeout per mpirun.
+    pub common: Common,
+    /// Operations (bcast or broadcast, reduce, allreduce, barrier; default: all four).
+    pub ops: Vec<String>,
+    /// Message sizes in bytes (default powers of two from 8 to 65536; fewer quick).
+    pub sizes: Vec<usize>,
+    /// Rank counts (default 2, 8).
+    pub ranks: Vec<usize>,
+    /// Also run 2K ranks with smelt splitting them into emulated nodes of K (0: none).
+    pub nodes_of: usize,
+    /// The interposer library (default: `$SMELT_MPI_LIB`, else `libsmelt_mpi.so` next
+    /// to the running executable).
+    pub lib: Option<PathBuf>,
+    /// CPUs to run on (default: every CPU this process may use).
+    pub cpus: Option<Vec<u32>>,
+}
+
+/// The report of `smelt bench mpi`.
 #[derive(Serialize)]
-struct MpiReport {
+pub struct MpiReport {
     tool: String,
     date: String,
     cpus: Vec<u32>,
@@ -67,6 +87,12 @@ struct MpiReport {
     /// Open MPI (tuned) time over smelt's, per (op, bytes, ranks): above 1, smelt is
     /// faster.
     speedups: Vec<Speedup>,
+    #[serde(skip)]
+    figures: Vec<(Config, MpiFigure)>,
+    #[serde(skip)]
+    configs: Vec<Config>,
+    #[serde(skip)]
+    ops: Vec<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -93,17 +119,16 @@ struct Config {
     nodes_of: Option<usize>,
 }
 
-pub fn run(a: &BenchArgs) -> Result<()> {
-    if a.processes || a.csv {
-        bail!("option --mpi: not with --processes or --csv (it measures MPI programs only)");
-    }
-    let sizes = if a.sizes.is_empty() {
+/// Measures `smelt bench mpi`.
+pub fn measure(o: &Options) -> Result<MpiReport> {
+    let a = &o.common;
+    let sizes = if o.sizes.is_empty() {
         default_sizes(a.quick)
     } else {
-        a.sizes.clone()
+        o.sizes.clone()
     };
-    let ops: Vec<&str> = if !a.ops.is_empty() {
-        a.ops
+    let ops: Vec<&'static str> = if !o.ops.is_empty() {
+        o.ops
             .iter()
             .map(|o| match o.trim().to_ascii_lowercase().as_str() {
                 "broadcast" | "bcast" => Ok("bcast"),
@@ -119,23 +144,20 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     } else {
         MPI_OPS.to_vec()
     };
-    let ranks = if a.mpi_ranks.is_empty() {
+    let ranks = if o.ranks.is_empty() {
         vec![2, 8]
     } else {
-        a.mpi_ranks.clone()
+        o.ranks.clone()
     };
-    if let Some(p) = &a.json_out {
-        crate::common::check_output("--json-out", p, &[])?;
-    }
-    let cpus: Vec<u32> = match &a.cpus {
-        Some(s) => smelt_model::parse_cpu_list(s).context("option --cpus")?,
+    let cpus: Vec<u32> = match &o.cpus {
+        Some(c) => c.clone(),
         None => smelt_transport::allowed_cpus().unwrap_or_else(|_| vec![0]),
     };
-    let lib = find_lib(a.mpi_lib.as_deref());
+    let lib = find_lib(o.lib.as_deref());
     if lib.is_none() {
-        crate::common::warn(
+        super::warn(
             "no libsmelt_mpi.so found (build it with `cargo build --release -p smelt-mpi --features mpi`, \
-             or pass --mpi-lib PATH): smelt's rows are skipped",
+             or pass --lib PATH): smelt's rows are skipped",
         );
     }
     let mut configs: Vec<Config> = ranks
@@ -145,10 +167,10 @@ pub fn run(a: &BenchArgs) -> Result<()> {
             nodes_of: None,
         })
         .collect();
-    if a.mpi_nodes_of > 0 {
+    if o.nodes_of > 0 {
         configs.push(Config {
-            ranks: 2 * a.mpi_nodes_of,
-            nodes_of: Some(a.mpi_nodes_of),
+            ranks: 2 * o.nodes_of,
+            nodes_of: Some(o.nodes_of),
         });
     }
     let timeout = Duration::from_secs_f64(a.timeout.unwrap_or(if a.quick { 60.0 } else { 180.0 }));
@@ -203,17 +225,33 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         interposer: lib.as_ref().map(|p| p.display().to_string()),
         rows,
         speedups,
+        figures,
+        configs,
+        ops,
     };
-    super::emit_report(a, &report, || table(&figures, &configs, &ops))?;
-    if let Some(p) = &a.plot {
-        plot(&figures, &configs, &ops, p)?;
+    Ok(report)
+}
+
+impl BenchReport for MpiReport {
+    fn table(&self) -> String {
+        table(&self.figures, &self.configs, &self.ops)
     }
-    let failed: Vec<String> = figures
-        .iter()
-        .filter(|(_, f)| matches!(f.status, Status::Failed { .. }))
-        .map(|(_, f)| format!("{} {} {} B x{}", f.system, f.op, f.bytes, f.ranks))
-        .collect();
-    super::fail_if_any(failed)
+
+    fn failed(&self) -> Vec<String> {
+        self.figures
+            .iter()
+            .filter(|(_, f)| matches!(f.status, Status::Failed { .. }))
+            .map(|(_, f)| format!("{} {} {} B x{}", f.system, f.op, f.bytes, f.ranks))
+            .collect()
+    }
+}
+
+impl MpiReport {
+    /// Writes a latency-against-size plot per operation and configuration: `path`
+    /// `x.svg` gives `x-bcast-2r.svg`, `x-reduce-4r-nodes2.svg`, ... (.svg or .png).
+    pub fn plot(&self, path: &Path) -> Result<()> {
+        plot(&self.figures, &self.configs, &self.ops, path)
+    }
 }
 
 fn speedups(figures: &[(Config, MpiFigure)]) -> Vec<Speedup> {

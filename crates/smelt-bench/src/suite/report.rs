@@ -1,4 +1,4 @@
-//! The `smelt bench` report: its data (serialised as `--json`), the human table, and
+//! The report of `smelt bench collectives`: its data (serialised as `--json`), the human table, and
 //! the CSV in the layout of the Smelt machine database's `ab-bench.csv`.
 
 use serde::Serialize;
@@ -39,6 +39,10 @@ pub struct Report {
     pub ratios: Vec<Ratio>,
     /// Warnings about the run (e.g. an unoptimised build).
     pub warnings: Vec<String>,
+    /// The run's time limit was reached: the figures not measured by then are left
+    /// out (the first warning says so).
+    #[serde(skip)]
+    pub cut_short: bool,
 }
 
 /// The floor: one-way cache-line latency with plain atomics, measured right before
@@ -99,7 +103,7 @@ pub struct Figure {
     /// smelt's headline rows: what `auto` (the default) picked and where from; the
     /// name says the algorithm too (`smelt (auto: dissemination)`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub auto: Option<crate::cmd_bench::AutoPick>,
+    pub auto: Option<super::smelt::AutoPick>,
 }
 
 /// A ratio between two figures of the same run.
@@ -407,6 +411,7 @@ mod tests {
             }],
             ratios: vec![],
             warnings: vec![],
+            cut_short: false,
         }
     }
 

@@ -1,4 +1,4 @@
-//! `smelt bench --large`: bandwidth of large broadcasts, reductions and allreductions
+//! `smelt bench large`: bandwidth of large broadcasts, reductions and allreductions
 //! (64 KiB to 16 MiB by default) against `memcpy` of the same size on one core and
 //! against Open MPI's `MPI_Bcast`, `MPI_Reduce` and `MPI_Allreduce` with as many
 //! ranks, in one run. Reductions are sums of doubles, as in the MPI program, through
@@ -6,7 +6,7 @@
 //! a row per algorithm (the tree, recursive doubling, Rabenseifner). A first section
 //! times the combine alone (the f64 sum kernel, a plain `for` loop, `memcpy`).
 
-use super::BenchArgs;
+use super::{BenchReport, Common};
 use anyhow::{bail, Result};
 use serde::Serialize;
 use smelt_model::Model;
@@ -83,8 +83,24 @@ struct CombineRow {
     kernel_vs_memcpy: f64,
 }
 
+/// The options of `smelt bench large`.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Quick runs, the timeout per figure.
+    pub common: Common,
+    /// Members (default 2, at most 64 per CPU).
+    pub threads: Option<usize>,
+    /// Message sizes in bytes, each a multiple of 8 (default 64 KiB to 16 MiB).
+    pub sizes: Vec<usize>,
+    /// Slots per channel (each 48 payload bytes).
+    pub capacity: usize,
+    /// Leave Open MPI out.
+    pub no_peers: bool,
+}
+
+/// The report of `smelt bench large`.
 #[derive(Serialize)]
-struct LargeReport {
+pub struct LargeReport {
     tool: String,
     host: String,
     members: usize,
@@ -179,10 +195,11 @@ fn smelt_ns(
 }
 
 /// Runs the comparison on `model`'s CPUs.
-pub fn run(a: &BenchArgs, model: &Model) -> Result<()> {
-    let sizes = super::double_sizes(a, default_sizes(a.quick))?;
-    let members = a.threads.unwrap_or(2.min(model.len())).max(1);
-    if a.threads.is_some_and(|t| t > 64 * model.len()) {
+pub fn measure(o: &Options, model: &Model) -> Result<LargeReport> {
+    let a = &o.common;
+    let sizes = super::double_sizes(&o.sizes, default_sizes(a.quick))?;
+    let members = o.threads.unwrap_or(2.min(model.len())).max(1);
+    if o.threads.is_some_and(|t| t > 64 * model.len()) {
         bail!(
             "option --threads: at most 64 members per CPU ({} CPUs here)",
             model.len()
@@ -202,7 +219,7 @@ pub fn run(a: &BenchArgs, model: &Model) -> Result<()> {
         .generate(tree_model, &pos, None)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let group = GroupConfig {
-        capacity: a.capacity,
+        capacity: o.capacity,
         timeout: Duration::from_secs_f64(a.timeout.unwrap_or(60.0)),
         pinning: if oversubscribed {
             Pinning::Never
@@ -230,7 +247,7 @@ pub fn run(a: &BenchArgs, model: &Model) -> Result<()> {
     };
     let mut warnings = Vec::new();
     // Open MPI: one mpirun for every size and operation.
-    let ompi = if a.no_peers {
+    let ompi = if o.no_peers {
         Vec::new()
     } else {
         let names: Vec<&str> = ["bcast", "reduce", "allreduce"].to_vec();
@@ -248,7 +265,7 @@ pub fn run(a: &BenchArgs, model: &Model) -> Result<()> {
         (sizes.len() * (OPS.len() + 2)) as u64,
         "figures",
     )
-    .with_label("smelt bench --large");
+    .with_label("smelt bench large");
     let mut combine = Vec::new();
     for &bytes in &sizes {
         progress.step(format!("combine {bytes} B"));
@@ -270,13 +287,13 @@ pub fn run(a: &BenchArgs, model: &Model) -> Result<()> {
             let gbs = |ns: f64| bytes as f64 / ns;
             let s = smelt_ns(&tree, op, algorithm, bytes, &cfg);
             progress.inc();
-            let o = ompi.iter().find(|f| f.op == mpi_name && f.bytes == bytes);
-            let (o_gbs, o_note) = match o.map(|f| &f.status) {
+            let fig = ompi.iter().find(|f| f.op == mpi_name && f.bytes == bytes);
+            let (o_gbs, o_note) = match fig.map(|f| &f.status) {
                 Some(Status::Ok { ns }) => (Some(gbs(ns.median)), None),
                 Some(Status::Skipped { reason }) | Some(Status::Failed { reason }) => {
                     (None, Some(reason.clone()))
                 }
-                None if a.no_peers => (None, Some("--no-peers".into())),
+                None if o.no_peers => (None, Some("--no-peers".into())),
                 None => (None, Some("not measured".into())),
             };
             let s_gbs = s.as_ref().ok().map(|&ns| gbs(ns));
@@ -308,24 +325,31 @@ pub fn run(a: &BenchArgs, model: &Model) -> Result<()> {
         oversubscribed,
         combine,
         tree: super::SMELT_TREE.to_string(),
-        capacity: a.capacity,
+        capacity: o.capacity,
         segment,
         rows,
         warnings,
     };
-    super::emit_report(a, &report, || table(&report))?;
-    let failed: Vec<String> = report
-        .rows
-        .iter()
-        .flat_map(|r| {
-            r.ops.iter().filter_map(move |o| {
-                o.smelt_error
-                    .as_ref()
-                    .map(|e| format!("{} ({}) {} B ({e})", o.op, o.algorithm, r.bytes))
+    Ok(report)
+}
+
+impl BenchReport for LargeReport {
+    fn table(&self) -> String {
+        table(self)
+    }
+
+    fn failed(&self) -> Vec<String> {
+        self.rows
+            .iter()
+            .flat_map(|r| {
+                r.ops.iter().filter_map(move |o| {
+                    o.smelt_error
+                        .as_ref()
+                        .map(|e| format!("{} ({}) {} B ({e})", o.op, o.algorithm, r.bytes))
+                })
             })
-        })
-        .collect();
-    super::fail_if_any(failed)
+            .collect()
+    }
 }
 
 fn table(r: &LargeReport) -> String {

@@ -1,10 +1,10 @@
-//! `smelt bench --sync`: the experiment of seed 001 §3. Back-to-back reductions of
+//! `smelt bench sync`: the experiment of seed 001 §3. Back-to-back reductions of
 //! vectors of doubles (8 B to 64 KiB), loose and strict, over the flat tree
 //! (sequential), k-nomial trees of radix 1 (chain), 2, 4, 8 and 16, and smelt's tree:
 //! how much loose synchronization gains, and whether it changes which tree wins.
 
 use super::smelt::oversubscribed_model;
-use super::BenchArgs;
+use super::{BenchReport, Common};
 use anyhow::Result;
 use serde::Serialize;
 use smelt_model::Model;
@@ -53,8 +53,20 @@ struct Gain {
     loose_speedup: f64,
 }
 
+/// The options of `smelt bench sync`.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Quick runs, the timeout per figure.
+    pub common: Common,
+    /// Message sizes in bytes, each a multiple of 8 (default 8 B to 64 KiB).
+    pub sizes: Vec<usize>,
+    /// Topology names (default: flat, k-nomial radix 1, 2, 4, 8, 16, smelt's tree).
+    pub topologies: Vec<String>,
+}
+
+/// The report of `smelt bench sync`.
 #[derive(Serialize)]
-struct SyncReport {
+pub struct SyncReport {
     tool: String,
     host: String,
     members: usize,
@@ -64,15 +76,20 @@ struct SyncReport {
     gains: Vec<Gain>,
     rows: Vec<Row>,
     warnings: Vec<String>,
+    #[serde(skip)]
+    sizes: Vec<usize>,
+    #[serde(skip)]
+    built: Vec<(Topology, Tree)>,
 }
 
 /// Runs the experiment on `model`'s CPUs with `members` members.
-pub fn run(a: &BenchArgs, model: &Model, members: usize) -> Result<()> {
-    let sizes = super::double_sizes(a, default_sizes(a.quick))?;
-    let trees: Vec<Topology> = if a.topologies.is_empty() {
+pub fn measure(o: &Options, model: &Model, members: usize) -> Result<SyncReport> {
+    let a = &o.common;
+    let sizes = super::double_sizes(&o.sizes, default_sizes(a.quick))?;
+    let trees: Vec<Topology> = if o.topologies.is_empty() {
         default_trees()
     } else {
-        a.topologies
+        o.topologies
             .iter()
             .map(|s| {
                 s.parse()
@@ -113,8 +130,8 @@ pub fn run(a: &BenchArgs, model: &Model, members: usize) -> Result<()> {
         },
     };
     let total = (built.len() * sizes.len() * 2) as u64;
-    let progress = smelt_probe::progress::Progress::new(true, total, "figures")
-        .with_label("smelt bench --sync");
+    let progress =
+        smelt_probe::progress::Progress::new(true, total, "figures").with_label("smelt bench sync");
     let mut rows = Vec::new();
     for &bytes in &sizes {
         for (t, tree) in &built {
@@ -182,18 +199,27 @@ pub fn run(a: &BenchArgs, model: &Model, members: usize) -> Result<()> {
         gains,
         rows,
         warnings,
+        sizes,
+        built,
     };
-    super::emit_report(a, &report, || table(&report, &sizes, &built))?;
-    let failed: Vec<String> = report
-        .rows
-        .iter()
-        .filter_map(|r| {
-            r.error
-                .as_ref()
-                .map(|e| format!("{} {} B {} ({e})", r.tree, r.bytes, r.mode))
-        })
-        .collect();
-    super::fail_if_any(failed)
+    Ok(report)
+}
+
+impl BenchReport for SyncReport {
+    fn table(&self) -> String {
+        table(self, &self.sizes, &self.built)
+    }
+
+    fn failed(&self) -> Vec<String> {
+        self.rows
+            .iter()
+            .filter_map(|r| {
+                r.error
+                    .as_ref()
+                    .map(|e| format!("{} {} B {} ({e})", r.tree, r.bytes, r.mode))
+            })
+            .collect()
+    }
 }
 
 /// The median of `tree` at `bytes` in `mode`, if that figure was measured.
