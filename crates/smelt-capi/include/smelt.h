@@ -11,8 +11,8 @@
  * Conventions
  *  - Every function returns an int status: SMELT_OK (0) or one of SMELT_ERR_*. On
  *    failure smelt_last_error() describes the problem in one line.
- *  - Objects (smelt_model, smelt_tree, smelt_group, smelt_member, smelt_kvs,
- *    smelt_kvs_client) are handles: opaque pointer-sized values that the library
+ *  - Objects (smelt_world, smelt_model, smelt_tree, smelt_group, smelt_member,
+ *    smelt_kvs, smelt_kvs_client, ...) are handles: opaque pointer-sized values that the library
  *    checks on every call and that are never addresses (do not dereference, compare
  *    them only for equality). Create them with the *_load / *_build / *_create /
  *    smelt_group_attach / smelt_job_join / smelt_kvs_open functions and release them
@@ -48,7 +48,18 @@
  *    first failure of the group, naming the member at fault), and the group stays
  *    failed: free it and create a new one.
  *
- * Typical use
+ * Typical use: one world, every service (the same program runs as threads, under
+ * `smelt launch -n N`, or under mpirun)
+ *     smelt_world *w;   smelt_world_from_env(&w);  // or smelt_world_run(n, body, arg) for
+ *                                                  // threads, smelt_world_from_mpi(comm, &w)
+ *     smelt_member *m;  smelt_world_collectives(w, NULL, &m);  // tree collectives ("auto")
+ *     smelt_am_endpoint *e; smelt_world_endpoint(w, 0, &e);    // active messages
+ *     smelt_global *a;  smelt_world_global(w, SMELT_GLOBAL_U64, len, 0, &a);
+ *     smelt_allreduce_typed(m, &x, 1, SMELT_UINT64, SMELT_OP_SUM); ...
+ *     smelt_global_free(a); smelt_am_endpoint_free(e); smelt_member_free(m);
+ *     smelt_world_free(w);
+ *
+ * Groups over a tree of your own (threads of this process)
  *     smelt_model *m;   smelt_model_load("model.json", &m);     // smelt probe -o model.json
  *     smelt_tree  *t;   smelt_tree_build(m, "adaptive-shuffled", NULL, 0, -1, &t);
  *     smelt_group *g;   smelt_group_create(t, &g);
@@ -87,6 +98,74 @@ const char *smelt_last_error(void);
 
 /* The library version, e.g. "0.1.0" (static storage). */
 const char *smelt_version(void);
+
+/* ---- worlds ------------------------------------------------------------------------
+ * A world is the members of one job and how they reach each other; a smelt_world
+ * handle is one member's (docs/glossary.md: rank, size, node, CPU). Members are
+ * threads of this process (smelt_world_threads, smelt_world_run), processes started
+ * by `smelt launch -n N -- ./prog` (smelt_world_from_env), or MPI ranks
+ * (smelt_world_from_mpi; libsmelt built with the `mpi` feature). Every service is
+ * made from a world: smelt_world_collectives (tree collectives), smelt_world_endpoint
+ * (active messages; offload lanes are such endpoints given to smelt_offload_start),
+ * smelt_world_agg (aggregation), smelt_world_global (global arrays), so one program
+ * runs them all in one job, in one shared-memory segment, whoever started it.
+ *
+ * Making a service is a collective call, as MPI_Comm_dup is: every member makes the
+ * same services, in the same order, with the same arguments (a member that makes
+ * something else fails with SMELT_ERR_INVALID_ARGUMENT naming the mismatch; one that
+ * never comes makes the others fail after their timeout). A world handle may be read
+ * (rank, size, ...) from any thread; make services from it on one thread at a time.
+ * Freeing a world leaves the services made from it working. */
+typedef struct smelt_world smelt_world;
+
+/* Joins the job this process was started in by `smelt launch` (or by a launcher that
+ * set SMELT_JOB, SMELT_JOB_KEY and SMELT_RANK). SMELT_ERR_RUNTIME, naming the variable,
+ * when they are missing or hold garbage or the job is gone. */
+int smelt_world_from_env(smelt_world **world);
+
+/* The n (1..4096) worlds of a job of threads of this process, in worlds[0..n): world r
+ * is member r; give each to one thread. Member r is given the r-th CPU this process may
+ * use when there are n of them (pin a thread there with smelt_world_pin), else the
+ * members are unpinned. */
+int smelt_world_threads(size_t n, smelt_world **worlds);
+
+/* Body run by smelt_world_run on each member's thread. */
+typedef void (*smelt_world_fn)(smelt_world *world, void *arg);
+
+/* Runs fn(world, arg) on n (1..4096) threads, one per member of a new job of threads
+ * (CPUs as smelt_world_threads; each thread pinned to its member's CPU), and returns
+ * once every body returned. The world handle is valid until its body returns. fn must
+ * not unwind (no C++ exception or longjmp out of it). */
+int smelt_world_run(size_t n, smelt_world_fn fn, void *arg);
+
+/* A world of the members of an MPI communicator (after MPI_Init; a collective call
+ * over comm): rank and size are comm's, nodes are the ranks that share memory
+ * (MPI_COMM_TYPE_SHARED, or groups of SMELT_RANKS_PER_NODE consecutive ranks).
+ * smelt_world_from_mpi is declared when <mpi.h> is included before smelt.h;
+ * smelt_world_from_mpi_f takes a Fortran handle (MPI_Comm_c2f / a Fortran integer).
+ * With a libsmelt built without the `mpi` feature both return
+ * SMELT_ERR_INVALID_ARGUMENT saying so. */
+#if defined(MPI_VERSION)
+int smelt_world_from_mpi(MPI_Comm comm, smelt_world **world);
+#endif
+int smelt_world_from_mpi_f(int32_t comm, smelt_world **world);
+
+/* This member's rank (0..size), the number of members. */
+int smelt_world_rank(const smelt_world *world, size_t *rank);
+int smelt_world_size(const smelt_world *world, size_t *size);
+
+/* This member's node and the number of nodes (nodes may be NULL). */
+int smelt_world_node(const smelt_world *world, size_t *node, size_t *nodes);
+
+/* This member's OS CPU, or -1 for a member without one. */
+int smelt_world_cpu(const smelt_world *world, int64_t *cpu);
+
+/* Pins the calling thread to this member's CPU; *pinned (pinned may be NULL) is 1 if
+ * it was pinned, 0 for a member without a CPU. */
+int smelt_world_pin(const smelt_world *world, int *pinned);
+
+/* Releases a world (NULL is ignored; SMELT_ERR_INVALID_HANDLE if already freed). */
+int smelt_world_free(smelt_world *world);
 
 /* ---- models --------------------------------------------------------------------- */
 
@@ -276,6 +355,21 @@ int smelt_job_join(smelt_member **member);
  * after your last collective; a process that exits without leaving is fine too. */
 int smelt_job_leave(smelt_member *member);
 
+/* Tree collectives from a world (a collective call): this member's member of a group of
+ * every member of the world, rank = the world's rank, used with every member call
+ * above. tree: NULL for the group `smelt launch` described (its --tree and --model),
+ * or "auto" when the world has none; or a smelt_tree_build algo name ("auto",
+ * "binary", "knomial:4", ...) built over the members' CPUs on the world's model (the
+ * launcher's --model, else SMELT_MODEL, this host's cached probe or a uniform model).
+ * Members without CPUs of their own (unpinned threads, more members than CPUs) get a
+ * flat tree for "auto", a named tree over a uniform model. Collectives wait at most
+ * 30 s for a peer. Release the member with smelt_member_free. */
+int smelt_world_collectives(smelt_world *world, const char *tree, smelt_member **member);
+
+/* Releases a member made by smelt_world_collectives (NULL is ignored), after its last
+ * collective; SMELT_ERR_INVALID_ARGUMENT for a member of a group or job. */
+int smelt_member_free(smelt_member *member);
+
 /* Releases a group (NULL is ignored). SMELT_ERR_BUSY, and the group stays, while a
  * member is attached or running; SMELT_ERR_INVALID_HANDLE if already freed. */
 int smelt_group_free(smelt_group *group);
@@ -408,6 +502,13 @@ typedef void (*smelt_am_returned)(void *user, int reason, size_t by, uint8_t han
  * a time (SMELT_ERR_BUSY otherwise, and from a handler calling its own endpoint). */
 int smelt_am_threads(size_t n, size_t capacity, smelt_am_endpoint **eps);
 
+/* A collective call: this member's endpoint of a new set of endpoints over every member
+ * of the world (endpoint i is member i; capacity as smelt_am_threads's). Between
+ * processes each member learns every other's tag before it returns. Several calls make
+ * several sets (endpoint i of one set talks to the endpoints of that set only): make
+ * one per offload lane, register its handlers, and give them to smelt_offload_start. */
+int smelt_world_endpoint(smelt_world *world, size_t capacity, smelt_am_endpoint **ep);
+
 /* Releases an endpoint (NULL is ignored); the other endpoints see it leave: a poll
  * reports it once (SMELT_ERR_RUNTIME, "endpoint i is gone") and requests to it fail. */
 int smelt_am_endpoint_free(smelt_am_endpoint *ep);
@@ -537,6 +638,14 @@ typedef struct smelt_global smelt_global;
 int smelt_global_create(int type, uint64_t len, size_t members, uint64_t timeout_ms,
                         smelt_global **array);
 
+/* A collective call: this member's handle on a new array of len zeroed elements of type
+ * SMELT_GLOBAL_*, spread over every member of the world (member m owns block m; in a
+ * job of processes the elements live in the job's shared memory); barriers meet the
+ * world's members and wait at most timeout_ms (0: 30 s). Every member passes the same
+ * type and len. */
+int smelt_world_global(smelt_world *world, int type, uint64_t len, uint64_t timeout_ms,
+                       smelt_global **array);
+
 /* The array's element type (SMELT_GLOBAL_*), length and number of members. */
 int smelt_global_info(const smelt_global *array, int *type, uint64_t *len, size_t *members);
 
@@ -618,6 +727,14 @@ typedef void (*smelt_agg_handler)(void *user, size_t me, const void *item, size_
 int smelt_agg_threads(size_t processes, size_t workers, int scheme, size_t item_size,
                       size_t buffer_items, int idle_flush, uint64_t timeout_us,
                       smelt_agg_handler h, void *const *users, smelt_agg_worker **out);
+
+/* A collective call: this member's `workers` workers of an aggregator over every member
+ * of the world (each member a process of the aggregator: worker w of the job is worker
+ * w % workers of member w / workers), in out[0..workers); every member passes the same
+ * arguments but users (users[i]: this member's worker i's pointer; may be NULL). */
+int smelt_world_agg(smelt_world *world, size_t workers, int scheme, size_t item_size,
+                    size_t buffer_items, int idle_flush, uint64_t timeout_us,
+                    smelt_agg_handler h, void *const *users, smelt_agg_worker **out);
 
 /* Inserts an item of `size` bytes (the item size) for worker dest. */
 int smelt_agg_insert(smelt_agg_worker *w, const void *item, size_t size, size_t dest);

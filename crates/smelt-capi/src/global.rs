@@ -12,6 +12,7 @@ use crate::{
     SMELT_ERR_RUNTIME, SMELT_ERR_TIMEOUT,
 };
 use ::smelt_global::{threads, Config, ElemType, Element, GlobalArray, GlobalError, Op};
+use smelt_runtime::World;
 use std::ffi::c_int;
 use std::sync::Arc;
 use std::time::Duration;
@@ -156,6 +157,51 @@ pub extern "C" fn smelt_global_create(
             }
         };
         crate::new_handle(array, Object::Global(Arc::new(obj)), "array")
+    })
+}
+
+/// A collective call: this member's handle on a new array of `len` elements of
+/// `type`, spread in blocks over every member of `world` (member `m` owns block `m`);
+/// barriers wait at most `timeout_ms` (0: 30 s).
+#[no_mangle]
+pub extern "C" fn smelt_world_global(
+    world: *mut crate::smelt_world,
+    r#type: c_int,
+    len: u64,
+    timeout_ms: u64,
+    array: *mut *mut smelt_global,
+) -> smelt_status {
+    guard(|| {
+        let w = crate::world::world_of(world)?;
+        if array.is_null() {
+            return err(SMELT_ERR_INVALID_ARGUMENT, "array is NULL");
+        }
+        let mut cfg = Config::default();
+        if timeout_ms > 0 {
+            cfg.timeout = Duration::from_millis(timeout_ms);
+        }
+        fn make<T: Element>(w: &World, len: u64, cfg: Config) -> Res<GlobalArray<T>> {
+            GlobalArray::from_world(w, len, cfg).map_err(global_error)
+        }
+        let slot = handle::reserve()?;
+        let obj = match ElemType::from_id(r#type.max(0) as u32) {
+            Some(ElemType::U64) => GlobalObj::U64(make(&w, len, cfg)?),
+            Some(ElemType::I64) => GlobalObj::I64(make(&w, len, cfg)?),
+            Some(ElemType::F64) => GlobalObj::F64(make(&w, len, cfg)?),
+            Some(ElemType::U32) => GlobalObj::U32(make(&w, len, cfg)?),
+            Some(ElemType::I32) => GlobalObj::I32(make(&w, len, cfg)?),
+            None => {
+                return err(
+                    SMELT_ERR_INVALID_ARGUMENT,
+                    format!(
+                        "element type {} (SMELT_GLOBAL_U64 .. SMELT_GLOBAL_I32: 1 to 5)",
+                        r#type
+                    ),
+                )
+            }
+        };
+        let h = slot.fill(Object::Global(Arc::new(obj)));
+        out(array, std::ptr::without_provenance_mut(h), "array")
     })
 }
 
