@@ -33,49 +33,10 @@ pub(crate) struct Table {
     pub(crate) tags: Vec<u64>,
 }
 
-// The encoding, node routing and endpoint making serve MPI jobs (the `mpi` feature).
+// Routing by node and making endpoints over a node's mesh serve MPI jobs (the `mpi`
+// feature).
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 impl Table {
-    /// Encodes the table (little-endian words: count, then name and tag per entry).
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(8 + 20 * self.names.len());
-        b.extend_from_slice(&(self.names.len() as u64).to_le_bytes());
-        for (n, t) in self.names.iter().zip(&self.tags) {
-            for w in [n.node, n.process, n.endpoint] {
-                b.extend_from_slice(&w.to_le_bytes());
-            }
-            b.extend_from_slice(&t.to_le_bytes());
-        }
-        b
-    }
-
-    /// Decodes [`encode`](Self::encode)'s bytes.
-    pub(crate) fn decode(b: &[u8]) -> Result<Table, AmError> {
-        let bad = || AmError::Invalid("the job's destination table is malformed".into());
-        let n =
-            u64::from_le_bytes(b.get(..8).ok_or_else(bad)?.try_into().map_err(|_| bad())?) as usize;
-        if b.len() != 8 + 20 * n {
-            return Err(bad());
-        }
-        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
-        let mut t = Table {
-            names: Vec::with_capacity(n),
-            tags: Vec::with_capacity(n),
-        };
-        for i in 0..n {
-            let o = 8 + 20 * i;
-            t.names.push(Name {
-                node: u32_at(o),
-                process: u32_at(o + 4),
-                endpoint: u32_at(o + 8),
-            });
-            t.tags.push(u64::from_le_bytes(
-                b[o + 12..o + 20].try_into().expect("8 bytes"),
-            ));
-        }
-        Ok(t)
-    }
-
     /// Endpoint `me`'s destination table and the global index of each local mesh
     /// rank: the endpoints on `me`'s node are reached over the mesh (mesh rank = their
     /// order among the node's endpoints), the others over the slow channel.
@@ -157,7 +118,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tables_round_trip_and_route() {
+    fn tables_route() {
         let names = vec![
             Name {
                 node: 0,
@@ -184,9 +145,6 @@ mod tests {
             tags: (0..4).map(|_| random_tag()).collect(),
             names,
         };
-        assert_eq!(Table::decode(&t.encode()).unwrap(), t);
-        assert!(Table::decode(&t.encode()[..20]).is_err());
-        assert!(Table::decode(&[]).is_err());
         let (d, local) = t.dests(3);
         assert_eq!(local, vec![0, 1, 3]);
         assert_eq!(d[0].route, Route::Local(Rank(0)));

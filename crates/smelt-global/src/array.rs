@@ -2,6 +2,7 @@
 //! global index.
 
 use crate::{ElemType, Element, GlobalError, Op};
+use smelt_mesh::world::{Region, World, WorldKind};
 use smelt_transport::shm::ShmMember;
 use smelt_transport::{Backoff, WaitPolicy};
 use std::marker::PhantomData;
@@ -137,8 +138,14 @@ impl Layout {
 /// The memory of the array's elements on this member's node.
 pub(crate) enum Memory {
     /// Process memory, shared by the threads of this process.
-    Local(Arc<[AtomicU64]>),
+    /// A region of a world ([`World::region`]): process memory between threads, the
+    /// job's segment between processes (whose liveness `job` tells).
+    World {
+        region: Region,
+        job: Option<Arc<ShmMember>>,
+    },
     /// A shared-memory segment mapped by the processes of this node.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     Shm(Arc<ShmMember>),
 }
 
@@ -146,8 +153,16 @@ impl Memory {
     #[inline]
     pub(crate) fn words(&self) -> &[AtomicU64] {
         match self {
-            Memory::Local(w) => w,
+            Memory::World { region, .. } => region.words(),
             Memory::Shm(m) => m.words(),
+        }
+    }
+
+    /// The segment of the members' processes (None between threads).
+    fn job(&self) -> Option<&ShmMember> {
+        match self {
+            Memory::World { job, .. } => job.as_deref(),
+            Memory::Shm(m) => Some(m),
         }
     }
 }
@@ -234,6 +249,7 @@ impl<T: Element> std::fmt::Debug for GlobalArray<T> {
 }
 
 /// Checks that an array of `array` elements may be used as `T`.
+#[cfg(feature = "mpi")]
 pub(crate) fn check_type<T: Element>(array: ElemType) -> Result<(), GlobalError> {
     if array == T::TYPE {
         Ok(())
@@ -246,20 +262,81 @@ pub(crate) fn check_type<T: Element>(array: ElemType) -> Result<(), GlobalError>
 }
 
 /// Makes an array of `len` elements spread over `members` threads of this process:
-/// one handle per member (member `i` at index `i`), sharing the process's memory.
+/// the arrays of a world of `members` threads ([`GlobalArray::from_world`]) made at
+/// once, one handle per member (member `i` at index `i`), sharing the process's
+/// memory.
 pub fn threads<T: Element>(
     len: u64,
     members: usize,
     cfg: Config,
 ) -> Result<Vec<GlobalArray<T>>, GlobalError> {
-    let layout = Layout::new(len, members)?;
-    let words = CTRL_WORDS + len as usize;
-    let shared: Arc<[AtomicU64]> = (0..words).map(|_| AtomicU64::new(0)).collect();
-    Ok((0..members)
-        .map(|rank| {
-            GlobalArray::on_one_node(Memory::Local(shared.clone()), layout, rank, cfg.clone())
-        })
-        .collect())
+    Layout::new(len, members)?;
+    // Between threads, making a service is not a meeting: this thread makes every
+    // member's handle in turn.
+    World::threads(members)?
+        .iter()
+        .map(|w| GlobalArray::from_world(w, len, cfg.clone()))
+        .collect()
+}
+
+/// The control word holding the array's element type (its id + 1; 0: not set yet).
+const TYPE_WORD: usize = 1;
+
+impl<T: Element> GlobalArray<T> {
+    /// A collective call: this member's handle on a new array of `len` elements of `T`
+    /// spread over every member of `world` (member `m` owns block `m`, see [`Layout`]).
+    /// The elements live in a region of the world ([`World::region`]): process memory
+    /// between threads, the job's one segment between processes, read and written
+    /// directly by every member. Every member makes the array with the same `len`
+    /// (else [`GlobalError::World`]) and `T` (else [`GlobalError::WrongType`]), in the
+    /// same order relative to the other services it makes from the world. A member
+    /// process that dies is reported to the others' barriers as
+    /// [`GlobalError::PeerGone`].
+    pub fn from_world(world: &World, len: u64, cfg: Config) -> Result<Self, GlobalError> {
+        match world.kind() {
+            WorldKind::Threads | WorldKind::Processes => {}
+            // HOOK (MPI worlds): each node's blocks in a region of the node, the
+            // other nodes' through MPI one-sided communication (`crate::mpi`'s `Net`).
+            #[allow(unreachable_patterns)]
+            other => {
+                return Err(GlobalError::Invalid(format!(
+                    "global arrays over a world of {other:?} are not available yet (use smelt_global::mpi)"
+                )))
+            }
+        }
+        let layout = Layout::new(len, world.size())?;
+        let words = CTRL_WORDS + len as usize;
+        let region = world.region(words.checked_mul(8).ok_or_else(|| {
+            GlobalError::Invalid(format!("an array of {len} elements is too large"))
+        })?)?;
+        let ty = T::TYPE as u64 + 1;
+        match region.words()[TYPE_WORD].compare_exchange(0, ty, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => {}
+            Err(t) if t == ty => {}
+            Err(t) => {
+                return Err(match ElemType::from_id((t - 1) as u32) {
+                    Some(array) => GlobalError::WrongType {
+                        array,
+                        requested: T::TYPE,
+                    },
+                    None => GlobalError::Invalid(format!(
+                        "the array's region holds an unknown element type ({t})"
+                    )),
+                })
+            }
+        }
+        let mem = Memory::World {
+            region,
+            job: world.shm_member().cloned(),
+        };
+        Ok(GlobalArray::on_one_node(
+            mem,
+            layout,
+            world.rank().index(),
+            cfg,
+        ))
+    }
 }
 
 #[inline]
@@ -522,7 +599,7 @@ impl<T: Element> GlobalArray<T> {
                 backoff.snooze();
                 continue;
             }
-            if let Memory::Shm(m) = &self.mem {
+            if let Some(m) = self.mem.job() {
                 if m.is_aborted() {
                     return Err(GlobalError::Aborted);
                 }

@@ -47,6 +47,10 @@ pub enum GlobalError {
     /// An MPI call failed.
     #[error("MPI: {0}")]
     Mpi(String),
+    /// The world could not make the array's region (a member made something else,
+    /// or the job's arena is full).
+    #[error(transparent)]
+    World(#[from] smelt_mesh::WorldError),
     /// A bad argument or configuration.
     #[error("{0}")]
     Invalid(String),

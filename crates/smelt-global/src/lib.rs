@@ -73,7 +73,8 @@ mod error;
 #[cfg(feature = "mpi")]
 #[allow(unsafe_code)]
 pub mod mpi;
-pub mod process;
+#[cfg(feature = "mpi")]
+mod segment;
 
 pub use array::{threads, Config, GlobalArray, Layout, MAX_LEN};
 pub use cache::{CacheStats, LINE as CACHE_LINE};

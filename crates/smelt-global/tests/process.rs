@@ -1,11 +1,12 @@
-//! Global arrays over processes of this host (a shared-memory segment every member
-//! maps): writes seen after barriers (the work-stealing example is smelt-bench's
-//! `global_stealing` test), a member attaching
-//! with the wrong element type, a member killed with SIGKILL, and nothing left in
-//! /dev/shm.
+//! Global arrays over processes of this host, members of one world (the job's one
+//! shared-memory segment, which every member maps): writes seen after barriers (the
+//! work-stealing example is smelt-bench's `global_stealing` test), a member making
+//! the array with the wrong element type, a member killed with SIGKILL, and nothing
+//! left in /dev/shm.
 
-use smelt_global::process::{join_from_env, ArrayJob};
-use smelt_global::{Config, ElemType, GlobalError};
+use smelt_global::{Config, ElemType, GlobalArray, GlobalError};
+use smelt_mesh::world::{WorldBuilder, WorldJob};
+use smelt_mesh::{Rank, World};
 use std::process::{Child, Command};
 use std::time::Duration;
 
@@ -19,14 +20,13 @@ fn cfg() -> Config {
     }
 }
 
-fn spawn(jobs: &[&ArrayJob], rank: usize, role: &str) -> Child {
-    let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["--exact", "member_entry", "--nocapture", "--test-threads=1"])
-        .env(ROLE, role);
-    for j in jobs {
-        c.envs(j.env(rank));
-    }
-    c.spawn().unwrap()
+fn spawn(job: &WorldJob, rank: usize, role: &str) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "member_entry", "--nocapture", "--test-threads=1"])
+        .env(ROLE, role)
+        .envs(job.env(Rank(rank)))
+        .spawn()
+        .unwrap()
 }
 
 fn drf(a: &smelt_global::GlobalArray<i64>) {
@@ -63,17 +63,22 @@ fn member_entry() {
     let Ok(role) = std::env::var(ROLE) else {
         return;
     };
+    let w = World::from_env().unwrap();
     match role.as_str() {
-        "drf" => drf(&join_from_env::<i64>("DRF", cfg()).unwrap()),
-        "wrong_type" => match join_from_env::<f64>("DRF", cfg()) {
+        "drf" => drf(&GlobalArray::<i64>::from_world(&w, 1001, cfg()).unwrap()),
+        "wrong_type" => match GlobalArray::<f64>::from_world(&w, 10, cfg()) {
             Err(GlobalError::WrongType { array, requested }) => {
                 assert_eq!((array, requested), (ElemType::I64, ElemType::F64));
                 std::process::exit(3);
             }
-            r => panic!("attached as f64: {r:?}"),
+            r => panic!("made as f64: {r:?}"),
+        },
+        "wrong_len" => match GlobalArray::<i64>::from_world(&w, 11, cfg()) {
+            Err(GlobalError::World(smelt_mesh::WorldError::Mismatch(_))) => std::process::exit(4),
+            r => panic!("made with another length: {r:?}"),
         },
         "sleeper" => {
-            let _a = join_from_env::<u64>("KILL", cfg()).unwrap();
+            let _a = GlobalArray::<u64>::from_world(&w, 64, cfg()).unwrap();
             std::thread::sleep(Duration::from_secs(60));
         }
         r => panic!("unknown role {r}"),
@@ -98,30 +103,33 @@ fn shm_entries() -> Vec<String> {
 
 #[test]
 fn every_write_is_seen_after_a_barrier_across_processes() {
-    let job = ArrayJob::create("DRF", ElemType::I64, 1001, MEMBERS).unwrap();
-    let kids: Vec<Child> = (1..MEMBERS).map(|r| spawn(&[&job], r, "drf")).collect();
-    let me = job.join::<i64>(0, cfg()).unwrap();
-    drf(&me);
+    let job = WorldBuilder::new(MEMBERS).create_job(false).unwrap();
+    let kids: Vec<Child> = (1..MEMBERS).map(|r| spawn(&job, r, "drf")).collect();
+    let w = job.join(Rank(0)).unwrap();
+    drf(&GlobalArray::<i64>::from_world(&w, 1001, cfg()).unwrap());
     for mut k in kids {
         assert!(k.wait().unwrap().success());
     }
 }
 
 #[test]
-fn attaching_with_another_element_type_is_refused() {
-    let job = ArrayJob::create("DRF", ElemType::I64, 10, 2).unwrap();
-    let st = spawn(&[&job], 1, "wrong_type").wait().unwrap();
-    assert_eq!(st.code(), Some(3));
-    assert!(ArrayJob::create("bad name", ElemType::U64, 10, 2).is_err());
-    assert!(join_from_env::<u64>("NOT_SET", cfg()).is_err());
+fn making_it_with_another_element_type_or_length_is_refused() {
+    for (role, code) in [("wrong_type", 3), ("wrong_len", 4)] {
+        let job = WorldBuilder::new(2).create_job(false).unwrap();
+        let w = job.join(Rank(0)).unwrap();
+        let _a = GlobalArray::<i64>::from_world(&w, 10, cfg()).unwrap();
+        let st = spawn(&job, 1, role).wait().unwrap();
+        assert_eq!(st.code(), Some(code), "{role}");
+    }
+    assert!(GlobalArray::<u64>::from_world(&World::threads(2).unwrap()[0], 0, cfg()).is_err());
 }
 
 #[test]
 fn a_killed_member_is_an_error_at_the_barrier_and_nothing_is_left_behind() {
     let before = shm_entries();
-    let job = ArrayJob::create("KILL", ElemType::U64, 64, 2).unwrap();
-    let mut kid = spawn(&[&job], 1, "sleeper");
-    let me = job.join::<u64>(0, cfg()).unwrap();
+    let job = WorldBuilder::new(2).create_job(false).unwrap();
+    let mut kid = spawn(&job, 1, "sleeper");
+    let me = GlobalArray::<u64>::from_world(&job.join(Rank(0)).unwrap(), 64, cfg()).unwrap();
     // Both attached: the name is gone already.
     let t = std::time::Instant::now();
     while job_attached_all(&before) && t.elapsed() < Duration::from_secs(30) {
