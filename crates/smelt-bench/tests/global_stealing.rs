@@ -3,8 +3,9 @@
 //! member's recomputation matches, over 16 threads and over processes of this host.
 
 use smelt_bench::global::stealing::{self, Opts};
-use smelt_global::process::{join_from_env, ArrayJob};
-use smelt_global::{threads, Config, ElemType};
+use smelt_global::{threads, Config, GlobalArray};
+use smelt_mesh::world::WorldBuilder;
+use smelt_mesh::{Rank, World};
 use std::process::{Child, Command};
 use std::time::Duration;
 
@@ -50,6 +51,13 @@ fn opts() -> Opts {
     }
 }
 
+/// The counters and the results array, made in the same order by every member.
+fn arrays(w: &World) -> (GlobalArray<u64>, GlobalArray<u64>) {
+    let c = GlobalArray::<u64>::from_world(w, MEMBERS as u64, cfg()).unwrap();
+    let r = GlobalArray::<u64>::from_world(w, opts().tasks, cfg()).unwrap();
+    (c, r)
+}
+
 /// The member processes' side (does nothing when run as a test of its own).
 #[test]
 fn member_entry() {
@@ -57,8 +65,8 @@ fn member_entry() {
         return;
     };
     assert_eq!(role, "stealing", "unknown role {role}");
-    let c = join_from_env::<u64>("COUNTERS", cfg()).unwrap();
-    let r = join_from_env::<u64>("RESULTS", cfg()).unwrap();
+    let w = World::from_env().unwrap();
+    let (c, r) = arrays(&w);
     let rep = stealing::run(&c, &r, &opts()).unwrap();
     assert_eq!(rep.mismatches, 0, "{rep:?}");
 }
@@ -66,21 +74,19 @@ fn member_entry() {
 #[test]
 fn work_stealing_across_processes_matches_the_sequential_recomputation() {
     let o = opts();
-    let counters = ArrayJob::create("COUNTERS", ElemType::U64, MEMBERS as u64, MEMBERS).unwrap();
-    let results = ArrayJob::create("RESULTS", ElemType::U64, o.tasks, MEMBERS).unwrap();
+    let job = WorldBuilder::new(MEMBERS).create_job(false).unwrap();
     let kids: Vec<Child> = (1..MEMBERS)
         .map(|rank| {
-            let mut c = Command::new(std::env::current_exe().unwrap());
-            c.args(["--exact", "member_entry", "--nocapture", "--test-threads=1"])
-                .env(ROLE, "stealing");
-            for j in [&counters, &results] {
-                c.envs(j.env(rank));
-            }
-            c.spawn().unwrap()
+            Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "member_entry", "--nocapture", "--test-threads=1"])
+                .env(ROLE, "stealing")
+                .envs(job.env(Rank(rank)))
+                .spawn()
+                .unwrap()
         })
         .collect();
-    let c = counters.join::<u64>(0, cfg()).unwrap();
-    let r = results.join::<u64>(0, cfg()).unwrap();
+    let w = job.join(Rank(0)).unwrap();
+    let (c, r) = arrays(&w);
     let rep = stealing::run(&c, &r, &o).unwrap();
     assert_eq!(rep.mismatches, 0);
     for mut k in kids {
