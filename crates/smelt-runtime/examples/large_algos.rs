@@ -20,7 +20,7 @@ fn main() {
     let members: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(2);
     let passes: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(5);
     let cpus = smelt_transport::allowed_cpus().unwrap_or_else(|_| vec![0]);
-    let ids: Vec<u32> = (0..members).map(|i| cpus[i % cpus.len()]).collect();
+    let ids: Vec<u32> = (0..members).map(|i| cpus[i % cpus.len()] as u32).collect();
     let over = members > cpus.len();
     // A flat tree: what groups with more members than CPUs run, and with two members
     // the only tree.
@@ -33,7 +33,7 @@ fn main() {
             }
         })
         .collect();
-    let tree = Tree::from_raw(ids.iter().map(|&c| c as usize).collect(), 0, children)
+    let tree = Tree::from_raw(ids, 0, children)
         .expect("a valid tree");
     let configs: [(&str, &str, bool); 4] = [
         ("tree", "allreduce=sequential", true),

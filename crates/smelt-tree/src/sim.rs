@@ -408,7 +408,8 @@ pub fn predict(model: &Model, tree: &Tree, pl: Payload) -> Result<Prediction, Tr
 ///   and takes its partner's message; at the end rank `i − p` sends the result to
 ///   `i`. Rabenseifner: the same folds and pairs, each step of the reduce-scatter
 ///   with half the previous step's message, then the steps in reverse (allgather)
-///   doubling it back. The time is when the last member holds the result. (Combining costs nothing,
+///   doubling it back; a message is never less than one line (so on one-line
+///   payloads it costs twice recursive doubling's rounds, as on a machine). The time is when the last member holds the result. (Combining costs nothing,
 ///   as in the tree simulations.)
 pub fn simulate_non_tree(c: &Costs, alg: crate::NonTree, scale: f64) -> f64 {
     let n = c.len();
@@ -468,7 +469,7 @@ pub fn simulate_non_tree(c: &Costs, alg: crate::NonTree, scale: f64) -> f64 {
                 steps.push(d);
                 d *= 2;
             }
-            let mut part = 1.0;
+            let mut part = 1.0f64;
             let round = |ready: &mut Vec<f64>, d: usize, part: f64| {
                 let sent: Vec<f64> = (0..p).map(|i| ready[i] + s(i, i ^ d) * part).collect();
                 for j in 0..p {
@@ -476,12 +477,14 @@ pub fn simulate_non_tree(c: &Costs, alg: crate::NonTree, scale: f64) -> f64 {
                     ready[j] = sent[j].max(sent[from]) + r(from, j) * part;
                 }
             };
+            // A message carries at least one line.
+            let least = 1.0 / scale.max(1.0);
             for &d in &steps {
                 part /= 2.0;
-                round(&mut ready, d, part);
+                round(&mut ready, d, part.max(least));
             }
             for &d in steps.iter().rev() {
-                round(&mut ready, d, part);
+                round(&mut ready, d, part.max(least));
                 part *= 2.0;
             }
             for e in p..n {
@@ -517,10 +520,14 @@ mod tests {
             (5, R, 1.0, 8.0),
             (4, D, 3.0, 12.0),
             // Rabenseifner: rounds of halves, quarters, ... and back (2 members: two
-            // rounds of half the payload).
-            (2, B, 1.0, 2.0),
-            (4, B, 1.0, 3.0),
-            (5, B, 1.0, 7.0),
+            // rounds of half the payload), never less than a line per message.
+            (2, B, 1.0, 4.0),
+            (4, B, 1.0, 8.0),
+            (5, B, 1.0, 12.0),
+            (2, B, 8.0, 16.0),
+            (4, B, 8.0, 24.0),
+            (4, R, 8.0, 32.0),
+            (4, B, 2.0, 8.0),
         ] {
             assert_eq!(
                 simulate_non_tree(&uniform(n), algo, payload),

@@ -65,7 +65,7 @@ pub const LINE_BYTES: u64 = 64;
 /// the operations they implement (`dissemination` for the barrier,
 /// `recursive-doubling` for the allreduce).
 pub const DEFAULT_CANDIDATES: &str = "sequential,binary,fibonacci,knomial:1-16,mst,cluster,\
-adaptive,adaptive-sorted,adaptive-shuffled,optimized,dissemination,recursive-doubling";
+adaptive,adaptive-sorted,adaptive-shuffled,optimized,dissemination,recursive-doubling,rabenseifner";
 
 /// How the collectives of a tuning are synchronized (loose or strict): it lives in
 /// `smelt-plan` with the runtime's other plain data.
@@ -188,6 +188,14 @@ fn size_distance(a: u64, b: u64) -> f64 {
 /// to the group's tree (the lookup takes the nearest class on a log scale, so from
 /// about 1 KiB on): 64 KiB.
 pub const LARGE_VECTOR: u64 = 64 << 10;
+
+/// The size class at which [`AlgorithmTable::auto`]'s prediction runs the allreduce
+/// of a group of two by Rabenseifner (each member combines the half it keeps, at
+/// once; between threads the halves are lent): 256 KiB, so from 128 KiB on (the
+/// geometric middle of [`LARGE_VECTOR`] and this class), above the runtime's loan
+/// threshold. A rule of thumb, measured (docs/tune.md), not the simulator's: it
+/// models neither loans nor the combine.
+pub const PAIR_HALVES: u64 = 256 << 10;
 
 /// The index of the class nearest to `bytes` on a log scale (ties: the smaller
 /// size) among `sizes`: the one lookup rule of tuning files ([`TuningFile::lookup`],
@@ -1215,6 +1223,16 @@ impl AlgorithmTable {
                         cl.push((LARGE_VECTOR, Algorithm::Tree(t)));
                     }
                 }
+                // Two members, loose: Rabenseifner from PAIR_HALVES's class on (the
+                // tree, or the 8-byte pick where it is one, up to it). Each member
+                // combines half the vector, both at once, where the tree's root
+                // combines all of it while the other waits. (Strict calls do not lend.)
+                if op == Op::Allreduce && members.len() == 2 && mode == Mode::Loose {
+                    if !cl.iter().any(|c| c.0 == LARGE_VECTOR) {
+                        cl.push((LARGE_VECTOR, a));
+                    }
+                    cl.push((PAIR_HALVES, Algorithm::NonTree(NonTree::Rabenseifner)));
+                }
                 classes.insert((mode, op), cl);
             }
         }
@@ -1662,7 +1680,8 @@ mod tests {
         assert!(c.contains(&Algorithm::Tree(Topology::Knomial(1))));
         assert!(c.contains(&Algorithm::NonTree(NonTree::Dissemination)));
         assert!(c.contains(&Algorithm::Tree(Topology::Knomial(16))));
-        assert_eq!(c.len(), 4 + 16 + 2 + 3 + 1 - 1 + 2); // knomial:1-16 replaces one entry
+        assert!(c.contains(&Algorithm::NonTree(NonTree::Rabenseifner)));
+        assert_eq!(c.len(), 4 + 16 + 2 + 3 + 1 - 1 + 3); // knomial:1-16 replaces one entry
         assert!(parse_candidates("auto").is_err());
         assert!(parse_candidates("knomial:4-2").is_err());
         assert!(parse_candidates("").is_err());
@@ -1784,6 +1803,37 @@ mod tests {
             checked > 0,
             "the model's 8-byte allreduce is a tree: nothing checked"
         );
+    }
+
+    /// Without a tuning file, a loose allreduce of two members runs Rabenseifner from
+    /// 128 KiB on, what the 8-byte prediction or the tree picks below it, and
+    /// never Rabenseifner in strict mode or for larger groups.
+    #[test]
+    fn two_members_halve_long_allreduces_by_default() {
+        if smelt_settings::is_set(TUNE_ENV) {
+            return;
+        }
+        let m = model();
+        let rab = Some(Algorithm::NonTree(NonTree::Rabenseifner));
+        let (t, _) = AlgorithmTable::auto(&m, &[0, 5]).unwrap();
+        let loose = |bytes| t.lookup(Mode::Loose, Op::Allreduce, bytes);
+        for bytes in [8, 4096, LARGE_VECTOR, 120 << 10] {
+            assert_ne!(loose(bytes), rab, "{bytes} B");
+        }
+        for bytes in [136 << 10, PAIR_HALVES, 16 << 20, 1 << 30] {
+            assert_eq!(loose(bytes), rab, "{bytes} B");
+        }
+        assert_ne!(t.lookup(Mode::Strict, Op::Allreduce, 16 << 20), rab);
+        let (t, _) = AlgorithmTable::auto(&m, &[0, 1, 2, 5]).unwrap();
+        for mode in Mode::ALL {
+            for bytes in [8, PAIR_HALVES, 16 << 20] {
+                assert_ne!(
+                    t.lookup(mode, Op::Allreduce, bytes),
+                    rab,
+                    "{mode} {bytes} B"
+                );
+            }
+        }
     }
 
     #[test]
