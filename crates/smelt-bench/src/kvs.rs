@@ -1,9 +1,11 @@
 //! The store's workloads: the load generator (`smelt_kvs::bench`, re-exported; it
 //! stays in the store crate because the store's own tests drive their linearizability
 //! checks with it), the raft-rs baseline ([`raft`]: [`RaftStore`], [`run_raft`]),
-//! which moved here so that `smelt-kvs` compiles no raft, protobuf or slog crate.
+//! which moved here so that `smelt-kvs` compiles no raft, protobuf or slog crate, and
+//! the store's simulator on a model ([`sim`]).
 
 pub mod raft;
+pub mod sim;
 
 pub use raft::{RaftClient, RaftStore};
 pub use smelt_kvs::bench::{

@@ -1,11 +1,13 @@
-//! The simulated mode (`smelt_kvs::sim`) on every machine file in
+//! The store's simulated mode (`smelt_bench::kvs::sim`) on every machine file in
 //! `testdata/machines/` (the real measurements of `../shared/machines/`) and on
 //! synthetic machines: properties, not numbers tuned to one file.
 //!
 //! `SMELT_SIM_MACHINES=dir1:dir2` adds machine files (model JSON, machine database
 //! directories, core-to-core-latency CSVs) from other directories.
 
-use smelt_kvs::sim::{compare, default_replica_counts, placement, simulate, Comparison, SimConfig};
+use smelt_bench::kvs::sim::{
+    compare, default_replica_counts, placement, simulate, Comparison, SimConfig,
+};
 use smelt_kvs::{KvsError, Protocol};
 use smelt_model::import::{import, ImportOptions};
 use smelt_model::Model;

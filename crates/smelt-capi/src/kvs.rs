@@ -194,7 +194,7 @@ fn store_config(c: &smelt_kvs_config) -> Res<StoreConfig> {
     };
     let mut s = StoreConfig::new(c.replicas, c.clients)
         .protocol(protocol)
-        .tree(TreeSpec::Uniform(topology));
+        .tree(TreeSpec::shaped(topology));
     s.key_len = c.key_len;
     s.value_len = c.value_len;
     s.capacity = c.capacity;

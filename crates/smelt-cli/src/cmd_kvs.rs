@@ -115,7 +115,7 @@ pub struct KvsArgs {
     #[arg(long)]
     pub processes: bool,
     /// Predict instead of running: simulate the store on the --model machine
-    /// (smelt_kvs::sim) for each --replicas and --clients count.
+    /// (smelt_bench::kvs::sim) for each --replicas and --clients count.
     #[arg(long, requires = "model", conflicts_with_all = ["check_file", "history", "check", "crash"])]
     pub simulate: bool,
     /// Print the report as JSON.
@@ -125,7 +125,8 @@ pub struct KvsArgs {
 
 /// The hidden `smelt kvs-replica`: one replica process of `smelt kvs --processes`.
 pub fn replica_process() -> Result<()> {
-    smelt_kvs::process::run_replica_from_env().map_err(|e| anyhow::anyhow!("{e}"))
+    smelt_kvs::process::run_replica_from_env_with(&smelt_tree::shape::from_description)
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// The hint every usage mistake of `smelt kvs` ends with (as clap's own errors do).
@@ -332,7 +333,7 @@ pub fn run(a: KvsArgs) -> Result<()> {
     let allowed = allowed_cpus().unwrap_or_default();
     let (replica_cpus, client_cpus, pinned) = match &model {
         Some(m) => {
-            let (r, c) = smelt_kvs::sim::placement(m, replicas, clients);
+            let (r, c) = smelt_bench::kvs::sim::placement(m, replicas, clients);
             let ok = r.iter().chain(c.iter()).all(|x| allowed.contains(x));
             (Some(r), Some(c), ok)
         }
@@ -379,12 +380,12 @@ pub fn run(a: KvsArgs) -> Result<()> {
     let mut check_result: Option<std::result::Result<smelt_kvs::history::Summary, String>> = None;
     for (i, s) in setups.iter().enumerate() {
         let tree_spec = match &model {
-            Some(m) => TreeSpec::Model {
+            Some(m) => TreeSpec::shaped(smelt_tree::ModelShape {
                 topology: s.tree,
                 model: m.clone(),
                 cpus: replica_cpus.clone().expect("placed with the model"),
-            },
-            None => TreeSpec::Uniform(s.tree),
+            }),
+            None => TreeSpec::shaped(s.tree),
         };
         let mut cfg = StoreConfig::new(replicas, clients)
             .protocol(s.protocol)

@@ -1,11 +1,11 @@
 //! `smelt kvs --model FILE --simulate`: the store's set throughput and response
-//! time predicted on a modelled machine (smelt_kvs::sim) for several replica and
+//! time predicted on a modelled machine (smelt_bench::kvs::sim) for several replica and
 //! client counts, smelt's tree vs sequential sending vs the plain atomic broadcast.
 
 use crate::cmd_kvs::KvsArgs;
 use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
-use smelt_kvs::sim::{self, SimConfig, SimResult};
+use smelt_bench::kvs::sim::{self, SimConfig, SimResult};
 use smelt_model::import::{import, ImportOptions};
 use smelt_model::Model;
 use std::io::Write as _;

@@ -1,8 +1,8 @@
 //! How a store is built, and its errors.
 
 use smelt_mesh::WaitPolicy;
-use smelt_model::Model;
-use smelt_tree::{Topology, Tree};
+use smelt_plan::shape::Ranked;
+use smelt_plan::{Shape, Tree};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -66,56 +66,60 @@ impl FromStr for Protocol {
 
 /// The tree the acceptor (coordinator) broadcasts over; its root is the acceptor.
 /// Tree position `i` is replica `i`.
+///
+/// The store builds no tree itself: it is handed a tree builder ([`Shape`]) or a
+/// tree. smelt's generators are in `smelt-tree`: a `smelt_tree::Topology` is a shape
+/// over a uniform machine (every two replicas equally far apart), a
+/// `smelt_tree::ModelShape` one over a machine model (replica `i` on CPU `cpus[i]`):
+/// `TreeSpec::shaped(Topology::AdaptiveShuffled)`. The rank-based trees of
+/// `smelt-plan` ([`Ranked`]: the star, the binary and k-nomial trees) need no tree
+/// crate; `Ranked::Sequential` is the paper's baseline, the acceptor sending to every
+/// replica in turn.
 #[derive(Debug, Clone)]
 pub enum TreeSpec {
-    /// A topology (`smelt tree --algo` names) over a uniform machine: every two
-    /// replicas equally far apart. `Topology::Sequential` is the paper's baseline:
-    /// the acceptor sends to every replica in turn.
-    Uniform(Topology),
-    /// A topology built from a machine model, replica `i` on the model's CPU
-    /// `cpus[i]` (OS id).
-    Model {
-        /// Tree shape.
-        topology: Topology,
-        /// The machine.
-        model: Arc<Model>,
-        /// OS CPU id of each replica.
-        cpus: Vec<u32>,
-    },
+    /// Trees made by a builder: the first over every replica, and after a 1Paxos view
+    /// change one over the survivors, rooted at the new acceptor (replica processes
+    /// rebuild it from its [`Shape::describe`] text).
+    Shaped(std::sync::Arc<dyn Shape>),
     /// A tree of your own over the replicas (member `i` is replica `i`; the CPU ids
-    /// are not used).
+    /// are not used). After a view change the tree over the survivors is the
+    /// sequential star.
     Explicit(Tree),
 }
 
 impl Default for TreeSpec {
+    /// The binomial tree (`knomial:2`) in replica order, rooted at replica 0.
     fn default() -> Self {
-        TreeSpec::Uniform(Topology::AdaptiveShuffled)
+        TreeSpec::Shaped(std::sync::Arc::new(Ranked::Knomial(2)))
+    }
+}
+
+impl<S: Shape + 'static> From<S> for TreeSpec {
+    fn from(s: S) -> TreeSpec {
+        TreeSpec::shaped(s)
     }
 }
 
 impl TreeSpec {
+    /// Trees made by `shape` ([`TreeSpec::Shaped`]).
+    pub fn shaped(shape: impl Shape + 'static) -> TreeSpec {
+        TreeSpec::Shaped(std::sync::Arc::new(shape))
+    }
+
     /// Builds the tree over `replicas` replicas.
     pub fn build(&self, replicas: usize) -> Result<Tree, KvsError> {
         let bad = |e: &dyn fmt::Display| KvsError::Config(format!("tree: {e}"));
         let t = match self {
-            TreeSpec::Uniform(topo) => {
-                let m = smelt_model::synthetic(1, replicas, 1.0, 1.0, 1.0);
-                let pos: Vec<usize> = (0..replicas).collect();
-                topo.generate(&m, &pos, None).map_err(|e| bad(&e))?
-            }
-            TreeSpec::Model {
-                topology,
-                model,
-                cpus,
-            } => {
-                if cpus.len() != replicas {
+            TreeSpec::Shaped(s) => {
+                let all: Vec<usize> = (0..replicas).collect();
+                let t = s.build(replicas, &all, None).map_err(|e| bad(&e))?;
+                if t.len() != replicas {
                     return Err(KvsError::Config(format!(
-                        "tree: {} CPUs given for {replicas} replicas",
-                        cpus.len()
+                        "tree: {} members for {replicas} replicas",
+                        t.len()
                     )));
                 }
-                let pos = model.positions(cpus).map_err(|e| bad(&e))?;
-                topology.generate(model, &pos, None).map_err(|e| bad(&e))?
+                t
             }
             TreeSpec::Explicit(t) => {
                 if t.len() != replicas {
@@ -143,30 +147,17 @@ impl TreeSpec {
     ) -> Result<ParentsChildren, KvsError> {
         let bad = |e: &dyn fmt::Display| KvsError::Config(format!("tree: {e}"));
         let t = match self {
-            TreeSpec::Uniform(topo) => {
-                let m = smelt_model::synthetic(1, replicas, 1.0, 1.0, 1.0);
-                topo.generate(&m, members, Some(root))
-                    .map_err(|e| bad(&e))?
-            }
-            TreeSpec::Model {
-                topology,
-                model,
-                cpus,
-            } => {
-                let mine: Vec<u32> = members.iter().map(|&r| cpus[r]).collect();
-                let pos = model.positions(&mine).map_err(|e| bad(&e))?;
-                let rootpos = model.positions(&[cpus[root]]).map_err(|e| bad(&e))?[0];
-                topology
-                    .generate(model, &pos, Some(rootpos))
-                    .map_err(|e| bad(&e))?
-            }
-            TreeSpec::Explicit(_) => {
-                let m = smelt_model::synthetic(1, replicas, 1.0, 1.0, 1.0);
-                Topology::Sequential
-                    .generate(&m, members, Some(root))
-                    .map_err(|e| bad(&e))?
-            }
-        };
+            TreeSpec::Shaped(s) => s.build(replicas, members, Some(root)),
+            TreeSpec::Explicit(_) => Ranked::Sequential.build(replicas, members, Some(root)),
+        }
+        .map_err(|e| bad(&e))?;
+        if t.len() != members.len() {
+            return Err(KvsError::Config(format!(
+                "tree: {} members for {} survivors",
+                t.len(),
+                members.len()
+            )));
+        }
         let mut parent = vec![None; replicas];
         let mut children = vec![Vec::new(); replicas];
         for (p, cs) in t.children.iter().enumerate() {
@@ -181,7 +172,7 @@ impl TreeSpec {
     /// A short description for reports (`adaptive-shuffled`, `explicit`).
     pub fn name(&self) -> String {
         match self {
-            TreeSpec::Uniform(t) | TreeSpec::Model { topology: t, .. } => t.to_string(),
+            TreeSpec::Shaped(s) => s.name(),
             TreeSpec::Explicit(_) => "explicit".into(),
         }
     }
@@ -201,7 +192,8 @@ pub struct StoreConfig {
     /// The agreement protocol. Default [`Protocol::OnePaxos`].
     pub protocol: Protocol,
     /// The tree the acceptor broadcasts over (its root is the acceptor). Default
-    /// Smelt's `adaptive-shuffled` tree over a uniform machine.
+    /// the binomial tree ([`TreeSpec::default`]); smelt's trees come from
+    /// `smelt-tree` ([`TreeSpec`]).
     pub tree: TreeSpec,
     /// The 1Paxos leader (a replica index); default: the lowest-numbered replica that
     /// is not the acceptor. Other protocols have no leader.

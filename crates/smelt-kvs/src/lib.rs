@@ -18,7 +18,6 @@ pub mod history;
 pub mod process;
 mod replica;
 pub mod replicate;
-pub mod sim;
 mod store;
 mod wire;
 

@@ -16,10 +16,11 @@
 use crate::config::{KvsError, Protocol, StoreConfig, TreeSpec};
 use crate::replica::{Layout, Replica, ReplicaReport};
 use serde::{Deserialize, Serialize};
+use smelt_mesh::launch;
 use smelt_mesh::mesh::Mesh;
 use smelt_mesh::mesh_job::{self, MeshJob, ShmLink};
 use smelt_mesh::{Rank, WaitPolicy};
-use smelt_model::Model;
+use smelt_plan::Shape;
 use smelt_transport::allowed_cpus;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -43,9 +44,13 @@ pub enum Deployment {
     #[default]
     Threads,
     /// One process per replica: `program` started with `args` and the replica's
-    /// environment; it must call [`run_replica_from_env`] (the `smelt` binary with
-    /// the argument `kvs-replica`, or this crate's `smelt-kvs-replica`). Clients stay
-    /// in this process.
+    /// environment by the one launcher of member processes
+    /// ([`smelt_mesh::launch::spawn_member`]: pinned to its `replica_cpus` entry, in a
+    /// process group of the store's replicas, killed when the thread that started the
+    /// store ends, so start and keep a store of processes on a thread that outlives
+    /// it). It must call [`run_replica_from_env`] or [`run_replica_from_env_with`]
+    /// (the `smelt` binary with the argument `kvs-replica`, or this crate's
+    /// `smelt-kvs-replica` for rank-based trees). Clients stay in this process.
     Processes {
         /// The replica program.
         program: PathBuf,
@@ -69,15 +74,12 @@ impl Deployment {
     }
 }
 
-/// The tree as a replica process rebuilds it after a view change.
+/// The tree as a replica process rebuilds it after a view change: its shape's
+/// description ([`Shape::describe`]), or an explicit tree (whose replacement is the
+/// star).
 #[derive(Serialize, Deserialize)]
 enum BlobTree {
-    Uniform(String),
-    Model {
-        topology: String,
-        model: Box<Model>,
-        cpus: Vec<u32>,
-    },
+    Shaped(String),
     Explicit,
 }
 
@@ -108,9 +110,28 @@ pub fn is_replica_process() -> bool {
 
 /// Runs this process as the store's replica its environment names: joins the
 /// store's mesh, serves until the store closes it, and prints its report (one JSON
-/// line) on standard output. Errors: not started as a replica, or the job cannot be
-/// joined (as [`KvsError::Config`]).
+/// line) on standard output. Rebuilds only `smelt-plan`'s rank-based trees after a
+/// view change ([`smelt_plan::Ranked`]); a store over another tree (smelt's own trees,
+/// from `smelt-tree`) needs [`run_replica_from_env_with`]. Errors: not started as a
+/// replica, or the job cannot be joined (as [`KvsError::Config`]).
 pub fn run_replica_from_env() -> Result<(), KvsError> {
+    run_replica_from_env_with(&|text| {
+        smelt_plan::shape::ranked_from_description(text)?.ok_or_else(|| {
+            format!(
+                "this replica program rebuilds rank-based trees only, not {text}: \
+                 run it with run_replica_from_env_with(smelt_tree::shape::from_description)"
+            )
+        })
+    })
+}
+
+/// Rebuilds a tree builder from its [`Shape::describe`] text, in a replica process
+/// (`smelt_tree::shape::from_description` reads every one of smelt's).
+pub type ShapeReader<'a> = &'a dyn Fn(&str) -> Result<Arc<dyn Shape>, String>;
+
+/// [`run_replica_from_env`] with the reader of the store's tree builder: the store's
+/// tree is rebuilt with it after a view change.
+pub fn run_replica_from_env_with(shape: ShapeReader) -> Result<(), KvsError> {
     let bad = |e: &dyn std::fmt::Display| KvsError::Config(format!("replica process: {e}"));
     if !is_replica_process() {
         return Err(bad(&format!(
@@ -136,22 +157,12 @@ pub fn run_replica_from_env() -> Result<(), KvsError> {
         });
     }
     let protocol: Protocol = b.protocol.parse().map_err(|e: String| bad(&e))?;
-    let topo = |t: &str| t.parse().map_err(|e: String| bad(&e));
     let spec = match b.tree {
-        BlobTree::Uniform(t) => TreeSpec::Uniform(topo(&t)?),
-        BlobTree::Model {
-            topology,
-            model,
-            cpus,
-        } => TreeSpec::Model {
-            topology: topo(&topology)?,
-            model: Arc::new(*model),
-            cpus,
-        },
+        BlobTree::Shaped(text) => TreeSpec::Shaped(shape(&text).map_err(|e| bad(&e))?),
         // Only the shape of later views is built from the spec: for an explicit tree
         // that is the sequential star, whatever the tree.
         BlobTree::Explicit => TreeSpec::Explicit(
-            smelt_tree::Tree::from_raw(
+            smelt_plan::Tree::from_raw(
                 (0..b.replicas as u32).collect(),
                 b.root,
                 b.children.clone(),
@@ -325,16 +336,12 @@ impl Processes {
             )));
         }
         let tree = match &cfg.tree {
-            TreeSpec::Uniform(t) => BlobTree::Uniform(t.to_string()),
-            TreeSpec::Model {
-                topology,
-                model,
-                cpus,
-            } => BlobTree::Model {
-                topology: topology.to_string(),
-                model: Box::new((**model).clone()),
-                cpus: cpus.clone(),
-            },
+            TreeSpec::Shaped(sh) => BlobTree::Shaped(sh.describe().ok_or_else(|| {
+                KvsError::Config(format!(
+                    "the tree '{}' cannot be sent to replica processes (its builder has no description)",
+                    sh.name()
+                ))
+            })?),
             TreeSpec::Explicit(_) => BlobTree::Explicit,
         };
         let blob = Blob {
@@ -381,6 +388,11 @@ impl Processes {
             job,
             readers: Vec::new(),
         };
+        // The one launcher of member processes (smelt_mesh::launch, as `smelt launch`
+        // and `smelt bench processes` start theirs): each replica pinned to its CPU
+        // (`replica_cpus`), all in one process group of their own led by the first,
+        // killed when the thread that started the store ends.
+        let mut group = None;
         for r in 0..lay.replicas {
             let mut cmd = Command::new(program);
             cmd.args(args)
@@ -389,10 +401,15 @@ impl Processes {
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
-            let child = cmd.spawn().map_err(|e| KvsError::Replica {
-                replica: r,
-                what: format!("cannot start {}: {e}", program.display()),
-            })?;
+            let cpu = cfg.replica_cpus.as_ref().map(|c| c[r]);
+            let child =
+                launch::spawn_member(&mut cmd, cpu, Some(group.unwrap_or(0))).map_err(|e| {
+                    KvsError::Replica {
+                        replica: r,
+                        what: format!("cannot start {}: {e}", program.display()),
+                    }
+                })?;
+            group.get_or_insert(child.id());
             let child = Arc::new(Mutex::new(child));
             procs.children.push(child.clone());
             let tx = tx.clone();

@@ -7,7 +7,7 @@ use smelt_tree::Topology;
 fn docs_example_runs() -> Result<(), Box<dyn std::error::Error>> {
     let mut cfg = StoreConfig::new(8, 16)
         .protocol(Protocol::OnePaxos)
-        .tree(TreeSpec::Uniform(Topology::AdaptiveShuffled));
+        .tree(TreeSpec::shaped(Topology::AdaptiveShuffled));
     cfg.key_len = 8;
     cfg.value_len = 16;
     let mut store = Store::start(cfg)?;

@@ -1,6 +1,8 @@
-//! Replicas as processes (`Deployment::Processes`), each a `smelt-kvs-replica` process
-//! linked by shared memory: the same protocols, failover on `SIGKILL`, logs collected
-//! from the processes, nothing left in /dev/shm.
+//! Replicas as processes (`Deployment::Processes`) linked by shared memory: the same
+//! protocols, failover on `SIGKILL`, logs collected from the processes, nothing left
+//! in /dev/shm. The replica program is this test program itself (the test
+//! `replica_program`, which rebuilds smelt's trees with `smelt-tree`), and the crate's
+//! own `smelt-kvs-replica` (rank-based trees only) where its trees are rank-based.
 
 mod common;
 
@@ -11,14 +13,63 @@ use smelt_kvs::{Deployment, KvsError, Protocol, Store, StoreConfig, StoreReport,
 use smelt_tree::Topology;
 use std::time::{Duration, Instant};
 
+/// This test program as the store's replica program: a store starts it with the
+/// replica's environment, and only the test `replica_program` runs.
 fn processes() -> Deployment {
-    Deployment::processes(env!("CARGO_BIN_EXE_smelt-kvs-replica"))
+    Deployment::Processes {
+        program: std::env::current_exe().expect("the test program's path"),
+        args: ["replica_program", "--exact", "--nocapture", "-q"]
+            .map(String::from)
+            .to_vec(),
+    }
+}
+
+/// A replica process of the stores of this file (a no-op test otherwise): a program
+/// of your own as the replica program, with smelt's trees.
+#[test]
+fn replica_program() {
+    if !smelt_kvs::process::is_replica_process() {
+        return;
+    }
+    let code =
+        match smelt_kvs::process::run_replica_from_env_with(&smelt_tree::shape::from_description) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("error: {e}");
+                2
+            }
+        };
+    // Nothing of the test harness after the report.
+    std::process::exit(code);
+}
+
+/// The crate's replica program runs the stores over rank-based trees, and refuses
+/// others with a clear error.
+#[test]
+fn the_crate_replica_program_runs_rank_based_trees() {
+    let bin = Deployment::processes(env!("CARGO_BIN_EXE_smelt-kvs-replica"));
+    let mut cfg = config(3, 2, Protocol::OnePaxos, Topology::Binary);
+    cfg.deployment = bin.clone();
+    let mut s = Store::start(cfg).unwrap();
+    let mut c = s.take_clients();
+    c[0].set(b"k", b"v").unwrap();
+    assert_eq!(c[1].get(b"k").unwrap(), Some(b"v".to_vec()));
+    s.close().unwrap().check_logs().unwrap();
+    let mut cfg = config(3, 1, Protocol::OnePaxos, Topology::AdaptiveShuffled);
+    cfg.deployment = bin;
+    // Each replica joins, reads the store's description and stops: the store fails to
+    // start or reports the replicas' fault.
+    let msg = match Store::start(cfg) {
+        Err(e) => e.to_string(),
+        Ok(s) => format!("{:?}", s.close().map(|r| r.replicas)),
+    };
+    assert!(msg.contains("rank-based trees only"), "{msg}");
 }
 
 fn config(replicas: usize, clients: usize, p: Protocol, tree: Topology) -> StoreConfig {
     let mut cfg = StoreConfig::new(replicas, clients)
         .protocol(p)
-        .tree(TreeSpec::Uniform(tree));
+        .tree(TreeSpec::shaped(tree));
     cfg.deployment = processes();
     cfg.keep_log = true;
     cfg
@@ -181,7 +232,7 @@ fn a_client_moves_to_a_backup_when_its_home_stops() {
     for procs in [false, true] {
         let mut cfg = StoreConfig::new(4, 4)
             .protocol(Protocol::OnePaxos)
-            .tree(TreeSpec::Uniform(Topology::Binary));
+            .tree(TreeSpec::shaped(Topology::Binary));
         if procs {
             cfg.deployment = processes();
         }

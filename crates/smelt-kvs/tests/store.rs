@@ -15,10 +15,10 @@ use std::time::Duration;
 
 fn trees() -> Vec<TreeSpec> {
     vec![
-        TreeSpec::Uniform(Topology::AdaptiveShuffled),
-        TreeSpec::Uniform(Topology::Sequential),
-        TreeSpec::Uniform(Topology::Binary),
-        TreeSpec::Uniform(Topology::Knomial(1)), // a chain: the deepest tree
+        TreeSpec::shaped(Topology::AdaptiveShuffled),
+        TreeSpec::shaped(Topology::Sequential),
+        TreeSpec::shaped(Topology::Binary),
+        TreeSpec::shaped(Topology::Knomial(1)), // a chain: the deepest tree
     ]
 }
 
@@ -119,8 +119,8 @@ fn bad_input_is_a_clear_error() {
 #[test]
 fn two_phase_commit_aborts_on_a_no_vote() {
     for t in [
-        TreeSpec::Uniform(Topology::Binary),
-        TreeSpec::Uniform(Topology::Sequential),
+        TreeSpec::shaped(Topology::Binary),
+        TreeSpec::shaped(Topology::Sequential),
     ] {
         let mut cfg = StoreConfig::new(5, 2).protocol(Protocol::TwoPc).tree(t);
         cfg.keep_log = true;
@@ -163,14 +163,14 @@ fn random_runs_16_threads_are_linearizable() {
     // 16 threads (replicas + clients) on the machine's CPUs (2 here), few keys so
     // that operations on a key overlap.
     for p in [Protocol::OnePaxos, Protocol::TwoPc] {
-        random_run(p, TreeSpec::Uniform(Topology::AdaptiveShuffled), 4, 12, 3);
-        random_run(p, TreeSpec::Uniform(Topology::Sequential), 6, 10, 2);
-        random_run(p, TreeSpec::Uniform(Topology::Knomial(1)), 8, 8, 4);
+        random_run(p, TreeSpec::shaped(Topology::AdaptiveShuffled), 4, 12, 3);
+        random_run(p, TreeSpec::shaped(Topology::Sequential), 6, 10, 2);
+        random_run(p, TreeSpec::shaped(Topology::Knomial(1)), 8, 8, 4);
     }
     // The plain broadcast: same order everywhere (not checked for linearizability).
     random_run(
         Protocol::Broadcast,
-        TreeSpec::Uniform(Topology::Binary),
+        TreeSpec::shaped(Topology::Binary),
         8,
         8,
         3,
@@ -184,7 +184,7 @@ fn retried_sets_are_applied_once() {
     for p in [Protocol::OnePaxos, Protocol::TwoPc] {
         let cfg = StoreConfig::new(4, 12)
             .protocol(p)
-            .tree(TreeSpec::Uniform(Topology::Binary));
+            .tree(TreeSpec::shaped(Topology::Binary));
         common::retried_sets_are_applied_once(cfg, bench::run, &p.to_string());
     }
 }
@@ -227,7 +227,7 @@ fn a_crashed_replica_without_failover_fails_operations_but_hangs_nothing() {
     ] {
         let mut cfg = StoreConfig::new(5, 6)
             .protocol(p)
-            .tree(TreeSpec::Uniform(Topology::Binary));
+            .tree(TreeSpec::shaped(Topology::Binary));
         cfg.keep_log = true;
         cfg.failover = false;
         cfg.attempt_timeout = Duration::from_millis(200);
@@ -365,7 +365,7 @@ fn one_paxos_survives_random_crashes() {
 fn failover_store(replicas: usize, tree: Topology) -> Store {
     let mut cfg = StoreConfig::new(replicas, 8)
         .protocol(Protocol::OnePaxos)
-        .tree(TreeSpec::Uniform(tree));
+        .tree(TreeSpec::shaped(tree));
     cfg.keep_log = true;
     cfg.attempt_timeout = Duration::from_millis(150);
     cfg.attempts = 20;

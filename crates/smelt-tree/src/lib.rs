@@ -10,6 +10,8 @@
 //!   two-phase commit times.
 //! - [`optimum`]: exhaustive branch-and-bound search for the optimal broadcast tree
 //!   of small groups.
+//! - [`shape`]: the generators as `smelt_plan::Shape`s, for services that rebuild
+//!   their tree when members leave (the store).
 //! - [`tuning`]: tuning files (`smelt tune`), `SMELT_TUNE` and the tree `auto`.
 //! - [`stats`]: Spearman rank correlation, for comparing predictions with
 //!   measurements, and [`stats::Summary`], the robust statistics (median, MAD-based
@@ -24,6 +26,7 @@ pub mod optimize;
 pub mod optimum;
 #[cfg(feature = "plot")]
 pub mod plot;
+pub mod shape;
 pub mod sim;
 pub mod stats;
 pub mod topology;
@@ -32,7 +35,9 @@ pub mod tuning;
 
 pub use costs::Costs;
 pub use op::Op;
+pub use shape::ModelShape;
 pub use sim::{predict, Payload, Prediction};
 pub use smelt_ids::{CpuId, Pos};
+pub use smelt_plan::Shape;
 pub use topology::{Algorithm, NonTree, Topology};
 pub use tree::{Tree, TreeError};

@@ -12,7 +12,7 @@
 //! receiver when the send ends, and taking it blocks the receiver for
 //! `t_receive(from, to)`; both scaled by the message's cache lines ([`Payload`]).
 //!
-//! The messages are those of [`replica.rs`](crate) in normal operation:
+//! The messages are those of the store's replicas (`smelt-kvs`'s `replica.rs`) in normal operation:
 //! * closed-loop clients (no think time) issue gets (share `get_ratio`) and sets on
 //!   uniformly drawn keys to their home replica (client `c` at replica `c % R`);
 //! * a get is answered by the home replica at once, unless a set of its key was
@@ -35,8 +35,8 @@
 //! is 0, its cheapest transfer to another CPU), time spent outside messaging (hashing, the store's map), polling several
 //! links, retries, crashes and view changes.
 
-use crate::config::{KvsError, Protocol};
 use serde::Serialize;
+use smelt_kvs::{KvsError, Protocol};
 use smelt_model::Model;
 use smelt_tree::{Costs, Payload, Topology};
 use std::cmp::Ordering;
