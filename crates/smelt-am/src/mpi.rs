@@ -60,25 +60,21 @@
 //! to another thread; two endpoints of one process must not make MPI calls at the same
 //! time unless MPI was initialised by the program with `MPI_THREAD_MULTIPLE`).
 
-#[path = "mpi_raw.rs"]
-pub mod raw;
-
 use crate::endpoint::{Config, Endpoint, Name};
 use crate::error::AmError;
 use crate::poll::PollPolicy;
 use crate::remote::Remote;
 use crate::setup::{random_tag, Table};
-use mpi_sys as ffi;
-use raw::{
-    allgather_u64, allreduce_min, bcast_bytes, check, comm_dup, comm_free, comm_rank_size,
-    comm_split, error_string, ibarrier, mpi_active,
-};
 use smelt_mesh::mesh::Mesh;
 use smelt_mesh::mesh_job::{self, MeshJob, ShmLink};
+use smelt_mesh::mpi::{self, check, error_string, ffi, hand_out, MpiCalls, MpiError, NodeComm};
+use smelt_mesh::world::{World, WorldLink};
 use smelt_mesh::Rank;
-use smelt_transport::{Link, TransportError, WaitPolicy};
+use smelt_transport::{Abort, Link, TransportError, WaitPolicy};
 use std::os::raw::{c_int, c_void};
 use std::time::{Duration, Instant};
+
+pub use smelt_mesh::mpi::Nodes;
 
 /// The MPI tag of every active-message link message (on the endpoint's own
 /// communicator).
@@ -92,17 +88,6 @@ pub const ENV_TRANSPORT: &str = smelt_settings::AM_TRANSPORT;
 pub const ENV_RANKS_PER_NODE: &str = smelt_settings::RANKS_PER_NODE;
 /// Environment variable: most MPI sends in flight per endpoint.
 pub const ENV_IN_FLIGHT: &str = smelt_settings::AM_MPI_IN_FLIGHT;
-
-/// How the ranks are grouped into nodes (the ranks of a node share memory).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Nodes {
-    /// The ranks that share memory (`MPI_COMM_TYPE_SHARED`): a node per host.
-    Shared,
-    /// Each host split into emulated nodes of this many consecutive ranks.
-    Emulated(usize),
-    /// Every rank its own node: every message goes over MPI.
-    MpiOnly,
-}
 
 /// How [`Mpi::init`] sets the job up.
 #[derive(Debug, Clone)]
@@ -198,22 +183,28 @@ fn transport_error(what: &str, rc: c_int) -> TransportError {
     TransportError::NotYours(format!("{what} failed: {}", error_string(rc)))
 }
 
-/// MPI set up for active messages: the job's ranks grouped into nodes. Dropping it
-/// frees its communicators (MPI stays initialised: see [`finalize`](Self::finalize)).
+/// An MPI failure as this crate's error: a timeout stays one, anything else is an
+/// invalid set-up naming the call.
+pub(crate) fn am_error(e: MpiError) -> AmError {
+    match e {
+        MpiError::Timeout { call, after } => AmError::Timeout {
+            what: format!("in {call} (waiting for the other MPI ranks)"),
+            after,
+        },
+        e => AmError::Invalid(e.to_string()),
+    }
+}
+
+/// MPI set up for active messages: the ranks of a communicator (`MPI_COMM_WORLD` for
+/// [`init`](Self::init)) grouped into nodes. Dropping it frees its communicators (MPI
+/// stays initialised: see [`finalize`](Self::finalize)).
 #[derive(Debug)]
 pub struct Mpi {
-    /// A duplicate of `MPI_COMM_WORLD` for this module's collectives.
+    /// A duplicate of the communicator for this module's collectives.
     ctl: ffi::MPI_Comm,
-    /// The ranks of this rank's node.
-    node_comm: ffi::MPI_Comm,
-    rank: usize,
-    size: usize,
-    node_rank: usize,
-    node_size: usize,
+    /// The ranks grouped into nodes, with this rank's node's communicator.
+    nodes: NodeComm<MpiCalls>,
     names: Vec<Name>,
-    nodes: usize,
-    /// More ranks on this host than CPUs this process may use.
-    crowded: bool,
     opts: Options,
     initialized_here: bool,
 }
@@ -249,116 +240,73 @@ impl Mpi {
                     ffi::RSMPI_THREAD_SERIALIZED,
                     &mut provided,
                 )
-            })?;
+            })
+            .map_err(am_error)?;
         }
-        // SAFETY: the predefined world communicator, MPI being initialised.
-        let world = unsafe { ffi::RSMPI_COMM_WORLD };
-        let mut ctl = comm_dup(world)?;
-        let r = Self::layout(ctl, opts.clone(), initialized_here);
-        if r.is_err() {
-            comm_free(&mut ctl);
-        }
-        r
+        let mut m = Self::on(mpi::comm_world(), opts)?;
+        m.initialized_here = initialized_here;
+        Ok(m)
     }
 
-    fn layout(ctl: ffi::MPI_Comm, opts: Options, initialized_here: bool) -> Result<Mpi, AmError> {
-        let (rank, size) = comm_rank_size(ctl)?;
-        // Every rank is here before the blocking communicator splits.
-        allgather_u64(ctl, size, &[rank as u64], opts.timeout)?;
-        // SAFETY: a placeholder written over by MPI_Comm_split_type.
-        let mut host: ffi::MPI_Comm = unsafe { ffi::RSMPI_COMM_NULL };
-        // SAFETY: `ctl` is valid; the split type and info handle are MPI's constants;
-        // `host` is a valid out-pointer.
-        check("MPI_Comm_split_type", unsafe {
-            ffi::MPI_Comm_split_type(
-                ctl,
-                ffi::RSMPI_COMM_TYPE_SHARED,
-                rank as c_int,
-                ffi::RSMPI_INFO_NULL,
-                &mut host,
-            )
-        })?;
-        let (host_rank, host_size) = comm_rank_size(host)?;
-        let node_comm = match opts.nodes {
-            Nodes::Shared => Ok(host),
-            Nodes::Emulated(k) => {
-                let c = comm_split(host, (host_rank / k) as c_int, host_rank as c_int);
-                comm_free(&mut host);
-                c
-            }
-            Nodes::MpiOnly => {
-                let c = comm_split(ctl, rank as c_int, 0);
-                comm_free(&mut host);
-                c
+    /// Groups the ranks of `comm` (any intracommunicator of this process; MPI
+    /// initialised by the caller) into nodes as `opts` says; endpoint `i` is rank `i`
+    /// of `comm`. Every rank of `comm` must call it. [`finalize`](Self::finalize) then
+    /// leaves MPI initialised.
+    pub fn on(comm: ffi::MPI_Comm, opts: Options) -> Result<Mpi, AmError> {
+        opts.validate()?;
+        mpi::require_active().map_err(am_error)?;
+        if mpi::is_inter::<MpiCalls>(comm).map_err(am_error)? {
+            return Err(AmError::Invalid(
+                "an intercommunicator has no endpoints of its own (use an intracommunicator)"
+                    .into(),
+            ));
+        }
+        let mut ctl = mpi::dup::<MpiCalls>(comm).map_err(am_error)?;
+        let nodes = match NodeComm::new(ctl, opts.nodes, opts.timeout) {
+            Ok(n) => n,
+            Err(e) => {
+                mpi::free::<MpiCalls>(&mut ctl);
+                return Err(am_error(e));
             }
         };
-        let mut node_comm = node_comm?;
-        let r = (|| {
-            let (node_rank, node_size) = comm_rank_size(node_comm)?;
-            // The node's leader is its rank 0 (the lowest world rank: the splits keep
-            // world order); a node is known by its leader's world rank.
-            let lead = allgather_u64(node_comm, node_size, &[rank as u64], opts.timeout)?;
-            let leader = lead.into_iter().min().unwrap_or(rank as u64);
-            let leaders = allgather_u64(ctl, size, &[leader], opts.timeout)?;
-            let mut distinct = leaders.clone();
-            distinct.sort_unstable();
-            distinct.dedup();
-            let mut seen = std::collections::HashMap::<u64, u32>::new();
-            let names: Vec<Name> = leaders
-                .iter()
-                .map(|l| {
-                    let process = seen.entry(*l).or_insert(0);
-                    let name = Name {
-                        node: distinct.binary_search(l).unwrap_or(0) as u32,
-                        process: *process,
-                        endpoint: 0,
-                    };
-                    *process += 1;
-                    name
-                })
-                .collect();
-            if names[rank].process as usize != node_rank {
-                return Err(AmError::Invalid(format!(
-                    "rank {rank} is member {node_rank} of its node but its name says {}",
-                    names[rank]
-                )));
-            }
-            let cpus = smelt_transport::allowed_cpus()
-                .map(|c| c.len())
-                .unwrap_or(1);
-            Ok(Mpi {
-                ctl,
-                node_comm,
-                rank,
-                size,
-                node_rank,
-                node_size,
-                nodes: distinct.len(),
-                names,
-                crowded: host_size > cpus,
-                opts,
-                initialized_here,
+        // Endpoint names: the node, and the rank's place on it.
+        let names = nodes
+            .layout
+            .place
+            .iter()
+            .map(|&[node, local]| Name {
+                node: node as u32,
+                process: local as u32,
+                endpoint: 0,
             })
-        })();
-        if r.is_err() {
-            comm_free(&mut node_comm);
-        }
-        r
+            .collect();
+        Ok(Mpi {
+            ctl,
+            nodes,
+            names,
+            opts,
+            initialized_here: false,
+        })
     }
 
-    /// This rank (in `MPI_COMM_WORLD`): its endpoints' index.
+    /// This rank (in the communicator): its endpoints' index.
     pub fn rank(&self) -> usize {
-        self.rank
+        self.nodes.rank
     }
 
     /// Number of ranks.
     pub fn size(&self) -> usize {
-        self.size
+        self.nodes.size
     }
 
     /// Number of nodes.
     pub fn nodes(&self) -> usize {
-        self.nodes
+        self.nodes.nodes()
+    }
+
+    /// The ranks grouped into nodes (every rank's node and place on it).
+    pub fn node_comm(&self) -> &NodeComm<MpiCalls> {
+        &self.nodes
     }
 
     /// The name of rank `rank`'s endpoint.
@@ -368,7 +316,7 @@ impl Mpi {
 
     /// Ranks on this rank's node.
     pub fn node_size(&self) -> usize {
-        self.node_size
+        self.nodes.node_size()
     }
 
     /// The options it was set up with.
@@ -378,12 +326,7 @@ impl Mpi {
 
     /// A short description: ranks, nodes and how they were formed.
     pub fn describe(&self) -> String {
-        let how = match self.opts.nodes {
-            Nodes::Shared => "shared-memory nodes".to_string(),
-            Nodes::Emulated(k) => format!("emulated nodes of {k} ranks"),
-            Nodes::MpiOnly => "MPI only".to_string(),
-        };
-        format!("{} ranks, {} nodes ({how})", self.size, self.nodes)
+        self.nodes.describe()
     }
 
     /// Makes this rank's endpoint (every rank calls it, in the same order for each
@@ -404,129 +347,114 @@ impl Mpi {
         cfg: Config,
         in_flight: usize,
     ) -> Result<Endpoint<S, ShmLink>, AmError> {
-        let t = self.opts.timeout;
+        let t = Some(self.opts.timeout);
         let opts = Options {
             in_flight,
             ..self.opts.clone()
         };
         let valid = cfg.validate().and_then(|()| opts.validate());
         let tag = random_tag();
+        let size = self.size();
         // Everybody's tag, and whether everybody's configuration is valid.
-        let all = allgather_u64(self.ctl, self.size, &[tag, valid.is_ok() as u64], t)?;
+        let all = mpi::allgather_words::<MpiCalls>(self.ctl, &[tag, valid.is_ok() as u64], t)
+            .map_err(am_error)?;
         valid?;
-        if let Some(bad) = (0..self.size).find(|&r| all[2 * r + 1] == 0) {
+        if let Some(bad) = (0..size).find(|&r| all[2 * r + 1] == 0) {
             return Err(AmError::Invalid(format!(
                 "rank {bad}'s endpoint configuration is invalid"
             )));
         }
         let table = Table {
             names: self.names.clone(),
-            tags: (0..self.size).map(|r| all[2 * r]).collect(),
+            tags: (0..size).map(|r| all[2 * r]).collect(),
         };
-        let wait = cfg.wait.unwrap_or(if self.crowded {
+        let wait = cfg.wait.unwrap_or(if self.nodes.oversubscribed() {
             WaitPolicy::OVERSUBSCRIBED
         } else {
             WaitPolicy::DEDICATED
         });
         let mesh = self.node_mesh(&cfg, wait);
-        // Everybody joined (or failed): agree, then the leader's job may go.
-        let ok = allreduce_min(self.ctl, mesh.is_ok() as u64, t)?;
-        let (mesh, _job) = mesh?;
-        if ok == 0 {
+        // Everybody joined (or failed): agree, so that every rank fails alike.
+        let ok = mpi::all::<MpiCalls>(self.ctl, mesh.is_ok(), t).map_err(am_error)?;
+        let mesh = mesh?;
+        if !ok {
             return Err(AmError::Invalid(
                 "another rank could not join its node's shared memory".into(),
             ));
         }
-        let remote: Option<Box<dyn Remote>> = if self.nodes > 1 {
+        let remote: Option<Box<dyn Remote>> = if self.nodes() > 1 {
             Some(Box::new(MpiRemote::new(self.ctl, &opts)?))
         } else {
             None
         };
         let mut cfg = cfg;
-        if self.node_size == 1 {
+        if self.node_size() == 1 {
             cfg.poll = PollPolicy::Always;
         }
-        table.endpoint(self.rank, mesh, remote, state, cfg)
+        table.endpoint(self.rank(), mesh, remote, state, cfg)
     }
 
-    /// This rank's mesh on its node (and, at the leader, the job, kept until every
-    /// member joined).
-    fn node_mesh(
-        &self,
-        cfg: &Config,
-        wait: WaitPolicy,
-    ) -> Result<(Mesh<ShmLink>, Option<MeshJob>), AmError> {
-        if self.node_size == 1 {
-            let mesh = Mesh::with_links(Rank(0), 1, Vec::new(), None, wait)
-                .map_err(|e| AmError::Invalid(e.to_string()))?;
-            return Ok((mesh, None));
+    /// This rank's mesh on its node: the node's leader creates the shared memory and
+    /// hands it out over the node's communicator ([`hand_out`]).
+    fn node_mesh(&self, cfg: &Config, wait: WaitPolicy) -> Result<Mesh<ShmLink>, AmError> {
+        let (n, local) = (self.node_size(), self.nodes.node_rank());
+        if n == 1 {
+            return Mesh::with_links(Rank(0), 1, Vec::new(), None, wait)
+                .map_err(|e| AmError::Invalid(e.to_string()));
         }
-        const ROOM: usize = 4096;
         let mut job = None;
-        let mut msg = vec![0u8; ROOM];
-        let mut why = String::new();
-        if self.node_rank == 0 {
-            let n = self.node_size;
+        let offer = (local == 0).then(|| {
             let pairs: Vec<(Rank, Rank)> = (0..n)
                 .flat_map(|a| (a + 1..n).map(move |b| (Rank(a), Rank(b))))
                 .collect();
-            match MeshJob::create(n, &pairs, cfg.capacity, b"smelt-am-mpi") {
-                Ok(j) => {
-                    let text = format!("{}\n{}", j.path().display(), j.key());
-                    if text.len() + 4 <= ROOM {
-                        msg[..4].copy_from_slice(&(text.len() as u32).to_le_bytes());
-                        msg[4..4 + text.len()].copy_from_slice(text.as_bytes());
-                        job = Some(j);
-                    } else {
-                        why = "the shared-memory path is too long".into();
-                    }
-                }
-                Err(e) => why = e.to_string(),
-            }
-        }
-        // Length 0: the leader failed.
-        let msg = bcast_bytes(self.node_comm, msg, 0, self.opts.timeout)?;
-        let len = u32::from_le_bytes(msg[..4].try_into().expect("4 bytes")) as usize;
-        if len == 0 || len + 4 > ROOM {
-            return Err(AmError::Invalid(format!(
-                "the node's leader could not create its shared memory{}",
-                if why.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {why}")
-                }
-            )));
-        }
-        let text = String::from_utf8_lossy(&msg[4..4 + len]).into_owned();
-        let (path, key) = text
-            .split_once('\n')
-            .ok_or_else(|| AmError::Invalid("a malformed shared-memory address".into()))?;
-        let (mesh, _) = mesh_job::join(
-            std::path::Path::new(path),
-            key,
-            Rank(self.node_rank),
-            Some(wait),
-            None,
+            MeshJob::create(n, &pairs, cfg.capacity, b"smelt-am-mpi")
+                .map(|j| {
+                    let address = format!("{}\n{}", j.path().display(), j.key());
+                    job = Some(j);
+                    address
+                })
+                .map_err(|e| e.to_string())
+        });
+        let out = hand_out::<MpiCalls, _>(
+            self.nodes.node_comm(),
+            offer,
+            |address| {
+                let (path, key) = address
+                    .split_once('\n')
+                    .ok_or("a malformed shared-memory address")?;
+                mesh_job::join(
+                    std::path::Path::new(path),
+                    key,
+                    Rank(local),
+                    Some(wait),
+                    None,
+                )
+                .map(|(mesh, _)| mesh)
+                .map_err(|e| e.to_string())
+            },
+            Some(self.opts.timeout),
         )
-        .map_err(|e| AmError::Invalid(e.to_string()))?;
-        Ok((mesh, job))
+        .map_err(am_error)?;
+        // Every rank of the node attached (or gave up): the name can go.
+        drop(job);
+        out.agreed().map_err(AmError::Invalid)
     }
 
     /// Waits until every rank reached this point (`MPI_Ibarrier`), at most the
     /// options' timeout.
     pub fn barrier(&self) -> Result<(), AmError> {
-        ibarrier(self.ctl, self.opts.timeout)
+        mpi::barrier::<MpiCalls>(self.ctl, Some(self.opts.timeout)).map_err(am_error)
     }
 
     /// True at every rank if `ok` is true at every rank (at most the options'
     /// timeout).
     pub fn all(&self, ok: bool) -> Result<bool, AmError> {
-        Ok(allreduce_min(self.ctl, ok as u64, self.opts.timeout)? == 1)
+        mpi::all::<MpiCalls>(self.ctl, ok, Some(self.opts.timeout)).map_err(am_error)
     }
 
     /// `v` of every rank, in rank order (at most the options' timeout).
     pub fn gather(&self, v: u64) -> Result<Vec<u64>, AmError> {
-        allgather_u64(self.ctl, self.size, &[v], self.opts.timeout)
+        mpi::allgather_words::<MpiCalls>(self.ctl, &[v], Some(self.opts.timeout)).map_err(am_error)
     }
 
     /// Ends a phase of active messages: waits until this endpoint's requests are all
@@ -550,14 +478,16 @@ impl Mpi {
         // SAFETY: `ctl` is valid; `req` a valid out-pointer.
         check("MPI_Ibarrier", unsafe {
             ffi::MPI_Ibarrier(self.ctl, &mut req)
-        })?;
+        })
+        .map_err(am_error)?;
         let mut idle = 0u32;
         loop {
             let mut flag: c_int = 0;
             // SAFETY: `req` is the barrier's active request.
             check("MPI_Test", unsafe {
                 ffi::MPI_Test(&mut req, &mut flag, ffi::RSMPI_STATUS_IGNORE)
-            })?;
+            })
+            .map_err(am_error)?;
             if flag != 0 {
                 return Ok(());
             }
@@ -589,10 +519,10 @@ impl Mpi {
     pub fn finalize(self) -> Result<(), AmError> {
         let here = self.initialized_here;
         drop(self);
-        if here && mpi_active() {
+        if here && mpi::is_active() {
             // SAFETY: MPI is initialised by this module and not finalised; this
             // module's communicators are freed (dropped above).
-            check("MPI_Finalize", unsafe { ffi::MPI_Finalize() })?;
+            check("MPI_Finalize", unsafe { ffi::MPI_Finalize() }).map_err(am_error)?;
         }
         Ok(())
     }
@@ -600,8 +530,7 @@ impl Mpi {
 
 impl Drop for Mpi {
     fn drop(&mut self) {
-        comm_free(&mut self.node_comm);
-        comm_free(&mut self.ctl);
+        mpi::free::<MpiCalls>(&mut self.ctl);
     }
 }
 
@@ -612,6 +541,105 @@ pub fn world<S>(state: S, cfg: Config) -> Result<(Mpi, Endpoint<S, ShmLink>), Am
     let mpi = Mpi::init(Options::from_env()?)?;
     let ep = mpi.endpoint(state, cfg)?;
     Ok((mpi, ep))
+}
+
+/// [`Endpoint::from_world`] for a world of MPI ranks (`World::from_mpi`): a collective
+/// call over the world's communicator. Endpoint `i` is rank `i`, named
+/// `node.place.0`; the members of its node are reached over an all-to-all mesh of
+/// [`Config::capacity`] slots carved from the node's world segment, the others over an
+/// [`MpiRemote`] on the world's communicator ([`Options::from_env`]'s window of sends
+/// in flight). If any rank fails, every rank gets an error.
+pub(crate) fn world_endpoint<S>(
+    world: &World,
+    state: S,
+    cfg: Config,
+) -> Result<Endpoint<S, WorldLink>, AmError> {
+    let m = world
+        .mpi()
+        .ok_or_else(|| AmError::Invalid("not a world of MPI ranks".into()))?;
+    let opts = Options {
+        nodes: m.grouping(),
+        timeout: m.timeout(),
+        ..Options::from_env()?
+    };
+    let t = Some(m.timeout());
+    let (me, size) = (world.rank().index(), world.size());
+    let valid = cfg.validate().and_then(|()| opts.validate());
+    // Everybody's tag, and whether everybody's configuration is valid.
+    let all = mpi::allgather_words::<MpiCalls>(m.comm(), &[random_tag(), valid.is_ok() as u64], t)
+        .map_err(am_error)?;
+    valid?;
+    if let Some(bad) = (0..size).find(|&r| all[2 * r + 1] == 0) {
+        return Err(AmError::Invalid(format!(
+            "rank {bad}'s endpoint configuration is invalid"
+        )));
+    }
+    let table = Table {
+        names: m
+            .layout()
+            .place
+            .iter()
+            .map(|&[node, place]| Name {
+                node: node as u32,
+                process: place as u32,
+                endpoint: 0,
+            })
+            .collect(),
+        tags: (0..size).map(|r| all[2 * r]).collect(),
+    };
+    let wait = cfg.wait.unwrap_or_else(|| world.wait_policy());
+    let mesh = node_mesh_of(world, cfg.capacity, wait);
+    // Every rank has its node's links (or fails alike).
+    let ok = mpi::all::<MpiCalls>(m.comm(), mesh.is_ok(), t).map_err(am_error)?;
+    let mesh = mesh?;
+    if !ok {
+        return Err(AmError::Invalid(
+            "a rank on another node could not make its node's links".into(),
+        ));
+    }
+    let node = world.node();
+    let (dests, local) = table.dests_by(me, |i| world.node_of(Rank(i)) == Some(node));
+    let remote: Option<Box<dyn Remote>> = if world.nodes() > 1 {
+        Some(Box::new(MpiRemote::new(m.comm(), &opts)?))
+    } else {
+        None
+    };
+    let mut cfg = cfg;
+    if local.len() == 1 {
+        cfg.poll = PollPolicy::Always;
+    }
+    Endpoint::new(me, mesh, local, remote, dests, table.tags[me], state, cfg)
+}
+
+/// This rank's mesh over its node of an MPI world: a link to every other rank of the
+/// node, carved from the node's segment; mesh rank = place on the node.
+fn node_mesh_of(
+    world: &World,
+    capacity: usize,
+    wait: WaitPolicy,
+) -> Result<Mesh<WorldLink>, AmError> {
+    let m = world.mpi().expect("checked by the caller");
+    let ranks = m.node_ranks();
+    let n = ranks.len();
+    let pairs: Vec<(Rank, Rank)> = (0..n)
+        .flat_map(|a| (a + 1..n).map(move |b| (a, b)))
+        .map(|(a, b)| (Rank(ranks[a]), Rank(ranks[b])))
+        .collect();
+    let abort = Abort::new();
+    let ends = world.queuepairs(&pairs, capacity, Some(wait), Some(abort.clone()))?;
+    let me = world.rank();
+    let mut links = Vec::new();
+    if let Some(job) = world.shm_member() {
+        for (&(a, b), end) in pairs.iter().zip(ends) {
+            if let Some(end) = end {
+                let peer = if a == me { b } else { a };
+                let place = Rank(m.place_of(peer).expect("a rank of the world"));
+                links.push((place, WorldLink::watched(end, job.clone(), place)));
+            }
+        }
+    }
+    Mesh::with_links(Rank(m.node_rank()), n, links, Some(abort), wait)
+        .map_err(|e| AmError::Invalid(e.to_string()))
 }
 
 /// The slow channel of an endpoint over MPI: point-to-point messages on a
@@ -643,11 +671,15 @@ impl MpiRemote {
     /// window of sends in flight and largest message.
     pub fn new(comm: ffi::MPI_Comm, opts: &Options) -> Result<MpiRemote, AmError> {
         opts.validate()?;
-        if !mpi_active() {
-            return Err(AmError::Invalid("MPI is not initialised".into()));
-        }
-        let comm = comm_dup(comm)?;
-        let (rank, size) = comm_rank_size(comm)?;
+        mpi::require_active().map_err(am_error)?;
+        let mut comm = mpi::dup::<MpiCalls>(comm).map_err(am_error)?;
+        let (rank, size) = match mpi::rank_size::<MpiCalls>(comm) {
+            Ok(rs) => rs,
+            Err(e) => {
+                mpi::free::<MpiCalls>(&mut comm);
+                return Err(am_error(e));
+            }
+        };
         let n = opts.in_flight;
         Ok(MpiRemote {
             comm,
@@ -820,7 +852,7 @@ impl Remote for MpiRemote {
 
 impl Drop for MpiRemote {
     fn drop(&mut self) {
-        if !mpi_active() {
+        if !mpi::is_active() {
             // MPI is gone: nothing can be completed or cancelled, and the buffers of
             // sends still in flight must not be freed.
             if self.in_flight() > 0 {
@@ -852,7 +884,7 @@ impl Drop for MpiRemote {
                 std::mem::forget(std::mem::take(&mut self.bufs[slot]));
             }
         }
-        comm_free(&mut self.comm);
+        mpi::free::<MpiCalls>(&mut self.comm);
     }
 }
 

@@ -57,6 +57,10 @@ impl<S> Endpoint<S, WorldLink> {
     /// A collective call: this member's endpoint of a new set of endpoints of `world`
     /// (see the [module documentation](crate::world)), with state `state`.
     pub fn from_world(world: &World, state: S, cfg: Config) -> Result<Self, AmError> {
+        #[cfg(feature = "mpi")]
+        if world.kind() == WorldKind::Mpi {
+            return crate::mpi::world_endpoint(world, state, cfg);
+        }
         cfg.validate()?;
         reachable(world)?;
         let me = world.rank().index();

@@ -1,11 +1,11 @@
 //! Arrays over MPI ranks grouped into nodes (feature `mpi`).
 //!
-//! The ranks are grouped into nodes as smelt-am does ([`smelt_am::mpi::Options`]:
-//! the ranks that share memory, or emulated nodes of `SMELT_RANKS_PER_NODE`
-//! consecutive ranks). Rank `r` owns block `r` of every array. The blocks of a
-//! node's ranks lie in one shared-memory segment (created by the node's lowest rank,
-//! its path and key handed to the others with `MPI_Ibcast`, attached by all, and
-//! unlinked once all attached): a rank reads and writes its node's elements
+//! The ranks are grouped into nodes as smelt-am does ([`smelt_am::mpi::Options`],
+//! [`smelt_mesh::mpi::nodes`]: the ranks that share memory, or emulated nodes of
+//! `SMELT_RANKS_PER_NODE` consecutive ranks). Rank `r` owns block `r` of every array.
+//! The blocks of a node's ranks lie in one shared-memory segment (created by the
+//! node's lowest rank, handed out over the node's communicator
+//! ([`smelt_mesh::mpi::hand_out`]), attached by all, and unlinked once all attached): a rank reads and writes its node's elements
 //! directly. Every rank also exposes its block in an MPI window (`MPI_Win_create`
 //! over its part of the segment, one passive-target epoch for the array's life,
 //! `MPI_Win_lock_all`): elements on other nodes are read with `MPI_Get` +
@@ -30,9 +30,8 @@
 use crate::array::{check_type, Layout, Memory, Net, CTRL_WORDS};
 use crate::cache::LineCache;
 use crate::{Config, ElemType, Element, GlobalArray, GlobalError, Op};
-use mpi_sys as ffi;
-use smelt_am::mpi::raw::{self, comm_free, ibarrier, mpi_active};
 use smelt_am::mpi::{Mpi, Options};
+use smelt_mesh::mpi::{self as mesh_mpi, ffi, hand_out, MpiCalls, MpiError};
 use smelt_transport::shm::{ShmJob, ShmMember};
 use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
@@ -41,8 +40,24 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The MPI call's result in this crate's errors.
-fn check(what: &str, rc: c_int) -> Result<(), GlobalError> {
-    Ok(raw::check(what, rc)?)
+fn check(what: &'static str, rc: c_int) -> Result<(), GlobalError> {
+    Ok(mesh_mpi::check(what, rc)?)
+}
+
+impl From<MpiError> for GlobalError {
+    fn from(e: MpiError) -> GlobalError {
+        match e {
+            MpiError::Timeout { call, after } => GlobalError::Timeout {
+                what: format!("in {call} (waiting for the other MPI ranks)"),
+                after,
+            },
+            e => GlobalError::Mpi(e.to_string()),
+        }
+    }
+}
+
+fn ibarrier(comm: ffi::MPI_Comm, timeout: Duration) -> Result<(), MpiError> {
+    mesh_mpi::barrier::<MpiCalls>(comm, Some(timeout))
 }
 
 /// The ranks of an MPI job, grouped into nodes, that make global arrays together.
@@ -71,24 +86,16 @@ impl World {
         let node_of: Vec<usize> = (0..mpi.size())
             .map(|r| mpi.name(r).map(|n| n.node as usize).unwrap_or(r))
             .collect();
-        // SAFETY: the predefined world communicator; MPI is initialised (above).
-        let world = unsafe { ffi::RSMPI_COMM_WORLD };
-        // SAFETY: a placeholder written over by MPI_Comm_dup.
-        let mut comm: ffi::MPI_Comm = unsafe { ffi::RSMPI_COMM_NULL };
-        // SAFETY: `world` is valid; `comm` a valid out-pointer.
-        check("MPI_Comm_dup", unsafe {
-            ffi::MPI_Comm_dup(world, &mut comm)
-        })?;
-        // SAFETY: a placeholder written over by MPI_Comm_split.
-        let mut node_comm: ffi::MPI_Comm = unsafe { ffi::RSMPI_COMM_NULL };
+        let mut comm = mesh_mpi::dup::<MpiCalls>(mesh_mpi::comm_world())?;
         let me = mpi.rank();
         let (color, key) = (node_of[me] as c_int, me as c_int);
-        // SAFETY: `comm` is valid; color and key are non-negative; valid out-pointer.
-        let rc = unsafe { ffi::MPI_Comm_split(comm, color, key, &mut node_comm) };
-        if let Err(e) = check("MPI_Comm_split", rc) {
-            comm_free(&mut comm);
-            return Err(e);
-        }
+        let node_comm = match mesh_mpi::split::<MpiCalls>(comm, color, key) {
+            Ok(c) => c,
+            Err(e) => {
+                mesh_mpi::free::<MpiCalls>(&mut comm);
+                return Err(e.into());
+            }
+        };
         Ok(World {
             mpi: Some(mpi),
             comm,
@@ -177,55 +184,43 @@ impl World {
                 words += (b.end - b.start) as usize;
             }
         }
-        // The node's lowest rank makes the segment; the others learn where.
+        // The node's lowest rank makes the segment and hands it out over the node.
         let mut job = None;
-        let mut msg = vec![0u8; 4096];
-        if node_rank == 0 {
-            match ShmJob::create_with_words(
+        let offer = (node_rank == 0).then(|| {
+            ShmJob::create_with_words(
                 node_members,
                 &[],
-                &crate::process::encode(T::TYPE, layout),
+                &crate::segment::encode(T::TYPE, layout),
                 words,
-            ) {
-                Ok(j) => {
-                    let s = format!("{}:{}", j.key(), j.path().display());
-                    if s.len() < msg.len() {
-                        msg[..s.len()].copy_from_slice(s.as_bytes());
-                    }
-                    job = Some(j);
+            )
+            .map(|j| {
+                let address = format!("{}:{}", j.key(), j.path().display());
+                job = Some(j);
+                address
+            })
+            .map_err(|e| e.to_string())
+        });
+        let out = hand_out::<MpiCalls, _>(
+            self.node_comm,
+            offer,
+            |address| match address.split_once(':') {
+                Some((key, path)) => {
+                    ShmMember::attach(Path::new(path), key, node_rank).map_err(|e| e.to_string())
                 }
-                Err(e) => {
-                    let s = format!("!{e}");
-                    let n = s.len().min(msg.len() - 1);
-                    msg[..n].copy_from_slice(&s.as_bytes()[..n]);
-                }
-            }
-        }
-        let msg = raw::bcast_bytes(self.node_comm, msg, 0, self.timeout)?;
-        let end = msg.iter().position(|b| *b == 0).unwrap_or(msg.len());
-        let msg = String::from_utf8_lossy(&msg[..end]).into_owned();
-        let attached = match msg.strip_prefix('!') {
-            Some(why) => Err(GlobalError::Shm(format!(
-                "the node's first rank could not make the array's memory: {why}"
-            ))),
-            None => match msg.split_once(':') {
-                Some((key, path)) => ShmMember::attach(Path::new(path), key, node_rank)
-                    .map_err(|e| GlobalError::Shm(e.to_string())),
-                None => Err(GlobalError::Shm(
-                    "no segment from the node's first rank".into(),
-                )),
+                None => Err("a malformed address from the node's first rank".into()),
             },
-        };
+            Some(self.timeout),
+        )?;
         // Every rank reports before any fails alone (so none waits for a window).
-        let ok = self.am().all(attached.is_ok())?;
+        let ok = self.am().all(out.mine.is_ok() && out.all)?;
         drop(job); // every member attached (or failed): the name goes
-        let member = attached?;
+        let member = out.agreed().map_err(GlobalError::Shm)?;
         if !ok {
             return Err(GlobalError::Shm(
-                "another rank could not attach its node's array".into(),
+                "a rank on another node could not attach its node's array".into(),
             ));
         }
-        let (ty, _) = crate::process::decode(member.blob())?;
+        let (ty, _) = crate::segment::decode(member.blob())?;
         check_type::<T>(ty)?;
         let member = Arc::new(member);
         let block = layout.block(me);
@@ -352,8 +347,8 @@ impl World {
     /// Frees the communicators and finalises MPI if [`init`](Self::init) initialised
     /// it. Drop every array first. Every rank must call it.
     pub fn finalize(mut self) -> Result<(), GlobalError> {
-        comm_free(&mut self.node_comm);
-        comm_free(&mut self.comm);
+        mesh_mpi::free::<MpiCalls>(&mut self.node_comm);
+        mesh_mpi::free::<MpiCalls>(&mut self.comm);
         let mpi = self.mpi.take();
         drop(self);
         match mpi {
@@ -366,8 +361,8 @@ impl World {
 impl Drop for World {
     fn drop(&mut self) {
         if self.mpi.is_some() {
-            comm_free(&mut self.node_comm);
-            comm_free(&mut self.comm);
+            mesh_mpi::free::<MpiCalls>(&mut self.node_comm);
+            mesh_mpi::free::<MpiCalls>(&mut self.comm);
         }
     }
 }
@@ -527,7 +522,7 @@ impl MpiNet {
         owner: usize,
         words: &[u64],
         f: impl FnOnce(*const c_void) -> c_int,
-        what: &str,
+        what: &'static str,
     ) -> Result<(), GlobalError> {
         let mut st = self.lock();
         let buf: Box<[u64]> = words.into();
@@ -760,7 +755,7 @@ impl Net for MpiNet {
 
 impl Drop for MpiNet {
     fn drop(&mut self) {
-        if !mpi_active() {
+        if !mesh_mpi::is_active() {
             return;
         }
         // SAFETY: the window's epoch opened at creation; completing it also completes

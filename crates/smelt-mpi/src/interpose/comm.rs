@@ -8,10 +8,11 @@
 //! reductions), and trees for new roots are made the same call on every rank of a node.
 
 use super::config::{Config, CUT_OFFS};
-use super::ffi::{self, MPI_Comm, MPI_Datatype, MPI_Op, MpiErr};
+use super::ffi::{self, MPI_Comm, MPI_Datatype, MPI_Op, MpiErr, P};
 use super::model;
 use super::stats::{self, Why};
 use crate::ops::Combine;
+use smelt_mesh::mpi::{self as mesh_mpi, cpu_mask, hand_out, Layout, Placed};
 use smelt_runtime::process::{join, Job};
 use smelt_runtime::{GroupConfig, GroupError, Member, WaitPolicy};
 use smelt_tree::tuning::AlgorithmTable;
@@ -28,8 +29,6 @@ const MAX_TREES: usize = 16;
 /// Tag of the leader <-> root forwarding messages (on the node communicator, which
 /// only this crate uses).
 const FORWARD_TAG: c_int = 0x5e17;
-/// Bytes reserved for a job's path and key when the leader announces them.
-const INFO_BYTES: usize = 1024;
 
 /// Why a hierarchical collective did not complete.
 #[derive(Debug)]
@@ -142,8 +141,8 @@ impl Drop for Hier {
         }
         // Leave the trees first (a member process's rings), then the communicators.
         self.trees.clear();
-        ffi::free(&mut self.node);
-        ffi::free(&mut self.leaders);
+        mesh_mpi::free::<P>(&mut self.node);
+        mesh_mpi::free::<P>(&mut self.leaders);
     }
 }
 
@@ -196,17 +195,6 @@ fn take_spare(pick: impl Fn(&Spare) -> bool) -> Option<Spare> {
 pub fn drop_spares() {
     let all = std::mem::take(&mut *spares());
     drop(all);
-}
-
-/// `cpus` (the CPUs this process may run on) as a bit mask of 1024 CPUs.
-fn cpu_mask(cpus: &[u32]) -> [u64; 16] {
-    let mut m = [0u64; 16];
-    for &c in cpus {
-        if (c as usize) < 1024 {
-            m[c as usize / 64] |= 1 << (c % 64);
-        }
-    }
-    m
 }
 
 /// The tree of a node of `n` ranks rooted at local rank `root`: member `i` is local
@@ -268,10 +256,10 @@ fn bor_bytes(acc: &mut [u8], x: &[u8]) {
 /// every rank, without communication): `Some(why)` for an intercommunicator or a
 /// communicator of one rank.
 pub fn never(comm: MPI_Comm) -> Result<Option<Why>, MpiErr> {
-    if ffi::is_inter(comm)? {
+    if mesh_mpi::is_inter::<P>(comm)? {
         return Ok(Some(Why::Intercomm));
     }
-    Ok((ffi::rank_size(comm)?.1 <= 1).then_some(Why::OneRank))
+    Ok((mesh_mpi::rank_size::<P>(comm)?.1 <= 1).then_some(Why::OneRank))
 }
 
 /// Sets up smelt for `comm` (collective over `comm`; every rank gets the same mode).
@@ -280,14 +268,14 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
     if let Some(why) = never(comm)? {
         return Ok(off(why));
     }
-    let (rank, size) = ffi::rank_size(comm)?;
+    let (rank, size) = mesh_mpi::rank_size::<P>(comm)?;
     // One allgather tells every rank everything the layout needs: each rank's host,
     // MPI_COMM_WORLD rank, bound CPU, cut-offs and allowed CPUs. Every rank computes
     // the same layout from it (no further agreement).
     let allowed = smelt_transport::allowed_cpus().unwrap_or_default();
     let mine = Record {
         host: host_id(),
-        world: ffi::rank_size(ffi::comm_world())?.0 as i64,
+        world: mesh_mpi::rank_size::<P>(ffi::comm_world())?.0 as i64,
         cpu: match allowed[..] {
             [c] => c as i64,
             _ => -1,
@@ -296,11 +284,20 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
         mask: cpu_mask(&allowed),
         force: cfg.force,
     };
-    let all: Vec<Record> = ffi::allgather_i64(&mine.words(), comm, size)?
+    let all: Vec<Record> = mesh_mpi::allgather_words::<P>(comm, &mine.words(), None)?
         .chunks_exact(RECORD_WORDS)
         .map(Record::from_words)
         .collect();
-    let lay = Layout::of(&all, cfg.ranks_per_node);
+    debug_assert_eq!(all.len(), size);
+    let placed: Vec<Placed> = all
+        .iter()
+        .map(|r| Placed {
+            host: r.host,
+            world: r.world.max(0) as u64,
+            cpus: r.mask,
+        })
+        .collect();
+    let lay = Layout::of(&placed, cfg.ranks_per_node);
     // Every rank uses the smallest cut-offs any rank has.
     let mut max_bytes = [usize::MAX; CUT_OFFS];
     for r in &all {
@@ -326,17 +323,17 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
     if lay.oversubscribed.iter().any(|&o| o) && !forced {
         max_bytes[0] = 0;
     }
-    let place = lay.place;
+    let place: Vec<[c_int; 2]> = lay.place.iter().map(|p| p.map(|x| x as c_int)).collect();
     let [my_node, node_rank] = place[rank].map(|x| x as usize);
     let node_size = lay.node_sizes[my_node];
     let oversubscribed = lay.oversubscribed[rank];
     let k = cfg.ranks_per_node;
     // The node's communicator (ranks in communicator order, as `place` numbers them)
     // and, with several nodes, the leaders' (node index = rank among the leaders).
-    let node = ffi::split(comm, my_node as c_int, rank as c_int)?;
+    let node = mesh_mpi::split::<P>(comm, my_node as c_int, rank as c_int)?;
     let leaders = if n_nodes > 1 {
         let color = if node_rank == 0 { 0 } else { ffi::undefined() };
-        ffi::split(comm, color, rank as c_int)?
+        mesh_mpi::split::<P>(comm, color, rank as c_int)?
     } else {
         ffi::comm_null()
     };
@@ -400,11 +397,12 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
         Ok(())
     };
     // On one node, making the tree agreed already among all the ranks.
-    let mut ok = [local.is_ok() as i64];
-    if n_nodes > 1 {
-        ffi::allreduce_i64(&mut ok, ffi::op_min(), comm)?;
-    }
-    if ok[0] == 0 {
+    let ok = if n_nodes > 1 {
+        mesh_mpi::all::<P>(comm, local.is_ok(), None)?
+    } else {
+        local.is_ok()
+    };
+    if !ok {
         let why = match local {
             Err(e) => e,
             Ok(()) => "on another node".into(),
@@ -477,30 +475,31 @@ struct Record {
 }
 
 impl Record {
-    fn words(&self) -> [i64; RECORD_WORDS] {
-        let mut w = [0i64; RECORD_WORDS];
-        w[0] = self.host as i64;
-        w[1] = self.world;
-        w[2] = self.cpu;
-        w[3..MASK].copy_from_slice(&self.max_bytes);
-        for (x, m) in w[MASK..MASK + 16].iter_mut().zip(self.mask) {
-            *x = m as i64;
+    /// As words for the allgather (signed values two's complement).
+    fn words(&self) -> [u64; RECORD_WORDS] {
+        let mut w = [0u64; RECORD_WORDS];
+        w[0] = self.host;
+        w[1] = self.world as u64;
+        w[2] = self.cpu as u64;
+        for (x, m) in w[3..MASK].iter_mut().zip(self.max_bytes) {
+            *x = m as u64;
         }
-        w[MASK + 16] = self.force as i64;
+        w[MASK..MASK + 16].copy_from_slice(&self.mask);
+        w[MASK + 16] = self.force as u64;
         w
     }
 
-    fn from_words(w: &[i64]) -> Record {
+    fn from_words(w: &[u64]) -> Record {
         let mut max_bytes = [0i64; CUT_OFFS];
-        max_bytes.copy_from_slice(&w[3..MASK]);
-        let mut mask = [0u64; 16];
-        for (m, &x) in mask.iter_mut().zip(&w[MASK..MASK + 16]) {
-            *m = x as u64;
+        for (m, &x) in max_bytes.iter_mut().zip(&w[3..MASK]) {
+            *m = x as i64;
         }
+        let mut mask = [0u64; 16];
+        mask.copy_from_slice(&w[MASK..MASK + 16]);
         Record {
-            host: w[0] as u64,
-            world: w[1],
-            cpu: w[2],
+            host: w[0],
+            world: w[1] as i64,
+            cpu: w[2] as i64,
             max_bytes,
             mask,
             force: w[MASK + 16] != 0,
@@ -526,89 +525,6 @@ fn host_id() -> u64 {
         }
         h
     })
-}
-
-/// The nodes of a communicator, computed alike by every rank from every rank's
-/// [`Record`] (by communicator rank).
-#[derive(Debug, PartialEq)]
-struct Layout {
-    /// For each rank: its node and its rank in that node.
-    place: Vec<[c_int; 2]>,
-    /// Ranks per node, by node.
-    node_sizes: Vec<usize>,
-    /// For each rank: whether its host has more ranks than CPUs its ranks may use.
-    oversubscribed: Vec<bool>,
-}
-
-impl Layout {
-    /// Nodes are hosts, or with `k` > 0 emulated nodes of `k` ranks of a host (of more
-    /// than `k`) in MPI_COMM_WORLD rank order (so a process stays with the same others
-    /// in every communicator that holds them all, and a communicator that reorders the
-    /// ranks has nodes of ranks that do not follow each other, as real nodes may).
-    /// Inside a node, ranks are numbered in communicator order; nodes are numbered in
-    /// the order of their first rank (node rank 0, the leader).
-    fn of(all: &[Record], k: usize) -> Layout {
-        let n = all.len();
-        // Hosts, by first appearance.
-        let mut hosts: Vec<(u64, Vec<usize>)> = Vec::new();
-        let mut host_of = vec![0usize; n];
-        for (r, rec) in all.iter().enumerate() {
-            let i = match hosts.iter().position(|(h, _)| *h == rec.host) {
-                Some(i) => i,
-                None => {
-                    hosts.push((rec.host, Vec::new()));
-                    hosts.len() - 1
-                }
-            };
-            hosts[i].1.push(r);
-            host_of[r] = i;
-        }
-        // Each rank's emulated node inside its host: its position by world rank / k.
-        let mut sub = vec![0usize; n];
-        let mut oversubscribed = vec![false; n];
-        for (_, members) in &hosts {
-            let mut mask = [0u64; 16];
-            for &r in members {
-                for (m, w) in mask.iter_mut().zip(all[r].mask) {
-                    *m |= w;
-                }
-            }
-            let cpus: usize = mask.iter().map(|w| w.count_ones() as usize).sum();
-            let over = members.len() > cpus.max(1);
-            for &r in members {
-                oversubscribed[r] = over;
-            }
-            if k > 0 && k < members.len() {
-                let mut by_world = members.clone();
-                by_world.sort_by_key(|&r| (all[r].world, r));
-                for (pos, &r) in by_world.iter().enumerate() {
-                    sub[r] = pos / k;
-                }
-            }
-        }
-        // Nodes, by their first (lowest) rank; ranks inside in communicator order.
-        let mut keys: Vec<(usize, usize)> = Vec::new();
-        let mut node_sizes = Vec::new();
-        let mut place = Vec::with_capacity(n);
-        for r in 0..n {
-            let key = (host_of[r], sub[r]);
-            let i = match keys.iter().position(|x| *x == key) {
-                Some(i) => i,
-                None => {
-                    keys.push(key);
-                    node_sizes.push(0);
-                    keys.len() - 1
-                }
-            };
-            place.push([i as c_int, node_sizes[i] as c_int]);
-            node_sizes[i] += 1;
-        }
-        Layout {
-            place,
-            node_sizes,
-            oversubscribed,
-        }
-    }
 }
 
 /// A node leader's decisions for its node's trees: the model, the tree and (auto) the
@@ -710,19 +626,26 @@ impl Hier {
     /// one, and the node takes it if every rank still has its end of it (else the
     /// ranks that took theirs put them back, and a new job is made).
     fn make_tree(&mut self, root: usize) -> Result<Result<(), String>, MpiErr> {
+        /// What a rank got from the leader's address.
+        enum Got {
+            /// Its end of a freed communicator's tree (the address was `=key`).
+            Spare(Spare),
+            /// Its end of a new job (`+path\nkey`), and the job's key.
+            Joined(Member, String),
+        }
         let mut may_reuse = root == 0;
         loop {
-            let mut info = [0u8; INFO_BYTES];
             let mut job = None;
             let mut offered = None;
-            if self.node_rank == 0 {
+            let (me, n) = (self.node_rank, self.node_size);
+            let offer = (me == 0).then(|| {
                 if may_reuse {
-                    let (n, kind) = (self.node_size, self.kind.as_ref());
+                    let kind = self.kind.as_ref();
                     offered =
                         take_spare(|s| s.local == 0 && s.size == n && s.kind.as_ref() == kind);
                 }
-                let text = match &offered {
-                    Some(s) => format!("={}", s.job),
+                match &offered {
+                    Some(s) => Ok(format!("={}", s.job)),
                     None => {
                         let cfg = GroupConfig {
                             timeout: self.timeout,
@@ -730,75 +653,75 @@ impl Hier {
                             algorithms: self.algorithms.clone(),
                             ..GroupConfig::default()
                         };
-                        let made =
-                            node_tree(self.node_size, root, self.topology, self.model.as_ref())
-                                .and_then(|t| Job::create(&[t], &cfg).map_err(|e| e.to_string()));
-                        let text = match &made {
-                            Ok(j) => format!("+{}\n{}", j.path().display(), j.key()),
-                            Err(e) => format!("-{e}"),
+                        let made = node_tree(n, root, self.topology, self.model.as_ref())
+                            .and_then(|t| Job::create(&[t], &cfg).map_err(|e| e.to_string()));
+                        let address = match &made {
+                            Ok(j) => Ok(format!("+{}\n{}", j.path().display(), j.key())),
+                            Err(e) => Err(e.clone()),
                         };
                         job = made.ok();
-                        text
+                        address
                     }
-                };
-                let n = text.len().min(INFO_BYTES);
-                info[..n].copy_from_slice(&text.as_bytes()[..n]);
-                if text.len() > INFO_BYTES {
-                    info[0] = b'-';
-                    let why = b"the shared-memory path is too long (SMELT_SHM_DIR)";
-                    info[1..1 + why.len()].copy_from_slice(why);
-                    info[1 + why.len()..].fill(0);
                 }
-            }
-            ffi::bcast_bytes(&mut info, 0, self.node)?;
-            let end = info.iter().position(|&b| b == 0).unwrap_or(INFO_BYTES);
-            let text = String::from_utf8_lossy(&info[..end]).into_owned();
-            if let Some(key) = text.strip_prefix('=') {
-                let (me, n) = (self.node_rank, self.node_size);
-                let mine = match offered {
-                    Some(s) => Some(s),
-                    None => take_spare(|s| s.job == key && s.local == me && s.size == n),
-                };
-                let mut ok = [mine.is_some() as i64];
-                ffi::allreduce_i64(&mut ok, ffi::op_min(), self.node)?;
-                match mine {
-                    Some(s) if ok[0] != 0 => {
+            });
+            let reusing = std::cell::Cell::new(false);
+            let out = hand_out::<P, _>(
+                self.node,
+                offer,
+                |address| match address.strip_prefix('=') {
+                    Some(key) => {
+                        reusing.set(true);
+                        offered
+                            .take()
+                            .or_else(|| {
+                                take_spare(|s| s.job == key && s.local == me && s.size == n)
+                            })
+                            .map(Got::Spare)
+                            .ok_or_else(|| "no spare tree".to_string())
+                    }
+                    None => {
+                        let (path, key) = address
+                            .strip_prefix('+')
+                            .and_then(|t| t.split_once('\n'))
+                            .ok_or_else(|| "a malformed shared-memory address".to_string())?;
+                        join(std::path::Path::new(path), key, smelt_runtime::Rank(me))
+                            .map(|m| Got::Joined(m, key.to_string()))
+                            .map_err(|e| format!("rank {me} could not join: {e}"))
+                    }
+                },
+                None,
+            )?;
+            // Every rank has attached (or given up): the name can go.
+            drop(job);
+            if reusing.get() {
+                match out.mine {
+                    Ok(Got::Spare(s)) if out.all => {
                         self.trees[0] = Slot::Ready(s.member);
                         self.leader_job = Some(s.job);
                         self.reused = true;
                         return Ok(Ok(()));
                     }
-                    Some(s) => spare(s),
-                    None => {}
+                    // Another rank no longer has its end: put this one back and make a
+                    // new job.
+                    Ok(Got::Spare(s)) => spare(s),
+                    _ => {}
                 }
                 may_reuse = false;
                 continue;
             }
-            let joined = match text.strip_prefix('+').and_then(|t| t.split_once('\n')) {
-                Some((path, key)) => join(
-                    std::path::Path::new(path),
-                    key,
-                    smelt_runtime::Rank(self.node_rank),
-                )
-                .map(|m| (m, key.to_string()))
-                .map_err(|e| format!("rank {} could not join: {e}", self.node_rank)),
-                None => Err(text.strip_prefix('-').unwrap_or(&text).to_string()),
-            };
-            let mut ok = [joined.is_ok() as i64];
-            ffi::allreduce_i64(&mut ok, ffi::op_min(), self.node)?;
-            // Every rank has attached (or given up): the name can go.
-            drop(job);
-            return Ok(match joined {
-                Ok((m, key)) if ok[0] != 0 => {
+            return Ok(match out.agreed() {
+                Ok(Got::Joined(m, key)) => {
                     self.trees[root] = Slot::Ready(Box::new(m));
                     if root == 0 {
                         self.leader_job = Some(key);
                     }
                     Ok(())
                 }
-                Ok(_) => {
+                Ok(Got::Spare(s)) => {
+                    // Not reached: a spare comes only from an `=` address.
+                    spare(s);
                     self.trees[root] = Slot::Unavailable;
-                    Err("another rank of the node could not join".into())
+                    Err("a spare tree where a new one was made".into())
                 }
                 Err(e) => {
                     self.trees[root] = Slot::Unavailable;
@@ -884,7 +807,7 @@ impl Hier {
             self.node_bcast(rlocal, buf)?;
         }
         if self.n_nodes > 1 && self.node_rank == 0 {
-            ffi::bcast_bytes(buf, rnode, self.leaders)?;
+            mesh_mpi::bcast_bytes::<P>(self.leaders, buf, rnode, None).map_err(MpiErr::from)?;
         }
         if self.my_node != rnode && self.node_size > 1 {
             tree_bcast(self.leader_tree(), buf)?;
@@ -1280,39 +1203,22 @@ mod tests {
     }
 
     #[test]
-    fn one_host_is_one_node_in_communicator_order() {
-        let all: Vec<Record> = (0..4).map(|w| rec(9, 3 - w, &[0, 1])).collect();
-        let l = Layout::of(&all, 0);
-        assert_eq!(l.place, vec![[0, 0], [0, 1], [0, 2], [0, 3]]);
-        assert_eq!(l.node_sizes, vec![4]);
-        assert_eq!(l.oversubscribed, vec![true; 4]);
-    }
-
-    #[test]
-    fn emulated_nodes_follow_world_ranks() {
-        // Communicator ranks 0..4 are world ranks 0, 2, 1, 3 (even ones first).
-        let all: Vec<Record> = [0, 2, 1, 3]
+    fn records_give_the_meshs_layout() {
+        // Communicator ranks 0..4 are world ranks 0, 2, 1, 3 of one host: emulated nodes
+        // of 2 follow the world ranks (smelt_mesh::mpi::Layout::of).
+        let all: Vec<Placed> = [0, 2, 1, 3]
             .iter()
-            .map(|&w| rec(9, w, &[w as u32]))
+            .map(|&w| {
+                let r = Record::from_words(&rec(9, w, &[w as u32]).words());
+                Placed {
+                    host: r.host,
+                    world: r.world as u64,
+                    cpus: r.mask,
+                }
+            })
             .collect();
         let l = Layout::of(&all, 2);
         assert_eq!(l.place, vec![[0, 0], [1, 0], [0, 1], [1, 1]]);
         assert_eq!(l.node_sizes, vec![2, 2]);
-        assert_eq!(l.oversubscribed, vec![false; 4]);
-        // Nodes of 3 and 1; k as large as the host: one node.
-        let all: Vec<Record> = (0..4).map(|w| rec(9, w, &[0])).collect();
-        assert_eq!(Layout::of(&all, 3).node_sizes, vec![3, 1]);
-        assert_eq!(Layout::of(&all, 4).node_sizes, vec![4]);
-    }
-
-    #[test]
-    fn hosts_are_nodes_numbered_by_first_rank() {
-        let all: Vec<Record> = [(5, 0), (8, 1), (5, 2), (8, 3), (7, 4)]
-            .iter()
-            .map(|&(h, w)| rec(h, w, &[w as u32]))
-            .collect();
-        let l = Layout::of(&all, 0);
-        assert_eq!(l.place, vec![[0, 0], [1, 0], [0, 1], [1, 1], [2, 0]]);
-        assert_eq!(l.node_sizes, vec![2, 2, 1]);
     }
 }

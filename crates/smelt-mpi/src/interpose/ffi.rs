@@ -1,7 +1,13 @@
 //! The MPI handles of `shim.c`, and the few PMPI calls the interposer makes, wrapped so
-//! the rest of the interposer has no `unsafe` beyond user buffers.
+//! the rest of the interposer has no `unsafe` beyond user buffers. The calls every MPI
+//! user in smelt shares (rank and size, splitting and freeing communicators, a
+//! broadcast of bytes, an allgather of words, an agreement) are smelt-mesh's
+//! ([`smelt_mesh::mpi`]) through the profiling interface's symbols ([`P`]), so that
+//! the interposer's own traffic never comes back to its `MPI_*`.
 
 pub use mpi_sys::{MPI_Comm, MPI_Datatype, MPI_Op};
+use smelt_mesh::mpi::MpiError;
+pub use smelt_mesh::mpi::PmpiCalls as P;
 use std::os::raw::{c_int, c_void};
 
 // Classes of `smelt_mpi_type_class` (shim.c).
@@ -21,9 +27,7 @@ extern "C" {
     fn smelt_mpi_op_class(op: MPI_Op) -> c_int;
     static smelt_mpi_in_place: *mut c_void;
     static smelt_mpi_byte: MPI_Datatype;
-    static smelt_mpi_int64: MPI_Datatype;
     static smelt_mpi_uint64: MPI_Datatype;
-    static smelt_mpi_op_min: MPI_Op;
     static smelt_mpi_op_bor: MPI_Op;
     static smelt_mpi_comm_world: MPI_Comm;
     static smelt_mpi_comm_null: MPI_Comm;
@@ -48,9 +52,7 @@ macro_rules! handle {
 handle! {
     in_place: *mut c_void = smelt_mpi_in_place;
     byte: MPI_Datatype = smelt_mpi_byte;
-    int64: MPI_Datatype = smelt_mpi_int64;
     uint64: MPI_Datatype = smelt_mpi_uint64;
-    op_min: MPI_Op = smelt_mpi_op_min;
     op_bor: MPI_Op = smelt_mpi_op_bor;
     comm_world: MPI_Comm = smelt_mpi_comm_world;
     comm_null: MPI_Comm = smelt_mpi_comm_null;
@@ -93,38 +95,11 @@ pub fn check(rc: c_int) -> Result<(), MpiErr> {
     }
 }
 
-/// Rank and size of `comm`.
-pub fn rank_size(comm: MPI_Comm) -> Result<(usize, usize), MpiErr> {
-    let (mut r, mut s) = (0, 0);
-    // SAFETY: valid out-pointers; MPI validates the handle.
-    check(unsafe { mpi_sys::PMPI_Comm_rank(comm, &mut r) })?;
-    // SAFETY: as above.
-    check(unsafe { mpi_sys::PMPI_Comm_size(comm, &mut s) })?;
-    Ok((r.max(0) as usize, s.max(0) as usize))
-}
-
-/// True for an intercommunicator.
-pub fn is_inter(comm: MPI_Comm) -> Result<bool, MpiErr> {
-    let mut flag = 0;
-    // SAFETY: valid out-pointer; MPI validates the handle.
-    check(unsafe { mpi_sys::PMPI_Comm_test_inter(comm, &mut flag) })?;
-    Ok(flag != 0)
-}
-
-/// `MPI_Comm_split`.
-pub fn split(comm: MPI_Comm, color: c_int, key: c_int) -> Result<MPI_Comm, MpiErr> {
-    let mut out = comm_null();
-    // SAFETY: valid out-pointer; collective over `comm`, called by every member.
-    check(unsafe { mpi_sys::PMPI_Comm_split(comm, color, key, &mut out) })?;
-    Ok(out)
-}
-
-/// Frees a communicator this crate made (no-op for MPI_COMM_NULL).
-pub fn free(comm: &mut MPI_Comm) {
-    if *comm != comm_null() {
-        // SAFETY: `comm` is a communicator this crate created and still owns.
-        unsafe { mpi_sys::PMPI_Comm_free(comm) };
-        *comm = comm_null();
+impl From<MpiError> for MpiErr {
+    /// The failed call's code (smelt-mesh's blocking calls, which the interposer makes,
+    /// do not time out; anything else is `MPI_ERR_OTHER`).
+    fn from(e: MpiError) -> MpiErr {
+        MpiErr(e.code().unwrap_or(mpi_sys::MPI_ERR_OTHER as c_int))
     }
 }
 
@@ -136,12 +111,6 @@ trait Elem {
 impl Elem for u8 {
     fn datatype() -> MPI_Datatype {
         byte()
-    }
-}
-
-impl Elem for i64 {
-    fn datatype() -> MPI_Datatype {
-        int64()
     }
 }
 
@@ -159,47 +128,6 @@ fn send_buf<T: Elem>(v: &[T]) -> (*const c_void, c_int, MPI_Datatype) {
 /// `v` as an MPI receive (or in-place) buffer: its address, element count and datatype.
 fn recv_buf<T: Elem>(v: &mut [T]) -> (*mut c_void, c_int, MPI_Datatype) {
     (v.as_mut_ptr().cast(), v.len() as c_int, T::datatype())
-}
-
-/// Broadcasts `buf` as bytes from `root` over `comm`.
-pub fn bcast_bytes(buf: &mut [u8], root: usize, comm: MPI_Comm) -> Result<(), MpiErr> {
-    let (p, n, dt) = recv_buf(buf);
-    // SAFETY: `p` is `buf`, valid for its `n` bytes; `dt` is MPI_BYTE.
-    check(unsafe { mpi_sys::PMPI_Bcast(p, n, dt, root as c_int, comm) })
-}
-
-/// Element-wise `op` over `v` on every member of `comm`, in place.
-fn allreduce_in_place<T: Elem>(v: &mut [T], op: MPI_Op, comm: MPI_Comm) -> Result<(), MpiErr> {
-    let (p, n, dt) = recv_buf(v);
-    // SAFETY: `p` is `v`, valid for its `n` elements of `dt` (the datatype of `T`); in
-    // place is allowed.
-    check(unsafe { mpi_sys::PMPI_Allreduce(in_place(), p, n, dt, op, comm) })
-}
-
-/// Element-wise `op` over `i64` values on every member of `comm`, in place.
-pub fn allreduce_i64(v: &mut [i64], op: MPI_Op, comm: MPI_Comm) -> Result<(), MpiErr> {
-    allreduce_in_place(v, op, comm)
-}
-
-/// Every member's `mine` (the same number of `i64` on every member), back to back by
-/// rank.
-pub fn allgather_i64(mine: &[i64], comm: MPI_Comm, size: usize) -> Result<Vec<i64>, MpiErr> {
-    let k = mine.len();
-    let mut all = vec![0i64; size * k];
-    // SAFETY: send buffer of `k` i64; receive buffer of `size` × `k` i64, `size` being
-    // the communicator's size.
-    check(unsafe {
-        mpi_sys::PMPI_Allgather(
-            mine.as_ptr().cast(),
-            k as c_int,
-            int64(),
-            all.as_mut_ptr().cast(),
-            k as c_int,
-            int64(),
-            comm,
-        )
-    })?;
-    Ok(all)
 }
 
 /// Sends `buf` as bytes to `dest` on `comm`.

@@ -272,7 +272,7 @@ impl Drop for Held {
 fn say_concurrent(comm: MPI_Comm) {
     static SAID: AtomicBool = AtomicBool::new(false);
     if config().verbose && !SAID.swap(true, Ordering::Relaxed) {
-        let rank = ffi::rank_size(comm).map_or(-1, |(r, _)| r as i64);
+        let rank = smelt_mesh::mpi::rank_size::<ffi::P>(comm).map_or(-1, |(r, _)| r as i64);
         stats::say(&format!(
             "rank {rank}: two threads called collectives on one communicator at the same time (MPI requires a program to order them); such calls go to MPI (counted in the summary)"
         ));
@@ -1178,7 +1178,10 @@ pub unsafe extern "C" fn MPI_Finalize() -> c_int {
         guard("MPI_Finalize", || {
             release_all();
             comm::drop_spares();
-            if cfg.verbose && ffi::rank_size(ffi::comm_world()).is_ok_and(|(r, _)| r == 0) {
+            if cfg.verbose
+                && smelt_mesh::mpi::rank_size::<ffi::P>(ffi::comm_world())
+                    .is_ok_and(|(r, _)| r == 0)
+            {
                 for line in stats::summary() {
                     stats::say(&line);
                 }
