@@ -406,19 +406,25 @@ impl<S: Send + 'static> Offload<S, WorldLink> {
     /// this process, processes of `smelt launch`). Lane `i` is an endpoint of the
     /// world's `i`-th set of endpoints ([`Endpoint::from_world`], settings `am`), so
     /// lane `i` of every member reaches lane `i` of every other; it gets state
-    /// `state(i)`. Every member makes the same number of lanes with the same `am`.
-    /// Then as [`Offload::start`].
+    /// `state(i)`, and `setup(i, endpoint)` registers its handlers before its thread
+    /// starts. Every member makes the same number of lanes with the same `am`; meet
+    /// the other members (a barrier) before the first request, so that every lane's
+    /// handlers are registered. Then as [`Offload::start`].
     pub fn from_world(
         world: &World,
         lanes: usize,
-        mut state: impl FnMut(usize) -> S,
         am: smelt_am::Config,
         cfg: Config,
+        mut state: impl FnMut(usize) -> S,
+        mut setup: impl FnMut(usize, &mut Endpoint<S, WorldLink>) -> Result<(), AmError>,
     ) -> Result<Self, OffloadError> {
         cfg.validate(lanes)?;
-        let eps = (0..lanes)
-            .map(|i| Endpoint::from_world(world, state(i), am.clone()))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut eps = Vec::with_capacity(lanes);
+        for i in 0..lanes {
+            let mut ep = Endpoint::from_world(world, state(i), am.clone())?;
+            setup(i, &mut ep)?;
+            eps.push(ep);
+        }
         Offload::start(eps, cfg)
     }
 }
