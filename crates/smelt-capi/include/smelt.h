@@ -357,13 +357,13 @@ int smelt_job_leave(smelt_member *member);
 
 /* Tree collectives from a world (a collective call): this member's member of a group of
  * every member of the world, rank = the world's rank, used with every member call
- * above. tree: NULL for the group `smelt launch` described (its --tree and --model),
- * or "auto" when the world has none; or a smelt_tree_build algo name ("auto",
- * "binary", "knomial:4", ...) built over the members' CPUs on the world's model (the
- * launcher's --model, else SMELT_MODEL, this host's cached probe or a uniform model).
- * Members without CPUs of their own (unpinned threads, more members than CPUs) get a
- * flat tree for "auto", a named tree over a uniform model. Collectives wait at most
- * 30 s for a peer. Release the member with smelt_member_free. */
+ * above. tree: a smelt_tree_build algo name ("binary", "knomial:4", ...) or "auto"
+ * (also NULL: SMELT_TUNE, else this host's tuning file, else the simulator's
+ * prediction; in a job `smelt launch` made, its --tree and --model), built over the
+ * members' CPUs on the world's model (the launcher's --model, else SMELT_MODEL, this
+ * host's cached probe, else a uniform model), ranks kept the world's. Members without
+ * CPUs of their own (unpinned threads, more members than CPUs) get a flat tree.
+ * Collectives wait at most 30 s for a peer. Release with smelt_member_free. */
 int smelt_world_collectives(smelt_world *world, const char *tree, smelt_member **member);
 
 /* Releases a member made by smelt_world_collectives (NULL is ignored), after its last

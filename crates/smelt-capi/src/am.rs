@@ -90,12 +90,14 @@ fn handler_of<F>(h: Option<F>, user: *mut c_void) -> Res<(F, User)> {
     }
 }
 
-fn am_error(e: AmError) -> Error {
+pub(crate) fn am_error(e: AmError) -> Error {
     let code = match &e {
+        // A member that made another service where this one made its endpoint is an
+        // argument mistake; shared memory that failed is not.
+        AmError::World(w) => crate::world::world_error(w.clone()).0,
         AmError::Timeout { .. } => SMELT_ERR_TIMEOUT,
         AmError::TooLarge { .. } => SMELT_ERR_BUFFER,
         AmError::Invalid(_)
-        | AmError::World(_)
         | AmError::NoSuchDestination { .. }
         | AmError::ReservedHandler
         | AmError::TooManyArgs { .. }

@@ -58,6 +58,7 @@ fn global_error(e: GlobalError) -> Error {
         | GlobalError::WrongType { .. }
         | GlobalError::Invalid(_) => SMELT_ERR_INVALID_ARGUMENT,
         GlobalError::Timeout { .. } => SMELT_ERR_TIMEOUT,
+        GlobalError::World(w) => crate::world::world_error(w.clone()).0,
         _ => SMELT_ERR_RUNTIME,
     };
     Error(code, e.to_string())

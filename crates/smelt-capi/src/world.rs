@@ -16,12 +16,13 @@
 use crate::group::{group_err_code, GroupInner, MemberState, Origin};
 use crate::handle::{self, Kind, Object, Wait};
 use crate::{
-    build_tree, cstr, err, guard, id, out, smelt_member, smelt_status, Error, Res,
-    SMELT_ERR_INVALID_ARGUMENT, SMELT_ERR_IO, SMELT_ERR_MODEL, SMELT_ERR_RUNTIME, SMELT_ERR_TREE,
+    cstr, err, guard, id, out, smelt_member, smelt_status, Error, Res, SMELT_ERR_INVALID_ARGUMENT,
+    SMELT_ERR_IO, SMELT_ERR_MODEL, SMELT_ERR_RUNTIME, SMELT_ERR_TREE,
 };
-use smelt_model::{Model, ModelError};
-use smelt_runtime::world::{ModelRef, WorldBuilder, GROUP_ATTRIBUTE};
-use smelt_runtime::{CpuId, GroupConfig, Member, World, WorldError};
+use ::smelt_world::{Topology, WorldExt};
+use smelt_model::ModelError;
+use smelt_runtime::world::WorldBuilder;
+use smelt_runtime::{CpuId, Member, World, WorldError};
 use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 
@@ -243,81 +244,30 @@ pub extern "C" fn smelt_world_free(world: *mut smelt_world) -> smelt_status {
     })
 }
 
-/// The model of a world: the launcher's, else this host's default (`SMELT_MODEL`,
-/// the cached probe, a uniform model over `cpus`).
-fn model_of_world(w: &World, cpus: &[u32]) -> Res<Model> {
-    let io = |e: ModelError| {
-        let code = match e {
-            ModelError::Io { .. } => SMELT_ERR_IO,
-            _ => SMELT_ERR_MODEL,
-        };
-        Error(code, format!("the world's model: {e}"))
-    };
-    match w.model() {
-        Some(ModelRef::Path(p)) => Model::load(p).map_err(io),
-        Some(ModelRef::Json(j)) => Model::from_json(j, None).map_err(io),
-        None => smelt_model::default_model::resolve(None, Some(cpus))
-            .map(|(m, _)| m)
-            .map_err(io),
-    }
-}
-
-/// This member's member of a group over `tree` (see `smelt_world_collectives`).
+/// This member's member of a group over `tree` (see `smelt_world_collectives`): the
+/// launcher's group, or the tree planned over the world's CPUs and model as
+/// `smelt_world::WorldExt` plans it (ranks stay the world's).
 fn world_member(w: &World, tree: Option<&str>) -> Res<Member> {
-    let gerr = |e: smelt_runtime::GroupError| {
-        Error(group_err_code(&e), format!("smelt_world_collectives: {e}"))
-    };
-    let name = match tree {
-        None if w.attribute(GROUP_ATTRIBUTE).is_some() => {
-            return Member::from_launched_world(w).map_err(gerr)
-        }
-        None => "auto",
-        Some(t) => t,
-    };
-    let n = w.size();
-    let cpus: Option<Vec<u32>> = w.cpus().iter().map(|c| c.map(|c| c.get())).collect();
-    let distinct = cpus.as_ref().filter(|c| {
-        let mut s = c.to_vec();
-        s.sort_unstable();
-        s.dedup();
-        s.len() == n
-    });
-    let t = match distinct {
-        Some(cpus) => {
-            // Pinned members: the tree over their CPUs, in rank order, on the model.
-            let model = Arc::new(model_of_world(w, cpus)?);
-            build_tree(model, name, cpus, None)?
-        }
-        None if name == "auto" => {
-            // Unpinned (or more members than CPUs): a flat tree over made-up ids,
-            // as `smelt launch` makes for an oversubscribed job.
-            let mut children = vec![Vec::new(); n];
-            children[0] = (1..n).collect();
-            let tree = smelt_tree::Tree::from_raw((0..n as u32).collect(), 0, children)
-                .map_err(|e| Error(SMELT_ERR_TREE, e.to_string()))?;
-            crate::TreeObj {
-                tree,
-                model: Arc::new(smelt_model::synthetic(1, n, 1.0, 1.0, 1.0)),
-                algorithms: None,
-            }
-        }
-        None => {
-            // A named tree over made-up CPU ids 0..size of a uniform model.
-            let model = Arc::new(smelt_model::synthetic(1, n, 1.0, 1.0, 1.0));
-            let ids: Vec<u32> = (0..n as u32).collect();
-            build_tree(model, name, &ids, None)?
-        }
-    };
-    let cfg = GroupConfig {
-        algorithms: t.algorithms.clone(),
-        ..GroupConfig::default()
-    };
-    Member::from_world(w, std::slice::from_ref(&t.tree), &cfg).map_err(gerr)
+    let topo: Topology = tree
+        .unwrap_or("auto")
+        .parse()
+        .map_err(|e: String| Error(SMELT_ERR_INVALID_ARGUMENT, e))?;
+    WorldExt::collectives(w, topo).map_err(|e| {
+        let code = match &e {
+            ::smelt_world::Error::World(w) => world_error(w.clone()).0,
+            ::smelt_world::Error::Group(g) => group_err_code(g),
+            ::smelt_world::Error::Model(ModelError::Io { .. }) => SMELT_ERR_IO,
+            ::smelt_world::Error::Model(_) => SMELT_ERR_MODEL,
+            ::smelt_world::Error::Tree(_) => SMELT_ERR_TREE,
+            _ => SMELT_ERR_RUNTIME,
+        };
+        Error(code, format!("smelt_world_collectives: {e}"))
+    })
 }
 
 /// A collective call: this member's member of a group of tree collectives over every
-/// member of the world (rank = the world's rank); `tree` names the tree (NULL: the
-/// one `smelt launch` described, else "auto").
+/// member of the world (rank = the world's rank); `tree` names the tree (NULL:
+/// "auto", which in a job `smelt launch` described is the launcher's group).
 #[no_mangle]
 pub extern "C" fn smelt_world_collectives(
     world: *mut smelt_world,
@@ -343,5 +293,95 @@ pub extern "C" fn smelt_world_collectives(
             Origin::World,
         ))));
         out(member, std::ptr::without_provenance_mut(h), "member")
+    })
+}
+
+/// Why a world cannot come from MPI in this build.
+#[cfg(not(feature = "mpi"))]
+fn no_mpi(call: &str) -> Res<()> {
+    err(
+        SMELT_ERR_INVALID_ARGUMENT,
+        format!(
+            "{call}: this libsmelt was built without MPI (build it with `cargo build -p smelt-capi --features mpi`)"
+        ),
+    )
+}
+
+/// A world of the members of an MPI communicator: not in this build (see
+/// [`no_mpi`]). `comm` is an `MPI_Comm`, a pointer (Open MPI) or an `int` (MPICH):
+/// either is passed in one register, and it is not looked at.
+#[cfg(not(feature = "mpi"))]
+#[no_mangle]
+pub extern "C" fn smelt_world_from_mpi(
+    _comm: *mut c_void,
+    _world: *mut *mut smelt_world,
+) -> smelt_status {
+    guard(|| no_mpi("smelt_world_from_mpi"))
+}
+
+/// A world of the members of an MPI communicator given by its Fortran handle: not in
+/// this build (see [`no_mpi`]).
+#[cfg(not(feature = "mpi"))]
+#[no_mangle]
+pub extern "C" fn smelt_world_from_mpi_f(
+    _comm: i32,
+    _world: *mut *mut smelt_world,
+) -> smelt_status {
+    guard(|| no_mpi("smelt_world_from_mpi_f"))
+}
+
+/// `World::from_raw_mpi` over `comm` with the settings' nodes, into a new handle.
+#[cfg(feature = "mpi")]
+fn from_mpi(
+    call: &str,
+    comm: impl FnOnce() -> smelt_mesh::mpi::ffi::MPI_Comm,
+    world: *mut *mut smelt_world,
+) -> Res<()> {
+    let fail = |e: WorldError| {
+        let e = world_error(e);
+        Error(e.0, format!("{call}: {}", e.1))
+    };
+    if world.is_null() {
+        return err(SMELT_ERR_INVALID_ARGUMENT, "world is NULL");
+    }
+    smelt_mesh::mpi::require_active().map_err(|e| fail(e.into()))?;
+    let nodes = smelt_mesh::mpi::Nodes::from_settings().map_err(|e| fail(e.into()))?;
+    let slot = handle::reserve()?;
+    let comm = comm();
+    // SAFETY: smelt.h requires `comm` to be a valid intracommunicator handle of this
+    // process with MPI initialised (checked above); the world keeps a duplicate.
+    let w = unsafe { World::from_raw_mpi(comm, nodes, smelt_mesh::world::MPI_TIMEOUT) }
+        .map_err(fail)?;
+    let h = slot.fill(Object::World(Arc::new(w)));
+    out(world, std::ptr::without_provenance_mut(h), "world")
+}
+
+/// A collective call over `comm`: this rank's world of the communicator's ranks
+/// (nodes: `MPI_COMM_TYPE_SHARED`, or `SMELT_RANKS_PER_NODE`).
+#[cfg(feature = "mpi")]
+#[no_mangle]
+pub extern "C" fn smelt_world_from_mpi(
+    comm: smelt_mesh::mpi::ffi::MPI_Comm,
+    world: *mut *mut smelt_world,
+) -> smelt_status {
+    guard(|| from_mpi("smelt_world_from_mpi", || comm, world))
+}
+
+/// As [`smelt_world_from_mpi`], the communicator given by its Fortran handle.
+#[cfg(feature = "mpi")]
+#[no_mangle]
+pub extern "C" fn smelt_world_from_mpi_f(comm: i32, world: *mut *mut smelt_world) -> smelt_status {
+    guard(|| {
+        from_mpi(
+            "smelt_world_from_mpi_f",
+            || {
+                // SAFETY: MPI_Comm_f2c takes any integer and MPI is initialised
+                // (from_mpi checked it before calling this). An integer that is no
+                // communicator's handle gives MPI_COMM_NULL (refused by from_raw_mpi)
+                // or a handle MPI itself reports as invalid, as for any MPI call.
+                unsafe { smelt_mesh::mpi::ffi::MPI_Comm_f2c(comm) }
+            },
+            world,
+        )
     })
 }
