@@ -7,7 +7,8 @@ use smelt_model::text::escape_line;
 use smelt_model::{parse_cpu_list, Model};
 use smelt_runtime::launch::Members;
 use smelt_runtime::process::Job;
-use smelt_runtime::{GroupConfig, Rank};
+use smelt_runtime::world::{ModelRef, WorldBuilder};
+use smelt_runtime::{CpuId, GroupConfig, Rank};
 use smelt_transport::allowed_cpus;
 use smelt_tree::tuning::AlgorithmTable;
 use smelt_tree::{Topology, Tree};
@@ -22,13 +23,15 @@ use std::time::{Duration, Instant};
 #[command(
     about = "Start N processes as one smelt job on this host",
     long_about = "Starts N copies of PROGRAM as one job: their queuepairs live in shared memory \
-    (created 0600 under an unguessable name in /dev/shm, removed once every member joined), \
-    each member is pinned to its CPU and joins with smelt_runtime::process::join_from_env \
-    (Rust) or smelt_job_join (C). Members get SMELT_JOB, SMELT_JOB_KEY, SMELT_RANK, \
-    SMELT_SIZE and SMELT_CPU in their environment. Members run in a process group of their \
-    own and die with the launcher (even one killed by SIGKILL, which leaves no segment \
-    either). SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to the members (and their \
-    children); members still running --grace seconds later are killed, and a second \
+    (one segment per job, created 0600 under an unguessable name in /dev/shm, removed once \
+    every member joined), each member is pinned to its CPU and joins the job's world with \
+    smelt_mesh::World::from_env (Rust; every service is made from the world), \
+    smelt_runtime::process::join_from_env (the job's tree collectives) or smelt_job_join (C). \
+    Members get SMELT_JOB, SMELT_JOB_KEY, SMELT_RANK, SMELT_SIZE and SMELT_CPU in their \
+    environment; the world also tells them the tree, the CPU of every rank and --model. \
+    Members run in a process group of their own and die with the launcher (even one \
+    killed by SIGKILL, which leaves no segment either). SIGINT, SIGTERM, SIGHUP and \
+    SIGQUIT are forwarded to the members (and their children); members still running --grace seconds later are killed, and a second \
     interrupt kills them at once. If a member fails (non-zero exit, killed, or exit 0 \
     before joining while others joined), the job is aborted (the other members' \
     collectives fail at once) and members still running after --grace seconds are \
@@ -77,7 +80,8 @@ fn table_for(topo: Topology, m: &Model, pos: &[usize]) -> Result<Option<Arc<Algo
     if topo != Topology::Auto {
         return Ok(None);
     }
-    let (table, refused) = AlgorithmTable::auto(m, pos).map_err(|e| anyhow::anyhow!(e))?;
+    let (table, refused) =
+        smelt_tree::tuning::auto_table(m, pos).map_err(|e| anyhow::anyhow!(e))?;
     if let Some(why) = refused {
         eprintln!("smelt launch: {}", escape_line(&why.to_string()));
     }
@@ -170,8 +174,17 @@ pub fn run(a: LaunchArgs) -> Result<()> {
         algorithms,
         ..GroupConfig::default()
     };
+    // The world every member joins: each rank's CPU (where the launcher pins it) and
+    // the model the tree came from, for the services members make from it.
+    let mut world =
+        WorldBuilder::new(a.n).cpus(&pins.iter().map(|&c| CpuId(c)).collect::<Vec<_>>());
+    if let Some(m) = &a.model {
+        world = world.model(ModelRef::Path(
+            std::path::absolute(m).unwrap_or_else(|_| m.clone()),
+        ));
+    }
     // Guarded: even a launcher killed by SIGKILL leaves no segment in /dev/shm.
-    let job = Job::create_guarded(std::slice::from_ref(&tree), &cfg)?;
+    let job = Job::create_in(world, std::slice::from_ref(&tree), &cfg, true)?;
     let mut signals =
         signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGCONT])
             .context("cannot install signal handlers")?;
