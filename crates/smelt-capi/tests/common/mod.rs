@@ -105,3 +105,35 @@ pub fn build_and_run_file(src: &Path, args: &[&str]) -> Option<String> {
     );
     Some(stdout)
 }
+
+/// The `smelt` binary of this build (`<target>/<profile>/smelt`, beside libsmelt),
+/// built with `cargo build -p smelt-cli` first if it is not there.
+pub fn smelt_bin() -> PathBuf {
+    let lib = lib_dir();
+    // lib_dir is <target>/<profile> (or its deps/).
+    let profile_dir = if lib.ends_with("deps") {
+        lib.parent().unwrap().to_path_buf()
+    } else {
+        lib
+    };
+    let bin = profile_dir.join("smelt");
+    if !bin.exists() {
+        let target_dir = profile_dir.parent().unwrap();
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "-p", "smelt-cli", "--bin", "smelt", "--target-dir"])
+            .arg(target_dir);
+        match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") | None => {}
+            Some("release") => {
+                cmd.arg("--release");
+            }
+            Some(other) => {
+                cmd.args(["--profile", other]);
+            }
+        }
+        let st = cmd.status().unwrap();
+        assert!(st.success(), "cargo build -p smelt-cli failed");
+    }
+    assert!(bin.exists(), "no smelt binary at {}", bin.display());
+    bin
+}
