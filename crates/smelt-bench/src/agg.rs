@@ -24,9 +24,10 @@ const LIMIT: Duration = Duration::from_secs(120);
 pub use smelt_ids::rng::mix;
 
 /// One run's figures.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Run {
-    /// The scheme.
+    /// The scheme (its name, `WW`, `WPs`, `WsP`, `PP` or `none`, in JSON).
+    #[serde(serialize_with = "scheme_name")]
     pub scheme: Scheme,
     /// Processes.
     pub processes: usize,
@@ -47,6 +48,10 @@ pub struct Run {
     pub latency_mean_ns: Option<f64>,
     /// Index-gather: median of that latency (over a sample of every 8th request).
     pub latency_median_ns: Option<f64>,
+}
+
+fn scheme_name<S: serde::Serializer>(s: &Scheme, out: S) -> Result<S::Ok, S::Error> {
+    out.collect_str(s)
 }
 
 fn per_worker_messages(ws: &[(u64, usize)], scheme: Scheme, t: usize) -> (f64, f64) {

@@ -67,7 +67,7 @@ fn default_cpus() -> Option<(u32, u32)> {
 }
 
 /// The measured figures (nanoseconds) and ratios.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Report {
     /// Queuepair round trip of a word.
     pub queuepair_rtt_ns: f64,

@@ -9,12 +9,16 @@
 //!   RNG of the workspace (defined low, in `smelt-ids`, so that the probe and the runtime
 //!   share them; re-exported here).
 //! * [`harness`]: the measurement harness (calibrated batches on pinned threads, a
-//!   deadline on every wait) — `smelt_probe::harness`, re-exported.
+//!   deadline on every wait) — `smelt_probe::harness`, re-exported: it stays in the
+//!   probe, which measures the machine with it and cannot depend on this crate.
 //! * [`peers`]: the systems a user would pick instead of smelt (`smelt-peers`: Rust
-//!   channels, C pthread/OpenMP/UMP ring/Open MPI, UCX's `ucx_perftest`).
-//! * one module per service: [`am`] (LogP), [`agg`] (Bale histogram, index-gather),
-//!   [`global`] (global arrays, work stealing), [`kvs`] (the store against raft-rs),
-//!   [`tasks`] (fork-join applications).
+//!   channels, C pthread/OpenMP/UMP ring/Open MPI, UCX's `ucx_perftest`), re-exported;
+//!   the raft-rs store is [`kvs::RaftStore`].
+//! * one module per service: [`am`] (LogP, the distributed histogram), [`agg`] (Bale
+//!   histogram, index-gather), [`global`] (global arrays, work stealing), [`kvs`] (the
+//!   store's load against raft-rs), [`tasks`] (fork-join applications).
+//! * `smelt-bench-mpi am|agg|global|tasks` (feature `mpi`): the one MPI driver of the
+//!   services, run under `mpirun` by the suite and by `tests/mpirun_*.rs`.
 
 #![warn(missing_docs)]
 

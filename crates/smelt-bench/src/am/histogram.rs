@@ -65,7 +65,7 @@ pub struct State {
 }
 
 /// What one endpoint saw.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Report {
     /// Increments this endpoint made.
     pub updates: u64,

@@ -83,7 +83,7 @@ impl Opts {
 }
 
 /// LogP parameters, in nanoseconds (G in nanoseconds per byte).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct LogP {
     /// Latency: RTT/2 − o_s − o_r.
     pub l: f64,

@@ -24,7 +24,7 @@ pub struct Opts {
 }
 
 /// What one member saw.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Report {
     /// Tasks of its own block it ran.
     pub own: u64,

@@ -36,6 +36,7 @@
 //! links, retries, crashes and view changes.
 
 use serde::Serialize;
+use smelt_ids::rng::SplitMix64;
 use smelt_kvs::{KvsError, Protocol};
 use smelt_model::Model;
 use smelt_tree::{Costs, Payload, Topology};
@@ -344,7 +345,7 @@ struct Cli {
     seq: u64,
     is_set: bool,
     call_t: f64,
-    rng: u64,
+    rng: SplitMix64,
     started: bool,
 }
 
@@ -356,14 +357,6 @@ struct Member {
     busy: bool,
     /// Messages taken since the last flush.
     batch: usize,
-}
-
-fn splitmix(x: &mut u64) -> u64 {
-    *x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// Message sizes, as the cost factor of each kind.
@@ -558,8 +551,9 @@ pub fn simulate(model: &Model, cfg: &SimConfig) -> Result<SimResult, KvsError> {
         .collect();
     let clis: Vec<Cli> = (0..cfg.clients)
         .map(|c| {
-            let mut rng = cfg.seed ^ (c as u64 + 1).wrapping_mul(0xa076_1d64_78bd_642f);
-            splitmix(&mut rng);
+            let mut rng =
+                SplitMix64::new(cfg.seed ^ (c as u64 + 1).wrapping_mul(0xa076_1d64_78bd_642f));
+            rng.next_u64();
             Cli {
                 home: c % r,
                 seq: 0,
@@ -754,8 +748,8 @@ impl Sim<'_> {
 
     fn issue(&mut self, c: usize, now: &mut f64) {
         let cl = &mut self.clis[c];
-        let u = (splitmix(&mut cl.rng) >> 11) as f64 / (1u64 << 53) as f64;
-        let key = splitmix(&mut cl.rng) % self.cfg.keys;
+        let u = cl.rng.next_f64();
+        let key = cl.rng.below(self.cfg.keys);
         cl.seq += 1;
         cl.is_set = u >= self.cfg.get_ratio;
         cl.call_t = *now;

@@ -126,12 +126,9 @@ fn serve(
     })
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    Some(v[v.len() / 2])
+/// The median of `v` (the workspace's one, [`crate::stats::median`]); `None` when empty.
+fn median(v: Vec<f64>) -> Option<f64> {
+    (!v.is_empty()).then(|| crate::stats::median(&v))
 }
 
 /// Times `batches` batches of `per` calls of `op` after a warm-up; median ns per call.

@@ -57,11 +57,6 @@ pub struct TasksReport {
     warnings: Vec<String>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 fn rayon_fib(n: u32) -> u64 {
     if n < 2 {
         return n as u64;
@@ -289,7 +284,7 @@ fn row(workload: &str, runtime: &'static str, workers: usize, runs: &[Run]) -> R
             error: Some(format!("run {} gave a wrong result", i + 1)),
         };
     }
-    let ms = median(runs.iter().map(|r| r.secs * 1e3).collect());
+    let ms = crate::stats::median(&runs.iter().map(|r| r.secs * 1e3).collect::<Vec<_>>());
     let tasks = runs.iter().map(|r| r.tasks).max().unwrap_or(0);
     let mut steals: Vec<u64> = runs.iter().map(|r| r.steals).collect();
     steals.sort_unstable();
@@ -780,7 +775,7 @@ fn spread_row(
             return row;
         }
     };
-    let ms = median(runs.iter().map(|r| r.0 * 1e3).collect());
+    let ms = crate::stats::median(&runs.iter().map(|r| r.0 * 1e3).collect::<Vec<_>>());
     let mut st: Vec<u64> = runs.iter().map(|r| r.1).collect();
     st.sort_unstable();
     if workers == 1 {
