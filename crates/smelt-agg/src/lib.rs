@@ -16,7 +16,9 @@
 //! * [`Scheme::Direct`]: no aggregation, every item its own active message (the
 //!   baseline).
 //!
-//! A job has `N` processes of `t` workers (threads). Each process has one active-message
+//! A job has `N` processes of `t` workers (threads): each member of a world is one
+//! process ([`from_world`], a collective call; [`threads`] makes the aggregator of a
+//! world of threads at once). Each process has one active-message
 //! endpoint ([`smelt_am::Endpoint`]) shared by its workers: whoever gets its lock sends
 //! the buffers waiting to go out and runs the endpoint's handlers, which put arriving
 //! items into the destination workers' inboxes. Items are handed to the user's handler

@@ -1,6 +1,6 @@
 //! Aggregators whose processes are processes of this host, the short way: each is a
-//! member of a process [`World`](smelt_mesh::World) and calls
-//! [`from_world`](crate::from_world), which is what these functions do.
+//! member of a process `World` (`smelt_mesh::World`) and calls
+//! [`from_world`], which is what these functions do.
 //!
 //! The creator calls `AmJob::create(n, &cfg.am)`, starts each member with
 //! `job.env(i)` in its environment (or joins ranks itself with [`join`]), and each

@@ -6,8 +6,9 @@
 //! (Mainwaring and Culler; Lumetta, Mainwaring and Culler's multi-protocol layer for
 //! clusters of SMPs) over smelt's cache-line queuepairs:
 //!
-//! * **Endpoints** ([`Endpoint`]), one per member (a thread, a process, an MPI rank),
-//!   each with a **handler table** indexed by small integers (1–255) and a
+//! * **Endpoints** ([`Endpoint`]), one per member of a world (a thread, a process, an
+//!   MPI rank; made with [`Endpoint::from_world`], see [`world`]), each with a
+//!   **handler table** indexed by small integers (1–255) and a
 //!   **destination table** naming every endpoint of the job ([`Name`]: node, process,
 //!   endpoint), indexed by small integers.
 //! * **Requests** run a handler at the destination, which must answer with exactly one
@@ -24,7 +25,9 @@
 //!   between threads ([`threads`]), queuepairs in shared memory between the processes
 //!   of a host ([`process`]), and a network channel ([`Remote`]; MPI with the `mpi`
 //!   feature) to other nodes, polled by an adaptive policy ([`PollPolicy`]) because
-//!   polling the network costs far more than polling shared memory.
+//!   polling the network costs far more than polling shared memory. A world of
+//!   threads or processes reaches every member over its links; [`threads`] and
+//!   [`process`] are the short ways to such endpoints.
 //!
 //! **Ordering.** Messages from one endpoint to another (requests, replies and returned
 //! messages alike) are handled in the order they were sent (per-pair FIFO); there is no
@@ -41,12 +44,15 @@
 //! the same error and its unanswered requests are forgotten. A panicking handler is
 //! caught: the poll reports [`AmError::HandlerPanicked`] and the endpoint goes on.
 //!
+//! Made from a world (the way every service is made; see [`world`] for a whole
+//! program), or, between threads, all at once:
+//!
 //! ```
 //! use smelt_am::{threads, Config};
 //! use std::time::Duration;
 //! const ADD: u8 = 1;
 //! const SUM: u8 = 2;
-//! // Two endpoints between threads; the state is the sum each received.
+//! // The two endpoints of a world of two threads; the state is the sum each received.
 //! let mut eps = threads(2, Config::default(), |_| 0u64).unwrap();
 //! let mut server = eps.pop().unwrap();
 //! let mut client = eps.pop().unwrap();

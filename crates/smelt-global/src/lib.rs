@@ -10,10 +10,12 @@
 //! split among them; an index outside the array is an error
 //! ([`GlobalError::OutOfRange`]), never a panic.
 //!
-//! Members are:
-//! * threads of one process ([`threads`]): the elements are process memory;
-//! * processes of one host ([`process`]): the elements are a shared-memory segment
-//!   every member maps, read and written directly;
+//! Members are those of a world ([`GlobalArray::from_world`], a collective call):
+//! * threads of one process (`World::threads`; [`threads`] makes every member's
+//!   handle at once): the elements are process memory;
+//! * processes of one host (`smelt launch`, `World::from_env`): the elements are a
+//!   region of the job's one shared-memory segment, which every member maps, read and
+//!   written directly;
 //! * MPI ranks grouped into nodes (`mpi`, feature `mpi`): each node's elements are a
 //!   segment its ranks map (as for processes); elements on other nodes are reached
 //!   with MPI one-sided communication (`MPI_Get`, `MPI_Put`, `MPI_Accumulate`,
@@ -40,8 +42,14 @@
 //! reads what others wrote, as the model says.
 //!
 //! ```
-//! use smelt_global::{threads, Config, Op};
-//! let arrays = threads::<u64>(101, 4, Config::default())?;
+//! use smelt_global::{Config, GlobalArray, Op};
+//! use smelt_mesh::World;
+//! // A world of 4 threads (`World::from_env()` in processes of `smelt launch`).
+//! let worlds = World::threads(4)?;
+//! let arrays: Vec<GlobalArray<u64>> = worlds
+//!     .iter()
+//!     .map(|w| GlobalArray::from_world(w, 101, Config::default()))
+//!     .collect::<Result<_, _>>()?;
 //! std::thread::scope(|s| {
 //!     for a in &arrays {
 //!         s.spawn(move || -> Result<(), smelt_global::GlobalError> {

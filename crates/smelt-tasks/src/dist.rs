@@ -26,6 +26,10 @@
 //! endpoints, and every member returns [`TaskError::PeerGone`] or [`TaskError::Remote`]
 //! within milliseconds; no wait is unbounded.
 //!
+//! Members come from a world ([`Member::from_world`], a collective call: threads of this
+//! process, processes of `smelt launch`); [`Member::threads`] makes those of a world of
+//! threads at once:
+//!
 //! ```
 //! use smelt_tasks::dist::{Functions, Member, TaskConfig, TaskCtx};
 //! use smelt_tasks::TaskError;
