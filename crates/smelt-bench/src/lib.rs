@@ -29,6 +29,7 @@ pub mod kvs;
 pub mod stats;
 pub mod suite;
 pub mod tasks;
+pub mod tune;
 
 /// The measurement harness: `smelt_probe::harness`, re-exported.
 pub use smelt_probe::harness;

@@ -1,11 +1,12 @@
-//! `smelt tune`: empirical search over the candidate trees (and fragment sizes) for
-//! every operation × message size × group × synchronization mode on this machine,
-//! written as the host's tuning file that `auto` uses (docs/tune.md). Also: the same
-//! file from the simulator (`--predict`), a fresh re-measurement of a file's choices
-//! (`--check`), a comparison of two files (`--compare`) and an export to Open MPI's
-//! `tuned` dynamic rules (`--export-ompi`).
+//! `smelt tune`'s engine: the empirical search over the candidate trees (and fragment
+//! sizes) for every operation × message size × group × synchronization mode on this
+//! machine ([`measure`]), the fresh re-measurement of a tuning file's choices
+//! ([`check`]), the comparison of two files ([`compare`]), the table of a file
+//! ([`table`]) and the export to Open MPI's `tuned` dynamic rules ([`export_ompi`]).
+//! The CLI's `smelt tune measure|check|predict|compare|export` parse the arguments and
+//! print what these return (docs/tune.md).
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{bail, Result};
 use smelt_model::Model;
 use smelt_runtime::measure::{back_to_back_member_with, measure_back_to_back_with, MeasureConfig};
 use smelt_runtime::{GroupConfig, Member, Pinning, SyncMode};
@@ -13,170 +14,95 @@ use smelt_tree::tuning::{self, AlgorithmTable, Entry, Mode, Source, TuningFile};
 use smelt_tree::{Algorithm, Costs, NonTree, Op, Topology, Tree};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// Arguments of `smelt tune`.
-#[derive(clap::Args)]
-#[command(
-    after_help = "Examples:\n  smelt tune --quick --time-limit 120      (measure; writes ~/.cache/smelt/tune-<host>.json)\n  \
-    smelt tune --resume                       (continue a run the time limit stopped)\n  \
-    smelt tune --check --quick                (re-measure: is each choice within 5 % of the best?)\n  \
-    smelt tune --model m.json --predict       (from the simulator, for the model's host)\n  \
-    smelt tune --compare predicted.json       (how often the predicted choice is the measured one)\n  \
-    smelt tune --export-ompi rules.conf       (Open MPI coll_tuned_dynamic_rules_filename)\n\
-    See docs/tune.md."
-)]
-pub struct TuneArgs {
-    /// Model file: the CPUs, nodes and costs the trees are built from. Default: this
-    /// host's cached model (smelt probe --cache), else a uniform model over the CPUs
-    /// this process may use.
-    #[arg(long)]
-    pub model: Option<PathBuf>,
-    /// Write the file from the simulator's predictions (needs --model; any host).
-    #[arg(long)]
-    pub predict: bool,
-    /// Re-measure every cell of the tuning file: the share of cells whose choice is
-    /// within 5 % of the best candidate.
-    #[arg(long, conflicts_with_all = ["predict", "resume"])]
-    pub check: bool,
-    /// Compare the tuning file with another (e.g. predicted) one: how often the
-    /// choices agree, and how far the other's choices are from the measured best.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["predict", "check", "resume"])]
-    pub compare: Option<PathBuf>,
-    /// Write the tuning file's choices as an Open MPI `tuned` dynamic rules file.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["predict", "check", "resume", "compare"])]
-    pub export_ompi: Option<PathBuf>,
-    /// Synchronization modes: loose, strict or both.
-    #[arg(long, default_value = "loose", value_parser = ["loose", "strict", "both"])]
-    pub mode: String,
-    /// Operations (default: broadcast, reduce, allreduce, barrier, gather, scatter, 2pc).
-    #[arg(long)]
-    pub ops: Option<String>,
-    /// Candidates: trees (registry names; knomial:A-B for a range of radices) and
-    /// non-tree algorithms (dissemination: barrier; recursive-doubling: allreduce),
-    /// each measured for the operations it runs.
-    #[arg(long, default_value = tuning::DEFAULT_CANDIDATES)]
-    pub candidates: String,
-    /// Message sizes in bytes: a list (8,64,4k) or a range of powers of two (8-64k).
-    /// Default 8-64k; with --quick 8,512,8k,64k.
-    #[arg(long)]
-    pub sizes: Option<String>,
-    /// Fragment sizes tried for messages longer than a fragment, with the best tree.
-    #[arg(long, default_value = "768,1536,3072")]
-    pub segments: String,
-    /// Fewer sizes and repeats.
-    #[arg(long)]
-    pub quick: bool,
-    /// Say on stderr where the model came from (--model, SMELT_MODEL, this host's
-    /// cached probe, or the uniform model).
-    #[arg(long, short = 'v')]
-    pub verbose: bool,
-    /// Stop measuring after this many seconds (the cells done are written; --resume
-    /// continues).
-    #[arg(long, value_parser = crate::common::seconds)]
-    pub time_limit: Option<f64>,
-    /// Keep the cells already in the output file and measure only the others.
-    #[arg(long)]
-    pub resume: bool,
-    /// The tuning file to write (or to read for --check, --compare, --export-ompi).
-    /// Default: the host's cache path ($XDG_CACHE_HOME/smelt/tune-<host>.json).
-    #[arg(short, long)]
-    pub output: Option<PathBuf>,
+/// What to tune: the synchronization modes, operations, candidates and message sizes.
+#[derive(Clone, Debug)]
+pub struct Space {
+    /// Synchronization modes.
+    pub modes: Vec<Mode>,
+    /// Operations.
+    pub ops: Vec<Op>,
+    /// Candidate algorithms ([`tuning::parse_candidates`]).
+    pub cands: Vec<Algorithm>,
+    /// Message sizes in bytes ([`parse_sizes`]).
+    pub sizes: Vec<u64>,
 }
 
-/// `smelt tune`.
-pub fn run(a: TuneArgs) -> Result<()> {
-    if let Some(out) = &a.export_ompi {
-        let f = load_file(&a, None)?;
-        crate::common::check_output("--export-ompi", out, &[])?;
-        let text = export_ompi(&f)?;
-        smelt_model::write_atomic(out, text.as_bytes()).map_err(|e| anyhow::anyhow!("{e}"))?;
-        eprintln!("wrote {}", out.display());
-        return Ok(());
+impl Space {
+    /// The space of `--mode` (loose, strict or both), `--ops` (default: every
+    /// operation), `--candidates` and `--sizes` ([`parse_sizes`]).
+    pub fn parse(
+        mode: &str,
+        ops: Option<&str>,
+        candidates: &str,
+        sizes: Option<&str>,
+        quick: bool,
+    ) -> Result<Space> {
+        let modes: Vec<Mode> = match mode {
+            "both" => Mode::ALL.to_vec(),
+            m => vec![m
+                .parse()
+                .map_err(|e: String| anyhow::anyhow!("--mode: {e}"))?],
+        };
+        let ops = match ops {
+            None => Op::RUN.to_vec(),
+            Some(s) => s
+                .split(',')
+                .map(|o| o.parse::<Op>())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| anyhow::anyhow!("--ops: {e}"))?,
+        };
+        let cands = tuning::parse_candidates(candidates)
+            .map_err(|e| anyhow::anyhow!("--candidates: {e}"))?;
+        Ok(Space {
+            modes,
+            ops,
+            cands,
+            sizes: parse_sizes(sizes, quick)?,
+        })
     }
-    if let Some(other) = &a.compare {
-        let f = load_file(&a, None)?;
-        let o = TuningFile::load(other).map_err(|e| anyhow::anyhow!(e))?;
-        crate::common::print_text(&compare(&f, &o));
-        return Ok(());
-    }
-    let model = machine(&a)?;
-    let modes: Vec<Mode> = match a.mode.as_str() {
-        "both" => Mode::ALL.to_vec(),
-        m => vec![m
-            .parse()
-            .map_err(|e: String| anyhow::anyhow!("--mode: {e}"))?],
-    };
-    let ops = match &a.ops {
-        None => Op::RUN.to_vec(),
-        Some(s) => s
-            .split(',')
-            .map(|o| o.parse::<Op>())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| anyhow::anyhow!("--ops: {e}"))?,
-    };
-    let cands = tuning::parse_candidates(&a.candidates)
-        .map_err(|e| anyhow::anyhow!("--candidates: {e}"))?;
-    let sizes = parse_sizes(a.sizes.as_deref(), a.quick)?;
-    let groups = tuning::default_groups(&model);
-    if a.predict {
-        let path = output_path(&a, &model)?;
-        crate::common::check_output("-o", &path, &[])?;
-        let members: Vec<Vec<usize>> = groups.into_iter().map(|g| g.1).collect();
-        let f = tuning::tune_predicted(&model, &members, &ops, &sizes, &modes, &cands)
-            .map_err(|e| anyhow::anyhow!(e))?;
-        f.save(&path).map_err(|e| anyhow::anyhow!(e))?;
-        crate::common::print_text(&table(&f));
-        eprintln!("wrote {} (predicted)", path.display());
-        return Ok(());
-    }
-    let here = smelt_model::host::host_name();
-    if model.provenance.host != here {
-        bail!(
-            "the model is of host '{}', this is '{here}': measuring runs here (use --predict for a model of another machine)",
-            model.provenance.host
-        );
-    }
-    let avail = smelt_transport::allowed_cpus().unwrap_or_default();
-    if let Some(c) = model.cpus.iter().find(|c| !avail.contains(c)) {
-        bail!(
-            "CPU {c} of the model is not available to this process (it may use {})",
-            smelt_model::format_cpu_list(&avail)
-        );
-    }
-    let segments = parse_segments(&a.segments)?;
-    let cfg = measure_config(a.quick);
-    let limit = a.time_limit.map(Duration::from_secs_f64);
-    if a.check {
-        let f = load_file(&a, Some(&model))?;
-        return check(
-            &f,
-            &model,
-            &groups,
-            &cands,
-            &segments,
-            (&cfg, passes(a.quick)),
-            limit,
-        );
-    }
-    let path = output_path(&a, &model)?;
-    // Before any measuring: the tuning file must be writable and no input.
-    crate::common::check_output("-o", &path, &[])?;
-    let mut file = if a.resume && path.exists() {
-        let f = TuningFile::load(&path).map_err(|e| anyhow::anyhow!("--resume: {e}"))?;
-        f.check_machine(&model)
-            .map_err(|e| anyhow::anyhow!("--resume: {}: {e}", path.display()))?;
-        if f.source != Source::Measured {
-            bail!("--resume: {} is a predicted file", path.display());
-        }
-        f
-    } else {
-        let mut cpus = model.cpus.clone();
-        cpus.sort_unstable();
-        TuningFile::new(&here, &model.provenance.cpu_model, &cpus, Source::Measured)
-    };
-    let plan = Plan::new(&model, &groups, &ops, &sizes, &modes, &cands, &segments)?;
+}
+
+/// How a measuring run ended.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// Cells measured in this run.
+    pub done: usize,
+    /// Cells kept from the file (`--resume`).
+    pub kept: usize,
+    /// Cells of the whole plan.
+    pub total: usize,
+    /// The time limit stopped the run.
+    pub stopped: bool,
+    /// Seconds the run took.
+    pub seconds: f64,
+}
+
+/// Measures every cell of `space` on `model` that `file` lacks, saving `file` to
+/// `path` after each (so a stopped run keeps what it measured): the tuning of this
+/// machine. `limit`: stop measuring after it.
+pub fn measure(
+    model: &Model,
+    file: &mut TuningFile,
+    path: &Path,
+    space: &Space,
+    segments: &[usize],
+    quick: bool,
+    limit: Option<Duration>,
+) -> Result<Outcome> {
+    let groups = tuning::default_groups(model);
+    let cfg = measure_config(quick);
+    let plan = Plan::new(
+        model,
+        &groups,
+        &space.ops,
+        &space.sizes,
+        &space.modes,
+        &space.cands,
+        segments,
+    )?;
     let todo: Vec<&Cell> = plan
         .cells
         .iter()
@@ -185,7 +111,7 @@ pub fn run(a: TuneArgs) -> Result<()> {
     let kept = plan.cells.len() - todo.len();
     let total: u64 = todo
         .iter()
-        .map(|c| (c.work(&plan) * passes(a.quick)) as u64)
+        .map(|c| (c.work(&plan) * passes(quick)) as u64)
         .sum();
     let progress =
         smelt_probe::progress::Progress::new(true, total, "measurements").with_label("smelt tune");
@@ -199,17 +125,17 @@ pub fn run(a: TuneArgs) -> Result<()> {
         }
         progress.step(cell.label());
         let lim = limit.map(|l| (start, l));
-        match tune_cell(cell, &plan, &cfg, passes(a.quick), &progress, lim) {
+        match tune_cell(cell, &plan, &cfg, passes(quick), &progress, lim) {
             Ok(Some(e)) => {
                 file.insert(cell.mode, cell.op, cell.group_size, e);
-                file.save(&path).map_err(|e| anyhow::anyhow!(e))?;
+                file.save(path).map_err(|e| anyhow::anyhow!(e))?;
                 done += 1;
             }
             Ok(None) => {
                 stopped = true;
                 break;
             }
-            Err(e) => crate::common::warn(&format!("{}: {e:#}", cell.label())),
+            Err(e) => crate::suite::warn(&format!("{}: {e:#}", cell.label())),
         }
     }
     progress.finish();
@@ -219,95 +145,48 @@ pub fn run(a: TuneArgs) -> Result<()> {
         }
         bail!("no cell could be measured (see the warnings above)");
     }
-    file.save(&path).map_err(|e| anyhow::anyhow!(e))?;
-    crate::common::print_text(&table(&file));
-    let total_cells = plan.cells.len();
-    eprintln!(
-        "wrote {} ({} of {total_cells} cells: {done} measured now, {kept} kept; {:.0} s)",
-        path.display(),
-        done + kept,
-        start.elapsed().as_secs_f64()
-    );
-    if stopped {
-        eprintln!("the time limit stopped the run; 'smelt tune --resume' measures the rest");
-    }
-    Ok(())
+    file.save(path).map_err(|e| anyhow::anyhow!(e))?;
+    Ok(Outcome {
+        done,
+        kept,
+        total: plan.cells.len(),
+        stopped,
+        seconds: start.elapsed().as_secs_f64(),
+    })
 }
 
-/// The machine: the default model ([`smelt_model::default_model`]: `--model`, else
-/// `SMELT_MODEL`, else this host's cached probe, else a uniform model with a notice).
-fn machine(a: &TuneArgs) -> Result<Model> {
-    if a.predict && a.model.is_none() {
-        bail!("--predict needs --model FILE (the machine to predict for)");
-    }
-    let (m, src) =
-        smelt_model::default_model(a.model.as_deref(), None).map_err(|e| match &a.model {
-            Some(_) => anyhow::anyhow!("--model: {e}"),
-            None => anyhow::anyhow!("{e}"),
-        })?;
-    if a.verbose {
-        eprintln!("smelt tune: model: {src}");
-    }
-    Ok(m)
+/// The tuning file of `space` predicted by the simulator for `model` (any host).
+pub fn predict(model: &Model, space: &Space) -> Result<TuningFile> {
+    let members: Vec<Vec<usize>> = tuning::default_groups(model)
+        .into_iter()
+        .map(|g| g.1)
+        .collect();
+    tuning::tune_predicted(
+        model,
+        &members,
+        &space.ops,
+        &space.sizes,
+        &space.modes,
+        &space.cands,
+    )
+    .map_err(|e| anyhow::anyhow!(e))
 }
 
-fn output_path(a: &TuneArgs, model: &Model) -> Result<PathBuf> {
-    match &a.output {
-        Some(p) => Ok(p.clone()),
-        None => {
-            let p = tuning::cached_path(&model.provenance.host).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "neither XDG_CACHE_HOME nor HOME is an absolute directory: give -o FILE"
-                )
-            })?;
-            // The cache directory is smelt's own: make it (as `smelt probe --cache`
-            // does), so the output check before measuring finds it.
-            if let Some(dir) = p.parent() {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("cannot create {}", dir.display()))?;
-            }
-            Ok(p)
-        }
-    }
+/// A new, empty measured tuning file for `model` on this host.
+pub fn new_file(model: &Model) -> TuningFile {
+    let mut cpus = model.cpus.clone();
+    cpus.sort_unstable();
+    TuningFile::new(
+        &smelt_model::host::host_name(),
+        &model.provenance.cpu_model,
+        &cpus,
+        Source::Measured,
+    )
 }
 
-/// The file to read for --check, --compare, --export-ompi: -o, else the host's cache
-/// path (of the model's host where a model is given, else of this host).
-fn load_file(a: &TuneArgs, model: Option<&Model>) -> Result<TuningFile> {
-    let path = match (&a.output, model) {
-        (Some(p), _) => p.clone(),
-        (None, Some(m)) => output_path(a, m)?,
-        (None, None) => {
-            let host = match &a.model {
-                Some(p) => {
-                    Model::load(p)
-                        .map_err(|e| anyhow::anyhow!("--model: {e}"))?
-                        .provenance
-                        .host
-                }
-                None => smelt_model::host::host_name(),
-            };
-            tuning::cached_path(&host)
-                .ok_or_else(|| anyhow::anyhow!("no cache directory: give -o FILE"))?
-        }
-    };
-    // The tuning file read here is an input like any other: no output may replace it.
-    smelt_model::files::declare_inputs([path.clone()]);
-    if !path.exists() {
-        bail!(
-            "no tuning file at {} (run 'smelt tune' first)",
-            path.display()
-        );
-    }
-    let f = TuningFile::load(&path).map_err(|e| anyhow::anyhow!(e))?;
-    if let Some(m) = model {
-        f.check_machine(m)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    }
-    Ok(f)
-}
-
-fn parse_sizes(s: Option<&str>, quick: bool) -> Result<Vec<u64>> {
+/// `--sizes`: a list (8,64,4k) or a range of powers of two (8-64k); default 8-64k, with
+/// `quick` 8,512,8k,64k.
+pub fn parse_sizes(s: Option<&str>, quick: bool) -> Result<Vec<u64>> {
     let s = match s {
         Some(s) => s,
         None if quick => "8,512,8k,64k",
@@ -338,8 +217,8 @@ fn parse_sizes(s: Option<&str>, quick: bool) -> Result<Vec<u64>> {
     Ok(v)
 }
 
-/// Distinct fragment sizes as the runtime rounds them.
-fn parse_segments(s: &str) -> Result<Vec<usize>> {
+/// `--segments`: distinct fragment sizes as the runtime rounds them.
+pub fn parse_segments(s: &str) -> Result<Vec<usize>> {
     let mut v = Vec::new();
     for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let b = tuning::parse_size(p).map_err(|e| anyhow::anyhow!("--segments: {e}"))?;
@@ -591,7 +470,7 @@ fn measure_configs(
                     Ok(v) => samples[i].push(v),
                     Err(e) => {
                         failed[i] = true;
-                        crate::common::warn(&format!(
+                        crate::suite::warn(&format!(
                             "{} {}: {e:#}",
                             cell.label(),
                             config_name(*t, seg)
@@ -701,8 +580,8 @@ fn tune_cell(
     }))
 }
 
-/// The choices, one line per cell.
-fn table(f: &TuningFile) -> String {
+/// The choices of a tuning file, one line per cell.
+pub fn table(f: &TuningFile) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -741,19 +620,22 @@ fn table(f: &TuningFile) -> String {
     s
 }
 
-/// `--check`: re-measures every cell of `f` present in this run's groups, in a fresh
-/// run: every distinct candidate tree with the default fragments, the file's choice's
-/// tree with each fragment size (so the file's choice, as `auto` runs it, is among
-/// them), interleaved; a cell passes when the choice is within 5 % of the best.
-fn check(
+/// `smelt tune check`: re-measures every cell of `f` present in `model`'s groups, in a
+/// fresh run: every distinct candidate tree with the default fragments, the file's
+/// choice's tree with each fragment size (so the file's choice, as `auto` runs it, is
+/// among them), interleaved; a cell passes when the choice is within 5 % of the best.
+/// Returns the report: one line per cell and the share that passed.
+pub fn check(
     f: &TuningFile,
     model: &Model,
-    groups: &[(String, Vec<usize>)],
     cands: &[Algorithm],
     segments: &[usize],
-    (cfg, passes): (&MeasureConfig, usize),
+    quick: bool,
     limit: Option<Duration>,
-) -> Result<()> {
+) -> Result<String> {
+    let groups = &tuning::default_groups(model);
+    let cfg = &measure_config(quick);
+    let passes = passes(quick);
     let cells: Vec<(Mode, Op, usize, Entry)> = f
         .cells()
         .filter(|(_, _, g, _)| groups.iter().any(|(_, m)| m.len() == *g))
@@ -824,7 +706,7 @@ fn check(
     }
     let total: u64 = work.iter().map(|w| (w.2.len() * passes) as u64).sum();
     let progress = smelt_probe::progress::Progress::new(true, total, "measurements")
-        .with_label("smelt tune --check");
+        .with_label("smelt tune check");
     let start = Instant::now();
     let over = || limit.is_some_and(|l| start.elapsed() >= l);
     let mut out = String::new();
@@ -840,7 +722,7 @@ fn check(
             break;
         };
         let Some(cv) = v[*choice] else {
-            crate::common::warn(&format!(
+            crate::suite::warn(&format!(
                 "{}: the choice could not be measured",
                 cell.label()
             ));
@@ -885,13 +767,12 @@ fn check(
             String::new()
         }
     );
-    crate::common::print_text(&out);
-    Ok(())
+    Ok(out)
 }
 
-/// `--compare`: cells of both files; how often `other`'s choice is `f`'s, and (where
+/// `smelt tune compare`: cells of both files; how often `other`'s choice is `f`'s, and (where
 /// `f` measured `other`'s choice) how far it is from `f`'s best.
-fn compare(f: &TuningFile, other: &TuningFile) -> String {
+pub fn compare(f: &TuningFile, other: &TuningFile) -> String {
     let (mut both, mut same, mut within, mut rated) = (0usize, 0usize, 0usize, 0usize);
     let mut s = String::new();
     for (mode, op, g, e) in f.cells() {

@@ -376,6 +376,7 @@ fn collectives(a: CollectivesArgs, processes: bool) -> Result<()> {
     // written.
     a.out
         .check(&a.machine.model.as_deref().into_iter().collect::<Vec<_>>())?;
+    let started = std::time::Instant::now();
     let (model, src) = machine(&a.machine, cpus.as_deref())?;
     let o = suite::collectives::Options {
         common: Common {
@@ -392,6 +393,7 @@ fn collectives(a: CollectivesArgs, processes: bool) -> Result<()> {
         no_peers: a.no_peers,
         processes,
         verbose: a.machine.verbose,
+        started: Some(started),
     };
     let r = suite::collectives::measure(&o, &model, src)?;
     emit(&a.out, &r, || if a.csv { r.to_csv() } else { r.to_table() })?;

@@ -217,48 +217,110 @@ pub fn run(a: KvsArgs) -> Result<()> {
         bail!("--replicas and --clients take one number each (lists need --simulate)");
     }
     if let Some(f) = &a.check_file {
-        let text = smelt_model::files::read_input_text(f)
-            .map_err(|e| anyhow::anyhow!("--check-file: {e}"))?;
-        let h = read_history(&text)
-            .map_err(|e| anyhow::anyhow!("--check-file {}: {e}", f.display()))?;
-        let s = match check_history(&h) {
-            Ok(s) => s,
-            Err(e) => {
-                if a.json {
-                    println!(
-                        "{}",
-                        json!({"file": f.display().to_string(), "linearizable": false, "why": e})
-                    );
-                }
-                return Err(crate::common::Incomplete(format!(
-                    "{}: not linearizable: {e}",
-                    f.display()
-                ))
-                .into());
-            }
-        };
-        if a.json {
-            println!(
-                "{}",
-                json!({"file": f.display().to_string(), "linearizable": true, "keys": s.keys, "ops": s.ops, "left_out": s.left_out})
-            );
-        } else {
-            crate::common::print_text(&format!(
-                "{}: linearizable ({} operations on {} keys checked; {} incomplete left out)\n",
-                f.display(),
-                s.ops,
-                s.keys,
-                s.left_out
-            ));
-        }
-        return Ok(());
+        return check_file(f, a.json);
     }
     if let Some(h) = &a.history {
         crate::common::check_output("--history", h, &[])?;
     }
     let (protocol, tree) = protocol_and_tree(&a)?;
+    let setups = parse_setups(&a.setups, protocol, tree)?;
+    let crashes = parse_crashes(&a.crash, a.duration)?;
+    let model = match &a.model {
+        Some(p) => Some(Arc::new(
+            Model::load(p).with_context(|| format!("--model {}", p.display()))?,
+        )),
+        None => None,
+    };
+    let place = Placement::new(&a, model.as_deref());
+    if !a.json {
+        crate::common::print_text(&format!(
+            "smelt kvs: {} replicas, {} clients, {:.0}% gets, {} keys, {} s per setup; {}\n",
+            place.replicas,
+            place.clients,
+            a.get_ratio * 100.0,
+            a.keys,
+            a.duration,
+            place.note
+        ));
+        if place.replicas == 1 {
+            crate::common::warn(
+                "one replica: every setup is the same; use --replicas N to compare trees",
+            );
+        }
+    }
+    let mut runs = Runs::default();
+    for (i, s) in setups.iter().enumerate() {
+        let b = bench_config(&a, s, &place, model.as_ref(), i == 0, &crashes)?;
+        let mut r = if s.role == "raft" {
+            smelt_bench::kvs::run_raft(&b)
+        } else {
+            bench::run(&b)
+        }
+        .map_err(|e| anyhow::anyhow!("{}: {e}", s.role))?;
+        if b.history {
+            runs.keep_history(&a, &mut r)?;
+        }
+        if !a.json {
+            crate::common::print_text(&format!(
+                "  ran {:<34} {:>9.0} sets/s {:>9.0} gets/s\n",
+                r.setup, r.sets.per_sec, r.gets.per_sec
+            ));
+        }
+        runs.results.push((s, r));
+    }
+    if a.json {
+        let out = json_report(&a, &runs, &place, protocol, tree);
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, "{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        crate::common::print_text(&text_report(&runs));
+    }
+    runs.finish()
+}
+
+/// `--check-file`: checks a history written before, running nothing.
+fn check_file(f: &std::path::Path, as_json: bool) -> Result<()> {
+    let text =
+        smelt_model::files::read_input_text(f).map_err(|e| anyhow::anyhow!("--check-file: {e}"))?;
+    let h =
+        read_history(&text).map_err(|e| anyhow::anyhow!("--check-file {}: {e}", f.display()))?;
+    let s = match check_history(&h) {
+        Ok(s) => s,
+        Err(e) => {
+            if as_json {
+                println!(
+                    "{}",
+                    json!({"file": f.display().to_string(), "linearizable": false, "why": e})
+                );
+            }
+            return Err(crate::common::Incomplete(format!(
+                "{}: not linearizable: {e}",
+                f.display()
+            ))
+            .into());
+        }
+    };
+    if as_json {
+        println!(
+            "{}",
+            json!({"file": f.display().to_string(), "linearizable": true, "keys": s.keys, "ops": s.ops, "left_out": s.left_out})
+        );
+    } else {
+        crate::common::print_text(&format!(
+            "{}: linearizable ({} operations on {} keys checked; {} incomplete left out)\n",
+            f.display(),
+            s.ops,
+            s.keys,
+            s.left_out
+        ));
+    }
+    Ok(())
+}
+
+/// `--setups`: the setups to run, in order, each once.
+fn parse_setups(names: &[String], protocol: Protocol, tree: Topology) -> Result<Vec<Setup>> {
     let mut setups = Vec::new();
-    for s in &a.setups {
+    for s in names {
         let s = s.trim().to_ascii_lowercase();
         let setup = match s.as_str() {
             "tree" => Setup {
@@ -296,159 +358,219 @@ pub fn run(a: KvsArgs) -> Result<()> {
     if setups.is_empty() {
         bail!("--setups: nothing to run; {HELP_HINT}");
     }
+    Ok(setups)
+}
+
+/// `--crash WHAT@SECONDS`, in time order.
+fn parse_crashes(specs: &[String], duration: f64) -> Result<Vec<(Duration, Victim)>> {
     let mut crashes: Vec<(Duration, Victim)> = Vec::new();
-    for c in &a.crash {
+    for c in specs {
         let (what, at) = c.rsplit_once('@').ok_or_else(|| {
             anyhow::anyhow!("--crash '{c}': expected WHAT@SECONDS (e.g. acceptor@1.5)")
         })?;
         let v: Victim = what
             .parse()
             .map_err(|e| anyhow::anyhow!("--crash '{c}': {e}"))?;
-        let at: f64 = crate::common::number(0.0, a.duration)(at).map_err(|e| {
-            anyhow::anyhow!(
-                "--crash '{c}': the time {e} (the run lasts {} s)",
-                a.duration
-            )
+        let at: f64 = crate::common::number(0.0, duration)(at).map_err(|e| {
+            anyhow::anyhow!("--crash '{c}': the time {e} (the run lasts {duration} s)")
         })?;
         crashes.push((Duration::from_secs_f64(at), v));
     }
     crashes.sort_by_key(|c| c.0);
-    let model = match &a.model {
-        Some(p) => Some(Arc::new(
-            Model::load(p).with_context(|| format!("--model {}", p.display()))?,
-        )),
-        None => None,
-    };
-    let replicas = a.replicas.first().copied().unwrap_or_else(|| match &model {
-        Some(m) => {
-            let mut n = m.node_ids();
-            n.sort_unstable();
-            n.dedup();
-            n.len().max(1)
-        }
-        None => local_nodes(),
-    });
-    let clients = a.clients.first().copied().unwrap_or(2 * replicas);
-    // Placement: pinned along the model where its CPUs are this machine's.
-    let allowed = allowed_cpus().unwrap_or_default();
-    let (replica_cpus, client_cpus, pinned) = match &model {
-        Some(m) => {
-            let (r, c) = smelt_bench::kvs::sim::placement(m, replicas, clients);
-            let ok = r.iter().chain(c.iter()).all(|x| allowed.contains(x));
-            (Some(r), Some(c), ok)
-        }
-        None => (None, None, false),
-    };
-    let threads = replicas + clients;
-    let note = format!(
-        "{}{} threads on {} CPUs{}; {}",
-        if a.processes {
-            format!("{replicas} replica processes + ")
-        } else {
-            String::new()
-        },
-        if a.processes { clients } else { threads },
-        allowed.len(),
-        if threads > allowed.len() {
-            " (oversubscribed: tree levels cost scheduling rounds)"
-        } else {
-            ""
-        },
-        if pinned {
-            "pinned per the model"
-        } else if model.is_some() {
-            "unpinned (the model's CPUs are not all available here)"
-        } else {
-            "unpinned, uniform machine"
-        }
-    );
-    if !a.json {
-        crate::common::print_text(&format!(
-            "smelt kvs: {replicas} replicas, {clients} clients, {:.0}% gets, {} keys, {} s per setup; {note}\n",
-            a.get_ratio * 100.0,
-            a.keys,
-            a.duration
-        ));
-        if replicas == 1 {
-            crate::common::warn(
-                "one replica: every setup is the same; use --replicas N to compare trees",
-            );
-        }
-    }
-    let mut results: Vec<(&Setup, BenchResult)> = Vec::new();
-    let mut history_written = None;
-    let mut check_result: Option<std::result::Result<smelt_kvs::history::Summary, String>> = None;
-    for (i, s) in setups.iter().enumerate() {
-        let tree_spec = match &model {
-            Some(m) => TreeSpec::shaped(smelt_tree::ModelShape {
-                topology: s.tree,
-                model: m.clone(),
-                cpus: replica_cpus.clone().expect("placed with the model"),
-            }),
-            None => TreeSpec::shaped(s.tree),
+    Ok(crashes)
+}
+
+/// How many replicas and clients run where.
+struct Placement {
+    replicas: usize,
+    clients: usize,
+    replica_cpus: Option<Vec<u32>>,
+    client_cpus: Option<Vec<u32>>,
+    /// Pinned along the model (its CPUs are all this machine's).
+    pinned: bool,
+    /// The placement in words, for the report.
+    note: String,
+}
+
+impl Placement {
+    fn new(a: &KvsArgs, model: Option<&Model>) -> Placement {
+        let replicas = a.replicas.first().copied().unwrap_or_else(|| match model {
+            Some(m) => {
+                let mut n = m.node_ids();
+                n.sort_unstable();
+                n.dedup();
+                n.len().max(1)
+            }
+            None => local_nodes(),
+        });
+        let clients = a.clients.first().copied().unwrap_or(2 * replicas);
+        // Placement: pinned along the model where its CPUs are this machine's.
+        let allowed = allowed_cpus().unwrap_or_default();
+        let (replica_cpus, client_cpus, pinned) = match model {
+            Some(m) => {
+                let (r, c) = smelt_bench::kvs::sim::placement(m, replicas, clients);
+                let ok = r.iter().chain(c.iter()).all(|x| allowed.contains(x));
+                (Some(r), Some(c), ok)
+            }
+            None => (None, None, false),
         };
-        let mut cfg = StoreConfig::new(replicas, clients)
-            .protocol(s.protocol)
-            .tree(tree_spec);
-        cfg.key_len = a.key_len;
-        cfg.value_len = a.value_len;
-        cfg.attempt_timeout = Duration::from_secs_f64(a.attempt_timeout);
-        cfg.attempts = a.attempts;
-        cfg.failover = !a.no_failover;
-        if a.processes {
-            let exe = std::env::current_exe().context("cannot find the smelt executable")?;
-            cfg.deployment = smelt_kvs::Deployment::Processes {
-                program: exe,
-                args: vec!["kvs-replica".into()],
-            };
-        }
-        cfg.capacity = (cfg.capacity).max((a.key_len + a.value_len + 64).div_ceil(48) + 1);
-        if pinned {
-            cfg.replica_cpus = replica_cpus.clone();
-        }
-        let mut b = BenchConfig::new(cfg);
-        b.get_ratio = a.get_ratio;
-        b.duration = Duration::from_secs_f64(a.duration);
-        b.keys = a.keys as u64;
-        b.seed = a.seed;
-        b.history = i == 0 && (a.history.is_some() || a.check);
-        b.crashes = crashes.clone();
-        if pinned {
-            b.client_cpus = client_cpus.clone();
-        }
-        let mut r = if s.role == "raft" {
-            smelt_bench::kvs::run_raft(&b)
-        } else {
-            bench::run(&b)
-        }
-        .map_err(|e| anyhow::anyhow!("{}: {e}", s.role))?;
-        if b.history {
-            if let Some(p) = &a.history {
-                let mut text = String::with_capacity(r.history.len() * 100);
-                for op in &r.history {
-                    text.push_str(&op.to_json());
-                    text.push('\n');
-                }
-                smelt_model::write_atomic(p, text.as_bytes())
-                    .map_err(|e| anyhow::anyhow!("--history {}: {e}", p.display()))?;
-                history_written = Some((p.clone(), r.history.len()));
+        let threads = replicas + clients;
+        let note = format!(
+            "{}{} threads on {} CPUs{}; {}",
+            if a.processes {
+                format!("{replicas} replica processes + ")
+            } else {
+                String::new()
+            },
+            if a.processes { clients } else { threads },
+            allowed.len(),
+            if threads > allowed.len() {
+                " (oversubscribed: tree levels cost scheduling rounds)"
+            } else {
+                ""
+            },
+            if pinned {
+                "pinned per the model"
+            } else if model.is_some() {
+                "unpinned (the model's CPUs are not all available here)"
+            } else {
+                "unpinned, uniform machine"
             }
-            if a.check {
-                check_result = Some(check_history(&r.history));
-            }
-            r.history = Vec::new();
+        );
+        Placement {
+            replicas,
+            clients,
+            replica_cpus,
+            client_cpus,
+            pinned,
+            note,
         }
-        if !a.json {
-            crate::common::print_text(&format!(
-                "  ran {:<34} {:>9.0} sets/s {:>9.0} gets/s\n",
-                r.setup, r.sets.per_sec, r.gets.per_sec
-            ));
-        }
-        results.push((s, r));
     }
+}
+
+/// The load of one setup: the store's configuration and the clients'. `first`: the
+/// setup whose history is kept (`--history`, `--check`).
+fn bench_config(
+    a: &KvsArgs,
+    s: &Setup,
+    place: &Placement,
+    model: Option<&Arc<Model>>,
+    first: bool,
+    crashes: &[(Duration, Victim)],
+) -> Result<BenchConfig> {
+    let tree_spec = match model {
+        Some(m) => TreeSpec::shaped(smelt_tree::ModelShape {
+            topology: s.tree,
+            model: m.clone(),
+            cpus: place.replica_cpus.clone().expect("placed with the model"),
+        }),
+        None => TreeSpec::shaped(s.tree),
+    };
+    let mut cfg = StoreConfig::new(place.replicas, place.clients)
+        .protocol(s.protocol)
+        .tree(tree_spec);
+    cfg.key_len = a.key_len;
+    cfg.value_len = a.value_len;
+    cfg.attempt_timeout = Duration::from_secs_f64(a.attempt_timeout);
+    cfg.attempts = a.attempts;
+    cfg.failover = !a.no_failover;
+    if a.processes {
+        let exe = std::env::current_exe().context("cannot find the smelt executable")?;
+        cfg.deployment = smelt_kvs::Deployment::Processes {
+            program: exe,
+            args: vec!["kvs-replica".into()],
+        };
+    }
+    cfg.capacity = (cfg.capacity).max((a.key_len + a.value_len + 64).div_ceil(48) + 1);
+    if place.pinned {
+        cfg.replica_cpus = place.replica_cpus.clone();
+    }
+    let mut b = BenchConfig::new(cfg);
+    b.get_ratio = a.get_ratio;
+    b.duration = Duration::from_secs_f64(a.duration);
+    b.keys = a.keys as u64;
+    b.seed = a.seed;
+    b.history = first && (a.history.is_some() || a.check);
+    b.crashes = crashes.to_vec();
+    if place.pinned {
+        b.client_cpus = place.client_cpus.clone();
+    }
+    Ok(b)
+}
+
+/// The results of a run, the history written and its check.
+#[derive(Default)]
+struct Runs<'a> {
+    results: Vec<(&'a Setup, BenchResult)>,
+    history_written: Option<(PathBuf, usize)>,
+    check_result: Option<std::result::Result<smelt_kvs::history::Summary, String>>,
+}
+
+impl Runs<'_> {
+    /// Writes `r`'s history to `--history` and checks it (`--check`), then drops it.
+    fn keep_history(&mut self, a: &KvsArgs, r: &mut BenchResult) -> Result<()> {
+        if let Some(p) = &a.history {
+            let mut text = String::with_capacity(r.history.len() * 100);
+            for op in &r.history {
+                text.push_str(&op.to_json());
+                text.push('\n');
+            }
+            smelt_model::write_atomic(p, text.as_bytes())
+                .map_err(|e| anyhow::anyhow!("--history {}: {e}", p.display()))?;
+            self.history_written = Some((p.clone(), r.history.len()));
+        }
+        if a.check {
+            self.check_result = Some(check_history(&r.history));
+        }
+        r.history = Vec::new();
+        Ok(())
+    }
+
+    fn find(&self, role: &str) -> Option<&BenchResult> {
+        self.results
+            .iter()
+            .find(|(s, _)| s.role == role)
+            .map(|(_, r)| r)
+    }
+
+    /// Warns of failed operations; fails (exit status 1) where a replica's log
+    /// differs or the history is not linearizable.
+    fn finish(&self) -> Result<()> {
+        let mut problems = Vec::new();
+        for (s, r) in &self.results {
+            if let Err(e) = r.report.check_logs() {
+                problems.push(format!("{}: {e}", s.role));
+            }
+        }
+        if let Some(Err(e)) = &self.check_result {
+            problems.push(format!("history not linearizable: {e}"));
+        }
+        for (s, r) in &self.results {
+            if let Some(e) = &r.first_error {
+                crate::common::warn(&format!(
+                    "{}: {} operations failed; the first: {e}",
+                    s.role,
+                    r.sets.failed + r.gets.failed
+                ));
+            }
+        }
+        if !problems.is_empty() {
+            return Err(crate::common::Incomplete(problems.join("; ")).into());
+        }
+        Ok(())
+    }
+}
+
+/// The `--json` report.
+fn json_report(
+    a: &KvsArgs,
+    runs: &Runs,
+    place: &Placement,
+    protocol: Protocol,
+    tree: Topology,
+) -> Value {
     // Ratios of the tree to sequential sending.
-    let find = |role: &str| results.iter().find(|(s, _)| s.role == role).map(|(_, r)| r);
-    let ratios = match (find("tree"), find("sequential")) {
+    let ratios = match (runs.find("tree"), runs.find("sequential")) {
         (Some(t), Some(q)) => Some(json!({
             "set_throughput_tree_over_sequential": t.sets.per_sec / q.sets.per_sec.max(1e-9),
             "set_p50_tree_over_sequential": t.sets.p50_ns as f64 / (q.sets.p50_ns.max(1)) as f64,
@@ -457,7 +579,7 @@ pub fn run(a: KvsArgs) -> Result<()> {
         _ => None,
     };
     // smelt's tree over the Raft peer.
-    let vs_raft = match (find("tree"), find("raft")) {
+    let vs_raft = match (runs.find("tree"), runs.find("raft")) {
         (Some(t), Some(q)) => Some(json!({
             "set_throughput_tree_over_raft": t.sets.per_sec / q.sets.per_sec.max(1e-9),
             "set_p50_tree_over_raft": t.sets.p50_ns as f64 / (q.sets.p50_ns.max(1)) as f64,
@@ -465,132 +587,113 @@ pub fn run(a: KvsArgs) -> Result<()> {
         })),
         _ => None,
     };
-    let mut problems = Vec::new();
-    for (s, r) in &results {
-        if let Err(e) = r.report.check_logs() {
-            problems.push(format!("{}: {e}", s.role));
-        }
-    }
-    if let Some(Err(e)) = &check_result {
-        problems.push(format!("history not linearizable: {e}"));
-    }
-    if a.json {
-        let rows: Vec<Value> = results
-            .iter()
-            .map(|(s, r)| {
-                json!({
-                    "setup": s.role,
-                    "protocol": if s.role == "raft" { "raft" } else { s.protocol.name() },
-                    "tree": (s.role != "raft").then(|| s.tree.to_string()),
-                    "root": r.report.root,
-                    "leader": r.report.leader,
-                    "sets": stats_json(&r.sets),
-                    "gets": stats_json(&r.gets),
-                    "elapsed_s": r.elapsed.as_secs_f64(),
-                    "retries": r.retries,
-                    "first_error": r.first_error,
-                    "logs_identical": r.report.check_logs().is_ok(),
-                    "crashed": r.crashed.iter().map(|(t, x)| json!({"at_s": t.as_secs_f64(), "replica": x})).collect::<Vec<_>>(),
-                    "view_changes": r.report.replicas.iter().flatten().map(|x| x.view_changes).max().unwrap_or(0),
-                })
+    let rows: Vec<Value> = runs
+        .results
+        .iter()
+        .map(|(s, r)| {
+            json!({
+                "setup": s.role,
+                "protocol": if s.role == "raft" { "raft" } else { s.protocol.name() },
+                "tree": (s.role != "raft").then(|| s.tree.to_string()),
+                "root": r.report.root,
+                "leader": r.report.leader,
+                "sets": stats_json(&r.sets),
+                "gets": stats_json(&r.gets),
+                "elapsed_s": r.elapsed.as_secs_f64(),
+                "retries": r.retries,
+                "first_error": r.first_error,
+                "logs_identical": r.report.check_logs().is_ok(),
+                "crashed": r.crashed.iter().map(|(t, x)| json!({"at_s": t.as_secs_f64(), "replica": x})).collect::<Vec<_>>(),
+                "view_changes": r.report.replicas.iter().flatten().map(|x| x.view_changes).max().unwrap_or(0),
             })
-            .collect();
-        let out = json!({
-            "replicas": replicas,
-            "clients": clients,
-            "protocol": protocol.name(),
-            "tree": tree.to_string(),
-            "get_ratio": a.get_ratio,
-            "keys": a.keys,
-            "duration_s": a.duration,
-            "key_len": a.key_len,
-            "value_len": a.value_len,
-            "placement": note,
-            "processes": a.processes,
-            "failover": !a.no_failover && protocol == Protocol::OnePaxos,
-            "rows": rows,
-            "ratios": ratios,
-            "ratios_vs_raft": vs_raft,
-            "history": history_written.as_ref().map(|(p, n)| json!({"file": p.display().to_string(), "ops": n})),
-            "linearizable": check_result.as_ref().map(|r| r.is_ok()),
-        });
-        let mut o = std::io::stdout().lock();
-        let _ = writeln!(o, "{}", serde_json::to_string_pretty(&out)?);
-    } else {
-        let mut t = String::new();
-        let mut t_lines = String::new();
+        })
+        .collect();
+    json!({
+        "replicas": place.replicas,
+        "clients": place.clients,
+        "protocol": protocol.name(),
+        "tree": tree.to_string(),
+        "get_ratio": a.get_ratio,
+        "keys": a.keys,
+        "duration_s": a.duration,
+        "key_len": a.key_len,
+        "value_len": a.value_len,
+        "placement": place.note,
+        "processes": a.processes,
+        "failover": !a.no_failover && protocol == Protocol::OnePaxos,
+        "rows": rows,
+        "ratios": ratios,
+        "ratios_vs_raft": vs_raft,
+        "history": runs.history_written.as_ref().map(|(p, n)| json!({"file": p.display().to_string(), "ops": n})),
+        "linearizable": runs.check_result.as_ref().map(|r| r.is_ok()),
+    })
+}
+
+/// The human report: one row per setup, the ratios, crashes, logs and the check.
+fn text_report(runs: &Runs) -> String {
+    let mut t = String::new();
+    let mut t_lines = String::new();
+    t.push_str(&format!(
+        "\n{:<36} {:>10} {:>9} {:>9} {:>10} {:>9} {:>9} {:>7}\n",
+        "setup", "sets/s", "set p50", "set p99", "gets/s", "get p50", "get p99", "failed"
+    ));
+    t.push_str(&format!(
+        "{:<36} {:>10} {:>9} {:>9} {:>10} {:>9} {:>9} {:>7}\n",
+        "", "", "µs", "µs", "", "µs", "µs", ""
+    ));
+    for (_, r) in &runs.results {
         t.push_str(&format!(
-            "\n{:<36} {:>10} {:>9} {:>9} {:>10} {:>9} {:>9} {:>7}\n",
-            "setup", "sets/s", "set p50", "set p99", "gets/s", "get p50", "get p99", "failed"
+            "{:<36} {:>10.0} {:>9} {:>9} {:>10.0} {:>9} {:>9} {:>7}\n",
+            r.setup,
+            r.sets.per_sec,
+            us(r.sets.p50_ns),
+            us(r.sets.p99_ns),
+            r.gets.per_sec,
+            us(r.gets.p50_ns),
+            us(r.gets.p99_ns),
+            r.sets.failed + r.gets.failed
         ));
-        t.push_str(&format!(
-            "{:<36} {:>10} {:>9} {:>9} {:>10} {:>9} {:>9} {:>7}\n",
-            "", "", "µs", "µs", "", "µs", "µs", ""
-        ));
-        for (_, r) in &results {
-            t.push_str(&format!(
-                "{:<36} {:>10.0} {:>9} {:>9} {:>10.0} {:>9} {:>9} {:>7}\n",
-                r.setup,
-                r.sets.per_sec,
-                us(r.sets.p50_ns),
-                us(r.sets.p99_ns),
-                r.gets.per_sec,
-                us(r.gets.p50_ns),
-                us(r.gets.p99_ns),
-                r.sets.failed + r.gets.failed
-            ));
-        }
-        if let (Some(tr), Some(q)) = (find("tree"), find("sequential")) {
-            t.push_str(&format!(
-                "\ntree vs sequential sending: set throughput {:.2}x, set p50 {:.2}x, set p99 {:.2}x\n",
-                tr.sets.per_sec / q.sets.per_sec.max(1e-9),
-                tr.sets.p50_ns as f64 / q.sets.p50_ns.max(1) as f64,
-                tr.sets.p99_ns as f64 / q.sets.p99_ns.max(1) as f64
-            ));
-        }
-        if let (Some(tr), Some(q)) = (find("tree"), find("raft")) {
-            t.push_str(&format!(
-                "tree vs raft: set throughput {:.2}x, set p50 {:.2}x, get throughput {:.2}x\n",
-                tr.sets.per_sec / q.sets.per_sec.max(1e-9),
-                tr.sets.p50_ns as f64 / q.sets.p50_ns.max(1) as f64,
-                tr.gets.per_sec / q.gets.per_sec.max(1e-9)
-            ));
-        }
-        for (s, r) in &results {
-            for (t, x) in &r.crashed {
-                t_crash_line(&mut t_lines, s.role, *t, *x, r);
-            }
-        }
-        t.push_str(&t_lines);
-        let logs_ok = results.iter().all(|(_, r)| r.report.check_logs().is_ok());
-        t.push_str(&format!(
-            "replica logs identical after each run: {}\n",
-            if logs_ok { "yes" } else { "NO" }
-        ));
-        if let Some((p, n)) = &history_written {
-            t.push_str(&format!("history: {n} operations in {}\n", p.display()));
-        }
-        match &check_result {
-            Some(Ok(s)) => t.push_str(&format!(
-                "linearizable: yes ({} operations on {} keys; {} incomplete left out)\n",
-                s.ops, s.keys, s.left_out
-            )),
-            Some(Err(e)) => t.push_str(&format!("linearizable: NO: {e}\n")),
-            None => {}
-        }
-        crate::common::print_text(&t);
     }
-    for (s, r) in &results {
-        if let Some(e) = &r.first_error {
-            crate::common::warn(&format!(
-                "{}: {} operations failed; the first: {e}",
-                s.role,
-                r.sets.failed + r.gets.failed
-            ));
+    if let (Some(tr), Some(q)) = (runs.find("tree"), runs.find("sequential")) {
+        t.push_str(&format!(
+            "\ntree vs sequential sending: set throughput {:.2}x, set p50 {:.2}x, set p99 {:.2}x\n",
+            tr.sets.per_sec / q.sets.per_sec.max(1e-9),
+            tr.sets.p50_ns as f64 / q.sets.p50_ns.max(1) as f64,
+            tr.sets.p99_ns as f64 / q.sets.p99_ns.max(1) as f64
+        ));
+    }
+    if let (Some(tr), Some(q)) = (runs.find("tree"), runs.find("raft")) {
+        t.push_str(&format!(
+            "tree vs raft: set throughput {:.2}x, set p50 {:.2}x, get throughput {:.2}x\n",
+            tr.sets.per_sec / q.sets.per_sec.max(1e-9),
+            tr.sets.p50_ns as f64 / q.sets.p50_ns.max(1) as f64,
+            tr.gets.per_sec / q.gets.per_sec.max(1e-9)
+        ));
+    }
+    for (s, r) in &runs.results {
+        for (t, x) in &r.crashed {
+            t_crash_line(&mut t_lines, s.role, *t, *x, r);
         }
     }
-    if !problems.is_empty() {
-        return Err(crate::common::Incomplete(problems.join("; ")).into());
+    t.push_str(&t_lines);
+    let logs_ok = runs
+        .results
+        .iter()
+        .all(|(_, r)| r.report.check_logs().is_ok());
+    t.push_str(&format!(
+        "replica logs identical after each run: {}\n",
+        if logs_ok { "yes" } else { "NO" }
+    ));
+    if let Some((p, n)) = &runs.history_written {
+        t.push_str(&format!("history: {n} operations in {}\n", p.display()));
     }
-    Ok(())
+    match &runs.check_result {
+        Some(Ok(s)) => t.push_str(&format!(
+            "linearizable: yes ({} operations on {} keys; {} incomplete left out)\n",
+            s.ops, s.keys, s.left_out
+        )),
+        Some(Err(e)) => t.push_str(&format!("linearizable: NO: {e}\n")),
+        None => {}
+    }
+    t
 }

@@ -215,37 +215,7 @@ pub fn run(a: ReportArgs) -> Result<()> {
     let mut data = serde_json::Map::new();
     // The model: given, or probed (and kept as this host's cached model).
     progress(1, n, "the machine: probe", start, limit);
-    let model_path = match &a.model {
-        Some(m) => m.clone(),
-        None => {
-            let m = a.out.join("model.json");
-            let secs = (limit * 0.1).max(5.0);
-            let args: Vec<String> = ["probe", "--quick", "--cache", "--quiet", "--time-limit"]
-                .iter()
-                .map(|s| s.to_string())
-                .chain([format!("{secs:.0}"), "-o".into(), m.display().to_string()])
-                .collect();
-            let t = Instant::now();
-            let r = run_smelt(
-                &args,
-                Duration::from_secs_f64(secs * 3.0 + 30.0),
-                &a.out.join("probe.log"),
-            );
-            outcomes.push(outcome(
-                "probe",
-                if r.is_ok() { "ok" } else { "failed" },
-                t.elapsed().as_secs_f64(),
-                r.clone().err(),
-            ));
-            if let Err(e) = r {
-                bail!(
-                    "the probe failed: {e} (see {})",
-                    a.out.join("probe.log").display()
-                );
-            }
-            m
-        }
-    };
+    let model_path = the_model(&a, limit, &mut outcomes)?;
     let model = smelt_model::Model::load(&model_path).map_err(|e| anyhow::anyhow!("{e}"))?;
     if wanted.contains(&"machine") || wanted.contains(&"trees") {
         data.insert(
@@ -264,50 +234,13 @@ pub fn run(a: ReportArgs) -> Result<()> {
         let left = limit - start.elapsed().as_secs_f64();
         let share = (left * s.weight / weight_left).max(5.0);
         weight_left -= s.weight;
-        if let Some(why) = (s.unavailable)() {
+        let why = (s.unavailable)()
+            .or_else(|| (left < 5.0).then(|| "the time limit was reached".to_string()));
+        if let Some(why) = why {
             outcomes.push(outcome(s.id, "skipped", 0.0, Some(why)));
             continue;
         }
-        if left < 5.0 {
-            outcomes.push(outcome(
-                s.id,
-                "skipped",
-                0.0,
-                Some("the time limit was reached".into()),
-            ));
-            continue;
-        }
-        let json_file = a.out.join(format!("{}.json", s.id));
-        let args: Vec<String> = s
-            .args
-            .split_whitespace()
-            .map(|x| match x {
-                "{model}" => model_path.display().to_string(),
-                "{json}" => json_file.display().to_string(),
-                "{secs}" => format!("{:.0}", share.max(5.0)),
-                other => other.to_string(),
-            })
-            .collect();
-        let t = Instant::now();
-        let bound = Duration::from_secs_f64(share * 2.0 + 20.0);
-        let r = run_smelt(&args, bound, &a.out.join(format!("{}.log", s.id)));
-        // A run that printed its report but lost some figures still wrote its JSON.
-        let got = std::fs::read_to_string(&json_file)
-            .ok()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok());
-        if s.id == "tuning" {
-            if let Ok(Some((_, f))) = smelt_tree::tuning::host_file(&model) {
-                data.insert("tuning".into(), serde_json::from_str(&f.to_json_string())?);
-            }
-        } else if let Some(v) = got {
-            data.insert(s.id.into(), v);
-        }
-        let status = match (&r, data.contains_key(s.id)) {
-            (Ok(_), _) => "ok",
-            (Err(_), true) => "partial",
-            (Err(_), false) => "failed",
-        };
-        outcomes.push(outcome(s.id, status, t.elapsed().as_secs_f64(), r.err()));
+        outcomes.push(run_step(s, &a.out, &model_path, &model, share, &mut data)?);
     }
     let report = json!({
         "tool": format!("smelt {}", env!("CARGO_PKG_VERSION")),
@@ -335,4 +268,81 @@ pub fn run(a: ReportArgs) -> Result<()> {
         start.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// The model file: `--model`, else a quick probe kept as `model.json` in the output
+/// folder (and as this host's cached model); its outcome goes to `outcomes`.
+fn the_model(a: &ReportArgs, limit: f64, outcomes: &mut Vec<Value>) -> Result<PathBuf> {
+    if let Some(m) = &a.model {
+        return Ok(m.clone());
+    }
+    let m = a.out.join("model.json");
+    let secs = (limit * 0.1).max(5.0);
+    let args: Vec<String> = ["probe", "--quick", "--cache", "--quiet", "--time-limit"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([format!("{secs:.0}"), "-o".into(), m.display().to_string()])
+        .collect();
+    let t = Instant::now();
+    let r = run_smelt(
+        &args,
+        Duration::from_secs_f64(secs * 3.0 + 30.0),
+        &a.out.join("probe.log"),
+    );
+    outcomes.push(outcome(
+        "probe",
+        if r.is_ok() { "ok" } else { "failed" },
+        t.elapsed().as_secs_f64(),
+        r.clone().err(),
+    ));
+    if let Err(e) = r {
+        bail!(
+            "the probe failed: {e} (see {})",
+            a.out.join("probe.log").display()
+        );
+    }
+    Ok(m)
+}
+
+/// Runs step `s` as a `smelt` command within twice its `share` of seconds (plus 20),
+/// its JSON (or the host's tuning file) into `data`; returns its outcome.
+fn run_step(
+    s: &Step,
+    out: &Path,
+    model_path: &Path,
+    model: &smelt_model::Model,
+    share: f64,
+    data: &mut serde_json::Map<String, Value>,
+) -> Result<Value> {
+    let json_file = out.join(format!("{}.json", s.id));
+    let args: Vec<String> = s
+        .args
+        .split_whitespace()
+        .map(|x| match x {
+            "{model}" => model_path.display().to_string(),
+            "{json}" => json_file.display().to_string(),
+            "{secs}" => format!("{:.0}", share.max(5.0)),
+            other => other.to_string(),
+        })
+        .collect();
+    let t = Instant::now();
+    let bound = Duration::from_secs_f64(share * 2.0 + 20.0);
+    let r = run_smelt(&args, bound, &out.join(format!("{}.log", s.id)));
+    // A run that printed its report but lost some figures still wrote its JSON.
+    let got = std::fs::read_to_string(&json_file)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok());
+    if s.id == "tuning" {
+        if let Ok(Some((_, f))) = smelt_tree::tuning::host_file(model) {
+            data.insert("tuning".into(), serde_json::from_str(&f.to_json_string())?);
+        }
+    } else if let Some(v) = got {
+        data.insert(s.id.into(), v);
+    }
+    let status = match (&r, data.contains_key(s.id)) {
+        (Ok(_), _) => "ok",
+        (Err(_), true) => "partial",
+        (Err(_), false) => "failed",
+    };
+    Ok(outcome(s.id, status, t.elapsed().as_secs_f64(), r.err()))
 }

@@ -25,7 +25,7 @@ mod report_html;
 use clap::{ArgMatches, CommandFactory, FromArgMatches as _, Parser, Subcommand};
 
 /// The ids of every option or argument that names a file or folder smelt *writes*
-/// (`-o/--output`, `--json-out`, `--plot`, `--history`, `--export-ompi`, `smelt
+/// (`-o/--output`, `--json-out`, `--plot`, `--history`, `smelt tune export`'s RULES, `smelt
 /// run --out`). Every other path on the command line is an input: see
 /// [`declare_command_line_inputs`].
 const OUTPUT_ARGS: &[&str] = &[

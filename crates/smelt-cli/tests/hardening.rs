@@ -655,9 +655,9 @@ fn every_output_option_refuses_every_input_option() {
     let tune = dir.join("tune.json");
     ok(&[
         "tune",
+        "predict",
         "--model",
         p(&m),
-        "--predict",
         "--quick",
         "-o",
         p(&tune),
@@ -695,7 +695,7 @@ fn every_output_option_refuses_every_input_option() {
             &tree,
         ),
         (vec!["bench", "--model", "IN", "--json-out", "OUT"], &m),
-        (vec!["bench", "--model", "IN", "--plot", "OUT"], &m),
+        (vec!["bench", "mpi", "--lib", "IN", "--plot", "OUT"], &lib),
         (
             vec![
                 "bench",
@@ -713,22 +713,14 @@ fn every_output_option_refuses_every_input_option() {
             &lib,
         ),
         (
-            vec!["tune", "--model", "IN", "--predict", "--quick", "-o", "OUT"],
+            vec!["tune", "predict", "--model", "IN", "--quick", "-o", "OUT"],
             &m,
         ),
         (
-            vec![
-                "tune",
-                "--model",
-                "IN",
-                "-o",
-                p(&tune),
-                "--export-ompi",
-                "OUT",
-            ],
+            vec!["tune", "export", "--model", "IN", "-o", p(&tune), "OUT"],
             &m,
         ),
-        (vec!["tune", "-o", "IN", "--export-ompi", "OUT"], &tune),
+        (vec!["tune", "export", "-o", "IN", "OUT"], &tune),
     ];
     let mut k: Vec<&str> = kvs.to_vec();
     k.extend(["--model", "IN", "--history", "OUT"]);

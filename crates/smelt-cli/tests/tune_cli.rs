@@ -149,11 +149,7 @@ fn tune_writes_a_file_that_auto_uses() {
 
     // The Open MPI export parses as the classic rules format.
     let rules = dir.path().join("ompi.rules");
-    ok(
-        &cache,
-        None,
-        &["tune", "--export-ompi", rules.to_str().unwrap()],
-    );
+    ok(&cache, None, &["tune", "export", rules.to_str().unwrap()]);
     let parsed = parse_ompi(&std::fs::read_to_string(&rules).unwrap());
     let colls: Vec<u32> = parsed.iter().map(|r| r.0).collect();
     assert_eq!(colls, vec![6, 7, 11], "barrier, bcast, reduce");
@@ -184,14 +180,7 @@ fn predict_writes_a_file_for_the_models_host_and_compares() {
     model.save(&m).unwrap();
     let m = m.to_str().unwrap();
     let args = [
-        "tune",
-        "--model",
-        m,
-        "--predict",
-        "--mode",
-        "both",
-        "--sizes",
-        "8,1k",
+        "tune", "predict", "--model", m, "--mode", "both", "--sizes", "8,1k",
     ];
     let (table, err) = ok(&cache, None, &args);
     assert!(
@@ -215,9 +204,9 @@ fn predict_writes_a_file_for_the_models_host_and_compares() {
         None,
         &[
             "tune",
+            "compare",
             "-o",
             path.to_str().unwrap(),
-            "--compare",
             path.to_str().unwrap(),
         ],
     );
@@ -225,9 +214,9 @@ fn predict_writes_a_file_for_the_models_host_and_compares() {
     // Measuring needs this host's model.
     let o = run(&cache, None, &["tune", "--model", m, "--quick"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--predict"));
-    // --predict needs a model.
-    let o = run(&cache, None, &["tune", "--predict"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("smelt tune predict"));
+    // predict needs a model.
+    let o = run(&cache, None, &["tune", "predict"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("--model"));
 }
 
@@ -276,13 +265,13 @@ fn tune_measures_non_tree_candidates() {
         }
     }
     assert_eq!(seen, 2);
-    // --check re-measures the cells, non-tree choices and candidates included.
+    // check re-measures the cells, non-tree choices and candidates included.
     let (check, _) = ok(
         &cache,
         None,
         &[
             "tune",
-            "--check",
+            "check",
             "--quick",
             "--time-limit",
             "30",
