@@ -6,6 +6,9 @@
 //! - [`Op`]: the one vocabulary of collective operations;
 //! - [`NonTree`]: the collective algorithms that are not trees, and the synchronization
 //!   [`Mode`]s a tuning distinguishes;
+//! - [`AlgorithmTable`]: what a group looks each barrier and allreduce up in (a tree or
+//!   a non-tree algorithm, and the fragment size of long messages), filled by the tree
+//!   crate's tuning, read by the runtime at every call; `SMELT_TUNE`'s grammar;
 //! - [`Shape`]: the trait of tree builders, through which a service (the store) is
 //!   handed the tree crate's generators and rebuilds its tree when members leave;
 //! - [`input`]: the one bounded reader of input files.
@@ -25,10 +28,12 @@ pub mod algorithm;
 pub mod input;
 pub mod op;
 pub mod shape;
+pub mod table;
 pub mod tree;
 
 pub use algorithm::{Mode, NonTree};
 pub use op::Op;
 pub use shape::{Ranked, Shape};
 pub use smelt_ids::{CpuId, Pos, Rank};
+pub use table::{AlgorithmTable, Pick};
 pub use tree::{Tree, TreeError};

@@ -33,8 +33,7 @@ fn main() {
             }
         })
         .collect();
-    let tree = Tree::from_raw(ids, 0, children)
-        .expect("a valid tree");
+    let tree = Tree::from_raw(ids, 0, children).expect("a valid tree");
     let configs: [(&str, &str, bool); 4] = [
         ("tree", "allreduce=sequential", true),
         ("rabenseifner", "allreduce=rabenseifner", true),

@@ -5,9 +5,9 @@ use crate::group::GroupShared;
 use crate::word::{pack, unpack_at, unpack_into, unpack_one, Word};
 use crate::GroupError;
 use smelt_ids::{CpuId, Rank};
+use smelt_plan::AlgorithmTable;
+use smelt_plan::Op;
 use smelt_transport::{Endpoint, Link, TransportError};
-use smelt_tree::tuning::AlgorithmTable;
-use smelt_tree::Op;
 use std::sync::Arc;
 use std::time::Duration;
 

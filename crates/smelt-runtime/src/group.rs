@@ -3,11 +3,11 @@
 use crate::context::{Context, Peer};
 use crate::GroupError;
 use smelt_ids::{CpuId, Pos, Rank};
+use smelt_plan::Tree;
 use smelt_transport::shm::ShmMember;
 use smelt_transport::{
     allowed_cpus, pin_current_thread, try_queuepair, Abort, Endpoint, Link, WaitPolicy,
 };
-use smelt_tree::Tree;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -78,11 +78,11 @@ pub struct GroupConfig {
     /// the tree. A table that may pick a non-tree algorithm makes [`Group::new`]
     /// (and [`process::Job::create`](crate::process::Job::create), which hands the
     /// table to its member processes) build the links it needs between the members,
-    /// beyond the tree edges. `smelt_tree::tuning::AlgorithmTable::auto` gives `auto`'s
-    /// table (`SMELT_TUNE`, the host's tuning file, else the prediction);
-    /// `AlgorithmTable::parse("barrier=dissemination")` a fixed one. Must be the same
-    /// on every member.
-    pub algorithms: Option<Arc<smelt_tree::tuning::AlgorithmTable>>,
+    /// beyond the tree edges. The table is plain data of `smelt-plan`: the tree crate's
+    /// `smelt_tree::tuning::auto_table` fills `auto`'s (`SMELT_TUNE`, the host's tuning
+    /// file, else the prediction); `AlgorithmTable::parse("barrier=dissemination")` a
+    /// fixed one. Must be the same on every member.
+    pub algorithms: Option<Arc<smelt_plan::AlgorithmTable>>,
 }
 
 /// The default [`GroupConfig::lend_from`]: 64 KiB.

@@ -9,8 +9,8 @@ use crate::context::{Coll, Context, Tag};
 use crate::nontree::{pow2_floor, NonTreeLinks};
 use crate::{GroupError, SyncMode};
 use smelt_ids::Rank;
+use smelt_plan::NonTree;
 use smelt_transport::Link;
-use smelt_tree::NonTree;
 use std::time::Duration;
 
 type Res<T> = Result<T, GroupError>;

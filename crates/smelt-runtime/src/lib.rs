@@ -1,5 +1,6 @@
 //! The Smelt runtime's collective layer (paper §4.2): a [`Group`] built from one or
-//! more [`smelt_tree::Tree`]s, one queuepair per tree edge, members run as (pinned)
+//! more [`smelt_plan::Tree`]s (the type `smelt_tree::Tree` re-exports), one
+//! queuepair per tree edge, members run as (pinned)
 //! threads, and collectives over the tree — [`broadcast`](Context::broadcast) (atomic:
 //! the root sequences), [`reduce`](Context::reduce), [`allreduce`](Context::allreduce),
 //! [`barrier`](Context::barrier) (zero-payload reduce then broadcast), gather and
@@ -7,7 +8,7 @@
 //!
 //! ```
 //! use smelt_runtime::{CpuId, Group, Pos};
-//! use smelt_tree::Tree;
+//! use smelt_plan::Tree;
 //! // CPU 0 is the root with children 1 and 2 (any CPU ids work: members that have no
 //! // CPU here run unpinned).
 //! let tree = Tree::new(
@@ -40,8 +41,8 @@ mod large;
 pub mod measure;
 mod nontree;
 pub mod process;
-pub mod world;
 mod word;
+pub mod world;
 
 pub use combine::{Elem, ReduceOp};
 pub use context::{Context, SyncMode};

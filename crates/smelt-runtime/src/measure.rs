@@ -9,13 +9,13 @@
 
 use crate::{Group, GroupConfig, GroupError, Member, Placement};
 use smelt_ids::{Pos, Rank};
+use smelt_plan::Tree;
 use smelt_transport::{try_channel, Consumer, Producer};
-use smelt_tree::Tree;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The operations measured: smelt's one vocabulary ([`smelt_tree::Op`]).
-pub use smelt_tree::Op;
+/// The operations measured: smelt's one vocabulary ([`smelt_plan::Op`]).
+pub use smelt_plan::Op;
 
 /// Runs one instance of `op` on `m` (context 0): one word per member (broadcast,
 /// reduce and allreduce of a sum, gather and scatter of one word each), the barrier,
@@ -70,13 +70,13 @@ impl Runner {
 }
 
 /// Summaries of samples (nanoseconds here): smelt's one statistics type, with the
-/// probe's outlier rejection ([`smelt_tree::stats::summarize`]).
-pub use smelt_tree::stats::Summary;
+/// probe's outlier rejection ([`smelt_ids::stats::summarize`]).
+pub use smelt_ids::stats::Summary;
 
-/// Summarises `samples` (ns) with [`smelt_tree::stats::summarize`] (outliers farther
+/// Summarises `samples` (ns) with [`smelt_ids::stats::summarize`] (outliers farther
 /// than 3.5 scaled MADs from the median rejected); all zero for no samples.
 pub fn summarize(samples: &[f64]) -> Summary {
-    smelt_tree::stats::summarize(samples).unwrap_or_default()
+    smelt_ids::stats::summarize(samples).unwrap_or_default()
 }
 
 /// How much to measure.

@@ -19,9 +19,9 @@ use crate::mesh::{Mesh, MeshBuilder, MeshError};
 use crate::word::{pack, unpack_into, unpack_one, Word};
 use crate::{GroupError, SyncMode};
 use smelt_ids::Rank;
+use smelt_plan::{AlgorithmTable, Mode};
+use smelt_plan::{NonTree, Op};
 use smelt_transport::{Abort, Link, WaitPolicy};
-use smelt_tree::tuning::{AlgorithmTable, Mode};
-use smelt_tree::{NonTree, Op};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 

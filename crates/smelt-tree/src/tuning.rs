@@ -171,25 +171,12 @@ impl fmt::Display for Choice {
     }
 }
 
-/// The operation whose rules `op` uses (`ab` is measured as the broadcast).
-fn rules_op(op: Op) -> Op {
-    match op {
-        Op::AtomicBroadcast => Op::Broadcast,
-        o => o,
-    }
-}
-
-/// log2 distance between two message sizes (0 counts as 1 byte).
-fn size_distance(a: u64, b: u64) -> f64 {
-    ((a.max(1) as f64).log2() - (b.max(1) as f64).log2()).abs()
-}
-
-/// The size class at which [`AlgorithmTable::auto`]'s prediction hands an allreduce
+/// The size class at which [`auto_table`]'s prediction hands an allreduce
 /// to the group's tree (the lookup takes the nearest class on a log scale, so from
 /// about 1 KiB on): 64 KiB.
 pub const LARGE_VECTOR: u64 = 64 << 10;
 
-/// The size class at which [`AlgorithmTable::auto`]'s prediction runs the allreduce
+/// The size class at which [`auto_table`]'s prediction runs the allreduce
 /// of a group of two by Rabenseifner (each member combines the half it keeps, at
 /// once; between threads the halves are lent): 256 KiB, so from 128 KiB on (the
 /// geometric middle of [`LARGE_VECTOR`] and this class), above the runtime's loan
@@ -197,24 +184,22 @@ pub const LARGE_VECTOR: u64 = 64 << 10;
 /// models neither loans nor the combine.
 pub const PAIR_HALVES: u64 = 256 << 10;
 
-/// The index of the class nearest to `bytes` on a log scale (ties: the smaller
-/// size) among `sizes`: the one lookup rule of tuning files ([`TuningFile::lookup`],
-/// [`AlgorithmTable::lookup`]). `None` for no classes.
-pub fn nearest_class(sizes: impl IntoIterator<Item = u64>, bytes: u64) -> Option<usize> {
-    let mut best: Option<(usize, u64)> = None;
-    for (i, b) in sizes.into_iter().enumerate() {
-        let better = match best {
-            None => true,
-            Some((_, c)) => {
-                let (de, db) = (size_distance(b, bytes), size_distance(c, bytes));
-                de < db || (de == db && b < c)
-            }
-        };
-        if better {
-            best = Some((i, b));
+/// The one lookup rule of size classes, [`AlgorithmTable`]'s message size syntax and
+/// `SMELT_TUNE`'s grammar live in `smelt-plan` (with the table, which the runtime
+/// reads without this crate); re-exported here.
+pub use smelt_plan::table::{nearest_class, parse_size, rules_op, Origin, Pick};
+/// The algorithm table a group looks its calls up in: `smelt_plan::AlgorithmTable`
+/// (plain data, read by the runtime), filled here by [`auto_table`].
+pub use smelt_plan::AlgorithmTable;
+
+/// A tree of the registry, or a non-tree algorithm, as a table names it.
+impl From<Algorithm> for Pick {
+    fn from(a: Algorithm) -> Pick {
+        match a {
+            Algorithm::Tree(t) => Pick::Tree(t.to_string()),
+            Algorithm::NonTree(a) => Pick::NonTree(a),
         }
     }
-    best.map(|(i, _)| i)
 }
 
 impl TuningFile {
@@ -464,131 +449,30 @@ pub struct Overrides {
     pub rules: Vec<OverrideRule>,
 }
 
-/// A message size: digits with an optional `k`/`KiB` or `M`/`MiB` suffix (powers of
-/// 1024).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let lower = t.to_ascii_lowercase();
-    let (digits, mult) = if let Some(d) = lower
-        .strip_suffix("kib")
-        .or_else(|| lower.strip_suffix('k'))
-    {
-        (d, 1u64 << 10)
-    } else if let Some(d) = lower
-        .strip_suffix("mib")
-        .or_else(|| lower.strip_suffix('m'))
-    {
-        (d, 1u64 << 20)
-    } else {
-        (lower.as_str(), 1)
-    };
-    digits
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .and_then(|v| v.checked_mul(mult))
-        .ok_or_else(|| format!("bad size '{t}' (expected bytes, e.g. 512, 4k, 1MiB)"))
-}
-
 impl Overrides {
-    /// Parses `SMELT_TUNE`'s value; an empty one has no rules.
+    /// Parses `SMELT_TUNE`'s value (`smelt_plan::table::parse_rules`, the one
+    /// grammar, with this crate's algorithm names); an empty one has no rules.
     pub fn parse(text: &str) -> Result<Overrides, String> {
-        let mut rules = Vec::new();
-        for (i, raw) in text.split(';').enumerate() {
-            let r = raw.trim();
-            if r.is_empty() {
-                continue;
-            }
-            let bad = |why: String| format!("{TUNE_ENV} rule {} '{r}': {why}", i + 1);
-            let (sel, algo) = r.split_once('=').ok_or_else(|| {
-                bad("expected SELECTOR=ALGO, e.g. reduce:0-1024=knomial:4".into())
-            })?;
-            let (sel, mode) = match sel.split_once('@') {
-                Some((s, m)) => (s, Some(m.parse::<Mode>().map_err(bad)?)),
-                None => (sel, None),
-            };
-            let (op, range) = match sel.split_once(':') {
-                Some((o, r)) => (o.trim(), Some(r.trim())),
-                None => (sel.trim(), None),
-            };
-            let op = match op {
-                "*" | "all" => None,
-                o => Some(o.parse::<Op>().map_err(bad)?),
-            };
-            let (min, max) = match range {
-                None => (0, u64::MAX),
-                Some(r) => match r.split_once('-') {
-                    None => {
-                        let v = parse_size(r).map_err(bad)?;
-                        (v, v)
-                    }
-                    Some((lo, hi)) => {
-                        let lo = if lo.trim().is_empty() {
-                            0
-                        } else {
-                            parse_size(lo).map_err(bad)?
-                        };
-                        let hi = if hi.trim().is_empty() {
-                            u64::MAX
-                        } else {
-                            parse_size(hi).map_err(bad)?
-                        };
-                        if lo > hi {
-                            return Err(bad(format!("empty range {lo}-{hi}")));
-                        }
-                        (lo, hi)
-                    }
-                },
-            };
-            let mut parts = algo.split(',');
-            let name = parts.next().unwrap_or("").trim();
-            let algorithm: Algorithm = name.parse().map_err(bad)?;
-            if algorithm == Algorithm::Tree(Topology::Auto) {
-                return Err(bad("'auto' cannot be an override's choice".into()));
-            }
-            if let Algorithm::NonTree(a) = algorithm {
-                match op {
-                    None => {
-                        return Err(bad(format!(
-                            "'{a}' is not a tree: name the operation it runs ({})",
-                            a.entry()
-                                .ops
-                                .iter()
-                                .map(|o| format!("{o}={a}"))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )))
-                    }
-                    Some(o) => algorithm.check_op(rules_op(o)).map_err(bad)?,
-                }
-            }
-            let mut segment = None;
-            for p in parts {
-                match p.trim().split_once('=') {
-                    Some((k, v)) if k.trim() == "segment" => {
-                        let v = parse_size(v).map_err(bad)?;
-                        if v == 0 {
-                            return Err(bad("segment must be at least 1 byte".into()));
-                        }
-                        segment = Some(v as usize);
-                    }
-                    _ => {
-                        return Err(bad(format!(
-                            "unknown parameter '{}' (known: segment=BYTES)",
-                            p.trim()
-                        )))
-                    }
-                }
-            }
-            rules.push(OverrideRule {
-                op,
-                min,
-                max,
-                mode,
-                choice: Choice { algorithm, segment },
-            });
-        }
-        Ok(Overrides { rules })
+        let rules = smelt_plan::table::parse_rules(text, |name, op| {
+            let a: Algorithm = name.parse()?;
+            smelt_plan::table::check_rule_algorithm(&a.into(), op)?;
+            Ok(a)
+        })?;
+        Ok(Overrides {
+            rules: rules
+                .into_iter()
+                .map(|r| OverrideRule {
+                    op: r.op,
+                    min: r.min,
+                    max: r.max,
+                    mode: r.mode,
+                    choice: Choice {
+                        algorithm: r.algorithm,
+                        segment: r.segment,
+                    },
+                })
+                .collect(),
+        })
     }
 
     /// `SMELT_TUNE` from the environment: `Ok(None)` when unset or empty.
@@ -945,27 +829,6 @@ pub fn tune_predicted(
     Ok(f)
 }
 
-/// Where the tree of an `auto` resolution came from.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Origin {
-    /// `SMELT_TUNE`.
-    Override,
-    /// The host's tuning file.
-    File(PathBuf),
-    /// The simulator (no usable tuning file).
-    Predicted,
-}
-
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Origin::Override => write!(f, "{TUNE_ENV}"),
-            Origin::File(p) => write!(f, "tuning file {}", p.display()),
-            Origin::Predicted => f.write_str("the simulator's prediction"),
-        }
-    }
-}
-
 /// An `auto` resolution.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resolved {
@@ -1070,351 +933,142 @@ pub fn resolve_auto(
     })
 }
 
-/// A size class of tuned fragment sizes: (bytes, fragment size or `None` for the
-/// group's own).
-type SegmentClass = (u64, Option<usize>);
-
-/// The algorithms a group built with `auto` runs for the operations that have
-/// non-tree algorithms (barrier and allreduce, [`AlgorithmTable::OPS`]), per mode and
-/// message size: [`resolve_auto`]'s answer, resolved once when the group is built and
-/// looked up by the runtime at every call (`GroupConfig::algorithms`). A tree in the
-/// table (or no rule) means "the group's tree".
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AlgorithmTable {
-    /// `SMELT_TUNE`-style rules, first match wins.
-    overrides: Vec<OverrideRule>,
-    /// Then, per (mode, operation), size classes (bytes, algorithm), ascending: the
-    /// tuning file's entries for the group's size, or the prediction.
-    classes: BTreeMap<(Mode, Op), Vec<(u64, Algorithm)>>,
-    /// Per (mode, operation) of [`SEGMENT_OPS`](Self::SEGMENT_OPS), size classes
-    /// (bytes, fragment size) where the tuning file tuned a fragment size.
-    segments: BTreeMap<(Mode, Op), Vec<SegmentClass>>,
-    /// Where the classes came from, for reports.
-    origin: Option<Origin>,
-}
-
-impl AlgorithmTable {
-    /// The operations that have non-tree algorithms.
-    pub const OPS: [Op; 2] = [Op::Barrier, Op::Allreduce];
-    /// The operations whose long messages cross the tree in fragments of a tuned size.
-    pub const SEGMENT_OPS: [Op; 3] = [Op::Broadcast, Op::Reduce, Op::Allreduce];
-
-    /// No rule: every collective runs on the group's tree.
-    pub fn trees_only() -> AlgorithmTable {
-        AlgorithmTable::default()
-    }
-
-    /// Rules in `SMELT_TUNE`'s syntax (the first match wins), e.g.
-    /// `barrier=dissemination;allreduce:0-4k=recursive-doubling`; rules of other
-    /// operations are accepted and have no effect on the table (they pick trees).
-    pub fn parse(rules: &str) -> Result<AlgorithmTable, String> {
-        Ok(AlgorithmTable {
-            overrides: Overrides::parse(rules)?.rules,
-            classes: BTreeMap::new(),
-            segments: BTreeMap::new(),
-            origin: Some(Origin::Override),
+/// The [`AlgorithmTable`] of `auto` over `members` (positions in `model`), as
+/// [`resolve_auto`] resolves it for each call: `SMELT_TUNE`'s rules, else the host's tuning file (the rules of
+/// the largest tuned group size not above the group's), else the simulator's
+/// choice. The second value says why a tuning file was refused, if one was.
+pub fn auto_table(
+    model: &Model,
+    members: &[usize],
+) -> Result<(AlgorithmTable, Option<String>), String> {
+    let overrides: Vec<smelt_plan::table::Rule<Pick>> = Overrides::from_env()?
+        .map(|o| o.rules)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| smelt_plan::table::Rule {
+            op: r.op,
+            min: r.min,
+            max: r.max,
+            mode: r.mode,
+            algorithm: r.choice.algorithm.into(),
+            segment: r.choice.segment,
         })
-    }
-
-    /// `alg` for `op` at every size and in both modes (`Err` if it does not run `op`).
-    pub fn fixed(op: Op, alg: Algorithm) -> Result<AlgorithmTable, String> {
-        alg.check_op(op)?;
-        let mut t = AlgorithmTable::default();
-        for mode in Mode::ALL {
-            t.classes.insert((mode, op), vec![(0, alg)]);
-        }
-        Ok(t)
-    }
-
-    /// `auto` over `members` (positions in `model`), as [`resolve_auto`] resolves it
-    /// for each call: `SMELT_TUNE`'s rules, else the host's tuning file (the rules of
-    /// the largest tuned group size not above the group's), else the simulator's
-    /// choice. The second value says why a tuning file was refused, if one was.
-    pub fn auto(
-        model: &Model,
-        members: &[usize],
-    ) -> Result<(AlgorithmTable, Option<String>), String> {
-        let overrides = Overrides::from_env()?.map(|o| o.rules).unwrap_or_default();
-        let mut warning = None;
-        let mut classes = BTreeMap::new();
-        let mut segments = BTreeMap::new();
-        let mut origin = Origin::Predicted;
-        match host_file(model) {
-            Ok(Some((path, f))) => {
-                for mode in Mode::ALL {
-                    for op in Self::OPS {
-                        if let Some(es) = f.group_entries(mode, op, members.len()) {
-                            let v: Vec<(u64, Algorithm)> = es
-                                .iter()
-                                .filter_map(|e| Some((e.bytes, e.algo.parse().ok()?)))
-                                .collect();
-                            classes.insert((mode, op), v);
-                        }
+        .collect();
+    let mut warning = None;
+    let mut classes = BTreeMap::new();
+    let mut segments = BTreeMap::new();
+    let mut origin = Origin::Predicted;
+    match host_file(model) {
+        Ok(Some((path, f))) => {
+            for mode in Mode::ALL {
+                for op in AlgorithmTable::OPS {
+                    if let Some(es) = f.group_entries(mode, op, members.len()) {
+                        let v: Vec<(u64, Pick)> = es
+                            .iter()
+                            .filter_map(|e| {
+                                Some((e.bytes, e.algo.parse::<Algorithm>().ok()?.into()))
+                            })
+                            .collect();
+                        classes.insert((mode, op), v);
                     }
-                    for op in Self::SEGMENT_OPS {
-                        if let Some(es) = f.group_entries(mode, op, members.len()) {
-                            if es.iter().any(|e| e.segment.is_some()) {
-                                let v = es.iter().map(|e| (e.bytes, e.segment)).collect();
-                                segments.insert((mode, op), v);
-                            }
+                }
+                for op in AlgorithmTable::SEGMENT_OPS {
+                    if let Some(es) = f.group_entries(mode, op, members.len()) {
+                        if es.iter().any(|e| e.segment.is_some()) {
+                            let v = es.iter().map(|e| (e.bytes, e.segment)).collect();
+                            segments.insert((mode, op), v);
                         }
                     }
                 }
-                origin = Origin::File(path);
             }
-            Ok(None) => {}
-            Err(e) => warning = Some(format!("{e}; using the simulator's prediction")),
+            origin = Origin::File(path);
         }
-        // The prediction where the file has no rules: each operation's candidate trees
-        // are built once for both modes (`optimized` is a local search).
-        let mut costs = None;
-        for op in Self::OPS {
-            let missing: Vec<Mode> = Mode::ALL
-                .into_iter()
-                .filter(|m| !classes.contains_key(&(*m, op)))
-                .collect();
-            if missing.is_empty() {
-                continue;
+        Ok(None) => {}
+        Err(e) => warning = Some(format!("{e}; using the simulator's prediction")),
+    }
+    // The prediction where the file has no rules: each operation's candidate trees
+    // are built once for both modes (`optimized` is a local search).
+    let mut costs = None;
+    for op in AlgorithmTable::OPS {
+        let missing: Vec<Mode> = Mode::ALL
+            .into_iter()
+            .filter(|m| !classes.contains_key(&(*m, op)))
+            .collect();
+        if missing.is_empty() {
+            continue;
+        }
+        if costs.is_none() {
+            let c = Costs::new(model, members).map_err(|e| e.to_string())?;
+            let root = c.default_root();
+            costs = Some((c, root, parse_candidates(DEFAULT_CANDIDATES)?));
+        }
+        let (c, root, cands) = costs.as_ref().expect("just set");
+        let bytes = if op.carries_data() { 8 } else { 0 };
+        let pl = payload_for(bytes);
+        let trees = distinct_trees(c, *root, cands, op);
+        for mode in missing {
+            let mut best: Option<(Algorithm, f64)> = None;
+            let mut consider = |a: Algorithm, v: f64| {
+                if best.is_none_or(|(_, b)| v < b) {
+                    best = Some((a, v));
+                }
+            };
+            for (t, ch) in &trees {
+                consider(
+                    Algorithm::Tree(*t),
+                    predicted_time(c, *root, ch, op, mode, pl),
+                );
             }
-            if costs.is_none() {
-                let c = Costs::new(model, members).map_err(|e| e.to_string())?;
-                let root = c.default_root();
-                costs = Some((c, root, parse_candidates(DEFAULT_CANDIDATES)?));
+            for a in non_tree_candidates(cands, op) {
+                consider(
+                    Algorithm::NonTree(a),
+                    predicted_non_tree_time(c, a, mode, pl),
+                );
             }
-            let (c, root, cands) = costs.as_ref().expect("just set");
-            let bytes = if op.carries_data() { 8 } else { 0 };
-            let pl = payload_for(bytes);
-            let trees = distinct_trees(c, *root, cands, op);
-            for mode in missing {
-                let mut best: Option<(Algorithm, f64)> = None;
-                let mut consider = |a: Algorithm, v: f64| {
-                    if best.is_none_or(|(_, b)| v < b) {
-                        best = Some((a, v));
-                    }
-                };
-                for (t, ch) in &trees {
-                    consider(
-                        Algorithm::Tree(*t),
-                        predicted_time(c, *root, ch, op, mode, pl),
-                    );
+            let (a, _) = best.ok_or_else(|| format!("no candidate runs {op}"))?;
+            let mut cl = vec![(bytes, a)];
+            // Large vectors: the group's tree, which lends the buffer between
+            // members that share memory and pipelines fragments, where the simulator
+            // (one cache line per message) would keep a non-tree algorithm that
+            // copies every vector through rings. Measured (docs/tune.md): at
+            // 64 KiB-16 MiB between 2 threads the tree ran 2.2-3.5x Open MPI,
+            // recursive doubling 0.7-1.8x.
+            if op == Op::Allreduce && matches!(a, Algorithm::NonTree(_)) {
+                let big = payload_for(LARGE_VECTOR);
+                let tree = trees
+                    .iter()
+                    .map(|(t, ch)| (*t, predicted_time(c, *root, ch, op, mode, big)))
+                    .min_by(|x, y| x.1.total_cmp(&y.1))
+                    .map(|(t, _)| t);
+                if let Some(t) = tree {
+                    cl.push((LARGE_VECTOR, Algorithm::Tree(t)));
                 }
-                for a in non_tree_candidates(cands, op) {
-                    consider(
-                        Algorithm::NonTree(a),
-                        predicted_non_tree_time(c, a, mode, pl),
-                    );
-                }
-                let (a, _) = best.ok_or_else(|| format!("no candidate runs {op}"))?;
-                let mut cl = vec![(bytes, a)];
-                // Large vectors: the group's tree, which lends the buffer between
-                // members that share memory and pipelines fragments, where the simulator
-                // (one cache line per message) would keep a non-tree algorithm that
-                // copies every vector through rings. Measured (docs/tune.md): at
-                // 64 KiB-16 MiB between 2 threads the tree ran 2.2-3.5x Open MPI,
-                // recursive doubling 0.7-1.8x.
-                if op == Op::Allreduce && matches!(a, Algorithm::NonTree(_)) {
-                    let big = payload_for(LARGE_VECTOR);
-                    let tree = trees
-                        .iter()
-                        .map(|(t, ch)| (*t, predicted_time(c, *root, ch, op, mode, big)))
-                        .min_by(|x, y| x.1.total_cmp(&y.1))
-                        .map(|(t, _)| t);
-                    if let Some(t) = tree {
-                        cl.push((LARGE_VECTOR, Algorithm::Tree(t)));
-                    }
-                }
-                // Two members, loose: Rabenseifner from PAIR_HALVES's class on (the
-                // tree, or the 8-byte pick where it is one, up to it). Each member
-                // combines half the vector, both at once, where the tree's root
-                // combines all of it while the other waits. (Strict calls do not lend.)
-                if op == Op::Allreduce && members.len() == 2 && mode == Mode::Loose {
-                    if !cl.iter().any(|c| c.0 == LARGE_VECTOR) {
-                        cl.push((LARGE_VECTOR, a));
-                    }
-                    cl.push((PAIR_HALVES, Algorithm::NonTree(NonTree::Rabenseifner)));
-                }
-                classes.insert((mode, op), cl);
             }
-        }
-        let origin = Some(if overrides.is_empty() {
-            origin
-        } else {
-            Origin::Override
-        });
-        Ok((
-            AlgorithmTable {
-                overrides,
-                classes,
-                segments,
-                origin,
-            },
-            warning,
-        ))
-    }
-
-    /// The algorithm for `op` of `bytes` per member in `mode`; `None` when no rule
-    /// says (the group's tree).
-    pub fn lookup(&self, mode: Mode, op: Op, bytes: u64) -> Option<Algorithm> {
-        if let Some(c) = first_match(&self.overrides, mode, op, bytes) {
-            return Some(c.algorithm);
-        }
-        let cl = self.classes.get(&(mode, op))?;
-        Some(cl[nearest_class(cl.iter().map(|c| c.0), bytes)?].1)
-    }
-
-    /// The fragment size for `op` (one of [`SEGMENT_OPS`](Self::SEGMENT_OPS)) of
-    /// `bytes` per member in `mode`: a matching `SMELT_TUNE` rule's `segment=`, else the
-    /// tuning file's for the nearest size class; `None`: the group's own.
-    pub fn segment(&self, mode: Mode, op: Op, bytes: u64) -> Option<usize> {
-        if let Some(c) = first_match(&self.overrides, mode, op, bytes) {
-            return c.segment;
-        }
-        let cl = self.segments.get(&(mode, op))?;
-        cl[nearest_class(cl.iter().map(|c| c.0), bytes)?].1
-    }
-
-    /// True if some rule sets a fragment size (the runtime then asks
-    /// [`segment`](Self::segment) at every long message).
-    pub fn tunes_segments(&self) -> bool {
-        self.overrides.iter().any(|r| r.choice.segment.is_some())
-            || self.segments.values().flatten().any(|c| c.1.is_some())
-    }
-
-    /// The non-tree algorithm for the call, if the table picks one (else the tree).
-    #[inline]
-    pub fn non_tree(&self, mode: Mode, op: Op, bytes: u64) -> Option<NonTree> {
-        self.lookup(mode, op, bytes)
-            .and_then(|a| a.non_tree())
-            .filter(|a| a.applies_to(op))
-    }
-
-    /// The table for a group with more members than CPUs that runs a flat tree
-    /// (`GroupConfig::flatten_oversubscribed`, `smelt launch` with more members than
-    /// CPUs): the barrier runs on the flat tree (`sequential`) in every mode, whatever
-    /// the file or the prediction said. There every step costs a scheduling round, and
-    /// the flat tree's barrier takes two (everyone to the root, the root to everyone)
-    /// where dissemination takes ⌈log2 n⌉ rounds in each of which every member must run;
-    /// the simulator does not model scheduling, and tuning files are measured with one
-    /// member per CPU. Measured, 8 threads on 2 CPUs: the flat tree's barrier
-    /// 3.7–5.9 µs against 7.0–10.1 µs by dissemination (docs/tune.md). `SMELT_TUNE`
-    /// rules still win (an explicit choice).
-    pub fn for_flat_oversubscribed(&self) -> AlgorithmTable {
-        let mut t = self.clone();
-        for mode in Mode::ALL {
-            t.classes.insert(
-                (mode, Op::Barrier),
-                vec![(0, Algorithm::Tree(Topology::Sequential))],
+            // Two members, loose: Rabenseifner from PAIR_HALVES's class on (the
+            // tree, or the 8-byte pick where it is one, up to it). Each member
+            // combines half the vector, both at once, where the tree's root
+            // combines all of it while the other waits. (Strict calls do not lend.)
+            if op == Op::Allreduce && members.len() == 2 && mode == Mode::Loose {
+                if !cl.iter().any(|c| c.0 == LARGE_VECTOR) {
+                    cl.push((LARGE_VECTOR, a));
+                }
+                cl.push((PAIR_HALVES, Algorithm::NonTree(NonTree::Rabenseifner)));
+            }
+            classes.insert(
+                (mode, op),
+                cl.into_iter().map(|(b, a)| (b, a.into())).collect(),
             );
         }
-        t
     }
-
-    /// True if some rule may pick `a` (the runtime then builds its links).
-    pub fn may_use(&self, a: NonTree) -> bool {
-        self.overrides
-            .iter()
-            .any(|r| r.choice.algorithm == Algorithm::NonTree(a))
-            || self
-                .classes
-                .values()
-                .any(|v| v.iter().any(|c| c.1 == Algorithm::NonTree(a)))
-    }
-
-    /// Where the rules came from (`None` for [`fixed`](Self::fixed) and
-    /// [`trees_only`](Self::trees_only)).
-    pub fn origin(&self) -> Option<&Origin> {
-        self.origin.as_ref()
-    }
-}
-
-/// [`AlgorithmTable`] as a process job's description carries it (JSON), so every
-/// member process runs the creator's table exactly.
-#[derive(Serialize, Deserialize)]
-#[allow(clippy::type_complexity)] // plain JSON rows; a type per row would say no more
-struct TableRepr {
-    overrides: Vec<RuleRepr>,
-    /// (mode, operation, size classes of algorithm names).
-    classes: Vec<(String, String, Vec<(u64, String)>)>,
-    /// (mode, operation, size classes of fragment sizes).
-    segments: Vec<(String, String, Vec<SegmentClass>)>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct RuleRepr {
-    op: Option<String>,
-    min: u64,
-    max: u64,
-    mode: Option<String>,
-    algo: String,
-    segment: Option<usize>,
-}
-
-impl AlgorithmTable {
-    /// The table as JSON ([`from_json`](Self::from_json) gives it back; where it came
-    /// from is not kept).
-    pub fn to_json(&self) -> String {
-        let repr = TableRepr {
-            overrides: self
-                .overrides
-                .iter()
-                .map(|r| RuleRepr {
-                    op: r.op.map(|o| o.name().to_string()),
-                    min: r.min,
-                    max: r.max,
-                    mode: r.mode.map(|m| m.name().to_string()),
-                    algo: r.choice.algorithm.to_string(),
-                    segment: r.choice.segment,
-                })
-                .collect(),
-            classes: self
-                .classes
-                .iter()
-                .map(|((m, o), v)| {
-                    let v = v.iter().map(|(b, a)| (*b, a.to_string())).collect();
-                    (m.name().to_string(), o.name().to_string(), v)
-                })
-                .collect(),
-            segments: self
-                .segments
-                .iter()
-                .map(|((m, o), v)| (m.name().to_string(), o.name().to_string(), v.clone()))
-                .collect(),
-        };
-        serde_json::to_string(&repr).expect("plain data serializes")
-    }
-
-    /// The table [`to_json`](Self::to_json) wrote; anything else is an error.
-    pub fn from_json(text: &str) -> Result<AlgorithmTable, String> {
-        let r: TableRepr =
-            serde_json::from_str(text).map_err(|e| format!("algorithm table: {e}"))?;
-        let mode = |m: &str| m.parse::<Mode>();
-        let op = |o: &str| o.parse::<Op>().map_err(|e| e.to_string());
-        let algo = |a: &str| a.parse::<Algorithm>().map_err(|e| e.to_string());
-        let mut t = AlgorithmTable::default();
-        for x in r.overrides {
-            t.overrides.push(OverrideRule {
-                op: x.op.as_deref().map(op).transpose()?,
-                min: x.min,
-                max: x.max,
-                mode: x.mode.as_deref().map(mode).transpose()?,
-                choice: Choice {
-                    algorithm: algo(&x.algo)?,
-                    segment: x.segment,
-                },
-            });
-        }
-        for (m, o, v) in r.classes {
-            let v = v
-                .iter()
-                .map(|(b, a)| Ok((*b, algo(a)?)))
-                .collect::<Result<Vec<_>, String>>()?;
-            t.classes.insert((mode(&m)?, op(&o)?), v);
-        }
-        for (m, o, v) in r.segments {
-            t.segments.insert((mode(&m)?, op(&o)?), v);
-        }
-        Ok(t)
-    }
+    let origin = Some(if overrides.is_empty() {
+        origin
+    } else {
+        Origin::Override
+    });
+    Ok((
+        AlgorithmTable::from_parts(overrides, classes, segments, origin),
+        warning,
+    ))
 }
 
 /// The simulator's choice for `auto` (see [`resolve_auto`]): a tree, or for the
@@ -1496,7 +1150,7 @@ mod tests {
             assert_eq!(f.non_tree(mode, Op::Barrier, 0), None);
             assert_eq!(
                 f.lookup(mode, Op::Barrier, 0),
-                Some(Algorithm::Tree(Topology::Sequential))
+                Some(Algorithm::Tree(Topology::Sequential).into())
             );
         }
         assert!(!f.may_use(NonTree::Dissemination));
@@ -1780,19 +1434,13 @@ mod tests {
         }
         let m = model();
         let members: Vec<usize> = (0..8).collect();
-        let (t, _) = AlgorithmTable::auto(&m, &members).unwrap();
+        let (t, _) = auto_table(&m, &members).unwrap();
         let mut checked = 0;
         for mode in Mode::ALL {
-            if matches!(
-                t.lookup(mode, Op::Allreduce, 8),
-                Some(Algorithm::NonTree(_))
-            ) {
+            if matches!(t.lookup(mode, Op::Allreduce, 8), Some(Pick::NonTree(_))) {
                 for bytes in [4096, LARGE_VECTOR, 16 << 20] {
                     assert!(
-                        matches!(
-                            t.lookup(mode, Op::Allreduce, bytes),
-                            Some(Algorithm::Tree(_))
-                        ),
+                        matches!(t.lookup(mode, Op::Allreduce, bytes), Some(Pick::Tree(_))),
                         "{mode} {bytes} B"
                     );
                 }
@@ -1814,8 +1462,8 @@ mod tests {
             return;
         }
         let m = model();
-        let rab = Some(Algorithm::NonTree(NonTree::Rabenseifner));
-        let (t, _) = AlgorithmTable::auto(&m, &[0, 5]).unwrap();
+        let rab = Some(Pick::NonTree(NonTree::Rabenseifner));
+        let (t, _) = auto_table(&m, &[0, 5]).unwrap();
         let loose = |bytes| t.lookup(Mode::Loose, Op::Allreduce, bytes);
         for bytes in [8, 4096, LARGE_VECTOR, 120 << 10] {
             assert_ne!(loose(bytes), rab, "{bytes} B");
@@ -1824,7 +1472,7 @@ mod tests {
             assert_eq!(loose(bytes), rab, "{bytes} B");
         }
         assert_ne!(t.lookup(Mode::Strict, Op::Allreduce, 16 << 20), rab);
-        let (t, _) = AlgorithmTable::auto(&m, &[0, 1, 2, 5]).unwrap();
+        let (t, _) = auto_table(&m, &[0, 1, 2, 5]).unwrap();
         for mode in Mode::ALL {
             for bytes in [8, PAIR_HALVES, 16 << 20] {
                 assert_ne!(
@@ -1843,12 +1491,12 @@ mod tests {
         }
         let m = model();
         for members in [(0..8).collect::<Vec<usize>>(), vec![0, 1, 2, 5, 6]] {
-            let (t, _) = AlgorithmTable::auto(&m, &members).unwrap();
+            let (t, _) = auto_table(&m, &members).unwrap();
             for mode in Mode::ALL {
                 for op in AlgorithmTable::OPS {
                     let bytes = if op.carries_data() { 8 } else { 0 };
                     let want = predict_auto(op, bytes, mode, &m, &members, None).unwrap();
-                    assert_eq!(t.lookup(mode, op, bytes), Some(want), "{mode} {op}");
+                    assert_eq!(t.lookup(mode, op, bytes), Some(want.into()), "{mode} {op}");
                 }
             }
         }

@@ -134,7 +134,7 @@ fn auto_uses_override_then_file_then_prediction() {
     // The tree such a group runs its other collectives on is a tree all the same.
     let (t, _) = tuning::resolve_auto_tree(Op::Barrier, 0, Mode::Loose, &m, &all, None).unwrap();
     assert_ne!(t, Topology::Auto);
-    let (table, warning) = tuning::AlgorithmTable::auto(&m, &all).unwrap();
+    let (table, warning) = tuning::auto_table(&m, &all).unwrap();
     assert!(warning.is_none());
     assert_eq!(table.origin(), Some(&Origin::File(path.clone())));
     let nt = |t: &tuning::AlgorithmTable, op, b| t.non_tree(Mode::Loose, op, b);
@@ -155,7 +155,7 @@ fn auto_uses_override_then_file_then_prediction() {
     big.segment = Some(2400);
     g.insert(Mode::Loose, Op::Broadcast, 8, big);
     g.save(&path).unwrap();
-    let (seg, _) = tuning::AlgorithmTable::auto(&m, &all).unwrap();
+    let (seg, _) = tuning::auto_table(&m, &all).unwrap();
     assert!(seg.tunes_segments());
     assert_eq!(seg.segment(Mode::Loose, Op::Broadcast, 3 << 20), Some(2400));
     assert_eq!(seg.segment(Mode::Loose, Op::Allreduce, 8), Some(768));
@@ -165,7 +165,7 @@ fn auto_uses_override_then_file_then_prediction() {
         tuning::TUNE_ENV,
         "barrier@strict=dissemination;bcast:0-64=binary",
     );
-    let (seg, _) = tuning::AlgorithmTable::auto(&m, &all).unwrap();
+    let (seg, _) = tuning::auto_table(&m, &all).unwrap();
     std::env::remove_var(tuning::TUNE_ENV);
     let back = tuning::AlgorithmTable::from_json(&seg.to_json()).unwrap();
     for mode in Mode::ALL {
@@ -187,18 +187,18 @@ fn auto_uses_override_then_file_then_prediction() {
     assert!(tuning::AlgorithmTable::from_json("{}").is_err());
     f.save(&path).unwrap();
     let node: Vec<usize> = (0..4).collect();
-    let (sub, _) = tuning::AlgorithmTable::auto(&m, &node).unwrap();
+    let (sub, _) = tuning::auto_table(&m, &node).unwrap();
     assert_eq!(nt(&sub, Op::Barrier, 0), None);
     assert_eq!(nt(&sub, Op::Allreduce, 8), None);
     let six: Vec<usize> = (0..6).collect(); // no rules for 6: those of 4
-    let (sub, _) = tuning::AlgorithmTable::auto(&m, &six).unwrap();
+    let (sub, _) = tuning::auto_table(&m, &six).unwrap();
     assert_eq!(
         sub.lookup(Mode::Loose, Op::Barrier, 0),
-        Some(Algorithm::Tree(Topology::Knomial(2)))
+        Some(Algorithm::Tree(Topology::Knomial(2)).into())
     );
     // SMELT_TUNE wins here too.
     std::env::set_var(tuning::TUNE_ENV, "barrier=knomial:4");
-    let (table, _) = tuning::AlgorithmTable::auto(&m, &all).unwrap();
+    let (table, _) = tuning::auto_table(&m, &all).unwrap();
     assert_eq!(nt(&table, Op::Barrier, 0), None);
     assert_eq!(table.origin(), Some(&Origin::Override));
     assert_eq!(

@@ -125,7 +125,7 @@ impl Smelt<'_> {
         let prediction = smelt_tree::predict(model, &tree, Payload::default()).ok();
         // `auto` also picks the barrier's and the allreduce's algorithm.
         let algorithms = if t == Topology::Auto {
-            Some(Arc::new(AlgorithmTable::auto(model, &pos)?.0))
+            Some(Arc::new(smelt_tree::tuning::auto_table(model, &pos)?.0))
         } else {
             None
         };
@@ -258,7 +258,7 @@ impl Smelt<'_> {
             .generate(model, &pos, None)
             .map_err(|e| e.to_string())?;
         let prediction = smelt_tree::predict(model, &tree, Payload::default()).ok();
-        let (mut table, refused) = AlgorithmTable::auto(model, &pos)?;
+        let (mut table, refused) = smelt_tree::tuning::auto_table(model, &pos)?;
         let mut pick = AutoPick {
             algorithm: resolved.choice.algorithm.to_string(),
             origin: resolved.origin.to_string(),

@@ -177,7 +177,7 @@ pub fn auto_algorithms(
     model: Option<&Model>,
     verbose: bool,
 ) -> Option<std::sync::Arc<smelt_tree::tuning::AlgorithmTable>> {
-    match with_node_model(n, model, smelt_tree::tuning::AlgorithmTable::auto) {
+    match with_node_model(n, model, smelt_tree::tuning::auto_table) {
         Ok((t, refused)) => {
             if let Some(why) = refused {
                 warn_once(verbose, &why);
