@@ -474,7 +474,6 @@ fn offload(a: OffloadArgs) -> Result<()> {
 fn cpu_list(s: Option<&str>) -> Result<Option<Vec<u32>>> {
     s.map(|s| smelt_model::parse_cpu_list(s).context("option --cpus"))
         .transpose()
-        .map_err(Into::into)
 }
 
 /// The model to build trees from ([`suite::bench_model`]) and where it came from.
