@@ -326,11 +326,57 @@ fn garbage_environment_names_the_variable() {
     }
 }
 
+#[test]
+fn a_launcher_killed_before_its_members_joined_leaves_no_segment() {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "member",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("WORLD_TEST_ROLE", "creator")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The creator prints its segment's path, then waits for members that never come.
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let path = loop {
+        let mut line = String::new();
+        let n = std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        assert!(n > 0, "the creator ended without a segment");
+        // After the harness's "test member ... ".
+        if let Some(i) = line.find("segment ") {
+            break std::path::PathBuf::from(line[i + 8..].trim());
+        }
+    };
+    assert!(path.exists());
+    child.kill().unwrap(); // SIGKILL: no destructor runs
+    child.wait().unwrap();
+    let start = Instant::now();
+    while path.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{} outlived its creator",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// The member processes' entry point (run by the tests above, not on its own).
 #[test]
 #[ignore = "a member process of the other tests"]
 fn member() {
     let role = std::env::var("WORLD_TEST_ROLE").unwrap_or_default();
+    if role == "creator" {
+        let job = WorldBuilder::new(2).create_job(true).unwrap();
+        println!("segment {}", job.path().display());
+        std::thread::sleep(Duration::from_secs(60));
+        return;
+    }
     let w = match World::from_env() {
         Ok(w) => w,
         Err(e) => {
