@@ -83,12 +83,11 @@ impl<S> Endpoint<S, WorldLink> {
 fn reachable(world: &World) -> Result<(), AmError> {
     match world.kind() {
         WorldKind::Threads | WorldKind::Processes => Ok(()),
-        // HOOK (MPI worlds): members on other nodes are reached through a network
-        // channel (`crate::Remote`, as `crate::mpi::MpiRemote` is), the node's members
-        // over the world's mesh; `Table::dests_by` takes the node's members as local.
+        // A world of MPI ranks (made by `crate::mpi::world_endpoint` with the `mpi`
+        // feature) in a build without it.
         #[allow(unreachable_patterns)]
         other => Err(AmError::Invalid(format!(
-            "active messages over a world of {other:?} are not available yet (use smelt_am::mpi)"
+            "active messages over a world of {other:?} need smelt-am's `mpi` feature"
         ))),
     }
 }

@@ -105,9 +105,9 @@ fn c_world_misuse_is_an_error() {
     }
 }
 
-/// Two processes that make different services at the same place of the world both
-/// fail at once, one naming the mismatch, the other its departed peer: no hang, no
-/// wrong memory.
+/// Two processes that make different services at the same place of the world: the
+/// one that comes second fails at once naming the mismatch (never gets memory the
+/// other uses for something else), and the job ends (no hang).
 #[test]
 fn c_world_processes_that_make_different_services_fail() {
     let dir = tempfile::tempdir().unwrap();
@@ -123,7 +123,6 @@ fn c_world_processes_that_make_different_services_fail() {
         "took {:?}",
         start.elapsed()
     );
-    // Each member exits 0 only when its call failed.
     assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
     let lines: Vec<&str> = stdout
         .lines()

@@ -294,13 +294,14 @@ impl<T: Element> GlobalArray<T> {
     /// [`GlobalError::PeerGone`].
     pub fn from_world(world: &World, len: u64, cfg: Config) -> Result<Self, GlobalError> {
         match world.kind() {
+            #[cfg(feature = "mpi")]
+            WorldKind::Mpi => return crate::mpi::array_from_world(world, len, cfg),
             WorldKind::Threads | WorldKind::Processes => {}
-            // HOOK (MPI worlds): each node's blocks in a region of the node, the
-            // other nodes' through MPI one-sided communication (`crate::mpi`'s `Net`).
+            // A world of MPI ranks in a build without the `mpi` feature.
             #[allow(unreachable_patterns)]
             other => {
                 return Err(GlobalError::Invalid(format!(
-                    "global arrays over a world of {other:?} are not available yet (use smelt_global::mpi)"
+                    "global arrays over a world of {other:?} need smelt-global's `mpi` feature"
                 )))
             }
         }

@@ -153,37 +153,8 @@ impl World {
         let me = self.rank();
         let layout = Layout::new(len, size)?;
         // Every rank must make the same array: its type and length, compared first.
-        let mine = (T::TYPE as u64) | (len << 8);
-        let all = self.gather(mine)?;
-        if let Some(other) = all.iter().find(|v| **v != mine) {
-            let theirs = ElemType::from_id((*other & 0xFF) as u32);
-            return Err(match theirs {
-                Some(t) if t != T::TYPE => GlobalError::WrongType {
-                    array: t,
-                    requested: T::TYPE,
-                },
-                _ => GlobalError::Invalid(format!(
-                    "ranks made arrays of different lengths ({len} here, {} elsewhere)",
-                    other >> 8
-                )),
-            });
-        }
-        let my_node = self.node_of[me];
-        let mut base = vec![None; size];
-        let mut words = CTRL_WORDS;
-        let mut node_members = 0u32;
-        let mut node_rank = 0u32;
-        for (r, slot) in base.iter_mut().enumerate() {
-            if self.node_of[r] == my_node {
-                if r == me {
-                    node_rank = node_members;
-                }
-                node_members += 1;
-                *slot = Some(words);
-                let b = layout.block(r);
-                words += (b.end - b.start) as usize;
-            }
-        }
+        same_array::<T>(&self.gather(array_word::<T>(len))?, len)?;
+        let (base, words, node_members, node_rank) = node_blocks(&layout, &self.node_of, me);
         // The node's lowest rank makes the segment and hands it out over the node.
         let mut job = None;
         let offer = (node_rank == 0).then(|| {
@@ -230,12 +201,7 @@ impl World {
             mine.as_ptr() as *mut c_void,
             (block.end - block.start) as usize,
             self.nodes() > 1,
-            (0..size)
-                .map(|r| {
-                    let b = layout.block(r);
-                    b.end - b.start
-                })
-                .collect(),
+            block_lens(&layout, size),
             cfg.cache_lines,
         )?;
         Ok(GlobalArray {
@@ -365,6 +331,127 @@ impl Drop for World {
             mesh_mpi::free::<MpiCalls>(&mut self.comm);
         }
     }
+}
+
+/// What every rank says about the array it makes: its type and length.
+fn array_word<T: Element>(len: u64) -> u64 {
+    (T::TYPE as u64) | (len << 8)
+}
+
+/// Ok when every rank's word of [`array_word`] (`all`) is this rank's.
+fn same_array<T: Element>(all: &[u64], len: u64) -> Result<(), GlobalError> {
+    let mine = array_word::<T>(len);
+    match all.iter().find(|v| **v != mine) {
+        None => Ok(()),
+        Some(other) => Err(match ElemType::from_id((*other & 0xFF) as u32) {
+            Some(t) if t != T::TYPE => GlobalError::WrongType {
+                array: t,
+                requested: T::TYPE,
+            },
+            _ => GlobalError::Invalid(format!(
+                "ranks made arrays of different lengths ({len} here, {} elsewhere)",
+                other >> 8
+            )),
+        }),
+    }
+}
+
+/// Where each block of this rank's node lies in the node's memory (after the control
+/// words; `None` for blocks of other nodes), the node's words, its members, and this
+/// rank's place among them.
+fn node_blocks(
+    layout: &Layout,
+    node_of: &[usize],
+    me: usize,
+) -> (Vec<Option<usize>>, usize, u32, u32) {
+    let mut base = vec![None; node_of.len()];
+    let mut words = CTRL_WORDS;
+    let mut node_members = 0u32;
+    let mut node_rank = 0u32;
+    for (r, slot) in base.iter_mut().enumerate() {
+        if node_of[r] == node_of[me] {
+            if r == me {
+                node_rank = node_members;
+            }
+            node_members += 1;
+            *slot = Some(words);
+            let b = layout.block(r);
+            words += (b.end - b.start) as usize;
+        }
+    }
+    (base, words, node_members, node_rank)
+}
+
+/// The blocks' lengths, by owner.
+fn block_lens(layout: &Layout, size: usize) -> Vec<u64> {
+    (0..size)
+        .map(|r| {
+            let b = layout.block(r);
+            b.end - b.start
+        })
+        .collect()
+}
+
+/// [`GlobalArray::from_world`] for a world of MPI ranks (`World::from_mpi`): a
+/// collective call over the world's communicator. The blocks of a node's ranks lie in
+/// a region of the node's world segment (the one segment every service of the world
+/// shares); every rank exposes its block in an MPI window over the world's
+/// communicator, for the ranks of other nodes (see the [module
+/// documentation](self)).
+pub(crate) fn array_from_world<T: Element>(
+    world: &smelt_mesh::World,
+    len: u64,
+    cfg: Config,
+) -> Result<GlobalArray<T>, GlobalError> {
+    let m = world
+        .mpi()
+        .ok_or_else(|| GlobalError::Invalid("not a world of MPI ranks".into()))?;
+    let (comm, t) = (m.comm(), m.timeout());
+    let (me, size) = (world.rank().index(), world.size());
+    let layout = Layout::new(len, size)?;
+    same_array::<T>(
+        &mesh_mpi::allgather_words::<MpiCalls>(comm, &[array_word::<T>(len)], Some(t))?,
+        len,
+    )?;
+    let node_of: Vec<usize> = (0..size)
+        .map(|r| world.node_of(smelt_mesh::Rank(r)).unwrap_or(r))
+        .collect();
+    let (base, words, node_members, _) = node_blocks(&layout, &node_of, me);
+    let region = words
+        .checked_mul(8)
+        .ok_or_else(|| GlobalError::Invalid(format!("an array of {len} elements is too large")))
+        .and_then(|bytes| world.region(bytes).map_err(GlobalError::from));
+    // Every rank has its node's memory (or every rank fails).
+    let ok = mesh_mpi::all::<MpiCalls>(comm, region.is_ok(), Some(t))?;
+    let region = region?;
+    if !ok {
+        return Err(GlobalError::Shm(
+            "a rank on another node could not make its node's part of the array".into(),
+        ));
+    }
+    let block = layout.block(me);
+    let mine = &region.words()[base[me].unwrap_or(CTRL_WORDS)..];
+    let net = MpiNet::create(
+        comm,
+        mine.as_ptr() as *mut c_void,
+        (block.end - block.start) as usize,
+        world.nodes() > 1,
+        block_lens(&layout, size),
+        cfg.cache_lines,
+    )?;
+    Ok(GlobalArray {
+        mem: Memory::World {
+            region,
+            job: world.shm_member().cloned(),
+        },
+        layout,
+        rank: me,
+        node_members: node_members as u64,
+        base,
+        net: Some(Box::new(net)),
+        cfg,
+        _t: PhantomData,
+    })
 }
 
 /// An MPI datatype and operation for accumulating elements of `ty` that sit one per

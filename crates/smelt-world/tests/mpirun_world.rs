@@ -1,0 +1,352 @@
+//! Worlds of MPI ranks under `mpirun` (the `mpi` feature): a program written against
+//! rsmpi's `mpi` crate makes a [`World`] from its communicator and runs smelt's
+//! services on it, each checked against the sequential result.
+//!
+//! * `rsmpi_world_one_node`: 4 ranks on one node; tree collectives (checked against
+//!   the sequential sums and against rsmpi's own `all_reduce_into`) and active
+//!   messages (every rank asks every other one, 50 requests each).
+//! * `one_world_emulated_nodes_of_2`: 4 ranks in emulated nodes of 2
+//!   (`SMELT_RANKS_PER_NODE=2`): active messages, aggregation and a global array in
+//!   one world, across the nodes over MPI.
+//! * `a_world_per_half_of_the_ranks`: any communicator makes a world (the even and
+//!   the odd ranks, each a world of its own, with collectives and active messages).
+//!
+//! This file is its own program (`harness = false`): run without
+//! `MPIRUN_WORLD_MEMBER` it starts itself under `mpirun --oversubscribe -np 4` (one
+//! job at a time, killed whole at a limit, its shared-memory directory checked empty
+//! afterwards) and checks every rank's verdict; with it, it is one rank.
+//! `cargo test -p smelt-world --features mpi --test mpirun_world`; without `mpirun`
+//! it says it skips, except under `CI=true`, where it fails.
+
+#[path = "../../../tests/support/mpirun_job.rs"]
+mod mpirun_job;
+#[path = "../../../tests/support/skip.rs"]
+mod skip;
+
+use mpi::collective::SystemOperation;
+use mpi::topology::{Color, Communicator};
+use mpi::traits::*;
+use smelt_mesh::mpi::rsmpi as mpi;
+use smelt_world::agg::{AggConfig, Scheme};
+use smelt_world::am::{Config, Endpoint};
+use smelt_world::global::{Config as ArrayConfig, GlobalArray, Op};
+use smelt_world::{Topology, World, WorldExt, WorldKind};
+use std::time::Duration;
+
+/// Which scenario a rank runs (set by the driver for the job).
+const MEMBER: &str = "MPIRUN_WORLD_MEMBER";
+const LIMIT: Duration = Duration::from_secs(150);
+const T: Duration = Duration::from_secs(60);
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn main() {
+    match std::env::var(MEMBER) {
+        Ok(s) => member(&s),
+        Err(_) => driver(),
+    }
+}
+
+fn ensure(ok: bool, what: impl FnOnce() -> String) -> Res<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(what().into())
+    }
+}
+
+// ---------------------------------------------------------------- the ranks
+
+fn member(scenario: &str) {
+    let (universe, _) =
+        mpi::initialize_with_threading(mpi::Threading::Serialized).expect("MPI initialises once");
+    let comm = universe.world();
+    let r = match scenario {
+        "rsmpi" => rsmpi_world(&comm),
+        "one-world" => one_world(&comm),
+        "halves" => halves(&comm),
+        s => Err(format!("no scenario {s:?}").into()),
+    };
+    match r {
+        Ok(line) => println!("rank {}: ok {line}", comm.rank()),
+        Err(e) => {
+            println!("rank {}: FAILED {e}", comm.rank());
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Every rank asks every other `k` times to add two numbers; returns the sum of the
+/// answers this rank got, checked against the sequential one.
+fn am_exchange(world: &World, k: u64) -> Res<u64> {
+    const ADD: u8 = 1;
+    const SUM: u8 = 2;
+    #[derive(Default)]
+    struct St {
+        served: u64,
+        got: u64,
+        sum: u64,
+    }
+    let (me, n) = (world.rank().index() as u64, world.size() as u64);
+    let mut ep = Endpoint::from_world(world, St::default(), Config::default())?;
+    ep.register(ADD, |s: &mut St, ctx, m| {
+        s.served += 1;
+        ctx.reply(SUM, &[m.args[0] + m.args[1]]).expect("reply")
+    })?;
+    ep.register(SUM, |s: &mut St, _, m| {
+        s.got += 1;
+        s.sum += m.args[0];
+    })?;
+    for i in 0..k {
+        for d in (0..n).filter(|&d| d != me) {
+            ep.request(d as usize, ADD, &[me, i])?;
+        }
+    }
+    let each = k * (n - 1);
+    ep.run_until(T, |s| s.served == each && s.got == each)?;
+    let want = (n - 1) * (k * me + k * (k - 1) / 2);
+    let st = ep.state();
+    ensure(st.sum == want, || {
+        format!("active messages: answers add up to {}, not {want}", st.sum)
+    })?;
+    let sum = st.sum;
+    // Every rank got its answers and answered every request: only then may the
+    // endpoints go (a peer that leaves first is an error for the one still waiting).
+    let m = world.mpi().ok_or("no MPI side")?;
+    smelt_mesh::mpi::barrier::<smelt_mesh::mpi::MpiCalls>(m.comm(), Some(T))?;
+    drop(ep);
+    Ok(sum)
+}
+
+/// Tree collectives and active messages on the world of an rsmpi communicator.
+fn rsmpi_world(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
+    let (r, n) = (comm.rank() as u64, comm.size() as u64);
+    let world = World::from_mpi(comm)?;
+    ensure(
+        world.rank().index() as u64 == r && world.size() as u64 == n,
+        || format!("world rank {} of {}", world.rank(), world.size()),
+    )?;
+    ensure(world.kind() == WorldKind::Mpi, || {
+        format!("a world of {:?}", world.kind())
+    })?;
+    let mut coll = world.collectives(Topology::Auto)?;
+    for round in 0..20u64 {
+        let s = coll.allreduce(r * round + 1, |a, b| a + b)?;
+        let want = round * n * (n - 1) / 2 + n;
+        ensure(s == want, || {
+            format!("allreduce round {round}: {s}, not {want}")
+        })?;
+    }
+    // smelt's allreduce against rsmpi's own and the sequential sum.
+    let mut by_mpi = 0u64;
+    comm.all_reduce_into(&(r * r), &mut by_mpi, SystemOperation::sum());
+    let by_smelt = coll.allreduce(r * r, |a, b| a + b)?;
+    let want: u64 = (0..n).map(|k| k * k).sum();
+    ensure(by_smelt == want && by_mpi == want, || {
+        format!("sum of squares: smelt {by_smelt}, MPI {by_mpi}, sequential {want}")
+    })?;
+    let mut v: Vec<u64> = (0..64).map(|i| i * (r + 1)).collect();
+    coll.allreduce_slice(&mut v, |a, b| a.max(b))?;
+    ensure(
+        v.iter().enumerate().all(|(i, &x)| x == i as u64 * n),
+        || "allreduce_slice(max)".into(),
+    )?;
+    let b = coll.broadcast_word(if r == 0 { 0xfeed } else { 0 })?;
+    ensure(b == 0xfeed, || format!("broadcast gave {b:#x}"))?;
+    if let Some(g) = coll.gather_word(r + 7)? {
+        ensure(g == (0..n).map(|k| k + 7).collect::<Vec<_>>(), || {
+            format!("gather gave {g:?}")
+        })?;
+    }
+    coll.barrier()?;
+    let sum = am_exchange(&world, 50)?;
+    // Nobody leaves while another still waits for it.
+    coll.barrier()?;
+    Ok(format!(
+        "nodes={} kind={:?} collectives am_sum={sum}",
+        world.nodes(),
+        world.kind()
+    ))
+}
+
+/// Active messages, aggregation and a global array in one world of 2 nodes.
+fn one_world(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
+    let world = World::from_mpi(comm)?;
+    let (me, n) = (world.rank().index() as u64, world.size() as u64);
+    let nodes = world.nodes();
+    let m = world.mpi().ok_or("no MPI side")?;
+    ensure(nodes == 2 && m.node_size() == 2, || {
+        format!("{} (expected 2 nodes of 2)", m.describe())
+    })?;
+    // Active messages, to the rank on this node and the two on the other.
+    let am_sum = am_exchange(&world, 50)?;
+    comm.barrier();
+
+    // Aggregation: 2 workers per rank; every worker sends 0..200 round all workers.
+    let workers = 2usize;
+    let cfg = AggConfig::new(Scheme::WPs, 8).buffer_items(16);
+    let ws = smelt_world::agg::from_world(
+        &world,
+        workers,
+        cfg,
+        |_| 0u64,
+        |sum: &mut u64, item: &[u8], _| {
+            *sum += u64::from_le_bytes(item.try_into().expect("8 bytes"));
+        },
+    )?;
+    let total_workers = workers * n as usize;
+    let got: u64 = std::thread::scope(|s| {
+        let hs: Vec<_> = ws
+            .into_iter()
+            .map(|mut wk| {
+                s.spawn(move || -> Result<u64, String> {
+                    for i in 0..200u64 {
+                        wk.insert(&i.to_le_bytes(), i as usize % total_workers)
+                            .map_err(|e| e.to_string())?;
+                    }
+                    wk.terminate(T).map_err(|e| e.to_string())?;
+                    Ok(*wk.state())
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().expect("worker thread"))
+            .sum::<Result<u64, String>>()
+    })?;
+    let mut agg_total = 0u64;
+    comm.all_reduce_into(&got, &mut agg_total, SystemOperation::sum());
+    let want = total_workers as u64 * (0..200u64).sum::<u64>();
+    ensure(agg_total == want, || {
+        format!("aggregation delivered {agg_total}, not {want}")
+    })?;
+
+    // A global array: rank r writes the elements it is given, everybody adds 1 to
+    // every element, then everybody reads the whole array back.
+    let len = 1000u64;
+    let a = GlobalArray::<u64>::from_world(&world, len, ArrayConfig::default())?;
+    let mine: Vec<u64> = (0..len).filter(|i| i % n == me).collect();
+    for &i in &mine {
+        a.put(i, &[i * 10])?;
+    }
+    a.barrier()?;
+    let ones = vec![1u64; len as usize];
+    a.accumulate(0, &ones, Op::Sum)?;
+    a.barrier()?;
+    let mut all = vec![0u64; len as usize];
+    a.get(0, &mut all)?;
+    let bad = (0..len).find(|&i| all[i as usize] != i * 10 + n);
+    ensure(bad.is_none(), || {
+        let i = bad.unwrap_or(0);
+        format!(
+            "global array[{i}] = {}, not {}",
+            all[i as usize],
+            i * 10 + n
+        )
+    })?;
+    a.barrier()?;
+    drop(a);
+    comm.barrier();
+    Ok(format!(
+        "nodes={nodes} am_sum={am_sum} agg_total={agg_total} array=ok"
+    ))
+}
+
+/// Any communicator makes a world: each half of the ranks (even, odd) its own, with
+/// its own collectives and active messages.
+fn halves(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
+    let r = comm.rank() as u64;
+    let half = comm
+        .split_by_color(Color::with_value((r % 2) as i32))
+        .ok_or("no half")?;
+    let world = World::from_mpi(&half)?;
+    ensure(
+        world.rank().index() as i32 == half.rank() && world.size() as i32 == half.size(),
+        || format!("world rank {} of {}", world.rank(), world.size()),
+    )?;
+    let mut coll = world.collectives(Topology::Auto)?;
+    let s = coll.allreduce(r, |a, b| a + b)?;
+    let n = comm.size() as u64;
+    let want: u64 = (0..n).filter(|k| k % 2 == r % 2).sum();
+    ensure(s == want, || {
+        format!("the half's sum of ranks: {s}, not {want}")
+    })?;
+    let am_sum = am_exchange(&world, 20)?;
+    coll.barrier()?;
+    Ok(format!(
+        "half={} size={} sum={s} am_sum={am_sum}",
+        r % 2,
+        world.size()
+    ))
+}
+
+// ---------------------------------------------------------------- the driver
+
+fn driver() {
+    println!();
+    let scenarios: [(&str, &str, &[(&str, &str)], &str); 3] = [
+        ("rsmpi_world_one_node", "rsmpi", &[], "nodes=1"),
+        (
+            "one_world_emulated_nodes_of_2",
+            "one-world",
+            &[("SMELT_RANKS_PER_NODE", "2")],
+            "nodes=2",
+        ),
+        ("a_world_per_half_of_the_ranks", "halves", &[], "half="),
+    ];
+    println!("running {} tests", scenarios.len());
+    if !mpirun_job::have_mpirun("mpirun_world") {
+        println!(
+            "test result: ok. 0 passed; 0 failed; {} ignored",
+            scenarios.len()
+        );
+        return;
+    }
+    let exe = std::env::current_exe().expect("this test's path");
+    let mut failed = Vec::new();
+    for (name, scenario, env, mark) in scenarios {
+        let mut vars = mpirun_job::vars(env);
+        vars.push((MEMBER.to_string(), scenario.to_string()));
+        let run = mpirun_job::run(mpirun_job::Job {
+            np: 4,
+            mpirun_args: &[],
+            prog: &exe,
+            args: &[],
+            vars,
+            clear: mpirun_job::LAYOUT_VARS,
+            shm_prefix: "smelt-world-mpi",
+            limit: LIMIT,
+        });
+        let oks: Vec<&str> = run
+            .stdout
+            .lines()
+            .filter(|l| l.contains(": ok ") && l.contains(mark))
+            .collect();
+        let verdict = if !run.ok() {
+            Some("the job failed")
+        } else if oks.len() != 4 {
+            Some("not every rank said ok")
+        } else if !run.leftovers.is_empty() {
+            Some("shared memory was left behind")
+        } else {
+            None
+        };
+        match verdict {
+            None => println!("test {name} ... ok ({:.1} s)", run.took.as_secs_f64()),
+            Some(why) => {
+                println!("test {name} ... FAILED: {why}");
+                println!("{}", run.show());
+                println!("left in shared memory: {:?}", run.leftovers);
+                failed.push(name);
+            }
+        }
+    }
+    println!();
+    println!(
+        "test result: {}. {} passed; {} failed; 0 ignored",
+        if failed.is_empty() { "ok" } else { "FAILED" },
+        scenarios.len() - failed.len(),
+        failed.len()
+    );
+    if !failed.is_empty() {
+        std::process::exit(1);
+    }
+}
