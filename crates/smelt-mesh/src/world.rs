@@ -378,6 +378,8 @@ impl WorldJob {
 #[derive(Default)]
 struct ThreadsShared {
     table: Mutex<HashMap<u64, Pending>>,
+    /// Signalled when a part's builder finished (or gave up).
+    built: std::sync::Condvar,
 }
 
 /// A service made by one member of a threads world, waiting for the others.
@@ -385,9 +387,30 @@ struct Pending {
     /// The service's fingerprint.
     tag: u64,
     what: String,
-    /// Each rank's part until it takes it.
-    parts: Vec<Option<Box<dyn Any + Send>>>,
+    /// Each rank's part until it takes it (None while the first member builds them,
+    /// outside the table's lock).
+    parts: Option<Vec<Option<Box<dyn Any + Send>>>>,
     left: usize,
+}
+
+/// Removes a slot whose builder did not finish (an error or a panic in `make`), so
+/// that the other members build it themselves instead of waiting for it forever.
+struct Building<'a> {
+    shared: &'a ThreadsShared,
+    seq: u64,
+    done: bool,
+}
+
+impl Drop for Building<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let mut table = self.shared.table.lock().unwrap_or_else(|e| e.into_inner());
+            if table.get(&self.seq).is_some_and(|p| p.parts.is_none()) {
+                table.remove(&self.seq);
+            }
+            self.shared.built.notify_all();
+        }
+    }
 }
 
 enum Backend {
@@ -828,46 +851,77 @@ impl World {
         let (tag, _) = self.next(what, 0)?;
         let seq = self.made.lock().unwrap_or_else(|e| e.into_inner()).count - 1;
         let n = self.size();
-        let mut table = shared.table.lock().unwrap_or_else(|e| e.into_inner());
-        let p = match table.entry(seq) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                // Built under the lock: the other members wait for it (a short while:
-                // rings and meshes are made in microseconds).
-                let parts = make()?;
-                if parts.len() != n {
-                    return Err(WorldError::Invalid(format!(
-                        "{what}: {} parts made for {n} members",
-                        parts.len()
-                    )));
-                }
-                e.insert(Pending {
-                    tag,
-                    what: what.to_string(),
-                    parts: parts
-                        .into_iter()
-                        .map(|p| Some(Box::new(p) as Box<dyn Any + Send>))
-                        .collect(),
-                    left: n,
-                })
-            }
-        };
-        if p.tag != tag {
-            return Err(WorldError::Mismatch(format!(
-                "member {} made {what} where another member made {}: every member must make the same services in the same order",
-                self.rank, p.what
-            )));
-        }
-        let part = p.parts[self.rank.index()].take().ok_or_else(|| {
+        let mismatch = |theirs: &str| {
             WorldError::Mismatch(format!(
-                "member {} took its part of {what} twice",
+                "member {} made {what} where another member made {theirs}: every member must make the same services in the same order",
                 self.rank
             ))
-        })?;
+        };
+        let mut make = Some(make);
+        let mut table = shared.table.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            match table.get(&seq) {
+                Some(p) if p.tag != tag => return Err(mismatch(&p.what)),
+                Some(p) if p.parts.is_some() => break,
+                // Another member is building the parts.
+                Some(_) => {
+                    table = shared.built.wait(table).unwrap_or_else(|e| e.into_inner());
+                }
+                None => {
+                    // Build outside the lock (`make` may take a while, or make things
+                    // of its own); the others wait for this slot only.
+                    table.insert(
+                        seq,
+                        Pending {
+                            tag,
+                            what: what.to_string(),
+                            parts: None,
+                            left: n,
+                        },
+                    );
+                    drop(table);
+                    let mut guard = Building {
+                        shared,
+                        seq,
+                        done: false,
+                    };
+                    // At most once per member: the slot then holds its parts.
+                    let make = make.take().expect("one build per member");
+                    let parts = make()?;
+                    if parts.len() != n {
+                        return Err(WorldError::Invalid(format!(
+                            "{what}: {} parts made for {n} members",
+                            parts.len()
+                        )));
+                    }
+                    table = shared.table.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(p) = table.get_mut(&seq) {
+                        p.parts = Some(
+                            parts
+                                .into_iter()
+                                .map(|p| Some(Box::new(p) as Box<dyn Any + Send>))
+                                .collect(),
+                        );
+                    }
+                    guard.done = true;
+                    shared.built.notify_all();
+                }
+            }
+        }
+        let p = table.get_mut(&seq).expect("checked above");
+        let part = p.parts.as_mut().expect("checked above")[self.rank.index()]
+            .take()
+            .ok_or_else(|| {
+                WorldError::Mismatch(format!(
+                    "member {} took its part of {what} twice",
+                    self.rank
+                ))
+            })?;
         p.left -= 1;
         if p.left == 0 {
             table.remove(&seq);
         }
+        drop(table);
         part.downcast::<T>().map(|b| *b).map_err(|_| {
             WorldError::Mismatch(format!(
                 "member {}: {what} was made with another type by another member",
@@ -1113,6 +1167,8 @@ impl Link for WorldLink {
     #[inline]
     fn try_send(&mut self, tag: u64, msg: &[u8]) -> Result<(), TransportError> {
         match Link::try_send(&mut self.ep, tag, msg) {
+            // Between threads: no liveness to check, and no call on the hot path.
+            Err(TransportError::Full) if self.watch.is_none() => Err(TransportError::Full),
             Err(TransportError::Full) => match self.peer_dead() {
                 Some(e) => Err(e),
                 None => Err(TransportError::Full),
@@ -1149,6 +1205,8 @@ impl Link for WorldLink {
     #[inline]
     fn try_recv(&mut self, buf: &mut [u8]) -> Result<(u64, usize), TransportError> {
         match Link::try_recv(&mut self.ep, buf) {
+            // Between threads: no liveness to check, and no call on the hot path.
+            Err(TransportError::Empty) if self.watch.is_none() => Err(TransportError::Empty),
             Err(TransportError::Empty) => match self.peer_dead() {
                 // Dead: nothing more will be published; take what it published before.
                 Some(e) => match Link::try_recv(&mut self.ep, buf) {

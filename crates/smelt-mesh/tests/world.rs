@@ -111,6 +111,40 @@ fn builder_gives_cpus_nodes_model_and_attributes() {
 }
 
 #[test]
+fn hand_out_builds_once_and_gives_each_member_its_part() {
+    let builds = std::sync::atomic::AtomicUsize::new(0);
+    let out = World::run(World::threads(8).unwrap(), |w| {
+        let a: String = w
+            .hand_out("names", || {
+                builds.fetch_add(1, Ordering::Relaxed);
+                // Slow enough that the other members wait for it.
+                std::thread::sleep(Duration::from_millis(20));
+                Ok((0..8).map(|r| format!("part {r}")).collect())
+            })
+            .unwrap();
+        // A builder that fails leaves the slot to the next member, never a hang.
+        let b: Result<u8, _> =
+            w.hand_out("failing", || Err(WorldError::Invalid("no parts".into())));
+        (a, b.is_err())
+    })
+    .unwrap();
+    assert_eq!(builds.load(Ordering::Relaxed), 1);
+    for (r, (a, failed)) in out.into_iter().enumerate() {
+        assert_eq!(a, format!("part {r}"));
+        assert!(failed);
+    }
+    let job = WorldBuilder::new(1)
+        .arena(1 << 20)
+        .create_job(false)
+        .unwrap();
+    let w = job.join(Rank(0)).unwrap();
+    assert!(matches!(
+        w.hand_out("x", || Ok(vec![1u8])),
+        Err(WorldError::Invalid(_))
+    ));
+}
+
+#[test]
 fn members_that_make_different_services_get_a_mismatch() {
     let out = World::run(World::threads(2).unwrap(), |w| {
         if w.rank() == Rank(0) {
