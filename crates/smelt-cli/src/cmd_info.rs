@@ -44,9 +44,21 @@ fn tuning(model: &smelt_model::Model) -> Value {
 }
 
 pub fn run(a: InfoArgs) -> Result<()> {
+    let report = info(a.all)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    crate::common::print_text(&text(&report));
+    Ok(())
+}
+
+/// What `smelt info --json` prints: the build, the host's model and tuning file, and
+/// the settings (`all`: every one, else those a user sets or has set).
+fn info(all: bool) -> Result<Value> {
     let settings: Vec<Value> = smelt_settings::report()
         .into_iter()
-        .filter(|c| a.all || c.setting.audience == Audience::User || c.value.is_some())
+        .filter(|c| all || c.setting.audience == Audience::User || c.value.is_some())
         .map(|c| {
             json!({
                 "name": c.setting.name,
@@ -83,10 +95,11 @@ pub fn run(a: InfoArgs) -> Result<()> {
         "tuning_file": tuning(&model),
         "settings": settings,
     });
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
-    }
+    Ok(report)
+}
+
+/// The human form of [`info`]'s report.
+fn text(report: &Value) -> String {
     let mut s = String::new();
     let b = &report["build"];
     let _ = writeln!(
@@ -112,8 +125,12 @@ pub fn run(a: InfoArgs) -> Result<()> {
     let _ = writeln!(
         s,
         "  MPI interposer:               {}",
-        match &mpi_lib {
-            Some((p, from)) => format!("{} ({from})", p.display()),
+        match b["mpi_interposer"].as_object() {
+            Some(o) => format!(
+                "{} ({})",
+                o["path"].as_str().unwrap_or(""),
+                o["found"].as_str().unwrap_or("")
+            ),
             None => "not found (cargo build --release -p smelt-mpi --features mpi)".into(),
         }
     );
@@ -139,7 +156,7 @@ pub fn run(a: InfoArgs) -> Result<()> {
         report["tuning_file"]["state"].as_str().unwrap_or("")
     );
     let _ = writeln!(s, "settings (environment variables):");
-    for v in &settings {
+    for v in report["settings"].as_array().into_iter().flatten() {
         let value = match v["value"].as_str() {
             Some(x) => format!("{x}  [environment]"),
             None => match v["default"].as_str() {
@@ -159,6 +176,5 @@ pub fn run(a: InfoArgs) -> Result<()> {
             let _ = writeln!(s, "  {:<24}   REFUSED: {p}", "");
         }
     }
-    crate::common::print_text(&s);
-    Ok(())
+    s
 }

@@ -59,88 +59,16 @@ pub fn run(a: &KvsArgs) -> Result<()> {
     };
     let model = load_model(path)?;
     let (protocol, tree) = crate::cmd_kvs::protocol_and_tree(a)?;
-    let all = sim::setups(protocol, tree);
-    let mut setups = Vec::new();
-    let mut raft_asked = false;
-    for s in &a.setups {
-        let s = s.trim().to_ascii_lowercase();
-        if s == "raft" {
-            raft_asked = true;
-            continue;
-        }
-        let Some(x) = all.iter().find(|x| x.name == s) else {
-            bail!("--setups: unknown setup '{s}' (known: tree, sequential, broadcast, raft)");
-        };
-        if setups.iter().any(|y: &sim::Setup| y.name == x.name) {
-            bail!("--setups: '{s}' is listed twice");
-        }
-        setups.push(*x);
-    }
-    if setups.is_empty() {
-        bail!("--setups: nothing to simulate (the simulated setups are tree, sequential, broadcast; raft is not simulated)");
-    }
-    if raft_asked && a.setups.len() < 4 {
-        crate::common::warn("--setups raft: the Raft store is not simulated; left out");
-    }
+    let setups = sim_setups(a, protocol, tree)?;
     if a.get_ratio >= 1.0 {
         bail!("--get-ratio {}: the simulation predicts sets, so some operations must be sets (below 1)", a.get_ratio);
     }
-    let cpus = model.len();
-    let replica_counts = if a.replicas.is_empty() {
-        sim::default_replica_counts(&model)
-    } else {
-        a.replicas.clone()
-    };
-    for &r in &replica_counts {
-        if r > cpus {
-            bail!(
-                "--replicas {r}: the machine of {} has {cpus} CPUs (at most one replica per CPU)",
-                path.display()
-            );
-        }
-    }
+    let replica_counts = replica_counts(a, &model, path)?;
     let mut nodes = model.node_ids();
     nodes.sort_unstable();
     nodes.dedup();
-    let mut rows: Vec<(String, SimResult)> = Vec::new();
-    let mut ratios = Vec::new();
-    for &r in &replica_counts {
-        let clients: Vec<usize> = if a.clients.is_empty() {
-            vec![2 * r]
-        } else {
-            a.clients.clone()
-        };
-        for m in clients {
-            let mut base = SimConfig::new(r, m);
-            base.protocol = protocol;
-            base.topology = tree;
-            base.get_ratio = a.get_ratio;
-            base.keys = a.keys as u64;
-            base.key_len = a.key_len;
-            base.value_len = a.value_len;
-            base.seed = a.seed;
-            let mut here: Vec<(String, SimResult)> = Vec::new();
-            for s in &setups {
-                let mut c = base.clone();
-                c.protocol = s.protocol;
-                c.topology = s.topology;
-                let res = sim::simulate(&model, &c)
-                    .map_err(|e| anyhow::anyhow!("{} replicas, {m} clients, {}: {e}", r, s.name))?;
-                here.push((s.name.to_string(), res));
-            }
-            let find = |n: &str| here.iter().find(|x| x.0 == n).map(|x| &x.1);
-            if let (Some(t), Some(q)) = (find("tree"), find("sequential")) {
-                ratios.push(Ratio {
-                    replicas: r,
-                    clients: m,
-                    throughput: t.set_per_sec / q.set_per_sec,
-                    mean: t.set_mean_ns / q.set_mean_ns,
-                    p50: t.set_p50_ns / q.set_p50_ns,
-                });
-            }
-            rows.extend(here);
-        }
-    }
+    let (rows, ratios) = simulate(a, &model, &setups, &replica_counts, (protocol, tree))?;
+    let cpus = model.len();
     if a.json {
         let out = json!({
             "simulated": true,
@@ -168,7 +96,7 @@ pub fn run(a: &KvsArgs) -> Result<()> {
         let _ = writeln!(o, "{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
-    let mut t = format!(
+    let head = format!(
         "smelt kvs --simulate: {} ({cpus} CPUs, {} nodes), {} over {}, {:.0}% gets, {} keys\n\
          predicted by a discrete-event simulation of the model's send/receive costs \
          (replicas one per node in turn, clients beside their replica)\n\n",
@@ -179,6 +107,115 @@ pub fn run(a: &KvsArgs) -> Result<()> {
         a.get_ratio * 100.0,
         a.keys
     );
+    crate::common::print_text(&(head + &table(&rows, &ratios)));
+    Ok(())
+}
+
+/// `--setups` of the simulation (raft is not simulated: left out with a warning).
+fn sim_setups(
+    a: &KvsArgs,
+    protocol: smelt_kvs::Protocol,
+    tree: smelt_tree::Topology,
+) -> Result<Vec<sim::Setup>> {
+    let all = sim::setups(protocol, tree);
+    let mut setups = Vec::new();
+    let mut raft_asked = false;
+    for s in &a.setups {
+        let s = s.trim().to_ascii_lowercase();
+        if s == "raft" {
+            raft_asked = true;
+            continue;
+        }
+        let Some(x) = all.iter().find(|x| x.name == s) else {
+            bail!("--setups: unknown setup '{s}' (known: tree, sequential, broadcast, raft)");
+        };
+        if setups.iter().any(|y: &sim::Setup| y.name == x.name) {
+            bail!("--setups: '{s}' is listed twice");
+        }
+        setups.push(*x);
+    }
+    if setups.is_empty() {
+        bail!("--setups: nothing to simulate (the simulated setups are tree, sequential, broadcast; raft is not simulated)");
+    }
+    if raft_asked && a.setups.len() < 4 {
+        crate::common::warn("--setups raft: the Raft store is not simulated; left out");
+    }
+    Ok(setups)
+}
+
+/// `--replicas` (default: the model's), each at most one per CPU.
+fn replica_counts(a: &KvsArgs, model: &Model, path: &Path) -> Result<Vec<usize>> {
+    let cpus = model.len();
+    let replica_counts = if a.replicas.is_empty() {
+        sim::default_replica_counts(&model)
+    } else {
+        a.replicas.clone()
+    };
+    for &r in &replica_counts {
+        if r > cpus {
+            bail!(
+                "--replicas {r}: the machine of {} has {cpus} CPUs (at most one replica per CPU)",
+                path.display()
+            );
+        }
+    }
+    Ok(replica_counts)
+}
+
+/// Simulates every setup for every replica count and client count: the rows, and the
+/// tree over sequential sending where both ran.
+fn simulate(
+    a: &KvsArgs,
+    model: &Model,
+    setups: &[sim::Setup],
+    replica_counts: &[usize],
+    (protocol, tree): (smelt_kvs::Protocol, smelt_tree::Topology),
+) -> Result<(Vec<(String, SimResult)>, Vec<Ratio>)> {
+    let mut rows: Vec<(String, SimResult)> = Vec::new();
+    let mut ratios = Vec::new();
+    for &r in replica_counts {
+        let clients: Vec<usize> = if a.clients.is_empty() {
+            vec![2 * r]
+        } else {
+            a.clients.clone()
+        };
+        for m in clients {
+            let mut base = SimConfig::new(r, m);
+            base.protocol = protocol;
+            base.topology = tree;
+            base.get_ratio = a.get_ratio;
+            base.keys = a.keys as u64;
+            base.key_len = a.key_len;
+            base.value_len = a.value_len;
+            base.seed = a.seed;
+            let mut here: Vec<(String, SimResult)> = Vec::new();
+            for s in setups {
+                let mut c = base.clone();
+                c.protocol = s.protocol;
+                c.topology = s.topology;
+                let res = sim::simulate(model, &c)
+                    .map_err(|e| anyhow::anyhow!("{} replicas, {m} clients, {}: {e}", r, s.name))?;
+                here.push((s.name.to_string(), res));
+            }
+            let find = |n: &str| here.iter().find(|x| x.0 == n).map(|x| &x.1);
+            if let (Some(t), Some(q)) = (find("tree"), find("sequential")) {
+                ratios.push(Ratio {
+                    replicas: r,
+                    clients: m,
+                    throughput: t.set_per_sec / q.set_per_sec,
+                    mean: t.set_mean_ns / q.set_mean_ns,
+                    p50: t.set_p50_ns / q.set_p50_ns,
+                });
+            }
+            rows.extend(here);
+        }
+    }
+    Ok((rows, ratios))
+}
+
+/// The table of the simulated rows and ratios.
+fn table(rows: &[(String, SimResult)], ratios: &[Ratio]) -> String {
+    let mut t = String::new();
     t.push_str(&format!(
         "{:>8} {:>7} {:<11} {:>12} {:>10} {:>10} {:>10} {:>12} {:>6}\n",
         "replicas",
@@ -195,7 +232,7 @@ pub fn run(a: &KvsArgs) -> Result<()> {
         "{:>8} {:>7} {:<11} {:>12} {:>10} {:>10} {:>10} {:>12} {:>6}\n",
         "", "", "", "", "µs", "µs", "µs", "", ""
     ));
-    for (s, r) in &rows {
+    for (s, r) in rows {
         t.push_str(&format!(
             "{:>8} {:>7} {:<11} {:>12.0} {:>10} {:>10} {:>10} {:>12.0} {:>6}\n",
             r.replicas,
@@ -214,13 +251,12 @@ pub fn run(a: &KvsArgs) -> Result<()> {
             "\ntree vs sequential sending\n{:>8} {:>7} {:>15} {:>14} {:>13}\n",
             "replicas", "clients", "set throughput", "set mean time", "set p50 time"
         ));
-        for x in &ratios {
+        for x in ratios {
             t.push_str(&format!(
                 "{:>8} {:>7} {:>14.2}x {:>13.2}x {:>12.2}x\n",
                 x.replicas, x.clients, x.throughput, x.mean, x.p50
             ));
         }
     }
-    crate::common::print_text(&t);
-    Ok(())
+    t
 }

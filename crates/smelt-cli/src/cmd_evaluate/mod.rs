@@ -154,21 +154,7 @@ pub fn evaluate(a: EvaluateArgs) -> Result<()> {
         )),
         None => None,
     };
-    let (members, root) = match &file_tree {
-        Some((p, t)) => {
-            let cpus: Vec<u32> = t.members.iter().map(|c| c.get()).collect();
-            let members = model
-                .positions(&cpus)
-                .map_err(|e| anyhow::anyhow!("--tree: {}: {e}", p.display()))?;
-            let root = members[t.root.index()];
-            (members, Some(root))
-        }
-        None => {
-            let members = group(&model, a.cpus.as_deref())?;
-            let root = root_pos(&model, &members, a.root)?;
-            (members, root)
-        }
-    };
+    let (members, root) = members_and_root(&model, &a, file_tree.as_ref())?;
     if a.optimum {
         return evaluate_optimum(&model, &members, root, &a);
     }
@@ -207,29 +193,7 @@ pub fn evaluate(a: EvaluateArgs) -> Result<()> {
         None => None,
     };
     if let Some(plot) = &a.plot {
-        let smelt: Vec<&Row> = rows.iter().filter(|r| !r.topology.is_static()).collect();
-        let chart = BarChart {
-            title: format!(
-                "{}: speedup over the best static tree",
-                machine_name(&model, a.model.as_deref().unwrap_or(Path::new("model")))
-            ),
-            y_label: "speedup".into(),
-            groups: Op::SIMULATED.iter().map(|o| o.name().to_string()).collect(),
-            series: smelt
-                .iter()
-                .map(|r| {
-                    (
-                        r.topology.to_string(),
-                        Op::SIMULATED
-                            .iter()
-                            .map(|&o| speedup(&rows, r, o).unwrap_or(f64::NAN))
-                            .collect(),
-                    )
-                })
-                .collect(),
-            reference: Some(1.0),
-        };
-        render(&chart, plot).map_err(|e| anyhow::anyhow!("--plot: {e}"))?;
+        plot_speedups(&model, &rows, a.model.as_deref(), plot)?;
     }
     if a.json {
         let mut v = group_json(&model, &rows);
@@ -249,6 +213,65 @@ pub fn evaluate(a: EvaluateArgs) -> Result<()> {
         s.push_str(&correlation_text(file, c));
     }
     emit(None, &s)
+}
+
+/// The group evaluated: the members of `--tree`'s file (and its root), else `--cpus`
+/// of the model (and `--root`).
+fn members_and_root(
+    model: &Model,
+    a: &EvaluateArgs,
+    file_tree: Option<&(&PathBuf, Tree)>,
+) -> Result<(Vec<usize>, Option<usize>)> {
+    Ok(match file_tree {
+        Some((p, t)) => {
+            let cpus: Vec<u32> = t.members.iter().map(|c| c.get()).collect();
+            let members = model
+                .positions(&cpus)
+                .map_err(|e| anyhow::anyhow!("--tree: {}: {e}", p.display()))?;
+            let root = members[t.root.index()];
+            (members, Some(root))
+        }
+        None => {
+            let members = group(model, a.cpus.as_deref())?;
+            let root = root_pos(model, &members, a.root)?;
+            (members, root)
+        }
+    })
+}
+
+/// `--plot`: smelt's trees' speedup over the best static tree, per operation.
+fn plot_speedups(
+    model: &Model,
+    rows: &[Row],
+    model_path: Option<&Path>,
+    plot: &Path,
+) -> Result<()> {
+    {
+        let smelt: Vec<&Row> = rows.iter().filter(|r| !r.topology.is_static()).collect();
+        let chart = BarChart {
+            title: format!(
+                "{}: speedup over the best static tree",
+                machine_name(model, model_path.unwrap_or(Path::new("model")))
+            ),
+            y_label: "speedup".into(),
+            groups: Op::SIMULATED.iter().map(|o| o.name().to_string()).collect(),
+            series: smelt
+                .iter()
+                .map(|r| {
+                    (
+                        r.topology.to_string(),
+                        Op::SIMULATED
+                            .iter()
+                            .map(|&o| speedup(rows, r, o).unwrap_or(f64::NAN))
+                            .collect(),
+                    )
+                })
+                .collect(),
+            reference: Some(1.0),
+        };
+        render(&chart, plot).map_err(|e| anyhow::anyhow!("--plot: {e}"))?;
+    }
+    Ok(())
 }
 
 fn machine_name(model: &Model, path: &Path) -> String {
