@@ -950,6 +950,11 @@ impl World {
                     "a link between members {a} and {b} in a world of {n}"
                 )));
             }
+            // Every member sees every pair: all refuse a link across nodes alike.
+            #[cfg(feature = "mpi")]
+            if let Some(m) = &self.mpi {
+                m.check_pair(a, b)?;
+            }
         }
         if capacity == 0 || capacity > smelt_transport::MAX_CAPACITY {
             return Err(WorldError::Invalid(format!(
