@@ -3,7 +3,7 @@
 use crate::config::{KvsError, StoreConfig};
 use crate::wire::{self, tag, untag, Kind};
 use smelt_mesh::mesh::{Mesh, MeshError};
-use smelt_mesh::mesh_job::ShmLink;
+use smelt_mesh::world::WorldLink;
 use smelt_mesh::Rank;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -40,7 +40,7 @@ pub struct Client {
 #[derive(Debug)]
 pub(crate) enum ClientMesh {
     Threads(Mesh),
-    Processes(Mesh<ShmLink>),
+    Processes(Mesh<WorldLink>),
 }
 
 impl ClientMesh {

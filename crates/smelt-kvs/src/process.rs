@@ -1,11 +1,15 @@
-//! Replicas as processes: each replica runs in a process of its own, linked to the
-//! others, to the clients and to the store's control member by queuepairs in shared
-//! memory ([`smelt_mesh::mesh_job`]). The protocols, trees, failover and the client
-//! API are those of thread replicas; the clients and the control member stay in the
-//! process that started the store.
+//! Replicas as processes: each replica is a member of the store's world (a process
+//! job of [`smelt_mesh::world`]: one segment, the job's environment encoding
+//! `SMELT_JOB`/`SMELT_JOB_KEY`/`SMELT_RANK`, the store's description in the world's
+//! attribute [`WORLD_ATTRIBUTE`]), linked to the others, to the clients and to the
+//! store's control member by the world's mesh ([`World::mesh`], one collective call
+//! every member makes alike). The protocols, trees, failover and the client API are
+//! those of thread replicas; the clients and the control member are members of the
+//! same world in the process that started the store.
 //!
-//! A replica process is a program started with the variables of the store's mesh job
-//! and [`ENV_REPLICA`]; it calls [`run_replica_from_env`], which joins, serves until
+//! A replica process is a program started with its member's environment and
+//! [`ENV_REPLICA`]; it calls [`run_replica_from_env`] (or
+//! [`run_replica_from_env_with`]), which joins the world as its member, serves until
 //! the store closes (or its process is killed), and writes its
 //! [`ReplicaReport`](crate::ReplicaReport) to its standard output as one JSON line.
 //! `smelt kvs-replica` (the hidden subcommand `smelt kvs --processes` uses) and the
@@ -18,7 +22,7 @@ use crate::replica::{Layout, Replica, ReplicaReport};
 use serde::{Deserialize, Serialize};
 use smelt_mesh::launch;
 use smelt_mesh::mesh::Mesh;
-use smelt_mesh::mesh_job::{self, MeshJob, ShmLink};
+use smelt_mesh::world::{MeshSpec, World, WorldBuilder, WorldJob, WorldLink};
 use smelt_mesh::{Rank, WaitPolicy};
 use smelt_plan::Shape;
 use smelt_transport::allowed_cpus;
@@ -30,6 +34,9 @@ use std::time::{Duration, Instant};
 
 /// Environment variable set (to the replica's index) for a replica process.
 pub const ENV_REPLICA: &str = smelt_settings::KVS_REPLICA;
+
+/// The world attribute that carries the store's description to its replica members.
+pub const WORLD_ATTRIBUTE: &str = "smelt-kvs";
 
 /// Most replicas a store of processes may have.
 pub const MAX_PROCESS_REPLICAS: usize = 256;
@@ -99,8 +106,28 @@ struct Blob {
     link_timeout_ns: u64,
     keep_log: bool,
     failover: bool,
-    wait: Option<[u64; 4]>,
+    /// The wait policy of every member's links (spin, yield, first and longest park).
+    wait: [u64; 4],
     cpus: Option<Vec<u32>>,
+    /// The world mesh's links (rank pairs) and slots per ring: every member makes the
+    /// same mesh.
+    links: Vec<(usize, usize)>,
+    capacity: usize,
+}
+
+impl Blob {
+    /// The mesh every member of the store's world makes.
+    fn mesh_spec(&self) -> MeshSpec {
+        let [s, y, pi, pm] = self.wait;
+        MeshSpec::pairs(self.links.iter().map(|&(a, b)| (Rank(a), Rank(b))))
+            .capacity(self.capacity)
+            .wait_policy(WaitPolicy {
+                spin_polls: s as u32,
+                yield_polls: y as u32,
+                park_initial: Duration::from_nanos(pi),
+                park_max: Duration::from_nanos(pm),
+            })
+    }
 }
 
 /// True if this process was started as a store's replica ([`ENV_REPLICA`] is set).
@@ -138,24 +165,22 @@ pub fn run_replica_from_env_with(shape: ShapeReader) -> Result<(), KvsError> {
             "{ENV_REPLICA} is not set: replica processes are started by a store (Deployment::Processes, smelt kvs --processes)"
         )));
     }
-    let (mut mesh, blob) = mesh_job::join_from_env(None).map_err(|e| bad(&e))?;
-    let b: Blob = serde_json::from_slice(&blob)
+    let world = World::from_env().map_err(|e| bad(&e))?;
+    let text = world.attribute(WORLD_ATTRIBUTE).ok_or_else(|| {
+        bad(&format!(
+            "the world has no '{WORLD_ATTRIBUTE}' attribute: it is not a store's"
+        ))
+    })?;
+    let b: Blob = serde_json::from_str(text)
         .map_err(|e| bad(&format!("the store's description is unreadable: {e}")))?;
-    let me = mesh.rank().index();
+    let me = world.rank().index();
     if me >= b.replicas {
         return Err(bad(&format!(
             "rank {me} is not a replica (0..{})",
             b.replicas
         )));
     }
-    if let Some([s, y, pi, pm]) = b.wait {
-        mesh.set_wait_policy(WaitPolicy {
-            spin_polls: s as u32,
-            yield_polls: y as u32,
-            park_initial: Duration::from_nanos(pi),
-            park_max: Duration::from_nanos(pm),
-        });
-    }
+    let mesh = world.mesh(&b.mesh_spec()).map_err(|e| bad(&e))?;
     let protocol: Protocol = b.protocol.parse().map_err(|e: String| bad(&e))?;
     let spec = match b.tree {
         BlobTree::Shaped(text) => TreeSpec::Shaped(shape(&text).map_err(|e| bad(&e))?),
@@ -197,6 +222,7 @@ pub fn run_replica_from_env_with(shape: ShapeReader) -> Result<(), KvsError> {
         Arc::new(spec),
     );
     let mut report = rep.run();
+    drop(world);
     report.pinned = pinned;
     let line = serde_json::to_string(&report).map_err(|e| bad(&e))?;
     use std::io::Write as _;
@@ -210,10 +236,12 @@ pub fn run_replica_from_env_with(shape: ShapeReader) -> Result<(), KvsError> {
 #[derive(Debug)]
 pub(crate) struct Processes {
     /// The store's control member.
-    pub(crate) control: Mesh<ShmLink>,
+    pub(crate) control: Mesh<WorldLink>,
     /// Each replica's process (shared with the thread that reads its report).
     children: Vec<Arc<Mutex<Child>>>,
-    job: MeshJob,
+    job: WorldJob,
+    /// The clients' and the control member's worlds (this process's members).
+    _members: Vec<World>,
     readers: Vec<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -319,7 +347,7 @@ impl Processes {
         links: &[(Rank, Rank)],
         tx: mpsc::Sender<ReplicaReport>,
         rx: &mpsc::Receiver<ReplicaReport>,
-    ) -> Result<(Processes, Vec<Mesh<ShmLink>>), KvsError> {
+    ) -> Result<(Processes, Vec<Mesh<WorldLink>>), KvsError> {
         let Deployment::Processes { program, args } = &cfg.deployment else {
             return Err(KvsError::Config("not a store of processes".into()));
         };
@@ -358,34 +386,48 @@ impl Processes {
             link_timeout_ns: cfg.link_timeout.as_nanos().min(u64::MAX as u128) as u64,
             keep_log: cfg.keep_log,
             failover: cfg.failover,
-            wait: cfg.wait.map(|w| {
+            wait: {
+                let w = wait_of(cfg, lay.size());
                 [
                     w.spin_polls as u64,
                     w.yield_polls as u64,
                     w.park_initial.as_nanos() as u64,
                     w.park_max.as_nanos() as u64,
                 ]
-            }),
+            },
             cpus: cfg.replica_cpus.clone(),
+            links: links.iter().map(|&(a, b)| (a.index(), b.index())).collect(),
+            capacity: cfg.capacity,
         };
-        let blob = serde_json::to_vec(&blob).map_err(|e| KvsError::Config(e.to_string()))?;
+        let spec = blob.mesh_spec();
+        let text = serde_json::to_string(&blob).map_err(|e| KvsError::Config(e.to_string()))?;
         let size = lay.size();
-        let job = MeshJob::create(size, links, cfg.capacity, &blob)
+        let job = WorldBuilder::new(size)
+            .attribute(WORLD_ATTRIBUTE, &text)
+            .create_job(false)
             .map_err(|e| KvsError::Config(format!("replica processes: {e}")))?;
-        let wait = wait_of(cfg, size);
-        let join = |rank: usize| {
-            job.join(Rank(rank), wait, None)
-                .map_err(|e| KvsError::Config(format!("replica processes: member {rank}: {e}")))
+        // This process's members (the clients, then the control member) join the world
+        // and make their part of its mesh.
+        let mut members = Vec::with_capacity(lay.clients + 1);
+        let mut join = |rank: Rank| {
+            let bad = |e: &dyn std::fmt::Display| {
+                KvsError::Config(format!("replica processes: member {rank}: {e}"))
+            };
+            let w = job.join(rank).map_err(|e| bad(&e))?;
+            let mesh = w.mesh(&spec).map_err(|e| bad(&e))?;
+            members.push(w);
+            Ok::<_, KvsError>(mesh)
         };
         let mut clients = Vec::with_capacity(lay.clients);
         for c in 0..lay.clients {
-            clients.push(join(lay.client_rank(c).index())?);
+            clients.push(join(lay.client_rank(c))?);
         }
-        let control = join(lay.control().index())?;
+        let control = join(lay.control())?;
         let mut procs = Processes {
             control,
             children: Vec::with_capacity(lay.replicas),
             job,
+            _members: members,
             readers: Vec::new(),
         };
         // The one launcher of member processes (smelt_mesh::launch, as `smelt launch`
