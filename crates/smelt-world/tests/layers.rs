@@ -89,6 +89,21 @@ fn the_services_depend_on_the_mesh_layer_only() {
     }
 }
 
+/// The runtime (collectives over a mesh) is handed a ready tree and algorithm table
+/// (`smelt-plan`): it compiles no model crate, and no tree, probe, hwloc or plotting
+/// crate either.
+#[test]
+fn the_runtime_depends_on_no_model_or_tree_crate() {
+    let deps = closure("smelt-runtime");
+    assert!(
+        deps.contains("smelt-plan") && deps.contains("smelt-mesh"),
+        "{deps:?}"
+    );
+    for f in ["smelt-tree", "smelt-model", "smelt-probe", "hwlocality", "plotters"] {
+        assert!(!deps.contains(f), "smelt-runtime depends on {f} (all: {deps:?})");
+    }
+}
+
 #[test]
 fn the_manifest_reader_sees_what_it_must() {
     let m = "[package]\nname = \"x\"\n[dependencies]\nsmelt-mesh.workspace = true\n\
