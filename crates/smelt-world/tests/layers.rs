@@ -99,8 +99,17 @@ fn the_runtime_depends_on_no_model_or_tree_crate() {
         deps.contains("smelt-plan") && deps.contains("smelt-mesh"),
         "{deps:?}"
     );
-    for f in ["smelt-tree", "smelt-model", "smelt-probe", "hwlocality", "plotters"] {
-        assert!(!deps.contains(f), "smelt-runtime depends on {f} (all: {deps:?})");
+    for f in [
+        "smelt-tree",
+        "smelt-model",
+        "smelt-probe",
+        "hwlocality",
+        "plotters",
+    ] {
+        assert!(
+            !deps.contains(f),
+            "smelt-runtime depends on {f} (all: {deps:?})"
+        );
     }
 }
 
