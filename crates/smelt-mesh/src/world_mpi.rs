@@ -142,6 +142,18 @@ impl MpiWorld {
         }
     }
 
+    /// Ok when members `a` and `b` share a node (a link between them can be carved
+    /// from its segment).
+    pub(super) fn check_pair(&self, a: Rank, b: Rank) -> Result<(), WorldError> {
+        if self.same_node(a, b) {
+            Ok(())
+        } else {
+            Err(WorldError::Invalid(format!(
+                "members {a} and {b} are on different nodes of an MPI world: only the members of a node share memory (tree collectives across nodes: smelt_world::mpi::collectives; other traffic over MPI, MpiWorld::comm)"
+            )))
+        }
+    }
+
     /// Whether members `a` and `b` are on one node.
     pub(super) fn same_node(&self, a: Rank, b: Rank) -> bool {
         let p = &self.nodes.layout.place;

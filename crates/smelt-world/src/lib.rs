@@ -37,6 +37,9 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "mpi")]
+pub mod mpi;
+
 pub use smelt_agg as agg;
 pub use smelt_am as am;
 pub use smelt_global as global;

@@ -6,8 +6,9 @@
 //!   the sequential sums and against rsmpi's own `all_reduce_into`) and active
 //!   messages (every rank asks every other one, 50 requests each).
 //! * `one_world_emulated_nodes_of_2`: 4 ranks in emulated nodes of 2
-//!   (`SMELT_RANKS_PER_NODE=2`): active messages, aggregation and a global array in
-//!   one world, across the nodes over MPI.
+//!   (`SMELT_RANKS_PER_NODE=2`): collectives (hierarchical: `smelt_world::mpi`),
+//!   active messages, aggregation and a global array in one world, across the nodes
+//!   over MPI; one tree over every member is refused with a clear error.
 //! * `a_world_per_half_of_the_ranks`: any communicator makes a world (the even and
 //!   the odd ranks, each a world of its own, with collectives and active messages).
 //!
@@ -177,6 +178,35 @@ fn one_world(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
     ensure(nodes == 2 && m.node_size() == 2, || {
         format!("{} (expected 2 nodes of 2)", m.describe())
     })?;
+    // One tree over every member needs one node: a clear error, at every rank.
+    match world.collectives(Topology::Auto) {
+        Err(e) if e.to_string().contains("different nodes") => {}
+        Err(e) => return Err(format!("one tree across nodes: another error: {e}").into()),
+        Ok(_) => return Err("one tree across nodes was made".into()),
+    }
+    // Hierarchical collectives: trees in the nodes, MPI between their leaders.
+    let mut coll = smelt_world::mpi::collectives(&world, Topology::Auto)?;
+    for round in 0..20u64 {
+        let s = coll.allreduce(me * round + 1, |a, b| a + b)?;
+        let want = round * n * (n - 1) / 2 + n;
+        ensure(s == want, || {
+            format!("allreduce round {round}: {s}, not {want}")
+        })?;
+    }
+    let mut v: Vec<u64> = (0..64).map(|i| i * (me + 1)).collect();
+    coll.allreduce_slice(&mut v, |a, b| a.max(b))?;
+    ensure(
+        v.iter().enumerate().all(|(i, &x)| x == i as u64 * n),
+        || format!("allreduce_slice(max) gave {:?}", &v[..4]),
+    )?;
+    let b = coll.broadcast_word(if me == 0 { 0xfeed } else { 0 })?;
+    ensure(b == 0xfeed, || format!("broadcast gave {b:#x}"))?;
+    let g = coll.gather_word(me * me)?;
+    ensure(
+        g == (me == 0).then(|| (0..n).map(|k| k * k).collect::<Vec<_>>()),
+        || format!("gather gave {g:?}"),
+    )?;
+    coll.barrier()?;
     // Active messages, to the rank on this node and the two on the other.
     let am_sum = am_exchange(&world, 50)?;
     comm.barrier();
@@ -245,8 +275,9 @@ fn one_world(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
     a.barrier()?;
     drop(a);
     comm.barrier();
+    coll.barrier()?;
     Ok(format!(
-        "nodes={nodes} am_sum={am_sum} agg_total={agg_total} array=ok"
+        "nodes={nodes} collectives am_sum={am_sum} agg_total={agg_total} array=ok"
     ))
 }
 
@@ -280,9 +311,18 @@ fn halves(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
 
 // ---------------------------------------------------------------- the driver
 
+/// A test: its name, the scenario its ranks run, their environment, and the word
+/// every rank's verdict must hold.
+type Scenario = (
+    &'static str,
+    &'static str,
+    &'static [(&'static str, &'static str)],
+    &'static str,
+);
+
 fn driver() {
     println!();
-    let scenarios: [(&str, &str, &[(&str, &str)], &str); 3] = [
+    let scenarios: [Scenario; 3] = [
         ("rsmpi_world_one_node", "rsmpi", &[], "nodes=1"),
         (
             "one_world_emulated_nodes_of_2",
