@@ -29,7 +29,7 @@
 ! expired handle gives SMELT_ERR_INVALID_HANDLE, a member handle used by two threads
 ! at once SMELT_ERR_BUSY. The release functions, which return a status in C
 ! (smelt_model_free, smelt_tree_free, smelt_group_free, smelt_member_detach,
-! smelt_job_leave), are
+! smelt_job_leave, smelt_world_free, smelt_member_free), are
 ! subroutines here with an optional status argument:
 !     call smelt_group_free(group)          ! or: call smelt_group_free(group, rc)
 module smelt
@@ -39,7 +39,7 @@ module smelt
     private :: c_int, c_int32_t, c_int64_t, c_size_t, c_double, c_char, c_ptr, &
         c_funptr, c_null_char, c_associated, c_f_pointer, c_strlen
     private :: smelt_model_free_c, smelt_tree_free_c, smelt_group_free_c, &
-        smelt_member_detach_c, smelt_job_leave_c
+        smelt_member_detach_c, smelt_job_leave_c, smelt_world_free_c, smelt_member_free_c
 
     ! ---- status codes (smelt.h) --------------------------------------------------
     integer(c_int), parameter, public :: SMELT_OK = 0
@@ -53,6 +53,16 @@ module smelt
     integer(c_int), parameter, public :: SMELT_ERR_PANIC = 8
     integer(c_int), parameter, public :: SMELT_ERR_INVALID_HANDLE = 9
     integer(c_int), parameter, public :: SMELT_ERR_BUSY = 10
+
+    ! ---- typed reductions (smelt.h: SMELT_INT8 ..., SMELT_OP_SUM ...) -------------
+    integer(c_int), parameter, public :: SMELT_INT32 = 5
+    integer(c_int), parameter, public :: SMELT_INT64 = 7
+    integer(c_int), parameter, public :: SMELT_FLOAT = 9
+    integer(c_int), parameter, public :: SMELT_DOUBLE = 10
+    integer(c_int), parameter, public :: SMELT_OP_SUM = 1
+    integer(c_int), parameter, public :: SMELT_OP_PROD = 2
+    integer(c_int), parameter, public :: SMELT_OP_MIN = 3
+    integer(c_int), parameter, public :: SMELT_OP_MAX = 4
 
     ! ---- callbacks -----------------------------------------------------------------
     abstract interface
@@ -94,6 +104,85 @@ module smelt
             import :: c_ptr
             type(c_ptr) :: v
         end function smelt_version
+
+        ! ---- worlds ----------------------------------------------------------------------
+        ! A world per member (smelt.h, "worlds"): from `smelt launch`'s environment or from
+        ! an MPI communicator's Fortran handle (MPI_COMM_WORLD of `use mpi`; libsmelt built
+        ! with the `mpi` feature), then every service from it.
+        ! int smelt_world_from_env(smelt_world **world);
+        function smelt_world_from_env(world) bind(C, name="smelt_world_from_env") result(rc)
+            import :: c_int, c_ptr
+            type(c_ptr), intent(out) :: world
+            integer(c_int) :: rc
+        end function smelt_world_from_env
+
+        ! int smelt_world_from_mpi_f(int32_t comm, smelt_world **world);
+        ! comm: a Fortran communicator handle (integer), e.g. MPI_COMM_WORLD.
+        function smelt_world_from_mpi_f(comm, world) &
+                bind(C, name="smelt_world_from_mpi_f") result(rc)
+            import :: c_int, c_int32_t, c_ptr
+            integer(c_int32_t), value :: comm
+            type(c_ptr), intent(out) :: world
+            integer(c_int) :: rc
+        end function smelt_world_from_mpi_f
+
+        ! int smelt_world_rank(const smelt_world *world, size_t *rank);
+        function smelt_world_rank(world, rank) bind(C, name="smelt_world_rank") result(rc)
+            import :: c_int, c_size_t, c_ptr
+            type(c_ptr), value :: world
+            integer(c_size_t), intent(out) :: rank
+            integer(c_int) :: rc
+        end function smelt_world_rank
+
+        ! int smelt_world_size(const smelt_world *world, size_t *size);
+        function smelt_world_size(world, size) bind(C, name="smelt_world_size") result(rc)
+            import :: c_int, c_size_t, c_ptr
+            type(c_ptr), value :: world
+            integer(c_size_t), intent(out) :: size
+            integer(c_int) :: rc
+        end function smelt_world_size
+
+        ! int smelt_world_node(const smelt_world *world, size_t *node, size_t *nodes);
+        function smelt_world_node(world, node, nodes) bind(C, name="smelt_world_node") result(rc)
+            import :: c_int, c_size_t, c_ptr
+            type(c_ptr), value :: world
+            integer(c_size_t), intent(out) :: node
+            integer(c_size_t), intent(out) :: nodes
+            integer(c_int) :: rc
+        end function smelt_world_node
+
+        ! int smelt_world_cpu(const smelt_world *world, int64_t *cpu);  (-1: no CPU)
+        function smelt_world_cpu(world, cpu) bind(C, name="smelt_world_cpu") result(rc)
+            import :: c_int, c_int64_t, c_ptr
+            type(c_ptr), value :: world
+            integer(c_int64_t), intent(out) :: cpu
+            integer(c_int) :: rc
+        end function smelt_world_cpu
+
+        ! int smelt_world_collectives(smelt_world *world, const char *tree,
+        !     smelt_member **member);  tree: "auto"//c_null_char, or an algo name.
+        function smelt_world_collectives(world, tree, member) &
+                bind(C, name="smelt_world_collectives") result(rc)
+            import :: c_int, c_char, c_ptr
+            type(c_ptr), value :: world
+            character(kind=c_char), dimension(*), intent(in) :: tree
+            type(c_ptr), intent(out) :: member
+            integer(c_int) :: rc
+        end function smelt_world_collectives
+
+        ! int smelt_member_free(smelt_member *member);  (public: subroutine below)
+        function smelt_member_free_c(member) bind(C, name="smelt_member_free") result(rc)
+            import :: c_int, c_ptr
+            type(c_ptr), value :: member
+            integer(c_int) :: rc
+        end function smelt_member_free_c
+
+        ! int smelt_world_free(smelt_world *world);  (public: subroutine below)
+        function smelt_world_free_c(world) bind(C, name="smelt_world_free") result(rc)
+            import :: c_int, c_ptr
+            type(c_ptr), value :: world
+            integer(c_int) :: rc
+        end function smelt_world_free_c
 
         ! ---- models ----------------------------------------------------------------------
         ! int smelt_model_load(const char *path, smelt_model **model);
@@ -330,6 +419,19 @@ module smelt
             integer(c_int) :: rc
         end function smelt_allreduce
 
+        ! int smelt_allreduce_typed(smelt_member *member, void *buf, size_t count, int type,
+        !     int op);  buf = c_loc(x); type SMELT_INT64 ..., op SMELT_OP_SUM ...
+        function smelt_allreduce_typed(member, buf, count, type, op) &
+                bind(C, name="smelt_allreduce_typed") result(rc)
+            import :: c_int, c_size_t, c_ptr
+            type(c_ptr), value :: member
+            type(c_ptr), value :: buf
+            integer(c_size_t), value :: count
+            integer(c_int), value :: type
+            integer(c_int), value :: op
+            integer(c_int) :: rc
+        end function smelt_allreduce_typed
+
         ! int smelt_job_join(smelt_member **member);
         ! Joins the job this process was started in by `smelt launch -n N -- ./prog`.
         function smelt_job_join(member) bind(C, name="smelt_job_join") result(rc)
@@ -399,6 +501,25 @@ contains
         r = smelt_job_leave_c(member)
         if (present(rc)) rc = r
     end subroutine smelt_job_leave
+
+    ! smelt_world_free: SMELT_OK, or an error code in rc when present.
+    subroutine smelt_world_free(world, rc)
+        type(c_ptr), intent(in) :: world
+        integer(c_int), intent(out), optional :: rc
+        integer(c_int) :: r
+        r = smelt_world_free_c(world)
+        if (present(rc)) rc = r
+    end subroutine smelt_world_free
+
+    ! smelt_member_free (a member of smelt_world_collectives): SMELT_OK, or an error
+    ! code in rc when present.
+    subroutine smelt_member_free(member, rc)
+        type(c_ptr), intent(in) :: member
+        integer(c_int), intent(out), optional :: rc
+        integer(c_int) :: r
+        r = smelt_member_free_c(member)
+        if (present(rc)) rc = r
+    end subroutine smelt_member_free
 
     ! The NUL-terminated C string at p as a Fortran string ("" for a null pointer).
     function smelt_c_string(p) result(s)

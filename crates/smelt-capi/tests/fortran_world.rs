@@ -1,0 +1,124 @@
+//! Fortran on a world: `examples/fortran/world.F90` (with the module
+//! `include/smelt.f90`) gets its world from `smelt launch`'s environment and, with the
+//! `mpi` feature, from `MPI_COMM_WORLD` under `mpirun` (`smelt_world_from_mpi_f`), and
+//! checks tree collectives made from it against plain arithmetic.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+mod common;
+use common::{lib_dir, repo_root, smelt_bin};
+
+/// Compiles the module and the example with `compiler` (gfortran, mpif90) and `flags`
+/// into `dir` (None, said why, without the compiler).
+fn build(compiler: &str, flags: &[&str], dir: &Path) -> Option<PathBuf> {
+    let found = Command::new(compiler)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        common::skip::tool_missing(compiler);
+        return None;
+    }
+    let exe = dir.join("world_f");
+    let out = Command::new(compiler)
+        .args(["-cpp", "-Wall", "-J"])
+        .arg(dir)
+        .args(flags)
+        .arg(repo_root().join("crates/smelt-capi/include/smelt.f90"))
+        .arg(repo_root().join("examples/fortran/world.F90"))
+        .arg("-L")
+        .arg(lib_dir())
+        .arg("-lsmelt")
+        .arg("-o")
+        .arg(&exe)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{compiler} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(exe)
+}
+
+/// The one "fortran world ok" line of `stdout`, for `n` members started as `how`.
+fn check_ok(stdout: &str, stderr: &str, n: usize, how: &str, rounds: usize) {
+    let oks: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("fortran world ok: "))
+        .collect();
+    assert_eq!(
+        oks,
+        [format!("fortran world ok: {n} members ({how}), {rounds} rounds").as_str()],
+        "{stdout}\n{stderr}"
+    );
+}
+
+/// `smelt launch -n 3 -- ./world_f env 50`.
+#[test]
+fn fortran_world_runs_collectives_under_smelt_launch() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = build("gfortran", &["-std=f2008"], dir.path()) else {
+        return;
+    };
+    let out = Command::new(smelt_bin())
+        .args(["launch", "-n", "3", "--timeout", "60", "--"])
+        .arg(&exe)
+        .args(["env", "50"])
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
+    check_ok(&stdout, &stderr, 3, "processes", 50);
+}
+
+#[cfg(feature = "mpi")]
+#[path = "../../../tests/support/mpirun_job.rs"]
+mod mpirun_job;
+
+#[cfg(feature = "mpi")]
+use common::skip;
+
+/// `mpirun -n 4 ./world_f mpi 50` in one node of 4 ranks.
+#[cfg(feature = "mpi")]
+#[test]
+fn fortran_world_runs_collectives_under_mpirun() {
+    use mpirun_job::{have_mpirun, run, vars, Job, LAYOUT_VARS};
+    if !have_mpirun("fortran_world_runs_collectives_under_mpirun") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = build("mpif90", &["-DSMELT_EXAMPLE_MPI"], dir.path()) else {
+        return;
+    };
+    let lib = lib_dir().display().to_string();
+    let r = run(Job {
+        np: 4,
+        mpirun_args: &[],
+        prog: &exe,
+        args: &["mpi", "50"],
+        vars: vars(&[("SMELT_RANKS_PER_NODE", "4"), ("LD_LIBRARY_PATH", &lib)]),
+        clear: LAYOUT_VARS,
+        shm_prefix: "smelt-capi-fworld",
+        limit: std::time::Duration::from_secs(120),
+    });
+    assert!(r.ok(), "{}", r.show());
+    check_ok(&r.stdout, &r.stderr, 4, "MPI ranks", 50);
+    assert!(
+        r.leftovers.is_empty(),
+        "left in shared memory: {:?}",
+        r.leftovers
+    );
+}
+
+/// Without the `mpi` feature, what to run instead.
+#[cfg(not(feature = "mpi"))]
+#[test]
+#[ignore = "needs the mpi feature: cargo test -p smelt-capi --features mpi --test fortran_world"]
+fn fortran_world_runs_collectives_under_mpirun() {}
