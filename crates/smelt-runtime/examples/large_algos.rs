@@ -7,7 +7,7 @@
 //!
 //! `cargo run --release -p smelt-runtime --example large_algos [-- MEMBERS PASSES]`
 //!
-//! More members than CPUs run unpinned, round-robin on the CPUs this process may use.
+//! More members than CPUs run unpinned.
 
 use smelt_runtime::{Group, GroupConfig, GroupError, Pinning, ReduceOp};
 use smelt_tree::tuning::AlgorithmTable;
@@ -20,8 +20,12 @@ fn main() {
     let members: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(2);
     let passes: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(5);
     let cpus = smelt_transport::allowed_cpus().unwrap_or_else(|_| vec![0]);
-    let ids: Vec<u32> = (0..members).map(|i| cpus[i % cpus.len()] as u32).collect();
     let over = members > cpus.len();
+    // More members than CPUs: distinct made-up CPU ids (a tree names each CPU once),
+    // the members unpinned.
+    let ids: Vec<u32> = (0..members)
+        .map(|i| if over { i as u32 } else { cpus[i] as u32 })
+        .collect();
     // A flat tree: what groups with more members than CPUs run, and with two members
     // the only tree.
     let children = (0..members)
