@@ -11,6 +11,8 @@
 //!   over MPI; one tree over every member is refused with a clear error.
 //! * `a_world_per_half_of_the_ranks`: any communicator makes a world (the even and
 //!   the odd ranks, each a world of its own, with collectives and active messages).
+//! * `a_segment_that_cannot_be_made_fails_every_rank`: a node's leader that cannot
+//!   make the node's segment gives every rank its reason (no hang, nothing left).
 //!
 //! This file is its own program (`harness = false`): run without
 //! `MPIRUN_WORLD_MEMBER` it starts itself under `mpirun --oversubscribe -np 4` (one
@@ -65,6 +67,7 @@ fn member(scenario: &str) {
         "rsmpi" => rsmpi_world(&comm),
         "one-world" => one_world(&comm),
         "halves" => halves(&comm),
+        "no-segment" => no_segment(&comm),
         s => Err(format!("no scenario {s:?}").into()),
     };
     match r {
@@ -309,6 +312,16 @@ fn halves(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
     ))
 }
 
+/// A node whose leader cannot make the segment (`SMELT_SHM_DIR` names no directory):
+/// every rank gets the leader's reason, none hangs.
+fn no_segment(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
+    match World::from_mpi(comm) {
+        Ok(_) => Err("a world without its segment".into()),
+        Err(e) if e.to_string().contains("leader could not create") => Ok(format!("refused: {e}")),
+        Err(e) => Err(format!("another error: {e}").into()),
+    }
+}
+
 // ---------------------------------------------------------------- the driver
 
 /// A test: its name, the scenario its ranks run, their environment, and the word
@@ -322,7 +335,7 @@ type Scenario = (
 
 fn driver() {
     println!();
-    let scenarios: [Scenario; 3] = [
+    let scenarios: [Scenario; 4] = [
         ("rsmpi_world_one_node", "rsmpi", &[], "nodes=1"),
         (
             "one_world_emulated_nodes_of_2",
@@ -331,6 +344,12 @@ fn driver() {
             "nodes=2",
         ),
         ("a_world_per_half_of_the_ranks", "halves", &[], "half="),
+        (
+            "a_segment_that_cannot_be_made_fails_every_rank",
+            "no-segment",
+            &[("SMELT_SHM_DIR", "/nonexistent/smelt-shm")],
+            "refused",
+        ),
     ];
     println!("running {} tests", scenarios.len());
     if !mpirun_job::have_mpirun("mpirun_world") {
