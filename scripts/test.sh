@@ -20,6 +20,8 @@ cargo test -p smelt-global --features mpi 2>&1
 echo "[smelt] worlds of MPI ranks: smelt-mesh's MPI layer, and smelt-world's mpirun tests (an rsmpi program's World; every service in one world of emulated nodes)"
 cargo test -p smelt-mesh --features mpi --lib 2>&1
 cargo test -p smelt-world --features mpi --test mpirun_world 2>&1
+echo "[smelt] C and Fortran worlds of MPI ranks: libsmelt with its 'mpi' feature, examples/c/world.c and examples/fortran/world.F90 under mpirun"
+cargo test -p smelt-capi --features mpi --test world --test fortran_world 2>&1
 echo "[smelt] the one MPI driver, smelt-bench-mpi am|agg|global|tasks, under mpirun"
 cargo build -p smelt-bench --features mpi --bin smelt-bench-mpi 2>&1
 cargo test -p smelt-bench --features mpi --test mpirun_am --test mpirun_agg --test mpirun_global --test mpirun_tasks 2>&1
