@@ -246,31 +246,29 @@ fn plot_speedups(
     model_path: Option<&Path>,
     plot: &Path,
 ) -> Result<()> {
-    {
-        let smelt: Vec<&Row> = rows.iter().filter(|r| !r.topology.is_static()).collect();
-        let chart = BarChart {
-            title: format!(
-                "{}: speedup over the best static tree",
-                machine_name(model, model_path.unwrap_or(Path::new("model")))
-            ),
-            y_label: "speedup".into(),
-            groups: Op::SIMULATED.iter().map(|o| o.name().to_string()).collect(),
-            series: smelt
-                .iter()
-                .map(|r| {
-                    (
-                        r.topology.to_string(),
-                        Op::SIMULATED
-                            .iter()
-                            .map(|&o| speedup(rows, r, o).unwrap_or(f64::NAN))
-                            .collect(),
-                    )
-                })
-                .collect(),
-            reference: Some(1.0),
-        };
-        render(&chart, plot).map_err(|e| anyhow::anyhow!("--plot: {e}"))?;
-    }
+    let smelt: Vec<&Row> = rows.iter().filter(|r| !r.topology.is_static()).collect();
+    let chart = BarChart {
+        title: format!(
+            "{}: speedup over the best static tree",
+            machine_name(model, model_path.unwrap_or(Path::new("model")))
+        ),
+        y_label: "speedup".into(),
+        groups: Op::SIMULATED.iter().map(|o| o.name().to_string()).collect(),
+        series: smelt
+            .iter()
+            .map(|r| {
+                (
+                    r.topology.to_string(),
+                    Op::SIMULATED
+                        .iter()
+                        .map(|&o| speedup(rows, r, o).unwrap_or(f64::NAN))
+                        .collect(),
+                )
+            })
+            .collect(),
+        reference: Some(1.0),
+    };
+    render(&chart, plot).map_err(|e| anyhow::anyhow!("--plot: {e}"))?;
     Ok(())
 }
 

@@ -31,9 +31,32 @@ pub(super) fn evaluate_models(
     if smelt.is_empty() || smelt.len() == topos.len() {
         bail!("--algos must name at least one static and one smelt (adaptive*/optimized) topology");
     }
-    // machine -> (n, best static per op, speedups[smelt][op])
+    let machines = evaluate_machines(&files, topos, &smelt, pl)?;
+    if let Some(plot) = &a.plot {
+        plot_machines(&machines, &smelt, op, plot)?;
+    }
+    if a.json {
+        return emit(
+            None,
+            &(serde_json::to_string_pretty(&machines_json(&machines, &smelt))? + "\n"),
+        );
+    }
+    emit(None, &machines_text(&machines, &smelt))
+}
+
+/// One machine of the directory: name, CPUs, the best static tree per operation,
+/// and each smelt topology's speedup over it per operation.
+type Machine = (String, usize, Vec<String>, Vec<Vec<f64>>);
+
+/// Every model file's machine, evaluated.
+fn evaluate_machines(
+    files: &[PathBuf],
+    topos: &[Topology],
+    smelt: &[Topology],
+    pl: Payload,
+) -> Result<Vec<Machine>> {
     let mut machines = Vec::new();
-    for f in &files {
+    for f in files {
         let m = load(f)?;
         let all: Vec<usize> = (0..m.len()).collect();
         let rows = evaluate_group(&m, &all, None, topos, pl)
@@ -65,76 +88,87 @@ pub(super) fn evaluate_models(
             .collect();
         machines.push((name, m.len(), best, sp));
     }
+    Ok(machines)
+}
+
+/// The mean over the machines of smelt topology `si`'s speedup for operation `o`.
+fn mean(machines: &[Machine], si: usize, o: usize) -> f64 {
+    let v: Vec<f64> = machines
+        .iter()
+        .map(|m| m.3[si][o])
+        .filter(|x| x.is_finite())
+        .collect();
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+/// `--plot`: `op`'s speedup per machine and smelt topology, and the mean.
+fn plot_machines(machines: &[Machine], smelt: &[Topology], op: Op, plot: &Path) -> Result<()> {
     let oi = |o: Op| Op::SIMULATED.iter().position(|&x| x == o).unwrap_or(0);
-    let mean = |si: usize, o: usize| {
-        let v: Vec<f64> = machines
+    let chart = BarChart {
+        title: format!("{} speedup over the best static tree", op.name()),
+        y_label: "speedup".into(),
+        groups: machines
             .iter()
-            .map(|m| m.3[si][o])
-            .filter(|x| x.is_finite())
-            .collect();
-        if v.is_empty() {
-            f64::NAN
-        } else {
-            v.iter().sum::<f64>() / v.len() as f64
-        }
-    };
-    if let Some(plot) = &a.plot {
-        let chart = BarChart {
-            title: format!("{} speedup over the best static tree", op.name()),
-            y_label: "speedup".into(),
-            groups: machines
-                .iter()
-                .map(|m| m.0.clone())
-                .chain(["mean".to_string()])
-                .collect(),
-            series: smelt
-                .iter()
-                .enumerate()
-                .map(|(si, t)| {
-                    (
-                        t.to_string(),
-                        machines
-                            .iter()
-                            .map(|m| m.3[si][oi(op)])
-                            .chain([mean(si, oi(op))])
-                            .collect(),
-                    )
-                })
-                .collect(),
-            reference: Some(1.0),
-        };
-        render(&chart, plot).map_err(|e| anyhow::anyhow!("--plot: {e}"))?;
-    }
-    if a.json {
-        let ms: Vec<Value> = machines
+            .map(|m| m.0.clone())
+            .chain(["mean".to_string()])
+            .collect(),
+        series: smelt
             .iter()
-            .map(|(name, n, best, sp)| {
-                let mut b = Map::new();
-                let mut s = Map::new();
-                for (k, o) in Op::SIMULATED.iter().enumerate() {
-                    b.insert(o.name().into(), json!(best[k]));
-                }
-                for (si, t) in smelt.iter().enumerate() {
-                    let mut m = Map::new();
-                    for (k, o) in Op::SIMULATED.iter().enumerate() {
-                        m.insert(o.name().into(), json!(sp[si][k]));
-                    }
-                    s.insert(t.to_string(), Value::Object(m));
-                }
-                json!({"machine": name, "cpus": n, "best_static": b, "speedup": s})
+            .enumerate()
+            .map(|(si, t)| {
+                (
+                    t.to_string(),
+                    machines
+                        .iter()
+                        .map(|m| m.3[si][oi(op)])
+                        .chain([mean(machines, si, oi(op))])
+                        .collect(),
+                )
             })
-            .collect();
-        let mut means = Map::new();
-        for (si, t) in smelt.iter().enumerate() {
-            let mut m = Map::new();
+            .collect(),
+        reference: Some(1.0),
+    };
+    render(&chart, plot).map_err(|e| anyhow::anyhow!("--plot: {e}"))?;
+    Ok(())
+}
+
+/// `--json`: every machine's figures and the mean speedups.
+fn machines_json(machines: &[Machine], smelt: &[Topology]) -> Value {
+    let ms: Vec<Value> = machines
+        .iter()
+        .map(|(name, n, best, sp)| {
+            let mut b = Map::new();
+            let mut s = Map::new();
             for (k, o) in Op::SIMULATED.iter().enumerate() {
-                m.insert(o.name().into(), json!(mean(si, k)));
+                b.insert(o.name().into(), json!(best[k]));
             }
-            means.insert(t.to_string(), Value::Object(m));
+            for (si, t) in smelt.iter().enumerate() {
+                let mut m = Map::new();
+                for (k, o) in Op::SIMULATED.iter().enumerate() {
+                    m.insert(o.name().into(), json!(sp[si][k]));
+                }
+                s.insert(t.to_string(), Value::Object(m));
+            }
+            json!({"machine": name, "cpus": n, "best_static": b, "speedup": s})
+        })
+        .collect();
+    let mut means = Map::new();
+    for (si, t) in smelt.iter().enumerate() {
+        let mut m = Map::new();
+        for (k, o) in Op::SIMULATED.iter().enumerate() {
+            m.insert(o.name().into(), json!(mean(machines, si, k)));
         }
-        let out = json!({"machines": ms, "mean_speedup": means});
-        return emit(None, &(serde_json::to_string_pretty(&out)? + "\n"));
+        means.insert(t.to_string(), Value::Object(m));
     }
+    json!({"machines": ms, "mean_speedup": means})
+}
+
+/// The table: per operation, every machine's best static tree and speedups.
+fn machines_text(machines: &[Machine], smelt: &[Topology]) -> String {
     let mut s = String::from(
         "Speedup of each smelt topology over the best static tree (>1 = faster), per operation\n",
     );
@@ -147,11 +181,11 @@ pub(super) fn evaluate_models(
             "cpus",
             "best static"
         );
-        for t in &smelt {
+        for t in smelt {
             let _ = write!(s, "{:>19}", t.to_string());
         }
         s.push('\n');
-        for (name, n, best, sp) in &machines {
+        for (name, n, best, sp) in machines {
             let _ = write!(s, "{:<48}{:>5}{:>14}", truncate(name, 47), n, best[k]);
             for row in sp {
                 let _ = write!(s, "{:>19}", ratio(row[k]));
@@ -160,9 +194,9 @@ pub(super) fn evaluate_models(
         }
         let _ = write!(s, "{:<67}", "mean");
         for si in 0..smelt.len() {
-            let _ = write!(s, "{:>19}", ratio(mean(si, k)));
+            let _ = write!(s, "{:>19}", ratio(mean(machines, si, k)));
         }
         s.push('\n');
     }
-    emit(None, &s)
+    s
 }

@@ -55,22 +55,7 @@ pub(super) fn evaluate_scaling(
         );
     }
     if let Some(p) = plot {
-        let chart = LineChart {
-            title: format!(
-                "{}: predicted {} time by group size",
-                model.provenance.host,
-                op.name()
-            ),
-            x_label: "CPUs (round-robin over nodes)".into(),
-            y_label: units(model),
-            x: table.iter().map(|(n, _)| *n as f64).collect(),
-            series: topos
-                .iter()
-                .enumerate()
-                .map(|(i, t)| (t.to_string(), table.iter().map(|(_, v)| v[i]).collect()))
-                .collect(),
-        };
-        render_lines(&chart, p).map_err(|e| anyhow::anyhow!("--plot: {e}"))?;
+        plot_scaling(model, topos, op, &table, p)?;
     }
     if as_json {
         let v: Vec<Value> = table
@@ -108,4 +93,30 @@ pub(super) fn evaluate_scaling(
         let _ = writeln!(s, "({w})");
     }
     emit(None, &s)
+}
+
+/// `--plot`: each topology's predicted time against the group size.
+fn plot_scaling(
+    model: &Model,
+    topos: &[Topology],
+    op: Op,
+    table: &[(usize, Vec<f64>)],
+    p: &Path,
+) -> Result<()> {
+    let chart = LineChart {
+        title: format!(
+            "{}: predicted {} time by group size",
+            model.provenance.host,
+            op.name()
+        ),
+        x_label: "CPUs (round-robin over nodes)".into(),
+        y_label: units(model),
+        x: table.iter().map(|(n, _)| *n as f64).collect(),
+        series: topos
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.to_string(), table.iter().map(|(_, v)| v[i]).collect()))
+            .collect(),
+    };
+    render_lines(&chart, p).map_err(|e| anyhow::anyhow!("--plot: {e}"))
 }
