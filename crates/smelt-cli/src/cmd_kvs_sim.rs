@@ -45,6 +45,9 @@ fn row_json(setup: &str, r: &SimResult) -> Value {
 }
 
 /// Tree over sequential sending for one replica and client count.
+/// A simulated row: the setup's name and its figures.
+type Row = (String, SimResult);
+
 struct Ratio {
     replicas: usize,
     clients: usize,
@@ -147,7 +150,7 @@ fn sim_setups(
 fn replica_counts(a: &KvsArgs, model: &Model, path: &Path) -> Result<Vec<usize>> {
     let cpus = model.len();
     let replica_counts = if a.replicas.is_empty() {
-        sim::default_replica_counts(&model)
+        sim::default_replica_counts(model)
     } else {
         a.replicas.clone()
     };
@@ -170,8 +173,8 @@ fn simulate(
     setups: &[sim::Setup],
     replica_counts: &[usize],
     (protocol, tree): (smelt_kvs::Protocol, smelt_tree::Topology),
-) -> Result<(Vec<(String, SimResult)>, Vec<Ratio>)> {
-    let mut rows: Vec<(String, SimResult)> = Vec::new();
+) -> Result<(Vec<Row>, Vec<Ratio>)> {
+    let mut rows: Vec<Row> = Vec::new();
     let mut ratios = Vec::new();
     for &r in replica_counts {
         let clients: Vec<usize> = if a.clients.is_empty() {
@@ -188,7 +191,7 @@ fn simulate(
             base.key_len = a.key_len;
             base.value_len = a.value_len;
             base.seed = a.seed;
-            let mut here: Vec<(String, SimResult)> = Vec::new();
+            let mut here: Vec<Row> = Vec::new();
             for s in setups {
                 let mut c = base.clone();
                 c.protocol = s.protocol;
@@ -214,7 +217,7 @@ fn simulate(
 }
 
 /// The table of the simulated rows and ratios.
-fn table(rows: &[(String, SimResult)], ratios: &[Ratio]) -> String {
+fn table(rows: &[Row], ratios: &[Ratio]) -> String {
     let mut t = String::new();
     t.push_str(&format!(
         "{:>8} {:>7} {:<11} {:>12} {:>10} {:>10} {:>10} {:>12} {:>6}\n",
