@@ -1,7 +1,8 @@
 //! `smelt launch` starts a world: a program written against `World::from_env` (the
-//! example `world_member` of smelt-world) makes tree collectives (`auto`), a mesh and a
-//! shared region in the launched job, each checked against a sequential result, on
-//! the CPUs the launcher pinned it to; nothing is left in the segment directory.
+//! example `world_member` of smelt-world) makes tree collectives (`auto`), a mesh, a
+//! shared region, active messages, an aggregator and a global array in the launched
+//! job, each checked against a sequential result, on the CPUs the launcher pinned it
+//! to; nothing is left in the segment directory.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -36,8 +37,11 @@ fn launched_members_join_a_world_and_make_services() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "n={n}: {stdout} {stderr}");
         for r in 0..n {
+            let line = stdout
+                .lines()
+                .find(|l| l.starts_with(&format!("ok: member {r} of {n} (CPU ")));
             assert!(
-                stdout.contains(&format!("ok: member {r} of {n} (CPU ")),
+                line.is_some_and(|l| l.ends_with("aggregation and a global array checked")),
                 "n={n}: {stdout} {stderr}"
             );
         }
