@@ -298,3 +298,17 @@ fn node_segment(part: &MpiWorld) -> Result<ShmMember, WorldError> {
     drop(job);
     out.agreed().map_err(WorldError::Invalid)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_world_needs_mpi_initialised() {
+        // No test of this binary initialises MPI (the mpirun tests are smelt-world's).
+        // SAFETY: MPI_COMM_WORLD is a valid handle; MPI is checked first.
+        let e = unsafe { World::from_raw_mpi(m::comm_world(), Nodes::Shared, DEFAULT_TIMEOUT) }
+            .unwrap_err();
+        assert!(e.to_string().contains("not initialised"), "{e}");
+    }
+}
