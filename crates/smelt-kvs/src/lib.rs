@@ -23,7 +23,7 @@ mod wire;
 
 pub use client::Client;
 pub use config::{KvsError, ParentsChildren, Protocol, StoreConfig, TreeSpec, Veto};
-pub use process::Deployment;
+pub use process::{Deployment, Launcher};
 pub use replica::{Applied, ReplicaReport};
 pub use store::{Store, StoreReport};
 pub use wire::Entry;

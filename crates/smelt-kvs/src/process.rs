@@ -20,7 +20,7 @@
 use crate::config::{KvsError, Protocol, StoreConfig, TreeSpec};
 use crate::replica::{Layout, Replica, ReplicaReport};
 use serde::{Deserialize, Serialize};
-use smelt_mesh::launch;
+use smelt_mesh::launch::Members;
 use smelt_mesh::mesh::Mesh;
 use smelt_mesh::world::{MeshSpec, World, WorldBuilder, WorldJob, WorldLink};
 use smelt_mesh::{Rank, WaitPolicy};
@@ -50,9 +50,16 @@ pub enum Deployment {
     /// One thread per replica in this process (the default).
     #[default]
     Threads,
+    /// One process per replica, started by the caller's [`Launcher`]: the store makes
+    /// its world, joins its clients and control member, and hands the launcher what
+    /// each replica member needs ([`ReplicaLaunch`]); the launcher starts them (with
+    /// [`smelt_mesh::launch::Members`], as `smelt launch` starts its members: what
+    /// `smelt kvs --processes` does) and gives their processes back. The store itself
+    /// starts no process.
+    Launched(Launcher),
     /// One process per replica: `program` started with `args` and the replica's
-    /// environment by the one launcher of member processes
-    /// ([`smelt_mesh::launch::spawn_member`]: pinned to its `replica_cpus` entry, in a
+    /// environment by [`Launcher::program`] (the one launcher of member processes,
+    /// [`smelt_mesh::launch::Members`]: pinned to its `replica_cpus` entry, in a
     /// process group of the store's replicas, killed when the thread that started the
     /// store ends, so start and keep a store of processes on a thread that outlives
     /// it). It must call [`run_replica_from_env`] or [`run_replica_from_env_with`]
@@ -75,11 +82,110 @@ impl Deployment {
         }
     }
 
-    /// True for [`Deployment::Processes`].
+    /// True for replicas as processes ([`Deployment::Processes`],
+    /// [`Deployment::Launched`]).
     pub fn is_processes(&self) -> bool {
-        matches!(self, Deployment::Processes { .. })
+        !matches!(self, Deployment::Threads)
+    }
+
+    /// The launcher of the replica processes (None for threads).
+    fn launcher(&self) -> Option<Launcher> {
+        match self {
+            Deployment::Threads => None,
+            Deployment::Launched(l) => Some(l.clone()),
+            Deployment::Processes { program, args } => {
+                Some(Launcher::program(program.clone(), args.clone()))
+            }
+        }
     }
 }
+
+/// What a [`Launcher`] is given: the store's world job and each replica member's
+/// environment and CPU.
+#[derive(Debug)]
+pub struct ReplicaLaunch<'a> {
+    job: &'a WorldJob,
+    replicas: usize,
+    cpus: Option<&'a [u32]>,
+}
+
+impl ReplicaLaunch<'_> {
+    /// Number of replicas: start members `0..replicas()`, in order.
+    pub fn replicas(&self) -> usize {
+        self.replicas
+    }
+
+    /// The environment replica `r`'s process needs: its member's variables of the
+    /// store's world ([`WorldJob::env`]) and [`ENV_REPLICA`].
+    pub fn env(&self, r: usize) -> Vec<(String, String)> {
+        let mut env = self.job.env(Rank(r));
+        env.push((ENV_REPLICA.into(), r.to_string()));
+        env
+    }
+
+    /// The CPU to pin replica `r` to (`StoreConfig::replica_cpus`), if any.
+    pub fn cpu(&self, r: usize) -> Option<u32> {
+        self.cpus.and_then(|c| c.get(r).copied())
+    }
+}
+
+/// How a launcher starts the replicas: given [`ReplicaLaunch`], it starts one process
+/// per replica, in order (member `r` of the returned [`Members`] is replica `r`), each
+/// with [`ReplicaLaunch::env`]`(r)` and its standard output and error piped (the
+/// replica writes its report there); `Err` names the replica that could not start.
+pub type LaunchFn = dyn Fn(&ReplicaLaunch) -> Result<Members, KvsError> + Send + Sync;
+
+/// The launcher of a store's replica processes ([`Deployment::Launched`]).
+#[derive(Clone)]
+pub struct Launcher(Arc<LaunchFn>);
+
+impl Launcher {
+    /// A launcher that runs `f`.
+    pub fn new(
+        f: impl Fn(&ReplicaLaunch) -> Result<Members, KvsError> + Send + Sync + 'static,
+    ) -> Launcher {
+        Launcher(Arc::new(f))
+    }
+
+    /// `program args` once per replica through [`Members`] (what
+    /// [`Deployment::Processes`] does; `smelt kvs --processes` does the same with the
+    /// `smelt` binary and `kvs-replica`).
+    pub fn program(program: PathBuf, args: Vec<String>) -> Launcher {
+        Launcher::new(move |l| {
+            let mut members = Members::new();
+            for r in 0..l.replicas() {
+                let mut cmd = Command::new(&program);
+                cmd.args(&args)
+                    .envs(l.env(r))
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped());
+                members
+                    .spawn(&mut cmd, l.cpu(r))
+                    .map_err(|e| KvsError::Replica {
+                        replica: r,
+                        what: format!("cannot start {}: {e}", program.display()),
+                    })?;
+            }
+            Ok(members)
+        })
+    }
+}
+
+impl std::fmt::Debug for Launcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Launcher(..)")
+    }
+}
+
+/// Two launchers are equal when they are the same one.
+impl PartialEq for Launcher {
+    fn eq(&self, other: &Launcher) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Launcher {}
 
 /// The tree as a replica process rebuilds it after a view change: its shape's
 /// description ([`Shape::describe`]), or an explicit tree (whose replacement is the
@@ -348,8 +454,19 @@ impl Processes {
         tx: mpsc::Sender<ReplicaReport>,
         rx: &mpsc::Receiver<ReplicaReport>,
     ) -> Result<(Processes, Vec<Mesh<WorldLink>>), KvsError> {
-        let Deployment::Processes { program, args } = &cfg.deployment else {
+        let Some(launcher) = cfg.deployment.launcher() else {
             return Err(KvsError::Config("not a store of processes".into()));
+        };
+        let what = match &cfg.deployment {
+            Deployment::Processes { program, args } => {
+                let mut w = program.display().to_string();
+                for a in args {
+                    w.push(' ');
+                    w.push_str(a);
+                }
+                w
+            }
+            _ => "the launcher's replica program".to_string(),
         };
         if cfg.veto.is_some() {
             return Err(KvsError::Config(
@@ -430,28 +547,26 @@ impl Processes {
             _members: members,
             readers: Vec::new(),
         };
-        // The one launcher of member processes (smelt_mesh::launch, as `smelt launch`
-        // and `smelt bench processes` start theirs): each replica pinned to its CPU
-        // (`replica_cpus`), all in one process group of their own led by the first,
-        // killed when the thread that started the store ends.
-        let mut group = None;
+        // The caller's launcher starts the replicas (Deployment::Processes: the one
+        // launcher of member processes, smelt_mesh::launch::Members, as `smelt launch`
+        // starts its members: pinned, one process group, dying with their starter).
+        let mut started = (launcher.0)(&ReplicaLaunch {
+            job: &procs.job,
+            replicas: lay.replicas,
+            cpus: cfg.replica_cpus.as_deref(),
+        })?;
+        if started.len() != lay.replicas {
+            return Err(KvsError::Config(format!(
+                "the launcher started {} processes for {} replicas",
+                started.len(),
+                lay.replicas
+            )));
+        }
         for r in 0..lay.replicas {
-            let mut cmd = Command::new(program);
-            cmd.args(args)
-                .envs(procs.job.env(Rank(r)))
-                .env(ENV_REPLICA, r.to_string())
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            let cpu = cfg.replica_cpus.as_ref().map(|c| c[r]);
-            let child =
-                launch::spawn_member(&mut cmd, cpu, Some(group.unwrap_or(0))).map_err(|e| {
-                    KvsError::Replica {
-                        replica: r,
-                        what: format!("cannot start {}: {e}", program.display()),
-                    }
-                })?;
-            group.get_or_insert(child.id());
+            let child = started.take(r).ok_or_else(|| KvsError::Replica {
+                replica: r,
+                what: "its process ended before the store took it".into(),
+            })?;
             let child = Arc::new(Mutex::new(child));
             procs.children.push(child.clone());
             let tx = tx.clone();
@@ -484,12 +599,7 @@ impl Processes {
                         .unwrap_or_default();
                     return Err(KvsError::Replica {
                         replica: r,
-                        what: format!(
-                            "its process ({}{}{}) ended before joining the store: {why}",
-                            program.display(),
-                            if args.is_empty() { "" } else { " " },
-                            args.join(" "),
-                        ),
+                        what: format!("its process ({what}) ended before joining the store: {why}"),
                     });
                 }
             }
@@ -497,10 +607,9 @@ impl Processes {
                 return Err(KvsError::Replica {
                     replica: (0..lay.replicas).next().unwrap_or(0),
                     what: format!(
-                        "only {} of {size} members joined the store within {:?} (is {} a replica program?)",
+                        "only {} of {size} members joined the store within {:?} (is {what} a replica program?)",
                         procs.job.joined(),
                         cfg.link_timeout,
-                        program.display()
                     ),
                 });
             }

@@ -43,6 +43,74 @@ fn replica_program() {
     std::process::exit(code);
 }
 
+/// A store whose replica processes the caller starts (`Deployment::Launched`): the
+/// launcher gets each replica's world environment and CPU, starts them through the one
+/// launcher (`smelt_mesh::launch::Members`) and hands them over; the store starts none
+/// itself. A launcher that starts too few processes, or fails, is a clear error.
+#[test]
+fn the_caller_launches_the_replica_members() {
+    use smelt_kvs::process::{ReplicaLaunch, ENV_REPLICA};
+    use smelt_kvs::Launcher;
+    use smelt_mesh::launch::Members;
+    use std::process::{Command, Stdio};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    let launch = move |l: &ReplicaLaunch| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        let mut members = Members::new();
+        for r in 0..l.replicas() {
+            let env = l.env(r);
+            assert!(env
+                .iter()
+                .any(|(k, v)| k == ENV_REPLICA && *v == r.to_string()));
+            assert!(env
+                .iter()
+                .any(|(k, v)| k == "SMELT_RANK" && *v == r.to_string()));
+            let Deployment::Processes { program, args } = processes() else {
+                unreachable!()
+            };
+            let mut cmd = Command::new(program);
+            cmd.args(args)
+                .envs(env)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            members.spawn(&mut cmd, l.cpu(r)).unwrap();
+        }
+        Ok(members)
+    };
+    let mut cfg = config(3, 2, Protocol::OnePaxos, Topology::AdaptiveShuffled);
+    cfg.deployment = Deployment::Launched(Launcher::new(launch));
+    let mut s = Store::start(cfg).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert!(s.replica_pid(2).is_some());
+    let mut c = s.take_clients();
+    c[0].set(b"k", b"v").unwrap();
+    assert_eq!(c[1].get(b"k").unwrap(), Some(b"v".to_vec()));
+    s.crash(s.root()).unwrap();
+    c[1].set(b"k", b"w").unwrap();
+    assert_eq!(c[0].get(b"k").unwrap(), Some(b"w".to_vec()));
+    drop(c);
+    let rep = s.close().unwrap();
+    rep.check_logs().unwrap();
+
+    let mut cfg = config(2, 1, Protocol::OnePaxos, Topology::Binary);
+    cfg.deployment = Deployment::Launched(Launcher::new(|_| Ok(Members::new())));
+    let e = Store::start(cfg).unwrap_err().to_string();
+    assert!(e.contains("started 0 processes for 2 replicas"), "{e}");
+    let mut cfg = config(2, 1, Protocol::OnePaxos, Topology::Binary);
+    cfg.deployment = Deployment::Launched(Launcher::new(|_| {
+        Err(KvsError::Replica {
+            replica: 1,
+            what: "no CPU for it".into(),
+        })
+    }));
+    let e = Store::start(cfg).unwrap_err().to_string();
+    assert!(e.contains("replica 1: no CPU for it"), "{e}");
+}
+
 /// The crate's replica program runs the stores over rank-based trees, and refuses
 /// others with a clear error.
 #[test]
