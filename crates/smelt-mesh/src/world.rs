@@ -12,7 +12,8 @@
 //! # Making a world
 //!
 //! * **Threads** of this process: [`World::threads`]`(n)` (or [`WorldBuilder`] with
-//!   CPUs to pin to) gives one `World` per rank; move each into a thread of your own,
+//!   CPUs to pin to: [`cpus`](WorldBuilder::cpus), [`spread`](WorldBuilder::spread))
+//!   gives one `World` per rank; move each into a thread of your own,
 //!   or let [`World::run`] start them (pinned, panics reported by rank).
 //! * **Processes** started by `smelt launch -n N -- prog`: each calls
 //!   [`World::from_env`]. A launcher of your own makes the job with
@@ -32,7 +33,8 @@
 //! process meet at the same slot of the world's table. Each made thing is
 //! fingerprinted (what it is, its arguments, its place in the order), and a member
 //! that makes something else there gets [`WorldError::Mismatch`] instead of memory
-//! that another member uses for something else.
+//! that another member uses for something else. (A member makes its services from one
+//! thread at a time: the order is per member.)
 //!
 //! # One segment per job
 //!
@@ -242,6 +244,19 @@ impl WorldBuilder {
     pub fn cpus(mut self, cpus: &[CpuId]) -> WorldBuilder {
         self.desc.cpus = cpus.iter().map(|c| Some(c.get())).collect();
         self
+    }
+
+    /// Each member on one of the CPUs this process may use, in order, round-robin when
+    /// there are more members than CPUs (several members then share a CPU; trees
+    /// over such a world are flat).
+    pub fn spread(self) -> WorldBuilder {
+        let allowed = allowed_cpus().unwrap_or_default();
+        if allowed.is_empty() {
+            return self;
+        }
+        let n = self.desc.size;
+        let cpus: Vec<CpuId> = (0..n).map(|r| CpuId(allowed[r % allowed.len()])).collect();
+        self.cpus(&cpus)
     }
 
     /// As [`cpus`](Self::cpus), unless `cpus` was called already (a launcher's own

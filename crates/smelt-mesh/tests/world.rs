@@ -108,6 +108,14 @@ fn builder_gives_cpus_nodes_model_and_attributes() {
         Err(WorldError::Invalid(_))
     ));
     assert!(matches!(World::threads(0), Err(WorldError::Invalid(_))));
+    // Spread over the CPUs this process may use, round-robin.
+    let allowed = smelt_transport::allowed_cpus().unwrap();
+    let ws = WorldBuilder::new(allowed.len() + 1)
+        .spread()
+        .threads()
+        .unwrap();
+    assert_eq!(ws[0].cpu(), Some(CpuId(allowed[0])));
+    assert_eq!(ws[allowed.len()].cpu(), Some(CpuId(allowed[0])));
 }
 
 #[test]
