@@ -407,9 +407,10 @@ impl<S: Send + 'static> Offload<S, WorldLink> {
     /// world's `i`-th set of endpoints ([`Endpoint::from_world`], settings `am`), so
     /// lane `i` of every member reaches lane `i` of every other; it gets state
     /// `state(i)`, and `setup(i, endpoint)` registers its handlers before its thread
-    /// starts. Every member makes the same number of lanes with the same `am`; meet
-    /// the other members (a barrier) before the first request, so that every lane's
-    /// handlers are registered. Then as [`Offload::start`].
+    /// starts (messages wait in the links until the lane's thread polls, so none meets
+    /// an unregistered handler). Every member makes the same number of lanes with the
+    /// same `am`; a member must not shut its pool down while others may still send to
+    /// it (meet them first, e.g. at a barrier). Then as [`Offload::start`].
     pub fn from_world(
         world: &World,
         lanes: usize,
