@@ -156,10 +156,14 @@ fn main() {
                     ))
                 }
                 // Every usage mistake: one line and a hint, exit 2.
-                _ => common::fail(&common::usage_line(
-                    &e.render().to_string(),
-                    &command_path().0,
-                )),
+                _ => {
+                    let path = command_path().0;
+                    let line = common::usage_line(&e.render().to_string(), &path);
+                    common::fail(&match renamed(&e, &path) {
+                        Some(now) => line.replacen("; try '", &format!(" ({now}); try '"), 1),
+                        None => line,
+                    })
+                }
             }
         }
     };
@@ -195,6 +199,32 @@ fn main() {
         }
         common::fail(&msg);
     }
+}
+
+/// Where an option that became a subcommand went (`smelt bench --mpi` is `smelt bench
+/// mpi`, `smelt tune --check` is `smelt tune check`), for the usage error of a user
+/// who typed the old form.
+fn renamed(e: &clap::Error, path: &str) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let arg = arg.split('=').next().unwrap_or(arg);
+    let now = match (path, arg) {
+        ("smelt bench", "--processes" | "--mpi" | "--large" | "--sync" | "--am")
+        | ("smelt bench", "--aggregation" | "--offload" | "--tasks") => {
+            format!("smelt bench {}", &arg[2..])
+        }
+        ("smelt bench", "--mpi-ranks" | "--mpi-nodes-of" | "--mpi-lib") => {
+            format!("smelt bench mpi --{}", &arg[6..])
+        }
+        ("smelt tune", "--check" | "--predict" | "--compare") => {
+            format!("smelt tune {}", &arg[2..])
+        }
+        ("smelt tune", "--export-ompi") => "smelt tune export RULES".to_string(),
+        _ => return None,
+    };
+    Some(format!("it is '{now}' now"))
 }
 
 /// The subcommand the user typed (`smelt model show`) and its clap command, from the

@@ -707,8 +707,9 @@ fn offload_bench_reports_round_trips_rates_and_global_arrays() {
 }
 
 /// `smelt bench --help` lists every benchmark as a subcommand, each with its own
-/// `--help` and examples; the old flag-modes are usage errors (exit 2), a subcommand
-/// refuses another's options, and plain `smelt bench` keeps the collectives' options.
+/// `--help` and examples; the old flag-modes (and `smelt tune`'s) are usage errors
+/// (exit 2) naming the subcommand they became, a subcommand refuses another's options,
+/// and plain `smelt bench` keeps the collectives' options.
 #[test]
 fn bench_help_lists_subcommands() {
     const BENCHMARKS: [&str; 9] = [
@@ -743,7 +744,10 @@ fn bench_help_lists_subcommands() {
         );
     }
     // The collectives' options stay on plain `smelt bench` (its default benchmark).
-    assert!(out.contains("--peer-threads") && out.contains("--csv"), "{out}");
+    assert!(
+        out.contains("--peer-threads") && out.contains("--csv"),
+        "{out}"
+    );
     for flag in [
         "--processes",
         "--mpi",
@@ -756,7 +760,18 @@ fn bench_help_lists_subcommands() {
     ] {
         let (code, _, err) = run(&["bench", flag, "--quick"]);
         assert_eq!(code, 2, "{flag}: {err}");
-        assert!(err.contains(flag), "{flag}: {err}");
+        // The error names the subcommand it became.
+        let now = format!("'smelt bench {}'", &flag[2..]);
+        assert!(err.contains(flag) && err.contains(&now), "{flag}: {err}");
+    }
+    for (old, now) in [
+        ("--check", "'smelt tune check'"),
+        ("--predict", "'smelt tune predict'"),
+        ("--compare", "'smelt tune compare'"),
+    ] {
+        let (code, _, err) = run(&["tune", old]);
+        assert_eq!(code, 2, "{old}: {err}");
+        assert!(err.contains(now), "{old}: {err}");
     }
     // Each benchmark takes only its own options.
     let (code, _, err) = run(&["bench", "am", "--ranks", "2"]);
