@@ -65,7 +65,6 @@
 #[cfg(feature = "mpi")]
 pub mod mpi;
 mod pp;
-pub mod process;
 mod shared;
 mod worker;
 pub mod world;

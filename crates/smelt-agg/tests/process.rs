@@ -1,11 +1,11 @@
-//! Aggregation between processes of this host: 4 member processes (the test binary
-//! started again) of 4 worker threads each, 16 workers on this machine's CPUs, every
-//! scheme; each process reports the checksums of what its workers sent and received,
-//! and the sums over all processes must match.
+//! Aggregation between processes of this host: a world of 4 member processes (the
+//! test binary started again) of 4 worker threads each, 16 workers on this machine's
+//! CPUs, every scheme; each process reports the checksums of what its workers sent and
+//! received, and the sums over all processes must match.
 
-use smelt_agg::process::{join, join_from_env};
-use smelt_agg::{AggConfig, FlushPolicy, Out, Scheme, Worker};
-use smelt_am::process::AmJob;
+use smelt_agg::{from_world, AggConfig, FlushPolicy, Out, Scheme, Worker};
+use smelt_mesh::world::WorldBuilder;
+use smelt_mesh::{Rank, World};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -98,7 +98,8 @@ fn member_entry() {
         return;
     };
     let (scheme, flush) = role.split_once(':').unwrap();
-    let ws = join_from_env(
+    let ws = from_world(
+        &World::from_env().unwrap(),
         T,
         cfg(scheme.parse().unwrap(), parse(flush)),
         |_| Tally::default(),
@@ -114,19 +115,20 @@ fn member_entry() {
 
 fn across_processes(scheme: Scheme, flush: &str) {
     let c = cfg(scheme, parse(flush));
-    let job = AmJob::create(N, &c.am).unwrap();
+    let job = WorldBuilder::new(N).create_job(false).unwrap();
     let children: Vec<_> = (1..N)
         .map(|r| {
             Command::new(std::env::current_exe().unwrap())
                 .args(["--exact", "member_entry", "--nocapture", "--test-threads=1"])
-                .envs(job.env(r))
+                .envs(job.env(Rank(r)))
                 .env(ROLE, format!("{scheme}:{flush}"))
                 .stdout(Stdio::piped())
                 .spawn()
                 .unwrap()
         })
         .collect();
-    let ws = join(&job, 0, T, c, |_| Tally::default(), handler).unwrap();
+    let world = job.join(Rank(0)).unwrap();
+    let ws = from_world(&world, T, c, |_| Tally::default(), handler).unwrap();
     assert_eq!(ws[5 % T].size(), N * T);
     let (mut sent, mut got) = run(ws);
     for ch in children {

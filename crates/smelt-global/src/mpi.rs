@@ -431,14 +431,23 @@ pub(crate) fn array_from_world<T: Element>(
     }
     let block = layout.block(me);
     let mine = &region.words()[base[me].unwrap_or(CTRL_WORDS)..];
-    let net = MpiNet::create(
+    // The array's own communicator: it may outlive the world.
+    let mut comm = mesh_mpi::dup::<MpiCalls>(comm)?;
+    let mut net = match MpiNet::create(
         comm,
         mine.as_ptr() as *mut c_void,
         (block.end - block.start) as usize,
         world.nodes() > 1,
         block_lens(&layout, size),
         cfg.cache_lines,
-    )?;
+    ) {
+        Ok(net) => net,
+        Err(e) => {
+            mesh_mpi::free::<MpiCalls>(&mut comm);
+            return Err(e);
+        }
+    };
+    net.owns_comm = true;
     Ok(GlobalArray {
         mem: Memory::World {
             region,
@@ -501,6 +510,9 @@ struct MpiNet {
     resized32: [ffi::MPI_Datatype; 2],
     atomics_over_net: bool,
     comm: ffi::MPI_Comm,
+    /// Whether `comm` is the array's own (a duplicate freed with the window): arrays of
+    /// a world may outlive it.
+    owns_comm: bool,
     /// Elements of each rank's block.
     block_len: Vec<u64>,
     state: Mutex<NetState>,
@@ -557,6 +569,7 @@ impl MpiNet {
             resized32,
             atomics_over_net,
             comm,
+            owns_comm: false,
             block_len,
             state: Mutex::new(NetState {
                 pending: Vec::new(),
@@ -854,6 +867,9 @@ impl Drop for MpiNet {
         for t in self.resized32.iter_mut() {
             // SAFETY: datatypes this window's creation committed, freed once.
             unsafe { ffi::MPI_Type_free(t) };
+        }
+        if self.owns_comm {
+            mesh_mpi::free::<MpiCalls>(&mut self.comm);
         }
     }
 }

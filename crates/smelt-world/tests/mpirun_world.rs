@@ -277,6 +277,18 @@ fn one_world(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
     })?;
     a.barrier()?;
     drop(a);
+    // An array may outlive its world (it keeps its memory and its communicator).
+    let b = GlobalArray::<u64>::from_world(&world, 8, ArrayConfig::default())?;
+    drop(world);
+    b.accumulate(0, &[1; 8], Op::Sum)?;
+    b.barrier()?;
+    let mut got = [0u64; 8];
+    b.get(0, &mut got)?;
+    ensure(got == [n; 8], || {
+        format!("an array without its world: {got:?}")
+    })?;
+    b.barrier()?;
+    drop(b);
     comm.barrier();
     coll.barrier()?;
     Ok(format!(
