@@ -485,16 +485,10 @@ fn measure_configs(
         samples
             .iter()
             .zip(&failed)
-            .map(|(s, &f)| (!f && !s.is_empty()).then(|| median(s)))
+            // The plain median of the passes' figures (no outlier rejection: there are 3 or 5).
+            .map(|(s, &f)| (!f && !s.is_empty()).then(|| crate::stats::median(s)))
             .collect(),
     ))
-}
-
-/// The plain median of the passes' figures (no outlier rejection: there are 3 or 5).
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    smelt_tree::stats::median_sorted(&v)
 }
 
 /// `tree` or `tree,segment=N`, as the candidates of a tuning file name them.
