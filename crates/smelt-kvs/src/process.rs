@@ -11,7 +11,7 @@
 //! [`ENV_REPLICA`]; it calls [`run_replica_from_env`] (or
 //! [`run_replica_from_env_with`]), which joins the world as its member, serves until
 //! the store closes (or its process is killed), and writes its
-//! [`ReplicaReport`](crate::ReplicaReport) to its standard output as one JSON line.
+//! [`ReplicaReport`] to its standard output as one JSON line.
 //! `smelt kvs-replica` (the hidden subcommand `smelt kvs --processes` uses) and the
 //! `smelt-kvs-replica` binary of this crate are such programs; a program of your own
 //! can be one by calling [`run_replica_from_env`] first thing when

@@ -383,7 +383,9 @@ impl AlgorithmTable {
 
     /// Rules in `SMELT_TUNE`'s syntax (the first match wins), e.g.
     /// `barrier=dissemination;allreduce:0-4k=recursive-doubling`; rules of other
-    /// operations are accepted and have no effect on the table (they pick trees).
+    /// operations are accepted and have no effect on the table (they pick trees). A
+    /// tree's name is checked for its syntax only (the registry is the tree crate's:
+    /// `smelt_tree::tuning::table_from_rules` checks it there).
     pub fn parse(rules: &str) -> Result<AlgorithmTable, String> {
         let overrides = parse_rules(rules, |name, op| {
             let p: Pick = name.parse()?;

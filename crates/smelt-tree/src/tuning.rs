@@ -192,6 +192,33 @@ pub use smelt_plan::table::{nearest_class, parse_size, rules_op, Origin, Pick};
 /// (plain data, read by the runtime), filled here by [`auto_table`].
 pub use smelt_plan::AlgorithmTable;
 
+/// [`AlgorithmTable::parse`] with every algorithm's name checked against this crate's
+/// registry (`smelt-plan` checks a tree's name for its syntax only): rules in
+/// `SMELT_TUNE`'s syntax, the first match wins.
+pub fn table_from_rules(rules: &str) -> Result<AlgorithmTable, String> {
+    Ok(AlgorithmTable::from_parts(
+        table_rules(Overrides::parse(rules)?.rules),
+        BTreeMap::new(),
+        BTreeMap::new(),
+        Some(Origin::Override),
+    ))
+}
+
+/// `SMELT_TUNE`'s rules as a table holds them.
+fn table_rules(rules: Vec<OverrideRule>) -> Vec<smelt_plan::table::Rule<Pick>> {
+    rules
+        .into_iter()
+        .map(|r| smelt_plan::table::Rule {
+            op: r.op,
+            min: r.min,
+            max: r.max,
+            mode: r.mode,
+            algorithm: r.choice.algorithm.into(),
+            segment: r.choice.segment,
+        })
+        .collect()
+}
+
 /// A tree of the registry, or a non-tree algorithm, as a table names it.
 impl From<Algorithm> for Pick {
     fn from(a: Algorithm) -> Pick {
@@ -941,19 +968,7 @@ pub fn auto_table(
     model: &Model,
     members: &[usize],
 ) -> Result<(AlgorithmTable, Option<String>), String> {
-    let overrides: Vec<smelt_plan::table::Rule<Pick>> = Overrides::from_env()?
-        .map(|o| o.rules)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|r| smelt_plan::table::Rule {
-            op: r.op,
-            min: r.min,
-            max: r.max,
-            mode: r.mode,
-            algorithm: r.choice.algorithm.into(),
-            segment: r.choice.segment,
-        })
-        .collect();
+    let overrides = table_rules(Overrides::from_env()?.map(|o| o.rules).unwrap_or_default());
     let mut warning = None;
     let mut classes = BTreeMap::new();
     let mut segments = BTreeMap::new();
@@ -1139,6 +1154,28 @@ pub(crate) fn auto_children(c: &Costs, root: usize) -> Vec<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Tables from rules: the registry checks every name (smelt-plan's own parser
+    /// checks a tree's name for its syntax only); the same rules give the same table.
+    #[test]
+    fn tables_from_rules_check_names_against_the_registry() {
+        let rules = "barrier@strict=dissemination;allreduce:0-4k=rd,segment=1k;*:64k-=chain";
+        let t = table_from_rules(rules).unwrap();
+        assert_eq!(
+            t.lookup(Mode::Loose, Op::Reduce, 1 << 20),
+            Some(Pick::Tree("knomial:1".into()))
+        );
+        assert_eq!(
+            t.non_tree(Mode::Strict, Op::Barrier, 0),
+            Some(NonTree::Dissemination)
+        );
+        assert_eq!(t.segment(Mode::Loose, Op::Allreduce, 8), Some(1024));
+        assert!(AlgorithmTable::parse("reduce=gossip").is_ok());
+        let e = table_from_rules("reduce=gossip").unwrap_err();
+        assert!(e.contains("unknown algorithm 'gossip'"), "{e}");
+        assert!(table_from_rules("reduce=knomial:0").is_err());
+        assert!(table_from_rules("*=dissemination").is_err());
+    }
 
     #[test]
     fn a_flat_oversubscribed_group_runs_the_barrier_on_its_tree() {
