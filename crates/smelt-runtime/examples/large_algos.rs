@@ -9,6 +9,7 @@
 //!
 //! More members than CPUs run unpinned.
 
+use smelt_ids::stats::median;
 use smelt_runtime::{Group, GroupConfig, GroupError, Pinning, ReduceOp};
 use smelt_tree::tuning::AlgorithmTable;
 use smelt_tree::Tree;
@@ -114,10 +115,4 @@ fn main() {
         }
         println!();
     }
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    s[s.len() / 2]
 }
