@@ -8,6 +8,9 @@
 //! `world_member` (also under `smelt launch`: smelt-cli's tests/launch_world.rs);
 //! the same under `mpirun`, with emulated nodes, is the MPI world's test.
 
+// mix: SplitMix64's output (the workspace's one), the values every member and the
+// sequential check agree on.
+use smelt_ids::rng::mix;
 use smelt_world::agg::{AggConfig, Scheme};
 use smelt_world::am::{self, Endpoint};
 use smelt_world::global::{GlobalArray, Op};
@@ -30,14 +33,6 @@ const ITEMS: u64 = 400;
 const LEN: u64 = 1001;
 /// Requests each member sends each other member through its offload lane.
 const OFFLOADED: u64 = 10;
-
-/// SplitMix64's finalizer: the values every member and the sequential check agree on.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
 
 /// The value member `from` sends member `to` (active messages and offload).
 fn value(from: usize, to: usize) -> u64 {
