@@ -272,6 +272,25 @@ pub fn run_replica_from_env_with(shape: ShapeReader) -> Result<(), KvsError> {
         )));
     }
     let world = World::from_env().map_err(|e| bad(&e))?;
+    let report = run_replica(&world, shape)?;
+    drop(world);
+    let line = serde_json::to_string(&report).map_err(|e| bad(&e))?;
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")
+        .and_then(|_| out.flush())
+        .map_err(|e| bad(&format!("writing the report: {e}")))
+}
+
+/// Runs this member of a store's world as its replica: reads the store's description
+/// (the world's attribute [`WORLD_ATTRIBUTE`]), makes the world's mesh (a collective
+/// call, as every member of the store does), pins itself to its `replica_cpus` entry if
+/// there is one, and serves until the store closes or stops it; returns the replica's
+/// report (what [`run_replica_from_env`] prints). `shape` rebuilds the store's tree
+/// builder for view changes. Errors: the world is not a store's, or this member is not
+/// one of its replicas.
+pub fn run_replica(world: &World, shape: ShapeReader) -> Result<ReplicaReport, KvsError> {
+    let bad = |e: &dyn std::fmt::Display| KvsError::Config(format!("replica process: {e}"));
     let text = world.attribute(WORLD_ATTRIBUTE).ok_or_else(|| {
         bad(&format!(
             "the world has no '{WORLD_ATTRIBUTE}' attribute: it is not a store's"
@@ -328,14 +347,8 @@ pub fn run_replica_from_env_with(shape: ShapeReader) -> Result<(), KvsError> {
         Arc::new(spec),
     );
     let mut report = rep.run();
-    drop(world);
     report.pinned = pinned;
-    let line = serde_json::to_string(&report).map_err(|e| bad(&e))?;
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}")
-        .and_then(|_| out.flush())
-        .map_err(|e| bad(&format!("writing the report: {e}")))
+    Ok(report)
 }
 
 /// The replica processes of a store, as the store's process holds them.

@@ -290,6 +290,12 @@ fn bad_replica_program_is_a_clear_error() {
     assert!(matches!(Store::start(cfg), Err(KvsError::Config(_))));
     // Not started by a store.
     assert!(smelt_kvs::process::run_replica_from_env().is_err());
+    // A member of a world that is not a store's.
+    let w = smelt_mesh::world::World::threads(1).unwrap().remove(0);
+    let e = smelt_kvs::process::run_replica(&w, &smelt_tree::shape::from_description)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a store's"), "{e}");
 }
 
 /// Client re-homing: the home replica of client 0 is killed, then its first backup;
