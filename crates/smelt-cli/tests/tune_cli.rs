@@ -323,3 +323,43 @@ fn tune_measures_non_tree_candidates() {
         "{text}"
     );
 }
+
+/// `smelt tune --help` lists its commands, each with its own `--help` and examples;
+/// plain `smelt tune` keeps measure's options; a command refuses another's options.
+#[test]
+fn tune_help_lists_commands() {
+    let help = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_smelt"))
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = help(&["tune", "--help"]);
+    assert_eq!(code, Some(0), "{err}");
+    let commands = out.split("Commands:").nth(1).expect("a Commands section");
+    for c in ["measure", "check", "predict", "compare", "export"] {
+        assert!(
+            commands.lines().any(|l| l.trim_start().starts_with(c)),
+            "{c} not listed:\n{out}"
+        );
+        let (code, h, err) = help(&["tune", c, "--help"]);
+        assert_eq!(code, Some(0), "{c}: {err}");
+        assert!(
+            h.contains(&format!("smelt tune {c}")) && h.contains("Examples:"),
+            "{c}:\n{h}"
+        );
+    }
+    assert!(
+        out.contains("--resume") && out.contains("--segments"),
+        "{out}"
+    );
+    let (code, _, err) = help(&["tune", "compare", "--resume", "x.json"]);
+    assert_eq!(code, Some(2), "{err}");
+    let (code, _, err) = help(&["tune", "export"]);
+    assert_eq!(code, Some(2), "export needs its RULES file: {err}");
+}
