@@ -13,8 +13,9 @@ use super::{all, bcast_bytes, Calls, MpiError};
 use std::time::Duration;
 
 /// Bytes of the broadcast address: a status byte, its length (4 bytes, little
-/// endian), then the text.
-pub const ADDRESS_BYTES: usize = 4096;
+/// endian), then the text (a segment's path and key take about 100; the interposer
+/// hands one out at every communicator's set-up, so it stays small).
+pub const ADDRESS_BYTES: usize = 1024;
 
 /// What [`hand_out`] gives each rank.
 #[derive(Debug)]
