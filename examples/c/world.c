@@ -54,6 +54,18 @@ static atomic_int failed;
         }                                                                                \
     } while (0)
 
+/* Element-wise sum of int64_t values (a C reduction operator). */
+static void sum_i64(void *inout, const void *in, size_t len, void *arg) {
+    int64_t a[8], b[8];
+    size_t k, n = len / sizeof(int64_t);
+    (void)arg;
+    if (n > 8) n = 8;
+    memcpy(a, inout, n * sizeof(int64_t));
+    memcpy(b, in, n * sizeof(int64_t));
+    for (k = 0; k < n; k++) a[k] += b[k];
+    memcpy(inout, a, n * sizeof(int64_t));
+}
+
 /* ---- active messages: every member asks every member to double numbers ---------- */
 
 enum { DOUBLE = 1, DOUBLED = 2 };
@@ -158,6 +170,19 @@ static int body(smelt_world *w) {
         CHECK(smelt_broadcast(m, &b, sizeof b));
         EXPECT(b == 4242 + (uint64_t)k, "broadcast round %ld: %llu", k, (unsigned long long)b);
     }
+    /* A C operator over several words, and a broadcast of bytes that are no words. */
+    int64_t v[3] = {(int64_t)me, 2 * (int64_t)me, 1};
+    CHECK(smelt_allreduce(m, v, sizeof v, sum_i64, NULL));
+    EXPECT(v[0] == (int64_t)(n * (n - 1) / 2) && v[1] == (int64_t)(n * (n - 1)) &&
+               v[2] == (int64_t)n,
+           "allreduce with a C operator: %lld %lld %lld", (long long)v[0], (long long)v[1],
+           (long long)v[2]);
+    char text[21] = "nothing heard yet...";
+    int is_root = 0;
+    CHECK(smelt_member_is_root(m, &is_root));
+    if (is_root) memcpy(text, "one world, all of it", sizeof text);
+    CHECK(smelt_broadcast(m, text, sizeof text));
+    EXPECT(strcmp(text, "one world, all of it") == 0, "broadcast of bytes: %s", text);
     CHECK(smelt_barrier(m));
 
     /* Active messages: `rounds` requests to every member; serve until all served. */

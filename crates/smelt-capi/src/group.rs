@@ -230,9 +230,63 @@ impl Origin {
     }
 }
 
+/// The collectives behind a member handle.
+pub(crate) enum Body {
+    /// A group over one tree of members that share memory (threads, processes, the
+    /// MPI ranks of one node).
+    Tree(Member),
+    /// A world of MPI ranks on several nodes: a tree in each node, MPI between them
+    /// (`smelt_world_collectives` on such a world).
+    #[cfg(feature = "mpi")]
+    Mpi(Box<crate::world::MpiMember>),
+}
+
+impl Body {
+    fn rank(&self) -> Rank {
+        match self {
+            Body::Tree(m) => m.rank(),
+            #[cfg(feature = "mpi")]
+            Body::Mpi(m) => m.rank(),
+        }
+    }
+
+    fn size(&self) -> usize {
+        match self {
+            Body::Tree(m) => m.size(),
+            #[cfg(feature = "mpi")]
+            Body::Mpi(m) => m.size(),
+        }
+    }
+
+    fn cpu(&self) -> u32 {
+        match self {
+            Body::Tree(m) => m.cpu().get(),
+            #[cfg(feature = "mpi")]
+            Body::Mpi(m) => m.cpu(),
+        }
+    }
+
+    /// The tree member, to give back to its group.
+    fn into_tree(self) -> Option<Member> {
+        match self {
+            Body::Tree(m) => Some(m),
+            #[cfg(feature = "mpi")]
+            Body::Mpi(_) => None,
+        }
+    }
+
+    fn is_root(&self) -> bool {
+        match self {
+            Body::Tree(m) => m.is_root(),
+            #[cfg(feature = "mpi")]
+            Body::Mpi(m) => m.rank().index() == 0,
+        }
+    }
+}
+
 /// What a member handle refers to.
 pub(crate) struct MemberState {
-    member: Member,
+    body: Body,
     inner: Arc<GroupInner>,
     /// First error a collective returned on this member (reported by smelt_group_run).
     first_error: Option<Error>,
@@ -244,8 +298,12 @@ pub(crate) struct MemberState {
 
 impl MemberState {
     pub(crate) fn new(member: Member, inner: Arc<GroupInner>, origin: Origin) -> MemberState {
+        MemberState::with_body(Body::Tree(member), inner, origin)
+    }
+
+    pub(crate) fn with_body(body: Body, inner: Arc<GroupInner>, origin: Origin) -> MemberState {
         MemberState {
-            member,
+            body,
             inner,
             first_error: None,
             origin,
@@ -256,18 +314,33 @@ impl MemberState {
     /// Fails the group on this member's behalf with `what`, to be reported as `code`
     /// (unless the group failed before); returns the group's error.
     fn fail_with(&mut self, code: smelt_status, what: String) -> Error {
+        let member = match &mut self.body {
+            Body::Tree(m) => m,
+            // Nothing to fail: the MPI collectives' every wait is bounded.
+            #[cfg(feature = "mpi")]
+            Body::Mpi(_) => return Error(code, what),
+        };
         // Recorded before the runtime raises the abort flag: every member woken by it
         // finds the code.
-        lock(&self.inner.codes).push((self.member.rank(), what.clone(), code));
-        let first = self.member.fail(&what);
+        lock(&self.inner.codes).push((member.rank(), what.clone(), code));
+        let first = member.fail(&what);
         self.inner.error(first, None)
+    }
+
+    /// The tree member (every caller checked for the MPI body before).
+    fn tree(&mut self) -> &mut Member {
+        match &mut self.body {
+            Body::Tree(m) => m,
+            #[cfg(feature = "mpi")]
+            Body::Mpi(_) => unreachable!("the MPI body is dispatched before"),
+        }
     }
 
     /// The group's error after the runtime returned `e` to this member.
     fn group_error(&mut self, e: &GroupError) -> Error {
         // Records `e` if the runtime did not (and raises the abort flag); returns the
         // group's first failure either way.
-        let first = self.member.fail(&e.to_string());
+        let first = self.tree().fail(&e.to_string());
         let here = matches!(e, GroupError::Timeout { .. }).then(|| e.to_string());
         self.inner.error(first, here)
     }
@@ -453,11 +526,11 @@ fn run_member(
     match handle::remove(h, Kind::Member, "member", Wait::Block, |_| Ok(())) {
         Ok(Object::Member(sm)) => {
             let MemberState {
-                member,
-                first_error,
-                ..
+                body, first_error, ..
             } = *sm;
-            inner.put(member);
+            if let Some(member) = body.into_tree() {
+                inner.put(member);
+            }
             first_error
         }
         _ => Some(Error(
@@ -506,8 +579,10 @@ pub extern "C" fn smelt_member_detach(member: *mut smelt_member) -> smelt_status
         if let Some(Object::Member(sm)) =
             release_member(member, Origin::Attach, "smelt_member_detach")?
         {
-            let MemberState { member, inner, .. } = *sm;
-            inner.put(member);
+            let MemberState { body, inner, .. } = *sm;
+            if let Some(member) = body.into_tree() {
+                inner.put(member);
+            }
         }
         Ok(())
     })
@@ -581,7 +656,7 @@ pub extern "C" fn smelt_member_free(member: *mut smelt_member) -> smelt_status {
 /// Number of members of the member's group or job.
 #[no_mangle]
 pub extern "C" fn smelt_member_size(member: *const smelt_member, n: *mut usize) -> smelt_status {
-    guard(|| out(n, handle::member(id(member), "member")?.member.size(), "n"))
+    guard(|| out(n, handle::member(id(member), "member")?.body.size(), "n"))
 }
 
 /// Member index (rank: the index of its CPU in the first tree's member order).
@@ -593,7 +668,7 @@ pub extern "C" fn smelt_member_index(
     guard(|| {
         out(
             index,
-            handle::member(id(member), "member")?.member.rank().index(),
+            handle::member(id(member), "member")?.body.rank().index(),
             "index",
         )
     })
@@ -602,13 +677,7 @@ pub extern "C" fn smelt_member_index(
 /// OS CPU id of the member.
 #[no_mangle]
 pub extern "C" fn smelt_member_cpu(member: *const smelt_member, cpu: *mut u32) -> smelt_status {
-    guard(|| {
-        out(
-            cpu,
-            handle::member(id(member), "member")?.member.cpu().get(),
-            "cpu",
-        )
-    })
+    guard(|| out(cpu, handle::member(id(member), "member")?.body.cpu(), "cpu"))
 }
 
 /// 1 at the root, else 0.
@@ -618,7 +687,7 @@ pub extern "C" fn smelt_member_is_root(
     is_root: *mut c_int,
 ) -> smelt_status {
     guard(|| {
-        let r = handle::member(id(member), "member")?.member.is_root();
+        let r = handle::member(id(member), "member")?.body.is_root();
         out(is_root, r as c_int, "is_root")
     })
 }
@@ -665,6 +734,10 @@ enum Fail {
     Arg(String),
     /// The runtime failed (or the group had failed).
     Group(GroupError),
+    /// The collective failed with this error, the same at every member (the MPI body:
+    /// nothing to fail on the group's behalf).
+    #[cfg(feature = "mpi")]
+    Done(Error),
 }
 
 impl From<GroupError> for Fail {
@@ -687,6 +760,8 @@ fn collective(
             Ok(Ok(())) => return Ok(()),
             Ok(Err(Fail::Arg(what))) => sm.fail_with(SMELT_ERR_INVALID_ARGUMENT, what),
             Ok(Err(Fail::Group(e))) => sm.group_error(&e),
+            #[cfg(feature = "mpi")]
+            Ok(Err(Fail::Done(e))) => e,
             Err(p) => sm.fail_with(
                 SMELT_ERR_PANIC,
                 format!("internal error: {}", panic_message(&*p)),
@@ -777,7 +852,13 @@ fn agree<T>(m: &mut Member, c: Coll, len: usize, args: Res<T>) -> Result<T, Fail
 /// Barrier over the group.
 #[no_mangle]
 pub extern "C" fn smelt_barrier(member: *mut smelt_member) -> smelt_status {
-    collective(member, |sm| agree(&mut sm.member, Coll::Barrier, 0, Ok(())))
+    collective(member, |sm| {
+        #[cfg(feature = "mpi")]
+        if let Body::Mpi(m) = &mut sm.body {
+            return m.barrier().map_err(Fail::Done);
+        }
+        agree(sm.tree(), Coll::Barrier, 0, Ok(()))
+    })
 }
 
 /// Broadcast of `len` bytes from the root's `buf` into every member's `buf`.
@@ -789,14 +870,22 @@ pub extern "C" fn smelt_broadcast(
 ) -> smelt_status {
     collective(member, |sm| {
         let b = slice_mut(buf.cast(), len, "buf");
-        let b = agree(&mut sm.member, Coll::Broadcast, len, b)?;
+        #[cfg(feature = "mpi")]
+        if let Body::Mpi(m) = &mut sm.body {
+            return m.broadcast(len, b).map_err(Fail::Done);
+        }
+        let b = agree(sm.tree(), Coll::Broadcast, len, b)?;
         broadcast_data(sm, b)
     })
 }
 
 /// The root's `b` into every member's `b` (the same length everywhere, agreed before).
 fn broadcast_data(sm: &mut MemberState, b: &mut [u8]) -> Result<(), Fail> {
-    let m = &mut sm.member;
+    let m = match &mut sm.body {
+        Body::Tree(m) => m,
+        #[cfg(feature = "mpi")]
+        Body::Mpi(_) => unreachable!("the MPI body is dispatched before"),
+    };
     let root = m.is_root();
     if b.len() <= 8 {
         let mut w = [0u8; 8];
@@ -842,8 +931,14 @@ pub extern "C" fn smelt_reduce(
     arg: *mut c_void,
 ) -> smelt_status {
     collective(member, |sm| {
-        let (b, op) = agree(&mut sm.member, Coll::Reduce, len, reduce_args(buf, len, op))?;
-        reduce_data(&mut sm.member, b, op, arg)
+        #[cfg(feature = "mpi")]
+        if let Body::Mpi(m) = &mut sm.body {
+            return m
+                .reduce(len, reduce_args(buf, len, op), arg, false)
+                .map_err(Fail::Done);
+        }
+        let (b, op) = agree(sm.tree(), Coll::Reduce, len, reduce_args(buf, len, op))?;
+        reduce_data(sm.tree(), b, op, arg)
     })
 }
 
@@ -858,20 +953,24 @@ pub extern "C" fn smelt_allreduce(
 ) -> smelt_status {
     collective(member, |sm| {
         let args = reduce_args(buf, len, op);
-        let (b, op) = agree(&mut sm.member, Coll::Allreduce, len, args)?;
+        #[cfg(feature = "mpi")]
+        if let Body::Mpi(m) = &mut sm.body {
+            return m.reduce(len, args, arg, true).map_err(Fail::Done);
+        }
+        let (b, op) = agree(sm.tree(), Coll::Allreduce, len, args)?;
         // A group over an `auto` tree whose table picks recursive doubling for this
         // size runs it (the arguments were agreed on above, as for every collective).
         if sm
-            .member
+            .tree()
             .context(0)?
             .non_tree_for(::smelt_tree::Op::Allreduce, len)
             .is_some()
         {
             return Ok(sm
-                .member
+                .tree()
                 .allreduce_bytes(b, |acc, other| apply(op, acc, other, arg))?);
         }
-        reduce_data(&mut sm.member, b, op, arg)?;
+        reduce_data(sm.tree(), b, op, arg)?;
         broadcast_data(sm, b)
     })
 }
@@ -975,8 +1074,12 @@ fn typed(
             .min(1 << 48);
         // Every member agrees on the length, the type and the operation at once.
         let word = len | ((ty.clamp(0, 15) as usize) << 48) | ((op.clamp(0, 15) as usize) << 52);
-        let (b, rop) = agree(&mut sm.member, coll, word, args)?;
-        run_typed(&mut sm.member, b, ty, rop, all)?;
+        #[cfg(feature = "mpi")]
+        if let Body::Mpi(m) = &mut sm.body {
+            return m.typed(word, args, ty, all).map_err(Fail::Done);
+        }
+        let (b, rop) = agree(sm.tree(), coll, word, args)?;
+        run_typed(sm.tree(), b, ty, rop, all)?;
         Ok(())
     })
 }
@@ -1013,7 +1116,7 @@ fn run_typed(
     }
 }
 
-type OpFn = unsafe extern "C" fn(*mut c_void, *const c_void, usize, *mut c_void);
+pub(crate) type OpFn = unsafe extern "C" fn(*mut c_void, *const c_void, usize, *mut c_void);
 
 /// The checked arguments of a reduction.
 fn reduce_args<'a>(buf: *mut c_void, len: usize, op: smelt_reduce_op) -> Res<(&'a mut [u8], OpFn)> {
@@ -1024,7 +1127,7 @@ fn reduce_args<'a>(buf: *mut c_void, len: usize, op: smelt_reduce_op) -> Res<(&'
 }
 
 /// Applies the C operator to two byte buffers of equal length.
-fn apply(op: OpFn, acc: &mut [u8], other: &[u8], arg: *mut c_void) {
+pub(crate) fn apply(op: OpFn, acc: &mut [u8], other: &[u8], arg: *mut c_void) {
     let n = acc.len().min(other.len());
     // SAFETY: `op` is the caller's operator (smelt.h: it reads `len` bytes of `in` and
     // updates `len` bytes of `inout`); both buffers are live Rust buffers of at least

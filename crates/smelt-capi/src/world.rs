@@ -13,7 +13,7 @@
 //! A world handle is shared (an `Arc`): its accessors may be called from any thread,
 //! and freeing it leaves the services made from it working.
 
-use crate::group::{group_err_code, GroupInner, MemberState, Origin};
+use crate::group::{group_err_code, Body, GroupInner, MemberState, Origin};
 use crate::handle::{self, Kind, Object, Wait};
 use crate::{
     cstr, err, guard, id, out, smelt_member, smelt_status, Error, Res, SMELT_ERR_INVALID_ARGUMENT,
@@ -22,7 +22,7 @@ use crate::{
 use ::smelt_world::{Topology, WorldExt};
 use smelt_model::ModelError;
 use smelt_runtime::world::WorldBuilder;
-use smelt_runtime::{CpuId, Member, World, WorldError};
+use smelt_runtime::{CpuId, World, WorldError};
 use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 
@@ -247,12 +247,20 @@ pub extern "C" fn smelt_world_free(world: *mut smelt_world) -> smelt_status {
 /// This member's member of a group over `tree` (see `smelt_world_collectives`): the
 /// launcher's group, or the tree planned over the world's CPUs and model as
 /// `smelt_world::WorldExt` plans it (ranks stay the world's).
-fn world_member(w: &World, tree: Option<&str>) -> Res<Member> {
+fn world_member(w: &World, tree: Option<&str>) -> Res<Body> {
     let topo: Topology = tree
         .unwrap_or("auto")
         .parse()
         .map_err(|e: String| Error(SMELT_ERR_INVALID_ARGUMENT, e))?;
-    WorldExt::collectives(w, topo).map_err(|e| {
+    #[cfg(feature = "mpi")]
+    if w.nodes() > 1 && w.mpi().is_some() {
+        // Several nodes of MPI ranks: a tree in each node, MPI between them.
+        let coll = ::smelt_world::mpi::collectives(w, topo)
+            .map_err(|e| mpi_err("smelt_world_collectives", e))?;
+        let cpu = w.cpu().map_or(0, |c| c.get());
+        return Ok(Body::Mpi(Box::new(MpiMember { coll, cpu })));
+    }
+    WorldExt::collectives(w, topo).map(Body::Tree).map_err(|e| {
         let code = match &e {
             ::smelt_world::Error::World(w) => world_error(w.clone()).0,
             ::smelt_world::Error::Group(g) => group_err_code(g),
@@ -285,10 +293,10 @@ pub extern "C" fn smelt_world_collectives(
             return err(SMELT_ERR_INVALID_ARGUMENT, "member is NULL");
         }
         let slot = handle::reserve()?;
-        let m = world_member(&w, tree)?;
-        let inner = Arc::new(GroupInner::for_job(m.size()));
-        let h = slot.fill(Object::Member(Box::new(MemberState::new(
-            m,
+        let body = world_member(&w, tree)?;
+        let inner = Arc::new(GroupInner::for_job(w.size()));
+        let h = slot.fill(Object::Member(Box::new(MemberState::with_body(
+            body,
             inner,
             Origin::World,
         ))));
@@ -384,4 +392,244 @@ pub extern "C" fn smelt_world_from_mpi_f(comm: i32, world: *mut *mut smelt_world
             world,
         )
     })
+}
+
+/// The collectives of a member of a world of MPI ranks on several nodes (a tree in
+/// each node, MPI between the nodes' leaders: `smelt_world::mpi`), behind a
+/// `smelt_member` handle. Each collective starts with an agreement (one allreduce of
+/// the members' (collective, len) words, by maximum, of the word and of its
+/// complement): data moves only when every member called the same collective with the
+/// same length and valid arguments; otherwise every member returns
+/// `SMELT_ERR_INVALID_ARGUMENT`. Every wait is bounded (the world's MPI timeout).
+#[cfg(feature = "mpi")]
+pub(crate) struct MpiMember {
+    coll: ::smelt_world::mpi::MpiCollectives,
+    cpu: u32,
+}
+
+// SAFETY: the collectives hold process-wide MPI handles (the leaders' communicator)
+// and queuepairs of the node's segment; a member handle is used by one thread at a
+// time (the handle table's lock, smelt.h), which makes the MPI calls as the program's
+// MPI thread level allows (as for any of its MPI calls). The world's own MPI part is
+// Send for the same reason (smelt_mesh's MpiWorld).
+#[cfg(feature = "mpi")]
+unsafe impl Send for MpiMember {}
+
+/// Tags of the agreement words (as group.rs's).
+#[cfg(feature = "mpi")]
+mod tag {
+    pub const BARRIER: u64 = 1;
+    pub const BROADCAST: u64 = 2;
+    pub const REDUCE: u64 = 3;
+    pub const ALLREDUCE: u64 = 4;
+    pub const REDUCE_TYPED: u64 = 5;
+    pub const ALLREDUCE_TYPED: u64 = 6;
+}
+
+/// An agreement word as the call it stands for ("smelt_broadcast of 8 bytes").
+#[cfg(feature = "mpi")]
+fn described(w: u64) -> String {
+    let len = w & ((1 << 56) - 1);
+    match w >> 56 {
+        tag::BARRIER => "smelt_barrier".into(),
+        tag::BROADCAST => format!("smelt_broadcast of {len} bytes"),
+        tag::REDUCE => format!("smelt_reduce of {len} bytes"),
+        tag::ALLREDUCE => format!("smelt_allreduce of {len} bytes"),
+        tag::REDUCE_TYPED | tag::ALLREDUCE_TYPED => {
+            let name = if w >> 56 == tag::REDUCE_TYPED {
+                "smelt_reduce_typed"
+            } else {
+                "smelt_allreduce_typed"
+            };
+            format!(
+                "{name} of {} bytes (type {}, op {})",
+                len & ((1 << 48) - 1),
+                (len >> 48) & 15,
+                (len >> 52) & 15
+            )
+        }
+        _ => format!("an unknown call ({w:#x})"),
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn mpi_err(call: &str, e: ::smelt_world::Error) -> Error {
+    let code = match &e {
+        ::smelt_world::Error::Group(smelt_runtime::GroupError::Timeout { .. }) => {
+            crate::SMELT_ERR_TIMEOUT
+        }
+        ::smelt_world::Error::World(WorldError::Invalid(w)) if w.contains("timed out") => {
+            crate::SMELT_ERR_TIMEOUT
+        }
+        _ => SMELT_ERR_RUNTIME,
+    };
+    Error(code, format!("{call}: {e}"))
+}
+
+#[cfg(feature = "mpi")]
+impl MpiMember {
+    pub(crate) fn rank(&self) -> smelt_runtime::Rank {
+        self.coll.rank()
+    }
+
+    pub(crate) fn size(&self) -> usize {
+        self.coll.size()
+    }
+
+    pub(crate) fn cpu(&self) -> u32 {
+        self.cpu
+    }
+
+    /// The agreement on `word` (`args`: this member's own check of its arguments).
+    fn agree<T>(&mut self, call: &str, tag: u64, word: u64, args: Res<T>) -> Res<T> {
+        let word = (tag << 56) | (word & ((1 << 56) - 1));
+        let mine = if args.is_ok() { word } else { u64::MAX };
+        let mut v = [mine, !mine];
+        self.coll
+            .allreduce_slice(&mut v, |a, b| a.max(b))
+            .map_err(|e| mpi_err(call, e))?;
+        let (hi, lo) = (v[0], !v[1]);
+        match args {
+            Ok(a) if hi == mine && lo == mine => Ok(a),
+            Err(Error(code, msg)) => Err(Error(code, format!("{call}: {msg}"))),
+            Ok(_) if hi == u64::MAX => err(
+                SMELT_ERR_INVALID_ARGUMENT,
+                format!("{call}: another member's arguments are wrong"),
+            ),
+            Ok(_) => err(
+                SMELT_ERR_INVALID_ARGUMENT,
+                format!(
+                    "{call}: the members' calls differ (from {} to {})",
+                    described(lo),
+                    described(hi)
+                ),
+            ),
+        }
+    }
+
+    pub(crate) fn barrier(&mut self) -> Res<()> {
+        self.agree("smelt_barrier", tag::BARRIER, 0, Ok(()))
+    }
+
+    /// Member 0's bytes into every member's `b`, a word at a time.
+    pub(crate) fn broadcast(&mut self, len: usize, b: Res<&mut [u8]>) -> Res<()> {
+        const CALL: &str = "smelt_broadcast";
+        let b = self.agree(CALL, tag::BROADCAST, len as u64, b)?;
+        for chunk in b.chunks_mut(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            let got = self
+                .coll
+                .broadcast_word(u64::from_le_bytes(w))
+                .map_err(|e| mpi_err(CALL, e))?;
+            chunk.copy_from_slice(&got.to_le_bytes()[..chunk.len()]);
+        }
+        Ok(())
+    }
+
+    /// Every member's buffer gathered at member 0 a word at a time, combined there in
+    /// rank order with the C operator, and (`all`) sent back to every member.
+    pub(crate) fn reduce(
+        &mut self,
+        len: usize,
+        args: Res<(&mut [u8], crate::group::OpFn)>,
+        arg: *mut c_void,
+        all: bool,
+    ) -> Res<()> {
+        let (call, t) = if all {
+            ("smelt_allreduce", tag::ALLREDUCE)
+        } else {
+            ("smelt_reduce", tag::REDUCE)
+        };
+        let (b, op) = self.agree(call, t, len as u64, args)?;
+        let words = len.div_ceil(8);
+        let mut bufs: Option<Vec<Vec<u8>>> = None;
+        for k in 0..words {
+            let mut w = [0u8; 8];
+            let part = &b[k * 8..len.min(k * 8 + 8)];
+            w[..part.len()].copy_from_slice(part);
+            let got = self
+                .coll
+                .gather_word(u64::from_le_bytes(w))
+                .map_err(|e| mpi_err(call, e))?;
+            if let Some(vals) = got {
+                let bs = bufs.get_or_insert_with(|| vec![vec![0u8; words * 8]; vals.len()]);
+                for (r, v) in vals.iter().enumerate() {
+                    bs[r][k * 8..k * 8 + 8].copy_from_slice(&v.to_le_bytes());
+                }
+            }
+        }
+        if let Some(bs) = bufs {
+            // Member 0: the others' buffers combined into its own, in rank order.
+            for other in bs.iter().skip(1) {
+                crate::group::apply(op, b, &other[..len], arg);
+            }
+        }
+        if all {
+            for chunk in b.chunks_mut(8) {
+                let mut w = [0u8; 8];
+                w[..chunk.len()].copy_from_slice(chunk);
+                let got = self
+                    .coll
+                    .broadcast_word(u64::from_le_bytes(w))
+                    .map_err(|e| mpi_err(call, e))?;
+                chunk.copy_from_slice(&got.to_le_bytes()[..chunk.len()]);
+            }
+        }
+        Ok(())
+    }
+
+    /// A typed reduction: each value widened to a word, combined by the runtime's
+    /// kernel of its type (`all` or not, every member gets the result).
+    pub(crate) fn typed(
+        &mut self,
+        word: usize,
+        args: Res<(&mut [u8], smelt_runtime::ReduceOp)>,
+        ty: std::ffi::c_int,
+        all: bool,
+    ) -> Res<()> {
+        use smelt_runtime::combine::combine_bytes;
+        let (call, t) = if all {
+            ("smelt_allreduce_typed", tag::ALLREDUCE_TYPED)
+        } else {
+            ("smelt_reduce_typed", tag::REDUCE_TYPED)
+        };
+        let (b, op) = self.agree(call, t, word as u64, args)?;
+        macro_rules! go {
+            ($t:ty) => {{
+                let size = std::mem::size_of::<$t>();
+                let mut words: Vec<u64> = b
+                    .chunks(size)
+                    .map(|c| {
+                        let mut w = [0u8; 8];
+                        w[..c.len()].copy_from_slice(c);
+                        u64::from_le_bytes(w)
+                    })
+                    .collect();
+                self.coll
+                    .allreduce_slice(&mut words, |x: u64, y: u64| {
+                        let mut a = x.to_le_bytes();
+                        combine_bytes::<$t>(op, &mut a[..size], &y.to_le_bytes()[..size]);
+                        u64::from_le_bytes(a)
+                    })
+                    .map_err(|e| mpi_err(call, e))?;
+                for (c, w) in b.chunks_mut(size).zip(words) {
+                    c.copy_from_slice(&w.to_le_bytes()[..c.len()]);
+                }
+            }};
+        }
+        match ty {
+            1 => go!(i8),
+            2 => go!(u8),
+            3 => go!(i16),
+            4 => go!(u16),
+            5 => go!(i32),
+            6 => go!(u32),
+            7 => go!(i64),
+            8 => go!(u64),
+            9 => go!(f32),
+            _ => go!(f64),
+        }
+        Ok(())
+    }
 }

@@ -85,7 +85,7 @@ mod mpirun_job;
 #[cfg(feature = "mpi")]
 use common::skip;
 
-/// `mpirun -n 4 ./world_f mpi 50` in one node of 4 ranks.
+/// `mpirun -n 4 ./world_f mpi 50` in one node of 4 ranks and in emulated nodes of 2.
 #[cfg(feature = "mpi")]
 #[test]
 fn fortran_world_runs_collectives_under_mpirun() {
@@ -98,23 +98,28 @@ fn fortran_world_runs_collectives_under_mpirun() {
         return;
     };
     let lib = lib_dir().display().to_string();
-    let r = run(Job {
-        np: 4,
-        mpirun_args: &[],
-        prog: &exe,
-        args: &["mpi", "50"],
-        vars: vars(&[("SMELT_RANKS_PER_NODE", "4"), ("LD_LIBRARY_PATH", &lib)]),
-        clear: LAYOUT_VARS,
-        shm_prefix: "smelt-capi-fworld",
-        limit: std::time::Duration::from_secs(120),
-    });
-    assert!(r.ok(), "{}", r.show());
-    check_ok(&r.stdout, &r.stderr, 4, "MPI ranks", 50);
-    assert!(
-        r.leftovers.is_empty(),
-        "left in shared memory: {:?}",
-        r.leftovers
-    );
+    for per_node in ["4", "2"] {
+        let r = run(Job {
+            np: 4,
+            mpirun_args: &[],
+            prog: &exe,
+            args: &["mpi", "50"],
+            vars: vars(&[
+                ("SMELT_RANKS_PER_NODE", per_node),
+                ("LD_LIBRARY_PATH", &lib),
+            ]),
+            clear: LAYOUT_VARS,
+            shm_prefix: "smelt-capi-fworld",
+            limit: std::time::Duration::from_secs(120),
+        });
+        assert!(r.ok(), "nodes of {per_node}: {}", r.show());
+        check_ok(&r.stdout, &r.stderr, 4, "MPI ranks", 50);
+        assert!(
+            r.leftovers.is_empty(),
+            "left in shared memory: {:?}",
+            r.leftovers
+        );
+    }
 }
 
 /// Without the `mpi` feature, what to run instead.

@@ -143,21 +143,26 @@ use common::skip;
 #[path = "../../../tests/support/mpirun_job.rs"]
 mod mpirun_job;
 
+/// `mpicc` (None, said why, without it).
+#[cfg(feature = "mpi")]
+fn mpicc() -> Option<String> {
+    let found = Command::new("mpicc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        skip::tool_missing("mpicc");
+    }
+    found.then(|| "mpicc".to_string())
+}
+
 /// Builds world.c with mpicc (None, said why, without mpirun or mpicc).
 #[cfg(feature = "mpi")]
 fn mpi_exe(dir: &Path) -> Option<PathBuf> {
     if !mpirun_job::have_mpirun("c_world_under_mpirun") {
         return None;
     }
-    let mpicc = Command::new("mpicc")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-        .then(|| "mpicc".to_string());
-    if mpicc.is_none() {
-        skip::tool_missing("mpicc");
-    }
-    build(mpicc, &["-DSMELT_EXAMPLE_MPI"], &world_c(), dir)
+    build(mpicc(), &["-DSMELT_EXAMPLE_MPI"], &world_c(), dir)
 }
 
 /// 4 MPI ranks in nodes of `per_node` (SMELT_RANKS_PER_NODE): every service, checked.
@@ -198,15 +203,64 @@ fn c_world_runs_every_service_under_mpirun_on_one_node() {
     under_mpirun("4");
 }
 
-/// `mpirun -n 4`, emulated nodes of 2 ranks: collectives, active messages, aggregation
-/// and global arrays reach the other node over MPI. (Active messages, aggregation and
-/// global arrays do; the collectives of `smelt_runtime::Member::from_world` reach only
-/// the members of their node so far.)
+/// `mpirun -n 4`, emulated nodes of 2 ranks: collectives (a tree in each node, MPI
+/// between them), active messages, aggregation and global arrays reach the other node
+/// over MPI.
 #[cfg(feature = "mpi")]
 #[test]
-#[ignore = "smelt_runtime::Member::from_world: no collectives across the nodes of an MPI world yet (members 0 and 2 are on different nodes)"]
 fn c_world_runs_every_service_under_mpirun_in_nodes_of_2() {
     under_mpirun("2");
+}
+
+/// `mpirun -n 4` in one node and in emulated nodes of 2: member 1 broadcasts 16 bytes
+/// where the others broadcast 8; every member fails with SMELT_ERR_INVALID_ARGUMENT and
+/// the same message, within the job's limit.
+#[cfg(feature = "mpi")]
+#[test]
+fn c_world_mpi_members_that_disagree_fail_together() {
+    use mpirun_job::{have_mpirun, run, vars, Job, LAYOUT_VARS};
+    if !have_mpirun("c_world_mpi_members_that_disagree_fail_together") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = repo_root().join("crates/smelt-capi/tests/c/world_misuse.c");
+    let Some(exe) = build(mpicc(), &["-DSMELT_TEST_MPI"], &src, dir.path()) else {
+        return;
+    };
+    let lib = lib_dir().display().to_string();
+    for per_node in ["4", "2"] {
+        let r = run(Job {
+            np: 4,
+            mpirun_args: &[],
+            prog: &exe,
+            args: &["mpi-bad-len"],
+            vars: vars(&[
+                ("SMELT_RANKS_PER_NODE", per_node),
+                ("LD_LIBRARY_PATH", &lib),
+            ]),
+            clear: LAYOUT_VARS,
+            shm_prefix: "smelt-capi-world-bad",
+            limit: std::time::Duration::from_secs(120),
+        });
+        assert!(r.ok(), "nodes of {per_node}: {}", r.show());
+        let lines: Vec<&str> = r
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("bad len: "))
+            .collect();
+        assert_eq!(lines.len(), 4, "{}", r.show());
+        assert!(
+            lines.iter().all(|l| *l == lines[0]) && lines[0].starts_with("bad len: 1 "),
+            "nodes of {per_node}: {}",
+            r.show()
+        );
+        assert!(lines[0].contains("16"), "{}", lines[0]);
+        assert!(
+            r.leftovers.is_empty(),
+            "left in shared memory: {:?}",
+            r.leftovers
+        );
+    }
 }
 
 /// Without the `mpi` feature, what to run instead.

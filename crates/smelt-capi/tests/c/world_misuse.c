@@ -7,8 +7,15 @@
  *   world_misuse mismatch   under `smelt launch -n 2`: rank 0 makes an endpoint where
  *                           rank 1 makes a global array; each prints "mismatch: <status>
  *                           <message>" (the member that comes second fails naming the
- *                           mismatch; the first may fail too, its peer gone) */
+ *                           mismatch; the first may fail too, its peer gone)
+ *   world_misuse mpi-bad-len  under mpirun (built with -DSMELT_TEST_MPI): member 1
+ *                           broadcasts 16 bytes where the others broadcast 8; every
+ *                           member prints "bad len: <status> <message>" and exits 0 when
+ *                           its call failed with SMELT_ERR_INVALID_ARGUMENT */
 #define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
+#ifdef SMELT_TEST_MPI
+#include <mpi.h>
+#endif
 #include <smelt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,8 +67,33 @@ static int mismatch(void) {
     return 0;
 }
 
+#ifdef SMELT_TEST_MPI
+static int bad_len(int argc, char **argv) {
+    smelt_world *w;
+    smelt_member *m;
+    size_t me = 0;
+    char buf[16] = "fifteen bytes..";
+    MPI_Init(&argc, &argv);
+    if (smelt_world_from_mpi(MPI_COMM_WORLD, &w) != SMELT_OK ||
+        smelt_world_rank(w, &me) != SMELT_OK ||
+        smelt_world_collectives(w, NULL, &m) != SMELT_OK) {
+        fprintf(stderr, "no world: %s\n", smelt_last_error());
+        return 1;
+    }
+    int rc = smelt_broadcast(m, buf, me == 1 ? 16 : 8);
+    printf("bad len: %d %s\n", rc, smelt_last_error());
+    smelt_member_free(m);
+    smelt_world_free(w);
+    MPI_Finalize();
+    return rc == SMELT_ERR_INVALID_ARGUMENT ? 0 : 1;
+}
+#endif
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "mismatch") == 0) return mismatch();
+#ifdef SMELT_TEST_MPI
+    if (argc > 1 && strcmp(argv[1], "mpi-bad-len") == 0) return bad_len(argc, argv);
+#endif
 
     /* No launcher: the variable is named. Garbage in it: that variable is named. */
     smelt_world *w = NULL, *ws[4] = {NULL, NULL, NULL, NULL};
