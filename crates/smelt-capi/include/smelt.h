@@ -363,7 +363,12 @@ int smelt_job_leave(smelt_member *member);
  * members' CPUs on the world's model (the launcher's --model, else SMELT_MODEL, this
  * host's cached probe, else a uniform model), ranks kept the world's. Members without
  * CPUs of their own (unpinned threads, more members than CPUs) get a flat tree.
- * Collectives wait at most 30 s for a peer. Release with smelt_member_free. */
+ * Collectives wait at most 30 s for a peer. Release with smelt_member_free.
+ * On a world of MPI ranks on several nodes the collectives are hierarchical (a tree in
+ * each node, MPI between the nodes' leaders; libsmelt built with `mpi`): the root is
+ * rank 0; broadcasts and reductions with a C operator move 8 bytes per step (meant for
+ * small buffers: typed reductions move whole vectors); members whose calls differ
+ * all return SMELT_ERR_INVALID_ARGUMENT with one message and stay usable. */
 int smelt_world_collectives(smelt_world *world, const char *tree, smelt_member **member);
 
 /* Releases a member made by smelt_world_collectives (NULL is ignored), after its last
