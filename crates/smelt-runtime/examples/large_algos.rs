@@ -5,7 +5,10 @@
 //! `allreduce_slice_op`; GB/s = bytes per member / time, the median of the passes, and
 //! each algorithm's time over the tree's (with loans) in the same pass.
 //!
-//! `cargo run --release -p smelt-runtime --example large_algos [-- MEMBERS PASSES]`
+//! `cargo run --release -p smelt-runtime --example large_algos [-- MEMBERS PASSES [YIELDS]]`
+//!
+//! YIELDS: polls with `yield_now` before a waiter parks (default: the group's
+//! policy, 128 with more members than CPUs).
 //!
 //! More members than CPUs run unpinned.
 
@@ -20,6 +23,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let members: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(2);
     let passes: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(5);
+    let yields: Option<u32> = args.next().and_then(|s| s.parse().ok());
     let cpus = smelt_transport::allowed_cpus().unwrap_or_else(|_| vec![0]);
     let over = members > cpus.len();
     // More members than CPUs: distinct made-up CPU ids (a tree names each CPU once),
@@ -80,6 +84,10 @@ fn main() {
                     },
                     pinning: if over { Pinning::Never } else { Pinning::Auto },
                     timeout: Duration::from_secs(120),
+                    wait: yields.map(|y| smelt_runtime::WaitPolicy {
+                        yield_polls: y,
+                        ..smelt_runtime::WaitPolicy::OVERSUBSCRIBED
+                    }),
                     ..GroupConfig::default()
                 };
                 let r = Group::with_config(std::slice::from_ref(&tree), &cfg)
