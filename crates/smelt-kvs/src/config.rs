@@ -239,6 +239,13 @@ pub struct StoreConfig {
     /// Where the replicas run: threads of this process (default) or one process each
     /// ([`Deployment::Processes`](crate::Deployment)).
     pub deployment: crate::process::Deployment,
+    /// Replicas as processes only: the clients are processes of your own too, members
+    /// of the store's world that connect with
+    /// [`process::connect_client`](crate::process::connect_client) (start client `c`
+    /// with [`Store::client_env`](crate::Store::client_env)`(c)`);
+    /// [`Store::take_clients`](crate::Store::take_clients) then gives none. Default
+    /// false: the clients are this process's.
+    pub client_processes: bool,
     /// 1Paxos with failover only: how many replicas after its home (in index order,
     /// wrapping) each client is also linked to. When its home stops, a client moves to
     /// the first of them that lives and retries there with the same request id (a set
@@ -270,6 +277,7 @@ impl fmt::Debug for StoreConfig {
             .field("failover", &self.failover)
             .field("deployment", &self.deployment)
             .field("client_backups", &self.client_backups)
+            .field("client_processes", &self.client_processes)
             .finish()
     }
 }
@@ -358,6 +366,7 @@ impl StoreConfig {
             failover: true,
             deployment: Default::default(),
             client_backups: 2,
+            client_processes: false,
         }
     }
 

@@ -17,6 +17,7 @@
 //! can be one by calling [`run_replica_from_env`] first thing when
 //! [`is_replica_process`] says so.
 
+use crate::client::{Client, ClientMesh, Limits};
 use crate::config::{KvsError, Protocol, StoreConfig, TreeSpec};
 use crate::replica::{Layout, Replica, ReplicaReport};
 use serde::{Deserialize, Serialize};
@@ -219,6 +220,12 @@ struct Blob {
     /// same mesh.
     links: Vec<(usize, usize)>,
     capacity: usize,
+    /// What a client process needs ([`connect_client`]): the longest key and value,
+    /// and how long and how often it tries.
+    key_len: usize,
+    value_len: usize,
+    attempt_timeout_ns: u64,
+    attempts: u32,
 }
 
 impl Blob {
@@ -349,6 +356,65 @@ pub fn run_replica(world: &World, shape: ShapeReader) -> Result<ReplicaReport, K
     let mut report = rep.run();
     report.pinned = pinned;
     Ok(report)
+}
+
+/// Connects this member of a store's world as its client (the store was started with
+/// [`StoreConfig::client_processes`](crate::StoreConfig::client_processes), and this
+/// process with [`Store::client_env`](crate::Store::client_env)`(c)`, or by hand with
+/// the same variables): reads the store's description, makes the world's mesh (a
+/// collective call, as every member of the store does) and returns client `c`, homed
+/// as the store homes it. The store's [`close`](crate::Store::close) does not reach a
+/// client of another process: once the replicas are gone its operations fail
+/// ([`KvsError::HomeFailed`], [`KvsError::Unavailable`] or a timeout). Errors: the
+/// world is not a store's, or this member is not one of its clients.
+pub fn connect_client(world: &World) -> Result<Client, KvsError> {
+    let bad = |e: &dyn std::fmt::Display| KvsError::Config(format!("client process: {e}"));
+    let text = world.attribute(WORLD_ATTRIBUTE).ok_or_else(|| {
+        bad(&format!(
+            "the world has no '{WORLD_ATTRIBUTE}' attribute: it is not a store's"
+        ))
+    })?;
+    let b: Blob = serde_json::from_str(text)
+        .map_err(|e| bad(&format!("the store's description is unreadable: {e}")))?;
+    let me = world.rank().index();
+    let c = me
+        .checked_sub(b.replicas)
+        .filter(|&c| c < b.clients)
+        .ok_or_else(|| {
+            bad(&format!(
+                "rank {me} is not a client ({}..{})",
+                b.replicas,
+                b.replicas + b.clients
+            ))
+        })?;
+    let mesh = world.mesh(&b.mesh_spec()).map_err(|e| bad(&e))?;
+    let lay = Layout {
+        replicas: b.replicas,
+        clients: b.clients,
+        root: b.root,
+        leader: b.leader,
+        parent: b.parent,
+        children: b.children,
+        homes: b.homes,
+        backups: b.backups,
+    };
+    Ok(Client {
+        id: c,
+        home: lay.homes[c],
+        serve: lay.client_replicas(c),
+        mesh: ClientMesh::Processes(mesh),
+        seq: 0,
+        limits: Limits {
+            key_len: b.key_len,
+            value_len: b.value_len,
+            attempt_timeout: Duration::from_nanos(b.attempt_timeout_ns),
+            attempts: b.attempts,
+        },
+        closed: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        body: Vec::new(),
+        buf: vec![0; b.capacity * smelt_transport::PAYLOAD_PER_SLOT],
+        retries: 0,
+    })
 }
 
 /// The replica processes of a store, as the store's process holds them.
@@ -528,6 +594,10 @@ impl Processes {
             cpus: cfg.replica_cpus.clone(),
             links: links.iter().map(|&(a, b)| (a.index(), b.index())).collect(),
             capacity: cfg.capacity,
+            key_len: cfg.key_len,
+            value_len: cfg.value_len,
+            attempt_timeout_ns: cfg.attempt_timeout.as_nanos().min(u64::MAX as u128) as u64,
+            attempts: cfg.attempts,
         };
         let spec = blob.mesh_spec();
         let text = serde_json::to_string(&blob).map_err(|e| KvsError::Config(e.to_string()))?;
@@ -549,8 +619,10 @@ impl Processes {
             Ok::<_, KvsError>(mesh)
         };
         let mut clients = Vec::with_capacity(lay.clients);
-        for c in 0..lay.clients {
-            clients.push(join(lay.client_rank(c))?);
+        if !cfg.client_processes {
+            for c in 0..lay.clients {
+                clients.push(join(lay.client_rank(c))?);
+            }
         }
         let control = join(lay.control())?;
         let mut procs = Processes {
@@ -594,7 +666,15 @@ impl Processes {
         }
         // Every replica joins (then the segment's name is gone), or start fails.
         let deadline = Instant::now() + cfg.link_timeout.max(Duration::from_secs(1));
-        while procs.job.joined() < size {
+        // (Client processes of your own join later: only the replicas are waited for.)
+        let ready = |job: &WorldJob| {
+            if cfg.client_processes {
+                (0..lay.replicas).all(|r| job.has_joined(Rank(r)))
+            } else {
+                job.joined() >= size
+            }
+        };
+        while !ready(&procs.job) {
             for r in 0..lay.replicas {
                 let exited = procs.children[r]
                     .lock()
@@ -629,6 +709,12 @@ impl Processes {
             std::thread::sleep(Duration::from_millis(1));
         }
         Ok((procs, clients))
+    }
+
+    /// The environment client `c`'s own process needs to join the store's world
+    /// ([`connect_client`]).
+    pub(crate) fn client_env(&self, rank: Rank) -> Vec<(String, String)> {
+        self.job.env(rank)
     }
 
     /// Where the segment was made (its name is removed once every member joined).

@@ -45,6 +45,8 @@ pub struct Store {
     /// 1Paxos with failover: the root and leader follow the survivors.
     failover: bool,
     crashed: Vec<bool>,
+    /// The clients are processes of the caller's ([`StoreConfig::client_processes`]).
+    client_processes: bool,
 }
 
 /// Where the replicas run, with the store's control member linked to each.
@@ -175,6 +177,11 @@ impl Store {
             ));
         }
         cfg.check_replica_cpus()?;
+        if cfg.client_processes && !cfg.deployment.is_processes() {
+            return Err(KvsError::Config(
+                "client processes join a store of processes: set a Deployment of processes".into(),
+            ));
+        }
         let tree = cfg.tree.build(r)?;
         let root = tree.root.index();
         let leader = match cfg.leader {
@@ -254,6 +261,7 @@ impl Store {
             link_timeout: cfg.link_timeout,
             failover: cfg.failover && cfg.protocol == Protocol::OnePaxos,
             crashed: vec![false; r],
+            client_processes: cfg.client_processes && cfg.deployment.is_processes(),
         })
     }
 
@@ -375,6 +383,19 @@ impl Store {
     pub fn segment(&self) -> Option<&std::path::Path> {
         match &self.members {
             Some(Members::Processes(p)) => Some(p.segment()),
+            _ => None,
+        }
+    }
+
+    /// The environment client `c`'s own process needs to join the store's world and
+    /// [`connect_client`](crate::process::connect_client) (a store of processes with
+    /// [`StoreConfig::client_processes`]; None otherwise, or for a client that does
+    /// not exist).
+    pub fn client_env(&self, c: usize) -> Option<Vec<(String, String)>> {
+        match &self.members {
+            Some(Members::Processes(p)) if self.client_processes && c < self.lay.clients => {
+                Some(p.client_env(self.lay.client_rank(c)))
+            }
             _ => None,
         }
     }

@@ -111,6 +111,91 @@ fn the_caller_launches_the_replica_members() {
     assert!(e.contains("replica 1: no CPU for it"), "{e}");
 }
 
+/// A client process of the stores of `a_client_process_connects` (a no-op test
+/// otherwise): it joins the store's world, connects as its client, sets its own key and
+/// reads it back, and reads what the store's other client process set, if it is there.
+#[test]
+fn client_program() {
+    if std::env::var_os("TEST_SMELT_KVS_CLIENT").is_none() {
+        return;
+    }
+    let run = || -> Result<(), String> {
+        let w = smelt_mesh::world::World::from_env().map_err(|e| e.to_string())?;
+        let mut c = smelt_kvs::process::connect_client(&w).map_err(|e| e.to_string())?;
+        let me = c.id();
+        for i in 0..20u32 {
+            let v = format!("{me}-{i}");
+            c.set(format!("k{me}").as_bytes(), v.as_bytes())
+                .map_err(|e| e.to_string())?;
+            let got = c
+                .get(format!("k{me}").as_bytes())
+                .map_err(|e| e.to_string())?;
+            if got.as_deref() != Some(v.as_bytes()) {
+                return Err(format!("client {me} read {got:?} after setting {v}"));
+            }
+        }
+        Ok(())
+    };
+    let code = match run() {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            2
+        }
+    };
+    std::process::exit(code);
+}
+
+/// Clients as processes (`StoreConfig::client_processes`): two client processes join
+/// the store's world with `Store::client_env` and `process::connect_client`, each sets
+/// and reads its own key 20 times; every replica applied the same 40 sets. A rank that
+/// is not a client, a world that is not a store's and client processes of a store of
+/// threads are clear errors.
+#[test]
+fn a_client_process_connects() {
+    use std::process::{Command, Stdio};
+    let mut cfg = config(3, 2, Protocol::OnePaxos, Topology::AdaptiveShuffled);
+    cfg.client_processes = true;
+    let mut s = Store::start(cfg).unwrap();
+    assert!(s.take_clients().is_empty());
+    assert!(s.client_env(2).is_none());
+    let kids: Vec<_> = (0..2)
+        .map(|c| {
+            Command::new(std::env::current_exe().unwrap())
+                .args(["client_program", "--exact", "--nocapture", "-q"])
+                .envs(s.client_env(c).unwrap())
+                .env("TEST_SMELT_KVS_CLIENT", "1")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for k in kids {
+        let out = k.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let rep = s.close().unwrap();
+    rep.check_logs().unwrap();
+    for r in rep.replicas.iter().flatten() {
+        assert_eq!(r.applied, 40, "{r:?}");
+    }
+    let w = smelt_mesh::world::World::threads(1).unwrap().remove(0);
+    let e = smelt_kvs::process::connect_client(&w)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a store's"), "{e}");
+    let mut cfg = StoreConfig::new(2, 1);
+    cfg.client_processes = true;
+    let e = Store::start(cfg).unwrap_err().to_string();
+    assert!(e.contains("store of processes"), "{e}");
+}
+
 /// The crate's replica program runs the stores over rank-based trees, and refuses
 /// others with a clear error.
 #[test]
