@@ -188,3 +188,24 @@ fn a_member_that_dies_before_its_endpoint_is_gone() {
     assert_eq!(r.map(|_| ()), Err(AmError::PeerGone { dest: 1 }));
     assert!(t0.elapsed() < Duration::from_secs(5));
 }
+
+#[test]
+fn nodes_a_world_declares_name_the_endpoints_and_every_member_is_reached() {
+    let ws = WorldBuilder::new(4).nodes(&[0, 0, 1, 1]).threads().unwrap();
+    let out = World::run(ws, |w| {
+        let mut ep = Endpoint::from_world(&w, 0u64, cfg(4, T)).unwrap();
+        register(&mut ep);
+        let me = w.rank().index() as u64;
+        assert_eq!(ping_all(&mut ep), 10 - (me + 1));
+        (0..4).map(|d| ep.name(d).unwrap()).collect::<Vec<_>>()
+    })
+    .unwrap();
+    let name = |node, endpoint| Name {
+        node,
+        process: 0,
+        endpoint,
+    };
+    for names in out {
+        assert_eq!(names, [name(0, 0), name(0, 1), name(1, 0), name(1, 1)]);
+    }
+}
