@@ -218,18 +218,10 @@ pub fn measure(o: &Options, model: &Model, model_src: String) -> Result<Report> 
     let members = o.threads.unwrap_or(cpus.len());
     let rounds = o.rounds.unwrap_or(if a.quick { 200 } else { 1000 });
     let timeout = Duration::from_secs_f64(timeout_s);
-    let budget = if a.quick {
-        Budget {
-            batch: Duration::from_millis(2),
-            runs: 5,
-            timeout,
-        }
-    } else {
-        Budget {
-            batch: Duration::from_millis(20),
-            runs: 11,
-            timeout,
-        }
+    let budget = Budget {
+        batch: Duration::from_millis(if a.quick { 2 } else { 20 }),
+        runs: if a.quick { 5 } else { 11 },
+        timeout,
     };
     let peer_threads = if o.peer_threads.is_empty() {
         if a.quick {
@@ -267,29 +259,8 @@ pub fn measure(o: &Options, model: &Model, model_src: String) -> Result<Report> 
         timeout,
     };
 
-    // 1. smelt's collectives over every topology, the trees as given. With more members
-    //    than CPUs, also smelt's tree run flattened (`flatten_oversubscribed`), the
-    //    configuration to use there; the simulator does not model that, so no prediction.
-    let mut runs: Vec<TreeRun> = topologies
-        .iter()
-        .map(|&t| TreeRun::generated(&sm, t, members, false))
-        .collect();
-    if members > cpus.len() {
-        runs.push(TreeRun::generated(&sm, SMELT_TREE, members, true));
-    }
-    for (path, tree) in &file_trees {
-        runs.push(TreeRun::file(&sm, path, tree.clone()));
-    }
-    // Non-tree algorithms (dissemination barrier, recursive-doubling allreduce), as
-    // rows of their own for the operations they run.
-    for (label, plan) in sm.non_tree_plans(&ops, members) {
-        runs.push(TreeRun {
-            label,
-            plan,
-            flatten: false,
-            members,
-        });
-    }
+    // 1. smelt's collectives over every topology, the trees as given.
+    let runs = tree_runs(&sm, &topologies, &file_trees, &ops, members);
     let collectives = measure_collectives(&sm, &mut floors, runs, &ops, limit_s);
 
     // 2. Transport and 3. collectives vs the peers.
@@ -299,52 +270,11 @@ pub fn measure(o: &Options, model: &Model, model_src: String) -> Result<Report> 
 
     floors.progress.finish();
     if o.verbose {
-        for f in &peers {
-            if let Some(p) = &f.auto {
-                eprintln!(
-                    "smelt bench: auto for {} with {} {}: {} (from {})",
-                    metric_label(f.peer.metric),
-                    f.peer.threads,
-                    f.mode,
-                    p.algorithm,
-                    p.origin
-                );
-            }
-        }
+        say_auto(&peers);
     }
     let ratios = ratios(&collectives, &transport, &peers, members);
-    let mut warnings = Vec::new();
     let cut_short = floors.over();
-    if cut_short {
-        warnings.push(format!(
-            "cut short by --time-limit {limit_s} s: the figures not measured by then are left out (collectives marked 'not measured'); raise --time-limit to measure everything"
-        ));
-    }
-    // A tuning file auto refused (once, however many rows it touched).
-    for w in peers
-        .iter()
-        .filter_map(|f| f.auto.as_ref()?.warning.as_ref())
-    {
-        if !warnings.contains(w) {
-            warnings.push(w.clone());
-        }
-    }
-    if members <= 2 {
-        warnings.push(format!(
-            "with {members} members every topology is the same tree: the per-topology figures differ only by noise, so no topology ratio is given; use a machine with more CPUs, or `smelt evaluate` for predictions"
-        ));
-    }
-    if cfg!(debug_assertions) {
-        warnings.push(
-            "this smelt is a debug build: the Rust figures (smelt, rtrb, crossbeam) are not representative; build with --release".into(),
-        );
-    }
-    if members > cpus.len() {
-        warnings.push(format!(
-            "{members} members share {} CPUs: waiting threads yield, so figures include scheduling",
-            cpus.len()
-        ));
-    }
+    let warnings = warnings(&peers, members, cpus.len(), cut_short.then_some(limit_s));
     let mut all = floors.all.clone();
     all.sort_by(f64::total_cmp);
     let floor = FloorInfo {
@@ -373,6 +303,90 @@ pub fn measure(o: &Options, model: &Model, model_src: String) -> Result<Report> 
         cut_short,
     };
     Ok(report)
+}
+
+/// The trees of the topology table: every topology as given; with more members than
+/// CPUs, also smelt's tree run flattened (`flatten_oversubscribed`), the configuration
+/// to use there (the simulator does not model that, so no prediction); the tree files;
+/// the non-tree algorithms, as rows of their own for the operations they run.
+fn tree_runs(
+    sm: &smelt::Smelt,
+    topologies: &[Topology],
+    file_trees: &[(PathBuf, Tree)],
+    ops: &[Op],
+    members: usize,
+) -> Vec<TreeRun> {
+    let mut runs: Vec<TreeRun> = topologies
+        .iter()
+        .map(|&t| TreeRun::generated(sm, t, members, false))
+        .collect();
+    if members > sm.model.cpus.len() {
+        runs.push(TreeRun::generated(sm, SMELT_TREE, members, true));
+    }
+    for (path, tree) in file_trees {
+        runs.push(TreeRun::file(sm, path, tree.clone()));
+    }
+    for (label, plan) in sm.non_tree_plans(ops, members) {
+        runs.push(TreeRun {
+            label,
+            plan,
+            flatten: false,
+            members,
+        });
+    }
+    runs
+}
+
+/// `--verbose`: what `auto` picked for each headline row, on stderr.
+fn say_auto(peers: &[Figure]) {
+    for f in peers {
+        if let Some(p) = &f.auto {
+            eprintln!(
+                "smelt bench: auto for {} with {} {}: {} (from {})",
+                metric_label(f.peer.metric),
+                f.peer.threads,
+                f.mode,
+                p.algorithm,
+                p.origin
+            );
+        }
+    }
+}
+
+/// The run's warnings: cut short by the time limit (`cut_short`: the limit, seconds),
+/// a tuning file `auto` refused, two members, a debug build, oversubscription.
+fn warnings(peers: &[Figure], members: usize, ncpus: usize, cut_short: Option<f64>) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if let Some(limit_s) = cut_short {
+        warnings.push(format!(
+            "cut short by --time-limit {limit_s} s: the figures not measured by then are left out (collectives marked 'not measured'); raise --time-limit to measure everything"
+        ));
+    }
+    // A tuning file auto refused (once, however many rows it touched).
+    for w in peers
+        .iter()
+        .filter_map(|f| f.auto.as_ref()?.warning.as_ref())
+    {
+        if !warnings.contains(w) {
+            warnings.push(w.clone());
+        }
+    }
+    if members <= 2 {
+        warnings.push(format!(
+            "with {members} members every topology is the same tree: the per-topology figures differ only by noise, so no topology ratio is given; use a machine with more CPUs, or `smelt evaluate` for predictions"
+        ));
+    }
+    if cfg!(debug_assertions) {
+        warnings.push(
+            "this smelt is a debug build: the Rust figures (smelt, rtrb, crossbeam) are not representative; build with --release".into(),
+        );
+    }
+    if members > ncpus {
+        warnings.push(format!(
+            "{members} members share {ncpus} CPUs: waiting threads yield, so figures include scheduling"
+        ));
+    }
+    warnings
 }
 
 impl super::BenchReport for Report {
