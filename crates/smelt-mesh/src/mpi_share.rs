@@ -45,7 +45,7 @@ impl<M> HandOut<M> {
 /// made (any text, typically its path and key) or `Err(why)` when it could not make it;
 /// the others pass `None` (ignored there). Every rank then calls `join` with the
 /// address and the node agrees. Waits for the other ranks are bounded as in
-/// [`bcast_bytes`](super::bcast_bytes) (`None`: blocking).
+/// [`bcast_bytes`] (`None`: blocking).
 ///
 /// `Err` only when MPI itself fails (or times out); a failure to create or join is in
 /// the [`HandOut`], the same verdict at every rank.

@@ -98,7 +98,7 @@ use std::time::{Duration, Instant};
 #[cfg(feature = "mpi")]
 #[allow(unsafe_code)]
 #[path = "world_mpi.rs"]
-mod mpi;
+pub mod mpi;
 #[cfg(feature = "mpi")]
 pub use mpi::{MpiWorld, DEFAULT_TIMEOUT as MPI_TIMEOUT};
 
