@@ -266,6 +266,15 @@ impl Body {
         }
     }
 
+    /// The tree member (every caller checked for the MPI body before).
+    fn tree_mut(&mut self) -> &mut Member {
+        match self {
+            Body::Tree(m) => m,
+            #[cfg(feature = "mpi")]
+            Body::Mpi(_) => unreachable!("the MPI body is dispatched before"),
+        }
+    }
+
     /// The tree member, to give back to its group.
     fn into_tree(self) -> Option<Member> {
         match self {
@@ -314,12 +323,12 @@ impl MemberState {
     /// Fails the group on this member's behalf with `what`, to be reported as `code`
     /// (unless the group failed before); returns the group's error.
     fn fail_with(&mut self, code: smelt_status, what: String) -> Error {
-        let member = match &mut self.body {
-            Body::Tree(m) => m,
-            // Nothing to fail: the MPI collectives' every wait is bounded.
-            #[cfg(feature = "mpi")]
-            Body::Mpi(_) => return Error(code, what),
-        };
+        // Nothing to fail on an MPI body: its collectives' every wait is bounded.
+        #[cfg(feature = "mpi")]
+        if let Body::Mpi(_) = self.body {
+            return Error(code, what);
+        }
+        let member = self.body.tree_mut();
         // Recorded before the runtime raises the abort flag: every member woken by it
         // finds the code.
         lock(&self.inner.codes).push((member.rank(), what.clone(), code));
@@ -329,11 +338,7 @@ impl MemberState {
 
     /// The tree member (every caller checked for the MPI body before).
     fn tree(&mut self) -> &mut Member {
-        match &mut self.body {
-            Body::Tree(m) => m,
-            #[cfg(feature = "mpi")]
-            Body::Mpi(_) => unreachable!("the MPI body is dispatched before"),
-        }
+        self.body.tree_mut()
     }
 
     /// The group's error after the runtime returned `e` to this member.
@@ -881,11 +886,7 @@ pub extern "C" fn smelt_broadcast(
 
 /// The root's `b` into every member's `b` (the same length everywhere, agreed before).
 fn broadcast_data(sm: &mut MemberState, b: &mut [u8]) -> Result<(), Fail> {
-    let m = match &mut sm.body {
-        Body::Tree(m) => m,
-        #[cfg(feature = "mpi")]
-        Body::Mpi(_) => unreachable!("the MPI body is dispatched before"),
-    };
+    let m = sm.body.tree_mut();
     let root = m.is_root();
     if b.len() <= 8 {
         let mut w = [0u8; 8];

@@ -633,3 +633,101 @@ impl MpiMember {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::last;
+    use crate::{
+        smelt_allreduce_typed, smelt_member_free, smelt_member_index, SMELT_ERR_INVALID_HANDLE,
+        SMELT_OK,
+    };
+    use std::ffi::CString;
+    use std::ptr;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    static SUMS: AtomicU64 = AtomicU64::new(0);
+    static BAD: AtomicU64 = AtomicU64::new(0);
+
+    /// A member body: collectives from its world, one sum; counts what went wrong.
+    extern "C" fn body(w: *mut smelt_world, arg: *mut c_void) {
+        let tree = arg as *const c_char;
+        let mut m = ptr::null_mut();
+        let mut rank = 0usize;
+        let mut idx = 9usize;
+        let ok = smelt_world_rank(w, &mut rank) == SMELT_OK
+            && smelt_world_collectives(w, tree, &mut m) == SMELT_OK
+            && smelt_member_index(m, &mut idx) == SMELT_OK
+            && idx == rank;
+        if !ok {
+            BAD.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let mut x = rank as u64 + 1;
+        if smelt_allreduce_typed(m, (&mut x as *mut u64).cast(), 1, 8, 1) != SMELT_OK {
+            BAD.fetch_add(1, Ordering::Relaxed);
+        }
+        SUMS.fetch_add(x, Ordering::Relaxed);
+        if smelt_member_free(m) != SMELT_OK {
+            BAD.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn members_of_a_run_make_collectives_from_their_worlds() {
+        // NULL ("auto") and a named tree; 3 members: every one gets 1 + 2 + 3.
+        let binary = CString::new("binary").unwrap();
+        for tree in [ptr::null(), binary.as_ptr()] {
+            SUMS.store(0, Ordering::Relaxed);
+            BAD.store(0, Ordering::Relaxed);
+            assert_eq!(
+                smelt_world_run(3, Some(body), tree as *mut c_void),
+                SMELT_OK,
+                "{}",
+                last()
+            );
+            assert_eq!(BAD.load(Ordering::Relaxed), 0);
+            assert_eq!(SUMS.load(Ordering::Relaxed), 3 * 6);
+        }
+    }
+
+    #[test]
+    fn thread_worlds_know_who_they_are_and_are_freed_once() {
+        let mut ws = [ptr::null_mut(); 3];
+        assert_eq!(smelt_world_threads(3, ws.as_mut_ptr()), SMELT_OK);
+        for (r, &w) in ws.iter().enumerate() {
+            let (mut rank, mut size, mut node, mut nodes, mut cpu) = (9, 9, 9, 9, -9i64);
+            assert_eq!(smelt_world_rank(w, &mut rank), SMELT_OK);
+            assert_eq!(smelt_world_size(w, &mut size), SMELT_OK);
+            assert_eq!(smelt_world_node(w, &mut node, &mut nodes), SMELT_OK);
+            assert_eq!(smelt_world_cpu(w, &mut cpu), SMELT_OK);
+            assert_eq!((rank, size, node, nodes), (r, 3, 0, 1));
+            assert!(cpu >= -1);
+        }
+        for w in ws {
+            assert_eq!(smelt_world_free(w), SMELT_OK);
+            assert_eq!(smelt_world_free(w), SMELT_ERR_INVALID_HANDLE);
+        }
+        let mut rank = 0;
+        assert_eq!(smelt_world_rank(ws[0], &mut rank), SMELT_ERR_INVALID_HANDLE);
+        assert!(last().contains("already freed"), "{}", last());
+    }
+
+    #[test]
+    fn a_process_without_a_launcher_is_told_which_variable_is_missing() {
+        if std::env::var_os("SMELT_JOB").is_some() {
+            return; // run under a launcher: nothing to check here
+        }
+        let mut w = ptr::null_mut();
+        assert_eq!(smelt_world_from_env(&mut w), SMELT_ERR_RUNTIME);
+        assert!(last().contains("SMELT_JOB"), "{}", last());
+        assert_eq!(
+            smelt_world_run(0, Some(body), ptr::null_mut()),
+            SMELT_ERR_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            smelt_world_run(2, None, ptr::null_mut()),
+            SMELT_ERR_INVALID_ARGUMENT
+        );
+    }
+}
