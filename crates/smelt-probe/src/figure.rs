@@ -6,8 +6,8 @@
 //! A missing toolchain makes a figure [`Status::Skipped`], a crash or timeout makes it
 //! [`Status::Failed`]; neither is an error of the benchmark as a whole.
 
+use crate::stats::Summary;
 use serde::{Deserialize, Serialize};
-use smelt_tree::stats::Summary;
 
 /// What a figure measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@
 //! robustly ([`crate::stats`]). Every wait checks a [`Deadline`]: a stuck operation
 //! makes the measurement fail with [`Timeout`] instead of hanging.
 
-use smelt_tree::stats::{summarize, Summary};
+use crate::stats::{summarize, Summary};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 

@@ -1,8 +1,8 @@
 //! Robust statistics over repeated measurements: median, MAD-based outlier rejection,
-//! percentiles. They live in [`smelt_tree::stats`] (below both this crate and the
-//! runtime, so the probe, the peers and the runtime's `measure` share one
-//! [`Summary`]); re-exported here.
+//! percentiles. They live in [`smelt_ids::stats`] (the lowest crate, below this one,
+//! the runtime and the benchmarks, so the probe, the peers, the runtime's `measure`
+//! and `smelt-bench` share one [`Summary`] and one median); re-exported here.
 
-pub use smelt_tree::stats::{
-    halve, mad, median_sorted, percentile_sorted, summarize, summarize_k, Summary,
+pub use smelt_ids::stats::{
+    halve, mad, median, median_sorted, percentile_sorted, summarize, summarize_k, Summary,
 };
