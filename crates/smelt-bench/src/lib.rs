@@ -19,6 +19,12 @@
 //!   store's load against raft-rs), [`tasks`] (fork-join applications).
 //! * `smelt-bench-mpi am|agg|global|tasks` (feature `mpi`): the one MPI driver of the
 //!   services, run under `mpirun` by the suite and by `tests/mpirun_*.rs`.
+//! * [`suite`]: the benchmarks of `smelt bench collectives|processes|mpi|large|sync|am|
+//!   aggregation|offload|tasks`, one module each, each a function from plain options to
+//!   a typed report ([`suite::BenchReport`]: its JSON, its table, its failed figures);
+//!   [`suite::bench_model`] is the model they build trees from.
+//! * [`tune`]: `smelt tune`'s engine (measure, check, predict, compare, export to Open
+//!   MPI's rules).
 
 #![warn(missing_docs)]
 

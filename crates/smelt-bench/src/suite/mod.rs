@@ -95,7 +95,7 @@ pub fn double_sizes(sizes: &[usize], default: Vec<usize>) -> anyhow::Result<Vec<
 }
 
 /// The model a benchmark of trees measures over, and what the report calls its
-/// source: the default model ([`smelt_model::default_model`]: `path` (`--model`),
+/// source: the default model ([`smelt_model::default_model()`]: `path` (`--model`),
 /// else `SMELT_MODEL`, else this host's cached probe), and where a program would get
 /// the uniform model, a quick probe instead (a benchmark of machine-aware trees over a
 /// uniform model would measure nothing). Restricted to `cpus` (`--cpus`) where given;

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
-    /// "smelt <version>".
+    /// "smelt VERSION".
     pub tool: String,
     /// RFC 3339 date of the run.
     pub date: String,
