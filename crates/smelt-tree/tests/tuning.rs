@@ -112,7 +112,7 @@ fn auto_uses_override_then_file_then_prediction() {
     std::env::remove_var(tuning::TUNE_ENV);
 
     // Non-tree algorithms in the file: `auto` resolves to them, the group's table
-    // (AlgorithmTable::auto) picks them per size, and a subgroup of 4 members uses
+    // (tuning::auto_table) picks them per size, and a subgroup of 4 members uses
     // the rules of the group of 4 (a node), the whole machine those of 8.
     let mut f = f.clone();
     f.insert(Mode::Loose, Op::Barrier, 8, entry(0, "dissemination"));

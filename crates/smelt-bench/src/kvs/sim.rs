@@ -58,7 +58,7 @@ pub struct SimConfig {
     /// The agreement protocol.
     pub protocol: Protocol,
     /// The tree the acceptor broadcasts over (built from the model, as the store does
-    /// with `TreeSpec::Model`).
+    /// with `smelt_tree::ModelShape`).
     pub topology: Topology,
     /// Share of gets among operations, in `[0, 1)`.
     pub get_ratio: f64,
@@ -465,8 +465,8 @@ pub fn simulate(model: &Model, cfg: &SimConfig) -> Result<SimResult, KvsError> {
         return Err(bad(format!("keys of {} bytes: at most 255", cfg.key_len)));
     }
     let (rep_cpus, cli_cpus) = placement(model, r, cfg.clients);
-    // The tree, as `TreeSpec::Model` builds it: over the replicas' CPUs, rooted at the
-    // topology's default root.
+    // The tree, as the store builds it with a `smelt_tree::ModelShape`: over the
+    // replicas' CPUs, rooted at the topology's default root.
     let rep_pos = model.positions(&rep_cpus).map_err(|e| bad(e.to_string()))?;
     let tree = cfg
         .topology
