@@ -192,20 +192,24 @@ pub fn run(a: LaunchArgs) -> Result<()> {
     // group (a Ctrl-C reaches the launcher, which forwards it): one reading a terminal
     // would stop, so with a terminal on standard input they read /dev/null.
     let stdin_tty = std::io::stdin().is_terminal();
-    let mut members = Members::new();
-    for (rank, &cpu) in pins.iter().enumerate() {
+    // Each member pinned to its CPU, with the variables of the world (SMELT_JOB,
+    // SMELT_JOB_KEY, SMELT_RANK, SMELT_SIZE, SMELT_CPU).
+    let members = Members::start(job.world(), |_| {
         let mut cmd = Command::new(&a.program[0]);
-        cmd.args(&a.program[1..]).envs(job.env(Rank(rank)));
-        cmd.env(smelt_runtime::process::ENV_CPU, cpu.to_string());
+        cmd.args(&a.program[1..]);
         if stdin_tty {
             cmd.stdin(Stdio::null());
         }
-        if let Err(e) = members.spawn(&mut cmd, Some(cpu)) {
-            job.fail(Rank(rank), &format!("could not be started: {e}"));
-            drop(members); // kills and reaps the members already started
+        cmd
+    });
+    let mut members = match members {
+        Ok(m) => m,
+        Err((rank, e)) => {
+            // The members already started were killed and reaped.
+            job.fail(rank, &format!("could not be started: {e}"));
             bail!("cannot start {}: {e}", a.program[0]);
         }
-    }
+    };
     // The member the job's end is blamed on: rank, the launcher's exit status, what
     // happened.
     let mut first_bad: Option<(usize, i32, String)> = None;

@@ -6,20 +6,20 @@
 //! which forwards it), and bound to the launcher's life: a member is killed (SIGKILL)
 //! when the thread that started it ends, even by `kill -9`. Signals go to the whole
 //! group, so a member's own children get them too; dropping `Members` kills and reaps
-//! every member still running. Pair it with a guarded job (`smelt_runtime::process::
-//! Job::create_guarded`, `smelt_transport::shm::ShmJob::create_guarded`), whose segment
-//! name cannot outlive the launcher either.
+//! every member still running. Pair it with a guarded job (a world's
+//! [`WorldBuilder::create_job`](crate::world::WorldBuilder::create_job)`(true)`, which
+//! [`Members::start`] starts every member of), whose segment name cannot outlive the
+//! launcher either.
 //!
 //! ```no_run
 //! use smelt_mesh::launch::Members;
-//! # fn f(envs: Vec<Vec<(String, String)>>, cpus: Vec<u32>) -> std::io::Result<()> {
-//! // envs[rank]: what member `rank` needs to join (a job's `env(rank)`).
-//! let mut members = Members::new();
-//! for (rank, env) in envs.into_iter().enumerate() {
-//!     let mut cmd = std::process::Command::new("./member");
-//!     cmd.envs(env);
-//!     members.spawn(&mut cmd, Some(cpus[rank]))?;
-//! }
+//! use smelt_mesh::world::WorldBuilder;
+//! # fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! // A world of 4 members on this process's CPUs; its name cannot outlive us.
+//! let job = WorldBuilder::new(4).spread().create_job(true)?;
+//! // Each member runs ./member, pinned, with what it needs to join (World::from_env).
+//! let mut members = Members::start(&job, |_rank| std::process::Command::new("./member"))
+//!     .map_err(|(rank, e)| format!("cannot start member {rank}: {e}"))?;
 //! while members.running() > 0 {
 //!     for (rank, status) in members.poll() {
 //!         println!("member {rank}: {status}");
@@ -69,6 +69,27 @@ impl Members {
         self.group.get_or_insert(child.id());
         self.children.push(Some(child));
         Ok(self.children.len() - 1)
+    }
+
+    /// Starts every member of `job`'s world: `command(rank)` (the program and its
+    /// arguments), with the variables member `rank` needs to join
+    /// ([`WorldJob::env`](crate::world::WorldJob::env)), pinned to the member's CPU
+    /// when the world gives it one. If a member cannot be started, the members already
+    /// started are killed and reaped, and the error names the member's rank.
+    pub fn start(
+        job: &crate::world::WorldJob,
+        mut command: impl FnMut(crate::Rank) -> Command,
+    ) -> Result<Members, (crate::Rank, io::Error)> {
+        let mut members = Members::new();
+        for (r, cpu) in job.cpus().into_iter().enumerate() {
+            let rank = crate::Rank(r);
+            let mut cmd = command(rank);
+            cmd.envs(job.env(rank));
+            if let Err(e) = members.spawn(&mut cmd, cpu.map(|c| c.get())) {
+                return Err((rank, e)); // dropping `members` kills and reaps the others
+            }
+        }
+        Ok(members)
     }
 
     /// Members started.

@@ -280,10 +280,22 @@ fn processes_through_the_launcher_exchange_and_share_a_region() {
         .create_job(true)
         .unwrap();
     let path = job.path().to_path_buf();
-    let mut members = Members::new();
-    for r in 0..n {
-        spawn_member(&mut members, job.env(Rank(r)), "exchange").unwrap();
-    }
+    // The launcher library starts every member with the world's variables.
+    let mut members = Members::start(&job, |_| {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args([
+            "member",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("WORLD_TEST_ROLE", "exchange")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        cmd
+    })
+    .unwrap();
     let out = wait_all(&mut members, Duration::from_secs(60));
     for (r, (ok, text)) in out.iter().enumerate() {
         assert!(ok, "member {r}: {text}");
