@@ -647,57 +647,10 @@ pub fn check(
     let plan = Plan::new(model, groups, &ops, &[8], &[Mode::Loose], cands, segments)?;
     // Per cell: its trees (the candidates', plus the file's choice if it is not one)
     // and configurations; the index of the file's choice.
-    let mut work = Vec::new();
-    for (mode, op, g, e) in &cells {
-        let gi = groups.iter().position(|(_, m)| m.len() == *g).unwrap_or(0);
-        let mut trees: Vec<(Algorithm, Tree)> = plan.trees(gi, *op).to_vec();
-        let chosen: Algorithm = e.algo.parse().map_err(|x: String| anyhow::anyhow!(x))?;
-        let c = Costs::new(model, &groups[gi].1).map_err(|x| anyhow::anyhow!("{x}"))?;
-        let root = c.default_root();
-        let ti = match chosen {
-            Algorithm::Tree(t) => {
-                let shape = t.children(&c, root);
-                match trees
-                    .iter()
-                    .position(|(a, t)| a.tree().is_some() && t.child_indices() == shape)
-                {
-                    Some(i) => i,
-                    None => {
-                        trees.push((chosen, c.tree(root, shape)));
-                        trees.len() - 1
-                    }
-                }
-            }
-            Algorithm::NonTree(_) => match trees.iter().position(|(a, _)| *a == chosen) {
-                Some(i) => i,
-                None => {
-                    let t = group_tree(&c, root);
-                    trees.push((chosen, t));
-                    trees.len() - 1
-                }
-            },
-        };
-        let cell = Cell {
-            mode: *mode,
-            op: *op,
-            group: gi,
-            group_size: *g,
-            bytes: e.bytes,
-        };
-        let mut configs: Vec<Config> = (0..trees.len()).map(|i| (i, None)).collect();
-        let mut segs = plan.segments_for(&cell);
-        segs.extend(e.segment);
-        for s in segs {
-            if !configs.contains(&(ti, Some(s))) {
-                configs.push((ti, Some(s)));
-            }
-        }
-        let choice = configs
-            .iter()
-            .position(|&c| c == (ti, e.segment))
-            .expect("the choice is one of the configurations");
-        work.push((cell, trees, configs, choice, e.clone()));
-    }
+    let work = cells
+        .iter()
+        .map(|(mode, op, g, e)| check_cell(model, groups, &plan, (*mode, *op, *g), e))
+        .collect::<Result<Vec<_>>>()?;
     let total: u64 = work.iter().map(|w| (w.2.len() * passes) as u64).sum();
     let progress = smelt_probe::progress::Progress::new(true, total, "measurements")
         .with_label("smelt tune check");
@@ -762,6 +715,68 @@ pub fn check(
         }
     );
     Ok(out)
+}
+
+/// One cell of `check`: its trees (the candidates', plus the file's choice if it is
+/// not one), the configurations measured, and the index of the file's choice.
+type CheckCell = (Cell, Vec<(Algorithm, Tree)>, Vec<Config>, usize, Entry);
+
+/// The [`CheckCell`] of the file's entry `e` for `(mode, op, group size)`.
+fn check_cell(
+    model: &Model,
+    groups: &[(String, Vec<usize>)],
+    plan: &Plan,
+    (mode, op, g): (Mode, Op, usize),
+    e: &Entry,
+) -> Result<CheckCell> {
+    let gi = groups.iter().position(|(_, m)| m.len() == g).unwrap_or(0);
+    let mut trees: Vec<(Algorithm, Tree)> = plan.trees(gi, op).to_vec();
+    let chosen: Algorithm = e.algo.parse().map_err(|x: String| anyhow::anyhow!(x))?;
+    let c = Costs::new(model, &groups[gi].1).map_err(|x| anyhow::anyhow!("{x}"))?;
+    let root = c.default_root();
+    let ti = match chosen {
+        Algorithm::Tree(t) => {
+            let shape = t.children(&c, root);
+            match trees
+                .iter()
+                .position(|(a, t)| a.tree().is_some() && t.child_indices() == shape)
+            {
+                Some(i) => i,
+                None => {
+                    trees.push((chosen, c.tree(root, shape)));
+                    trees.len() - 1
+                }
+            }
+        }
+        Algorithm::NonTree(_) => match trees.iter().position(|(a, _)| *a == chosen) {
+            Some(i) => i,
+            None => {
+                let t = group_tree(&c, root);
+                trees.push((chosen, t));
+                trees.len() - 1
+            }
+        },
+    };
+    let cell = Cell {
+        mode,
+        op,
+        group: gi,
+        group_size: g,
+        bytes: e.bytes,
+    };
+    let mut configs: Vec<Config> = (0..trees.len()).map(|i| (i, None)).collect();
+    let mut segs = plan.segments_for(&cell);
+    segs.extend(e.segment);
+    for s in segs {
+        if !configs.contains(&(ti, Some(s))) {
+            configs.push((ti, Some(s)));
+        }
+    }
+    let choice = configs
+        .iter()
+        .position(|&c| c == (ti, e.segment))
+        .expect("the choice is one of the configurations");
+    Ok((cell, trees, configs, choice, e.clone()))
 }
 
 /// `smelt tune compare`: cells of both files; how often `other`'s choice is `f`'s, and (where
