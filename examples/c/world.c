@@ -1,7 +1,8 @@
 /*
  * world.c - one world, every service: each member of one job makes, from its
- * smelt_world, tree collectives, an active-message endpoint, an aggregator and a global
- * array, uses them all, and checks every result against plain sequential arithmetic.
+ * smelt_world, tree collectives, an active-message endpoint, an offload lane (an
+ * endpoint run by a communication thread), an aggregator and a global array, uses them
+ * all, and checks every result against plain sequential arithmetic.
  * The same body runs whoever started the members:
  *
  *   ./world threads N [ROUNDS]                   N threads of this process (smelt_world_run)
@@ -213,6 +214,31 @@ static int body(smelt_world *w) {
     CHECK(smelt_barrier(m));
     CHECK(smelt_am_endpoint_free(ep));
 
+    /* Offload: one lane, an endpoint of the world handed to a communication thread
+     * (asleep while idle), which runs its handlers; this thread only queues requests. */
+    am_state os = {0, 0, 0};
+    smelt_am_endpoint *lane;
+    CHECK(smelt_world_endpoint(w, 0, &lane));
+    CHECK(smelt_am_register(lane, DOUBLE, on_double, &os));
+    CHECK(smelt_am_register(lane, DOUBLED, on_doubled, &os));
+    smelt_offload *pool;
+    CHECK(smelt_offload_start(&lane, 1, SMELT_OFFLOAD_DYNAMIC, NULL, 0, &pool));
+    for (long k = 0; k < rounds; k++)
+        for (size_t d = 0; d < n; d++) {
+            uint64_t v = number(me, d, k);
+            CHECK(smelt_offload_request(pool, 0, d, DOUBLE, &v, 1));
+        }
+    CHECK(smelt_offload_flush(pool, 0, 30000));
+    /* Every member's requests are answered: no lane is needed any more. */
+    CHECK(smelt_barrier(m));
+    uint64_t left = 1;
+    CHECK(smelt_offload_stop(pool, 30000, NULL, 0, &left));
+    EXPECT(left == 0 && os.replies == n * (uint64_t)rounds && os.sum == want &&
+               os.served == n * (uint64_t)rounds,
+           "offload: %llu replies summing to %llu, %llu served, %llu left",
+           (unsigned long long)os.replies, (unsigned long long)os.sum,
+           (unsigned long long)os.served, (unsigned long long)left);
+
     /* Aggregation: WORKERS workers per member, items round every worker of the job. */
     size_t total = n * WORKERS;
     agg_state as[WORKERS];
@@ -289,7 +315,7 @@ static int body(smelt_world *w) {
     CHECK(smelt_member_free(m));
     if (me == 0)
         printf("world ok: %zu members (%s), %ld rounds of collectives, active messages, "
-               "aggregation and a global array\n",
+               "offload, aggregation and a global array\n",
                n, how, rounds);
     return 0;
 }
@@ -321,7 +347,15 @@ int main(int argc, char **argv) {
 #ifdef SMELT_EXAMPLE_MPI
     if (strcmp(mode, "mpi") == 0) {
         how = "MPI ranks";
-        MPI_Init(&argc, &argv);
+        /* The offload lane's thread makes MPI calls (to members on other nodes) while
+         * this thread makes its own. */
+        int provided = MPI_THREAD_SINGLE;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+        if (provided < MPI_THREAD_MULTIPLE) {
+            fprintf(stderr, "world: this MPI does not provide MPI_THREAD_MULTIPLE\n");
+            MPI_Finalize();
+            return 1;
+        }
         CHECK(smelt_world_from_mpi(MPI_COMM_WORLD, &w));
         rc = body(w);
         CHECK(smelt_world_free(w));

@@ -511,7 +511,9 @@ int smelt_am_threads(size_t n, size_t capacity, smelt_am_endpoint **eps);
  * of the world (endpoint i is member i; capacity as smelt_am_threads's). Between
  * processes each member learns every other's tag before it returns. Several calls make
  * several sets (endpoint i of one set talks to the endpoints of that set only): make
- * one per offload lane, register its handlers, and give them to smelt_offload_start. */
+ * one per offload lane, register its handlers, and give them to smelt_offload_start
+ * (in a world of MPI ranks on several nodes a lane's thread makes MPI calls: initialise
+ * MPI with MPI_THREAD_MULTIPLE). */
 int smelt_world_endpoint(smelt_world *world, size_t capacity, smelt_am_endpoint **ep);
 
 /* Releases an endpoint (NULL is ignored); the other endpoints see it leave: a poll
