@@ -1,7 +1,6 @@
 //! C worlds: `examples/c/world.c` makes, from one `smelt_world` per member, tree
 //! collectives, an active-message endpoint, an offload lane, an aggregator and a global
-//! array, and
-//! checks each against sequential arithmetic, in each deployment: threads
+//! array, and checks each against sequential arithmetic, in each deployment: threads
 //! (`smelt_world_run`), processes of `smelt launch` (`smelt_world_from_env`) and, with
 //! the `mpi` feature, MPI ranks under `mpirun` (`smelt_world_from_mpi`, one node and
 //! emulated nodes of 2). `tests/c/world_misuse.c`: mistakes are errors, not crashes or
