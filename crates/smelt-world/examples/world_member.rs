@@ -5,7 +5,7 @@
 //!
 //! `smelt launch -n 4 -- target/debug/examples/world_member [ROUNDS]`
 
-use smelt_world::{agg, am, global, MeshSpec, Rank, Topology, World, WorldExt};
+use smelt_world::{agg, MeshSpec, Rank, Topology, World, WorldExt};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -54,7 +54,7 @@ pub fn every_service(world: &World, rounds: u64) -> Result<String, Box<dyn std::
 
     // Active messages: each member asks the next one to add (me, 100); the reply
     // carries the sum. Each serves exactly one request (from the previous member).
-    let mut ep = am::Endpoint::from_world(world, AmState::default(), am::Config::default())?;
+    let mut ep = world.endpoint(AmState::default())?;
     ep.register(ADD, |s: &mut AmState, ctx, m| {
         s.served += 1;
         ctx.reply(SUM, &[m.args[0] + m.args[1]]).unwrap();
@@ -86,7 +86,7 @@ pub fn every_service(world: &World, rounds: u64) -> Result<String, Box<dyn std::
     assert_eq!(total, n * (0..100).sum::<u64>());
 
     // A global array: each member writes its block, then reads everyone's.
-    let a = global::GlobalArray::<u64>::from_world(world, 4 * n, global::Config::default())?;
+    let a = world.global_array::<u64>(4 * n)?;
     for k in 0..4 {
         a.put(me * 4 + k, &[me * 1000 + k])?;
     }

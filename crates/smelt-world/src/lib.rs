@@ -10,10 +10,11 @@
 //! // --model, SMELT_MODEL, this host's cached probe, else uniform) and `auto`.
 //! let mut coll = world.collectives(Topology::Auto)?;
 //! // Other services on the same job, made the same way by every member.
-//! let region = world.region(8 * world.size())?;
+//! let mut ep = world.endpoint(0u64)?;                   // active messages
+//! let a = world.global_array::<f64>(1 << 20)?;          // global memory
 //! coll.barrier()?;
-//! let sum = coll.allreduce(world.rank().index() as u64, |a, b| a + b)?;
-//! # let _ = (region, sum);
+//! let sum = coll.allreduce(a.get_one(world.rank().index() as u64)?, |x, y| x + y)?;
+//! # let _ = (&mut ep, sum);
 //! # Ok::<(), smelt_world::Error>(())
 //! ```
 //!
@@ -78,6 +79,15 @@ pub enum Error {
     /// cannot be built over these members...).
     #[error("tree: {0}")]
     Tree(String),
+    /// Active messages.
+    #[error(transparent)]
+    Am(#[from] smelt_am::AmError),
+    /// A global array.
+    #[error(transparent)]
+    Global(#[from] smelt_global::GlobalError),
+    /// An aggregator.
+    #[error(transparent)]
+    Agg(#[from] smelt_agg::AggError),
 }
 
 /// Services of a world that need the machine model and the tree builders (which the
@@ -103,6 +113,16 @@ pub trait WorldExt {
     /// As [`collectives`](Self::collectives), configured by `cfg` (its
     /// `algorithms`, if `None`, are `topo`'s).
     fn collectives_with(&self, topo: Topology, cfg: GroupConfig) -> Result<Member, Error>;
+
+    /// This member's active-message endpoint of a new set of endpoints of the world,
+    /// with the handlers' state `state` and the default configuration
+    /// ([`am::Endpoint::from_world`]). A collective call.
+    fn endpoint<S>(&self, state: S) -> Result<am::Endpoint<S, WorldLink>, Error>;
+
+    /// This member's handle on a new global array of `len` elements of `T` spread over
+    /// the world's members, with the default configuration
+    /// ([`global::GlobalArray::from_world`]). A collective call.
+    fn global_array<T: global::Element>(&self, len: u64) -> Result<global::GlobalArray<T>, Error>;
 }
 
 /// `tree` with its members in `cpus`' order (position `r` holds `cpus[r]`), the
@@ -191,6 +211,22 @@ impl WorldExt for World {
             return Ok(Member::from_launched_world(self)?);
         }
         self.collectives_with(topo, GroupConfig::default())
+    }
+
+    fn endpoint<S>(&self, state: S) -> Result<am::Endpoint<S, WorldLink>, Error> {
+        Ok(am::Endpoint::from_world(
+            self,
+            state,
+            am::Config::default(),
+        )?)
+    }
+
+    fn global_array<T: global::Element>(&self, len: u64) -> Result<global::GlobalArray<T>, Error> {
+        Ok(global::GlobalArray::from_world(
+            self,
+            len,
+            global::Config::default(),
+        )?)
     }
 
     fn collectives_with(&self, topo: Topology, mut cfg: GroupConfig) -> Result<Member, Error> {
