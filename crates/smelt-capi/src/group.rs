@@ -1667,7 +1667,8 @@ mod tests {
                     break;
                 }
                 assert_eq!(rc, SMELT_OK);
-                assert!(start.elapsed() < Duration::from_secs(5), "never busy");
+                // Generous: on a loaded machine (2 CPUs, many jobs) thread 1 may wait long for a CPU.
+                assert!(start.elapsed() < Duration::from_secs(20), "never busy");
                 std::thread::yield_now();
             }
             assert!(last().contains("in use by another thread"), "{}", last());
