@@ -196,8 +196,6 @@ pub const KVS_REPLICA: &str = "SMELT_KVS_REPLICA";
 pub const WAIT: &str = "SMELT_WAIT";
 /// See [`ALL`].
 pub const SIM_MACHINES: &str = "SMELT_SIM_MACHINES";
-/// The prefix of the global-array job variables (`SMELT_GLOBAL_<NAME>`).
-pub const GLOBAL_PREFIX: &str = "SMELT_GLOBAL_";
 
 /// Every `SMELT_*` variable smelt reads.
 pub const ALL: &[Setting] = &[
@@ -286,16 +284,11 @@ pub const ALL: &[Setting] = &[
     internal(MESH_KEY, Kind::Text, "mesh", "the mesh job's key"),
     internal(MESH_RANK, Kind::Count { min: 0, max: U32_MAX }, "mesh", "this member's rank in the mesh job"),
     internal(KVS_REPLICA, Kind::Text, "store", "set in a replica process of smelt kvs --processes"),
-    internal("SMELT_GLOBAL_<NAME>", Kind::Text, "global arrays", "rank:key:path of the global-array job NAME"),
 ];
 
-/// The entry of `name` in [`ALL`] (`SMELT_GLOBAL_X` finds `SMELT_GLOBAL_<NAME>`).
+/// The entry of `name` in [`ALL`].
 pub fn find(name: &str) -> Option<&'static Setting> {
-    ALL.iter().find(|s| s.name == name).or_else(|| {
-        name.starts_with(GLOBAL_PREFIX)
-            .then(|| ALL.iter().find(|s| s.name.starts_with(GLOBAL_PREFIX)))
-            .flatten()
-    })
+    ALL.iter().find(|s| s.name == name)
 }
 
 /// A variable's value is not what it should be.
@@ -445,7 +438,7 @@ pub enum Origin {
 pub struct Current {
     /// The setting.
     pub setting: &'static Setting,
-    /// Its value in the environment (for `SMELT_GLOBAL_<NAME>`, every such variable).
+    /// Its value in the environment.
     pub value: Option<String>,
     /// Where the value in force comes from.
     pub origin: Origin,
@@ -458,19 +451,8 @@ pub struct Current {
 pub fn report() -> Vec<Current> {
     ALL.iter()
         .map(|s| {
-            let value = if s.name.starts_with(GLOBAL_PREFIX) {
-                let all: Vec<String> = std::env::vars_os()
-                    .filter_map(|(k, v)| {
-                        let k = k.into_string().ok()?;
-                        k.starts_with(GLOBAL_PREFIX)
-                            .then(|| format!("{k}={}", v.to_string_lossy()))
-                    })
-                    .collect();
-                (!all.is_empty()).then(|| all.join(" "))
-            } else {
-                raw(s.name).map(|v| v.to_string_lossy().into_owned())
-            };
-            let problem = if value.is_none() || s.name.starts_with(GLOBAL_PREFIX) {
+            let value = raw(s.name).map(|v| v.to_string_lossy().into_owned());
+            let problem = if value.is_none() {
                 None
             } else {
                 match s.kind {
@@ -512,7 +494,7 @@ mod tests {
                 s.name
             );
         }
-        assert!(find("SMELT_GLOBAL_COUNTS").is_some());
+        assert!(find("SMELT_GLOBAL_COUNTS").is_none());
         assert!(find("SMELT_NOPE").is_none());
     }
 
