@@ -149,14 +149,14 @@ pub extern "C" fn smelt_world_run(n: usize, f: smelt_world_fn, arg: *mut c_void)
             return err(SMELT_ERR_INVALID_ARGUMENT, "fn is NULL");
         };
         let worlds = thread_worlds(n)?;
-        let arg = Arg(arg.addr());
+        let arg = Arg(arg.expose_provenance());
         let results = World::run(worlds, move |w| -> Res<()> {
             let arg = arg;
             let h = handle::insert(Object::World(Arc::new(w)))?;
             // The C body given to smelt_world_run (smelt.h: it must not unwind).
             f(
                 std::ptr::without_provenance_mut(h),
-                std::ptr::without_provenance_mut(arg.0),
+                std::ptr::with_exposed_provenance_mut(arg.0),
             );
             // The body may have freed its world already: nothing left to do then.
             let _ = handle::remove(h, Kind::World, "world", Wait::Block, |_| Ok(()));
