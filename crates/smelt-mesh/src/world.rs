@@ -817,8 +817,8 @@ impl World {
     /// Records the next made thing described by `what` (its arguments included):
     /// its fingerprint and, for process jobs, reserves `bytes` of the arena (plus a
     /// marking line) and checks the mark. Returns (fingerprint, offset after the
-    /// mark).
-    fn next(&self, what: &str, bytes: u64) -> Result<(u64, u64), WorldError> {
+    /// mark, its place in this member's order).
+    fn next(&self, what: &str, bytes: u64) -> Result<(u64, u64, u64), WorldError> {
         let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
         let tag = fingerprint(format!("{} {what}", made.count).as_bytes());
         let start = made.cursor;
@@ -844,8 +844,9 @@ impl World {
             offset = start + ARENA_ALIGN as u64;
             made.cursor = start + total;
         }
+        let seq = made.count;
         made.count += 1;
-        Ok((tag, offset))
+        Ok((tag, offset, seq))
     }
 
     /// A collective call for worlds of threads: the first member to call builds
@@ -863,8 +864,7 @@ impl World {
                 "{what}: only a world of threads hands parts out"
             )));
         };
-        let (tag, _) = self.next(what, 0)?;
-        let seq = self.made.lock().unwrap_or_else(|e| e.into_inner()).count - 1;
+        let (tag, _, seq) = self.next(what, 0)?;
         let n = self.size();
         let mismatch = |theirs: &str| {
             WorldError::Mismatch(format!(
@@ -998,7 +998,7 @@ impl World {
             }),
             Backend::Shm(shm) => {
                 let each = arena_link_bytes(capacity) as u64;
-                let (_, base) = self.next(&desc, each * pairs.len() as u64)?;
+                let (_, base, _) = self.next(&desc, each * pairs.len() as u64)?;
                 let me = self.rank;
                 pairs
                     .iter()
@@ -1099,7 +1099,7 @@ impl World {
                 })
             }
             Backend::Shm(shm) => {
-                let (_, offset) = self.next(&desc, words as u64 * 8)?;
+                let (_, offset, _) = self.next(&desc, words as u64 * 8)?;
                 let mem = if words == 0 {
                     RegionMem::Heap(Arc::from(Vec::new()))
                 } else {
