@@ -38,6 +38,8 @@ pub type smelt_world_fn = Option<extern "C" fn(world: *mut smelt_world, arg: *mu
 /// The status code of a world error.
 pub(crate) fn world_error(e: WorldError) -> Error {
     let code = match &e {
+        // Other MPI ranks that did not come in time (MPI errors are `Invalid`).
+        WorldError::Invalid(w) if w.starts_with("MPI: timed out") => crate::SMELT_ERR_TIMEOUT,
         WorldError::Invalid(_) | WorldError::Mismatch(_) => SMELT_ERR_INVALID_ARGUMENT,
         _ => SMELT_ERR_RUNTIME,
     };
@@ -458,9 +460,7 @@ fn mpi_err(call: &str, e: ::smelt_world::Error) -> Error {
         ::smelt_world::Error::Group(smelt_runtime::GroupError::Timeout { .. }) => {
             crate::SMELT_ERR_TIMEOUT
         }
-        ::smelt_world::Error::World(WorldError::Invalid(w)) if w.contains("timed out") => {
-            crate::SMELT_ERR_TIMEOUT
-        }
+        ::smelt_world::Error::World(w) => world_error(w.clone()).0,
         _ => SMELT_ERR_RUNTIME,
     };
     Error(code, format!("{call}: {e}"))
