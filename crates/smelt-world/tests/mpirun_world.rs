@@ -7,8 +7,9 @@
 //!   messages (every rank asks every other one, 50 requests each).
 //! * `one_world_emulated_nodes_of_2`: 4 ranks in emulated nodes of 2
 //!   (`SMELT_RANKS_PER_NODE=2`): collectives (hierarchical: `smelt_world::mpi`),
-//!   active messages, aggregation and a global array in one world, across the nodes
-//!   over MPI; one tree over every member is refused with a clear error.
+//!   active messages, aggregation, a global array and distributed tasks in one world,
+//!   across the nodes over MPI; one tree over every member is refused with a clear
+//!   error; an array outlives its world.
 //! * `a_world_per_half_of_the_ranks`: any communicator makes a world (the even and
 //!   the odd ranks, each a world of its own, with collectives and active messages).
 //! * `a_segment_that_cannot_be_made_fails_every_rank`: a node's leader that cannot
@@ -33,6 +34,8 @@ use smelt_mesh::mpi::rsmpi as mpi;
 use smelt_world::agg::{AggConfig, Scheme};
 use smelt_world::am::{Config, Endpoint};
 use smelt_world::global::{Config as ArrayConfig, GlobalArray, Op};
+use smelt_world::tasks::dist::{Functions, Member as TaskMember, TaskConfig, TaskCtx};
+use smelt_world::tasks::TaskError;
 use smelt_world::{Topology, World, WorldExt, WorldKind};
 use std::time::Duration;
 
@@ -58,6 +61,31 @@ fn ensure(ok: bool, what: impl FnOnce() -> String) -> Res<()> {
 }
 
 // ---------------------------------------------------------------- the ranks
+
+const FIB: u32 = 1;
+const FIB_N: u32 = 20;
+
+fn fib_seq(n: u32) -> u64 {
+    (0..n).fold((0u64, 1u64), |(a, b), _| (b, a + b)).0
+}
+
+/// Fibonacci as tasks: `n - 1` spawned (stolen by any member), `n - 2` run here.
+fn fib(ctx: &TaskCtx, p: &[u8]) -> Result<Vec<u8>, TaskError> {
+    let bad = |what: &str| TaskError::Invalid(what.into());
+    let n = u32::from_le_bytes(p.try_into().map_err(|_| bad("a 4-byte payload"))?);
+    if n < 12 {
+        return Ok(fib_seq(n).to_le_bytes().to_vec());
+    }
+    let word = |b: Vec<u8>| -> Result<u64, TaskError> {
+        Ok(u64::from_le_bytes(
+            b.try_into().map_err(|_| bad("an 8-byte result"))?,
+        ))
+    };
+    let h = ctx.spawn(FIB, &(n - 1).to_le_bytes());
+    let b = word(fib(ctx, &(n - 2).to_le_bytes())?)?;
+    let a = word(h.wait(ctx)?)?;
+    Ok((a + b).to_le_bytes().to_vec())
+}
 
 fn member(scenario: &str) {
     let (universe, _) =
@@ -277,6 +305,20 @@ fn one_world(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
     })?;
     a.barrier()?;
     drop(a);
+    // Distributed tasks: rank 0 runs fib, every rank runs and steals its tasks.
+    let mut tasks = TaskMember::from_world(&world, Config::default())?;
+    let mut f = Functions::new();
+    f.register(FIB, fib)?;
+    let root = (me == 0).then(|| (FIB, FIB_N.to_le_bytes().to_vec()));
+    let report = tasks.run(&f, &TaskConfig::new(1), root)?;
+    if me == 0 {
+        let r = report.result.ok_or("no result at rank 0")?;
+        ensure(r == fib_seq(FIB_N).to_le_bytes(), || {
+            format!("fib gave {r:?}")
+        })?;
+    }
+    comm.barrier();
+    drop(tasks);
     // An array may outlive its world (it keeps its memory and its communicator).
     let b = GlobalArray::<u64>::from_world(&world, 8, ArrayConfig::default())?;
     drop(world);
@@ -290,9 +332,10 @@ fn one_world(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
     b.barrier()?;
     drop(b);
     comm.barrier();
+
     coll.barrier()?;
     Ok(format!(
-        "nodes={nodes} collectives am_sum={am_sum} agg_total={agg_total} array=ok"
+        "nodes={nodes} collectives am_sum={am_sum} agg_total={agg_total} array=ok tasks=ok"
     ))
 }
 
@@ -353,7 +396,7 @@ fn driver() {
             "one_world_emulated_nodes_of_2",
             "one-world",
             &[("SMELT_RANKS_PER_NODE", "2")],
-            "nodes=2",
+            "tasks=ok",
         ),
         ("a_world_per_half_of_the_ranks", "halves", &[], "half="),
         (
