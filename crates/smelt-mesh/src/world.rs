@@ -316,7 +316,7 @@ impl WorldBuilder {
             None => smelt_settings::bytes(smelt_settings::WORLD_ARENA)
                 .map_err(|e| WorldError::Env {
                     var: smelt_settings::WORLD_ARENA,
-                    why: e.to_string(),
+                    why: garbage(&e),
                 })?
                 .unwrap_or(DEFAULT_ARENA),
         };
@@ -465,6 +465,11 @@ impl std::fmt::Debug for World {
             .field("kind", &self.kind())
             .finish()
     }
+}
+
+/// What is wrong with a setting's value, after its name: `is "x", not a number ...`.
+fn garbage(e: &smelt_settings::SettingError) -> String {
+    format!("is {:?}, not {}", e.value, e.expected)
 }
 
 /// FNV-1a of `bytes`: the fingerprint of a made service.
@@ -656,7 +661,7 @@ impl World {
         })?;
         let size = smelt_settings::count(ENV_SIZE).map_err(|e| WorldError::Env {
             var: ENV_SIZE,
-            why: format!("holds garbage ({e})"),
+            why: garbage(&e),
         })?;
         if path.as_os_str().is_empty() {
             return Err(WorldError::Env {

@@ -420,11 +420,42 @@ fn a_launcher_killed_before_its_members_joined_leaves_no_segment() {
     }
 }
 
+#[test]
+fn a_garbage_arena_size_names_the_setting() {
+    for (value, expect) in [
+        ("lots", "create error: SMELT_WORLD_ARENA"),
+        ("64", "create error: world: an arena of 64 bytes"),
+        ("2M", "created 2"),
+    ] {
+        let o = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "member",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("WORLD_TEST_ROLE", "create")
+            .env("SMELT_WORLD_ARENA", value)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(text.contains(expect), "{value}: {text}");
+    }
+}
+
 /// The member processes' entry point (run by the tests above, not on its own).
 #[test]
 #[ignore = "a member process of the other tests"]
 fn member() {
     let role = std::env::var("WORLD_TEST_ROLE").unwrap_or_default();
+    if role == "create" {
+        match WorldBuilder::new(2).create_job(false) {
+            Ok(job) => println!("created {}", job.size()),
+            Err(e) => println!("create error: {e}"),
+        }
+        return;
+    }
     if role == "creator" {
         let job = WorldBuilder::new(2).create_job(true).unwrap();
         println!("segment {}", job.path().display());
