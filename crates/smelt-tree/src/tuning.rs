@@ -176,13 +176,17 @@ impl fmt::Display for Choice {
 /// about 1 KiB on): 64 KiB.
 pub const LARGE_VECTOR: u64 = 64 << 10;
 
-/// The size class at which [`auto_table`]'s prediction runs the allreduce
-/// of a group of two by Rabenseifner (each member combines the half it keeps, at
-/// once; between threads the halves are lent): 256 KiB, so from 128 KiB on (the
-/// geometric middle of [`LARGE_VECTOR`] and this class), above the runtime's loan
-/// threshold. A rule of thumb, measured (docs/tune.md), not the simulator's: it
-/// models neither loans nor the combine.
+/// The size class at which [`auto_table`]'s prediction runs the loose allreduce of
+/// a group of two by Rabenseifner (each member combines the half it keeps, at once;
+/// between threads the halves are lent from the runtime's loan threshold, 64 KiB):
+/// 256 KiB, so above 32 KiB (the geometric middle of [`PAIR_TREE`] and this class).
+/// A rule of thumb, measured (docs/tune.md), not the simulator's: it models neither
+/// loans nor the combine.
 pub const PAIR_HALVES: u64 = 256 << 10;
+
+/// The size class of a group of two's loose allreduce on its tree (from about 181 B
+/// up to 32 KiB, where [`PAIR_HALVES`] takes over): 4 KiB.
+pub const PAIR_TREE: u64 = 4 << 10;
 
 /// The one lookup rule of size classes, [`AlgorithmTable`]'s message size syntax and
 /// `SMELT_TUNE`'s grammar live in `smelt-plan` (with the table, which the runtime
@@ -1048,26 +1052,25 @@ pub fn auto_table(
             // copies every vector through rings. Measured (docs/tune.md): at
             // 64 KiB-16 MiB between 2 threads the tree ran 2.2-3.5x Open MPI,
             // recursive doubling 0.7-1.8x.
-            if op == Op::Allreduce && matches!(a, Algorithm::NonTree(_)) {
-                let big = payload_for(LARGE_VECTOR);
-                let tree = trees
+            let big = payload_for(LARGE_VECTOR);
+            let large_tree = || {
+                trees
                     .iter()
                     .map(|(t, ch)| (*t, predicted_time(c, *root, ch, op, mode, big)))
                     .min_by(|x, y| x.1.total_cmp(&y.1))
-                    .map(|(t, _)| t);
-                if let Some(t) = tree {
-                    cl.push((LARGE_VECTOR, Algorithm::Tree(t)));
-                }
-            }
-            // Two members, loose: Rabenseifner from PAIR_HALVES's class on (the
-            // tree, or the 8-byte pick where it is one, up to it). Each member
-            // combines half the vector, both at once, where the tree's root
-            // combines all of it while the other waits. (Strict calls do not lend.)
+                    .map(|(t, _)| Algorithm::Tree(t))
+            };
             if op == Op::Allreduce && members.len() == 2 && mode == Mode::Loose {
-                if !cl.iter().any(|c| c.0 == LARGE_VECTOR) {
-                    cl.push((LARGE_VECTOR, a));
-                }
+                // Two members, loose: the tree from PAIR_TREE's class, Rabenseifner from
+                // PAIR_HALVES's (so above 32 KiB). Each member combines half the
+                // vector, both at once, where the tree's root combines all of it while
+                // the other waits. (Strict calls do not lend.)
+                cl.push((PAIR_TREE, large_tree().unwrap_or(a)));
                 cl.push((PAIR_HALVES, Algorithm::NonTree(NonTree::Rabenseifner)));
+            } else if op == Op::Allreduce && matches!(a, Algorithm::NonTree(_)) {
+                if let Some(t) = large_tree() {
+                    cl.push((LARGE_VECTOR, t));
+                }
             }
             classes.insert(
                 (mode, op),
@@ -1490,9 +1493,9 @@ mod tests {
         );
     }
 
-    /// Without a tuning file, a loose allreduce of two members runs Rabenseifner from
-    /// 128 KiB on, what the 8-byte prediction or the tree picks below it, and
-    /// never Rabenseifner in strict mode or for larger groups.
+    /// Without a tuning file, a loose allreduce of two members runs Rabenseifner
+    /// above 32 KiB, on the tree from about 181 B up to it, and never Rabenseifner
+    /// in strict mode or for larger groups.
     #[test]
     fn two_members_halve_long_allreduces_by_default() {
         if smelt_settings::is_set(TUNE_ENV) {
@@ -1502,10 +1505,13 @@ mod tests {
         let rab = Some(Pick::NonTree(NonTree::Rabenseifner));
         let (t, _) = auto_table(&m, &[0, 5]).unwrap();
         let loose = |bytes| t.lookup(Mode::Loose, Op::Allreduce, bytes);
-        for bytes in [8, 4096, LARGE_VECTOR, 120 << 10] {
+        for bytes in [8, 200, 4096, 32 << 10] {
             assert_ne!(loose(bytes), rab, "{bytes} B");
         }
-        for bytes in [136 << 10, PAIR_HALVES, 16 << 20, 1 << 30] {
+        for bytes in [200, 4096, 32 << 10] {
+            assert!(matches!(loose(bytes), Some(Pick::Tree(_))), "{bytes} B");
+        }
+        for bytes in [(32 << 10) + 1, LARGE_VECTOR, PAIR_HALVES, 16 << 20, 1 << 30] {
             assert_eq!(loose(bytes), rab, "{bytes} B");
         }
         assert_ne!(t.lookup(Mode::Strict, Op::Allreduce, 16 << 20), rab);
