@@ -263,6 +263,71 @@ fn c_world_mpi_members_that_disagree_fail_together() {
     }
 }
 
+/// With `<mpi.h>` included first, smelt.h declares `smelt_world_from_mpi(MPI_Comm, ...)`:
+/// a program builds as C99 (`-pedantic`) and as C++ and gets a world of one rank from
+/// `MPI_COMM_WORLD` (a singleton MPI job, no mpirun).
+#[cfg(feature = "mpi")]
+#[test]
+fn c_world_header_declares_from_mpi_after_mpi_h() {
+    let src = r#"
+#include <mpi.h>
+#include <smelt.h>
+int main(int argc, char **argv) {
+    smelt_world *w = 0;
+    size_t n = 0;
+    int rc;
+    MPI_Init(&argc, &argv);
+    rc = smelt_world_from_mpi(MPI_COMM_WORLD, &w);
+    if (rc == SMELT_OK) {
+        smelt_world_size(w, &n);
+        smelt_world_free(w);
+    }
+    MPI_Finalize();
+    return rc == SMELT_OK && n == 1 ? 0 : 1;
+}
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let mut built = 0;
+    for (compiler, file, flags) in [
+        (
+            "mpicc",
+            "t.c",
+            vec!["-std=c99", "-pedantic", "-Wall", "-Werror"],
+        ),
+        ("mpicxx", "t.cpp", vec!["-Wall", "-Werror"]),
+    ] {
+        let found = Command::new(compiler)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            continue;
+        }
+        let path = dir.path().join(file);
+        std::fs::write(&path, src).unwrap();
+        let exe = dir.path().join(format!("{file}.exe"));
+        let out = compile(compiler, &flags, &path, &exe, &[]);
+        assert!(out.status.success(), "{compiler}: {}", text(&out.stderr));
+        let run = Command::new(&exe)
+            .env("LD_LIBRARY_PATH", lib_dir())
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{file}: {}\n{}{}",
+            run.status,
+            text(&run.stdout),
+            text(&run.stderr)
+        );
+        built += 1;
+    }
+    if built == 0 {
+        skip::tool_missing("mpicc or mpicxx");
+    }
+}
+
 /// Without the `mpi` feature, what to run instead.
 #[cfg(not(feature = "mpi"))]
 #[test]
