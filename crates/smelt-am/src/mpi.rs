@@ -548,7 +548,8 @@ pub fn world<S>(state: S, cfg: Config) -> Result<(Mpi, Endpoint<S, ShmLink>), Am
 /// `node.place.0`; the members of its node are reached over an all-to-all mesh of
 /// [`Config::capacity`] slots carved from the node's world segment, the others over an
 /// [`MpiRemote`] on the world's communicator ([`Options::from_env`]'s window of sends
-/// in flight). If any rank fails, every rank gets an error.
+/// in flight; with `SMELT_AM_TRANSPORT=mpi`, every other endpoint). If any rank fails,
+/// every rank gets an error.
 pub(crate) fn world_endpoint<S>(
     world: &World,
     state: S,
@@ -557,21 +558,30 @@ pub(crate) fn world_endpoint<S>(
     let m = world
         .mpi()
         .ok_or_else(|| AmError::Invalid("not a world of MPI ranks".into()))?;
+    let env = Options::from_env()?;
+    // `SMELT_AM_TRANSPORT=mpi`: every message over MPI, whatever the world's nodes.
+    let only_mpi = env.nodes == Nodes::MpiOnly && world.size() > 1;
     let opts = Options {
         nodes: m.grouping(),
         timeout: m.timeout(),
-        ..Options::from_env()?
+        ..env
     };
     let t = Some(m.timeout());
     let (me, size) = (world.rank().index(), world.size());
     let valid = cfg.validate().and_then(|()| opts.validate());
-    // Everybody's tag, and whether everybody's configuration is valid.
-    let all = mpi::allgather_words::<MpiCalls>(m.comm(), &[random_tag(), valid.is_ok() as u64], t)
-        .map_err(am_error)?;
+    // Everybody's tag, whether its configuration is valid, and whether it sends every
+    // message over MPI (every rank must, or none: they carve the node's links alike).
+    let mine = [random_tag(), valid.is_ok() as u64, only_mpi as u64];
+    let all = mpi::allgather_words::<MpiCalls>(m.comm(), &mine, t).map_err(am_error)?;
     valid?;
-    if let Some(bad) = (0..size).find(|&r| all[2 * r + 1] == 0) {
+    if let Some(bad) = (0..size).find(|&r| all[3 * r + 1] == 0) {
         return Err(AmError::Invalid(format!(
             "rank {bad}'s endpoint configuration is invalid"
+        )));
+    }
+    if let Some(other) = (0..size).find(|&r| all[3 * r + 2] != only_mpi as u64) {
+        return Err(AmError::Invalid(format!(
+            "rank {other} and rank {me} disagree on {ENV_TRANSPORT} (every rank sends over MPI, or none)"
         )));
     }
     let table = Table {
@@ -585,10 +595,15 @@ pub(crate) fn world_endpoint<S>(
                 endpoint: 0,
             })
             .collect(),
-        tags: (0..size).map(|r| all[2 * r]).collect(),
+        tags: (0..size).map(|r| all[3 * r]).collect(),
     };
     let wait = cfg.wait.unwrap_or_else(|| world.wait_policy());
-    let mesh = node_mesh_of(world, cfg.capacity, wait);
+    let mesh = if only_mpi {
+        Mesh::with_links(Rank(0), 1, Vec::new(), None, wait)
+            .map_err(|e| AmError::Invalid(e.to_string()))
+    } else {
+        node_mesh_of(world, cfg.capacity, wait)
+    };
     // Every rank has its node's links (or fails alike).
     let ok = mpi::all::<MpiCalls>(m.comm(), mesh.is_ok(), t).map_err(am_error)?;
     let mesh = mesh?;
@@ -598,8 +613,14 @@ pub(crate) fn world_endpoint<S>(
         ));
     }
     let node = world.node();
-    let (dests, local) = table.dests_by(me, |i| world.node_of(Rank(i)) == Some(node));
-    let remote: Option<Box<dyn Remote>> = if world.nodes() > 1 {
+    let (dests, local) = table.dests_by(me, |i| {
+        if only_mpi {
+            i == me
+        } else {
+            world.node_of(Rank(i)) == Some(node)
+        }
+    });
+    let remote: Option<Box<dyn Remote>> = if world.nodes() > 1 || only_mpi {
         Some(Box::new(MpiRemote::new(m.comm(), &opts)?))
     } else {
         None

@@ -12,6 +12,8 @@
 //!   error; an array outlives its world.
 //! * `a_world_per_half_of_the_ranks`: any communicator makes a world (the even and
 //!   the odd ranks, each a world of its own, with collectives and active messages).
+//! * `active_messages_all_over_mpi`: `SMELT_AM_TRANSPORT=mpi` sends between the ranks of
+//!   one node over MPI too.
 //! * `a_segment_that_cannot_be_made_fails_every_rank`: a node's leader that cannot
 //!   make the node's segment gives every rank its reason (no hang, nothing left).
 //!
@@ -96,6 +98,7 @@ fn member(scenario: &str) {
         "one-world" => one_world(&comm),
         "halves" => halves(&comm),
         "no-segment" => no_segment(&comm),
+        "am-over-mpi" => am_over_mpi(&comm),
         s => Err(format!("no scenario {s:?}").into()),
     };
     match r {
@@ -107,9 +110,10 @@ fn member(scenario: &str) {
     }
 }
 
-/// Every rank asks every other `k` times to add two numbers; returns the sum of the
-/// answers this rank got, checked against the sequential one.
-fn am_exchange(world: &World, k: u64) -> Res<u64> {
+/// Every rank asks every other `k` times to add two numbers; checks the sum of the
+/// answers this rank got against the sequential one, and that exactly `remote` other
+/// ranks are reached over MPI (then that messages came that way).
+fn am_exchange(world: &World, k: u64, remote: usize) -> Res<u64> {
     const ADD: u8 = 1;
     const SUM: u8 = 2;
     #[derive(Default)]
@@ -141,6 +145,13 @@ fn am_exchange(world: &World, k: u64) -> Res<u64> {
         format!("active messages: answers add up to {}, not {want}", st.sum)
     })?;
     let sum = st.sum;
+    let over_mpi = (0..n as usize).filter(|&d| ep.is_remote(d)).count();
+    let hits = ep.stats().remote_hits;
+    ensure(over_mpi == remote && (remote == 0) == (hits == 0), || {
+        format!(
+            "{over_mpi} ranks reached over MPI (expected {remote}), {hits} messages came that way"
+        )
+    })?;
     // Every rank got its answers and answered every request: only then may the
     // endpoints go (a peer that leaves first is an error for the one still waiting).
     let m = world.mpi().ok_or("no MPI side")?;
@@ -190,7 +201,7 @@ fn rsmpi_world(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
         })?;
     }
     coll.barrier()?;
-    let sum = am_exchange(&world, 50)?;
+    let sum = am_exchange(&world, 50, 0)?;
     // Nobody leaves while another still waits for it.
     coll.barrier()?;
     Ok(format!(
@@ -239,7 +250,7 @@ fn one_world(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
     )?;
     coll.barrier()?;
     // Active messages, to the rank on this node and the two on the other.
-    let am_sum = am_exchange(&world, 50)?;
+    let am_sum = am_exchange(&world, 50, 2)?;
     comm.barrier();
 
     // Aggregation: 2 workers per rank; every worker sends 0..200 round all workers.
@@ -358,13 +369,22 @@ fn halves(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
     ensure(s == want, || {
         format!("the half's sum of ranks: {s}, not {want}")
     })?;
-    let am_sum = am_exchange(&world, 20)?;
+    let am_sum = am_exchange(&world, 20, 0)?;
     coll.barrier()?;
     Ok(format!(
         "half={} size={} sum={s} am_sum={am_sum}",
         r % 2,
         world.size()
     ))
+}
+
+/// `SMELT_AM_TRANSPORT=mpi`: active messages between the ranks of one node go over
+/// MPI too.
+fn am_over_mpi(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
+    let world = World::from_mpi(comm)?;
+    ensure(world.nodes() == 1, || format!("{} nodes", world.nodes()))?;
+    let am_sum = am_exchange(&world, 30, world.size() - 1)?;
+    Ok(format!("over-mpi am_sum={am_sum}"))
 }
 
 /// A node whose leader cannot make the segment (`SMELT_SHM_DIR` names no directory):
@@ -390,7 +410,7 @@ type Scenario = (
 
 fn driver() {
     println!();
-    let scenarios: [Scenario; 4] = [
+    let scenarios: [Scenario; 5] = [
         ("rsmpi_world_one_node", "rsmpi", &[], "nodes=1"),
         (
             "one_world_emulated_nodes_of_2",
@@ -399,6 +419,12 @@ fn driver() {
             "tasks=ok",
         ),
         ("a_world_per_half_of_the_ranks", "halves", &[], "half="),
+        (
+            "active_messages_all_over_mpi",
+            "am-over-mpi",
+            &[("SMELT_AM_TRANSPORT", "mpi")],
+            "over-mpi",
+        ),
         (
             "a_segment_that_cannot_be_made_fails_every_rank",
             "no-segment",
