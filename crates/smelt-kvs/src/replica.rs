@@ -6,7 +6,7 @@ use crate::wire::{self, bslot, split_bslot, tag, untag, Entry, Kind};
 use serde::{Deserialize, Serialize};
 use smelt_mesh::mesh::{Mesh, MeshError};
 use smelt_mesh::Rank;
-use smelt_transport::{Endpoint, Link};
+use smelt_transport::{Link, QueuePairEnd};
 use std::collections::BTreeMap;
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -227,7 +227,7 @@ struct Vc {
     max_delivered: u64,
 }
 
-pub(crate) struct Replica<L: Link = Endpoint> {
+pub(crate) struct Replica<L: Link = QueuePairEnd> {
     me: usize,
     mesh: Mesh<L>,
     lay: std::sync::Arc<Layout>,

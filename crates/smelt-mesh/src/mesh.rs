@@ -63,7 +63,7 @@
 
 use smelt_ids::Rank;
 use smelt_transport::{
-    allowed_cpus, try_queuepair, Abort, Backoff, Endpoint, Link, TransportError, WaitPolicy,
+    allowed_cpus, try_queuepair, Abort, Backoff, Link, QueuePairEnd, TransportError, WaitPolicy,
 };
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
@@ -212,7 +212,7 @@ const _: () = assert!(QUIET_EVERY.is_power_of_two());
 /// [`MeshBuilder`], or over links of any transport by [`Mesh::with_links`]. A mesh is
 /// `Send`: build them in one thread and move each into its member's thread.
 #[derive(Debug)]
-pub struct Mesh<L: Link = Endpoint> {
+pub struct Mesh<L: Link = QueuePairEnd> {
     rank: Rank,
     size: usize,
     /// Links in rank order of the peer.
@@ -914,7 +914,7 @@ impl MeshBuilder {
     /// link type the meshes carry (a world's [`WorldLink`](crate::world::WorldLink)).
     pub fn build_with<L: Link>(
         self,
-        mut wrap: impl FnMut(Endpoint) -> L,
+        mut wrap: impl FnMut(QueuePairEnd) -> L,
     ) -> Result<Vec<Mesh<L>>, MeshError> {
         let n = self.n;
         if n == 0 {

@@ -41,7 +41,7 @@ use crate::mesh::{Mesh, MeshError};
 use crate::shm_job_accessors;
 use smelt_ids::Rank;
 use smelt_transport::shm::{RingSpec, ShmJob, ShmMember};
-use smelt_transport::{allowed_cpus, Abort, Endpoint, Link, TransportError, WaitPolicy};
+use smelt_transport::{allowed_cpus, Abort, Link, QueuePairEnd, TransportError, WaitPolicy};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -208,7 +208,7 @@ pub fn join(
             continue;
         };
         let transport = |e: TransportError| bad(&format!("link to member {peer}: {e}"));
-        let mut ep = Endpoint {
+        let mut ep = QueuePairEnd {
             tx: shm.producer(tx).map_err(transport)?,
             rx: shm.consumer(rx).map_err(transport)?,
         };
@@ -234,7 +234,7 @@ pub fn join(
 /// process is gone, however it ended.
 #[derive(Debug)]
 pub struct ShmLink {
-    ep: Endpoint,
+    ep: QueuePairEnd,
     job: Arc<ShmMember>,
     peer: u32,
     /// Idle polls since the last liveness check.

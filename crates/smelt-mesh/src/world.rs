@@ -50,7 +50,7 @@
 //! Threads do not use an arena: the first member to make a service builds it whole
 //! (in-process queuepairs, doorbells, loans of large messages) and each member takes
 //! its own part. Threads thus keep every in-process fast path, and the services see
-//! the same types either way ([`Mesh`]`<`[`WorldLink`]`>`, [`Endpoint`], [`Region`]).
+//! the same types either way ([`Mesh`]`<`[`WorldLink`]`>`, [`QueuePairEnd`], [`Region`]).
 //!
 //! ```
 //! use smelt_mesh::world::{MeshSpec, World};
@@ -84,7 +84,7 @@ use smelt_transport::shm::{
     arena_link_bytes, SharedWords, ShmError, ShmJob, ShmMember, ARENA_ALIGN,
 };
 use smelt_transport::{
-    allowed_cpus, pin_current_thread, try_queuepair, Abort, Endpoint, Link, TransportError,
+    allowed_cpus, pin_current_thread, try_queuepair, Abort, QueuePairEnd, Link, TransportError,
     WaitPolicy,
 };
 use std::any::Any;
@@ -962,7 +962,7 @@ impl World {
         capacity: usize,
         wait: Option<WaitPolicy>,
         abort: Option<Abort>,
-    ) -> Result<Vec<Option<Endpoint>>, WorldError> {
+    ) -> Result<Vec<Option<QueuePairEnd>>, WorldError> {
         let n = self.size();
         for &(a, b) in pairs {
             if a == b || a.index() >= n || b.index() >= n {
@@ -989,7 +989,7 @@ impl World {
         }
         match &self.backend {
             Backend::Threads(_) => self.hand_out(&desc, || {
-                let mut parts: Vec<Vec<Option<Endpoint>>> = (0..n)
+                let mut parts: Vec<Vec<Option<QueuePairEnd>>> = (0..n)
                     .map(|_| (0..pairs.len()).map(|_| None).collect())
                     .collect();
                 for (i, &(a, b)) in pairs.iter().enumerate() {
@@ -1122,7 +1122,7 @@ impl World {
 /// most every [`LIVENESS_EVERY`]. Blocking waits check it at every park.
 #[derive(Debug)]
 pub struct WorldLink {
-    ep: Endpoint,
+    ep: QueuePairEnd,
     watch: Option<Box<Watch>>,
 }
 
@@ -1139,12 +1139,12 @@ struct Watch {
 
 impl WorldLink {
     /// A link between threads of this process.
-    pub fn local(ep: Endpoint) -> WorldLink {
+    pub fn local(ep: QueuePairEnd) -> WorldLink {
         WorldLink { ep, watch: None }
     }
 
     /// A link to member `peer`'s process through `job`'s segment.
-    pub fn watched(ep: Endpoint, job: Arc<ShmMember>, peer: Rank) -> WorldLink {
+    pub fn watched(ep: QueuePairEnd, job: Arc<ShmMember>, peer: Rank) -> WorldLink {
         WorldLink {
             ep,
             watch: Some(Box::new(Watch {
@@ -1158,7 +1158,7 @@ impl WorldLink {
     }
 
     /// The queuepair end inside.
-    pub fn endpoint(&mut self) -> &mut Endpoint {
+    pub fn endpoint(&mut self) -> &mut QueuePairEnd {
         &mut self.ep
     }
 
@@ -1278,8 +1278,8 @@ impl Link for WorldLink {
         data: &[u8],
         timeout: Option<Duration>,
     ) -> Result<(), (usize, TransportError)> {
-        let mut eps: Vec<&mut Endpoint> = links.iter_mut().map(|l| &mut l.ep).collect();
-        Endpoint::lend_all(&mut eps, tag, data, timeout)
+        let mut eps: Vec<&mut QueuePairEnd> = links.iter_mut().map(|l| &mut l.ep).collect();
+        QueuePairEnd::lend_all(&mut eps, tag, data, timeout)
     }
 
     fn borrow<R>(

@@ -3,7 +3,7 @@
 
 use smelt_mesh::mesh::{Mesh, MeshBuilder, MeshError};
 use smelt_mesh::Rank;
-use smelt_transport::{stress_scale, try_queuepair, Endpoint, TransportError, WaitPolicy};
+use smelt_transport::{stress_scale, try_queuepair, QueuePairEnd, TransportError, WaitPolicy};
 use std::time::{Duration, Instant};
 
 const T: Duration = Duration::from_secs(20);
@@ -374,7 +374,7 @@ fn bad_requests_are_errors() {
 #[test]
 fn mesh_over_links_of_your_own() {
     let n = 4;
-    let mut ends: Vec<Vec<(Rank, Endpoint)>> = (0..n).map(|_| Vec::new()).collect();
+    let mut ends: Vec<Vec<(Rank, QueuePairEnd)>> = (0..n).map(|_| Vec::new()).collect();
     for a in 0..n {
         for b in a + 1..n {
             let (x, y) = try_queuepair(8, None).unwrap();
@@ -417,7 +417,7 @@ fn mesh_over_links_of_your_own() {
     });
     // Bad sets.
     assert!(matches!(
-        Mesh::<Endpoint>::with_links(Rank(3), 2, Vec::new(), None, WaitPolicy::DEDICATED),
+        Mesh::<QueuePairEnd>::with_links(Rank(3), 2, Vec::new(), None, WaitPolicy::DEDICATED),
         Err(MeshError::Invalid(_))
     ));
     let (x, y) = try_queuepair(8, None).unwrap();

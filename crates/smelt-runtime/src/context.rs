@@ -7,7 +7,7 @@ use crate::GroupError;
 use smelt_ids::{CpuId, Rank};
 use smelt_plan::AlgorithmTable;
 use smelt_plan::Op;
-use smelt_transport::{Endpoint, Link, TransportError};
+use smelt_transport::{Link, QueuePairEnd, TransportError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -95,12 +95,12 @@ impl Tag {
 /// broadcast: the root sequences, links are FIFO and reliable).
 ///
 /// The collectives are written once against [`Link`]: `L` is the transport, by default
-/// the in-process or shared-memory queuepair ([`Endpoint`]).
+/// the in-process or shared-memory queuepair ([`QueuePairEnd`]).
 ///
 /// A context is `Send`: a member may move one context to another thread, so that
 /// several contexts (trees with different roots) run concurrently on the same members.
 #[derive(Debug)]
-pub struct Context<L: Link = Endpoint> {
+pub struct Context<L: Link = QueuePairEnd> {
     pub(crate) id: usize,
     pub(crate) rank: Rank,
     pub(crate) root: Rank,

@@ -6,7 +6,7 @@ use smelt_ids::{CpuId, Pos, Rank};
 use smelt_plan::Tree;
 use smelt_transport::shm::ShmMember;
 use smelt_transport::{
-    allowed_cpus, pin_current_thread, try_queuepair, Abort, Endpoint, Link, WaitPolicy,
+    allowed_cpus, pin_current_thread, try_queuepair, Abort, Link, QueuePairEnd, WaitPolicy,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -282,7 +282,7 @@ impl GroupShared {
 /// expect messages from it, their collectives fail with [`GroupError::PeerFailed`]
 /// instead of hanging. A member dropped while its thread panics fails the whole group.
 #[derive(Debug)]
-pub struct Member<L: Link = Endpoint> {
+pub struct Member<L: Link = QueuePairEnd> {
     pub(crate) rank: Rank,
     pub(crate) contexts: Vec<Option<Context<L>>>,
     /// CPU to pin this member's thread to when run by the group.
@@ -611,7 +611,7 @@ impl Group {
             v
         };
         // Every tree edge's queuepair, made up front; each member takes its ends.
-        let mut pairs: Vec<Vec<(Option<Endpoint>, Option<Endpoint>)>> = Vec::new();
+        let mut pairs: Vec<Vec<(Option<QueuePairEnd>, Option<QueuePairEnd>)>> = Vec::new();
         for t in trees {
             let mut v = Vec::new();
             for _ in tree_edges(t) {

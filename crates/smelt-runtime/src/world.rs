@@ -16,7 +16,7 @@ use crate::group::{check_trees, ranks_of, tree_edges, GroupShared};
 use crate::{Group, GroupConfig, GroupError, Member};
 use smelt_ids::Rank;
 use smelt_plan::Tree;
-use smelt_transport::{Abort, Endpoint};
+use smelt_transport::{Abort, QueuePairEnd};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -48,7 +48,7 @@ fn describe(trees: &[Tree], cfg: &GroupConfig) -> String {
     s
 }
 
-impl Member<Endpoint> {
+impl Member<QueuePairEnd> {
     /// This world member's member of a group over `trees` (every tree over the same
     /// CPUs; the first tree's member order gives the ranks, which are the world's:
     /// the first tree has one position per world member), configured by `cfg` (the
@@ -121,7 +121,7 @@ impl Member<Endpoint> {
         if let (Some(table), false) = (&cfg.algorithms, mesh.is_empty()) {
             for k in 0..trees.len() {
                 let base = mesh_base + k * mesh.len();
-                let links: Vec<(Rank, Endpoint)> = (base..base + mesh.len())
+                let links: Vec<(Rank, QueuePairEnd)> = (base..base + mesh.len())
                     .filter_map(|i| {
                         let (a, b) = pairs[i];
                         let peer = if a == rank { b } else { a };

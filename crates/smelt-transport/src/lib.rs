@@ -80,5 +80,5 @@ pub use cputime::{process_cpu_time, thread_cpu_time};
 pub use error::TransportError;
 pub use link::Link;
 pub use loan::{lend_all, lend_while};
-pub use queuepair::{queuepair, try_queuepair, Endpoint};
+pub use queuepair::{queuepair, try_queuepair, QueuePairEnd};
 pub use sleepq::{SleepOutcome, SleepQueue, SLEEPQ_MAX_CAPACITY};

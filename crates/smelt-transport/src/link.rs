@@ -1,6 +1,6 @@
 //! The point-to-point link interface the collectives are written against.
 
-use crate::{Endpoint, TransportError};
+use crate::{QueuePairEnd, TransportError};
 use std::time::Duration;
 
 /// One end of a reliable, FIFO, bidirectional link to one peer, carrying tagged
@@ -125,7 +125,7 @@ pub trait Link: Send {
     }
 }
 
-impl Link for Endpoint {
+impl Link for QueuePairEnd {
     #[inline]
     fn max_message_len(&self) -> usize {
         self.tx.max_message_len().min(self.rx.max_message_len())

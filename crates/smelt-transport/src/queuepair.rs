@@ -6,7 +6,7 @@ use std::time::Duration;
 
 /// One end of a queuepair: sends on one channel, receives on the other.
 #[derive(Debug)]
-pub struct Endpoint {
+pub struct QueuePairEnd {
     /// Sends to the other end.
     pub tx: Producer,
     /// Receives from the other end.
@@ -17,7 +17,7 @@ pub struct Endpoint {
 ///
 /// # Panics
 /// If `capacity_slots` is 0 or above [`MAX_CAPACITY`](crate::MAX_CAPACITY).
-pub fn queuepair(capacity_slots: usize) -> (Endpoint, Endpoint) {
+pub fn queuepair(capacity_slots: usize) -> (QueuePairEnd, QueuePairEnd) {
     try_queuepair(capacity_slots, None).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -25,13 +25,16 @@ pub fn queuepair(capacity_slots: usize) -> (Endpoint, Endpoint) {
 pub fn try_queuepair(
     capacity_slots: usize,
     abort: Option<Abort>,
-) -> Result<(Endpoint, Endpoint), TransportError> {
+) -> Result<(QueuePairEnd, QueuePairEnd), TransportError> {
     let (atx, brx) = try_channel(capacity_slots, abort.clone())?;
     let (btx, arx) = try_channel(capacity_slots, abort)?;
-    Ok((Endpoint { tx: atx, rx: arx }, Endpoint { tx: btx, rx: brx }))
+    Ok((
+        QueuePairEnd { tx: atx, rx: arx },
+        QueuePairEnd { tx: btx, rx: brx },
+    ))
 }
 
-impl Endpoint {
+impl QueuePairEnd {
     /// Splits into the sending and receiving halves (to move them to different threads).
     pub fn split(self) -> (Producer, Consumer) {
         (self.tx, self.rx)

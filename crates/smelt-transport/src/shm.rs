@@ -41,7 +41,7 @@
 //! [`WaitPolicy::park_max`]: crate::WaitPolicy::park_max
 
 use crate::channel::{ring_bytes, shared_ring, wake_ring, Remote, Shared};
-use crate::{Abort, Consumer, Endpoint, Producer, TransportError, MAX_CAPACITY};
+use crate::{Abort, Consumer, Producer, QueuePairEnd, TransportError, MAX_CAPACITY};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -1232,7 +1232,7 @@ impl ShmMember {
         capacity: usize,
         peer: u32,
         abort: Option<Abort>,
-    ) -> Result<Endpoint, TransportError> {
+    ) -> Result<QueuePairEnd, TransportError> {
         let me = self.rank;
         if peer == me || peer >= self.members() {
             return Err(TransportError::NotYours(format!(
@@ -1295,7 +1295,7 @@ impl ShmMember {
                 shared_ring(rx, capacity, self.map.clone(), peer, abort)?,
             )
         };
-        Ok(Endpoint {
+        Ok(QueuePairEnd {
             tx: Producer::resume(tx, capacity),
             rx: Consumer::resume(rx, capacity),
         })
