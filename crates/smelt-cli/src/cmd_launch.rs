@@ -6,7 +6,7 @@ use clap::Args;
 use smelt_model::text::escape_line;
 use smelt_model::{parse_cpu_list, Model};
 use smelt_runtime::launch::Members;
-use smelt_runtime::process::Job;
+use smelt_runtime::process::GroupJob;
 use smelt_runtime::world::{ModelRef, WorldBuilder};
 use smelt_runtime::{CpuId, GroupConfig, Rank};
 use smelt_transport::allowed_cpus;
@@ -184,7 +184,7 @@ pub fn run(a: LaunchArgs) -> Result<()> {
         ));
     }
     // Guarded: even a launcher killed by SIGKILL leaves no segment in /dev/shm.
-    let job = Job::create_in(world, std::slice::from_ref(&tree), &cfg, true)?;
+    let job = GroupJob::create_in(world, std::slice::from_ref(&tree), &cfg, true)?;
     let mut signals =
         signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGCONT])
             .context("cannot install signal handlers")?;

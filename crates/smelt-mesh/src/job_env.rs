@@ -1,4 +1,4 @@
-//! What the two kinds of shared-memory jobs (a group's `smelt_runtime::process::Job`
+//! What the two kinds of shared-memory jobs (a group's `smelt_runtime::process::GroupJob`
 //! and a [`MeshJob`](crate::mesh_job::MeshJob)) share: their accessors over the
 //! segment, and the environment that tells a member process how to join.
 

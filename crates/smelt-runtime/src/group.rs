@@ -76,7 +76,7 @@ pub struct GroupConfig {
     /// where non-tree algorithms may win (the dissemination barrier, the
     /// recursive-doubling allreduce): `None` (the default) runs every collective on
     /// the tree. A table that may pick a non-tree algorithm makes [`Group::new`]
-    /// (and [`process::Job::create`](crate::process::Job::create), which hands the
+    /// (and [`process::GroupJob::create`](crate::process::GroupJob::create), which hands the
     /// table to its member processes) build the links it needs between the members,
     /// beyond the tree edges. The table is plain data of `smelt-plan`: the tree crate's
     /// `smelt_tree::tuning::auto_table` fills `auto`'s (`SMELT_TUNE`, the host's tuning

@@ -2,8 +2,8 @@
 //! shared memory ([`smelt_transport::shm`]).
 //!
 //! Building a job is separate from starting its members. The creator (`smelt launch`,
-//! `smelt bench --processes`, or your own launcher) calls [`Job::create`] with the
-//! trees and hands each member process the variables of [`Job::env`]; each member
+//! `smelt bench --processes`, or your own launcher) calls [`GroupJob::create`] with the
+//! trees and hands each member process the variables of [`GroupJob::env`]; each member
 //! calls [`join_from_env`] (or [`join`]) and gets a [`Member`] with its rank, CPU and
 //! contexts, running the same collectives as a thread member.
 //!
@@ -81,7 +81,7 @@ struct BlobTree {
 /// members are told the group to join (the world attribute [`GROUP_ATTRIBUTE`]).
 /// Dropping it removes the segment's name (members that attached keep running).
 #[derive(Debug)]
-pub struct Job {
+pub struct GroupJob {
     world: WorldJob,
     cpus: Vec<CpuId>,
 }
@@ -153,7 +153,7 @@ pub(crate) fn parse_group(text: &str) -> Result<(Vec<Tree>, GroupConfig), GroupE
     Ok((trees, cfg))
 }
 
-impl Job {
+impl GroupJob {
     /// Creates the job's shared memory for a group of `trees` (as
     /// [`Group::with_config`](crate::Group::with_config): every tree over the same
     /// CPUs; ranks follow the first tree). `cfg.capacity`, `cfg.segment`,
@@ -161,7 +161,7 @@ impl Job {
     /// (with the links its non-tree algorithms need) apply to every member; pinning
     /// is the launcher's business. The job is a world: a member may also call
     /// [`World::from_env`] and make other services besides the group.
-    pub fn create(trees: &[Tree], cfg: &GroupConfig) -> Result<Job, GroupError> {
+    pub fn create(trees: &[Tree], cfg: &GroupConfig) -> Result<GroupJob, GroupError> {
         Self::create_in(
             WorldBuilder::new(trees.first().map_or(0, Tree::len)),
             trees,
@@ -175,7 +175,7 @@ impl Job {
     /// ([`smelt_transport::shm::ShmJob::create_guarded`]: a small watcher process
     /// removes it). Costs a `fork`. `smelt launch` and `smelt bench --processes` use
     /// it with [`crate::launch::Members`].
-    pub fn create_guarded(trees: &[Tree], cfg: &GroupConfig) -> Result<Job, GroupError> {
+    pub fn create_guarded(trees: &[Tree], cfg: &GroupConfig) -> Result<GroupJob, GroupError> {
         Self::create_in(
             WorldBuilder::new(trees.first().map_or(0, Tree::len)),
             trees,
@@ -193,7 +193,7 @@ impl Job {
         trees: &[Tree],
         cfg: &GroupConfig,
         guarded: bool,
-    ) -> Result<Job, GroupError> {
+    ) -> Result<GroupJob, GroupError> {
         let cpus = check_trees(trees)?;
         if cfg.capacity == 0 || cfg.capacity > smelt_transport::MAX_CAPACITY {
             return Err(GroupError::Invalid(format!(
@@ -207,7 +207,7 @@ impl Job {
             .attribute(GROUP_ATTRIBUTE, &group_blob(trees, cfg))
             .create_job(guarded)
             .map_err(job_error)?;
-        Ok(Job { world, cpus })
+        Ok(GroupJob { world, cpus })
     }
 
     /// Number of members.
@@ -268,7 +268,7 @@ impl Job {
     }
 
     /// Removes the segment's name now (it is removed anyway once every member joined,
-    /// and when the `Job` is dropped).
+    /// and when the `GroupJob` is dropped).
     pub fn unlink(&self) {
         self.world.unlink();
     }
@@ -280,7 +280,7 @@ fn job_error(e: WorldError) -> GroupError {
 }
 
 /// Joins the job described by the environment ([`ENV_JOB`], [`ENV_KEY`],
-/// [`ENV_RANK`]), as set by `smelt launch` or [`Job::env`]: [`World::from_env`], then
+/// [`ENV_RANK`]), as set by `smelt launch` or [`GroupJob::env`]: [`World::from_env`], then
 /// [`Member::from_launched_world`]. (To make other services in the same job, call
 /// those two yourself and keep the world.)
 pub fn join_from_env() -> Result<Member, GroupError> {

@@ -22,7 +22,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 /// The world attribute under which a launcher (`smelt launch`,
-/// [`process::Job`](crate::process::Job)) describes the group its members join
+/// [`process::GroupJob`](crate::process::GroupJob)) describes the group its members join
 /// with [`process::join_from_env`](crate::process::join_from_env) or
 /// [`Member::from_launched_world`].
 pub const GROUP_ATTRIBUTE: &str = "smelt.group";
@@ -150,7 +150,7 @@ impl Member<QueuePairEnd> {
 
     /// This world member's member of the group its launcher described (the world
     /// attribute [`GROUP_ATTRIBUTE`], set by `smelt launch` and
-    /// [`process::Job`](crate::process::Job)): its trees and settings. A collective
+    /// [`process::GroupJob`](crate::process::GroupJob)): its trees and settings. A collective
     /// call, as [`from_world`](Self::from_world).
     pub fn from_launched_world(world: &World) -> Result<Member, GroupError> {
         let blob = world.attribute(GROUP_ATTRIBUTE).ok_or_else(|| {

@@ -6,7 +6,7 @@
 //! The SIGKILL test re-runs this binary as the creator (`TEST_SMELT_TEST_CREATOR=1`).
 
 use smelt_runtime::launch::{spawn_member, Members};
-use smelt_runtime::process::Job;
+use smelt_runtime::process::GroupJob;
 use smelt_runtime::GroupConfig;
 use smelt_transport::members::process_group_of;
 use smelt_tree::Tree;
@@ -117,9 +117,9 @@ fn the_key_is_not_in_the_segment_name() {
         let cfg = GroupConfig::default();
         let tree = two_member_tree();
         let job = if guarded {
-            Job::create_guarded(&[tree], &cfg).unwrap()
+            GroupJob::create_guarded(&[tree], &cfg).unwrap()
         } else {
-            Job::create(&[tree], &cfg).unwrap()
+            GroupJob::create(&[tree], &cfg).unwrap()
         };
         let name = job
             .path()
@@ -143,7 +143,7 @@ fn creator_entry() {
     if std::env::var_os("TEST_SMELT_TEST_CREATOR").is_none() {
         return;
     }
-    let job = Job::create_guarded(&[two_member_tree()], &GroupConfig::default()).unwrap();
+    let job = GroupJob::create_guarded(&[two_member_tree()], &GroupConfig::default()).unwrap();
     println!("\nsegment: {}", job.path().display());
     std::thread::sleep(Duration::from_secs(60));
 }

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{all_collectives, random_tree};
-use smelt_runtime::process::{join_from_env, Job};
+use smelt_runtime::process::{join_from_env, GroupJob};
 use smelt_runtime::{GroupConfig, GroupError, Rank};
 use smelt_tree::Tree;
 use std::process::{Child, Command};
@@ -15,7 +15,7 @@ fn scale() -> u64 {
     smelt_transport::stress_scale()
 }
 
-fn spawn(job: &Job, scenario: &str) -> Vec<Child> {
+fn spawn(job: &GroupJob, scenario: &str) -> Vec<Child> {
     (0..job.size())
         .map(|r| {
             Command::new(std::env::current_exe().unwrap())
@@ -130,7 +130,7 @@ fn random_trees_of_1_to_16_processes_match_sequential_results() {
     let rounds = 2000 * scale();
     for (i, n) in [1usize, 2, 3, 5, 8, 16].into_iter().enumerate() {
         let tree = random_tree(n, 1000 + i as u64);
-        let job = Job::create(&[tree], &GroupConfig::default()).unwrap();
+        let job = GroupJob::create(&[tree], &GroupConfig::default()).unwrap();
         let ok = wait_all(spawn(&job, &format!("collectives,{rounds}")));
         assert!(ok.iter().all(|&b| b), "n = {n}: {ok:?}");
         // Every member really joined (a child that ran no test would also exit 0).
@@ -151,7 +151,7 @@ fn process_jobs_run_the_non_tree_algorithms_of_their_table() {
     };
     for (i, n) in [1usize, 2, 3, 5, 8].into_iter().enumerate() {
         let tree = random_tree(n, 2000 + i as u64);
-        let job = Job::create(&[tree], &cfg).unwrap();
+        let job = GroupJob::create(&[tree], &cfg).unwrap();
         let ok = wait_all(spawn(&job, &format!("nontree,{}", 200 * scale())));
         assert!(ok.iter().all(|&b| b), "n = {n}: {ok:?}");
         assert_eq!(job.joined(), n, "n = {n}");
@@ -166,7 +166,7 @@ fn assert_no_segments_of(job_path: &std::path::Path) {
 fn a_member_killed_mid_collective_fails_the_others_promptly() {
     for how in ["kill", "exit"] {
         let tree = random_tree(4, 7);
-        let job = Job::create(&[tree], &GroupConfig::default()).unwrap();
+        let job = GroupJob::create(&[tree], &GroupConfig::default()).unwrap();
         let path = job.path().to_path_buf();
         let t = Instant::now();
         let children = spawn(&job, &format!("die,2,{how}"));
@@ -193,7 +193,7 @@ fn a_member_killed_mid_collective_fails_the_others_promptly() {
 #[test]
 fn members_calling_different_collectives_all_fail() {
     let tree = Tree::from_raw(vec![0, 1, 2], 0, vec![vec![1, 2], vec![], vec![]]).unwrap();
-    let job = Job::create(&[tree], &GroupConfig::default()).unwrap();
+    let job = GroupJob::create(&[tree], &GroupConfig::default()).unwrap();
     let codes: Vec<Option<i32>> = spawn(&job, "mismatch")
         .into_iter()
         .map(|mut c| c.wait().unwrap().code())

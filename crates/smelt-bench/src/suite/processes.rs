@@ -6,7 +6,7 @@ use anyhow::{bail, Context as _, Result};
 use smelt_probe::figure::{Metric, PeerResult};
 use smelt_runtime::launch::Members;
 use smelt_runtime::measure::{back_to_back_member, MeasureConfig, Op};
-use smelt_runtime::process::{join_from_env, Job};
+use smelt_runtime::process::{join_from_env, GroupJob};
 use smelt_runtime::{GroupConfig, Rank};
 use smelt_tree::Tree;
 use std::process::{Command, Stdio};
@@ -43,7 +43,7 @@ pub fn measure_processes(
     op: Op,
     cfg: &MeasureConfig,
 ) -> Result<Vec<f64>> {
-    let job = Job::create_guarded(std::slice::from_ref(tree), &cfg.group)?;
+    let job = GroupJob::create_guarded(std::slice::from_ref(tree), &cfg.group)?;
     let exe = std::env::current_exe().context("cannot find the smelt executable")?;
     // Started as `smelt launch` starts its members: they die with this process.
     let mut members = Members::new();

@@ -13,7 +13,7 @@ use super::model;
 use super::stats::{self, Why};
 use crate::ops::Combine;
 use smelt_mesh::mpi::{self as mesh_mpi, cpu_mask, hand_out, Layout, Placed};
-use smelt_runtime::process::{join, Job};
+use smelt_runtime::process::{join, GroupJob};
 use smelt_runtime::{GroupConfig, GroupError, Member, WaitPolicy};
 use smelt_tree::tuning::AlgorithmTable;
 use smelt_tree::{Topology, Tree};
@@ -654,7 +654,7 @@ impl Hier {
                             ..GroupConfig::default()
                         };
                         let made = node_tree(n, root, self.topology, self.model.as_ref())
-                            .and_then(|t| Job::create(&[t], &cfg).map_err(|e| e.to_string()));
+                            .and_then(|t| GroupJob::create(&[t], &cfg).map_err(|e| e.to_string()));
                         let address = match &made {
                             Ok(j) => Ok(format!("+{}\n{}", j.path().display(), j.key())),
                             Err(e) => Err(e.clone()),
