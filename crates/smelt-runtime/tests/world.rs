@@ -161,7 +161,8 @@ fn a_launched_job_gives_its_group_and_other_services() {
     // What `smelt launch` makes: the group in the world's description.
     let n = 3;
     let tree = random_tree(n, 9);
-    let job = GroupJob::create_guarded(std::slice::from_ref(&tree), &GroupConfig::default()).unwrap();
+    let job =
+        GroupJob::create_guarded(std::slice::from_ref(&tree), &GroupConfig::default()).unwrap();
     let out = run_members(n, |r| job.env(r), "launched", Duration::from_secs(60));
     for (r, (ok, text)) in out.iter().enumerate() {
         assert!(*ok && text.contains("launched ok"), "member {r}: {text}");
