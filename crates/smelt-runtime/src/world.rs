@@ -57,7 +57,10 @@ impl Member<QueuePairEnd> {
     ///
     /// Threads are not pinned here (pin them yourself, or start them with
     /// [`World::run`], which pins each to its world CPU); member processes are pinned
-    /// by their launcher.
+    /// by their launcher. Threads get exactly [`Group::with_config`]'s members (with
+    /// `cfg.flatten_oversubscribed` applied); processes run the trees as given (a
+    /// launcher with more members than CPUs gives a flat tree, as `smelt launch`
+    /// does).
     pub fn from_world(
         world: &World,
         trees: &[Tree],
