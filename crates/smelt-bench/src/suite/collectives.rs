@@ -700,8 +700,24 @@ fn ratios(
     peers: &[Figure],
     members: usize,
 ) -> Vec<Ratio> {
+    let mut out = transport_ratios(transport);
+    out.extend(peer_ratios(peers));
+    // Smelt's trees vs the best static tree, per operation (with two members every
+    // topology is the same tree, so the comparison would only show noise).
+    if members > 2 {
+        out.extend(topology_ratios(col));
+    }
+    out
+}
+
+/// A figure's median and the floor measured around it.
+fn fig(f: &Figure) -> Option<(f64, Option<f64>)> {
+    f.peer.median().map(|v| (v, f.floor_ns))
+}
+
+/// The queuepair against the floor and the channel peers: latency and throughput.
+fn transport_ratios(transport: &[Figure]) -> Vec<Ratio> {
     let mut out = Vec::new();
-    let fig = |f: &Figure| f.peer.median().map(|v| (v, f.floor_ns));
     let find = |figs: &[Figure], name: &str, m: Metric| {
         figs.iter()
             .find(|f| f.peer.name == name && f.peer.metric == m)
@@ -739,7 +755,12 @@ fn ratios(
             }
         }
     }
-    // Smelt vs the best peer, per metric and thread count.
+    out
+}
+
+/// smelt's default against the best peer, per metric and thread (process) count.
+fn peer_ratios(peers: &[Figure]) -> Vec<Ratio> {
+    let mut out = Vec::new();
     let mut keys: Vec<(Metric, usize)> = peers
         .iter()
         .map(|f| (f.peer.metric, f.peer.threads))
@@ -789,11 +810,12 @@ fn ratios(
             });
         }
     }
-    // Smelt's trees vs the best static tree, per operation (with two members every
-    // topology is the same tree, so the comparison would only show noise).
-    if members <= 2 {
-        return out;
-    }
+    out
+}
+
+/// The best static tree against smelt's best tree, per operation.
+fn topology_ratios(col: &[Collective]) -> Vec<Ratio> {
+    let mut out = Vec::new();
     let mut ops: Vec<&str> = Vec::new();
     for c in col {
         if !ops.contains(&c.op.as_str()) {
