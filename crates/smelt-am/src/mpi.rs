@@ -261,6 +261,9 @@ impl Mpi {
                     .into(),
             ));
         }
+        // Every rank is here before the blocking duplicate (a rank that never comes
+        // makes the others time out instead of hanging in it).
+        mpi::barrier::<MpiCalls>(comm, Some(opts.timeout)).map_err(am_error)?;
         let mut ctl = mpi::dup::<MpiCalls>(comm).map_err(am_error)?;
         let nodes = match NodeComm::new(ctl, opts.nodes, opts.timeout) {
             Ok(n) => n,

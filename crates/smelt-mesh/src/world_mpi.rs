@@ -210,6 +210,9 @@ impl World {
                 "an intercommunicator makes no world (use an intracommunicator)".into(),
             ));
         }
+        // Every rank is here before the blocking duplicate (a rank that never comes
+        // makes the others time out instead of hanging in it).
+        m::barrier::<MpiCalls>(comm, Some(timeout))?;
         let mut own = m::dup::<MpiCalls>(comm)?;
         let nodes = match NodeComm::<MpiCalls>::new(own, nodes, timeout) {
             Ok(n) => n,

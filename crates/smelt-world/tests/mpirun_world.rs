@@ -14,6 +14,8 @@
 //!   the odd ranks, each a world of its own, with collectives and active messages).
 //! * `active_messages_all_over_mpi`: `SMELT_AM_TRANSPORT=mpi` sends between the ranks of
 //!   one node over MPI too.
+//! * `a_rank_that_stays_away_times_the_others_out`: the others' set-up ends with a
+//!   timeout (1 s here), none hangs.
 //! * `a_segment_that_cannot_be_made_fails_every_rank`: a node's leader that cannot
 //!   make the node's segment gives every rank its reason (no hang, nothing left).
 //!
@@ -35,7 +37,7 @@ use mpi::traits::*;
 use smelt_mesh::mpi::rsmpi as mpi;
 use smelt_world::agg::{AggConfig, Scheme};
 use smelt_world::am::{Config, Endpoint};
-use smelt_world::global::{Config as ArrayConfig, GlobalArray, Op};
+use smelt_world::global::{AccumulateOp, Config as ArrayConfig, GlobalArray};
 use smelt_world::tasks::dist::{Functions, Member as TaskMember, TaskConfig, TaskCtx};
 use smelt_world::tasks::TaskError;
 use smelt_world::{Topology, World, WorldExt, WorldKind};
@@ -99,6 +101,7 @@ fn member(scenario: &str) {
         "halves" => halves(&comm),
         "no-segment" => no_segment(&comm),
         "am-over-mpi" => am_over_mpi(&comm),
+        "late-rank" => late_rank(&comm),
         s => Err(format!("no scenario {s:?}").into()),
     };
     match r {
@@ -301,7 +304,7 @@ fn one_world(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
     }
     a.barrier()?;
     let ones = vec![1u64; len as usize];
-    a.accumulate(0, &ones, Op::Sum)?;
+    a.accumulate(0, &ones, AccumulateOp::Sum)?;
     a.barrier()?;
     let mut all = vec![0u64; len as usize];
     a.get(0, &mut all)?;
@@ -333,7 +336,7 @@ fn one_world(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
     // An array may outlive its world (it keeps its memory and its communicator).
     let b = GlobalArray::<u64>::from_world(&world, 8, ArrayConfig::default())?;
     drop(world);
-    b.accumulate(0, &[1; 8], Op::Sum)?;
+    b.accumulate(0, &[1; 8], AccumulateOp::Sum)?;
     b.barrier()?;
     let mut got = [0u64; 8];
     b.get(0, &mut got)?;
@@ -387,6 +390,20 @@ fn am_over_mpi(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
     Ok(format!("over-mpi am_sum={am_sum}"))
 }
 
+/// A rank that never makes the world: the others time out (bounded), none hangs.
+fn late_rank(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
+    if comm.rank() == comm.size() - 1 {
+        std::thread::sleep(Duration::from_secs(3));
+        return Ok("refused: (the rank that stayed away)".into());
+    }
+    let t = Duration::from_secs(1);
+    match World::from_mpi_with(comm, smelt_mesh::mpi::Nodes::Shared, t) {
+        Ok(_) => Err("a world without one of its ranks".into()),
+        Err(e) if e.to_string().contains("timed out") => Ok(format!("refused: {e}")),
+        Err(e) => Err(format!("another error: {e}").into()),
+    }
+}
+
 /// A node whose leader cannot make the segment (`SMELT_SHM_DIR` names no directory):
 /// every rank gets the leader's reason, none hangs.
 fn no_segment(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
@@ -410,7 +427,7 @@ type Scenario = (
 
 fn driver() {
     println!();
-    let scenarios: [Scenario; 5] = [
+    let scenarios: [Scenario; 6] = [
         ("rsmpi_world_one_node", "rsmpi", &[], "nodes=1"),
         (
             "one_world_emulated_nodes_of_2",
@@ -424,6 +441,12 @@ fn driver() {
             "am-over-mpi",
             &[("SMELT_AM_TRANSPORT", "mpi")],
             "over-mpi",
+        ),
+        (
+            "a_rank_that_stays_away_times_the_others_out",
+            "late-rank",
+            &[],
+            "refused",
         ),
         (
             "a_segment_that_cannot_be_made_fails_every_rank",
