@@ -22,9 +22,10 @@
 //! (all children are waited for), so member 0 tells the others (`DONE`, acknowledged,
 //! then `FIN`), and every member returns. **Failure**: a task that panics or returns an
 //! error fails the computation on every member (an `ABORT` message with its text to every
-//! other member); a member that dies (its process killed) is noticed by the others'
-//! endpoints, and every member returns [`TaskError::PeerGone`] or [`TaskError::Remote`]
-//! within milliseconds; no wait is unbounded.
+//! other member, which each relays to the others before it leaves, so that no member
+//! sees another leave before it knows why); a member that dies (its process killed) is
+//! noticed by the others' endpoints, and every member returns [`TaskError::PeerGone`] or
+//! [`TaskError::Remote`] within milliseconds; no wait is unbounded.
 //!
 //! Members come from a world ([`Member::from_world`], a collective call: threads of this
 //! process, processes of `smelt launch`); [`Member::threads`] makes those of a world of
@@ -192,8 +193,16 @@ impl Slot {
 }
 
 enum Outgoing {
-    Result { to: usize, id: u64, bytes: Vec<u8> },
-    Abort { message: String },
+    Result {
+        to: usize,
+        id: u64,
+        bytes: Vec<u8>,
+    },
+    /// The failure of member `origin` (this member's own, or one it relays).
+    Abort {
+        origin: usize,
+        message: String,
+    },
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -258,7 +267,10 @@ impl Shared {
             None
         }
     }
-    /// Fails the computation here; `tell`: also tell every other member.
+    /// Fails the computation here; `tell`: also tell every other member. A member that
+    /// learned of another's failure (an `ABORT`) tells the others too, naming the
+    /// member it came from, before it leaves: a member that sees it leave (its link
+    /// reports it gone after its last message) has got the failure from it first.
     fn fail(&self, e: TaskError, tell: bool) {
         {
             let mut g = lock(&self.failure);
@@ -270,11 +282,12 @@ impl Shared {
         if tell {
             // Queued before the flag is raised: the communication thread sends every
             // message queued when it sees the flag, then stops.
-            let message = match &e {
-                TaskError::Panicked(m) => m.clone(),
-                e => e.to_string(),
+            let (origin, message) = match &e {
+                TaskError::Panicked(m) => (self.me, m.clone()),
+                TaskError::Remote { member, message } => (*member, message.clone()),
+                e => (self.me, e.to_string()),
             };
-            lock(&self.outbox).push(Outgoing::Abort { message });
+            lock(&self.outbox).push(Outgoing::Abort { origin, message });
         }
         self.failed.store(true, Ordering::Release);
         self.wake_comm();
@@ -549,6 +562,8 @@ pub struct State {
     done: bool,
     fin: bool,
     acks: usize,
+    /// A reply a handler could not send (the communication thread handles it).
+    reply_error: Option<AmError>,
 }
 
 impl std::fmt::Debug for State {
@@ -622,13 +637,6 @@ impl Member {
             .iter()
             .map(|w| Member::from_world(w, cfg.clone()))
             .collect()
-    }
-
-    /// Joins the process job described by the environment (`smelt launch`'s, or
-    /// `smelt_mesh::world::WorldJob::env`): [`World::from_env`], then
-    /// [`Member::from_world`].
-    pub fn from_env(cfg: smelt_am::Config) -> Result<Member, TaskError> {
-        Member::from_world(&World::from_env().map_err(AmError::from)?, cfg)
     }
 }
 
@@ -823,22 +831,30 @@ impl<L: Link + Send + 'static> Member<L> {
     }
 }
 
-/// A failed send or wait. A member that left after the end was announced is no failure;
-/// a member that left because of another's failure may be seen gone before that
-/// failure's message arrives (on another link): look for it first, for a short while.
+/// A failed send, reply or wait. A member that left after the end was announced is no
+/// failure. A member that left because of a failure relayed it to this one first (see
+/// [`Shared::fail`]): a send that finds it gone may come before this member read what
+/// it sent, and the failure's own ABORT may still be on its way on another link, so
+/// look for them first (every message waiting now, then for a short while).
 fn comm_failed<L: Link + 'static>(ep: &mut Endpoint<State, L>, sh: &Shared, e: AmError) {
     let AmError::PeerGone { dest } = e else {
         sh.fail(e.into(), true);
         return;
     };
     let grace = Instant::now() + Duration::from_millis(100);
+    // The messages waiting now are all read, however late this thread runs (bounded:
+    // thieves may keep asking).
+    let mut busy = true;
+    let mut rounds = 0;
     while !(ep.state().done || ep.state().fin || sh.failed.load(Ordering::Acquire))
-        && Instant::now() < grace
+        && ((busy && rounds < 1024) || Instant::now() < grace)
     {
-        match ep.wait(Duration::from_millis(5)) {
-            Ok(_) | Err(AmError::Timeout { .. }) | Err(AmError::PeerGone { .. }) => {}
+        rounds += 1;
+        busy = match ep.wait(Duration::from_millis(5)) {
+            Ok(_) | Err(AmError::PeerGone { .. }) => true,
+            Err(AmError::Timeout { .. }) => false,
             Err(_) => break,
-        }
+        };
     }
     let st = ep.state();
     if !(st.done || st.fin) {
@@ -871,9 +887,11 @@ fn register_handlers<L: Link + 'static>(ep: &mut Endpoint<State, L>) -> Result<(
             }
             None => ctx.reply(STEAL_REPLY, &[e, 0]),
         };
-        if let (Err(err), Some(sh)) = (r, &st.shared) {
+        // The thief may have left because of a failure whose ABORT is still on its way
+        // (or behind this request on its link): the communication thread looks first.
+        if let Err(err) = r {
             if !(st.done || st.fin) {
-                sh.fail(err.into(), false);
+                st.reply_error.get_or_insert(err);
             }
         }
     })?;
@@ -929,14 +947,19 @@ impl State {
     /// later computation, drops a stale one: true if applied.
     fn control(&mut self, kind: u8, m: &smelt_am::Msg<'_>) -> bool {
         let e = m.args.first().copied().unwrap_or(0);
+        // An ABORT names the member that failed (it may be relayed by another).
+        let from = match (kind, m.args.get(1)) {
+            (ABORT, Some(&origin)) => origin as usize,
+            _ => m.from,
+        };
         if e > self.epoch || self.shared.is_none() {
-            self.deferred.push((e, kind, m.from, m.data.to_vec()));
+            self.deferred.push((e, kind, from, m.data.to_vec()));
             return false;
         }
         if e < self.epoch {
             return false;
         }
-        self.apply(kind, m.from, m.data);
+        self.apply(kind, from, m.data);
         true
     }
 
@@ -944,12 +967,13 @@ impl State {
         match kind {
             ABORT => {
                 if let Some(sh) = &self.shared {
+                    // Relayed to the others before this member leaves (see `fail`).
                     sh.fail(
                         TaskError::Remote {
                             member: from,
                             message: String::from_utf8_lossy(data).into_owned(),
                         },
-                        false,
+                        true,
                     );
                 }
             }
@@ -1020,9 +1044,10 @@ fn comm_loop_inner<L: Link + 'static>(
                         comm_failed(ep, sh, e);
                     }
                 }
-                Outgoing::Abort { message } => {
-                    for d in (0..n).filter(|&d| d != me) {
-                        let _ = ep.request_bulk(d, ABORT, &[epoch], message.as_bytes());
+                Outgoing::Abort { origin, message } => {
+                    for d in (0..n).filter(|&d| d != me && d != origin) {
+                        let _ =
+                            ep.request_bulk(d, ABORT, &[epoch, origin as u64], message.as_bytes());
                     }
                 }
             }
@@ -1098,6 +1123,53 @@ fn comm_loop_inner<L: Link + 'static>(
         match ep.wait(Duration::from_micros(200)) {
             Ok(_) | Err(AmError::Timeout { .. }) => {}
             Err(e) => comm_failed(ep, sh, e),
+        }
+        if let Some(e) = ep.state_mut().reply_error.take() {
+            comm_failed(ep, sh, e);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A member that leaves because of another's failure relays it first: here member
+    /// 0 (a bare endpoint) tells only member 2 at first and the others only 300 ms
+    /// later, after member 2 has left. Members 1 and 3 see member 2 leave, yet report
+    /// member 0's failure, not member 2's departure.
+    #[test]
+    fn a_member_leaving_because_of_a_failure_relays_it_first() {
+        let mut members = Member::threads(4, smelt_am::Config::default()).unwrap();
+        let mut ep0 = members.remove(0).ep.take().unwrap();
+        let f = crate::apps::dist::functions();
+        let out = thread::scope(|s| {
+            let hs: Vec<_> = members
+                .into_iter()
+                .map(|mut m| {
+                    let f = &f;
+                    // The member (its endpoint) is dropped when its thread ends.
+                    s.spawn(move || m.run(f, &TaskConfig::new(1), None))
+                })
+                .collect();
+            // Epoch 1: the members' first computation.
+            ep0.request_bulk(2, ABORT, &[1, 0], b"failed at 0").unwrap();
+            thread::sleep(Duration::from_millis(300));
+            for d in [1, 3] {
+                let _ = ep0.request_bulk(d, ABORT, &[1, 0], b"failed at 0");
+            }
+            hs.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+        });
+        for (i, r) in out.iter().enumerate() {
+            assert_eq!(
+                r.as_ref().unwrap_err(),
+                &TaskError::Remote {
+                    member: 0,
+                    message: "failed at 0".into()
+                },
+                "member {}",
+                i + 1
+            );
         }
     }
 }
