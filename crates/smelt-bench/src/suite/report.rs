@@ -152,6 +152,43 @@ fn status_text(s: &Status) -> String {
     }
 }
 
+/// A section of transport or peer figures, grouped by metric and thread count.
+fn section(o: &mut String, title: &str, figs: &[Figure]) {
+    if figs.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "{title}");
+    let nw = figs
+        .iter()
+        .map(|f| f.peer.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(34);
+    let mut last = None;
+    for f in figs {
+        let key = (f.peer.metric, f.peer.threads);
+        if last != Some(key) {
+            let _ = writeln!(
+                o,
+                "  {} ({} threads):",
+                metric_name(f.peer.metric),
+                f.peer.threads
+            );
+            last = Some(key);
+        }
+        let _ = writeln!(
+            o,
+            "    {:<nw$} {:<28} {}",
+            f.peer.name,
+            status_text(&f.peer.status),
+            f.vs_floor
+                .map(|v| format!("{v:.2}x floor"))
+                .unwrap_or_default()
+        );
+    }
+    o.push('\n');
+}
+
 impl Report {
     /// The human-readable report.
     pub fn to_table(&self) -> String {
@@ -176,89 +213,7 @@ impl Report {
             fmt_ns(self.floor.min_ns),
             fmt_ns(self.floor.max_ns)
         );
-        if !self.collectives.is_empty() {
-            let mut ops: Vec<&str> = Vec::new();
-            for c in &self.collectives {
-                if !ops.contains(&c.op.as_str()) {
-                    ops.push(&c.op);
-                }
-            }
-            let mut tops: Vec<&str> = Vec::new();
-            for c in &self.collectives {
-                if !tops.contains(&c.topology.as_str()) {
-                    tops.push(&c.topology);
-                }
-            }
-            let _ = writeln!(
-                o,
-                "Collectives, {} members: measured median (predicted by the simulator) [x floor]",
-                self.members
-            );
-            let tw = tops.iter().map(|t| t.len()).max().unwrap_or(0).max(18);
-            let _ = write!(o, "{:<tw$}", "topology");
-            for op in &ops {
-                let _ = write!(o, " {op:<32}");
-            }
-            o.push('\n');
-            for t in &tops {
-                let _ = write!(o, "{t:<tw$}");
-                for op in &ops {
-                    let cell = self
-                        .collectives
-                        .iter()
-                        .find(|c| c.topology == *t && c.op == *op)
-                        .map(|c| match &c.status {
-                            Status::Ok { ns } => format!(
-                                "{} ({}) [{:.1}x]",
-                                fmt_ns(ns.median),
-                                c.predicted_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
-                                c.vs_floor.unwrap_or(f64::NAN)
-                            ),
-                            Status::Skipped { reason } => format!("skipped: {reason}"),
-                            Status::Failed { reason } => format!("FAILED: {reason}"),
-                        })
-                        .unwrap_or_default();
-                    let _ = write!(o, " {cell:<32}");
-                }
-                o.push('\n');
-            }
-            o.push('\n');
-        }
-        let section = |o: &mut String, title: &str, figs: &[Figure]| {
-            if figs.is_empty() {
-                return;
-            }
-            let _ = writeln!(o, "{title}");
-            let nw = figs
-                .iter()
-                .map(|f| f.peer.name.len())
-                .max()
-                .unwrap_or(0)
-                .max(34);
-            let mut last = None;
-            for f in figs {
-                let key = (f.peer.metric, f.peer.threads);
-                if last != Some(key) {
-                    let _ = writeln!(
-                        o,
-                        "  {} ({} threads):",
-                        metric_name(f.peer.metric),
-                        f.peer.threads
-                    );
-                    last = Some(key);
-                }
-                let _ = writeln!(
-                    o,
-                    "    {:<nw$} {:<28} {}",
-                    f.peer.name,
-                    status_text(&f.peer.status),
-                    f.vs_floor
-                        .map(|v| format!("{v:.2}x floor"))
-                        .unwrap_or_default()
-                );
-            }
-            o.push('\n');
-        };
+        self.collectives_table(&mut o);
         section(&mut o, "Transport", &self.transport);
         section(&mut o, "Collectives vs peers", &self.peers);
         for w in &self.warnings {
@@ -278,6 +233,60 @@ impl Report {
             }
         }
         o
+    }
+
+    /// The topology table: per topology and operation, the median, the prediction and
+    /// the ratio to the floor.
+    fn collectives_table(&self, o: &mut String) {
+        if self.collectives.is_empty() {
+            return;
+        }
+        let mut ops: Vec<&str> = Vec::new();
+        for c in &self.collectives {
+            if !ops.contains(&c.op.as_str()) {
+                ops.push(&c.op);
+            }
+        }
+        let mut tops: Vec<&str> = Vec::new();
+        for c in &self.collectives {
+            if !tops.contains(&c.topology.as_str()) {
+                tops.push(&c.topology);
+            }
+        }
+        let _ = writeln!(
+            o,
+            "Collectives, {} members: measured median (predicted by the simulator) [x floor]",
+            self.members
+        );
+        let tw = tops.iter().map(|t| t.len()).max().unwrap_or(0).max(18);
+        let _ = write!(o, "{:<tw$}", "topology");
+        for op in &ops {
+            let _ = write!(o, " {op:<32}");
+        }
+        o.push('\n');
+        for t in &tops {
+            let _ = write!(o, "{t:<tw$}");
+            for op in &ops {
+                let cell = self
+                    .collectives
+                    .iter()
+                    .find(|c| c.topology == *t && c.op == *op)
+                    .map(|c| match &c.status {
+                        Status::Ok { ns } => format!(
+                            "{} ({}) [{:.1}x]",
+                            fmt_ns(ns.median),
+                            c.predicted_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
+                            c.vs_floor.unwrap_or(f64::NAN)
+                        ),
+                        Status::Skipped { reason } => format!("skipped: {reason}"),
+                        Status::Failed { reason } => format!("FAILED: {reason}"),
+                    })
+                    .unwrap_or_default();
+                let _ = write!(o, " {cell:<32}");
+            }
+            o.push('\n');
+        }
+        o.push('\n');
     }
 
     /// CSV in the layout of the Smelt machine database's `ab-bench.csv`: rows
