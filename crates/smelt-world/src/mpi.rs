@@ -255,6 +255,15 @@ impl MpiCollectives {
         Ok(self.node.broadcast_word(v)?)
     }
 
+    /// Member 0's `buf` into every member's (the same length everywhere): MPI between
+    /// the leaders, then down each node's tree.
+    pub fn broadcast_into(&mut self, buf: &mut [u8]) -> Result<(), Error> {
+        if self.leader() {
+            m::bcast_bytes::<MpiCalls>(self.leaders, buf, 0, Some(self.timeout))?;
+        }
+        Ok(self.node.broadcast_into(buf)?)
+    }
+
     /// Every member's `w`, by rank, at member 0 (`None` elsewhere).
     pub fn gather_word(&mut self, w: u64) -> Result<Option<Vec<u64>>, Error> {
         let part = self.node.gather_word(w)?;

@@ -246,6 +246,14 @@ fn one_world(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
     )?;
     let b = coll.broadcast_word(if me == 0 { 0xfeed } else { 0 })?;
     ensure(b == 0xfeed, || format!("broadcast gave {b:#x}"))?;
+    let mut bytes: Vec<u8> = (0..5000u32)
+        .map(|i| if me == 0 { (i % 251) as u8 } else { 0 })
+        .collect();
+    coll.broadcast_into(&mut bytes)?;
+    ensure(
+        bytes.iter().enumerate().all(|(i, &x)| x == (i % 251) as u8),
+        || "broadcast_into: not rank 0's bytes".into(),
+    )?;
     let g = coll.gather_word(me * me)?;
     ensure(
         g == (me == 0).then(|| (0..n).map(|k| k * k).collect::<Vec<_>>()),
