@@ -11,7 +11,7 @@ use crate::{
     err, guard, id, out, slice, smelt_status, Error, Res, SMELT_ERR_INVALID_ARGUMENT,
     SMELT_ERR_RUNTIME, SMELT_ERR_TIMEOUT,
 };
-use ::smelt_global::{threads, Config, ElemType, Element, GlobalArray, GlobalError, Op};
+use ::smelt_global::{threads, AccumulateOp, Config, ElemType, Element, GlobalArray, GlobalError};
 use smelt_runtime::World;
 use std::ffi::c_int;
 use std::sync::Arc;
@@ -101,12 +101,12 @@ fn c_name(t: ElemType) -> &'static str {
     }
 }
 
-fn op_of(op: c_int) -> Res<Op> {
+fn op_of(op: c_int) -> Res<AccumulateOp> {
     Ok(match op {
-        SMELT_GLOBAL_SUM => Op::Sum,
-        SMELT_GLOBAL_MIN => Op::Min,
-        SMELT_GLOBAL_MAX => Op::Max,
-        SMELT_GLOBAL_REPLACE => Op::Replace,
+        SMELT_GLOBAL_SUM => AccumulateOp::Sum,
+        SMELT_GLOBAL_MIN => AccumulateOp::Min,
+        SMELT_GLOBAL_MAX => AccumulateOp::Max,
+        SMELT_GLOBAL_REPLACE => AccumulateOp::Replace,
         o => {
             return err(
                 SMELT_ERR_INVALID_ARGUMENT,

@@ -1,7 +1,7 @@
 //! The global array: blocks of elements owned by the members of a job, reached by
 //! global index.
 
-use crate::{ElemType, Element, GlobalError, Op};
+use crate::{AccumulateOp, ElemType, Element, GlobalError};
 use smelt_mesh::world::{Region, World, WorldKind};
 use smelt_transport::shm::ShmMember;
 use smelt_transport::{Backoff, WaitPolicy};
@@ -178,7 +178,7 @@ pub(crate) trait Net: Send + Sync {
         offset: u64,
         words: &[u64],
         ty: ElemType,
-        op: Op,
+        op: AccumulateOp,
     ) -> Result<(), GlobalError>;
     fn fetch_op(
         &self,
@@ -186,7 +186,7 @@ pub(crate) trait Net: Send + Sync {
         offset: u64,
         word: u64,
         ty: ElemType,
-        op: Op,
+        op: AccumulateOp,
     ) -> Result<u64, GlobalError>;
     /// True when accumulates to this node's elements must go through the network too
     /// (so that they are atomic with the other nodes' accumulates).
@@ -341,12 +341,12 @@ impl<T: Element> GlobalArray<T> {
 }
 
 #[inline]
-fn combine_word<T: Element>(w: &AtomicU64, v: T, op: Op) -> T {
-    if op == Op::Sum && matches!(T::TYPE, ElemType::U64 | ElemType::I64) {
+fn combine_word<T: Element>(w: &AtomicU64, v: T, op: AccumulateOp) -> T {
+    if op == AccumulateOp::Sum && matches!(T::TYPE, ElemType::U64 | ElemType::I64) {
         // Two's-complement wrapping sums are the same on the bits.
         return T::from_word(w.fetch_add(v.to_word(), Ordering::SeqCst));
     }
-    if op == Op::Replace {
+    if op == AccumulateOp::Replace {
         return T::from_word(w.swap(v.to_word(), Ordering::SeqCst));
     }
     let mut cur = w.load(Ordering::Relaxed);
@@ -499,7 +499,7 @@ impl<T: Element> GlobalArray<T> {
     /// Combines `data` into the elements from `index` on, each element atomically
     /// (`op`: sum, min, max, replace). Accumulates to one element from any members
     /// never lose an update.
-    pub fn accumulate(&self, index: u64, data: &[T], op: Op) -> Result<(), GlobalError> {
+    pub fn accumulate(&self, index: u64, data: &[T], op: AccumulateOp) -> Result<(), GlobalError> {
         self.layout.check(index, data.len())?;
         let over_net = self.net.as_ref().is_some_and(|n| n.atomics_over_net());
         let mut done = 0;
@@ -521,9 +521,14 @@ impl<T: Element> GlobalArray<T> {
     }
 
     /// Combines `value` into element `index` atomically and returns the element's
-    /// value before (a fetch-and-add with [`Op::Sum`]: the work-stealing counter's
+    /// value before (a fetch-and-add with [`AccumulateOp::Sum`]: the work-stealing counter's
     /// step).
-    pub fn fetch_accumulate(&self, index: u64, value: T, op: Op) -> Result<T, GlobalError> {
+    pub fn fetch_accumulate(
+        &self,
+        index: u64,
+        value: T,
+        op: AccumulateOp,
+    ) -> Result<T, GlobalError> {
         self.layout.check(index, 1)?;
         let over_net = self.net.as_ref().is_some_and(|n| n.atomics_over_net());
         let owner = self.layout.owner(index);

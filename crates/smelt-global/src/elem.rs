@@ -55,7 +55,7 @@ impl fmt::Display for ElemType {
 /// How [`accumulate`](crate::GlobalArray::accumulate) combines a value with the
 /// element it targets. Integer sums wrap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Op {
+pub enum AccumulateOp {
     /// element + value
     Sum,
     /// the smaller of the two
@@ -88,7 +88,7 @@ pub trait Element: sealed::Sealed + Copy + PartialEq + fmt::Debug + Send + Sync 
     /// The element a word holds.
     fn from_word(w: u64) -> Self;
     /// `self` combined with `v` by `op`.
-    fn combine(self, v: Self, op: Op) -> Self;
+    fn combine(self, v: Self, op: AccumulateOp) -> Self;
 }
 
 macro_rules! int_element {
@@ -104,12 +104,12 @@ macro_rules! int_element {
                 $from(w)
             }
             #[inline]
-            fn combine(self, v: Self, op: Op) -> Self {
+            fn combine(self, v: Self, op: AccumulateOp) -> Self {
                 match op {
-                    Op::Sum => self.wrapping_add(v),
-                    Op::Min => self.min(v),
-                    Op::Max => self.max(v),
-                    Op::Replace => v,
+                    AccumulateOp::Sum => self.wrapping_add(v),
+                    AccumulateOp::Min => self.min(v),
+                    AccumulateOp::Max => self.max(v),
+                    AccumulateOp::Replace => v,
                 }
             }
         }
@@ -137,12 +137,12 @@ impl Element for f64 {
         f64::from_bits(w)
     }
     #[inline]
-    fn combine(self, v: Self, op: Op) -> Self {
+    fn combine(self, v: Self, op: AccumulateOp) -> Self {
         match op {
-            Op::Sum => self + v,
-            Op::Min => self.min(v),
-            Op::Max => self.max(v),
-            Op::Replace => v,
+            AccumulateOp::Sum => self + v,
+            AccumulateOp::Min => self.min(v),
+            AccumulateOp::Max => self.max(v),
+            AccumulateOp::Replace => v,
         }
     }
 }
@@ -158,9 +158,9 @@ mod tests {
         assert_eq!(u32::from_word(u32::MAX.to_word()), u32::MAX);
         assert_eq!(i64::from_word((-7i64).to_word()), -7);
         assert_eq!(f64::from_word(1.5f64.to_word()), 1.5);
-        assert_eq!(u32::MAX.combine(1, Op::Sum), 0);
-        assert_eq!((-3i32).combine(2, Op::Min), -3);
-        assert_eq!(2.0f64.combine(3.0, Op::Max), 3.0);
+        assert_eq!(u32::MAX.combine(1, AccumulateOp::Sum), 0);
+        assert_eq!((-3i32).combine(2, AccumulateOp::Min), -3);
+        assert_eq!(2.0f64.combine(3.0, AccumulateOp::Max), 3.0);
         for t in ElemType::ALL {
             assert_eq!(ElemType::from_id(t as u32), Some(t));
         }

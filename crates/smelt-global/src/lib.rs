@@ -42,7 +42,7 @@
 //! reads what others wrote, as the model says.
 //!
 //! ```
-//! use smelt_global::{Config, GlobalArray, Op};
+//! use smelt_global::{Config, GlobalArray, AccumulateOp};
 //! use smelt_mesh::World;
 //! // A world of 4 threads (`World::from_env()` in processes of `smelt launch`).
 //! let worlds = World::threads(4)?;
@@ -55,7 +55,7 @@
 //!         s.spawn(move || -> Result<(), smelt_global::GlobalError> {
 //!             let me = a.rank() as u64;
 //!             a.put(me * 25, &[me; 25])?; // each writes a quarter of 0..100
-//!             a.accumulate(100, &[1], Op::Sum)?; // and counts itself in element 100
+//!             a.accumulate(100, &[1], AccumulateOp::Sum)?; // and counts itself in element 100
 //!             a.barrier()?;
 //!             let mut all = [0u64; 100];
 //!             a.get(0, &mut all)?;
@@ -86,5 +86,5 @@ mod segment;
 
 pub use array::{threads, Config, GlobalArray, Layout, MAX_LEN};
 pub use cache::{CacheStats, LINE as CACHE_LINE};
-pub use elem::{ElemType, Element, Op};
+pub use elem::{AccumulateOp, ElemType, Element};
 pub use error::GlobalError;

@@ -11,7 +11,7 @@
 //! `MPI_Win_lock_all`): elements on other nodes are read with `MPI_Get` +
 //! `MPI_Win_flush`, written with `MPI_Put` (completed at the next write-back fence or
 //! barrier: `MPI_Win_flush_all`), combined with `MPI_Accumulate` and
-//! `MPI_Fetch_and_op` (`Op::Replace` with an `MPI_Compare_and_swap` loop).
+//! `MPI_Fetch_and_op` (`AccumulateOp::Replace` with an `MPI_Compare_and_swap` loop).
 //!
 //! **Atomicity.** MPI's accumulates are atomic only with each other, so when the
 //! array spans more than one node every accumulate goes through MPI, to this node's
@@ -29,7 +29,7 @@
 
 use crate::array::{check_type, Layout, Memory, Net, CTRL_WORDS};
 use crate::cache::LineCache;
-use crate::{Config, ElemType, Element, GlobalArray, GlobalError, Op};
+use crate::{AccumulateOp, Config, ElemType, Element, GlobalArray, GlobalError};
 use smelt_am::mpi::{Mpi, Options};
 use smelt_mesh::mpi::{self as mesh_mpi, ffi, hand_out, MpiCalls, MpiError};
 use smelt_transport::shm::{ShmJob, ShmMember};
@@ -478,14 +478,14 @@ fn word_type(ty: ElemType, resized32: &[ffi::MPI_Datatype; 2]) -> ffi::MPI_Datat
     }
 }
 
-fn mpi_op(op: Op) -> Option<ffi::MPI_Op> {
+fn mpi_op(op: AccumulateOp) -> Option<ffi::MPI_Op> {
     // SAFETY: reading MPI's predefined operation handles.
     unsafe {
         match op {
-            Op::Sum => Some(ffi::RSMPI_SUM),
-            Op::Min => Some(ffi::RSMPI_MIN),
-            Op::Max => Some(ffi::RSMPI_MAX),
-            Op::Replace => None,
+            AccumulateOp::Sum => Some(ffi::RSMPI_SUM),
+            AccumulateOp::Min => Some(ffi::RSMPI_MIN),
+            AccumulateOp::Max => Some(ffi::RSMPI_MAX),
+            AccumulateOp::Replace => None,
         }
     }
 }
@@ -748,7 +748,7 @@ impl Net for MpiNet {
         offset: u64,
         words: &[u64],
         ty: ElemType,
-        op: Op,
+        op: AccumulateOp,
     ) -> Result<(), GlobalError> {
         self.lock()
             .cache
@@ -790,7 +790,7 @@ impl Net for MpiNet {
         offset: u64,
         word: u64,
         ty: ElemType,
-        op: Op,
+        op: AccumulateOp,
     ) -> Result<u64, GlobalError> {
         let Some(mop) = mpi_op(op) else {
             return self.cas_replace(owner, offset, word);

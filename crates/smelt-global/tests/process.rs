@@ -41,7 +41,8 @@ fn drf(a: &smelt_global::GlobalArray<i64>) {
             .map(|i| -((round * 10_000 + i) as i64))
             .collect();
         a.put(target.start, &data).unwrap();
-        a.accumulate(len - 1, &[1], smelt_global::Op::Sum).unwrap();
+        a.accumulate(len - 1, &[1], smelt_global::AccumulateOp::Sum)
+            .unwrap();
         a.barrier().unwrap();
         let mut all = vec![0i64; len as usize - 1];
         a.get(0, &mut all).unwrap();

@@ -3,7 +3,9 @@
 //! accumulates that lose nothing, and clear errors. (The work-stealing example is
 //! smelt-bench's `global_stealing` test.)
 
-use smelt_global::{threads, Config, ElemType, Element, GlobalArray, GlobalError, Layout, Op};
+use smelt_global::{
+    threads, AccumulateOp, Config, ElemType, Element, GlobalArray, GlobalError, Layout,
+};
 use std::time::Duration;
 
 const MEMBERS: usize = 16;
@@ -90,10 +92,10 @@ fn writes_fenced_then_flagged_are_seen_after_the_invalidate_fence() {
                         let data: Vec<u64> = (0..chunk).map(|i| round << 32 | i).collect();
                         a.put(start, &data).unwrap();
                         a.fence_writeback().unwrap();
-                        a.accumulate(flag, &[1], Op::Sum).unwrap();
+                        a.accumulate(flag, &[1], AccumulateOp::Sum).unwrap();
                         // Wait for the reader to finish before writing again.
                         let mut b = smelt_transport::Backoff::new();
-                        while a.fetch_accumulate(flag, 0, Op::Sum).unwrap() != 2 * round {
+                        while a.fetch_accumulate(flag, 0, AccumulateOp::Sum).unwrap() != 2 * round {
                             if b.is_completed() {
                                 std::thread::sleep(Duration::from_micros(50));
                             } else {
@@ -102,7 +104,9 @@ fn writes_fenced_then_flagged_are_seen_after_the_invalidate_fence() {
                         }
                     } else {
                         let mut b = smelt_transport::Backoff::new();
-                        while a.fetch_accumulate(flag, 0, Op::Sum).unwrap() != 2 * round - 1 {
+                        while a.fetch_accumulate(flag, 0, AccumulateOp::Sum).unwrap()
+                            != 2 * round - 1
+                        {
                             if b.is_completed() {
                                 std::thread::sleep(Duration::from_micros(50));
                             } else {
@@ -115,7 +119,7 @@ fn writes_fenced_then_flagged_are_seen_after_the_invalidate_fence() {
                         for (i, v) in got.iter().enumerate() {
                             assert_eq!(*v, round << 32 | i as u64, "round {round}");
                         }
-                        a.accumulate(flag, &[1], Op::Sum).unwrap();
+                        a.accumulate(flag, &[1], AccumulateOp::Sum).unwrap();
                     }
                 }
             });
@@ -136,11 +140,12 @@ fn accumulates_from_every_member_lose_nothing() {
                 let me = a.rank();
                 for k in 0..n {
                     let at = (k * 7 + me as u64) % (len - 10);
-                    a.accumulate(at, &[1; 10], Op::Sum).unwrap();
-                    f.accumulate(at, &[0.5; 10], Op::Sum).unwrap();
-                    i.accumulate(at, &[-(me as i32) - (k as i32)], Op::Min)
+                    a.accumulate(at, &[1; 10], AccumulateOp::Sum).unwrap();
+                    f.accumulate(at, &[0.5; 10], AccumulateOp::Sum).unwrap();
+                    i.accumulate(at, &[-(me as i32) - (k as i32)], AccumulateOp::Min)
                         .unwrap();
-                    i.accumulate(len - 1, &[me as i32], Op::Max).unwrap();
+                    i.accumulate(len - 1, &[me as i32], AccumulateOp::Max)
+                        .unwrap();
                 }
                 a.barrier().unwrap();
             });
@@ -170,7 +175,9 @@ fn accumulates_from_every_member_lose_nothing() {
     assert_eq!(small[0].get_one(len - 1).unwrap(), MEMBERS as i32 - 1);
     // fetch_accumulate with Replace returns the old element.
     assert_eq!(
-        sums[1].fetch_accumulate(0, 99, Op::Replace).unwrap(),
+        sums[1]
+            .fetch_accumulate(0, 99, AccumulateOp::Replace)
+            .unwrap(),
         expect[0]
     );
     assert_eq!(sums[2].get_one(0).unwrap(), 99);
@@ -190,8 +197,8 @@ fn bad_indices_and_sizes_are_clear_errors() {
     );
     assert!(e.to_string().contains("out of range"), "{e}");
     assert!(a.put(8, &[1, 2, 3]).is_err());
-    assert!(a.accumulate(u64::MAX, &[1, 2], Op::Sum).is_err()); // no overflow
-    assert!(a.fetch_accumulate(10, 1, Op::Sum).is_err());
+    assert!(a.accumulate(u64::MAX, &[1, 2], AccumulateOp::Sum).is_err()); // no overflow
+    assert!(a.fetch_accumulate(10, 1, AccumulateOp::Sum).is_err());
     let mut none: [u32; 0] = [];
     a.get(10, &mut none).unwrap(); // an empty range at the end is fine
     assert!(threads::<u64>(0, 2, cfg()).is_err());

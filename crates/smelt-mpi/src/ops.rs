@@ -94,7 +94,7 @@ impl Elem {
 
 /// MPI's predefined reduction operations that the kernels implement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Op {
+pub enum MpiOp {
     /// `MPI_SUM`
     Sum,
     /// `MPI_PROD`
@@ -117,34 +117,34 @@ pub enum Op {
     Bxor,
 }
 
-impl Op {
+impl MpiOp {
     /// Every operation, in MPI's order.
-    pub const ALL: [Op; 10] = [
-        Op::Sum,
-        Op::Prod,
-        Op::Min,
-        Op::Max,
-        Op::Land,
-        Op::Lor,
-        Op::Lxor,
-        Op::Band,
-        Op::Bor,
-        Op::Bxor,
+    pub const ALL: [MpiOp; 10] = [
+        MpiOp::Sum,
+        MpiOp::Prod,
+        MpiOp::Min,
+        MpiOp::Max,
+        MpiOp::Land,
+        MpiOp::Lor,
+        MpiOp::Lxor,
+        MpiOp::Band,
+        MpiOp::Bor,
+        MpiOp::Bxor,
     ];
 
     /// The MPI name (`MPI_SUM`, ...).
     pub fn name(self) -> &'static str {
         match self {
-            Op::Sum => "MPI_SUM",
-            Op::Prod => "MPI_PROD",
-            Op::Min => "MPI_MIN",
-            Op::Max => "MPI_MAX",
-            Op::Land => "MPI_LAND",
-            Op::Lor => "MPI_LOR",
-            Op::Lxor => "MPI_LXOR",
-            Op::Band => "MPI_BAND",
-            Op::Bor => "MPI_BOR",
-            Op::Bxor => "MPI_BXOR",
+            MpiOp::Sum => "MPI_SUM",
+            MpiOp::Prod => "MPI_PROD",
+            MpiOp::Min => "MPI_MIN",
+            MpiOp::Max => "MPI_MAX",
+            MpiOp::Land => "MPI_LAND",
+            MpiOp::Lor => "MPI_LOR",
+            MpiOp::Lxor => "MPI_LXOR",
+            MpiOp::Band => "MPI_BAND",
+            MpiOp::Bor => "MPI_BOR",
+            MpiOp::Bxor => "MPI_BXOR",
         }
     }
 }
@@ -190,22 +190,24 @@ fn fold<T: Elt>(acc: &mut [u8], x: &[u8], f: impl Fn(T, T) -> T) {
 macro_rules! int_kernel {
     ($t:ty, $op:expr) => {
         match $op {
-            Op::Sum => Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| p.wrapping_add(q))),
-            Op::Prod => Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| p.wrapping_mul(q))),
-            Op::Min => Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| p.min(q))),
-            Op::Max => Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| p.max(q))),
-            Op::Land => {
+            MpiOp::Sum => Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| p.wrapping_add(q))),
+            MpiOp::Prod => {
+                Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| p.wrapping_mul(q)))
+            }
+            MpiOp::Min => Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| p.min(q))),
+            MpiOp::Max => Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| p.max(q))),
+            MpiOp::Land => {
                 Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| (p != 0 && q != 0) as $t))
             }
-            Op::Lor => {
+            MpiOp::Lor => {
                 Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| (p != 0 || q != 0) as $t))
             }
-            Op::Lxor => {
+            MpiOp::Lxor => {
                 Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| ((p != 0) != (q != 0)) as $t))
             }
-            Op::Band => Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| p & q)),
-            Op::Bor => Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| p | q)),
-            Op::Bxor => Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| p ^ q)),
+            MpiOp::Band => Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| p & q)),
+            MpiOp::Bor => Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| p | q)),
+            MpiOp::Bxor => Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| p ^ q)),
         }
     };
 }
@@ -213,12 +215,12 @@ macro_rules! int_kernel {
 macro_rules! float_kernel {
     ($t:ty, $op:expr) => {
         match $op {
-            Op::Sum => Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| p + q)),
-            Op::Prod => Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| p * q)),
-            Op::Min => {
+            MpiOp::Sum => Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| p + q)),
+            MpiOp::Prod => Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| p * q)),
+            MpiOp::Min => {
                 Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| if q < p { q } else { p }))
             }
-            Op::Max => {
+            MpiOp::Max => {
                 Some(|a: &mut [u8], x: &[u8]| fold::<$t>(a, x, |p, q| if q > p { q } else { p }))
             }
             _ => None,
@@ -229,7 +231,7 @@ macro_rules! float_kernel {
 /// The kernel for `op` on `elem`, or `None` where MPI does not define the pair
 /// (bitwise or logical operations on floating point, arithmetic on `C_BOOL` or
 /// `BYTE`).
-pub fn combiner(elem: Elem, op: Op) -> Option<Combine> {
+pub fn combiner(elem: Elem, op: MpiOp) -> Option<Combine> {
     match elem {
         Elem::I8 => int_kernel!(i8, op),
         Elem::I16 => int_kernel!(i16, op),
@@ -242,21 +244,21 @@ pub fn combiner(elem: Elem, op: Op) -> Option<Combine> {
         Elem::F32 => float_kernel!(f32, op),
         Elem::F64 => float_kernel!(f64, op),
         Elem::Bool => match op {
-            Op::Land => {
+            MpiOp::Land => {
                 Some(|a: &mut [u8], x: &[u8]| fold::<u8>(a, x, |p, q| (p != 0 && q != 0) as u8))
             }
-            Op::Lor => {
+            MpiOp::Lor => {
                 Some(|a: &mut [u8], x: &[u8]| fold::<u8>(a, x, |p, q| (p != 0 || q != 0) as u8))
             }
-            Op::Lxor => {
+            MpiOp::Lxor => {
                 Some(|a: &mut [u8], x: &[u8]| fold::<u8>(a, x, |p, q| ((p != 0) != (q != 0)) as u8))
             }
             _ => None,
         },
         Elem::Byte => match op {
-            Op::Band => Some(|a: &mut [u8], x: &[u8]| fold::<u8>(a, x, |p, q| p & q)),
-            Op::Bor => Some(|a: &mut [u8], x: &[u8]| fold::<u8>(a, x, |p, q| p | q)),
-            Op::Bxor => Some(|a: &mut [u8], x: &[u8]| fold::<u8>(a, x, |p, q| p ^ q)),
+            MpiOp::Band => Some(|a: &mut [u8], x: &[u8]| fold::<u8>(a, x, |p, q| p & q)),
+            MpiOp::Bor => Some(|a: &mut [u8], x: &[u8]| fold::<u8>(a, x, |p, q| p | q)),
+            MpiOp::Bxor => Some(|a: &mut [u8], x: &[u8]| fold::<u8>(a, x, |p, q| p ^ q)),
             _ => None,
         },
     }
@@ -288,7 +290,7 @@ mod tests {
         b.chunks_exact(T::N).map(T::load).collect()
     }
 
-    fn apply<T: Elt>(e: Elem, op: Op, a: &[T], x: &[T]) -> Vec<T> {
+    fn apply<T: Elt>(e: Elem, op: MpiOp, a: &[T], x: &[T]) -> Vec<T> {
         let mut acc = bytes(a);
         combiner(e, op).expect("supported")(&mut acc, &bytes(x));
         vals(&acc)
@@ -296,56 +298,78 @@ mod tests {
 
     #[test]
     fn integer_arithmetic_wraps_as_in_c() {
-        assert_eq!(apply::<u8>(Elem::U8, Op::Sum, &[250, 1], &[10, 2]), [4, 3]);
-        assert_eq!(apply::<u16>(Elem::U16, Op::Sum, &[65535], &[1]), [0]);
-        assert_eq!(apply::<i8>(Elem::I8, Op::Sum, &[127], &[1]), [-128]);
-        assert_eq!(apply::<i32>(Elem::I32, Op::Prod, &[i32::MAX], &[2]), [-2]);
         assert_eq!(
-            apply::<u64>(Elem::U64, Op::Prod, &[u64::MAX], &[3]),
+            apply::<u8>(Elem::U8, MpiOp::Sum, &[250, 1], &[10, 2]),
+            [4, 3]
+        );
+        assert_eq!(apply::<u16>(Elem::U16, MpiOp::Sum, &[65535], &[1]), [0]);
+        assert_eq!(apply::<i8>(Elem::I8, MpiOp::Sum, &[127], &[1]), [-128]);
+        assert_eq!(
+            apply::<i32>(Elem::I32, MpiOp::Prod, &[i32::MAX], &[2]),
+            [-2]
+        );
+        assert_eq!(
+            apply::<u64>(Elem::U64, MpiOp::Prod, &[u64::MAX], &[3]),
             [u64::MAX - 2]
         );
-        assert_eq!(apply::<i64>(Elem::I64, Op::Min, &[-5, 7], &[3, 9]), [-5, 7]);
-        assert_eq!(apply::<u32>(Elem::U32, Op::Max, &[5, 7], &[3, 9]), [5, 9]);
+        assert_eq!(
+            apply::<i64>(Elem::I64, MpiOp::Min, &[-5, 7], &[3, 9]),
+            [-5, 7]
+        );
+        assert_eq!(
+            apply::<u32>(Elem::U32, MpiOp::Max, &[5, 7], &[3, 9]),
+            [5, 9]
+        );
     }
 
     #[test]
     fn logical_and_bitwise() {
         let a = [0i16, 0, 5, -3];
         let b = [0i16, 2, 0, 4];
-        assert_eq!(apply(Elem::I16, Op::Land, &a, &b), [0, 0, 0, 1]);
-        assert_eq!(apply(Elem::I16, Op::Lor, &a, &b), [0, 1, 1, 1]);
-        assert_eq!(apply(Elem::I16, Op::Lxor, &a, &b), [0, 1, 1, 0]);
-        assert_eq!(apply(Elem::I16, Op::Band, &a, &b), [0, 0, 0, 4]);
-        assert_eq!(apply(Elem::I16, Op::Bor, &a, &b), [0, 2, 5, -3 | 4]);
-        assert_eq!(apply(Elem::I16, Op::Bxor, &a, &b), [0, 2, 5, -3 ^ 4]);
+        assert_eq!(apply(Elem::I16, MpiOp::Land, &a, &b), [0, 0, 0, 1]);
+        assert_eq!(apply(Elem::I16, MpiOp::Lor, &a, &b), [0, 1, 1, 1]);
+        assert_eq!(apply(Elem::I16, MpiOp::Lxor, &a, &b), [0, 1, 1, 0]);
+        assert_eq!(apply(Elem::I16, MpiOp::Band, &a, &b), [0, 0, 0, 4]);
+        assert_eq!(apply(Elem::I16, MpiOp::Bor, &a, &b), [0, 2, 5, -3 | 4]);
+        assert_eq!(apply(Elem::I16, MpiOp::Bxor, &a, &b), [0, 2, 5, -3 ^ 4]);
         assert_eq!(
-            apply::<u8>(Elem::Bool, Op::Lxor, &[1, 1, 0], &[1, 0, 0]),
+            apply::<u8>(Elem::Bool, MpiOp::Lxor, &[1, 1, 0], &[1, 0, 0]),
             [0, 1, 0]
         );
-        assert_eq!(apply::<u8>(Elem::Byte, Op::Bxor, &[0xf0], &[0xff]), [0x0f]);
+        assert_eq!(
+            apply::<u8>(Elem::Byte, MpiOp::Bxor, &[0xf0], &[0xff]),
+            [0x0f]
+        );
     }
 
     #[test]
     fn floats_and_their_rules() {
         assert_eq!(
-            apply::<f64>(Elem::F64, Op::Sum, &[0.5, 1e300], &[0.25, 1e300]),
+            apply::<f64>(Elem::F64, MpiOp::Sum, &[0.5, 1e300], &[0.25, 1e300]),
             [0.75, 2e300]
         );
         assert_eq!(
-            apply::<f32>(Elem::F32, Op::Min, &[1.0, -2.0], &[0.5, 3.0]),
+            apply::<f32>(Elem::F32, MpiOp::Min, &[1.0, -2.0], &[0.5, 3.0]),
             [0.5, -2.0]
         );
         assert_eq!(
-            apply::<f32>(Elem::F32, Op::Max, &[1.0, -2.0], &[0.5, 3.0]),
+            apply::<f32>(Elem::F32, MpiOp::Max, &[1.0, -2.0], &[0.5, 3.0]),
             [1.0, 3.0]
         );
-        for op in [Op::Land, Op::Lor, Op::Lxor, Op::Band, Op::Bor, Op::Bxor] {
+        for op in [
+            MpiOp::Land,
+            MpiOp::Lor,
+            MpiOp::Lxor,
+            MpiOp::Band,
+            MpiOp::Bor,
+            MpiOp::Bxor,
+        ] {
             assert!(combiner(Elem::F64, op).is_none());
             assert!(combiner(Elem::F32, op).is_none());
         }
-        assert!(combiner(Elem::Bool, Op::Sum).is_none());
-        assert!(combiner(Elem::Byte, Op::Sum).is_none());
-        for op in Op::ALL {
+        assert!(combiner(Elem::Bool, MpiOp::Sum).is_none());
+        assert!(combiner(Elem::Byte, MpiOp::Sum).is_none());
+        for op in MpiOp::ALL {
             assert!(combiner(Elem::U16, op).is_some(), "{}", op.name());
         }
     }
@@ -358,7 +382,7 @@ mod tests {
             .iter()
             .enumerate()
             .for_each(|(i, b)| acc[1 + i] = *b);
-        combiner(Elem::U64, Op::Sum).unwrap()(&mut acc[1..], &x);
+        combiner(Elem::U64, MpiOp::Sum).unwrap()(&mut acc[1..], &x);
         assert_eq!(vals::<u64>(&acc[1..]), [11, 22, 33]);
     }
 }

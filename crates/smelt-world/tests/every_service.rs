@@ -13,7 +13,7 @@
 use smelt_ids::rng::mix;
 use smelt_world::agg::{AggConfig, Scheme};
 use smelt_world::am::{self, Endpoint};
-use smelt_world::global::{GlobalArray, Op};
+use smelt_world::global::{AccumulateOp, GlobalArray};
 use smelt_world::offload::{self, Mode, Offload};
 use smelt_world::tasks::dist::{Functions, Member as TaskMember, TaskConfig, TaskCtx};
 use smelt_world::tasks::TaskError;
@@ -214,7 +214,7 @@ fn member(w: &World) -> Result<String, Failure> {
     if !data.is_empty() {
         arr.put(block.start, &data)?;
     }
-    arr.accumulate(LEN, &[me as u64 + 1], Op::Sum)?;
+    arr.accumulate(LEN, &[me as u64 + 1], AccumulateOp::Sum)?;
     arr.barrier()?;
     let mut all = vec![0u64; LEN as usize];
     arr.get(0, &mut all)?;

@@ -10,7 +10,7 @@
 //! sequential recomputation. The same code runs over threads, processes and MPI
 //! ranks on emulated nodes.
 
-use smelt_global::{GlobalArray, GlobalError, Layout, Op};
+use smelt_global::{AccumulateOp, GlobalArray, GlobalError, Layout};
 
 /// What to run.
 #[derive(Debug, Clone, Copy)]
@@ -68,7 +68,7 @@ pub fn run(
         let victim = (me + k) % m;
         let block = tasks.block(victim);
         loop {
-            let claim = counters.fetch_accumulate(victim as u64, 1, Op::Sum)?;
+            let claim = counters.fetch_accumulate(victim as u64, 1, AccumulateOp::Sum)?;
             if claim >= block.end - block.start {
                 break;
             }
@@ -78,7 +78,7 @@ pub fn run(
             } else {
                 opts.work
             };
-            results.accumulate(t, &[task_value(t, opts.seed, rounds)], Op::Sum)?;
+            results.accumulate(t, &[task_value(t, opts.seed, rounds)], AccumulateOp::Sum)?;
             if k == 0 {
                 own += 1;
             } else {

@@ -903,7 +903,7 @@ fn scatter(c: Rooted) -> c_int {
 /// The kernel for a reduction, or why MPI does it.
 fn kernel(dt: MPI_Datatype, op: MPI_Op) -> Result<(ops::Combine, usize), Why> {
     let op = match ffi::op_class(op) {
-        c @ 1..=10 => ops::Op::ALL[c as usize - 1],
+        c @ 1..=10 => ops::MpiOp::ALL[c as usize - 1],
         0 => return Err(Why::UserOp),
         11 => return Err(Why::LocOp),
         _ => return Err(Why::OtherOp),
@@ -923,7 +923,7 @@ fn kernel(dt: MPI_Datatype, op: MPI_Op) -> Result<(ops::Combine, usize), Why> {
     }
     .ok_or(Why::TypeNotSupported)?;
     // Fortran INTEGER has no logical operations in MPI (LOGICAL has them).
-    let logical = matches!(op, ops::Op::Land | ops::Op::Lor | ops::Op::Lxor);
+    let logical = matches!(op, ops::MpiOp::Land | ops::MpiOp::Lor | ops::MpiOp::Lxor);
     if class == ffi::T_FINT && logical {
         return Err(Why::OpNotForType);
     }

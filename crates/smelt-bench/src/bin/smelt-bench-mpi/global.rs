@@ -12,7 +12,7 @@
 
 use smelt_bench::global::stealing::{self, Opts};
 use smelt_global::mpi::World;
-use smelt_global::{Config, Element, GlobalArray, GlobalError, Op};
+use smelt_global::{AccumulateOp, Config, Element, GlobalArray, GlobalError};
 use std::time::{Duration, Instant};
 
 fn cfg() -> Config {
@@ -84,9 +84,9 @@ fn flags(w: &World, cfg: Config) -> Result<(), GlobalError> {
         let data: Vec<u64> = (0..chunk).map(|i| round << 20 | i).collect();
         a.put(to as u64 * chunk, &data)?;
         a.fence_writeback()?;
-        a.accumulate(flag_of(to), &[1], Op::Sum)?;
+        a.accumulate(flag_of(to), &[1], AccumulateOp::Sum)?;
         let t = Instant::now();
-        while a.fetch_accumulate(flag_of(me), 0, Op::Sum)? < round {
+        while a.fetch_accumulate(flag_of(me), 0, AccumulateOp::Sum)? < round {
             if t.elapsed() > Duration::from_secs(60) {
                 return Err(fail(format!("rank {me}: no flag in round {round}")));
             }
@@ -125,7 +125,7 @@ fn si_fence(w: &World) -> Result<(), GlobalError> {
     let remote = w.node_of(0) != w.node_of(last);
     let wait_flag = |v: u64| -> Result<(), GlobalError> {
         let t = Instant::now();
-        while flag.fetch_accumulate(0, 0, Op::Sum)? < v {
+        while flag.fetch_accumulate(0, 0, AccumulateOp::Sum)? < v {
             if t.elapsed() > Duration::from_secs(60) {
                 return Err(fail(format!("rank {}: flag {v} never came", w.rank())));
             }
@@ -135,7 +135,7 @@ fn si_fence(w: &World) -> Result<(), GlobalError> {
     };
     if w.rank() == 0 {
         let before = a.get_one(x)?;
-        flag.accumulate(0, &[1], Op::Sum)?;
+        flag.accumulate(0, &[1], AccumulateOp::Sum)?;
         wait_flag(2)?;
         let stale = a.get_one(x)?;
         a.fence_invalidate()?;
@@ -155,7 +155,7 @@ fn si_fence(w: &World) -> Result<(), GlobalError> {
         wait_flag(1)?;
         a.put(x, &[2])?;
         a.fence_writeback()?;
-        flag.accumulate(0, &[1], Op::Sum)?;
+        flag.accumulate(0, &[1], AccumulateOp::Sum)?;
     }
     a.barrier()?;
     flag.barrier()
@@ -170,12 +170,12 @@ fn accumulates(w: &World) -> Result<(), GlobalError> {
     let k = 20u64;
     for _ in 0..k {
         // The last element is left for the tickets.
-        a.accumulate(0, &vec![1; len as usize - 1], Op::Sum)?;
-        f.accumulate(0, &vec![0.5; len as usize], Op::Sum)?;
-        s.accumulate(3, &[-(w.rank() as i32) - 1; 10], Op::Min)?;
-        s.accumulate(20, &[w.rank() as i32 + 1; 10], Op::Max)?;
+        a.accumulate(0, &vec![1; len as usize - 1], AccumulateOp::Sum)?;
+        f.accumulate(0, &vec![0.5; len as usize], AccumulateOp::Sum)?;
+        s.accumulate(3, &[-(w.rank() as i32) - 1; 10], AccumulateOp::Min)?;
+        s.accumulate(20, &[w.rank() as i32 + 1; 10], AccumulateOp::Max)?;
     }
-    let tickets = a.fetch_accumulate(len - 1, 1, Op::Sum)?;
+    let tickets = a.fetch_accumulate(len - 1, 1, AccumulateOp::Sum)?;
     a.barrier()?;
     f.barrier()?;
     s.barrier()?;
@@ -203,7 +203,7 @@ fn accumulates(w: &World) -> Result<(), GlobalError> {
     // Replace across nodes returns the old value (after every rank read the sums).
     a.barrier()?;
     if w.rank() == 0 {
-        let old = a.fetch_accumulate(len - 2, 7, Op::Replace)?;
+        let old = a.fetch_accumulate(len - 2, 7, AccumulateOp::Replace)?;
         if old != n * k || a.get_one(len - 2)? != 7 {
             return Err(fail(format!("replace: old {old}")));
         }
