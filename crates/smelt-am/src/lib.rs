@@ -22,12 +22,12 @@
 //!   as do messages to an unregistered handler, requests whose handler returned
 //!   without replying or panicked, and replies nobody asked for ([`Reason`]).
 //! * **Multi-protocol**: one API whichever way a destination is reached: queuepairs
-//!   between threads ([`threads`]), queuepairs in shared memory between the processes
-//!   of a host ([`process`]), and a network channel ([`Remote`]; MPI with the `mpi`
+//!   between threads, queuepairs in the job's shared-memory segment between the
+//!   processes of a host, and a network channel ([`Remote`]; MPI with the `mpi`
 //!   feature) to other nodes, polled by an adaptive policy ([`PollPolicy`]) because
 //!   polling the network costs far more than polling shared memory. A world of
-//!   threads or processes reaches every member over its links; [`threads`] and
-//!   [`process`] are the short ways to such endpoints.
+//!   threads or processes reaches every member over its links; [`threads`] is the
+//!   short way to the endpoints of a world of threads.
 //!
 //! **Ordering.** Messages from one endpoint to another (requests, replies and returned
 //! messages alike) are handled in the order they were sent (per-pair FIFO); there is no
@@ -76,7 +76,6 @@ mod error;
 #[allow(unsafe_code)]
 pub mod mpi;
 pub mod poll;
-pub mod process;
 mod remote;
 mod setup;
 pub mod wire;

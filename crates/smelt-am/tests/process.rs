@@ -1,9 +1,11 @@
-//! Active messages between processes of this host (shared-memory queuepairs): floods
+//! Active messages between processes of this host, members of one world (queuepairs in
+//! the job's segment): floods
 //! through tiny queues, and a member killed with SIGKILL. (The histogram application
 //! across member processes is smelt-bench's `am_histogram` test.)
 
-use smelt_am::process::{join_from_env, AmJob};
-use smelt_am::{AmError, Config};
+use smelt_am::{AmError, Config, Endpoint};
+use smelt_mesh::world::{WorldBuilder, WorldJob};
+use smelt_mesh::{Rank, World};
 use std::process::{Child, Command};
 use std::time::Duration;
 
@@ -18,10 +20,10 @@ fn cfg(capacity: usize) -> Config {
     }
 }
 
-fn spawn(job: &AmJob, rank: usize, role: &str) -> Child {
+fn spawn(job: &WorldJob, rank: usize, role: &str) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "member_entry", "--nocapture", "--test-threads=1"])
-        .envs(job.env(rank))
+        .envs(job.env(Rank(rank)))
         .env(ROLE, role)
         .spawn()
         .unwrap()
@@ -36,7 +38,7 @@ fn member_entry() {
     match role.as_str() {
         "sleeper" => {
             // Joins, then waits to be killed.
-            let _ep = join_from_env((), cfg(2)).unwrap();
+            let _ep = Endpoint::from_world(&World::from_env().unwrap(), (), cfg(2)).unwrap();
             std::thread::sleep(T);
         }
         other => panic!("unknown role {other}"),
@@ -45,9 +47,9 @@ fn member_entry() {
 
 #[test]
 fn a_killed_member_is_reported_and_sends_to_it_fail() {
-    let job = AmJob::create(2, &cfg(2)).unwrap();
+    let job = WorldBuilder::new(2).create_job(false).unwrap();
     let mut child = spawn(&job, 1, "sleeper");
-    let mut ep = job.join(0, 0u32, cfg(2)).unwrap();
+    let mut ep = Endpoint::from_world(&job.join(Rank(0)).unwrap(), 0u32, cfg(2)).unwrap();
     ep.register(2, |n: &mut u32, _, _| *n += 1).unwrap();
     // Fill its queue (it never polls), then kill it mid-flood.
     let killer = std::thread::spawn(move || {

@@ -3,9 +3,11 @@
 //! counted once, between threads through queues of every size and between processes
 //! of this host (shared-memory queuepairs).
 
-use smelt_am::process::{join_from_env, AmJob};
+use smelt_am::Endpoint;
 use smelt_am::{threads, Config};
 use smelt_bench::am::histogram::{self, Opts};
+use smelt_mesh::world::WorldBuilder;
+use smelt_mesh::{Rank, World};
 use smelt_transport::stress_scale;
 use std::process::{Child, Command};
 use std::time::Duration;
@@ -69,7 +71,8 @@ fn member_entry() {
     };
     assert_eq!(role, "histogram", "unknown role {role}");
     let o = opts();
-    let mut ep = join_from_env(histogram::State::default(), cfg(4)).unwrap();
+    let w = World::from_env().unwrap();
+    let mut ep = Endpoint::from_world(&w, histogram::State::default(), cfg(4)).unwrap();
     let (n, me) = (ep.size(), ep.me());
     *ep.state_mut() = histogram::state(&o, n, me);
     histogram::register(&mut ep).unwrap();
@@ -80,19 +83,20 @@ fn member_entry() {
 #[test]
 fn the_histogram_runs_across_processes() {
     let n = 4;
-    let job = AmJob::create(n, &cfg(4)).unwrap();
+    let job = WorldBuilder::new(n).create_job(false).unwrap();
     let children: Vec<Child> = (1..n)
         .map(|r| {
             Command::new(std::env::current_exe().unwrap())
                 .args(["--exact", "member_entry", "--nocapture", "--test-threads=1"])
-                .envs(job.env(r))
+                .envs(job.env(Rank(r)))
                 .env(ROLE, "histogram")
                 .spawn()
                 .unwrap()
         })
         .collect();
     let o = opts();
-    let mut ep = job.join(0, histogram::state(&o, n, 0), cfg(4)).unwrap();
+    let w = job.join(Rank(0)).unwrap();
+    let mut ep = Endpoint::from_world(&w, histogram::state(&o, n, 0), cfg(4)).unwrap();
     assert_eq!(ep.name(2).unwrap().process, 2);
     histogram::register(&mut ep).unwrap();
     let r = histogram::run(&mut ep, &o).unwrap();

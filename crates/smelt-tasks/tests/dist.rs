@@ -2,10 +2,11 @@
 //! (shared-memory active messages), with sequential checks, a panicking task and a
 //! killed member.
 
-use smelt_am::process::AmJob;
+use smelt_mesh::world::{WorldBuilder, WorldJob};
+use smelt_mesh::{Rank, World};
 use smelt_tasks::apps::dist::{self as apps, functions, result_u64};
 use smelt_tasks::apps::{fib_seq, Uts};
-use smelt_tasks::dist::{comm_config, Member, Report, TaskConfig};
+use smelt_tasks::dist::{Member, Report, TaskConfig};
 use smelt_tasks::TaskError;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -202,10 +203,10 @@ fn bad_runs_are_errors() {
     assert!(f.register(apps::FIB, |_, _| Ok(vec![])).is_err());
 }
 
-fn spawn(job: &AmJob, rank: usize, role: &str) -> Child {
+fn spawn(job: &WorldJob, rank: usize, role: &str) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "member_entry", "--nocapture", "--test-threads=1"])
-        .envs(job.env(rank))
+        .envs(job.env(Rank(rank)))
         .env(ROLE, role)
         .spawn()
         .unwrap()
@@ -217,7 +218,7 @@ fn member_entry() {
     let Ok(role) = std::env::var(ROLE) else {
         return;
     };
-    let mut m = Member::from_env(am_cfg()).unwrap();
+    let mut m = Member::from_world(&World::from_env().unwrap(), am_cfg()).unwrap();
     let r = m.run(&functions(), &TaskConfig::new(2), None);
     match role.as_str() {
         "serve" => {
@@ -245,12 +246,9 @@ fn fib_and_uts_across_processes_match_the_sequential_results() {
             Uts::t1_like(8).count_seq(),
         ),
     ] {
-        let job = AmJob::create(n, &am_cfg()).unwrap();
+        let job = WorldBuilder::new(n).create_job(false).unwrap();
         let children: Vec<Child> = (1..n).map(|r| spawn(&job, r, "serve")).collect();
-        let mut m = Member::from_endpoint(
-            job.join(0, Default::default(), comm_config(am_cfg()))
-                .unwrap(),
-        );
+        let mut m = Member::from_world(&job.join(Rank(0)).unwrap(), am_cfg()).unwrap();
         // Two computations, one after the other (the members run two too).
         for workers in [2, 1] {
             let r = m
@@ -267,12 +265,9 @@ fn fib_and_uts_across_processes_match_the_sequential_results() {
 #[test]
 fn a_killed_process_fails_the_others_within_a_second() {
     let n = 3;
-    let job = AmJob::create(n, &am_cfg()).unwrap();
+    let job = WorldBuilder::new(n).create_job(false).unwrap();
     let mut children: Vec<Child> = (1..n).map(|r| spawn(&job, r, "fail")).collect();
-    let mut m = Member::from_endpoint(
-        job.join(0, Default::default(), comm_config(am_cfg()))
-            .unwrap(),
-    );
+    let mut m = Member::from_world(&job.join(Rank(0)).unwrap(), am_cfg()).unwrap();
     let mut victim = children.pop().unwrap();
     let killed = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(300));

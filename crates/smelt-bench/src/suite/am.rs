@@ -20,8 +20,9 @@ use super::{BenchReport, Common};
 use crate::am::logp::{self, LogP, Opts};
 use anyhow::{Context, Result};
 use serde::Serialize;
-use smelt_am::process::{join_from_env, AmJob};
-use smelt_am::{threads, Config};
+use smelt_am::{threads, Config, Endpoint};
+use smelt_mesh::world::WorldBuilder;
+use smelt_mesh::{Rank, World};
 use smelt_probe::figure::Status;
 use smelt_probe::Budget;
 use std::fmt::Write as _;
@@ -36,7 +37,8 @@ pub fn member(timeout_s: f64) -> Result<()> {
     if let Some(cpu) = smelt_settings::count(smelt_settings::AM_CPU)?.map(|c| c as u32) {
         let _ = smelt_transport::pin_current_thread(cpu);
     }
-    let mut ep = join_from_env(logp::State::default(), Config::default())?;
+    let world = World::from_env()?;
+    let mut ep = Endpoint::from_world(&world, logp::State::default(), Config::default())?;
     logp::register(&mut ep)?;
     logp::respond(&mut ep, Duration::from_secs_f64(timeout_s))?;
     Ok(())
@@ -205,12 +207,12 @@ fn between_threads(o: &Opts, cpus: (Option<u32>, Option<u32>)) -> Result<LogP> {
 
 /// LogP between this process and a `smelt am-member` child.
 fn between_processes(o: &Opts, cpus: (Option<u32>, Option<u32>)) -> Result<LogP> {
-    let job = AmJob::create(2, &Config::default())?;
+    let job = WorldBuilder::new(2).create_job(false)?;
     let exe = std::env::current_exe().context("cannot find the smelt executable")?;
     let mut cmd = Command::new(exe);
     cmd.arg("am-member")
         .args(["--timeout", &o.timeout.as_secs_f64().to_string()])
-        .envs(job.env(1));
+        .envs(job.env(Rank(1)));
     if let Some(c) = cpus.1 {
         cmd.env("SMELT_AM_CPU", c.to_string());
     }
@@ -220,7 +222,8 @@ fn between_processes(o: &Opts, cpus: (Option<u32>, Option<u32>)) -> Result<LogP>
             if let Some(c) = cpus.0 {
                 let _ = smelt_transport::pin_current_thread(c);
             }
-            let mut ep = job.join(0, logp::State::default(), Config::default())?;
+            let world = job.join(Rank(0))?;
+            let mut ep = Endpoint::from_world(&world, logp::State::default(), Config::default())?;
             logp::register(&mut ep)?;
             Ok(logp::measure(&mut ep, 1, o)?)
         })

@@ -351,7 +351,7 @@ fn members_fib(members: usize, workers: usize, n: u32, cutoff: u32) -> Result<(f
 /// that [`measure`] starts (the current executable must answer that subcommand): joins
 /// the job of its environment and serves `runs` computations on `workers` workers.
 pub fn member(workers: usize, runs: usize) -> Result<()> {
-    let mut m = Member::from_env(smelt_am::Config::default())?;
+    let mut m = Member::from_world(&smelt_mesh::World::from_env()?, smelt_am::Config::default())?;
     let f = apps::dist::functions();
     for _ in 0..runs {
         m.run(&f, &TaskConfig::new(workers), None)?;
@@ -370,7 +370,7 @@ fn processes_fib(
 ) -> Result<Vec<(f64, u64, u64)>> {
     use smelt_runtime::launch::Members;
     let cfg = smelt_am::Config::default();
-    let job = smelt_am::process::AmJob::create(n, &cfg)?;
+    let job = smelt_mesh::world::WorldBuilder::new(n).create_job(false)?;
     let exe = std::env::current_exe().context("cannot find the smelt executable")?;
     // Started as `smelt launch` starts its members: they die with this process.
     let mut members = Members::new();
@@ -379,18 +379,14 @@ fn processes_fib(
         cmd.arg("tasks-member")
             .args(["--workers", &workers.to_string()])
             .args(["--runs", &(runs + 1).to_string()])
-            .envs(job.env(rank))
+            .envs(job.env(smelt_mesh::Rank(rank)))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped());
         members
             .spawn(&mut cmd, None)
             .context("cannot start a member process")?;
     }
-    let mut m = Member::from_endpoint(job.join(
-        0,
-        Default::default(),
-        smelt_tasks::dist::comm_config(cfg),
-    )?);
+    let mut m = Member::from_world(&job.join(smelt_mesh::Rank(0))?, cfg)?;
     let f = apps::dist::functions();
     let root = (apps::dist::FIB, apps::dist::fib_payload(fib_n, cutoff));
     let mut out = Vec::new();
