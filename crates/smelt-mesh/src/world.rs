@@ -559,7 +559,22 @@ impl Region {
 
 impl World {
     fn new(rank: Rank, desc: Arc<Description>, backend: Backend) -> World {
-        let wait = if allowed_cpus().map(|c| c.len()).unwrap_or(1) >= desc.size {
+        // Every member on a CPU of its own (a launcher pins each to its CPU, so this
+        // process may then use only one), or this process may use as many CPUs as
+        // there are members: the links spin before they yield. Never with more members
+        // than the machine has CPUs: distinct CPU ids are then made up (a launcher
+        // places such members round-robin), and a spinning member would hold the CPU
+        // its peer needs.
+        let own_cpus = desc.cpus.iter().all(Option::is_some)
+            && desc
+                .cpus
+                .iter()
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+                == desc.size;
+        let wait = if desc.size > smelt_transport::online_cpus() {
+            WaitPolicy::OVERSUBSCRIBED
+        } else if own_cpus || allowed_cpus().map(|c| c.len()).unwrap_or(1) >= desc.size {
             WaitPolicy::DEDICATED
         } else {
             WaitPolicy::OVERSUBSCRIBED
@@ -794,9 +809,10 @@ impl World {
         self.desc.attributes.get(key).map(String::as_str)
     }
 
-    /// How this world's links wait by default: [`WaitPolicy::DEDICATED`] when this
-    /// process may use at least as many CPUs as the world has members,
-    /// [`WaitPolicy::OVERSUBSCRIBED`] otherwise.
+    /// How this world's links wait by default: [`WaitPolicy::DEDICATED`] when every
+    /// member has a CPU of its own (distinct CPUs given) or this process may use at
+    /// least as many CPUs as the world has members, [`WaitPolicy::OVERSUBSCRIBED`]
+    /// otherwise, and always with more members than the machine has CPUs online.
     pub fn wait_policy(&self) -> WaitPolicy {
         self.wait
     }

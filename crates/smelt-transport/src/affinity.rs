@@ -69,6 +69,27 @@ pub fn allowed_cpus() -> io::Result<Vec<u32>> {
     Ok((0..n as u32).collect())
 }
 
+/// The number of CPUs online on this machine (Linux `sysconf(_SC_NPROCESSORS_ONLN)`),
+/// whatever this thread's affinity: more members than this cannot each have a CPU of
+/// their own, whatever CPU ids they were given. At least 1.
+#[cfg(target_os = "linux")]
+pub fn online_cpus() -> usize {
+    // SAFETY: sysconf takes an integer and only returns a value.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n >= 1 {
+        n as usize
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+}
+
+/// The number of CPUs of this machine (`available_parallelism`; no other query on
+/// this OS). At least 1.
+#[cfg(not(target_os = "linux"))]
+pub fn online_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// The CPU the calling thread is running on right now, if the OS says.
 #[cfg(target_os = "linux")]
 pub fn current_cpu() -> Option<u32> {

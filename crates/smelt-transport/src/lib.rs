@@ -70,7 +70,7 @@ mod sync;
 mod wake;
 
 pub use abort::Abort;
-pub use affinity::{allowed_cpus, current_cpu, pin_current_thread, signal_process};
+pub use affinity::{allowed_cpus, current_cpu, online_cpus, pin_current_thread, signal_process};
 pub use backoff::{stress_scale, Backoff, WaitPolicy};
 pub use channel::{
     channel, channel_with_abort, try_channel, Consumer, Producer, MAX_CAPACITY, PAYLOAD_PER_SLOT,
