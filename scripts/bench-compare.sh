@@ -175,6 +175,7 @@ smelt-tree = { path = \"$src/crates/smelt-tree\", default-features = false }"
     grep -qs 'pub fn from_raw' "$src/crates/smelt-tree/src/tree.rs" "$src/crates/smelt-plan/src/tree.rs" && feats+=(from_raw)
     if [ -f "$src/crates/smelt-runtime/src/process.rs" ] && [ -d "$src/crates/smelt-ids" ]; then
         feats+=(process)
+        grep -qs 'pub struct GroupJob' "$src/crates/smelt-runtime/src/process.rs" && feats+=(group_job)
     fi
     if [ -f "$src/crates/smelt-am/Cargo.toml" ]; then
         feats+=(am)
@@ -199,6 +200,7 @@ $deps
 [features]
 from_raw = []
 process = []
+group_job = []
 am = [$(grep -q '^smelt-am' <<<"$deps" && echo '"dep:smelt-am"')]
 
 [profile.release]

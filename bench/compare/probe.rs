@@ -8,6 +8,7 @@
 //!
 //! * `from_raw`: `Tree::from_raw` (trees of bare numbers; before, `Tree::new` took them);
 //! * `process`: `smelt_runtime::process` (members as processes) with `Rank`;
+//! * `group_job`: `process::GroupJob` (the job of a group's processes; before, `process::Job`);
 //! * `am`: `smelt_am` (active messages between threads).
 //!
 //! Output: one line per figure, `NAME<TAB>NS` (a median, nanoseconds, lower is better),
@@ -217,7 +218,11 @@ fn coll_processes(op: &str, o: &Opts) -> Res<f64> {
     use smelt_runtime::Rank;
     let tree = pair_tree(o.cpus.0, o.cpus.1)?;
     let cfg = smelt_runtime::GroupConfig::default();
-    let job = smelt_runtime::process::Job::create(&[tree], &cfg).map_err(|e| e.to_string())?;
+    #[cfg(feature = "group_job")]
+    use smelt_runtime::process::GroupJob as Job;
+    #[cfg(not(feature = "group_job"))]
+    use smelt_runtime::process::Job;
+    let job = Job::create(&[tree], &cfg).map_err(|e| e.to_string())?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let n = o.n(coll_n(op));
     let mut kids = Vec::new();
