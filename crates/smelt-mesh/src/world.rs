@@ -54,19 +54,28 @@
 //!
 //! ```
 //! use smelt_mesh::world::{MeshSpec, World};
+//! use std::sync::atomic::Ordering;
 //! use std::time::Duration;
 //! let t = Duration::from_secs(5);
 //! let sums = World::run(World::threads(3).unwrap(), |w| {
-//!     // A collective call: every member makes the same mesh.
+//!     // Collective calls: every member makes the same mesh, then the same region.
 //!     let mut mesh = w.mesh(&MeshSpec::all_to_all()).unwrap();
 //!     let region = w.region(8 * w.size()).unwrap();
-//!     region.words()[w.rank().index()].store(w.rank().index() as u64 + 1, std::sync::atomic::Ordering::Release);
-//!     if w.rank().index() == 0 {
-//!         for _ in 1..w.size() {
+//!     let me = w.rank().index();
+//!     region.words()[me].store(me as u64 + 1, Ordering::Release);
+//!     if me == 0 {
+//!         // Each other member says when its word is written, then leaves (a
+//!         // departure is reported once, after the member's last message).
+//!         let mut heard = 0;
+//!         while heard < w.size() - 1 {
 //!             let mut b = [0u8; 8];
-//!             mesh.recv_any(&mut b, t).unwrap();
+//!             match mesh.recv_any(&mut b, t) {
+//!                 Ok(_) => heard += 1,
+//!                 Err(smelt_mesh::mesh::MeshError::PeerGone { .. }) => {}
+//!                 Err(e) => panic!("{e}"),
+//!             }
 //!         }
-//!         region.words().iter().map(|x| x.load(std::sync::atomic::Ordering::Acquire)).sum::<u64>()
+//!         region.words().iter().map(|x| x.load(Ordering::Acquire)).sum::<u64>()
 //!     } else {
 //!         mesh.send(smelt_mesh::Rank(0), 1, b"done", t).unwrap();
 //!         0
@@ -84,7 +93,7 @@ use smelt_transport::shm::{
     arena_link_bytes, SharedWords, ShmError, ShmJob, ShmMember, ARENA_ALIGN,
 };
 use smelt_transport::{
-    allowed_cpus, pin_current_thread, try_queuepair, Abort, QueuePairEnd, Link, TransportError,
+    allowed_cpus, pin_current_thread, try_queuepair, Abort, Link, QueuePairEnd, TransportError,
     WaitPolicy,
 };
 use std::any::Any;
