@@ -10,7 +10,7 @@ use anyhow::{bail, Result};
 use smelt_model::Model;
 use smelt_runtime::measure::{back_to_back_member_with, measure_back_to_back_with, MeasureConfig};
 use smelt_runtime::{GroupConfig, Member, Pinning, SyncMode};
-use smelt_tree::tuning::{self, AlgorithmTable, Entry, Mode, Source, TuningFile};
+use smelt_tree::tuning::{self, AlgorithmTable, Entry, Source, TuningFile};
 use smelt_tree::{Algorithm, Costs, NonTree, Op, Topology, Tree};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug)]
 pub struct Space {
     /// Synchronization modes.
-    pub modes: Vec<Mode>,
+    pub modes: Vec<SyncMode>,
     /// Operations.
     pub ops: Vec<Op>,
     /// Candidate algorithms ([`tuning::parse_candidates`]).
@@ -40,8 +40,8 @@ impl Space {
         sizes: Option<&str>,
         quick: bool,
     ) -> Result<Space> {
-        let modes: Vec<Mode> = match mode {
-            "both" => Mode::ALL.to_vec(),
+        let modes: Vec<SyncMode> = match mode {
+            "both" => SyncMode::ALL.to_vec(),
             m => vec![m
                 .parse()
                 .map_err(|e: String| anyhow::anyhow!("--mode: {e}"))?],
@@ -249,7 +249,7 @@ fn measure_config(quick: bool) -> MeasureConfig {
 
 /// One cell to tune.
 struct Cell {
-    mode: Mode,
+    mode: SyncMode,
     op: Op,
     /// Index into [`Plan::groups`].
     group: usize,
@@ -290,7 +290,7 @@ impl Plan {
         groups: &[(String, Vec<usize>)],
         ops: &[Op],
         sizes: &[u64],
-        modes: &[Mode],
+        modes: &[SyncMode],
         cands: &[Algorithm],
         segments: &[usize],
     ) -> Result<Plan> {
@@ -375,16 +375,13 @@ impl Plan {
 fn member_loop(
     m: &mut Member,
     op: Op,
-    mode: Mode,
+    mode: SyncMode,
     bytes: usize,
     cfg: &MeasureConfig,
 ) -> Result<(Vec<f64>, usize), smelt_runtime::GroupError> {
     let n = m.size();
     let root = m.is_root();
-    let sync = match mode {
-        Mode::Loose => SyncMode::Loose,
-        Mode::Strict => SyncMode::Strict,
-    };
+    let sync = mode;
     let mut buf = vec![m.rank().index() as u8; bytes];
     let mut all = if root && matches!(op, Op::Gather | Op::Scatter) {
         vec![7u8; bytes * n]
@@ -420,7 +417,7 @@ fn measure_one(
     tree: &Tree,
     alg: Algorithm,
     op: Op,
-    mode: Mode,
+    mode: SyncMode,
     bytes: u64,
     segment: Option<usize>,
     cfg: &MeasureConfig,
@@ -630,7 +627,7 @@ pub fn check(
     let groups = &tuning::default_groups(model);
     let cfg = &measure_config(quick);
     let passes = passes(quick);
-    let cells: Vec<(Mode, Op, usize, Entry)> = f
+    let cells: Vec<(SyncMode, Op, usize, Entry)> = f
         .cells()
         .filter(|(_, _, g, _)| groups.iter().any(|(_, m)| m.len() == *g))
         .map(|(m, o, g, e)| (m, o, g, e.clone()))
@@ -644,7 +641,15 @@ pub fn check(
         v.dedup();
         v
     };
-    let plan = Plan::new(model, groups, &ops, &[8], &[Mode::Loose], cands, segments)?;
+    let plan = Plan::new(
+        model,
+        groups,
+        &ops,
+        &[8],
+        &[SyncMode::Loose],
+        cands,
+        segments,
+    )?;
     // Per cell: its trees (the candidates', plus the file's choice if it is not one)
     // and configurations; the index of the file's choice.
     let work = cells
@@ -726,7 +731,7 @@ fn check_cell(
     model: &Model,
     groups: &[(String, Vec<usize>)],
     plan: &Plan,
-    (mode, op, g): (Mode, Op, usize),
+    (mode, op, g): (SyncMode, Op, usize),
     e: &Entry,
 ) -> Result<CheckCell> {
     let gi = groups.iter().position(|(_, m)| m.len() == g).unwrap_or(0);
@@ -1032,19 +1037,19 @@ mod tests {
             median_ns: 1.0,
             candidates: BTreeMap::new(),
         };
-        f.insert(Mode::Loose, Op::Broadcast, 8, e(8, "knomial:4", None));
-        f.insert(Mode::Loose, Op::Broadcast, 8, e(64, "knomial:4", None));
+        f.insert(SyncMode::Loose, Op::Broadcast, 8, e(8, "knomial:4", None));
+        f.insert(SyncMode::Loose, Op::Broadcast, 8, e(64, "knomial:4", None));
         f.insert(
-            Mode::Loose,
+            SyncMode::Loose,
             Op::Broadcast,
             8,
             e(4096, "knomial:1", Some(768)),
         );
-        f.insert(Mode::Loose, Op::Reduce, 8, e(8, "sequential", None));
-        f.insert(Mode::Loose, Op::Reduce, 4, e(8, "binary", None));
-        f.insert(Mode::Loose, Op::TwoPhaseCommit, 8, e(0, "binary", None));
-        f.insert(Mode::Loose, Op::Gather, 8, e(8, "adaptive", None));
-        f.insert(Mode::Loose, Op::Gather, 8, e(64, "sequential", None));
+        f.insert(SyncMode::Loose, Op::Reduce, 8, e(8, "sequential", None));
+        f.insert(SyncMode::Loose, Op::Reduce, 4, e(8, "binary", None));
+        f.insert(SyncMode::Loose, Op::TwoPhaseCommit, 8, e(0, "binary", None));
+        f.insert(SyncMode::Loose, Op::Gather, 8, e(8, "adaptive", None));
+        f.insert(SyncMode::Loose, Op::Gather, 8, e(64, "sequential", None));
         let text = export_ompi(&f).unwrap();
         let p = parse_ompi(&text);
         let get = |c: u32, g: usize| p.iter().find(|x| x.0 == c && x.1 == g).unwrap().2.clone();

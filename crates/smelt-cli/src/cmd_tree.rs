@@ -290,7 +290,7 @@ pub(crate) fn resolve_auto_cli(
     let (tree, r) = smelt_tree::tuning::resolve_auto_tree(
         op,
         bytes,
-        smelt_tree::tuning::Mode::Loose,
+        smelt_tree::tuning::SyncMode::Loose,
         model,
         members,
         root,

@@ -127,7 +127,7 @@ fn tune_writes_a_file_that_auto_uses() {
     );
     let want = f
         .lookup(
-            smelt_tree::tuning::Mode::Loose,
+            smelt_tree::tuning::SyncMode::Loose,
             smelt_tree::Op::Reduce,
             f.cells().next().unwrap().2,
             64,

@@ -687,7 +687,7 @@ fn tree_line(r: &Run) -> String {
 /// file falls back silently.
 #[test]
 fn tuning_file_picks_the_node_tree() {
-    use smelt_tree::tuning::{Entry, Mode, Source, TuningFile};
+    use smelt_tree::tuning::{Entry, Source, SyncMode, TuningFile};
     use smelt_tree::Op;
     if host_cpus().len() < 2 {
         return; // 2 ranks would be oversubscribed: flat whatever the file says
@@ -700,7 +700,7 @@ fn tuning_file_picks_the_node_tree() {
     cpus.sort_unstable();
     let mut f = TuningFile::new(&host, "", &cpus, Source::Measured);
     f.insert(
-        Mode::Loose,
+        SyncMode::Loose,
         Op::Broadcast,
         2,
         Entry {

@@ -1,6 +1,6 @@
 //! The collective algorithms that are not trees ([`NonTree`], with their registry
 //! [`NON_TREE`] beside the tree crate's registry of tree generators) and the two
-//! synchronization [`Mode`]s a tuning distinguishes: names only, what the runtime
+//! synchronization [`SyncMode`]s a tuning distinguishes: names only, what the runtime
 //! runs and the tree crate's tuning chooses.
 
 use crate::op::Op;
@@ -154,43 +154,53 @@ pub fn non_tree_help() -> String {
         .collect()
 }
 
-/// How the collectives of a tuning are synchronized (seed 001 §3; the runtime's
-/// `SyncMode`): loose ones pipeline back to back, strict ones are fenced by barriers.
+/// How a collective synchronizes its members (seed 001, §3); a tuning tells the two
+/// apart, and a group runs one (`smelt_runtime::SyncMode` is this type).
+///
+/// * **Loose** (the default): members enter and leave a collective freely; a member
+///   leaves as soon as its own part is done, so back-to-back collectives pipeline (the
+///   root may start the next broadcast while the leaves still receive the last one).
+/// * **Strict**: data starts moving only after every member entered, and the collective
+///   ends everywhere before the first member leaves: a barrier before and after it.
+///   What benchmarks that time single collectives measure, and what a program needs
+///   when it reuses buffers that other members may still be reading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub enum Mode {
-    /// Members enter and leave freely.
+pub enum SyncMode {
+    /// Members enter and leave freely; back-to-back collectives pipeline.
     #[default]
     Loose,
     /// A barrier before and after every collective.
     Strict,
 }
 
-impl Mode {
+impl SyncMode {
     /// Both modes.
-    pub const ALL: [Mode; 2] = [Mode::Loose, Mode::Strict];
+    pub const ALL: [SyncMode; 2] = [SyncMode::Loose, SyncMode::Strict];
 
     /// `loose` or `strict`.
     pub fn name(self) -> &'static str {
         match self {
-            Mode::Loose => "loose",
-            Mode::Strict => "strict",
+            SyncMode::Loose => "loose",
+            SyncMode::Strict => "strict",
         }
     }
 }
 
-impl fmt::Display for Mode {
+impl fmt::Display for SyncMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
 }
 
-impl FromStr for Mode {
+impl FromStr for SyncMode {
     type Err = String;
-    fn from_str(s: &str) -> Result<Mode, String> {
+    fn from_str(s: &str) -> Result<SyncMode, String> {
         match s.trim().to_ascii_lowercase().as_str() {
-            "loose" => Ok(Mode::Loose),
-            "strict" => Ok(Mode::Strict),
-            o => Err(format!("unknown mode '{o}' (known: loose, strict)")),
+            "loose" => Ok(SyncMode::Loose),
+            "strict" => Ok(SyncMode::Strict),
+            o => Err(format!(
+                "unknown synchronization mode '{o}' (known: loose, strict)"
+            )),
         }
     }
 }

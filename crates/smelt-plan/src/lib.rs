@@ -5,7 +5,7 @@
 //!   in send order, and its file form ([`tree::TreeJson`]);
 //! - [`Op`]: the one vocabulary of collective operations;
 //! - [`NonTree`]: the collective algorithms that are not trees, and the synchronization
-//!   [`Mode`]s a tuning distinguishes;
+//!   [`SyncMode`]s a tuning distinguishes;
 //! - [`AlgorithmTable`]: what a group looks each barrier and allreduce up in (a tree or
 //!   a non-tree algorithm, and the fragment size of long messages), filled by the tree
 //!   crate's tuning, read by the runtime at every call; `SMELT_TUNE`'s grammar;
@@ -19,7 +19,7 @@
 //! them file writing, plotting and hwloc); the mesh layer knows links and jobs, not
 //! what runs on them. `smelt-tree` re-exports everything here under its old paths
 //! (`smelt_tree::Tree`, `smelt_tree::Op`, `smelt_tree::NonTree`,
-//! `smelt_tree::tuning::Mode`), so either path names the same type.
+//! `smelt_tree::tuning::SyncMode`), so either path names the same type.
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -31,7 +31,7 @@ pub mod shape;
 pub mod table;
 pub mod tree;
 
-pub use algorithm::{Mode, NonTree};
+pub use algorithm::{NonTree, SyncMode};
 pub use op::Op;
 pub use shape::{Ranked, Shape};
 pub use smelt_ids::{CpuId, Pos, Rank};

@@ -10,7 +10,7 @@
 //! what an algorithm's name parses to), the message size syntax ([`parse_size`]) and
 //! the one lookup rule of size classes ([`nearest_class`]).
 
-use crate::algorithm::{Mode, NonTree};
+use crate::algorithm::{NonTree, SyncMode};
 use crate::op::Op;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -113,7 +113,7 @@ pub struct Rule<A> {
     /// Largest message size included.
     pub max: u64,
     /// The mode, or `None` for both.
-    pub mode: Option<Mode>,
+    pub mode: Option<SyncMode>,
     /// What to use.
     pub algorithm: A,
     /// Fragment size of long messages (`segment=BYTES`), if given.
@@ -123,7 +123,7 @@ pub struct Rule<A> {
 impl<A> Rule<A> {
     /// True if the rule matches a call of `op` (`ab` matches broadcast rules too) with
     /// `bytes` per member in `mode`.
-    pub fn matches(&self, mode: Mode, op: Op, bytes: u64) -> bool {
+    pub fn matches(&self, mode: SyncMode, op: Op, bytes: u64) -> bool {
         self.op.is_none_or(|o| o == op || o == rules_op(op))
             && (self.min..=self.max).contains(&bytes)
             && self.mode.is_none_or(|m| m == mode)
@@ -190,7 +190,7 @@ pub fn parse_rules<A>(
             .split_once('=')
             .ok_or_else(|| bad("expected SELECTOR=ALGO, e.g. reduce:0-1024=knomial:4".into()))?;
         let (sel, mode) = match sel.split_once('@') {
-            Some((s, m)) => (s, Some(m.parse::<Mode>().map_err(bad)?)),
+            Some((s, m)) => (s, Some(m.parse::<SyncMode>().map_err(bad)?)),
             None => (sel, None),
         };
         let (op, range) = match sel.split_once(':') {
@@ -330,10 +330,10 @@ impl fmt::Display for Origin {
 }
 
 /// Size classes of one (mode, operation): (bytes, algorithm), ascending.
-pub type Classes = BTreeMap<(Mode, Op), Vec<(u64, Pick)>>;
+pub type Classes = BTreeMap<(SyncMode, Op), Vec<(u64, Pick)>>;
 /// Size classes of tuned fragment sizes: (bytes, fragment size or `None` for the
 /// group's own), per (mode, operation).
-pub type SegmentClasses = BTreeMap<(Mode, Op), Vec<(u64, Option<usize>)>>;
+pub type SegmentClasses = BTreeMap<(SyncMode, Op), Vec<(u64, Option<usize>)>>;
 
 /// The algorithms a group runs for the operations that have non-tree algorithms
 /// (barrier and allreduce, [`AlgorithmTable::OPS`]) and the fragment sizes of long
@@ -405,20 +405,20 @@ impl AlgorithmTable {
         let alg = alg.into();
         alg.check_op(op)?;
         let mut t = AlgorithmTable::default();
-        for mode in Mode::ALL {
+        for mode in SyncMode::ALL {
             t.classes.insert((mode, op), vec![(0, alg.clone())]);
         }
         Ok(t)
     }
 
     /// The first override rule matching the call, if any.
-    fn first_match(&self, mode: Mode, op: Op, bytes: u64) -> Option<&Rule<Pick>> {
+    fn first_match(&self, mode: SyncMode, op: Op, bytes: u64) -> Option<&Rule<Pick>> {
         self.overrides.iter().find(|r| r.matches(mode, op, bytes))
     }
 
     /// The algorithm for `op` of `bytes` per member in `mode`; `None` when no rule
     /// says (the group's tree).
-    pub fn lookup(&self, mode: Mode, op: Op, bytes: u64) -> Option<Pick> {
+    pub fn lookup(&self, mode: SyncMode, op: Op, bytes: u64) -> Option<Pick> {
         if let Some(r) = self.first_match(mode, op, bytes) {
             return Some(r.algorithm.clone());
         }
@@ -429,7 +429,7 @@ impl AlgorithmTable {
     /// The fragment size for `op` (one of [`SEGMENT_OPS`](Self::SEGMENT_OPS)) of
     /// `bytes` per member in `mode`: a matching `SMELT_TUNE` rule's `segment=`, else the
     /// tuning file's for the nearest size class; `None`: the group's own.
-    pub fn segment(&self, mode: Mode, op: Op, bytes: u64) -> Option<usize> {
+    pub fn segment(&self, mode: SyncMode, op: Op, bytes: u64) -> Option<usize> {
         if let Some(r) = self.first_match(mode, op, bytes) {
             return r.segment;
         }
@@ -446,7 +446,7 @@ impl AlgorithmTable {
 
     /// The non-tree algorithm for the call, if the table picks one (else the tree).
     #[inline]
-    pub fn non_tree(&self, mode: Mode, op: Op, bytes: u64) -> Option<NonTree> {
+    pub fn non_tree(&self, mode: SyncMode, op: Op, bytes: u64) -> Option<NonTree> {
         let nt = match self.first_match(mode, op, bytes) {
             Some(r) => r.algorithm.non_tree(),
             None => {
@@ -471,7 +471,7 @@ impl AlgorithmTable {
     /// rules still win (an explicit choice).
     pub fn for_flat_oversubscribed(&self) -> AlgorithmTable {
         let mut t = self.clone();
-        for mode in Mode::ALL {
+        for mode in SyncMode::ALL {
             t.classes.insert(
                 (mode, Op::Barrier),
                 vec![(0, Pick::Tree("sequential".into()))],
@@ -554,7 +554,7 @@ impl AlgorithmTable {
     pub fn from_json(text: &str) -> Result<AlgorithmTable, String> {
         let r: TableRepr =
             serde_json::from_str(text).map_err(|e| format!("algorithm table: {e}"))?;
-        let mode = |m: &str| m.parse::<Mode>();
+        let mode = |m: &str| m.parse::<SyncMode>();
         let op = |o: &str| o.parse::<Op>();
         let algo = |a: &str| a.parse::<Pick>();
         let mut t = AlgorithmTable::default();
@@ -610,17 +610,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            t.non_tree(Mode::Strict, Op::Barrier, 0),
+            t.non_tree(SyncMode::Strict, Op::Barrier, 0),
             Some(NonTree::Dissemination)
         );
-        assert_eq!(t.non_tree(Mode::Loose, Op::Barrier, 0), None);
+        assert_eq!(t.non_tree(SyncMode::Loose, Op::Barrier, 0), None);
         assert_eq!(
-            t.non_tree(Mode::Loose, Op::Allreduce, 4096),
+            t.non_tree(SyncMode::Loose, Op::Allreduce, 4096),
             Some(NonTree::RecursiveDoubling)
         );
-        assert_eq!(t.segment(Mode::Loose, Op::Allreduce, 8), Some(1024));
+        assert_eq!(t.segment(SyncMode::Loose, Op::Allreduce, 8), Some(1024));
         assert_eq!(
-            t.lookup(Mode::Loose, Op::Reduce, 1 << 20),
+            t.lookup(SyncMode::Loose, Op::Reduce, 1 << 20),
             Some(Pick::Tree("knomial:1".into()))
         );
         assert!(t.may_use(NonTree::RecursiveDoubling) && !t.may_use(NonTree::Rabenseifner));
@@ -650,7 +650,7 @@ mod tests {
         assert!(t.may_use(NonTree::Dissemination));
         let f = t.for_flat_oversubscribed();
         assert_eq!(
-            f.lookup(Mode::Strict, Op::Barrier, 0),
+            f.lookup(SyncMode::Strict, Op::Barrier, 0),
             Some(Pick::Tree("sequential".into()))
         );
         assert!(!f.may_use(NonTree::Dissemination));

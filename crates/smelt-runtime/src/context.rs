@@ -5,8 +5,8 @@ use crate::group::GroupShared;
 use crate::word::{pack, unpack_at, unpack_into, unpack_one, Word};
 use crate::GroupError;
 use smelt_ids::{CpuId, Rank};
-use smelt_plan::AlgorithmTable;
 use smelt_plan::Op;
+use smelt_plan::{AlgorithmTable, SyncMode};
 use smelt_transport::{Link, QueuePairEnd, TransportError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -146,53 +146,6 @@ fn loan_chunks(len: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)>
     (0..len)
         .step_by(chunk.max(1))
         .map(move |o| (o, (o + chunk.max(1)).min(len)))
-}
-
-/// How a collective synchronizes its members (seed 001, §3).
-///
-/// * **Loose** (the default): members enter and leave a collective freely; a member
-///   leaves as soon as its own part is done, so back-to-back collectives pipeline (the
-///   root may start the next broadcast while the leaves still receive the last one).
-/// * **Strict**: data starts moving only after every member entered, and the collective
-///   ends everywhere before the first member leaves: a barrier before and after it.
-///   What benchmarks that time single collectives measure, and what a program needs
-///   when it reuses buffers that other members may still be reading.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum SyncMode {
-    /// Members enter and leave freely; back-to-back collectives pipeline.
-    #[default]
-    Loose,
-    /// A barrier before and after every collective.
-    Strict,
-}
-
-impl SyncMode {
-    /// `loose` or `strict`.
-    pub fn name(self) -> &'static str {
-        match self {
-            SyncMode::Loose => "loose",
-            SyncMode::Strict => "strict",
-        }
-    }
-}
-
-impl std::fmt::Display for SyncMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for SyncMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<SyncMode, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "loose" => Ok(SyncMode::Loose),
-            "strict" => Ok(SyncMode::Strict),
-            other => Err(format!(
-                "unknown synchronization '{other}' (known: loose, strict)"
-            )),
-        }
-    }
 }
 
 impl<L: Link> Context<L> {
@@ -762,7 +715,7 @@ impl<L: Link> Context<L> {
         let want = self
             .tuned
             .as_ref()
-            .and_then(|t| t.segment(crate::nontree::mode_of(self.sync), op, len as u64));
+            .and_then(|t| t.segment(self.sync, op, len as u64));
         match want {
             Some(w) => {
                 let slot = smelt_transport::PAYLOAD_PER_SLOT;

@@ -45,13 +45,14 @@ mod word;
 pub mod world;
 
 pub use combine::{Elem, ReduceOp};
-pub use context::{Context, SyncMode};
+pub use context::Context;
 pub use error::{panic_message, GroupError};
 pub use group::{
     tree_edges, Group, GroupConfig, LinkEnd, Member, Pinning, Placement, LEND_FROM, LOAN_CHUNK,
     MAX_MESSAGE_BYTES,
 };
 pub use smelt_ids::{CpuId, Pos, Rank};
+pub use smelt_plan::SyncMode;
 // The mesh layer (links, shared-memory jobs, the launcher) lives in smelt-mesh; its
 // modules are the runtime's too, so `smelt_runtime::mesh::Mesh` keeps working.
 pub use smelt_mesh::{launch, mesh, mesh_job, World, WorldError};

@@ -19,7 +19,7 @@ use crate::mesh::{Mesh, MeshBuilder, MeshError};
 use crate::word::{pack, unpack_into, unpack_one, Word};
 use crate::{GroupError, SyncMode};
 use smelt_ids::Rank;
-use smelt_plan::{AlgorithmTable, Mode};
+use smelt_plan::AlgorithmTable;
 use smelt_plan::{NonTree, Op};
 use smelt_transport::{Abort, Link, WaitPolicy};
 use std::collections::BTreeSet;
@@ -41,13 +41,6 @@ pub(crate) struct NonTreeLinks {
     pub(crate) last: Option<(SyncMode, usize, Option<NonTree>)>,
     /// Receive buffer (one chunk).
     pub(crate) buf: Vec<u8>,
-}
-
-pub(crate) fn mode_of(s: SyncMode) -> Mode {
-    match s {
-        SyncMode::Loose => Mode::Loose,
-        SyncMode::Strict => Mode::Strict,
-    }
 }
 
 /// The largest power of two not above `n` (n ≥ 1).
@@ -123,7 +116,7 @@ impl NonTreeLinks {
     /// [`pairs_for`] this member is in) and the table that says when to use them.
     pub(crate) fn new(mesh: Mesh, table: Arc<AlgorithmTable>) -> NonTreeLinks {
         let dissemination = [SyncMode::Loose, SyncMode::Strict]
-            .map(|s| table.non_tree(mode_of(s), Op::Barrier, 0) == Some(NonTree::Dissemination));
+            .map(|s| table.non_tree(s, Op::Barrier, 0) == Some(NonTree::Dissemination));
         let chunk = mesh.max_message_len_all();
         NonTreeLinks {
             mesh,
@@ -175,7 +168,7 @@ impl<L: Link> Context<L> {
         }
         let a = nt
             .table
-            .non_tree(mode_of(sync), Op::Allreduce, bytes as u64)
+            .non_tree(sync, Op::Allreduce, bytes as u64)
             .filter(|a| matches!(a, NonTree::RecursiveDoubling | NonTree::Rabenseifner));
         nt.last = Some((sync, bytes, a));
         a

@@ -110,7 +110,7 @@ impl Topology {
             let (t, _) = crate::tuning::resolve_auto_tree(
                 Op::Broadcast,
                 crate::tuning::LINE_BYTES,
-                crate::tuning::Mode::Loose,
+                crate::tuning::SyncMode::Loose,
                 model,
                 members,
                 root,

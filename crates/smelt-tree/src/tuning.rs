@@ -69,7 +69,7 @@ adaptive,adaptive-sorted,adaptive-shuffled,optimized,dissemination,recursive-dou
 
 /// How the collectives of a tuning are synchronized (loose or strict): it lives in
 /// `smelt-plan` with the runtime's other plain data.
-pub use smelt_plan::Mode;
+pub use smelt_plan::SyncMode;
 
 /// Where a tuning file's times come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,7 +140,7 @@ pub struct TuningFile {
     pub source: Source,
     /// The modes that have rules.
     pub modes: Vec<String>,
-    /// Mode name → [`ModeRules`].
+    /// SyncMode name → [`ModeRules`].
     pub rules: BTreeMap<String, ModeRules>,
 }
 
@@ -275,7 +275,7 @@ impl TuningFile {
         smelt_model::parse_cpu_list(&self.cpus)
             .map_err(|e| format!("bad CPU list '{}': {e}", self.cpus))?;
         for (mode, ops) in &self.rules {
-            mode.parse::<Mode>()?;
+            mode.parse::<SyncMode>()?;
             for (op, groups) in ops {
                 op.parse::<Op>()?;
                 for (g, entries) in groups {
@@ -386,7 +386,7 @@ impl TuningFile {
     }
 
     /// Sets the entry of one cell (replacing one of the same size) and records the mode.
-    pub fn insert(&mut self, mode: Mode, op: Op, group: usize, entry: Entry) {
+    pub fn insert(&mut self, mode: SyncMode, op: Op, group: usize, entry: Entry) {
         if !self.modes.iter().any(|m| m == mode.name()) {
             self.modes.push(mode.name().into());
         }
@@ -404,7 +404,7 @@ impl TuningFile {
     }
 
     /// The entry measured for exactly this cell, if any (for `--resume`).
-    pub fn cell(&self, mode: Mode, op: Op, group: usize, bytes: u64) -> Option<&Entry> {
+    pub fn cell(&self, mode: SyncMode, op: Op, group: usize, bytes: u64) -> Option<&Entry> {
         self.rules
             .get(mode.name())?
             .get(op.name())?
@@ -414,9 +414,9 @@ impl TuningFile {
     }
 
     /// Every cell: (mode, op, group size, entry).
-    pub fn cells(&self) -> impl Iterator<Item = (Mode, Op, usize, &Entry)> {
+    pub fn cells(&self) -> impl Iterator<Item = (SyncMode, Op, usize, &Entry)> {
         self.rules.iter().flat_map(|(m, ops)| {
-            let m: Mode = m.parse().unwrap_or_default();
+            let m: SyncMode = m.parse().unwrap_or_default();
             ops.iter().flat_map(move |(o, groups)| {
                 let o: Op = o.parse().unwrap_or(Op::Broadcast);
                 groups
@@ -430,7 +430,7 @@ impl TuningFile {
     /// `mode`: those of the largest group size not above `group` (the smallest size
     /// when all are larger), so a subgroup (a NUMA node, a package, any subset) uses
     /// the rules of the nearest tuned group at or below its size.
-    pub fn group_entries(&self, mode: Mode, op: Op, group: usize) -> Option<&[Entry]> {
+    pub fn group_entries(&self, mode: SyncMode, op: Op, group: usize) -> Option<&[Entry]> {
         let groups = self.rules.get(mode.name())?.get(rules_op(op).name())?;
         groups
             .range(..=group)
@@ -442,7 +442,7 @@ impl TuningFile {
     /// The choice for `op` over `group` members and `bytes` per member in `mode`
     /// (nearest classes, see the module documentation); `None` when the file has no
     /// rules for that mode and operation.
-    pub fn lookup(&self, mode: Mode, op: Op, group: usize, bytes: u64) -> Option<Choice> {
+    pub fn lookup(&self, mode: SyncMode, op: Op, group: usize, bytes: u64) -> Option<Choice> {
         let entries = self.group_entries(mode, op, group)?;
         let e = &entries[nearest_class(entries.iter().map(|e| e.bytes), bytes)?];
         Some(Choice {
@@ -468,7 +468,7 @@ pub struct OverrideRule {
     /// Largest message size included.
     pub max: u64,
     /// The mode, or `None` for both.
-    pub mode: Option<Mode>,
+    pub mode: Option<SyncMode>,
     /// What to use.
     pub choice: Choice,
 }
@@ -516,13 +516,13 @@ impl Overrides {
 
     /// The first rule matching the operation (`ab` matches broadcast rules too),
     /// size and mode.
-    pub fn find(&self, mode: Mode, op: Op, bytes: u64) -> Option<Choice> {
+    pub fn find(&self, mode: SyncMode, op: Op, bytes: u64) -> Option<Choice> {
         first_match(&self.rules, mode, op, bytes)
     }
 }
 
 /// The choice of the first rule of `rules` that matches (the one rule of `SMELT_TUNE`).
-fn first_match(rules: &[OverrideRule], mode: Mode, op: Op, bytes: u64) -> Option<Choice> {
+fn first_match(rules: &[OverrideRule], mode: SyncMode, op: Op, bytes: u64) -> Option<Choice> {
     rules
         .iter()
         .find(|r| {
@@ -647,13 +647,15 @@ pub fn predicted_time(
     root: usize,
     children: &[Vec<usize>],
     op: Op,
-    mode: Mode,
+    mode: SyncMode,
     pl: Payload,
 ) -> f64 {
     let t = sim::simulate(c, root, children, op, pl);
     match mode {
-        Mode::Loose => t,
-        Mode::Strict => t + 2.0 * sim::simulate(c, root, children, Op::Barrier, Payload::default()),
+        SyncMode::Loose => t,
+        SyncMode::Strict => {
+            t + 2.0 * sim::simulate(c, root, children, Op::Barrier, Payload::default())
+        }
     }
 }
 
@@ -706,11 +708,11 @@ fn distinct_trees_cached(
 /// Predicted time of a non-tree algorithm over every member of `c` in `mode`
 /// ([`sim::simulate_non_tree`]); strict adds two dissemination barriers (the fences
 /// around it; a constant for every non-tree candidate of a cell).
-pub fn predicted_non_tree_time(c: &Costs, a: NonTree, mode: Mode, pl: Payload) -> f64 {
+pub fn predicted_non_tree_time(c: &Costs, a: NonTree, mode: SyncMode, pl: Payload) -> f64 {
     let t = sim::simulate_non_tree(c, a, pl.scale());
     match mode {
-        Mode::Loose => t,
-        Mode::Strict => t + 2.0 * sim::simulate_non_tree(c, NonTree::Dissemination, 1.0),
+        SyncMode::Loose => t,
+        SyncMode::Strict => t + 2.0 * sim::simulate_non_tree(c, NonTree::Dissemination, 1.0),
     }
 }
 
@@ -722,7 +724,7 @@ pub fn predict_best(
     root: usize,
     candidates: &[Algorithm],
     op: Op,
-    mode: Mode,
+    mode: SyncMode,
     bytes: u64,
 ) -> Result<(Algorithm, f64, BTreeMap<String, f64>), String> {
     let pl = payload_for(bytes);
@@ -783,7 +785,7 @@ pub fn tune_predicted(
     groups: &[Vec<usize>],
     ops: &[Op],
     sizes: &[u64],
-    modes: &[Mode],
+    modes: &[SyncMode],
     candidates: &[Algorithm],
 ) -> Result<TuningFile, String> {
     let mut cpus = model.cpus.clone();
@@ -925,7 +927,7 @@ pub fn host_file_of(
 pub fn resolve_auto(
     op: Op,
     bytes: u64,
-    mode: Mode,
+    mode: SyncMode,
     model: &Model,
     members: &[usize],
     root: Option<usize>,
@@ -979,7 +981,7 @@ pub fn auto_table(
     let mut origin = Origin::Predicted;
     match host_file(model) {
         Ok(Some((path, f))) => {
-            for mode in Mode::ALL {
+            for mode in SyncMode::ALL {
                 for op in AlgorithmTable::OPS {
                     if let Some(es) = f.group_entries(mode, op, members.len()) {
                         let v: Vec<(u64, Pick)> = es
@@ -1009,7 +1011,7 @@ pub fn auto_table(
     // are built once for both modes (`optimized` is a local search).
     let mut costs = None;
     for op in AlgorithmTable::OPS {
-        let missing: Vec<Mode> = Mode::ALL
+        let missing: Vec<SyncMode> = SyncMode::ALL
             .into_iter()
             .filter(|m| !classes.contains_key(&(*m, op)))
             .collect();
@@ -1060,7 +1062,7 @@ pub fn auto_table(
                     .min_by(|x, y| x.1.total_cmp(&y.1))
                     .map(|(t, _)| Algorithm::Tree(t))
             };
-            if op == Op::Allreduce && members.len() == 2 && mode == Mode::Loose {
+            if op == Op::Allreduce && members.len() == 2 && mode == SyncMode::Loose {
                 // Two members, loose: the tree from PAIR_TREE's class, Rabenseifner from
                 // PAIR_HALVES's (so above 32 KiB). Each member combines half the
                 // vector, both at once, where the tree's root combines all of it while
@@ -1094,7 +1096,7 @@ pub fn auto_table(
 pub fn predict_auto(
     op: Op,
     bytes: u64,
-    mode: Mode,
+    mode: SyncMode,
     model: &Model,
     members: &[usize],
     root: Option<usize>,
@@ -1123,7 +1125,7 @@ fn root_position(c: &Costs, members: &[usize], root: Option<usize>) -> Result<us
 pub fn resolve_auto_tree(
     op: Op,
     bytes: u64,
-    mode: Mode,
+    mode: SyncMode,
     model: &Model,
     members: &[usize],
     root: Option<usize>,
@@ -1147,7 +1149,7 @@ pub fn resolve_auto_tree(
 pub(crate) fn auto_children(c: &Costs, root: usize) -> Vec<Vec<usize>> {
     let cands = parse_candidates(DEFAULT_CANDIDATES).expect("the default candidates parse");
     // Every tree runs a broadcast, so the best one is a tree.
-    let t = predict_best(c, root, &cands, Op::Broadcast, Mode::Loose, LINE_BYTES)
+    let t = predict_best(c, root, &cands, Op::Broadcast, SyncMode::Loose, LINE_BYTES)
         .ok()
         .and_then(|(a, _, _)| a.tree())
         .unwrap_or(Topology::AdaptiveShuffled);
@@ -1165,14 +1167,14 @@ mod tests {
         let rules = "barrier@strict=dissemination;allreduce:0-4k=rd,segment=1k;*:64k-=chain";
         let t = table_from_rules(rules).unwrap();
         assert_eq!(
-            t.lookup(Mode::Loose, Op::Reduce, 1 << 20),
+            t.lookup(SyncMode::Loose, Op::Reduce, 1 << 20),
             Some(Pick::Tree("knomial:1".into()))
         );
         assert_eq!(
-            t.non_tree(Mode::Strict, Op::Barrier, 0),
+            t.non_tree(SyncMode::Strict, Op::Barrier, 0),
             Some(NonTree::Dissemination)
         );
-        assert_eq!(t.segment(Mode::Loose, Op::Allreduce, 8), Some(1024));
+        assert_eq!(t.segment(SyncMode::Loose, Op::Allreduce, 8), Some(1024));
         assert!(AlgorithmTable::parse("reduce=gossip").is_ok());
         let e = table_from_rules("reduce=gossip").unwrap_err();
         assert!(e.contains("unknown algorithm 'gossip'"), "{e}");
@@ -1186,7 +1188,7 @@ mod tests {
             AlgorithmTable::fixed(Op::Barrier, Algorithm::NonTree(NonTree::Dissemination)).unwrap();
         assert!(t.may_use(NonTree::Dissemination));
         let f = t.for_flat_oversubscribed();
-        for mode in Mode::ALL {
+        for mode in SyncMode::ALL {
             assert_eq!(f.non_tree(mode, Op::Barrier, 0), None);
             assert_eq!(
                 f.lookup(mode, Op::Barrier, 0),
@@ -1199,11 +1201,11 @@ mod tests {
             .unwrap()
             .for_flat_oversubscribed();
         assert_eq!(
-            r.non_tree(Mode::Loose, Op::Barrier, 0),
+            r.non_tree(SyncMode::Loose, Op::Barrier, 0),
             Some(NonTree::Dissemination)
         );
         assert_eq!(
-            r.non_tree(Mode::Loose, Op::Allreduce, 8),
+            r.non_tree(SyncMode::Loose, Op::Allreduce, 8),
             Some(NonTree::RecursiveDoubling)
         );
     }
@@ -1223,7 +1225,7 @@ mod tests {
             &groups,
             &Op::RUN,
             &powers_of_two(8, 4096),
-            &Mode::ALL,
+            &SyncMode::ALL,
             &parse_candidates(DEFAULT_CANDIDATES).unwrap(),
         )
         .unwrap()
@@ -1298,12 +1300,12 @@ mod tests {
             median_ns: 1.0,
             candidates: BTreeMap::new(),
         };
-        f.insert(Mode::Loose, Op::Reduce, 4, e(8, "binary"));
-        f.insert(Mode::Loose, Op::Reduce, 4, e(1024, "knomial:1"));
-        f.insert(Mode::Loose, Op::Reduce, 16, e(8, "sequential"));
-        f.insert(Mode::Loose, Op::Broadcast, 4, e(8, "mst"));
+        f.insert(SyncMode::Loose, Op::Reduce, 4, e(8, "binary"));
+        f.insert(SyncMode::Loose, Op::Reduce, 4, e(1024, "knomial:1"));
+        f.insert(SyncMode::Loose, Op::Reduce, 16, e(8, "sequential"));
+        f.insert(SyncMode::Loose, Op::Broadcast, 4, e(8, "mst"));
         let t = |g, b| {
-            f.lookup(Mode::Loose, Op::Reduce, g, b)
+            f.lookup(SyncMode::Loose, Op::Reduce, g, b)
                 .unwrap()
                 .tree()
                 .unwrap()
@@ -1316,13 +1318,13 @@ mod tests {
         assert_eq!(t(2, 8), Topology::Binary); // none below: the smallest
         assert_eq!(t(100, 8), Topology::Sequential);
         assert_eq!(
-            f.lookup(Mode::Loose, Op::AtomicBroadcast, 4, 8)
+            f.lookup(SyncMode::Loose, Op::AtomicBroadcast, 4, 8)
                 .unwrap()
                 .tree(),
             Some(Topology::Mst)
         );
-        assert!(f.lookup(Mode::Strict, Op::Reduce, 4, 8).is_none());
-        assert!(f.lookup(Mode::Loose, Op::Gather, 4, 8).is_none());
+        assert!(f.lookup(SyncMode::Strict, Op::Reduce, 4, 8).is_none());
+        assert!(f.lookup(SyncMode::Loose, Op::Gather, 4, 8).is_none());
     }
 
     #[test]
@@ -1334,23 +1336,23 @@ mod tests {
         assert_eq!(o.rules.len(), 4);
         let f = |m, op, b| o.find(m, op, b).map(|c| c.to_string());
         assert_eq!(
-            f(Mode::Loose, Op::Reduce, 1024).as_deref(),
+            f(SyncMode::Loose, Op::Reduce, 1024).as_deref(),
             Some("knomial:4")
         );
-        assert_eq!(f(Mode::Loose, Op::Reduce, 1025), None);
+        assert_eq!(f(SyncMode::Loose, Op::Reduce, 1025), None);
         assert_eq!(
-            f(Mode::Loose, Op::Reduce, 65536).as_deref(),
+            f(SyncMode::Loose, Op::Reduce, 65536).as_deref(),
             Some("knomial:1,segment=768")
         );
         assert_eq!(
-            f(Mode::Strict, Op::AtomicBroadcast, 9).as_deref(),
+            f(SyncMode::Strict, Op::AtomicBroadcast, 9).as_deref(),
             Some("binary")
         );
         assert_eq!(
-            f(Mode::Strict, Op::Barrier, 0).as_deref(),
+            f(SyncMode::Strict, Op::Barrier, 0).as_deref(),
             Some("sequential")
         );
-        assert_eq!(f(Mode::Loose, Op::Barrier, 0), None);
+        assert_eq!(f(SyncMode::Loose, Op::Barrier, 0), None);
         assert_eq!(Overrides::parse(" ; ").unwrap().rules.len(), 0);
         for (bad, says) in [
             ("reduce", "SELECTOR=ALGO"),
@@ -1402,7 +1404,7 @@ mod tests {
             );
         }
         let all: Vec<usize> = (0..m.len()).collect();
-        let t = predict_auto(Op::Reduce, 8, Mode::Loose, &m, &all, None).unwrap();
+        let t = predict_auto(Op::Reduce, 8, SyncMode::Loose, &m, &all, None).unwrap();
         assert!(!matches!(t, Algorithm::Tree(Topology::Auto)));
     }
 
@@ -1450,14 +1452,14 @@ mod tests {
             &groups,
             &[Op::Barrier, Op::Allreduce],
             &[8],
-            &[Mode::Loose],
+            &[SyncMode::Loose],
             &parse_candidates("binary,knomial:1,dissemination,recursive-doubling").unwrap(),
         )
         .unwrap();
         let keys: Vec<usize> = f.rules["loose"]["barrier"].keys().copied().collect();
         assert_eq!(keys, [2, 4, 8]);
         for (n, want) in [(2, 2), (3, 2), (4, 4), (5, 4), (8, 8), (64, 8)] {
-            let e = f.group_entries(Mode::Loose, Op::Allreduce, n).unwrap();
+            let e = f.group_entries(SyncMode::Loose, Op::Allreduce, n).unwrap();
             let same = &f.rules["loose"]["allreduce"][&want];
             assert_eq!(e, &same[..], "group of {n} uses the rules of {want}");
         }
@@ -1476,7 +1478,7 @@ mod tests {
         let members: Vec<usize> = (0..8).collect();
         let (t, _) = auto_table(&m, &members).unwrap();
         let mut checked = 0;
-        for mode in Mode::ALL {
+        for mode in SyncMode::ALL {
             if matches!(t.lookup(mode, Op::Allreduce, 8), Some(Pick::NonTree(_))) {
                 for bytes in [4096, LARGE_VECTOR, 16 << 20] {
                     assert!(
@@ -1504,7 +1506,7 @@ mod tests {
         let m = model();
         let rab = Some(Pick::NonTree(NonTree::Rabenseifner));
         let (t, _) = auto_table(&m, &[0, 5]).unwrap();
-        let loose = |bytes| t.lookup(Mode::Loose, Op::Allreduce, bytes);
+        let loose = |bytes| t.lookup(SyncMode::Loose, Op::Allreduce, bytes);
         for bytes in [8, 200, 4096, 32 << 10] {
             assert_ne!(loose(bytes), rab, "{bytes} B");
         }
@@ -1514,9 +1516,9 @@ mod tests {
         for bytes in [(32 << 10) + 1, LARGE_VECTOR, PAIR_HALVES, 16 << 20, 1 << 30] {
             assert_eq!(loose(bytes), rab, "{bytes} B");
         }
-        assert_ne!(t.lookup(Mode::Strict, Op::Allreduce, 16 << 20), rab);
+        assert_ne!(t.lookup(SyncMode::Strict, Op::Allreduce, 16 << 20), rab);
         let (t, _) = auto_table(&m, &[0, 1, 2, 5]).unwrap();
-        for mode in Mode::ALL {
+        for mode in SyncMode::ALL {
             for bytes in [8, PAIR_HALVES, 16 << 20] {
                 assert_ne!(
                     t.lookup(mode, Op::Allreduce, bytes),
@@ -1535,7 +1537,7 @@ mod tests {
         let m = model();
         for members in [(0..8).collect::<Vec<usize>>(), vec![0, 1, 2, 5, 6]] {
             let (t, _) = auto_table(&m, &members).unwrap();
-            for mode in Mode::ALL {
+            for mode in SyncMode::ALL {
                 for op in AlgorithmTable::OPS {
                     let bytes = if op.carries_data() { 8 } else { 0 };
                     let want = predict_auto(op, bytes, mode, &m, &members, None).unwrap();

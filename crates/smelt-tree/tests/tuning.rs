@@ -7,7 +7,7 @@
 
 use smelt_model::import::{import, ImportOptions};
 use smelt_model::Model;
-use smelt_tree::tuning::{self, Entry, Mode, Origin, Source, TuningFile};
+use smelt_tree::tuning::{self, Entry, Origin, Source, SyncMode, TuningFile};
 use smelt_tree::{Algorithm, Costs, NonTree, Op, Topology};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -35,7 +35,7 @@ fn auto_uses_override_then_file_then_prediction() {
     std::env::remove_var(tuning::TUNE_ENV);
     let m = model();
     let all: Vec<usize> = (0..m.len()).collect();
-    let resolve = || tuning::resolve_auto(Op::Reduce, 64, Mode::Loose, &m, &all, None);
+    let resolve = || tuning::resolve_auto(Op::Reduce, 64, SyncMode::Loose, &m, &all, None);
 
     // No file: the prediction, which is the simulator's best candidate.
     let r = resolve().unwrap();
@@ -44,7 +44,7 @@ fn auto_uses_override_then_file_then_prediction() {
     let predicted = r.choice.algorithm;
     assert_eq!(
         predicted,
-        tuning::predict_auto(Op::Reduce, 64, Mode::Loose, &m, &all, None).unwrap()
+        tuning::predict_auto(Op::Reduce, 64, SyncMode::Loose, &m, &all, None).unwrap()
     );
 
     // A valid file for this host: its choice (a tree the simulator would not pick).
@@ -56,7 +56,7 @@ fn auto_uses_override_then_file_then_prediction() {
         "fibonacci"
     };
     let mut f = TuningFile::new("tunehost", "", &m.cpus, Source::Measured);
-    f.insert(Mode::Loose, Op::Reduce, 8, entry(64, pick));
+    f.insert(SyncMode::Loose, Op::Reduce, 8, entry(64, pick));
     f.save(&path).unwrap();
     let r = resolve().unwrap();
     assert_eq!(r.origin, Origin::File(path.clone()));
@@ -66,7 +66,7 @@ fn auto_uses_override_then_file_then_prediction() {
     let t = Topology::Auto.generate(&m, &all, None).unwrap();
     assert_eq!(t.len(), 8);
     // An operation without rules in the file: the prediction, no warning.
-    let r = tuning::resolve_auto(Op::Gather, 64, Mode::Loose, &m, &all, None).unwrap();
+    let r = tuning::resolve_auto(Op::Gather, 64, SyncMode::Loose, &m, &all, None).unwrap();
     assert_eq!(r.origin, Origin::Predicted);
     assert!(r.warning.is_none());
 
@@ -104,7 +104,7 @@ fn auto_uses_override_then_file_then_prediction() {
     assert_eq!(r.origin, Origin::Override);
     assert_eq!(r.choice.to_string(), "knomial:3,segment=480");
     // No matching rule: the file.
-    let r = tuning::resolve_auto(Op::Reduce, 4096, Mode::Loose, &m, &all, None).unwrap();
+    let r = tuning::resolve_auto(Op::Reduce, 4096, SyncMode::Loose, &m, &all, None).unwrap();
     assert_eq!(r.origin, Origin::File(path.clone()));
     std::env::set_var(tuning::TUNE_ENV, "reduce=knomial");
     let e = resolve().unwrap_err();
@@ -115,29 +115,30 @@ fn auto_uses_override_then_file_then_prediction() {
     // (tuning::auto_table) picks them per size, and a subgroup of 4 members uses
     // the rules of the group of 4 (a node), the whole machine those of 8.
     let mut f = f.clone();
-    f.insert(Mode::Loose, Op::Barrier, 8, entry(0, "dissemination"));
+    f.insert(SyncMode::Loose, Op::Barrier, 8, entry(0, "dissemination"));
     f.insert(
-        Mode::Loose,
+        SyncMode::Loose,
         Op::Allreduce,
         8,
         entry(8, "recursive-doubling"),
     );
-    f.insert(Mode::Loose, Op::Allreduce, 8, entry(4096, "binary"));
-    f.insert(Mode::Loose, Op::Barrier, 4, entry(0, "knomial:2"));
-    f.insert(Mode::Loose, Op::Allreduce, 4, entry(8, "binary"));
+    f.insert(SyncMode::Loose, Op::Allreduce, 8, entry(4096, "binary"));
+    f.insert(SyncMode::Loose, Op::Barrier, 4, entry(0, "knomial:2"));
+    f.insert(SyncMode::Loose, Op::Allreduce, 4, entry(8, "binary"));
     f.save(&path).unwrap();
-    let r = tuning::resolve_auto(Op::Barrier, 0, Mode::Loose, &m, &all, None).unwrap();
+    let r = tuning::resolve_auto(Op::Barrier, 0, SyncMode::Loose, &m, &all, None).unwrap();
     assert_eq!(
         r.choice.algorithm,
         Algorithm::NonTree(NonTree::Dissemination)
     );
     // The tree such a group runs its other collectives on is a tree all the same.
-    let (t, _) = tuning::resolve_auto_tree(Op::Barrier, 0, Mode::Loose, &m, &all, None).unwrap();
+    let (t, _) =
+        tuning::resolve_auto_tree(Op::Barrier, 0, SyncMode::Loose, &m, &all, None).unwrap();
     assert_ne!(t, Topology::Auto);
     let (table, warning) = tuning::auto_table(&m, &all).unwrap();
     assert!(warning.is_none());
     assert_eq!(table.origin(), Some(&Origin::File(path.clone())));
-    let nt = |t: &tuning::AlgorithmTable, op, b| t.non_tree(Mode::Loose, op, b);
+    let nt = |t: &tuning::AlgorithmTable, op, b| t.non_tree(SyncMode::Loose, op, b);
     assert_eq!(nt(&table, Op::Barrier, 0), Some(NonTree::Dissemination));
     assert_eq!(
         nt(&table, Op::Allreduce, 8),
@@ -153,13 +154,16 @@ fn auto_uses_override_then_file_then_prediction() {
     let mut g = f.clone();
     let mut big = entry(1 << 20, "binary");
     big.segment = Some(2400);
-    g.insert(Mode::Loose, Op::Broadcast, 8, big);
+    g.insert(SyncMode::Loose, Op::Broadcast, 8, big);
     g.save(&path).unwrap();
     let (seg, _) = tuning::auto_table(&m, &all).unwrap();
     assert!(seg.tunes_segments());
-    assert_eq!(seg.segment(Mode::Loose, Op::Broadcast, 3 << 20), Some(2400));
-    assert_eq!(seg.segment(Mode::Loose, Op::Allreduce, 8), Some(768));
-    assert_eq!(seg.segment(Mode::Strict, Op::Allreduce, 8), None);
+    assert_eq!(
+        seg.segment(SyncMode::Loose, Op::Broadcast, 3 << 20),
+        Some(2400)
+    );
+    assert_eq!(seg.segment(SyncMode::Loose, Op::Allreduce, 8), Some(768));
+    assert_eq!(seg.segment(SyncMode::Strict, Op::Allreduce, 8), None);
     // The table crosses to a process job's members as JSON and answers alike there.
     std::env::set_var(
         tuning::TUNE_ENV,
@@ -168,7 +172,7 @@ fn auto_uses_override_then_file_then_prediction() {
     let (seg, _) = tuning::auto_table(&m, &all).unwrap();
     std::env::remove_var(tuning::TUNE_ENV);
     let back = tuning::AlgorithmTable::from_json(&seg.to_json()).unwrap();
-    for mode in Mode::ALL {
+    for mode in SyncMode::ALL {
         for op in [Op::Barrier, Op::Allreduce, Op::Broadcast, Op::Reduce] {
             for b in [0, 8, 64, 181, 182, 4096, 3 << 20] {
                 assert_eq!(
@@ -193,7 +197,7 @@ fn auto_uses_override_then_file_then_prediction() {
     let six: Vec<usize> = (0..6).collect(); // no rules for 6: those of 4
     let (sub, _) = tuning::auto_table(&m, &six).unwrap();
     assert_eq!(
-        sub.lookup(Mode::Loose, Op::Barrier, 0),
+        sub.lookup(SyncMode::Loose, Op::Barrier, 0),
         Some(Algorithm::Tree(Topology::Knomial(2)).into())
     );
     // SMELT_TUNE wins here too.
@@ -208,7 +212,7 @@ fn auto_uses_override_then_file_then_prediction() {
     std::env::remove_var(tuning::TUNE_ENV);
     // A file naming a non-tree algorithm for an operation it does not run is refused.
     let mut bad = f.clone();
-    bad.insert(Mode::Loose, Op::Reduce, 8, entry(8, "dissemination"));
+    bad.insert(SyncMode::Loose, Op::Reduce, 8, entry(8, "dissemination"));
     let e = TuningFile::from_json(&bad.to_json_string()).unwrap_err();
     assert!(e.contains("dissemination") && e.contains("barrier"), "{e}");
 }
@@ -252,8 +256,15 @@ fn predicted_files_never_pick_slower_than_the_best_static_tree() {
             .into_iter()
             .map(|g| g.1)
             .collect();
-        let f = tuning::tune_predicted(&m, &groups, &Op::RUN, &[8, 4096], &[Mode::Loose], &cands)
-            .unwrap();
+        let f = tuning::tune_predicted(
+            &m,
+            &groups,
+            &Op::RUN,
+            &[8, 4096],
+            &[SyncMode::Loose],
+            &cands,
+        )
+        .unwrap();
         let f = TuningFile::from_json(&f.to_json_string()).unwrap();
         f.check_machine(&m).unwrap();
         let mut cells = 0;
@@ -277,7 +288,7 @@ fn predicted_files_never_pick_slower_than_the_best_static_tree() {
         let c = Costs::new(&m, &all).unwrap();
         let root = c.default_root();
         let (auto, t_auto, _) =
-            tuning::predict_best(&c, root, &cands, Op::Barrier, Mode::Loose, 0).unwrap();
+            tuning::predict_best(&c, root, &cands, Op::Barrier, SyncMode::Loose, 0).unwrap();
         let pl = tuning::payload_for(0);
         // The time predict_best reports is the algorithm's own.
         let own = match auto {
@@ -286,13 +297,13 @@ fn predicted_files_never_pick_slower_than_the_best_static_tree() {
                 root,
                 &t.children(&c, root),
                 Op::Barrier,
-                Mode::Loose,
+                SyncMode::Loose,
                 pl,
             ),
-            Algorithm::NonTree(a) => tuning::predicted_non_tree_time(&c, a, Mode::Loose, pl),
+            Algorithm::NonTree(a) => tuning::predicted_non_tree_time(&c, a, SyncMode::Loose, pl),
         };
         assert_eq!(own, t_auto);
-        let d = tuning::predicted_non_tree_time(&c, NonTree::Dissemination, Mode::Loose, pl);
+        let d = tuning::predicted_non_tree_time(&c, NonTree::Dissemination, SyncMode::Loose, pl);
         assert!(
             t_auto <= d,
             "{}: barrier auto {t_auto} > dissemination {d}",
@@ -308,7 +319,7 @@ fn predicted_files_never_pick_slower_than_the_best_static_tree() {
                 root,
                 &t.children(&c, root),
                 Op::Barrier,
-                Mode::Loose,
+                SyncMode::Loose,
                 pl,
             );
             assert!(

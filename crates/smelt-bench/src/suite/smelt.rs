@@ -8,7 +8,7 @@ use smelt_probe::figure::{Metric, PeerResult};
 use smelt_runtime::measure::{self, MeasureConfig};
 use smelt_runtime::{GroupConfig, Pinning};
 use smelt_tree::stats::Summary;
-use smelt_tree::tuning::{resolve_auto_tree, AlgorithmTable, Mode};
+use smelt_tree::tuning::{resolve_auto_tree, AlgorithmTable, SyncMode};
 use smelt_tree::{NonTree, Op, Payload, Prediction, Topology, Tree};
 use std::sync::Arc;
 use std::time::Duration;
@@ -253,7 +253,7 @@ impl Smelt<'_> {
         let pos: Vec<usize> = (0..members).collect();
         let rop = runtime_op(op).unwrap_or(Op::Broadcast);
         let bytes = if rop.carries_data() { 8 } else { 0 };
-        let (topo, resolved) = resolve_auto_tree(rop, bytes, Mode::Loose, model, &pos, None)?;
+        let (topo, resolved) = resolve_auto_tree(rop, bytes, SyncMode::Loose, model, &pos, None)?;
         let tree = topo
             .generate(model, &pos, None)
             .map_err(|e| e.to_string())?;
@@ -269,7 +269,7 @@ impl Smelt<'_> {
             // tree unless SMELT_TUNE says otherwise (what the runtime does too).
             table = table.for_flat_oversubscribed();
             if rop == Op::Barrier {
-                if let Some(a) = table.lookup(Mode::Loose, Op::Barrier, 0) {
+                if let Some(a) = table.lookup(SyncMode::Loose, Op::Barrier, 0) {
                     if a.to_string() != pick.algorithm {
                         pick.algorithm = a.to_string();
                         pick.origin = "the flat tree: more members than CPUs".into();

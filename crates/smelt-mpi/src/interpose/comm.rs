@@ -438,9 +438,9 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
             stats::note(format!("tree model on rank 0's node: {m}"));
         }
         if let Some(t) = &h.algorithms {
-            use smelt_tree::{tuning::Mode, Op};
+            use smelt_tree::{tuning::SyncMode, Op};
             let say = |op, bytes| {
-                t.lookup(Mode::Loose, op, bytes)
+                t.lookup(SyncMode::Loose, op, bytes)
                     .map_or("the tree".to_string(), |a| a.to_string())
             };
             stats::note(format!(

@@ -200,14 +200,14 @@ pub fn auto_algorithms(
 /// said under `SMELT_MPI_VERBOSE=1` when one was refused or has no broadcast rules.
 /// Returns the tree and where it came from, for the summary.
 pub fn auto_tree(n: usize, model: Option<&Model>, verbose: bool) -> (smelt_tree::Topology, String) {
-    use smelt_tree::tuning::{self, Mode};
+    use smelt_tree::tuning::{self, SyncMode};
     let default = smelt_tree::Topology::AdaptiveSorted;
     let host = smelt_model::host::host_name();
     match tuning::host_file_of(&host, model) {
         Ok(Some((path, f))) => {
             let choice = f
                 .lookup(
-                    Mode::Loose,
+                    SyncMode::Loose,
                     smelt_tree::Op::Broadcast,
                     n,
                     tuning::LINE_BYTES,
