@@ -13,7 +13,7 @@ use crate::{
     err, guard, id, out, slice, smelt_status, Error, Res, SMELT_ERR_INVALID_ARGUMENT,
     SMELT_ERR_RUNTIME, SMELT_ERR_TIMEOUT,
 };
-use ::smelt_offload::{Config, Mode, Offload, OffloadError};
+use ::smelt_offload::{Config, Offload, OffloadError, OffloadMode};
 use smelt_am::AmError;
 use std::ffi::c_int;
 use std::sync::{Arc, RwLock};
@@ -107,9 +107,9 @@ pub extern "C" fn smelt_offload_start(
             return err(SMELT_ERR_INVALID_ARGUMENT, "pool is NULL");
         }
         let mode = match mode {
-            SMELT_OFFLOAD_DIRECT => Mode::Direct,
-            SMELT_OFFLOAD_STATIC => Mode::Static,
-            SMELT_OFFLOAD_DYNAMIC => Mode::Dynamic,
+            SMELT_OFFLOAD_DIRECT => OffloadMode::Direct,
+            SMELT_OFFLOAD_STATIC => OffloadMode::Static,
+            SMELT_OFFLOAD_DYNAMIC => OffloadMode::Dynamic,
             m => {
                 return err(
                     SMELT_ERR_INVALID_ARGUMENT,

@@ -5,7 +5,7 @@
 //!
 //! An [`Offload`] pool owns a set of **lanes**; a lane is one active-message
 //! [`Endpoint`] (the slides' "QP & CQ"), one [`SleepQueue`] of commands and, unless the
-//! mode is [`Mode::Direct`], one communication thread. Any number of application threads
+//! mode is [`OffloadMode::Direct`], one communication thread. Any number of application threads
 //! push [commands](Offload::request) into a lane's queue (many producers, no lock). The
 //! lane's thread alternates:
 //!
@@ -15,14 +15,14 @@
 //!   requests, which also progresses the network channel) and signals
 //!   [`Ticket`]s whose requests were all answered.
 //!
-//! **Modes.** [`Mode::Static`]: the threads always run, spinning and yielding when idle
+//! **Modes.** [`OffloadMode::Static`]: the threads always run, spinning and yielding when idle
 //! (and napping [`Config::static_nap`] when idle for long, so that 16 threads on 2 CPUs
-//! still progress). [`Mode::Dynamic`]: a thread whose lane is idle (nothing queued,
+//! still progress). [`OffloadMode::Dynamic`]: a thread whose lane is idle (nothing queued,
 //! nothing unanswered) stops: it announces its sleep in its queue's counter and sleeps
 //! in the kernel; the next command's producer sees the sleeping bit and wakes it (the
 //! only system call, off the fast path: see [`SleepQueue`] for the protocol). A sleeping
 //! lane still answers requests that arrive through its endpoint, within
-//! [`Config::max_sleep`]. [`Mode::Direct`]: no thread; the calling application thread
+//! [`Config::max_sleep`]. [`OffloadMode::Direct`]: no thread; the calling application thread
 //! runs each command on the endpoint itself (behind a mutex), for comparison.
 //!
 //! **Placement.** [`Config::cpus`] pins each lane's thread; [`default_cpus`] places them
@@ -39,7 +39,7 @@
 //!
 //! ```
 //! use smelt_am::{threads, Config as AmConfig};
-//! use smelt_offload::{Config, Mode, Offload};
+//! use smelt_offload::{Config, OffloadMode, Offload};
 //! use std::time::Duration;
 //! const ADD: u8 = 1;
 //! const SUM: u8 = 2;
@@ -49,7 +49,7 @@
 //! server.register(ADD, |_, ctx, m| ctx.reply(SUM, &[m.args[0] + m.args[1]]).unwrap()).unwrap();
 //! client.register(SUM, |sum: &mut u64, _, m| *sum += m.args[0]).unwrap();
 //! let srv = std::thread::spawn(move || server.run_until(Duration::from_secs(5), |_| false).ok());
-//! let pool = Offload::start(vec![client], Config::new(Mode::Dynamic)).unwrap();
+//! let pool = Offload::start(vec![client], Config::new(OffloadMode::Dynamic)).unwrap();
 //! std::thread::scope(|s| {
 //!     for i in 0..4 {
 //!         let pool = &pool;
@@ -79,7 +79,7 @@ pub use place::{default_cpus, default_lanes};
 
 /// How communication is driven.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub enum OffloadMode {
     /// No communication thread: the application thread runs each command itself.
     Direct,
     /// A communication thread per lane, always running (spin, yield, short naps).
@@ -89,13 +89,13 @@ pub enum Mode {
     Dynamic,
 }
 
-impl Mode {
+impl OffloadMode {
     /// The mode's name: `direct`, `static`, `dynamic`.
     pub fn name(self) -> &'static str {
         match self {
-            Mode::Direct => "direct",
-            Mode::Static => "static",
-            Mode::Dynamic => "dynamic",
+            OffloadMode::Direct => "direct",
+            OffloadMode::Static => "static",
+            OffloadMode::Dynamic => "dynamic",
         }
     }
 }
@@ -104,7 +104,7 @@ impl Mode {
 #[derive(Debug, Clone)]
 pub struct Config {
     /// How communication is driven.
-    pub mode: Mode,
+    pub mode: OffloadMode,
     /// OS CPU of each lane's thread (empty: not pinned). See [`default_cpus`].
     pub cpus: Vec<u32>,
     /// Commands each lane's queue holds (default 1024); a producer that finds it full
@@ -127,7 +127,7 @@ pub struct Config {
 
 impl Config {
     /// Defaults for `mode`: no pinning (see [`default_cpus`]), 1024 commands per queue.
-    pub fn new(mode: Mode) -> Config {
+    pub fn new(mode: OffloadMode) -> Config {
         Config {
             mode,
             cpus: Vec::new(),
@@ -158,7 +158,7 @@ impl Config {
             return bad("a zero max_sleep or timeout".into());
         }
         if !self.cpus.is_empty() {
-            if self.mode == Mode::Direct {
+            if self.mode == OffloadMode::Direct {
                 return bad("CPUs for communication threads in direct mode (it has none)".into());
             }
             if self.cpus.len() != lanes {
@@ -310,7 +310,7 @@ impl Ticket {
 }
 
 /// A closure run on a lane's endpoint by its communication thread.
-pub type Job<S, L> = Box<dyn FnOnce(&mut Endpoint<S, L>) -> Result<(), AmError> + Send>;
+pub type LaneFn<S, L> = Box<dyn FnOnce(&mut Endpoint<S, L>) -> Result<(), AmError> + Send>;
 
 enum Cmd<S, L: Link> {
     Request {
@@ -320,7 +320,7 @@ enum Cmd<S, L: Link> {
         args: [u64; MAX_ARGS],
         ticket: Option<Arc<Signal>>,
     },
-    Run(Job<S, L>),
+    Run(LaneFn<S, L>),
     Flush(Arc<Signal>),
 }
 
@@ -435,7 +435,7 @@ impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
     /// thread per lane, pinned to `cfg.cpus` if given).
     pub fn start(endpoints: Vec<Endpoint<S, L>>, cfg: Config) -> Result<Self, OffloadError> {
         cfg.validate(endpoints.len())?;
-        let direct = cfg.mode == Mode::Direct;
+        let direct = cfg.mode == OffloadMode::Direct;
         let mut eps = Vec::new();
         let mut lanes = Vec::new();
         for ep in endpoints {
@@ -495,7 +495,7 @@ impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
     }
 
     /// The pool's mode.
-    pub fn mode(&self) -> Mode {
+    pub fn mode(&self) -> OffloadMode {
         self.shared.cfg.mode
     }
 
@@ -910,7 +910,7 @@ fn comm_thread<S, L: Link + 'static>(
             continue;
         }
         let quiet = waiting.is_empty() && ep.outstanding_total() == 0;
-        if cfg.mode == Mode::Dynamic && quiet && !sh.stop.load(Ordering::Acquire) {
+        if cfg.mode == OffloadMode::Dynamic && quiet && !sh.stop.load(Ordering::Acquire) {
             lane.c.sleeps.fetch_add(1, Ordering::Relaxed);
             if lane.q.sleep(observed, cfg.max_sleep) == SleepOutcome::Raced {
                 lane.c.sleeps.fetch_sub(1, Ordering::Relaxed);

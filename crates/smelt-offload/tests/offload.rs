@@ -3,7 +3,7 @@
 //! configurations are refused; shutdown with queued work is bounded and reports it.
 
 use smelt_am::{threads, AmError, Config as AmConfig};
-use smelt_offload::{Config, Mode, Offload, OffloadError};
+use smelt_offload::{Config, Offload, OffloadError, OffloadMode};
 use smelt_transport::stress_scale;
 use std::time::{Duration, Instant};
 
@@ -18,7 +18,7 @@ type Tally = (u64, u64);
 /// with distinct values through the lanes, flushing and pausing now and then so that
 /// dynamic lanes keep going to sleep and waking up. Every request must reach its server
 /// once (count and sum) and every acknowledgement its client once.
-fn no_loss_no_duplicate(mode: Mode) {
+fn no_loss_no_duplicate(mode: OffloadMode) {
     let apps: u64 = 16;
     let per: u64 = 400 * stress_scale();
     let mut eps = threads(4, AmConfig::default(), |_| Tally::default()).unwrap();
@@ -104,7 +104,7 @@ fn no_loss_no_duplicate(mode: Mode) {
         assert!(ends[p].error.is_none(), "{:?}", ends[p].error);
     }
     eprintln!("{}: {:?} in {:?}", mode.name(), stats, t0.elapsed());
-    if mode == Mode::Dynamic {
+    if mode == OffloadMode::Dynamic {
         let sleeps: u64 = stats.iter().map(|s| s.sleeps).sum();
         let wakes: u64 = stats.iter().map(|s| s.wakes).sum();
         assert!(
@@ -112,7 +112,7 @@ fn no_loss_no_duplicate(mode: Mode) {
             "the lanes never stopped and started again (sleeps {sleeps}, wakes {wakes})"
         );
     }
-    if mode != Mode::Direct {
+    if mode != OffloadMode::Direct {
         assert_eq!(
             stats.iter().map(|s| s.requests).sum::<u64>(),
             apps * per,
@@ -123,17 +123,17 @@ fn no_loss_no_duplicate(mode: Mode) {
 
 #[test]
 fn dynamic_lanes_start_and_stop_under_load_and_lose_nothing() {
-    no_loss_no_duplicate(Mode::Dynamic);
+    no_loss_no_duplicate(OffloadMode::Dynamic);
 }
 
 #[test]
 fn static_lanes_lose_nothing() {
-    no_loss_no_duplicate(Mode::Static);
+    no_loss_no_duplicate(OffloadMode::Static);
 }
 
 #[test]
 fn direct_mode_loses_nothing() {
-    no_loss_no_duplicate(Mode::Direct);
+    no_loss_no_duplicate(OffloadMode::Direct);
 }
 
 #[test]
@@ -144,24 +144,24 @@ fn bad_configurations_and_arguments_are_refused() {
         Offload::start(eps, cfg).err().expect("refused")
     };
     assert!(
-        matches!(err(Config::new(Mode::Static), 0), OffloadError::Invalid(m) if m.contains("no endpoints"))
+        matches!(err(Config::new(OffloadMode::Static), 0), OffloadError::Invalid(m) if m.contains("no endpoints"))
     );
-    let mut c = Config::new(Mode::Static);
+    let mut c = Config::new(OffloadMode::Static);
     c.queue_capacity = 0;
     assert!(matches!(err(c, 1), OffloadError::Invalid(m) if m.contains("queue of 0")));
-    let mut c = Config::new(Mode::Dynamic);
+    let mut c = Config::new(OffloadMode::Dynamic);
     c.cpus = vec![0, 0, 0];
     assert!(matches!(err(c, 2), OffloadError::Invalid(m) if m.contains("3 CPUs for 2")));
-    let mut c = Config::new(Mode::Dynamic);
+    let mut c = Config::new(OffloadMode::Dynamic);
     c.cpus = vec![100_000];
     assert!(matches!(err(c, 1), OffloadError::Invalid(m) if m.contains("CPU 100000")));
-    let mut c = Config::new(Mode::Direct);
+    let mut c = Config::new(OffloadMode::Direct);
     c.cpus = vec![0];
     assert!(matches!(err(c, 1), OffloadError::Invalid(m) if m.contains("direct")));
 
     let pool = Offload::start(
         mk().into_iter().take(1).collect(),
-        Config::new(Mode::Dynamic),
+        Config::new(OffloadMode::Dynamic),
     )
     .unwrap();
     assert_eq!(
@@ -201,7 +201,7 @@ fn shutdown_with_queued_work_is_bounded_and_reports_it() {
     let mut eps = threads(2, AmConfig::default(), |_| ()).unwrap();
     let _server = eps.pop().unwrap(); // never polled: requests stay unanswered
     let client = eps.pop().unwrap();
-    let pool = Offload::start(vec![client], Config::new(Mode::Dynamic)).unwrap();
+    let pool = Offload::start(vec![client], Config::new(OffloadMode::Dynamic)).unwrap();
     pool.request(0, 1, ADD, &[1]).unwrap(); // sent, never answered
     pool.run(0, |_| {
         std::thread::sleep(Duration::from_millis(300));
@@ -262,9 +262,9 @@ fn pools_stopped_under_load_account_for_every_request() {
     let phases = 6;
     for phase in 0..phases {
         let mode = if phase % 2 == 0 {
-            Mode::Dynamic
+            OffloadMode::Dynamic
         } else {
-            Mode::Static
+            OffloadMode::Static
         };
         let mut cfg = Config::new(mode);
         cfg.idle_rounds = 4;

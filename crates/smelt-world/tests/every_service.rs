@@ -14,7 +14,7 @@ use smelt_ids::rng::mix;
 use smelt_world::agg::{AggConfig, Scheme};
 use smelt_world::am::{self, Endpoint};
 use smelt_world::global::{AccumulateOp, GlobalArray};
-use smelt_world::offload::{self, Mode, Offload};
+use smelt_world::offload::{self, Offload, OffloadMode};
 use smelt_world::tasks::dist::{Functions, Member as TaskMember, TaskConfig, TaskCtx};
 use smelt_world::tasks::TaskError;
 use smelt_world::{agg, launch, Rank, Topology, World, WorldBuilder, WorldExt, WorldKind};
@@ -129,7 +129,7 @@ fn member(w: &World) -> Result<String, Failure> {
     };
     let arr = GlobalArray::<u64>::from_world(w, LEN + 1, arr_cfg)?;
     let mut tasks = TaskMember::from_world(w, am_cfg.clone())?;
-    let mut off_cfg = offload::Config::new(Mode::Dynamic);
+    let mut off_cfg = offload::Config::new(OffloadMode::Dynamic);
     off_cfg.timeout = T;
     let pool = Offload::from_world(
         w,

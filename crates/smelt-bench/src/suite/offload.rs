@@ -19,7 +19,7 @@ use super::{target, BenchReport, Common, Target};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use smelt_am::{threads, AmError, Config as AmConfig, Endpoint};
-use smelt_offload::{Config, Mode, Offload};
+use smelt_offload::{Config, Offload, OffloadMode};
 use smelt_transport::{allowed_cpus, pin_current_thread, process_cpu_time, WaitPolicy};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -149,7 +149,7 @@ fn time_batches(per: u64, batches: usize, mut op: impl FnMut(u64) -> Result<()>)
 
 /// The round trip in `mode`: the application thread on `cpus[0]`, the communication
 /// thread on `cpus[1]`, the server on `cpus[2]` (where there are that many).
-fn round_trip(mode: Mode, cpus: &[Option<u32>; 3], per: u64, batches: usize) -> Result<f64> {
+fn round_trip(mode: OffloadMode, cpus: &[Option<u32>; 3], per: u64, batches: usize) -> Result<f64> {
     let dedicated = cpus[0].is_some();
     let mut eps = threads(2, am_config(dedicated), |_| ())?;
     let mut client = eps.pop().context("two endpoints")?;
@@ -162,7 +162,7 @@ fn round_trip(mode: Mode, cpus: &[Option<u32>; 3], per: u64, batches: usize) -> 
             if let Some(c) = cpus[0] {
                 let _ = pin_current_thread(c);
             }
-            if mode == Mode::Direct {
+            if mode == OffloadMode::Direct {
                 return time_batches(per, batches, |i| {
                     client.request(0, PING, &[i])?;
                     client.quiesce(Duration::from_secs(20))?;
@@ -200,7 +200,7 @@ fn dynamic_after_idle(cpus: &[Option<u32>; 3], n: u64) -> Result<f64> {
     client.register(PONG, |_, _, _| {})?;
     let stop = Arc::new(AtomicBool::new(false));
     let srv = serve(server, cpus[2], stop.clone());
-    let mut cfg = Config::new(Mode::Dynamic);
+    let mut cfg = Config::new(OffloadMode::Dynamic);
     cfg.wait = policy(dedicated);
     if let Some(c) = cpus[1] {
         cfg.cpus = vec![c];
@@ -247,7 +247,7 @@ fn on_threads<T: Send>(items: Vec<T>, f: impl Fn(usize, T) -> Result<()> + Sync)
 /// The message rate with `k` queues: `k` application threads, each sending `per`
 /// requests (flushing every [`WINDOW`]) through its own lane to its own server.
 /// Threads are not pinned; they spin only if there is a core for each (`dedicated`).
-fn rate(mode: Mode, k: usize, per: u64, dedicated: bool) -> Result<RateRow> {
+fn rate(mode: OffloadMode, k: usize, per: u64, dedicated: bool) -> Result<RateRow> {
     let mut eps = threads(2 * k, am_config(dedicated), |_| ())?;
     let clients: Vec<_> = eps.drain(k..).collect();
     let stop = Arc::new(AtomicBool::new(false));
@@ -262,7 +262,7 @@ fn rate(mode: Mode, k: usize, per: u64, dedicated: bool) -> Result<RateRow> {
         }
         let cpu0 = process_cpu_time();
         let t0 = Instant::now();
-        let (comm_cpu, sleeps, wakes) = if mode == Mode::Direct {
+        let (comm_cpu, sleeps, wakes) = if mode == OffloadMode::Direct {
             on_threads(clients.iter_mut().collect(), |j, ep| {
                 for i in 0..per {
                     ep.request(j, PING, &[i])?;
@@ -344,7 +344,11 @@ pub fn measure(a: &Common) -> Result<OffloadReport> {
         (10_000, 15, 300_000)
     };
     let mut round = Vec::new();
-    for mode in [Mode::Direct, Mode::Static, Mode::Dynamic] {
+    for mode in [
+        OffloadMode::Direct,
+        OffloadMode::Static,
+        OffloadMode::Dynamic,
+    ] {
         eprintln!("round trip, {}...", mode.name());
         let r = round_trip(mode, &cpus, per, batches);
         round.push(RttRow {
@@ -369,7 +373,11 @@ pub fn measure(a: &Common) -> Result<OffloadReport> {
         }
     };
     let mut rates = Vec::new();
-    for mode in [Mode::Direct, Mode::Static, Mode::Dynamic] {
+    for mode in [
+        OffloadMode::Direct,
+        OffloadMode::Static,
+        OffloadMode::Dynamic,
+    ] {
         for k in 1..=6 {
             eprintln!("message rate, {}, {k} queues...", mode.name());
             rates.push(
