@@ -10,7 +10,14 @@
 //! tree, the leaders' exchange of their nodes' results (an allgather, combined in node
 //! order, so every node gets the same value whatever the operation), and a broadcast
 //! down the tree; a barrier is a reduction, an MPI barrier of the leaders and a
-//! broadcast.
+//! broadcast. Operations: [`barrier`](MpiCollectives::barrier),
+//! [`allreduce`](MpiCollectives::allreduce),
+//! [`allreduce_slice`](MpiCollectives::allreduce_slice),
+//! [`allreduce_bytes`](MpiCollectives::allreduce_bytes),
+//! [`broadcast_word`](MpiCollectives::broadcast_word) and
+//! [`broadcast_into`](MpiCollectives::broadcast_into) (from member 0),
+//! [`gather_word`](MpiCollectives::gather_word) and
+//! [`gather_bytes`](MpiCollectives::gather_bytes) (at member 0).
 //!
 //! ```no_run
 //! use smelt_world::{mpi, Topology, World};
@@ -262,6 +269,92 @@ impl MpiCollectives {
             m::bcast_bytes::<MpiCalls>(self.leaders, buf, 0, Some(self.timeout))?;
         }
         Ok(self.node.broadcast_into(buf)?)
+    }
+
+    /// Every node's `bytes` (the same length at every leader), by node: padded to words
+    /// for the leaders' allgather.
+    fn exchange_bytes(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, Error> {
+        let words: Vec<u64> = bytes
+            .chunks(8)
+            .map(|c| {
+                let mut w = [0u8; 8];
+                w[..c.len()].copy_from_slice(c);
+                u64::from_le_bytes(w)
+            })
+            .collect();
+        let all = self.exchange(&words)?;
+        Ok(all
+            .chunks(words.len().max(1))
+            .take(self.node_ranks.len())
+            .map(|ws| {
+                let mut b: Vec<u8> = ws.iter().flat_map(|w| w.to_le_bytes()).collect();
+                b.truncate(bytes.len());
+                b
+            })
+            .collect())
+    }
+
+    /// `combine` over every member's `data` (the same length everywhere), in place at
+    /// every member: combined up each node's tree, then node by node in node order.
+    pub fn allreduce_bytes(
+        &mut self,
+        data: &mut [u8],
+        mut combine: impl FnMut(&mut [u8], &[u8]),
+    ) -> Result<(), Error> {
+        let root = self.node.reduce_bytes(data, &mut combine)?;
+        if root && self.leader() {
+            let all = self.exchange_bytes(data)?;
+            let mut acc = all[0].clone();
+            for other in &all[1..] {
+                combine(&mut acc, other);
+            }
+            data.copy_from_slice(&acc);
+        }
+        Ok(self.node.broadcast_into(data)?)
+    }
+
+    /// Every member's `mine` (the same length everywhere) at member 0: `out` (members ×
+    /// `mine.len()` bytes) receives rank `r`'s bytes at `r × mine.len()` there, and
+    /// `true` is returned; elsewhere `out` is not used (pass `&mut []`).
+    pub fn gather_bytes(&mut self, mine: &[u8], out: &mut [u8]) -> Result<bool, Error> {
+        let k = mine.len();
+        let here = self.node.size();
+        let mut part = vec![
+            0u8;
+            if self.node.rank().index() == 0 {
+                here * k
+            } else {
+                0
+            }
+        ];
+        if !self.node.gather_bytes(mine, &mut part)? {
+            return Ok(false);
+        }
+        let at_zero = self.rank.index() == 0;
+        if at_zero && out.len() != self.size * k {
+            return Err(Error::Group(GroupError::Invalid(format!(
+                "gather_bytes: {} bytes of room at member 0 for {} members of {k}",
+                out.len(),
+                self.size
+            ))));
+        }
+        if !self.leader() {
+            // A world of one node: the node's gather is the world's (place = rank).
+            out.copy_from_slice(&part);
+            return Ok(true);
+        }
+        let most = self.node_ranks.iter().map(Vec::len).max().unwrap_or(0);
+        part.resize(most * k, 0);
+        let all = self.exchange_bytes(&part)?;
+        if !at_zero {
+            return Ok(false);
+        }
+        for (node, ranks) in self.node_ranks.iter().enumerate() {
+            for (place, &r) in ranks.iter().enumerate() {
+                out[r * k..(r + 1) * k].copy_from_slice(&all[node][place * k..(place + 1) * k]);
+            }
+        }
+        Ok(true)
     }
 
     /// Every member's `w`, by rank, at member 0 (`None` elsewhere).

@@ -259,6 +259,29 @@ fn one_world(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
         g == (me == 0).then(|| (0..n).map(|k| k * k).collect::<Vec<_>>()),
         || format!("gather gave {g:?}"),
     )?;
+    // Bytes: an element-wise wrapping sum of 1000 bytes, and a gather of 12 per rank.
+    let mut sum: Vec<u8> = (0..1000u64).map(|i| (i * (me + 1)) as u8).collect();
+    coll.allreduce_bytes(&mut sum, |acc, x| {
+        acc.iter_mut()
+            .zip(x)
+            .for_each(|(a, b)| *a = a.wrapping_add(*b))
+    })?;
+    let want: Vec<u8> = (0..1000u64)
+        .map(|i| (0..n).fold(0u8, |a, r| a.wrapping_add((i * (r + 1)) as u8)))
+        .collect();
+    ensure(sum == want, || {
+        "allreduce_bytes: not the sequential sum".into()
+    })?;
+    let mine: Vec<u8> = (0..12u64).map(|i| (me * 16 + i) as u8).collect();
+    let mut all = vec![0u8; if me == 0 { 12 * n as usize } else { 0 }];
+    let root = coll.gather_bytes(&mine, &mut all)?;
+    ensure(root == (me == 0), || format!("gather_bytes: root {root}"))?;
+    if me == 0 {
+        let want: Vec<u8> = (0..n)
+            .flat_map(|r| (0..12u64).map(move |i| (r * 16 + i) as u8))
+            .collect();
+        ensure(all == want, || format!("gather_bytes gave {all:?}"))?;
+    }
     coll.barrier()?;
     // Active messages, to the rank on this node and the two on the other.
     let am_sum = am_exchange(&world, 50, 2)?;
@@ -382,6 +405,21 @@ fn halves(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
     })?;
     let am_sum = am_exchange(&world, 20, 0)?;
     coll.barrier()?;
+    // The hierarchical collectives on a world of one node: its tree alone.
+    let mut h = smelt_world::mpi::collectives(&world, Topology::Auto)?;
+    let s2 = h.allreduce(r, |a, b| a + b)?;
+    ensure(s2 == want, || format!("one node's hierarchical sum: {s2}"))?;
+    let me = world.rank().index();
+    let mut all = vec![0u8; if me == 0 { 2 * world.size() } else { 0 }];
+    if h.gather_bytes(&(r as u16).to_le_bytes(), &mut all)? {
+        let got: Vec<u64> = all
+            .chunks(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]) as u64)
+            .collect();
+        let ranks: Vec<u64> = (0..n).filter(|k| k % 2 == r % 2).collect();
+        ensure(got == ranks, || format!("one node's gather_bytes: {got:?}"))?;
+    }
+    h.barrier()?;
     Ok(format!(
         "half={} size={} sum={s} am_sum={am_sum}",
         r % 2,
