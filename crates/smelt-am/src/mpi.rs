@@ -141,10 +141,7 @@ impl Options {
         };
         let per_node = count(ENV_RANKS_PER_NODE)?.unwrap_or(0);
         o.nodes = match var(ENV_TRANSPORT).as_deref().map(str::trim) {
-            None | Some("") | Some("shm") | Some("auto") => match per_node {
-                0 => Nodes::Shared,
-                k => Nodes::Emulated(k),
-            },
+            None | Some("") | Some("shm") | Some("auto") => Nodes::per_node(per_node),
             Some("mpi") => Nodes::MpiOnly,
             Some(v) => {
                 return Err(AmError::Invalid(format!(
