@@ -1,6 +1,8 @@
-//! What the two kinds of shared-memory jobs (a group's `smelt_runtime::process::GroupJob`
-//! and a [`MeshJob`](crate::mesh_job::MeshJob)) share: their accessors over the
-//! segment, and the environment that tells a member process how to join.
+//! What shared-memory jobs (a [`WorldJob`](crate::world::WorldJob), which
+//! `smelt_runtime::process::GroupJob` wraps, and a
+//! [`MeshJob`](crate::mesh_job::MeshJob)) share: their accessors over the segment, and
+//! the one environment encoding that tells a member process how to join a world
+//! (`SMELT_JOB`, `SMELT_JOB_KEY`, `SMELT_RANK`).
 
 use smelt_ids::Rank;
 use smelt_transport::shm::ShmJob;

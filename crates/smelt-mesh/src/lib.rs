@@ -2,9 +2,9 @@
 //!
 //! * [`mesh`]: links between any two members of a group (queuepairs in process memory
 //!   or in shared memory), polled and waited on as one;
-//! * [`mesh_job`]: a shared-memory job of member processes (created exclusively, mode
-//!   0600, unlinked once every member attached, a dead peer an error) with its
-//!   environment encoding (`SMELT_MESH_JOB`, `SMELT_MESH_KEY`, `SMELT_MESH_RANK`);
+//! * [`mesh_job`]: a mesh of member processes in a segment of its own, handed out by
+//!   other means than the environment (over MPI); processes of a launched job make
+//!   their meshes from their [`World`] instead;
 //! * [`world`]: the [`World`] a program holds, one per member of a job (threads,
 //!   processes, MPI ranks), from which every service is made: one segment per job,
 //!   services carved from it by collective calls;

@@ -1,10 +1,14 @@
 //! A [`Mesh`] whose members are processes of one host: the links are queuepairs in a
 //! shared-memory segment ([`smelt_transport::shm`]), one per linked pair.
 //!
-//! The creator calls [`MeshJob::create`] with the number of members, the linked pairs
-//! and a description of its own (`blob`, read back by every member), hands each
-//! member process the variables of [`MeshJob::env`], and may itself take ranks with
-//! [`MeshJob::join`]. Each member process calls [`join_from_env`] and gets its
+//! Member processes started by a launcher make their meshes from a world instead
+//! ([`World::from_env`](crate::World::from_env), then
+//! [`world.mesh(..)`](crate::World::mesh)): one segment per job, one environment
+//! encoding. A `MeshJob` is for a segment handed out by other means (over MPI, say):
+//! the creator calls [`MeshJob::create`] with the number of members, the linked pairs
+//! and a description of its own (`blob`, read back by every member), gives each member
+//! the segment's [`path`](MeshJob::path) and [`key`](MeshJob::key), and may itself take
+//! ranks with [`MeshJob::join`]. Each member process calls [`join`] and gets its
 //! [`Mesh`] and the blob. Messages, ordering, flow control and errors are those of
 //! every mesh (see [`crate::mesh`]).
 //!
@@ -21,22 +25,21 @@
 //! (the mappings stay valid) and when the creator's [`MeshJob`] is dropped.
 //!
 //! ```no_run
-//! use smelt_mesh::mesh_job::{join_from_env, MeshJob};
+//! use smelt_mesh::mesh_job::{join, MeshJob};
 //! use smelt_mesh::{Rank, WaitPolicy};
 //! use std::time::Duration;
-//! // The creator: members 0 (here) and 1 (a child process), linked.
+//! // The creator: members 0 (here) and 1 (another process), linked.
 //! let job = MeshJob::create(2, &[(Rank(0), Rank(1))], 64, b"hello")?;
-//! let child = std::process::Command::new("./member").envs(job.env(Rank(1))).spawn();
+//! let (path, key) = (job.path().to_path_buf(), job.key()); // handed to member 1
 //! let mut me = job.join(Rank(0), WaitPolicy::OVERSUBSCRIBED, None)?;
 //! let mut buf = [0u8; 64];
 //! let (from, tag, n) = me.recv_any(&mut buf, Duration::from_secs(5))?;
-//! // In ./member:
-//! let (mut mesh, blob) = join_from_env(None)?;
+//! // In member 1:
+//! let (mut mesh, blob) = join(&path, &key, Rank(1), None, None)?;
 //! mesh.send(Rank(0), 1, &blob, Duration::from_secs(5))?;
 //! # Ok::<(), smelt_mesh::mesh::MeshError>(())
 //! ```
 
-use crate::job_env::{join_env, read_join_env, JoinVars};
 use crate::mesh::{Mesh, MeshError};
 use crate::shm_job_accessors;
 use smelt_ids::Rank;
@@ -45,15 +48,6 @@ use smelt_transport::{allowed_cpus, Abort, Link, QueuePairEnd, TransportError, W
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Environment variable: the mesh job segment's path.
-pub const ENV_MESH_JOB: &str = smelt_settings::MESH_JOB;
-/// Environment variable: the mesh job's key (32 hex digits).
-pub const ENV_MESH_KEY: &str = smelt_settings::MESH_KEY;
-/// Environment variable: this member's rank.
-pub const ENV_MESH_RANK: &str = smelt_settings::MESH_RANK;
-
-const MESH_VARS: JoinVars = [ENV_MESH_JOB, ENV_MESH_KEY, ENV_MESH_RANK];
 
 /// How often, at most, an idle link checks that its peer's process lives.
 pub const LIVENESS_EVERY: Duration = Duration::from_millis(1);
@@ -126,11 +120,6 @@ impl MeshJob {
 
     shm_job_accessors!();
 
-    /// The environment member `rank` needs to join ([`join_from_env`]).
-    pub fn env(&self, rank: Rank) -> Vec<(String, String)> {
-        join_env(&self.shm, MESH_VARS, rank)
-    }
-
     /// Joins as member `rank` from the creator's process (a process may hold several
     /// ranks, each with its own mesh).
     pub fn join(
@@ -147,23 +136,6 @@ impl MeshJob {
     pub fn unlink(&self) {
         self.shm.unlink();
     }
-}
-
-/// Joins the mesh job described by the environment ([`ENV_MESH_JOB`],
-/// [`ENV_MESH_KEY`], [`ENV_MESH_RANK`], as [`MeshJob::env`] sets them): this member's
-/// mesh and the creator's blob. `wait`: how it waits (default: oversubscribed when the
-/// job has more members than this process may use CPUs).
-pub fn join_from_env(wait: Option<WaitPolicy>) -> Result<(Mesh<ShmLink>, Vec<u8>), MeshError> {
-    let (path, key, rank) = read_join_env(MESH_VARS, |k| {
-        MeshError::Invalid(format!(
-            "{k} is not set: this process is not a member of a mesh job ({ENV_MESH_JOB}, {ENV_MESH_KEY} and {ENV_MESH_RANK} come from its creator)"
-        ))
-    })?;
-    let rank: Rank = rank
-        .trim()
-        .parse()
-        .map_err(|_| MeshError::Invalid(format!("{ENV_MESH_RANK} is not a rank")))?;
-    join(&path, &key, rank, wait, None)
 }
 
 /// Joins the mesh job whose segment is at `path` as member `rank`: its mesh and the

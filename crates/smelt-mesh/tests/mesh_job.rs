@@ -3,7 +3,7 @@
 //! smelt-kvs's tests/processes.rs): links, the blob, departures, bad input.
 
 use smelt_mesh::mesh::MeshError;
-use smelt_mesh::mesh_job::{join_from_env, MeshJob};
+use smelt_mesh::mesh_job::{join, MeshJob};
 use smelt_mesh::{Rank, WaitPolicy};
 use std::time::Duration;
 
@@ -99,8 +99,20 @@ fn bad_input_is_an_error() {
     // A rank joins once; a rank that does not exist never.
     assert!(job.join(Rank(0), WaitPolicy::DEDICATED, None).is_err());
     assert!(job.join(Rank(2), WaitPolicy::DEDICATED, None).is_err());
-    // Not started as a member.
-    if !smelt_settings::is_set(smelt_mesh::mesh_job::ENV_MESH_JOB) {
-        assert!(matches!(join_from_env(None), Err(MeshError::Invalid(_))));
-    }
+    // Another job's key, or a segment that is not there: refused.
+    let other = MeshJob::create(2, &[(Rank(0), Rank(1))], 8, b"").unwrap();
+    assert!(matches!(
+        join(job.path(), &other.key(), Rank(1), None, None),
+        Err(MeshError::Invalid(_))
+    ));
+    assert!(matches!(
+        join(
+            &job.path().with_extension("gone"),
+            &job.key(),
+            Rank(1),
+            None,
+            None
+        ),
+        Err(MeshError::Invalid(_))
+    ));
 }

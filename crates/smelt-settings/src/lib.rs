@@ -185,12 +185,6 @@ pub const SIZE: &str = "SMELT_SIZE";
 /// See [`ALL`].
 pub const CPU: &str = "SMELT_CPU";
 /// See [`ALL`].
-pub const MESH_JOB: &str = "SMELT_MESH_JOB";
-/// See [`ALL`].
-pub const MESH_KEY: &str = "SMELT_MESH_KEY";
-/// See [`ALL`].
-pub const MESH_RANK: &str = "SMELT_MESH_RANK";
-/// See [`ALL`].
 pub const KVS_REPLICA: &str = "SMELT_KVS_REPLICA";
 /// See [`ALL`].
 pub const WAIT: &str = "SMELT_WAIT";
@@ -280,9 +274,6 @@ pub const ALL: &[Setting] = &[
     internal(RANK, Kind::Count { min: 0, max: U32_MAX }, "launch", "this member's rank in the job"),
     internal(SIZE, Kind::Count { min: 1, max: U32_MAX }, "launch", "the number of members of the job"),
     internal(CPU, Kind::Count { min: 0, max: U32_MAX }, "launch", "the CPU this member is pinned to"),
-    internal(MESH_JOB, Kind::Path, "mesh", "the segment of an any-to-any mesh job"),
-    internal(MESH_KEY, Kind::Text, "mesh", "the mesh job's key"),
-    internal(MESH_RANK, Kind::Count { min: 0, max: U32_MAX }, "mesh", "this member's rank in the mesh job"),
     internal(KVS_REPLICA, Kind::Text, "store", "set in a replica process of smelt kvs --processes"),
 ];
 
