@@ -2,8 +2,8 @@
 //! `smelt-global`'s arrays, and the fences the task layer applies at steals and syncs.
 //!
 //! A checkout copies a range of a global array into a local buffer the task works on:
-//! [`Mode::Read`] and [`Mode::ReadWrite`] read the range (through the array's cache of
-//! other nodes' lines, when it has one), [`Mode::Write`] does not read it (the buffer
+//! [`Access::Read`] and [`Access::ReadWrite`] read the range (through the array's cache of
+//! other nodes' lines, when it has one), [`Access::Write`] does not read it (the buffer
 //! starts at zero and every element must be written). [`Checkout::checkin`] writes a
 //! `Write`/`ReadWrite` buffer back (`put`); a checkout dropped without checkin writes
 //! nothing.
@@ -25,7 +25,7 @@ use std::ops::{Deref, Range};
 
 /// What a checkout will do with its range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub enum Access {
     /// Read the range; nothing is written back.
     Read,
     /// Write every element; the range is not read, the buffer is written back.
@@ -47,7 +47,7 @@ pub struct Checkout<'a, T: Element> {
     array: &'a GlobalArray<T>,
     index: u64,
     data: Vec<T>,
-    mode: Mode,
+    mode: Access,
 }
 
 /// Checks out `range` of `array` in `mode`. An empty range is fine; a range outside the
@@ -55,7 +55,7 @@ pub struct Checkout<'a, T: Element> {
 pub fn checkout<T: Element>(
     array: &GlobalArray<T>,
     range: Range<u64>,
-    mode: Mode,
+    mode: Access,
 ) -> Result<Checkout<'_, T>, TaskError> {
     if range.start > range.end {
         return Err(TaskError::Invalid(format!(
@@ -67,7 +67,7 @@ pub fn checkout<T: Element>(
         .map_err(|_| TaskError::Invalid("a range larger than memory".into()))?;
     array.layout().check(range.start, n)?;
     let mut data = vec![T::from_word(0); n];
-    if mode != Mode::Write && n > 0 {
+    if mode != Access::Write && n > 0 {
         array.get(range.start, &mut data)?;
     }
     Ok(Checkout {
@@ -85,7 +85,7 @@ impl<T: Element> Checkout<'_, T> {
     }
 
     /// The mode it was checked out in.
-    pub fn mode(&self) -> Mode {
+    pub fn mode(&self) -> Access {
         self.mode
     }
 
@@ -93,7 +93,7 @@ impl<T: Element> Checkout<'_, T> {
     /// written back, so changing it is refused).
     pub fn as_mut_slice(&mut self) -> Result<&mut [T], TaskError> {
         match self.mode {
-            Mode::Read => Err(TaskError::Invalid(
+            Access::Read => Err(TaskError::Invalid(
                 "a Read checkout cannot be written (check out in Write or ReadWrite mode)".into(),
             )),
             _ => Ok(&mut self.data),
@@ -102,7 +102,7 @@ impl<T: Element> Checkout<'_, T> {
 
     /// Ends the checkout: a `Write` or `ReadWrite` buffer is written back.
     pub fn checkin(self) -> Result<(), TaskError> {
-        if self.mode != Mode::Read && !self.data.is_empty() {
+        if self.mode != Access::Read && !self.data.is_empty() {
             self.array.put(self.index, &self.data)?;
         }
         Ok(())

@@ -3,7 +3,7 @@
 //! sum an array with the fences applied at steals and syncs.
 
 use smelt_global::GlobalArray;
-use smelt_tasks::checkout::{checkout, Mode};
+use smelt_tasks::checkout::{checkout, Access};
 use smelt_tasks::dist::{Functions, Member, TaskConfig, TaskCtx};
 use smelt_tasks::{parallel_for, reduce, Config, Pool, TaskError};
 use std::sync::{Arc, OnceLock};
@@ -21,7 +21,7 @@ fn concurrent_writers_of_disjoint_ranges_then_readers() {
         parallel_for(0..chunks, 1, |c| {
             let lo = c as u64 * chunk;
             let hi = (lo + chunk).min(len);
-            let mut co = checkout(a, lo..hi, Mode::Write).unwrap();
+            let mut co = checkout(a, lo..hi, Access::Write).unwrap();
             assert!(co.iter().all(|&x| x == 0));
             for (k, x) in co.as_mut_slice().unwrap().iter_mut().enumerate() {
                 *x = (lo + k as u64) * 3;
@@ -35,7 +35,7 @@ fn concurrent_writers_of_disjoint_ranges_then_readers() {
         parallel_for(0..chunks + 1, 1, |c| {
             let lo = (c as u64 * chunk).saturating_sub(50).min(len);
             let hi = ((c as u64 + 1) * chunk).saturating_sub(50).min(len);
-            let mut co = checkout(a, lo..hi, Mode::ReadWrite).unwrap();
+            let mut co = checkout(a, lo..hi, Access::ReadWrite).unwrap();
             for (k, x) in co.as_mut_slice().unwrap().iter_mut().enumerate() {
                 assert_eq!(*x, (lo + k as u64) * 3);
                 *x += lo + k as u64;
@@ -54,7 +54,7 @@ fn concurrent_writers_of_disjoint_ranges_then_readers() {
                 || 0u64,
                 |c| {
                     let lo = c as u64 * chunk;
-                    let co = checkout(b, lo..(lo + chunk).min(len), Mode::Read).unwrap();
+                    let co = checkout(b, lo..(lo + chunk).min(len), Access::Read).unwrap();
                     co.iter().sum::<u64>()
                 },
                 |x, y| x + y,
@@ -72,31 +72,31 @@ fn checkout_misuse_is_an_error() {
     let arrays = smelt_global::threads::<i64>(100, 2, Default::default()).unwrap();
     let a = &arrays[0];
     assert!(matches!(
-        checkout(a, 90..101, Mode::Read),
+        checkout(a, 90..101, Access::Read),
         Err(TaskError::Global(_))
     ));
     assert!(matches!(
-        checkout(a, std::ops::Range { start: 10, end: 5 }, Mode::Read),
+        checkout(a, std::ops::Range { start: 10, end: 5 }, Access::Read),
         Err(TaskError::Invalid(_))
     ));
-    let mut r = checkout(a, 0..10, Mode::Read).unwrap();
+    let mut r = checkout(a, 0..10, Access::Read).unwrap();
     let e = r.as_mut_slice().unwrap_err();
     assert!(
         e.to_string().contains("Read checkout cannot be written"),
         "{e}"
     );
     // Empty ranges are fine; a dropped Write checkout writes nothing.
-    checkout(a, 100..100, Mode::Write)
+    checkout(a, 100..100, Access::Write)
         .unwrap()
         .checkin()
         .unwrap();
-    let mut w = checkout(a, 0..3, Mode::Write).unwrap();
+    let mut w = checkout(a, 0..3, Access::Write).unwrap();
     w.as_mut_slice().unwrap().fill(7);
     drop(w);
     assert_eq!(a.get_one(1).unwrap(), 0);
-    let mut w = checkout(a, 0..3, Mode::Write).unwrap();
+    let mut w = checkout(a, 0..3, Access::Write).unwrap();
     w.as_mut_slice().unwrap().fill(7);
-    assert_eq!((w.start(), w.mode()), (0, Mode::Write));
+    assert_eq!((w.start(), w.mode()), (0, Access::Write));
     w.checkin().unwrap();
     assert_eq!(a.get_one(2).unwrap(), 7);
 }
@@ -122,7 +122,7 @@ fn fill(ctx: &TaskCtx, p: &[u8]) -> Result<Vec<u8>, TaskError> {
     let (lo, hi) = range(p);
     let a = &ARRAY.get().unwrap()[ctx.member()];
     if hi - lo <= 500 {
-        let mut co = checkout(a, lo..hi, Mode::Write)?;
+        let mut co = checkout(a, lo..hi, Access::Write)?;
         for (k, x) in co.as_mut_slice()?.iter_mut().enumerate() {
             *x = (lo + k as u64) * 5;
         }
@@ -145,7 +145,7 @@ fn sum(ctx: &TaskCtx, p: &[u8]) -> Result<Vec<u8>, TaskError> {
     let (lo, hi) = range(p);
     let a = &ARRAY.get().unwrap()[ctx.member()];
     if hi - lo <= 500 {
-        let co = checkout(a, lo..hi, Mode::Read)?;
+        let co = checkout(a, lo..hi, Access::Read)?;
         return Ok(co.iter().sum::<u64>().to_le_bytes().to_vec());
     }
     let mid = lo + (hi - lo) / 2;

@@ -62,7 +62,7 @@ pub struct Reduction {
 }
 
 /// Whether smelt runs this communicator's collectives.
-pub enum Mode {
+pub enum Takeover {
     /// Not set up yet: this many collective calls went to MPI so far
     /// (`SMELT_MPI_SETUP_AFTER`).
     Warming(u64),
@@ -263,8 +263,8 @@ pub fn never(comm: MPI_Comm) -> Result<Option<Why>, MpiErr> {
 }
 
 /// Sets up smelt for `comm` (collective over `comm`; every rank gets the same mode).
-pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
-    let off = Mode::Off;
+pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Takeover, MpiErr> {
+    let off = Takeover::Off;
     if let Some(why) = never(comm)? {
         return Ok(off(why));
     }
@@ -450,7 +450,7 @@ pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Mode, MpiErr> {
             ));
         }
     }
-    Ok(Mode::On(Box::new(h)))
+    Ok(Takeover::On(Box::new(h)))
 }
 
 /// Words of one rank's [`Record`] in the set-up's allgather.

@@ -13,7 +13,7 @@ mod more;
 mod stats;
 
 use crate::ops::{self, Elem};
-use comm::{Fail, Mode, Reduction};
+use comm::{Fail, Reduction, Takeover};
 use config::config;
 use ffi::{MPI_Comm, MPI_Datatype, MPI_Op};
 use stats::{Call, Why};
@@ -50,7 +50,7 @@ pub struct CommState {
     busy: AtomicBool,
     /// Used only by the thread that set `busy` (or, below MPI_THREAD_MULTIPLE, by the
     /// one thread calling MPI at a time).
-    mode: UnsafeCell<Mode>,
+    mode: UnsafeCell<Takeover>,
 }
 
 /// A communicator handle as a number (a pointer in Open MPI, an int in MPICH).
@@ -196,8 +196,8 @@ fn lookup(comm: MPI_Comm) -> Result<*mut CommState, ffi::MpiErr> {
         return Ok(st);
     }
     let mode = match comm::never(comm)? {
-        Some(why) => Mode::Off(why),
-        None => Mode::Warming(0),
+        Some(why) => Takeover::Off(why),
+        None => Takeover::Warming(0),
     };
     let st = Box::into_raw(Box::new(CommState {
         comm,
@@ -321,7 +321,7 @@ fn hier_counting(
         };
         // SAFETY: this thread holds the state: `busy` set, or calls serialized.
         let mode = unsafe { &mut *st.mode.get() };
-        if let Mode::Warming(n) = mode {
+        if let Takeover::Warming(n) = mode {
             let after = config().setup_after;
             if !counts || *n < after {
                 if counts {
@@ -340,18 +340,18 @@ fn hier_counting(
             }
         }
         match mode {
-            Mode::On(h) => {
+            Takeover::On(h) => {
                 return Ok(Held {
                     h: NonNull::from(&mut **h),
                     busy,
                 })
             }
-            Mode::Off(why) => {
+            Takeover::Off(why) => {
                 let why = *why;
                 release();
                 why
             }
-            Mode::Warming(_) => unreachable!("set up above"),
+            Takeover::Warming(_) => unreachable!("set up above"),
         }
     };
     stats::fell_back(call, why);
