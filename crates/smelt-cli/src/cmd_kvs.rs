@@ -503,7 +503,7 @@ fn bench_config(
 struct Runs<'a> {
     results: Vec<(&'a Setup, BenchResult)>,
     history_written: Option<(PathBuf, usize)>,
-    check_result: Option<std::result::Result<smelt_kvs::history::Summary, String>>,
+    check_result: Option<std::result::Result<smelt_kvs::history::HistorySummary, String>>,
 }
 
 impl Runs<'_> {

@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use smelt_model::import::{import as import_model, Format, ImportOptions};
-use smelt_model::stats::{sizes_text, summarize, HierarchySummary, LevelCosts, MinMedMax};
+use smelt_model::stats::{sizes_text, summarize_model, HierarchySummary, LevelCosts, MinMedMax};
 use smelt_model::Model;
 use std::path::PathBuf;
 
@@ -132,7 +132,7 @@ fn load(path: &PathBuf) -> anyhow::Result<Model> {
 
 fn show(a: ShowArgs) -> anyhow::Result<()> {
     let model = load(&a.model)?;
-    let s = summarize(&model);
+    let s = summarize_model(&model);
     if a.json {
         say!(
             "{}",

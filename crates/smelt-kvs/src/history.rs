@@ -142,7 +142,7 @@ pub struct RegOp {
 
 /// What the checker found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Summary {
+pub struct HistorySummary {
     /// Keys checked.
     pub keys: usize,
     /// Operations checked (completed ones, and incomplete sets that were read).
@@ -314,7 +314,7 @@ pub fn check_register_exhaustive(ops: &[RegOp]) -> Result<(), String> {
 }
 
 /// Checks a whole history, key by key (see the [module documentation](self)).
-pub fn check_history(ops: &[HistoryOp]) -> Result<Summary, String> {
+pub fn check_history(ops: &[HistoryOp]) -> Result<HistorySummary, String> {
     let mut by_key: HashMap<u64, Vec<(usize, RegOp)>> = HashMap::new();
     let mut left_out = 0;
     let read_values: std::collections::HashSet<(u64, u64)> = ops
@@ -364,7 +364,7 @@ pub fn check_history(ops: &[HistoryOp]) -> Result<Summary, String> {
         let regs: Vec<RegOp> = v.iter().map(|x| x.1).collect();
         check_register(&regs).map_err(|e| format!("key {k}: {e}"))?;
     }
-    Ok(Summary {
+    Ok(HistorySummary {
         keys: by_key.len(),
         ops: n,
         left_out,

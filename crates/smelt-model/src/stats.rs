@@ -121,7 +121,7 @@ pub struct HierarchySummary {
 
 /// Everything `smelt model show` prints.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Summary {
+pub struct ModelSummary {
     pub provenance: Provenance,
     /// CPUs in list syntax.
     pub cpus: String,
@@ -156,12 +156,12 @@ fn summarize_h(model: &Model, h: &Hierarchy) -> HierarchySummary {
 
 /// The summary of a model. Uses the stored inferred hierarchy, or infers one when
 /// the model has none.
-pub fn summarize(model: &Model) -> Summary {
+pub fn summarize_model(model: &Model) -> ModelSummary {
     let inferred = model
         .inferred_hierarchy
         .clone()
         .unwrap_or_else(|| crate::infer::infer_hierarchy(model));
-    Summary {
+    ModelSummary {
         provenance: model.provenance.clone(),
         cpus: format_cpu_list(&model.cpus),
         cpu_count: model.len(),
@@ -201,7 +201,7 @@ mod tests {
         assert_eq!(c[1].level, "Package");
         assert_eq!(c[1].pairs, 12);
         assert_eq!(c[1].receive.unwrap().max, 30.0);
-        let s = summarize(&m);
+        let s = summarize_model(&m);
         assert_eq!(s.cpus, "0-5");
         assert_eq!(s.hierarchy.levels[0].sizes, vec![3, 3]);
         assert!(
