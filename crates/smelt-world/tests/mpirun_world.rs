@@ -10,6 +10,8 @@
 //!   active messages, aggregation, a global array and distributed tasks in one world,
 //!   across the nodes over MPI; one tree over every member is refused with a clear
 //!   error; an array outlives its world.
+//! * `one_world_uneven_nodes_one_of_a_single_rank`: the same on 5 ranks (nodes of 2,
+//!   2 and 1).
 //! * `a_world_per_half_of_the_ranks`: any communicator makes a world (the even and
 //!   the odd ranks, each a world of its own, with collectives and active messages).
 //! * `active_messages_all_over_mpi`: `SMELT_AM_TRANSPORT=mpi` sends between the ranks of
@@ -20,7 +22,7 @@
 //!   make the node's segment gives every rank its reason (no hang, nothing left).
 //!
 //! This file is its own program (`harness = false`): run without
-//! `MPIRUN_WORLD_MEMBER` it starts itself under `mpirun --oversubscribe -np 4` (one
+//! `MPIRUN_WORLD_MEMBER` it starts itself under `mpirun --oversubscribe -np 4` (or 5; one
 //! job at a time, killed whole at a limit, its shared-memory directory checked empty
 //! afterwards) and checks every rank's verdict; with it, it is one rank.
 //! `cargo test -p smelt-world --features mpi --test mpirun_world`; without `mpirun`
@@ -220,8 +222,15 @@ fn one_world(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
     let (me, n) = (world.rank().index() as u64, world.size() as u64);
     let nodes = world.nodes();
     let m = world.mpi().ok_or("no MPI side")?;
-    ensure(nodes == 2 && m.node_size() == 2, || {
-        format!("{} (expected 2 nodes of 2)", m.describe())
+    // Emulated nodes of k consecutive ranks (the last one may be smaller).
+    let k = smelt_mesh::mpi::Nodes::from_settings()?.k().max(1);
+    let want_nodes = (n as usize).div_ceil(k);
+    let node_size = k.min(n as usize - world.node() * k);
+    ensure(nodes == want_nodes && m.node_size() == node_size, || {
+        format!(
+            "{} (expected {want_nodes} nodes of {k}, this one of {node_size})",
+            m.describe()
+        )
     })?;
     // One tree over every member needs one node: a clear error, at every rank.
     match world.collectives(Topology::Auto) {
@@ -284,7 +293,7 @@ fn one_world(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
     }
     coll.barrier()?;
     // Active messages, to the rank on this node and the two on the other.
-    let am_sum = am_exchange(&world, 50, 2)?;
+    let am_sum = am_exchange(&world, 50, n as usize - node_size)?;
     comm.barrier();
 
     // Aggregation: 2 workers per rank; every worker sends 0..200 round all workers.
@@ -462,9 +471,10 @@ fn no_segment(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
 
 // ---------------------------------------------------------------- the driver
 
-/// A test: its name, the scenario its ranks run, their environment, and the word
-/// every rank's verdict must hold.
+/// A test: its ranks, its name, the scenario they run, their environment, and the
+/// word every rank's verdict must hold.
 type Scenario = (
+    usize,
     &'static str,
     &'static str,
     &'static [(&'static str, &'static str)],
@@ -473,28 +483,39 @@ type Scenario = (
 
 fn driver() {
     println!();
-    let scenarios: [Scenario; 6] = [
-        ("rsmpi_world_one_node", "rsmpi", &[], "nodes=1"),
+    let scenarios: [Scenario; 7] = [
+        (4, "rsmpi_world_one_node", "rsmpi", &[], "nodes=1"),
         (
+            4,
             "one_world_emulated_nodes_of_2",
             "one-world",
             &[("SMELT_RANKS_PER_NODE", "2")],
             "tasks=ok",
         ),
-        ("a_world_per_half_of_the_ranks", "halves", &[], "half="),
         (
+            5,
+            "one_world_uneven_nodes_one_of_a_single_rank",
+            "one-world",
+            &[("SMELT_RANKS_PER_NODE", "2")],
+            "tasks=ok",
+        ),
+        (4, "a_world_per_half_of_the_ranks", "halves", &[], "half="),
+        (
+            4,
             "active_messages_all_over_mpi",
             "am-over-mpi",
             &[("SMELT_AM_TRANSPORT", "mpi")],
             "over-mpi",
         ),
         (
+            4,
             "a_rank_that_stays_away_times_the_others_out",
             "late-rank",
             &[],
             "refused",
         ),
         (
+            4,
             "a_segment_that_cannot_be_made_fails_every_rank",
             "no-segment",
             &[("SMELT_SHM_DIR", "/nonexistent/smelt-shm")],
@@ -511,11 +532,11 @@ fn driver() {
     }
     let exe = std::env::current_exe().expect("this test's path");
     let mut failed = Vec::new();
-    for (name, scenario, env, mark) in scenarios {
+    for (np, name, scenario, env, mark) in scenarios {
         let mut vars = mpirun_job::vars(env);
         vars.push((MEMBER.to_string(), scenario.to_string()));
         let run = mpirun_job::run(mpirun_job::Job {
-            np: 4,
+            np,
             mpirun_args: &[],
             prog: &exe,
             args: &[],
@@ -531,7 +552,7 @@ fn driver() {
             .collect();
         let verdict = if !run.ok() {
             Some("the job failed")
-        } else if oks.len() != 4 {
+        } else if oks.len() != np {
             Some("not every rank said ok")
         } else if !run.leftovers.is_empty() {
             Some("shared memory was left behind")
