@@ -101,7 +101,7 @@ impl Config {
         if self.bulk_chunk == 0 {
             return Err(AmError::Invalid("a bulk chunk of 0 bytes".into()));
         }
-        self.poll.validate().map_err(AmError::Invalid)
+        self.poll.validate()
     }
 }
 

@@ -9,6 +9,8 @@
 //! polls (quiet). A network poll that is due takes in up to as many messages as polls
 //! it skipped, to balance the two protocols.
 
+use crate::AmError;
+
 /// When an endpoint polls its slow channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PollPolicy {
@@ -34,20 +36,22 @@ impl PollPolicy {
         min_every: 32,
     };
 
-    /// Checks the parameters.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks the parameters ([`AmError::Invalid`] says what is wrong).
+    pub fn validate(&self) -> Result<(), AmError> {
         match *self {
             PollPolicy::Always => Ok(()),
-            PollPolicy::Every(0) => Err("a poll policy of once every 0 polls".into()),
+            PollPolicy::Every(0) => Err(AmError::Invalid(
+                "a poll policy of once every 0 polls".into(),
+            )),
             PollPolicy::Every(_) => Ok(()),
             PollPolicy::Adaptive {
                 max_every,
                 min_every,
             } => {
                 if max_every == 0 || min_every < max_every {
-                    Err(format!(
+                    Err(AmError::Invalid(format!(
                         "adaptive polling between once every {max_every} and once every {min_every} polls (need 1 ≤ max_every ≤ min_every)"
-                    ))
+                    )))
                 } else {
                     Ok(())
                 }
@@ -63,12 +67,12 @@ impl Default for PollPolicy {
 }
 
 impl std::str::FromStr for PollPolicy {
-    type Err = String;
+    type Err = AmError;
     /// `always`, `every:N`, `adaptive` or `adaptive:MAX:MIN` (e.g. `adaptive:8:32`).
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, AmError> {
         let num = |v: &str| {
             v.parse::<u32>()
-                .map_err(|_| format!("poll policy {s:?}: {v:?} is not a count"))
+                .map_err(|_| AmError::Invalid(format!("poll policy {s:?}: {v:?} is not a count")))
         };
         let parts: Vec<&str> = s.split(':').collect();
         let p = match parts.as_slice() {
@@ -80,9 +84,9 @@ impl std::str::FromStr for PollPolicy {
                 min_every: num(b)?,
             },
             _ => {
-                return Err(format!(
+                return Err(AmError::Invalid(format!(
                     "poll policy {s:?}: expected always, every:N, adaptive or adaptive:MAX:MIN"
-                ))
+                )))
             }
         };
         p.validate()?;
