@@ -150,7 +150,9 @@ fn kvs_error(e: KvsError) -> Error {
         KvsError::Unavailable(_)
         | KvsError::HomeFailed { .. }
         | KvsError::Rejected(_)
-        | KvsError::Replica { .. } => SMELT_ERR_RUNTIME,
+        | KvsError::Replica { .. }
+        | KvsError::NotLinearizable(_)
+        | KvsError::Logs(_) => SMELT_ERR_RUNTIME,
     };
     Error(code, e.to_string())
 }

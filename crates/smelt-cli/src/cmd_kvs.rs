@@ -290,7 +290,7 @@ fn check_file(f: &std::path::Path, as_json: bool) -> Result<()> {
             if as_json {
                 println!(
                     "{}",
-                    json!({"file": f.display().to_string(), "linearizable": false, "why": e})
+                    json!({"file": f.display().to_string(), "linearizable": false, "why": e.to_string()})
                 );
             }
             return Err(crate::common::Incomplete(format!(
@@ -503,7 +503,8 @@ fn bench_config(
 struct Runs<'a> {
     results: Vec<(&'a Setup, BenchResult)>,
     history_written: Option<(PathBuf, usize)>,
-    check_result: Option<std::result::Result<smelt_kvs::history::HistorySummary, String>>,
+    check_result:
+        Option<std::result::Result<smelt_kvs::history::HistorySummary, smelt_kvs::KvsError>>,
 }
 
 impl Runs<'_> {

@@ -442,4 +442,12 @@ pub enum KvsError {
         /// What happened.
         what: String,
     },
+    /// A history that is not linearizable, or cannot be checked: why
+    /// ([`history::check_history`](crate::history::check_history)).
+    #[error("{0}")]
+    NotLinearizable(String),
+    /// The replicas that closed normally applied different logs, or none did
+    /// ([`StoreReport::check_logs`](crate::StoreReport::check_logs)).
+    #[error("{0}")]
+    Logs(String),
 }

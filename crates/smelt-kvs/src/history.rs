@@ -34,6 +34,7 @@
 //! [`check_register_exhaustive`] searches every order (exponential; for small
 //! histories) and is how the fast checker is tested.
 
+use crate::KvsError;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -156,7 +157,11 @@ const POS_INF: i128 = i128::MAX / 4;
 
 /// Checks one register's history (values unique per write). `Err` says why it is not
 /// linearizable.
-pub fn check_register(ops: &[RegOp]) -> Result<(), String> {
+pub fn check_register(ops: &[RegOp]) -> Result<(), KvsError> {
+    register_why(ops).map_err(KvsError::NotLinearizable)
+}
+
+fn register_why(ops: &[RegOp]) -> Result<(), String> {
     // Writes by value.
     let mut writes: HashMap<u64, usize> = HashMap::new();
     for (i, o) in ops.iter().enumerate() {
@@ -259,7 +264,11 @@ fn fmt_t(t: i128) -> String {
 
 /// Checks one register by trying every order (exponential: for histories of up to
 /// about 20 operations). Writes that never returned may also never take effect.
-pub fn check_register_exhaustive(ops: &[RegOp]) -> Result<(), String> {
+pub fn check_register_exhaustive(ops: &[RegOp]) -> Result<(), KvsError> {
+    register_exhaustive_why(ops).map_err(KvsError::NotLinearizable)
+}
+
+fn register_exhaustive_why(ops: &[RegOp]) -> Result<(), String> {
     let n = ops.len();
     if n > 24 {
         return Err(format!(
@@ -314,7 +323,11 @@ pub fn check_register_exhaustive(ops: &[RegOp]) -> Result<(), String> {
 }
 
 /// Checks a whole history, key by key (see the [module documentation](self)).
-pub fn check_history(ops: &[HistoryOp]) -> Result<HistorySummary, String> {
+pub fn check_history(ops: &[HistoryOp]) -> Result<HistorySummary, KvsError> {
+    history_why(ops).map_err(KvsError::NotLinearizable)
+}
+
+fn history_why(ops: &[HistoryOp]) -> Result<HistorySummary, String> {
     let mut by_key: HashMap<u64, Vec<(usize, RegOp)>> = HashMap::new();
     let mut left_out = 0;
     let read_values: std::collections::HashSet<(u64, u64)> = ops
@@ -362,7 +375,7 @@ pub fn check_history(ops: &[HistoryOp]) -> Result<HistorySummary, String> {
         let v = &by_key[k];
         n += v.len();
         let regs: Vec<RegOp> = v.iter().map(|x| x.1).collect();
-        check_register(&regs).map_err(|e| format!("key {k}: {e}"))?;
+        register_why(&regs).map_err(|e| format!("key {k}: {e}"))?;
     }
     Ok(HistorySummary {
         keys: by_key.len(),
@@ -495,6 +508,7 @@ mod tests {
     fn duplicate_values_are_refused() {
         assert!(check_register(&[w(1, 0, 1), w(1, 2, 3)])
             .unwrap_err()
+            .to_string()
             .contains("twice"));
     }
 

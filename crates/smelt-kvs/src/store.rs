@@ -88,7 +88,11 @@ impl StoreReport {
     /// are left out (they hold a prefix), and so are replicas cut off by a crash where
     /// the protocol has no failover (they stopped where they were); if that leaves
     /// none after a crash, there is nothing to compare.
-    pub fn check_logs(&self) -> Result<(), String> {
+    pub fn check_logs(&self) -> Result<(), KvsError> {
+        self.logs_why().map_err(KvsError::Logs)
+    }
+
+    fn logs_why(&self) -> Result<(), String> {
         let all: Vec<&ReplicaReport> = self.replicas.iter().flatten().collect();
         let live: Vec<&ReplicaReport> = all
             .iter()
@@ -606,7 +610,7 @@ mod tests {
                 Some(report(2, "aborted", 3)),
             ],
         };
-        let e = rep.check_logs().unwrap_err();
+        let e = rep.check_logs().unwrap_err().to_string();
         assert!(e.starts_with("shutdown timed out"), "{e}");
         assert!(e.contains("replica 2"), "{e}");
         assert!(!e.contains("differ"), "{e}");
@@ -618,6 +622,7 @@ mod tests {
         assert!(rep
             .check_logs()
             .unwrap_err()
+            .to_string()
             .starts_with("replica logs differ"));
     }
 
