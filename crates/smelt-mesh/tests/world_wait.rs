@@ -3,10 +3,13 @@
 //! Members given distinct but made-up CPU ids (more members than the machine has
 //! CPUs, as `smelt bench processes` and oversubscribed launchers give them) share
 //! CPUs: a member that spins there holds the CPU its peer needs, and processes were
-//! 20-60x slower than threads at 8 members on 2 CPUs.
+//! 20-60x slower than threads at 8 members on 2 CPUs. And a mesh receive between
+//! processes waits in the link (a futex the sender wakes), not in timed sleeps.
 
-use smelt_mesh::world::WorldBuilder;
+use smelt_mesh::mesh::{Mesh, MeshError};
+use smelt_mesh::world::{MeshSpec, World, WorldBuilder, WorldJob, WorldKind, WorldLink};
 use smelt_mesh::{CpuId, Rank, WaitPolicy};
+use std::time::{Duration, Instant};
 
 /// More members than this machine has CPUs, each with a distinct (made-up) CPU id.
 fn made_up(n: usize) -> WorldBuilder {
@@ -46,4 +49,85 @@ fn members_with_cpus_of_their_own_spin() {
         job.join(Rank(0)).unwrap().wait_policy(),
         WaitPolicy::DEDICATED
     );
+}
+
+/// Two members of a process job (joined here, one thread each: their links are rings
+/// in the job's shared memory, as between processes), with an all-to-all mesh.
+fn process_pair() -> (World, World, WorldJob) {
+    let job = WorldBuilder::new(2).create_job(false).unwrap();
+    let (a, b) = (job.join(Rank(0)).unwrap(), job.join(Rank(1)).unwrap());
+    assert_eq!(a.kind(), WorldKind::Processes);
+    (a, b, job)
+}
+
+fn meshes(a: &World, b: &World) -> (Mesh<WorldLink>, Mesh<WorldLink>) {
+    std::thread::scope(|s| {
+        let t = s.spawn(|| b.mesh(&MeshSpec::all_to_all()).unwrap());
+        let ma = a.mesh(&MeshSpec::all_to_all()).unwrap();
+        (ma, t.join().unwrap())
+    })
+}
+
+/// A receive from one member between processes waits in that link (its ring's futex,
+/// woken by the sender): a message sent while it waits arrives, a wait with nothing
+/// sent ends at its timeout, and an abort ends it at once.
+#[test]
+fn process_mesh_receive_from_one_member_waits_in_the_link() {
+    let (a, b, _job) = process_pair();
+    let (mut ma, mut mb) = meshes(&a, &b);
+    let mut buf = [0u8; 64];
+    // A message sent after the receiver has long been parked.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(30));
+            mb.send(Rank(0), 7, b"late", Duration::from_secs(5))
+                .unwrap();
+        });
+        let (tag, n) = ma
+            .recv_from(Rank(1), &mut buf, Duration::from_secs(20))
+            .unwrap();
+        assert_eq!((tag, &buf[..n]), (7, &b"late"[..]));
+    });
+    // Nothing sent: the timeout, reported as such.
+    let t = Instant::now();
+    match ma.recv_from(Rank(1), &mut buf, Duration::from_millis(40)) {
+        Err(MeshError::Timeout { .. }) => {}
+        r => panic!("expected a timeout, got {r:?}"),
+    }
+    assert!(t.elapsed() >= Duration::from_millis(40));
+    // An abort raised while it waits ends the wait long before its timeout.
+    let abort = ma.abort_handle();
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(30));
+            abort.trigger();
+        });
+        match ma.recv_from(Rank(1), &mut buf, Duration::from_secs(20)) {
+            Err(MeshError::Aborted { .. }) => {}
+            r => panic!("expected the abort, got {r:?}"),
+        }
+    });
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+}
+
+/// A member that leaves while the other waits for it: the wait ends with the peer gone
+/// (its link closed), not at the timeout.
+#[test]
+fn process_mesh_receive_sees_the_peer_leave() {
+    let (a, b, _job) = process_pair();
+    let (mut ma, mb) = meshes(&a, &b);
+    let mut buf = [0u8; 64];
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            drop(mb);
+        });
+        match ma.recv_from(Rank(1), &mut buf, Duration::from_secs(20)) {
+            Err(MeshError::PeerGone { .. }) => {}
+            r => panic!("expected the peer gone, got {r:?}"),
+        }
+    });
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
 }
