@@ -182,8 +182,7 @@ pub fn uniform(cpus: &[u32]) -> Result<Model, ModelError> {
     m.provenance.cpu_model = crate::host::cpu_model_from_proc().unwrap_or_default();
     m.provenance.method = "uniform".into();
     m.provenance.date = crate::host::now_rfc3339();
-    m.validate()
-        .map_err(|why| ModelError::Invalid { path: None, why })?;
+    m.validate()?;
     Ok(m)
 }
 

@@ -137,10 +137,7 @@ pub fn import(path: &Path, opts: &ImportOptions) -> Result<Model, ModelError> {
         Format::MachineDb => import_machinedb(path, opts.ghz)?,
         Format::C2cCsv => import_c2c_csv(path)?,
     };
-    model.validate().map_err(|why| ModelError::Invalid {
-        path: Some(path.into()),
-        why,
-    })?;
+    model.validate().map_err(|e| e.at(path))?;
     Ok(model)
 }
 
@@ -343,8 +340,7 @@ pub fn import_c2c_csv(path: &Path) -> Result<Model, ModelError> {
         .map(|(i, j)| format!("CPU {i} <-> CPU {j}"))
         .collect();
     let classes = infer_from_costs(&cpus, &lat);
-    let filled =
-        fill_gaps(&mut lat, &cpus, &classes).map_err(|why| ModelError::parse(path, None, why))? / 2;
+    let filled = fill_gaps(&mut lat, &cpus, &classes).map_err(|e| in_file(e, path))? / 2;
     let r = C2C_RECEIVE_PER_SEND;
     let f = C2C_COST_PER_ONE_WAY;
     let scale = |k: f64| -> Vec<Vec<f64>> {
@@ -429,7 +425,26 @@ fn count_missing(m: &[Vec<f64>]) -> usize {
 /// all measured pairs that part at that level, then to all measured pairs. Never
 /// writes zeros. Returns how many entries were filled; errors when a CPU has no
 /// measurement at all in `m` (it could be anywhere).
-pub fn fill_gaps(m: &mut [Vec<f64>], cpus: &[u32], hierarchy: &Hierarchy) -> Result<usize, String> {
+///
+/// The error is [`ModelError::Invalid`] without a path ([`ModelError::at`] names the
+/// file).
+pub fn fill_gaps(
+    m: &mut [Vec<f64>],
+    cpus: &[u32],
+    hierarchy: &Hierarchy,
+) -> Result<usize, ModelError> {
+    fill_gaps_why(m, cpus, hierarchy).map_err(|why| ModelError::Invalid { path: None, why })
+}
+
+/// `fill_gaps`'s error as a parse error of the file its costs came from.
+fn in_file(e: ModelError, path: &Path) -> ModelError {
+    match e {
+        ModelError::Invalid { why, .. } => ModelError::parse(path, None, why),
+        e => e,
+    }
+}
+
+fn fill_gaps_why(m: &mut [Vec<f64>], cpus: &[u32], hierarchy: &Hierarchy) -> Result<usize, String> {
     let n = m.len();
     let mut todo = Vec::new();
     for i in 0..n {
@@ -1033,8 +1048,7 @@ pub fn import_machinedb(dir: &Path, ghz: Option<f64>) -> Result<Model, ModelErro
     let classes = infer_from_costs(&cpus, &symmetric_cost(&probe_model));
     let mut notes = Vec::new();
     let mut fill = |m: &mut Vec<Vec<f64>>, f: &PairFile| -> Result<(), ModelError> {
-        let k =
-            fill_gaps(m, &cpus, &classes).map_err(|why| ModelError::parse(&f.path, None, why))?;
+        let k = fill_gaps(m, &cpus, &classes).map_err(|e| in_file(e, &f.path))?;
         let file = f.path.file_name().unwrap_or_default().to_string_lossy();
         if k > 0 {
             notes.push(format!(

@@ -71,6 +71,18 @@ pub enum ModelError {
 }
 
 impl ModelError {
+    /// The same error, naming the file `path` if it is an invalid model's that names
+    /// none.
+    pub fn at(self, path: impl Into<PathBuf>) -> Self {
+        match self {
+            ModelError::Invalid { path: None, why } => ModelError::Invalid {
+                path: Some(path.into()),
+                why,
+            },
+            e => e,
+        }
+    }
+
     /// A parse error at `path`, optionally at a 1-based `line`.
     pub fn parse(path: impl Into<PathBuf>, line: Option<usize>, why: impl Into<String>) -> Self {
         ModelError::Parse {
@@ -314,8 +326,14 @@ impl Model {
 
     /// Checks every invariant a model file must satisfy: format and version, unique
     /// CPUs, square `n×n` matrices of finite costs between 0 and [`MAX_COST_NS`],
-    /// hierarchy levels that partition the CPUs.
-    pub fn validate(&self) -> Result<(), String> {
+    /// hierarchy levels that partition the CPUs. The error is [`ModelError::Invalid`]
+    /// without a path ([`ModelError::at`] names the file).
+    pub fn validate(&self) -> Result<(), ModelError> {
+        self.why_invalid()
+            .map_err(|why| ModelError::Invalid { path: None, why })
+    }
+
+    fn why_invalid(&self) -> Result<(), String> {
         if self.format != FORMAT {
             return Err(format!(
                 "field 'format' is '{}', expected '{FORMAT}'",
@@ -425,8 +443,7 @@ impl Model {
         let m: Model = serde_json::from_str(text).map_err(|e| {
             ModelError::parse(p.clone(), Some(e.line()), format!("not a smelt model: {e}"))
         })?;
-        m.validate()
-            .map_err(|why| ModelError::Invalid { path: Some(p), why })?;
+        m.validate().map_err(|e| e.at(p))?;
         Ok(m)
     }
 
@@ -439,10 +456,7 @@ impl Model {
     /// directory, then rename), so a failure never leaves a partial file.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), ModelError> {
         let path = path.as_ref();
-        self.validate().map_err(|why| ModelError::Invalid {
-            path: Some(path.into()),
-            why,
-        })?;
+        self.validate().map_err(|e| e.at(path))?;
         write_atomic(path, self.to_json().as_bytes())
     }
 }
@@ -542,13 +556,13 @@ mod tests {
     fn rejects_bad_matrices() {
         let mut m = synthetic(1, 3, 1.0, 1.0, 1.0);
         m.send[1][2] = f64::NAN;
-        assert!(m.validate().unwrap_err().contains("finite"));
+        assert!(m.validate().unwrap_err().to_string().contains("finite"));
         let mut m = synthetic(1, 3, 1.0, 1.0, 1.0);
         m.receive.pop();
-        assert!(m.validate().unwrap_err().contains("rows"));
+        assert!(m.validate().unwrap_err().to_string().contains("rows"));
         let mut m = synthetic(1, 3, 1.0, 1.0, 1.0);
         m.cpus[2] = 0;
-        assert!(m.validate().unwrap_err().contains("twice"));
+        assert!(m.validate().unwrap_err().to_string().contains("twice"));
         let mut m = synthetic(1, 3, 1.0, 1.0, 1.0);
         m.send[0][1] = -1.0;
         assert!(m.validate().is_err());

@@ -263,7 +263,7 @@ fn fill_gaps_never_writes_zeros_and_refuses_isolated_cpus() {
         vec![5.0, 0.0, nan],
         vec![nan, nan, 0.0],
     ];
-    let e = fill_gaps(&mut m, &[0, 1, 2], &h).unwrap_err();
+    let e = fill_gaps(&mut m, &[0, 1, 2], &h).unwrap_err().to_string();
     assert!(e.contains("CPU 2 has no measured pair"), "{e}");
     let mut m = vec![
         vec![0.0, 5.0, 7.0],
@@ -555,7 +555,7 @@ fn zero_cells_are_filled_and_named_in_provenance() {
 fn models_with_out_of_range_costs_are_refused() {
     let mut m = smelt_model::synthetic(1, 2, 10.0, 10.0, 1.0);
     m.send[0][1] = 1e308;
-    let e = m.validate().unwrap_err();
+    let e = m.validate().unwrap_err().to_string();
     assert!(e.contains("at most 1e9"), "{e}");
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("m.json");
