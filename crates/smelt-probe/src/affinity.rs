@@ -7,8 +7,11 @@ pub fn allowed_cpus() -> Vec<u32> {
     smelt_transport::allowed_cpus().unwrap_or_default()
 }
 
-/// Pins the calling thread to OS CPU `cpu`; an error names the CPU.
-pub fn pin_current_thread(cpu: u32) -> Result<(), String> {
-    smelt_transport::pin_current_thread(cpu)
-        .map_err(|e| format!("cannot pin a thread to CPU {cpu}: {e}"))
+use crate::ProbeError;
+use smelt_ids::CpuId;
+
+/// Pins the calling thread to OS CPU `cpu`; the error ([`ProbeError::Pin`]) names
+/// the CPU.
+pub fn pin_current_thread(cpu: CpuId) -> Result<(), ProbeError> {
+    smelt_transport::pin_current_thread(cpu.0).map_err(|source| ProbeError::Pin { cpu, source })
 }

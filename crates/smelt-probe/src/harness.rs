@@ -156,7 +156,8 @@ pub fn run_team(
             let cpu = placement(cpus, threads, i);
             handles.push(s.spawn(move || -> Result<(), String> {
                 if let Some(c) = cpu {
-                    crate::affinity::pin_current_thread(c)?;
+                    crate::affinity::pin_current_thread(smelt_ids::CpuId(c))
+                        .map_err(|e| e.to_string())?;
                 }
                 let mut seen = 0;
                 loop {

@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod affinity;
+mod error;
 pub mod figure;
 pub mod harness;
 pub mod link;
@@ -18,5 +19,6 @@ pub mod progress;
 pub mod stats;
 pub mod transport;
 
+pub use error::ProbeError;
 pub use harness::{Budget, Deadline, Timeout};
 pub use stats::Summary;

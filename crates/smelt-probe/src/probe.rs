@@ -15,6 +15,8 @@
 
 use crate::harness::Deadline;
 use crate::link::{RecvWord, SendWord};
+use crate::ProbeError;
+use smelt_ids::CpuId;
 use smelt_model::Hierarchy;
 use smelt_transport::{Consumer, Producer};
 use smelt_tree::stats::{median_sorted, summarize, Summary};
@@ -121,7 +123,7 @@ impl ProbeResult {
     /// hierarchy, e.g. `smelt_model::topology::skeleton` of the CPUs probed) with the
     /// probe's costs and notes, `method` "probe", and the hierarchy inferred from the
     /// costs; validated. The one way every command turns a probe into a model.
-    pub fn to_model(&self, skeleton: smelt_model::Model) -> Result<smelt_model::Model, String> {
+    pub fn to_model(&self, skeleton: smelt_model::Model) -> Result<smelt_model::Model, ProbeError> {
         let mut m = skeleton;
         m.provenance.method = "probe".into();
         m.send = self.send.clone();
@@ -131,8 +133,7 @@ impl ProbeResult {
         if m.len() > 1 {
             m.inferred_hierarchy = Some(smelt_model::infer::infer_hierarchy(&m));
         }
-        m.validate()
-            .map_err(|why| format!("the probe produced an invalid model: {why}"))?;
+        m.validate().map_err(ProbeError::Model)?;
         Ok(m)
     }
 }
@@ -301,13 +302,13 @@ pub fn measure_pair(
     warmup: usize,
     overhead: f64,
     timeout: Duration,
-) -> Result<PairCosts, String> {
+) -> Result<PairCosts, ProbeError> {
     if s == r {
-        return Err(format!(
+        return Err(ProbeError::Failed(format!(
             "pair CPU {s} -> CPU {r}: a pair needs two different CPUs"
-        ));
+        )));
     }
-    PinnedPool::new(&[s, r])?.measure_pair(s, r, reps, warmup, overhead, timeout)
+    PinnedPool::new(&[CpuId(s), CpuId(r)])?.measure_pair(s, r, reps, warmup, overhead, timeout)
 }
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
@@ -321,18 +322,19 @@ pub struct PinnedPool {
 
 impl PinnedPool {
     /// Starts one thread per CPU; fails (naming the CPU) if one cannot be pinned.
-    pub fn new(cpus: &[u32]) -> Result<PinnedPool, String> {
+    pub fn new(cpus: &[CpuId]) -> Result<PinnedPool, ProbeError> {
         let mut pool = PinnedPool {
             workers: BTreeMap::new(),
             handles: Vec::new(),
         };
-        for &c in cpus {
+        for &cpu in cpus {
+            let c = cpu.0;
             let (tx, rx) = mpsc::channel::<Job>();
-            let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+            let (ready_tx, ready_rx) = mpsc::channel::<Result<(), ProbeError>>();
             let h = std::thread::Builder::new()
                 .name(format!("smelt-probe-{c}"))
                 .spawn(move || {
-                    let pinned = crate::affinity::pin_current_thread(c);
+                    let pinned = crate::affinity::pin_current_thread(cpu);
                     let ok = pinned.is_ok();
                     let _ = ready_tx.send(pinned);
                     if ok {
@@ -346,7 +348,11 @@ impl PinnedPool {
             match ready_rx.recv() {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => return Err(e),
-                Err(_) => return Err(format!("the probe thread for CPU {c} died")),
+                Err(_) => {
+                    return Err(ProbeError::Failed(format!(
+                        "the probe thread for CPU {c} died"
+                    )))
+                }
             }
             pool.workers.insert(c, tx);
         }
@@ -373,6 +379,19 @@ impl PinnedPool {
 
     /// Measures the ordered pair `s -> r` on the pool's threads.
     pub fn measure_pair(
+        &self,
+        s: u32,
+        r: u32,
+        reps: usize,
+        warmup: usize,
+        overhead: f64,
+        timeout: Duration,
+    ) -> Result<PairCosts, ProbeError> {
+        self.pair_why(s, r, reps, warmup, overhead, timeout)
+            .map_err(ProbeError::Failed)
+    }
+
+    fn pair_why(
         &self,
         s: u32,
         r: u32,
@@ -454,19 +473,19 @@ pub fn plan_pairs(
 }
 
 /// Runs the sweep. Errors: a CPU this process may not use, or a stuck pair.
-pub fn probe(cfg: &ProbeConfig) -> Result<ProbeResult, String> {
+pub fn probe(cfg: &ProbeConfig) -> Result<ProbeResult, ProbeError> {
     let start = Instant::now();
     let cpus = cfg.cpus.clone();
     let n = cpus.len();
     if n == 0 {
-        return Err("no CPU to probe".into());
+        return Err(ProbeError::Failed("no CPU to probe".into()));
     }
     let allowed = crate::affinity::allowed_cpus();
     if let Some(bad) = cpus.iter().find(|c| !allowed.contains(c)) {
-        return Err(format!(
+        return Err(ProbeError::Failed(format!(
             "CPU {bad} is not available to this process (it may use CPUs {})",
             smelt_model::format_cpu_list(&allowed)
-        ));
+        )));
     }
     let mut notes = Vec::new();
     let useful = cfg
@@ -488,7 +507,7 @@ pub fn probe(cfg: &ProbeConfig) -> Result<ProbeResult, String> {
     let overhead = timer_overhead();
     let mut reps = cfg.reps.max(1);
     let mut warmup = cfg.warmup;
-    let pool = PinnedPool::new(&cpus)?;
+    let pool = PinnedPool::new(&cpus.iter().map(|&c| CpuId(c)).collect::<Vec<_>>())?;
     let bar = crate::progress::Progress::new(cfg.progress, plan.len() as u64, "pairs")
         .with_label("smelt probe");
     let mut got: BTreeMap<(usize, usize), PairCosts> = BTreeMap::new();
@@ -674,7 +693,7 @@ mod tests {
         let (a, b) = (cpus[0], *cpus.last().unwrap());
         let t = Duration::from_secs(20);
         let same = measure_pair(a, a, 5, 1, timer_overhead(), t).unwrap_err();
-        assert!(same.contains("two different CPUs"), "{same}");
+        assert!(same.to_string().contains("two different CPUs"), "{same}");
         if a == b {
             return; // a single CPU has no pair to measure
         }
@@ -730,7 +749,9 @@ mod tests {
 
     #[test]
     fn refuses_a_cpu_it_may_not_use() {
-        let e = probe(&ProbeConfig::quick(vec![100_000])).unwrap_err();
+        let e = probe(&ProbeConfig::quick(vec![100_000]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("CPU 100000"), "{e}");
     }
 }
