@@ -16,6 +16,7 @@ pub mod heatmap;
 pub mod host;
 pub mod import;
 pub mod infer;
+pub mod place;
 pub mod stats;
 pub mod text;
 #[cfg(feature = "hwloc")]

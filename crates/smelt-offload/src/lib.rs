@@ -25,9 +25,10 @@
 //! [`Config::max_sleep`]. [`OffloadMode::Direct`]: no thread; the calling application thread
 //! runs each command on the endpoint itself (behind a mutex), for comparison.
 //!
-//! **Placement.** [`Config::cpus`] pins each lane's thread; [`default_cpus`] places them
-//! from the machine model: one per NUMA node (the model's nodes), each on the core of its
-//! node that is cheapest for the node's other cores to reach.
+//! **Placement.** [`Config::cpus`] pins each lane's thread; `smelt_model::place::default_cpus`
+//! places them from the machine model: one per NUMA node (the model's nodes), each on the
+//! CPU of its node that is cheapest for the node's other CPUs to reach (the model crate
+//! holds it: this crate compiles no model).
 //!
 //! **Completion.** Requests are fire-and-forget; [`Offload::flush`] (or
 //! [`Offload::request_ticket`]) gives a [`Ticket`] that completes when every command
@@ -74,9 +75,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-mod place;
-pub use place::{default_cpus, default_lanes};
-
 /// How communication is driven.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OffloadMode {
@@ -105,7 +103,8 @@ impl OffloadMode {
 pub struct Config {
     /// How communication is driven.
     pub mode: OffloadMode,
-    /// OS CPU of each lane's thread (empty: not pinned). See [`default_cpus`].
+    /// OS CPU of each lane's thread (empty: not pinned). See
+    /// `smelt_model::place::default_cpus`.
     pub cpus: Vec<u32>,
     /// Commands each lane's queue holds (default 1024); a producer that finds it full
     /// waits (with back-off, at most [`timeout`](Config::timeout)).
@@ -126,7 +125,8 @@ pub struct Config {
 }
 
 impl Config {
-    /// Defaults for `mode`: no pinning (see [`default_cpus`]), 1024 commands per queue.
+    /// Defaults for `mode`: no pinning (see `smelt_model::place::default_cpus`), 1024
+    /// commands per queue.
     pub fn new(mode: OffloadMode) -> Config {
         Config {
             mode,

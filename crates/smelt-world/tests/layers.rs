@@ -1,5 +1,5 @@
 //! The layers hold (issue 23): the services made from a world (active messages,
-//! aggregation, global arrays, tasks, the store) depend on the mesh layer and the
+//! aggregation, global arrays, tasks, the store, offload lanes) depend on the mesh layer and the
 //! transport, never on the tree, model, probe or runtime crates, nor on hwloc or
 //! plotting. What `cargo tree -p CRATE -e normal` shows, read from the workspace's
 //! manifests (normal dependencies of a default build: optional ones are left out).
@@ -78,6 +78,7 @@ fn the_services_depend_on_the_mesh_layer_only() {
         "smelt-global",
         "smelt-tasks",
         "smelt-kvs",
+        "smelt-offload",
     ] {
         let deps = closure(krate);
         assert!(
