@@ -1,5 +1,5 @@
 //! Starting and ending a job's member processes: the one launcher behind
-//! `smelt launch` and `smelt bench --processes`, for your own launcher too.
+//! `smelt launch` and `smelt bench processes`, for your own launcher too.
 //!
 //! [`Members`] starts each member pinned to its CPU, in one process group of the job's
 //! own (led by the first member, as `mpirun` does: a Ctrl-C reaches the launcher,

@@ -1,6 +1,6 @@
 /* mpi_sizes.c - latency of MPI_Bcast, MPI_Reduce, MPI_Allreduce and MPI_Barrier over
  * message sizes, as an unchanged MPI program sees it (whatever MPI library, component
- * or interposer runs underneath). Launched by `smelt bench --mpi` with
+ * or interposer runs underneath). Launched by `smelt bench mpi` with
  *   mpirun ... -np N mpi_sizes CPUS N BATCH_US RUNS SIZES OPS
  * SIZES: comma-separated message sizes in bytes (multiples of 8 for the reductions);
  * OPS: comma-separated subset of bcast,reduce,allreduce,barrier.

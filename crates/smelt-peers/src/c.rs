@@ -261,7 +261,7 @@ const MPI_SIZES: Program = Program {
     outputs: &[],
 };
 
-/// The MPI collective operations `smelt bench --mpi` measures.
+/// The MPI collective operations `smelt bench mpi` measures.
 pub const MPI_OPS: [&str; 4] = ["bcast", "reduce", "allreduce", "barrier"];
 
 /// An implementation of MPI's collectives, as an unchanged MPI program gets them.

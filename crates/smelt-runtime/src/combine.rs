@@ -9,7 +9,7 @@
 //! with [`ReduceOp::Sum`] compiles to eight packed `addpd` per block of 16 values
 //! (`movupd` loads, no scalar `addsd` in the loop; `minpd`/`maxpd`/`mulpd` for the
 //! other operations), and `combine_le_bytes` on aligned bytes takes the same code
-//! (the bytes are viewed as values, no copy). `smelt bench --large` has a section
+//! (the bytes are viewed as values, no copy). `smelt bench large` has a section
 //! timing the combine alone
 //! against a plain `for` loop and `memcpy`.
 //!

@@ -2,7 +2,7 @@
 //! shared memory ([`smelt_transport::shm`]).
 //!
 //! Building a job is separate from starting its members. The creator (`smelt launch`,
-//! `smelt bench --processes`, or your own launcher) calls [`GroupJob::create`] with the
+//! `smelt bench processes`, or your own launcher) calls [`GroupJob::create`] with the
 //! trees and hands each member process the variables of [`GroupJob::env`]; each member
 //! calls [`join_from_env`] (or [`join`]) and gets a [`Member`] with its rank, CPU and
 //! contexts, running the same collectives as a thread member.
@@ -173,7 +173,7 @@ impl GroupJob {
     /// As [`create`](Self::create), for a launcher: the segment's name cannot outlive
     /// this process, even one killed by SIGKILL before every member joined
     /// ([`smelt_transport::shm::ShmJob::create_guarded`]: a small watcher process
-    /// removes it). Costs a `fork`. `smelt launch` and `smelt bench --processes` use
+    /// removes it). Costs a `fork`. `smelt launch` and `smelt bench processes` use
     /// it with [`crate::launch::Members`].
     pub fn create_guarded(trees: &[Tree], cfg: &GroupConfig) -> Result<GroupJob, GroupError> {
         Self::create_in(

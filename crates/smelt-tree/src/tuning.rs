@@ -77,7 +77,7 @@ pub use smelt_plan::SyncMode;
 pub enum Source {
     /// `smelt tune`: medians measured on the host.
     Measured,
-    /// `smelt tune --predict`: the simulator's times from a model.
+    /// `smelt tune predict`: the simulator's times from a model.
     Predicted,
 }
 
@@ -776,7 +776,7 @@ pub fn powers_of_two(lo: u64, hi: u64) -> Vec<u64> {
     v
 }
 
-/// A tuning file from the simulator (`smelt tune --predict`): for every mode,
+/// A tuning file from the simulator (`smelt tune predict`): for every mode,
 /// operation, group (rules keyed by its size; the first group of a size wins) and
 /// message size, the candidate with the lowest predicted time. Trees are built once
 /// per group and operation from the group's default root.

@@ -235,7 +235,7 @@ fn machine_files() -> Vec<PathBuf> {
     files
 }
 
-/// `smelt tune --predict` on every machine: the file validates, and in every cell
+/// `smelt tune predict` on every machine: the file validates, and in every cell
 /// the choice is predicted no slower than the best static tree.
 #[test]
 fn predicted_files_never_pick_slower_than_the_best_static_tree() {

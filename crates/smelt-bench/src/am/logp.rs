@@ -18,7 +18,7 @@
 //! * **L** (latency) = RTT/2 − o_s − o_r. A negative L (overheads larger than half a
 //!   round trip) is not a latency but a measurement that went wrong (a descheduled
 //!   peer, a wait counted as overhead): [`LogP::check`] says so, and `smelt bench
-//!   --am` reports such a row as a failed figure instead of printing it.
+//!   am` reports such a row as a failed figure instead of printing it.
 //! * **G** (gap per byte): the time per byte of a stream of bulk requests of 1 MiB,
 //!   pipelined in chunks; bandwidth = 1/G; the half-power point n½ = g/G, the message
 //!   size at which the per-message and the per-byte costs are equal.
