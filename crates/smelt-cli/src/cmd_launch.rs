@@ -3,6 +3,7 @@
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
+use signal_hook::iterator::Signals;
 use smelt_model::text::escape_line;
 use smelt_model::{parse_cpu_list, Model};
 use smelt_runtime::launch::Members;
@@ -164,18 +165,10 @@ fn describe(s: &ExitStatus) -> String {
 /// fails once any member joined).
 const UNJOINED: &str = "exited with status 0 before joining the job";
 
-pub fn run(a: LaunchArgs) -> Result<()> {
-    use signal_hook::consts::{SIGCONT, SIGHUP, SIGINT, SIGQUIT, SIGSTOP, SIGTERM, SIGTSTP};
-    let (tree, pins, algorithms) = plan(&a)?;
-    // The program as every message shows it: control characters escaped.
-    let program = escape_line(&a.program[0]).into_owned();
-    let cfg = GroupConfig {
-        timeout: Duration::from_secs_f64(a.timeout),
-        algorithms,
-        ..GroupConfig::default()
-    };
-    // The world every member joins: each rank's CPU (where the launcher pins it) and
-    // the model the tree came from, for the services members make from it.
+/// The members' environment: the job's world (each rank's CPU, where the launcher pins
+/// it, and the model the tree came from, for the services members make from it) over
+/// one guarded segment (even a launcher killed by SIGKILL leaves none in /dev/shm).
+fn create_job(a: &LaunchArgs, tree: &Tree, pins: &[u32], cfg: &GroupConfig) -> Result<GroupJob> {
     let mut world =
         WorldBuilder::new(a.n).cpus(&pins.iter().map(|&c| CpuId(c)).collect::<Vec<_>>());
     if let Some(m) = &a.model {
@@ -183,17 +176,21 @@ pub fn run(a: LaunchArgs) -> Result<()> {
             std::path::absolute(m).unwrap_or_else(|_| m.clone()),
         ));
     }
-    // Guarded: even a launcher killed by SIGKILL leaves no segment in /dev/shm.
-    let job = GroupJob::create_in(world, std::slice::from_ref(&tree), &cfg, true)?;
-    let mut signals =
-        signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGCONT])
-            .context("cannot install signal handlers")?;
+    Ok(GroupJob::create_in(
+        world,
+        std::slice::from_ref(tree),
+        cfg,
+        true,
+    )?)
+}
+
+/// Starts the members, each pinned to its CPU, with the variables of the world
+/// (SMELT_JOB, SMELT_JOB_KEY, SMELT_RANK, SMELT_SIZE, SMELT_CPU).
+fn start_members(a: &LaunchArgs, job: &GroupJob) -> Result<Members> {
     // Members run in a process group of their own, out of the terminal's foreground
     // group (a Ctrl-C reaches the launcher, which forwards it): one reading a terminal
     // would stop, so with a terminal on standard input they read /dev/null.
     let stdin_tty = std::io::stdin().is_terminal();
-    // Each member pinned to its CPU, with the variables of the world (SMELT_JOB,
-    // SMELT_JOB_KEY, SMELT_RANK, SMELT_SIZE, SMELT_CPU).
     let members = Members::start(job.world(), |_| {
         let mut cmd = Command::new(&a.program[0]);
         cmd.args(&a.program[1..]);
@@ -202,107 +199,197 @@ pub fn run(a: LaunchArgs) -> Result<()> {
         }
         cmd
     });
-    let mut members = match members {
-        Ok(m) => m,
+    match members {
+        Ok(m) => Ok(m),
         Err((rank, e)) => {
             // The members already started were killed and reaped.
             job.fail(rank, &format!("could not be started: {e}"));
             bail!("cannot start {}: {e}", a.program[0]);
         }
+    }
+}
+
+pub fn run(a: LaunchArgs) -> Result<()> {
+    use signal_hook::consts::{SIGCONT, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGTSTP};
+    let (tree, pins, algorithms) = plan(&a)?;
+    // The program as every message shows it: control characters escaped.
+    let program = escape_line(&a.program[0]).into_owned();
+    let cfg = GroupConfig {
+        timeout: Duration::from_secs_f64(a.timeout),
+        algorithms,
+        ..GroupConfig::default()
     };
-    // The member the job's end is blamed on: rank, the launcher's exit status, what
-    // happened.
-    let mut first_bad: Option<(usize, i32, String)> = None;
-    let mut statuses: Vec<Option<ExitStatus>> = vec![None; a.n];
-    // The first member that exited successfully without having joined.
-    let mut unjoined: Option<usize> = None;
-    // When members still running are killed, and why.
-    let mut kill_at: Option<(Instant, String)> = None;
-    let mut killing = false;
-    let mut forwarded: Option<i32> = None;
+    let job = create_job(&a, &tree, &pins, &cfg)?;
+    let signals = Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGCONT])
+        .context("cannot install signal handlers")?;
+    let members = start_members(&a, &job)?;
     let grace = Duration::from_secs_f64(a.grace);
-    let deadline = |why: String, at: &mut Option<(Instant, String)>| {
-        let t = Instant::now() + grace;
-        if at.as_ref().is_none_or(|(old, _)| t < *old) {
-            *at = Some((t, why));
-        }
-    };
-    loop {
-        for sig in signals.pending() {
-            match sig {
-                SIGTSTP => {
-                    // Ctrl-Z: stop the members, then the launcher itself.
-                    members.signal(SIGSTOP);
-                    let _ = signal_hook::low_level::emulate_default_handler(SIGTSTP);
-                }
-                SIGCONT => members.signal(SIGCONT),
-                _ if forwarded.is_none() => {
-                    forwarded = Some(sig);
-                    members.signal(sig);
-                    deadline(format!("signal {sig} was forwarded"), &mut kill_at);
-                }
-                _ => {
-                    // A second interrupt: kill at once, as mpirun does.
-                    kill_at = Some((Instant::now(), format!("a second signal ({sig})")));
-                }
-            }
-        }
-        for (rank, st) in members.poll() {
-            statuses[rank] = Some(st);
-            if st.success() {
-                if !job.has_joined(Rank(rank)) && unjoined.is_none() {
-                    unjoined = Some(rank);
-                }
-            } else if first_bad.is_none() {
-                let what = describe(&st);
-                job.fail(Rank(rank), &format!("{program} {what}"));
-                deadline(format!("member {rank} failed"), &mut kill_at);
-                first_bad = Some((rank, status_code(&st), what));
-            }
-        }
-        if first_bad.is_none() {
-            if let Some(r) = unjoined.filter(|_| job.joined() > 0) {
-                job.fail(Rank(r), &format!("{program} {UNJOINED}"));
-                deadline(format!("member {r} failed"), &mut kill_at);
-                first_bad = Some((r, 1, UNJOINED.to_string()));
-            }
-        }
-        if members.running() == 0 {
-            break;
-        }
-        if let Some((t, why)) = &kill_at {
-            if Instant::now() >= *t {
-                if !killing {
-                    killing = true;
-                    eprintln!(
-                        "smelt launch: {why}; killing the {} member(s) still running",
-                        members.running()
-                    );
-                }
-                // Again at every turn: a member that ends is reaped, one that does not
-                // gets SIGKILL once more.
-                members.kill();
-            }
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    // Members that saw a peer die exit too, maybe before the launcher noticed the
-    // death: the job's own record names the member that failed first.
-    if let Some((r, _)) = job.failure() {
-        if let Some(st) = statuses.get(r.index()).copied().flatten() {
-            if !st.success() {
-                first_bad = Some((r.index(), status_code(&st), describe(&st)));
-            }
-        }
-    }
-    drop(members);
+    let end = Supervisor::new(&job, members, &program, grace).supervise(signals);
     drop(job);
-    if let Some((rank, code, what)) = first_bad {
+    if let Some((rank, code, what)) = end.first_bad {
         eprintln!("smelt launch: member {rank} ({program}) {what}; the job was torn down");
         std::process::exit(if code == 0 { 1 } else { code });
     }
-    if let Some(sig) = forwarded {
+    if let Some(sig) = end.forwarded {
         std::process::exit(128 + sig);
     }
     Ok(())
+}
+
+/// How the job ended: the member it is blamed on (rank, the launcher's exit status,
+/// what happened) and the first signal forwarded to the members.
+struct Ending {
+    first_bad: Option<(usize, i32, String)>,
+    forwarded: Option<i32>,
+}
+
+/// The launcher's watch over the running members: forwards signals, notices members
+/// that end, aborts the job when one fails, and kills those still running after the
+/// grace period.
+struct Supervisor<'a> {
+    job: &'a GroupJob,
+    members: Members,
+    program: &'a str,
+    grace: Duration,
+    /// The member the job's end is blamed on: rank, the launcher's exit status, what
+    /// happened.
+    first_bad: Option<(usize, i32, String)>,
+    statuses: Vec<Option<ExitStatus>>,
+    /// The first member that exited successfully without having joined.
+    unjoined: Option<usize>,
+    /// When members still running are killed, and why.
+    kill_at: Option<(Instant, String)>,
+    killing: bool,
+    forwarded: Option<i32>,
+}
+
+impl<'a> Supervisor<'a> {
+    fn new(job: &'a GroupJob, members: Members, program: &'a str, grace: Duration) -> Self {
+        let n = members.len();
+        Supervisor {
+            job,
+            members,
+            program,
+            grace,
+            first_bad: None,
+            statuses: vec![None; n],
+            unjoined: None,
+            kill_at: None,
+            killing: false,
+            forwarded: None,
+        }
+    }
+
+    /// Watches the members until every one has ended; they are reaped on return.
+    fn supervise(mut self, mut signals: Signals) -> Ending {
+        loop {
+            for sig in signals.pending() {
+                self.on_signal(sig);
+            }
+            self.on_exits();
+            self.blame_unjoined();
+            if self.members.running() == 0 {
+                break;
+            }
+            self.kill_when_due();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.blame_first_failure();
+        Ending {
+            first_bad: self.first_bad,
+            forwarded: self.forwarded,
+        }
+    }
+
+    /// Members still running are killed `grace` from now (or earlier if already due).
+    fn deadline(&mut self, why: String) {
+        let t = Instant::now() + self.grace;
+        if self.kill_at.as_ref().is_none_or(|(old, _)| t < *old) {
+            self.kill_at = Some((t, why));
+        }
+    }
+
+    fn on_signal(&mut self, sig: i32) {
+        use signal_hook::consts::{SIGCONT, SIGSTOP, SIGTSTP};
+        match sig {
+            SIGTSTP => {
+                // Ctrl-Z: stop the members, then the launcher itself.
+                self.members.signal(SIGSTOP);
+                let _ = signal_hook::low_level::emulate_default_handler(SIGTSTP);
+            }
+            SIGCONT => self.members.signal(SIGCONT),
+            _ if self.forwarded.is_none() => {
+                self.forwarded = Some(sig);
+                self.members.signal(sig);
+                self.deadline(format!("signal {sig} was forwarded"));
+            }
+            _ => {
+                // A second interrupt: kill at once, as mpirun does.
+                self.kill_at = Some((Instant::now(), format!("a second signal ({sig})")));
+            }
+        }
+    }
+
+    /// Records the members that ended; the first that failed aborts the job.
+    fn on_exits(&mut self) {
+        for (rank, st) in self.members.poll() {
+            self.statuses[rank] = Some(st);
+            if st.success() {
+                if !self.job.has_joined(Rank(rank)) && self.unjoined.is_none() {
+                    self.unjoined = Some(rank);
+                }
+            } else if self.first_bad.is_none() {
+                let what = describe(&st);
+                self.job
+                    .fail(Rank(rank), &format!("{} {what}", self.program));
+                self.deadline(format!("member {rank} failed"));
+                self.first_bad = Some((rank, status_code(&st), what));
+            }
+        }
+    }
+
+    /// A member that exited 0 without joining while others joined fails the job.
+    fn blame_unjoined(&mut self) {
+        if self.first_bad.is_some() {
+            return;
+        }
+        if let Some(r) = self.unjoined.filter(|_| self.job.joined() > 0) {
+            self.job
+                .fail(Rank(r), &format!("{} {UNJOINED}", self.program));
+            self.deadline(format!("member {r} failed"));
+            self.first_bad = Some((r, 1, UNJOINED.to_string()));
+        }
+    }
+
+    fn kill_when_due(&mut self) {
+        let Some((t, why)) = &self.kill_at else {
+            return;
+        };
+        if Instant::now() < *t {
+            return;
+        }
+        if !self.killing {
+            self.killing = true;
+            eprintln!(
+                "smelt launch: {why}; killing the {} member(s) still running",
+                self.members.running()
+            );
+        }
+        // Again at every turn: a member that ends is reaped, one that does not gets
+        // SIGKILL once more.
+        self.members.kill();
+    }
+
+    /// Members that saw a peer die exit too, maybe before the launcher noticed the
+    /// death: the job's own record names the member that failed first.
+    fn blame_first_failure(&mut self) {
+        let Some((r, _)) = self.job.failure() else {
+            return;
+        };
+        if let Some(st) = self.statuses.get(r.index()).copied().flatten() {
+            if !st.success() {
+                self.first_bad = Some((r.index(), status_code(&st), describe(&st)));
+            }
+        }
+    }
 }
