@@ -192,7 +192,7 @@ pub fn parse_sizes(s: Option<&str>, quick: bool) -> Result<Vec<u64>> {
         None if quick => "8,512,8k,64k",
         None => "8-64k",
     };
-    let bad = |e: String| anyhow::anyhow!("--sizes: {e}");
+    let bad = |e: smelt_tree::tuning::TableError| anyhow::anyhow!("--sizes: {e}");
     let mut v = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match part.split_once('-') {

@@ -35,5 +35,5 @@ pub use algorithm::{NonTree, SyncMode};
 pub use op::Op;
 pub use shape::{Ranked, Shape};
 pub use smelt_ids::{CpuId, Pos, Rank};
-pub use table::{AlgorithmTable, Pick};
+pub use table::{AlgorithmTable, Pick, TableError};
 pub use tree::{Tree, TreeError};

@@ -18,6 +18,18 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+/// Why a rule, a size, an algorithm table or a pick cannot be used (the message names
+/// the rule or the field).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TableError(pub String);
+
+impl From<TableError> for String {
+    fn from(e: TableError) -> String {
+        e.0
+    }
+}
+
 /// The environment variable of the one-run override, `SMELT_TUNE`.
 pub const TUNE_ENV: &str = smelt_settings::TUNE;
 
@@ -42,7 +54,11 @@ impl Pick {
 
     /// `Ok` if it can run `op` (trees run every operation), else an error naming
     /// what it runs.
-    pub fn check_op(&self, op: Op) -> Result<(), String> {
+    pub fn check_op(&self, op: Op) -> Result<(), TableError> {
+        self.check_op_why(op).map_err(TableError)
+    }
+
+    fn check_op_why(&self, op: Op) -> Result<(), String> {
         match self {
             Pick::NonTree(a) if !a.applies_to(op) => Err(format!(
                 "'{a}' runs {} only, not {op}",
@@ -140,7 +156,11 @@ pub fn rules_op(op: Op) -> Op {
 
 /// A message size: digits with an optional `k`/`KiB` or `M`/`MiB` suffix (powers of
 /// 1024).
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, TableError> {
+    parse_size_why(s).map_err(TableError)
+}
+
+fn parse_size_why(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let lower = t.to_ascii_lowercase();
     let (digits, mult) = if let Some(d) = lower
@@ -178,6 +198,13 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 pub fn parse_rules<A>(
     text: &str,
     algo: impl Fn(&str, Option<Op>) -> Result<A, String>,
+) -> Result<Vec<Rule<A>>, TableError> {
+    parse_rules_why(text, algo).map_err(TableError)
+}
+
+fn parse_rules_why<A>(
+    text: &str,
+    algo: impl Fn(&str, Option<Op>) -> Result<A, String>,
 ) -> Result<Vec<Rule<A>>, String> {
     let mut rules = Vec::new();
     for (i, raw) in text.split(';').enumerate() {
@@ -205,19 +232,19 @@ pub fn parse_rules<A>(
             None => (0, u64::MAX),
             Some(r) => match r.split_once('-') {
                 None => {
-                    let v = parse_size(r).map_err(bad)?;
+                    let v = parse_size_why(r).map_err(bad)?;
                     (v, v)
                 }
                 Some((lo, hi)) => {
                     let lo = if lo.trim().is_empty() {
                         0
                     } else {
-                        parse_size(lo).map_err(bad)?
+                        parse_size_why(lo).map_err(bad)?
                     };
                     let hi = if hi.trim().is_empty() {
                         u64::MAX
                     } else {
-                        parse_size(hi).map_err(bad)?
+                        parse_size_why(hi).map_err(bad)?
                     };
                     if lo > hi {
                         return Err(bad(format!("empty range {lo}-{hi}")));
@@ -232,7 +259,7 @@ pub fn parse_rules<A>(
         for p in parts {
             match p.trim().split_once('=') {
                 Some((k, v)) if k.trim() == "segment" => {
-                    let v = parse_size(v).map_err(bad)?;
+                    let v = parse_size_why(v).map_err(bad)?;
                     if v == 0 {
                         return Err(bad("segment must be at least 1 byte".into()));
                     }
@@ -260,7 +287,11 @@ pub fn parse_rules<A>(
 
 /// The checks every rule's algorithm passes whatever parses it: `auto` is no choice,
 /// and a non-tree algorithm names the operation it runs.
-pub fn check_rule_algorithm(pick: &Pick, op: Option<Op>) -> Result<(), String> {
+pub fn check_rule_algorithm(pick: &Pick, op: Option<Op>) -> Result<(), TableError> {
+    check_rule_algorithm_why(pick, op).map_err(TableError)
+}
+
+fn check_rule_algorithm_why(pick: &Pick, op: Option<Op>) -> Result<(), String> {
     if *pick == Pick::Tree("auto".into()) {
         return Err("'auto' cannot be an override's choice".into());
     }
@@ -386,7 +417,7 @@ impl AlgorithmTable {
     /// operations are accepted and have no effect on the table (they pick trees). A
     /// tree's name is checked for its syntax only (the registry is the tree crate's:
     /// `smelt_tree::tuning::table_from_rules` checks it there).
-    pub fn parse(rules: &str) -> Result<AlgorithmTable, String> {
+    pub fn parse(rules: &str) -> Result<AlgorithmTable, TableError> {
         let overrides = parse_rules(rules, |name, op| {
             let p: Pick = name.parse()?;
             check_rule_algorithm(&p, op)?;
@@ -401,7 +432,7 @@ impl AlgorithmTable {
     }
 
     /// `alg` for `op` at every size and in both modes (`Err` if it does not run `op`).
-    pub fn fixed(op: Op, alg: impl Into<Pick>) -> Result<AlgorithmTable, String> {
+    pub fn fixed(op: Op, alg: impl Into<Pick>) -> Result<AlgorithmTable, TableError> {
         let alg = alg.into();
         alg.check_op(op)?;
         let mut t = AlgorithmTable::default();
@@ -551,7 +582,11 @@ impl AlgorithmTable {
     }
 
     /// The table [`to_json`](Self::to_json) wrote; anything else is an error.
-    pub fn from_json(text: &str) -> Result<AlgorithmTable, String> {
+    pub fn from_json(text: &str) -> Result<AlgorithmTable, TableError> {
+        Self::from_json_why(text).map_err(TableError)
+    }
+
+    fn from_json_why(text: &str) -> Result<AlgorithmTable, String> {
         let r: TableRepr =
             serde_json::from_str(text).map_err(|e| format!("algorithm table: {e}"))?;
         let mode = |m: &str| m.parse::<SyncMode>();
@@ -596,7 +631,8 @@ mod tests {
         }
         let e = Pick::NonTree(NonTree::Dissemination)
             .check_op(Op::Allreduce)
-            .unwrap_err();
+            .unwrap_err()
+            .0;
         assert!(
             e.contains("barrier only") || e.contains("runs barrier"),
             "{e}"
@@ -638,7 +674,7 @@ mod tests {
             ("reduce=binary,segment=0", "at least 1 byte"),
             ("gossip=binary", "unknown operation"),
         ] {
-            let e = AlgorithmTable::parse(rules).unwrap_err();
+            let e = AlgorithmTable::parse(rules).unwrap_err().0;
             assert!(e.contains(want) && e.contains(TUNE_ENV), "{rules}: {e}");
         }
         assert!(AlgorithmTable::from_json("{}").is_err());

@@ -191,7 +191,7 @@ pub const PAIR_TREE: u64 = 4 << 10;
 /// The one lookup rule of size classes, [`AlgorithmTable`]'s message size syntax and
 /// `SMELT_TUNE`'s grammar live in `smelt-plan` (with the table, which the runtime
 /// reads without this crate); re-exported here.
-pub use smelt_plan::table::{nearest_class, parse_size, rules_op, Origin, Pick};
+pub use smelt_plan::table::{nearest_class, parse_size, rules_op, Origin, Pick, TableError};
 /// The algorithm table a group looks its calls up in: `smelt_plan::AlgorithmTable`
 /// (plain data, read by the runtime), filled here by [`auto_table`].
 pub use smelt_plan::AlgorithmTable;
