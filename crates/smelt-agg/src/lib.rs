@@ -62,8 +62,6 @@
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
-#[cfg(feature = "mpi")]
-pub mod mpi;
 mod pp;
 mod shared;
 mod worker;

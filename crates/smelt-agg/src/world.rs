@@ -41,8 +41,6 @@ use crate::worker::build;
 use crate::{am_config, AggConfig, AggError, Out, Worker};
 use smelt_am::Endpoint;
 use smelt_mesh::world::{World, WorldLink};
-#[cfg(feature = "mpi")]
-use {smelt_transport::Link, std::sync::Arc};
 
 /// A collective call: this member's `workers` workers of an aggregator over every
 /// member of `world` (see the [module documentation](crate::world)). Each worker gets
@@ -62,26 +60,17 @@ where
     let n = world.size();
     cfg.validate(n, workers)?;
     let sh = Shared::new(world.rank().index(), n, workers, &cfg);
-    let ep = Endpoint::from_world(world, sh.clone(), am_config(&cfg, n))?;
+    let ep = Endpoint::from_world(world, sh.clone(), am_config(&cfg, sharing(world)))?;
     build(vec![ep], vec![sh], workers, cfg, true, state, handler)
 }
 
-/// This member's workers over `ep` (an endpoint of every member of the job, made with
-/// any state): the part of [`from_world`] after the endpoint, for endpoints made
-/// otherwise (MPI).
-#[cfg(feature = "mpi")]
-pub(crate) fn over_endpoint<S, H, L: Link + 'static>(
-    mut ep: Endpoint<Arc<Shared>, L>,
-    workers: usize,
-    cfg: AggConfig,
-    state: impl FnMut(usize) -> S,
-    handler: H,
-) -> Result<Vec<Worker<S, L>>, AggError>
-where
-    H: Fn(&mut S, &[u8], &mut Out<'_>) + Send + Sync + 'static,
-{
-    cfg.validate(ep.size(), workers)?;
-    let sh = Shared::new(ep.me(), ep.size(), workers, &cfg);
-    *ep.state_mut() = sh.clone();
-    build(vec![ep], vec![sh], workers, cfg, true, state, handler)
+/// How many members' endpoints share this member's links in memory: every member of
+/// the world, or over MPI the ranks of this rank's node (the others are reached over
+/// MPI).
+fn sharing(world: &World) -> usize {
+    #[cfg(feature = "mpi")]
+    if let Some(m) = world.mpi() {
+        return m.node_size();
+    }
+    world.size()
 }

@@ -2,29 +2,34 @@
 //! reaching the ranks of its own node over queuepairs in shared memory and the others
 //! over MPI point-to-point messages ([`MpiRemote`]).
 //!
-//! A program started by `mpirun` calls [`world`] (or [`Mpi::init`] and then
-//! [`Mpi::endpoint`] as many times as it wants endpoints, every rank in the same
-//! order): MPI is initialised if it is not yet, the ranks are grouped into nodes, every
-//! endpoint's tag is exchanged (`MPI_Allgather`), each node's leader creates the
-//! node's shared-memory mesh and hands its path and key to the node's ranks
-//! (`MPI_Bcast` on the node's communicator), which join it. Endpoint `i` is MPI rank
-//! `i` and is named `node.process.0` (the node's index, the rank's place on its node).
+//! A program started by `mpirun` makes a world of its ranks
+//! (`smelt_mesh::World::from_mpi`) and its endpoints with
+//! [`Endpoint::from_world`] (or [`endpoint_with`], to choose the window of MPI sends
+//! in flight), every rank in the same order: a collective call. Every endpoint's tag
+//! is exchanged (`MPI_Allgather` on the world's communicator); the members of a node
+//! reach each other over links carved from the node's world segment. Endpoint `i` is
+//! MPI rank `i` and is named `node.process.0` (the node's index, the rank's place on
+//! its node).
 //!
 //! ```no_run
-//! use smelt_am::{mpi, Config};
+//! use smelt_am::{mpi, AmError, Config, Endpoint};
+//! use smelt_mesh::mpi::rsmpi;
+//! use smelt_mesh::World;
 //! use std::time::Duration;
-//! let (world, mut ep) = mpi::world(0u64, Config::default())?;
+//! let universe = rsmpi::initialize().expect("MPI");
+//! let world = World::from_mpi(&universe.world())?;
+//! let mut ep = Endpoint::from_world(&world, 0u64, Config::default())?;
 //! ep.register(1, |sum: &mut u64, ctx, m| {
 //!     *sum += m.args[0];
 //!     ctx.reply(2, &[]).unwrap()
 //! })?;
 //! ep.register(2, |_, _, _| {})?;
-//! let next = (world.rank() + 1) % world.size();
-//! ep.request(next, 1, &[world.rank() as u64])?;
-//! world.finish(&mut ep, Duration::from_secs(30))?; // every rank's requests answered
+//! let me = world.rank().index();
+//! ep.request((me + 1) % world.size(), 1, &[me as u64])?;
+//! mpi::finish(&world, &mut ep, Duration::from_secs(30))?; // every rank's requests answered
 //! drop(ep);
-//! world.finalize()?;
-//! # Ok::<(), smelt_am::AmError>(())
+//! drop(world); // before `universe` finalises MPI
+//! # Ok::<(), AmError>(())
 //! ```
 //!
 //! **Nodes** ([`Nodes`]): the ranks that share memory (`MPI_Comm_split_type` with
@@ -43,9 +48,9 @@
 //! two ranks on one communicator overtake each other, so messages from one endpoint to
 //! another stay in order (per-pair FIFO), as on shared memory.
 //!
-//! **Ending.** [`Mpi::finish`] waits until every rank's requests were answered (each
+//! **Ending.** [`finish`] waits until every rank's requests were answered (each
 //! rank serves its endpoint meanwhile) so that no rank leaves while another still
-//! needs it; then the endpoints can be dropped and [`Mpi::finalize`] called. Dropping
+//! needs it; then the endpoints and the world can be dropped. Dropping
 //! an [`MpiRemote`] completes its sends in flight for up to [`Options::linger`], then
 //! cancels the rest (their buffers are leaked rather than freed under MPI).
 //!
@@ -56,9 +61,9 @@
 //! collectives, tested until then): a rank that never joins makes the others fail with
 //! [`AmError::Timeout`] instead of hanging.
 //!
-//! **Threads.** MPI is initialised with `MPI_THREAD_SERIALIZED` (an endpoint may move
-//! to another thread; two endpoints of one process must not make MPI calls at the same
-//! time unless MPI was initialised by the program with `MPI_THREAD_MULTIPLE`).
+//! **Threads.** MPI must be initialised with at least `MPI_THREAD_SERIALIZED` (an
+//! endpoint may move to another thread; two endpoints of one process must not make MPI
+//! calls at the same time unless MPI was initialised with `MPI_THREAD_MULTIPLE`).
 
 use crate::endpoint::{Config, Endpoint, Name};
 use crate::error::AmError;
@@ -66,8 +71,7 @@ use crate::poll::PollPolicy;
 use crate::remote::Remote;
 use crate::setup::{random_tag, Table};
 use smelt_mesh::mesh::Mesh;
-use smelt_mesh::mesh_job::{self, MeshJob, ShmLink};
-use smelt_mesh::mpi::{self, check, error_string, ffi, hand_out, MpiCalls, MpiError, NodeComm};
+use smelt_mesh::mpi::{self, check, error_string, ffi, MpiCalls, MpiError};
 use smelt_mesh::world::{World, WorldLink};
 use smelt_mesh::Rank;
 use smelt_transport::{Abort, Link, TransportError, WaitPolicy};
@@ -89,7 +93,8 @@ pub const ENV_RANKS_PER_NODE: &str = smelt_settings::RANKS_PER_NODE;
 /// Environment variable: most MPI sends in flight per endpoint.
 pub const ENV_IN_FLIGHT: &str = smelt_settings::AM_MPI_IN_FLIGHT;
 
-/// How [`Mpi::init`] sets the job up.
+/// How endpoints over MPI reach other nodes ([`Options::from_env`]: what
+/// [`Endpoint::from_world`] reads over a world of MPI ranks).
 #[derive(Debug, Clone)]
 pub struct Options {
     /// How ranks are grouped into nodes.
@@ -102,7 +107,8 @@ pub struct Options {
     /// How long a dropped [`MpiRemote`] waits for its sends in flight before it
     /// cancels them (default 1 s).
     pub linger: Duration,
-    /// Longest wait for the other ranks in a collective step (set-up, [`Mpi::barrier`]);
+    /// Longest wait for the other ranks in a collective step (set-up; the world's own
+    /// timeout over a world of MPI ranks);
     /// default 60 s.
     pub timeout: Duration,
 }
@@ -192,355 +198,77 @@ pub(crate) fn am_error(e: MpiError) -> AmError {
     }
 }
 
-/// MPI set up for active messages: the ranks of a communicator (`MPI_COMM_WORLD` for
-/// [`init`](Self::init)) grouped into nodes. Dropping it frees its communicators (MPI
-/// stays initialised: see [`finalize`](Self::finalize)).
-#[derive(Debug)]
-pub struct Mpi {
-    /// A duplicate of the communicator for this module's collectives.
-    ctl: ffi::MPI_Comm,
-    /// The ranks grouped into nodes, with this rank's node's communicator.
-    nodes: NodeComm<MpiCalls>,
-    names: Vec<Name>,
-    opts: Options,
-    initialized_here: bool,
-}
-
-// SAFETY: the communicator handles are process-wide MPI objects, usable from any
-// thread under MPI_THREAD_SERIALIZED (what `init` asks for), one thread at a time,
-// which `&mut`/ownership of `Mpi` ensures for its own calls.
-unsafe impl Send for Mpi {}
-
-impl Mpi {
-    /// Initialises MPI if it is not yet (`MPI_Init_thread`, serialized) and groups the
-    /// ranks of `MPI_COMM_WORLD` into nodes as `opts` says. Every rank must call it.
-    pub fn init(opts: Options) -> Result<Mpi, AmError> {
-        opts.validate()?;
-        let (mut init, mut fin): (c_int, c_int) = (0, 0);
-        // SAFETY: valid out-pointers; allowed at any time.
-        unsafe {
-            ffi::MPI_Initialized(&mut init);
-            ffi::MPI_Finalized(&mut fin);
+/// Ends a phase of active messages over a world of MPI ranks (`World::from_mpi`):
+/// waits until this endpoint's requests are all answered, then serves it until every
+/// rank got there too (`MPI_Ibarrier` on the world's communicator), so that no rank's
+/// endpoint leaves while another still sends to it. A collective call; at most
+/// `timeout`. Departures of the node's endpoints seen meanwhile are not errors.
+pub fn finish<S, L: Link + 'static>(
+    world: &World,
+    ep: &mut Endpoint<S, L>,
+    timeout: Duration,
+) -> Result<(), AmError> {
+    let m = world
+        .mpi()
+        .ok_or_else(|| AmError::Invalid("not a world of MPI ranks".into()))?;
+    let end = Instant::now() + timeout;
+    loop {
+        match ep.quiesce(end.saturating_duration_since(Instant::now())) {
+            Err(AmError::PeerGone { .. }) => continue,
+            r => break r?,
         }
-        if fin != 0 {
-            return Err(AmError::Invalid("MPI was already finalized".into()));
-        }
-        let initialized_here = init == 0;
-        if initialized_here {
-            let mut provided: c_int = 0;
-            // SAFETY: MPI is not initialised; null argc/argv are allowed (MPI-2);
-            // `provided` is a valid out-pointer.
-            check("MPI_Init_thread", unsafe {
-                ffi::MPI_Init_thread(
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    ffi::RSMPI_THREAD_SERIALIZED,
-                    &mut provided,
-                )
-            })
-            .map_err(am_error)?;
-        }
-        let mut m = Self::on(mpi::comm_world(), opts)?;
-        m.initialized_here = initialized_here;
-        Ok(m)
     }
-
-    /// Groups the ranks of `comm` (any intracommunicator of this process; MPI
-    /// initialised by the caller) into nodes as `opts` says; endpoint `i` is rank `i`
-    /// of `comm`. Every rank of `comm` must call it. [`finalize`](Self::finalize) then
-    /// leaves MPI initialised.
-    pub fn on(comm: ffi::MPI_Comm, opts: Options) -> Result<Mpi, AmError> {
-        opts.validate()?;
-        mpi::require_active().map_err(am_error)?;
-        if mpi::is_inter::<MpiCalls>(comm).map_err(am_error)? {
-            return Err(AmError::Invalid(
-                "an intercommunicator has no endpoints of its own (use an intracommunicator)"
-                    .into(),
-            ));
-        }
-        // Every rank is here before the blocking duplicate (a rank that never comes
-        // makes the others time out instead of hanging in it).
-        mpi::barrier::<MpiCalls>(comm, Some(opts.timeout)).map_err(am_error)?;
-        let mut ctl = mpi::dup::<MpiCalls>(comm).map_err(am_error)?;
-        let nodes = match NodeComm::new(ctl, opts.nodes, opts.timeout) {
-            Ok(n) => n,
-            Err(e) => {
-                mpi::free::<MpiCalls>(&mut ctl);
-                return Err(am_error(e));
-            }
-        };
-        // Endpoint names: the node, and the rank's place on it.
-        let names = nodes
-            .layout
-            .place
-            .iter()
-            .map(|&[node, local]| Name {
-                node: node as u32,
-                process: local as u32,
-                endpoint: 0,
-            })
-            .collect();
-        Ok(Mpi {
-            ctl,
-            nodes,
-            names,
-            opts,
-            initialized_here: false,
-        })
-    }
-
-    /// This rank (in the communicator): its endpoints' index.
-    pub fn rank(&self) -> usize {
-        self.nodes.rank
-    }
-
-    /// Number of ranks.
-    pub fn size(&self) -> usize {
-        self.nodes.size
-    }
-
-    /// Number of nodes.
-    pub fn nodes(&self) -> usize {
-        self.nodes.nodes()
-    }
-
-    /// The ranks grouped into nodes (every rank's node and place on it).
-    pub fn node_comm(&self) -> &NodeComm<MpiCalls> {
-        &self.nodes
-    }
-
-    /// The name of rank `rank`'s endpoint.
-    pub fn name(&self, rank: usize) -> Option<Name> {
-        self.names.get(rank).copied()
-    }
-
-    /// Ranks on this rank's node.
-    pub fn node_size(&self) -> usize {
-        self.nodes.node_size()
-    }
-
-    /// The options it was set up with.
-    pub fn options(&self) -> &Options {
-        &self.opts
-    }
-
-    /// A short description: ranks, nodes and how they were formed.
-    pub fn describe(&self) -> String {
-        self.nodes.describe()
-    }
-
-    /// Makes this rank's endpoint (every rank calls it, in the same order for each
-    /// endpoint it makes): the ranks of its node over shared memory, the others over
-    /// an [`MpiRemote`] of its own. If any rank fails, every rank gets an error.
-    ///
-    /// An endpoint alone on its node (every rank, with [`Nodes::MpiOnly`]) polls MPI on
-    /// every poll ([`PollPolicy::Always`]): it has no other channel to poll.
-    pub fn endpoint<S>(&self, state: S, cfg: Config) -> Result<Endpoint<S, ShmLink>, AmError> {
-        self.endpoint_with(state, cfg, self.opts.in_flight)
-    }
-
-    /// [`endpoint`](Self::endpoint) with at most `in_flight` MPI sends in flight
-    /// (instead of the options' [`Options::in_flight`]).
-    pub fn endpoint_with<S>(
-        &self,
-        state: S,
-        cfg: Config,
-        in_flight: usize,
-    ) -> Result<Endpoint<S, ShmLink>, AmError> {
-        let t = Some(self.opts.timeout);
-        let opts = Options {
-            in_flight,
-            ..self.opts.clone()
-        };
-        let valid = cfg.validate().and_then(|()| opts.validate());
-        let tag = random_tag();
-        let size = self.size();
-        // Everybody's tag, and whether everybody's configuration is valid.
-        let all = mpi::allgather_words::<MpiCalls>(self.ctl, &[tag, valid.is_ok() as u64], t)
-            .map_err(am_error)?;
-        valid?;
-        if let Some(bad) = (0..size).find(|&r| all[2 * r + 1] == 0) {
-            return Err(AmError::Invalid(format!(
-                "rank {bad}'s endpoint configuration is invalid"
-            )));
-        }
-        let table = Table {
-            names: self.names.clone(),
-            tags: (0..size).map(|r| all[2 * r]).collect(),
-        };
-        let wait = cfg.wait.unwrap_or(if self.nodes.oversubscribed() {
-            WaitPolicy::OVERSUBSCRIBED
-        } else {
-            WaitPolicy::DEDICATED
-        });
-        let mesh = self.node_mesh(&cfg, wait);
-        // Everybody joined (or failed): agree, so that every rank fails alike.
-        let ok = mpi::all::<MpiCalls>(self.ctl, mesh.is_ok(), t).map_err(am_error)?;
-        let mesh = mesh?;
-        if !ok {
-            return Err(AmError::Invalid(
-                "another rank could not join its node's shared memory".into(),
-            ));
-        }
-        let remote: Option<Box<dyn Remote>> = if self.nodes() > 1 {
-            Some(Box::new(MpiRemote::new(self.ctl, &opts)?))
-        } else {
-            None
-        };
-        let mut cfg = cfg;
-        if self.node_size() == 1 {
-            cfg.poll = PollPolicy::Always;
-        }
-        table.endpoint(self.rank(), mesh, remote, state, cfg)
-    }
-
-    /// This rank's mesh on its node: the node's leader creates the shared memory and
-    /// hands it out over the node's communicator ([`hand_out`]).
-    fn node_mesh(&self, cfg: &Config, wait: WaitPolicy) -> Result<Mesh<ShmLink>, AmError> {
-        let (n, local) = (self.node_size(), self.nodes.node_rank());
-        if n == 1 {
-            return Mesh::with_links(Rank(0), 1, Vec::new(), None, wait)
-                .map_err(|e| AmError::Invalid(e.to_string()));
-        }
-        let mut job = None;
-        let offer = (local == 0).then(|| {
-            let pairs: Vec<(Rank, Rank)> = (0..n)
-                .flat_map(|a| (a + 1..n).map(move |b| (Rank(a), Rank(b))))
-                .collect();
-            MeshJob::create(n, &pairs, cfg.capacity, b"smelt-am-mpi")
-                .map(|j| {
-                    let address = format!("{}\n{}", j.path().display(), j.key());
-                    job = Some(j);
-                    address
-                })
-                .map_err(|e| e.to_string())
-        });
-        let out = hand_out::<MpiCalls, _>(
-            self.nodes.node_comm(),
-            offer,
-            |address| {
-                let (path, key) = address
-                    .split_once('\n')
-                    .ok_or("a malformed shared-memory address")?;
-                mesh_job::join(
-                    std::path::Path::new(path),
-                    key,
-                    Rank(local),
-                    Some(wait),
-                    None,
-                )
-                .map(|(mesh, _)| mesh)
-                .map_err(|e| e.to_string())
-            },
-            Some(self.opts.timeout),
-        )
-        .map_err(am_error)?;
-        // Every rank of the node attached (or gave up): the name can go.
-        drop(job);
-        out.agreed().map_err(AmError::Invalid)
-    }
-
-    /// Waits until every rank reached this point (`MPI_Ibarrier`), at most the
-    /// options' timeout.
-    pub fn barrier(&self) -> Result<(), AmError> {
-        mpi::barrier::<MpiCalls>(self.ctl, Some(self.opts.timeout)).map_err(am_error)
-    }
-
-    /// True at every rank if `ok` is true at every rank (at most the options'
-    /// timeout).
-    pub fn all(&self, ok: bool) -> Result<bool, AmError> {
-        mpi::all::<MpiCalls>(self.ctl, ok, Some(self.opts.timeout)).map_err(am_error)
-    }
-
-    /// `v` of every rank, in rank order (at most the options' timeout).
-    pub fn gather(&self, v: u64) -> Result<Vec<u64>, AmError> {
-        mpi::allgather_words::<MpiCalls>(self.ctl, &[v], Some(self.opts.timeout)).map_err(am_error)
-    }
-
-    /// Ends a phase of active messages: waits until this endpoint's requests are all
-    /// answered, then serves it until every rank got there too (`MPI_Ibarrier`), so
-    /// that no rank's endpoint leaves while another still sends to it. At most
-    /// `timeout`. Departures of the node's endpoints seen meanwhile are not errors.
-    pub fn finish<S, L: Link + 'static>(
-        &self,
-        ep: &mut Endpoint<S, L>,
-        timeout: Duration,
-    ) -> Result<(), AmError> {
-        let end = Instant::now() + timeout;
-        loop {
-            match ep.quiesce(end.saturating_duration_since(Instant::now())) {
-                Err(AmError::PeerGone { .. }) => continue,
-                r => break r?,
-            }
-        }
-        // SAFETY: a placeholder written over by MPI_Ibarrier.
-        let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: `ctl` is valid; `req` a valid out-pointer.
-        check("MPI_Ibarrier", unsafe {
-            ffi::MPI_Ibarrier(self.ctl, &mut req)
+    // SAFETY: a placeholder written over by MPI_Ibarrier.
+    let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
+    // SAFETY: the world's communicator is valid while the world lives; `req` a valid
+    // out-pointer.
+    check("MPI_Ibarrier", unsafe {
+        ffi::MPI_Ibarrier(m.comm(), &mut req)
+    })
+    .map_err(am_error)?;
+    let mut idle = 0u32;
+    loop {
+        let mut flag: c_int = 0;
+        // SAFETY: `req` is the barrier's active request.
+        check("MPI_Test", unsafe {
+            ffi::MPI_Test(&mut req, &mut flag, ffi::RSMPI_STATUS_IGNORE)
         })
         .map_err(am_error)?;
-        let mut idle = 0u32;
-        loop {
-            let mut flag: c_int = 0;
-            // SAFETY: `req` is the barrier's active request.
-            check("MPI_Test", unsafe {
-                ffi::MPI_Test(&mut req, &mut flag, ffi::RSMPI_STATUS_IGNORE)
-            })
-            .map_err(am_error)?;
-            if flag != 0 {
-                return Ok(());
-            }
-            match ep.poll() {
-                Ok(0) => idle += 1,
-                Ok(_) => idle = 0,
-                Err(AmError::PeerGone { .. }) => {}
-                Err(e) => return Err(e),
-            }
-            if Instant::now() >= end {
-                // The barrier stays active (its request holds no buffer of ours).
-                return Err(AmError::Timeout {
-                    what: "waiting for every rank to finish".into(),
-                    after: timeout,
-                });
-            }
-            if idle > 64 {
-                // Nothing to serve lately: sleep, longer the longer it stays quiet (a
-                // message that arrives starts over from polling).
-                let us = 20u64 << ((idle - 64) / 64).min(6);
-                std::thread::sleep(Duration::from_micros(us));
-            }
+        if flag != 0 {
+            return Ok(());
         }
-    }
-
-    /// Frees this module's communicators and finalises MPI if [`init`](Self::init)
-    /// initialised it (drop every endpoint first: their sends in flight are cancelled
-    /// otherwise). Every rank must call it.
-    pub fn finalize(self) -> Result<(), AmError> {
-        let here = self.initialized_here;
-        drop(self);
-        if here && mpi::is_active() {
-            // SAFETY: MPI is initialised by this module and not finalised; this
-            // module's communicators are freed (dropped above).
-            check("MPI_Finalize", unsafe { ffi::MPI_Finalize() }).map_err(am_error)?;
+        match ep.poll() {
+            Ok(0) => idle += 1,
+            Ok(_) => idle = 0,
+            Err(AmError::PeerGone { .. }) => {}
+            Err(e) => return Err(e),
         }
-        Ok(())
+        if Instant::now() >= end {
+            // The barrier stays active (its request holds no buffer of ours).
+            return Err(AmError::Timeout {
+                what: "waiting for every rank to finish".into(),
+                after: timeout,
+            });
+        }
+        if idle > 64 {
+            // Nothing to serve lately: sleep, longer the longer it stays quiet (a
+            // message that arrives starts over from polling).
+            let us = 20u64 << ((idle - 64) / 64).min(6);
+            std::thread::sleep(Duration::from_micros(us));
+        }
     }
 }
 
-impl Drop for Mpi {
-    fn drop(&mut self) {
-        mpi::free::<MpiCalls>(&mut self.ctl);
-    }
-}
-
-/// Sets MPI up from the environment ([`Options::from_env`]) and makes this rank's
-/// endpoint: what a program started by `mpirun` calls. Keep the [`Mpi`] to make more
-/// endpoints, to [`finish`](Mpi::finish) and to [`finalize`](Mpi::finalize).
-pub fn world<S>(state: S, cfg: Config) -> Result<(Mpi, Endpoint<S, ShmLink>), AmError> {
-    let mpi = Mpi::init(Options::from_env()?)?;
-    let ep = mpi.endpoint(state, cfg)?;
-    Ok((mpi, ep))
+/// [`Endpoint::from_world`] over a world of MPI ranks with at most `in_flight` MPI
+/// sends in flight to the ranks of other nodes (instead of [`Options::from_env`]'s
+/// [`ENV_IN_FLIGHT`]): a collective call, as `from_world`.
+pub fn endpoint_with<S>(
+    world: &World,
+    state: S,
+    cfg: Config,
+    in_flight: usize,
+) -> Result<Endpoint<S, WorldLink>, AmError> {
+    world_endpoint_in(world, state, cfg, Some(in_flight))
 }
 
 /// [`Endpoint::from_world`] for a world of MPI ranks (`World::from_mpi`): a collective
@@ -555,6 +283,16 @@ pub(crate) fn world_endpoint<S>(
     state: S,
     cfg: Config,
 ) -> Result<Endpoint<S, WorldLink>, AmError> {
+    world_endpoint_in(world, state, cfg, None)
+}
+
+/// [`world_endpoint`] with `in_flight` sends in flight, if given.
+fn world_endpoint_in<S>(
+    world: &World,
+    state: S,
+    cfg: Config,
+    in_flight: Option<usize>,
+) -> Result<Endpoint<S, WorldLink>, AmError> {
     let m = world
         .mpi()
         .ok_or_else(|| AmError::Invalid("not a world of MPI ranks".into()))?;
@@ -564,6 +302,7 @@ pub(crate) fn world_endpoint<S>(
     let opts = Options {
         nodes: m.grouping(),
         timeout: m.timeout(),
+        in_flight: in_flight.unwrap_or(env.in_flight),
         ..env
     };
     let t = Some(m.timeout());
@@ -684,7 +423,7 @@ pub struct MpiRemote {
 
 // SAFETY: the communicator and request handles are process-wide MPI objects; the
 // buffers are owned. MPI is initialised with at least MPI_THREAD_SERIALIZED by
-// `Mpi::init`, so the endpoint may make its MPI calls from whichever thread owns it.
+// whoever made the world, so the endpoint may make its MPI calls from whichever thread owns it.
 unsafe impl Send for MpiRemote {}
 
 impl MpiRemote {

@@ -2,11 +2,8 @@
 
 use crate::endpoint::{Config, Dest, Endpoint, Name, Route};
 use crate::error::AmError;
-use crate::remote::Remote;
-use smelt_mesh::mesh::Mesh;
 use smelt_mesh::world::World;
 use smelt_mesh::Rank;
-use smelt_transport::Link;
 use std::hash::{BuildHasher, Hasher};
 
 /// A fresh random 64-bit tag (from the standard library's per-process random
@@ -33,21 +30,12 @@ pub(crate) struct Table {
     pub(crate) tags: Vec<u64>,
 }
 
-// Routing by node and making endpoints over a node's mesh serve MPI jobs (the `mpi`
-// feature).
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 impl Table {
     /// Endpoint `me`'s destination table and the global index of each local mesh
-    /// rank: the endpoints on `me`'s node are reached over the mesh (mesh rank = their
-    /// order among the node's endpoints), the others over the slow channel.
-    pub(crate) fn dests(&self, me: usize) -> (Vec<Dest>, Vec<usize>) {
-        let node = self.names[me].node;
-        self.dests_by(me, |i| self.names[i].node == node)
-    }
-
-    /// As [`dests`](Self::dests), with the endpoints reached over the mesh chosen by
-    /// `local` (a world of threads or processes reaches every member over its mesh,
-    /// whatever nodes it declares).
+    /// rank: the endpoints chosen by `local` are reached over the mesh (mesh rank =
+    /// their order among them), the others over the slow channel (a world of threads
+    /// or processes reaches every member over its mesh, whatever nodes it declares; a
+    /// world of MPI ranks the members of its node).
     pub(crate) fn dests_by(
         &self,
         me: usize,
@@ -74,19 +62,6 @@ impl Table {
             })
             .collect();
         (dests, local)
-    }
-
-    /// Builds endpoint `me` over its node's `mesh` and the slow channel.
-    pub(crate) fn endpoint<S, L: Link + 'static>(
-        &self,
-        me: usize,
-        mesh: Mesh<L>,
-        remote: Option<Box<dyn Remote>>,
-        state: S,
-        cfg: Config,
-    ) -> Result<Endpoint<S, L>, AmError> {
-        let (dests, global) = self.dests(me);
-        Endpoint::new(me, mesh, global, remote, dests, self.tags[me], state, cfg)
     }
 }
 
@@ -145,7 +120,7 @@ mod tests {
             tags: (0..4).map(|_| random_tag()).collect(),
             names,
         };
-        let (d, local) = t.dests(3);
+        let (d, local) = t.dests_by(3, |i| t.names[i].node == t.names[3].node);
         assert_eq!(local, vec![0, 1, 3]);
         assert_eq!(d[0].route, Route::Local(Rank(0)));
         assert_eq!(d[1].route, Route::Local(Rank(1)));

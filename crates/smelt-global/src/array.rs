@@ -137,16 +137,12 @@ impl Layout {
 
 /// The memory of the array's elements on this member's node.
 pub(crate) enum Memory {
-    /// Process memory, shared by the threads of this process.
     /// A region of a world ([`World::region`]): process memory between threads, the
     /// job's segment between processes (whose liveness `job` tells).
     World {
         region: Region,
         job: Option<Arc<ShmMember>>,
     },
-    /// A shared-memory segment mapped by the processes of this node.
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-    Shm(Arc<ShmMember>),
 }
 
 impl Memory {
@@ -154,7 +150,6 @@ impl Memory {
     pub(crate) fn words(&self) -> &[AtomicU64] {
         match self {
             Memory::World { region, .. } => region.words(),
-            Memory::Shm(m) => m.words(),
         }
     }
 
@@ -162,7 +157,6 @@ impl Memory {
     fn job(&self) -> Option<&ShmMember> {
         match self {
             Memory::World { job, .. } => job.as_deref(),
-            Memory::Shm(m) => Some(m),
         }
     }
 }
@@ -245,19 +239,6 @@ impl<T: Element> std::fmt::Debug for GlobalArray<T> {
             .field("rank", &self.rank)
             .field("over_mpi", &self.net.is_some())
             .finish()
-    }
-}
-
-/// Checks that an array of `array` elements may be used as `T`.
-#[cfg(feature = "mpi")]
-pub(crate) fn check_type<T: Element>(array: ElemType) -> Result<(), GlobalError> {
-    if array == T::TYPE {
-        Ok(())
-    } else {
-        Err(GlobalError::WrongType {
-            array,
-            requested: T::TYPE,
-        })
     }
 }
 

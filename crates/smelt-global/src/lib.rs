@@ -16,8 +16,8 @@
 //! * processes of one host (`smelt launch`, `World::from_env`): the elements are a
 //!   region of the job's one shared-memory segment, which every member maps, read and
 //!   written directly;
-//! * MPI ranks grouped into nodes (`mpi`, feature `mpi`): each node's elements are a
-//!   segment its ranks map (as for processes); elements on other nodes are reached
+//! * MPI ranks grouped into nodes (`World::from_mpi`, feature `mpi`): each node's
+//!   elements are a region of the node's world segment, which its ranks map; elements on other nodes are reached
 //!   with MPI one-sided communication (`MPI_Get`, `MPI_Put`, `MPI_Accumulate`,
 //!   `MPI_Fetch_and_op` in a passive-target epoch, `MPI_Win_flush`).
 //!
@@ -81,8 +81,6 @@ mod error;
 #[cfg(feature = "mpi")]
 #[allow(unsafe_code)]
 pub mod mpi;
-#[cfg(feature = "mpi")]
-mod segment;
 
 pub use array::{threads, Config, GlobalArray, Layout, MAX_LEN};
 pub use cache::{CacheStats, LINE as CACHE_LINE};

@@ -1,17 +1,18 @@
-//! Arrays over MPI ranks grouped into nodes (feature `mpi`).
+//! Arrays over MPI ranks grouped into nodes (feature `mpi`): what
+//! [`GlobalArray::from_world`] makes over a world of MPI ranks
+//! (`smelt_mesh::World::from_mpi`).
 //!
-//! The ranks are grouped into nodes as smelt-am does ([`smelt_am::mpi::Options`],
-//! [`smelt_mesh::mpi::nodes`]: the ranks that share memory, or emulated nodes of
-//! `SMELT_RANKS_PER_NODE` consecutive ranks). Rank `r` owns block `r` of every array.
-//! The blocks of a node's ranks lie in one shared-memory segment (created by the
-//! node's lowest rank, handed out over the node's communicator
-//! ([`smelt_mesh::mpi::hand_out`]), attached by all, and unlinked once all attached): a rank reads and writes its node's elements
-//! directly. Every rank also exposes its block in an MPI window (`MPI_Win_create`
-//! over its part of the segment, one passive-target epoch for the array's life,
-//! `MPI_Win_lock_all`): elements on other nodes are read with `MPI_Get` +
-//! `MPI_Win_flush`, written with `MPI_Put` (completed at the next write-back fence or
-//! barrier: `MPI_Win_flush_all`), combined with `MPI_Accumulate` and
-//! `MPI_Fetch_and_op` (`AccumulateOp::Replace` with an `MPI_Compare_and_swap` loop).
+//! The ranks are grouped into nodes as the world says (the ranks that share memory,
+//! or emulated nodes of `SMELT_RANKS_PER_NODE` consecutive ranks). Rank `r` owns
+//! block `r` of every array. The blocks of a node's ranks lie in one region of the
+//! node's world segment (the one segment every service of the world shares): a rank
+//! reads and writes its node's elements directly. Every rank also exposes its block
+//! in an MPI window (`MPI_Win_create` over its part of the region, one
+//! passive-target epoch for the array's life, `MPI_Win_lock_all`): elements on other
+//! nodes are read with `MPI_Get` + `MPI_Win_flush`, written with `MPI_Put` (completed
+//! at the next write-back fence or barrier: `MPI_Win_flush_all`), combined with
+//! `MPI_Accumulate` and `MPI_Fetch_and_op` (`AccumulateOp::Replace` with an
+//! `MPI_Compare_and_swap` loop).
 //!
 //! **Atomicity.** MPI's accumulates are atomic only with each other, so when the
 //! array spans more than one node every accumulate goes through MPI, to this node's
@@ -21,22 +22,19 @@
 //! `MPI_Win_sync`, `MPI_Ibarrier`, `MPI_Win_sync` (with memory fences), so loads and
 //! stores on the segment and RMA from other nodes are ordered by it.
 //!
-//! **Collective calls.** [`World::array`] and dropping an array (`MPI_Win_free`) are
-//! collective: every rank creates and drops its arrays in the same order, and drops
-//! them before [`World::finalize`]. An MPI call that fails ends the job (MPI's
+//! **Collective calls.** [`GlobalArray::from_world`] and dropping an array
+//! (`MPI_Win_free`) are collective: every rank creates and drops its arrays in the
+//! same order, and drops them before MPI is finalised. An MPI call that fails ends the job (MPI's
 //! default error handler); every wait for other ranks in set-up and barriers is
 //! bounded by the world's timeout.
 
-use crate::array::{check_type, Layout, Memory, Net, CTRL_WORDS};
+use crate::array::{Layout, Memory, Net, CTRL_WORDS};
 use crate::cache::LineCache;
 use crate::{AccumulateOp, Config, ElemType, Element, GlobalArray, GlobalError};
-use smelt_am::mpi::{Mpi, Options};
-use smelt_mesh::mpi::{self as mesh_mpi, ffi, hand_out, MpiCalls, MpiError};
-use smelt_transport::shm::{ShmJob, ShmMember};
+use smelt_mesh::mpi::{self as mesh_mpi, ffi, MpiCalls, MpiError};
 use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The MPI call's result in this crate's errors.
@@ -60,277 +58,104 @@ fn ibarrier(comm: ffi::MPI_Comm, timeout: Duration) -> Result<(), MpiError> {
     mesh_mpi::barrier::<MpiCalls>(comm, Some(timeout))
 }
 
-/// The ranks of an MPI job, grouped into nodes, that make global arrays together.
-#[derive(Debug)]
-pub struct World {
-    mpi: Option<Mpi>,
-    /// A duplicate of `MPI_COMM_WORLD` for the arrays' windows and barriers.
-    comm: ffi::MPI_Comm,
-    /// The ranks of this rank's node, in rank order.
-    node_comm: ffi::MPI_Comm,
-    node_of: Vec<usize>,
-    timeout: Duration,
-}
-
-// SAFETY: the communicators are process-wide MPI handles, used under
-// MPI_THREAD_SERIALIZED by whichever thread owns the World.
-unsafe impl Send for World {}
-
-impl World {
-    /// Initialises MPI if it is not yet and groups the ranks into nodes as the
-    /// environment says ([`Options::from_env`]). Every rank must call it.
-    pub fn init() -> Result<World, GlobalError> {
-        let opts = Options::from_env()?;
-        let timeout = opts.timeout;
-        let mpi = Mpi::init(opts)?;
-        let node_of: Vec<usize> = (0..mpi.size())
-            .map(|r| mpi.name(r).map(|n| n.node as usize).unwrap_or(r))
-            .collect();
-        let mut comm = mesh_mpi::dup::<MpiCalls>(mesh_mpi::comm_world())?;
-        let me = mpi.rank();
-        let (color, key) = (node_of[me] as c_int, me as c_int);
-        let node_comm = match mesh_mpi::split::<MpiCalls>(comm, color, key) {
-            Ok(c) => c,
-            Err(e) => {
-                mesh_mpi::free::<MpiCalls>(&mut comm);
-                return Err(e.into());
-            }
-        };
-        Ok(World {
-            mpi: Some(mpi),
-            comm,
-            node_comm,
-            node_of,
-            timeout,
-        })
-    }
-
-    fn am(&self) -> &Mpi {
-        self.mpi
-            .as_ref()
-            .expect("present until finalize, which consumes the World")
-    }
-
-    /// This rank.
-    pub fn rank(&self) -> usize {
-        self.am().rank()
-    }
-
-    /// Number of ranks.
-    pub fn size(&self) -> usize {
-        self.am().size()
-    }
-
-    /// Number of nodes.
-    pub fn nodes(&self) -> usize {
-        self.am().nodes()
-    }
-
-    /// The node of rank `rank`.
-    pub fn node_of(&self, rank: usize) -> Option<usize> {
-        self.node_of.get(rank).copied()
-    }
-
-    /// A line saying how the ranks are grouped.
-    pub fn describe(&self) -> String {
-        self.am().describe()
-    }
-
-    /// Waits until every rank got here (bounded).
-    pub fn barrier(&self) -> Result<(), GlobalError> {
-        Ok(ibarrier(self.comm, self.timeout)?)
-    }
-
-    /// `v` of every rank, in rank order (bounded).
-    pub fn gather(&self, v: u64) -> Result<Vec<u64>, GlobalError> {
-        Ok(self.am().gather(v)?)
-    }
-
-    /// Makes an array of `len` elements of `T`, block `r` owned by rank `r`
-    /// (collective: every rank calls it, in the same order as its other arrays).
-    pub fn array<T: Element>(&self, len: u64, cfg: Config) -> Result<GlobalArray<T>, GlobalError> {
-        let size = self.size();
-        let me = self.rank();
-        let layout = Layout::new(len, size)?;
-        // Every rank must make the same array: its type and length, compared first.
-        same_array::<T>(&self.gather(array_word::<T>(len))?, len)?;
-        let (base, words, node_members, node_rank) = node_blocks(&layout, &self.node_of, me);
-        // The node's lowest rank makes the segment and hands it out over the node.
-        let mut job = None;
-        let offer = (node_rank == 0).then(|| {
-            ShmJob::create_with_words(
-                node_members,
-                &[],
-                &crate::segment::encode(T::TYPE, layout),
-                words,
+/// Measures a plain `MPI_Get` of 8 bytes from rank `target`: a window of one word
+/// per rank (`MPI_Win_allocate` if `allocate`, else `MPI_Win_create` over a word
+/// of this process's heap, as the arrays' windows are), `MPI_Win_lock_all`, then
+/// `MPI_Get` + `MPI_Win_flush` per operation. Returns rank `measurer`'s mean
+/// nanoseconds per get, the median of `samples` samples of `rounds` (0 at the
+/// other ranks). A collective call over a world of MPI ranks
+/// (`smelt_mesh::World::from_mpi`; the others expose their window and wait): what
+/// `smelt-bench-mpi global bench` compares the arrays' gets with.
+pub fn plain_get_ns(
+    world: &smelt_mesh::World,
+    measurer: usize,
+    target: usize,
+    rounds: usize,
+    samples: usize,
+    allocate: bool,
+) -> Result<f64, GlobalError> {
+    let m = world
+        .mpi()
+        .ok_or_else(|| GlobalError::Invalid("not a world of MPI ranks".into()))?;
+    let (comm, timeout) = (m.comm(), m.timeout());
+    let mut base: *mut c_void = std::ptr::null_mut();
+    let heap = Box::new(0u64);
+    // SAFETY: a placeholder written over by MPI_Win_allocate / MPI_Win_create.
+    let mut win: ffi::MPI_Win = unsafe { ffi::RSMPI_WIN_NULL };
+    if allocate {
+        // SAFETY: 8 bytes with a displacement unit of 8 over this world's
+        // communicator; `base` and `win` are valid out-pointers.
+        check("MPI_Win_allocate", unsafe {
+            ffi::MPI_Win_allocate(
+                8,
+                8,
+                ffi::RSMPI_INFO_NULL,
+                comm,
+                (&mut base as *mut *mut c_void).cast(),
+                &mut win,
             )
-            .map(|j| {
-                let address = format!("{}:{}", j.key(), j.path().display());
-                job = Some(j);
-                address
-            })
-            .map_err(|e| e.to_string())
-        });
-        let out = hand_out::<MpiCalls, _>(
-            self.node_comm,
-            offer,
-            |address| match address.split_once(':') {
-                Some((key, path)) => {
-                    ShmMember::attach(Path::new(path), key, node_rank).map_err(|e| e.to_string())
-                }
-                None => Err("a malformed address from the node's first rank".into()),
-            },
-            Some(self.timeout),
-        )?;
-        // Every rank reports before any fails alone (so none waits for a window).
-        let ok = self.am().all(out.mine.is_ok() && out.all)?;
-        drop(job); // every member attached (or failed): the name goes
-        let member = out.agreed().map_err(GlobalError::Shm)?;
-        if !ok {
-            return Err(GlobalError::Shm(
-                "a rank on another node could not attach its node's array".into(),
-            ));
-        }
-        let (ty, _) = crate::segment::decode(member.blob())?;
-        check_type::<T>(ty)?;
-        let member = Arc::new(member);
-        let block = layout.block(me);
-        let mine = &member.words()[base[me].unwrap_or(CTRL_WORDS)..];
-        let net = MpiNet::create(
-            self.comm,
-            mine.as_ptr() as *mut c_void,
-            (block.end - block.start) as usize,
-            self.nodes() > 1,
-            block_lens(&layout, size),
-            cfg.cache_lines,
-        )?;
-        Ok(GlobalArray {
-            mem: Memory::Shm(member),
-            layout,
-            rank: me,
-            node_members: node_members as u64,
-            base,
-            net: Some(Box::new(net)),
-            cfg,
-            _t: PhantomData,
-        })
+        })?;
+    } else {
+        base = (&*heap as *const u64) as *mut c_void;
+        // SAFETY: `heap` is 8 bytes that outlive the window (freed below, before
+        // `heap` drops); collective over this world's communicator.
+        check("MPI_Win_create", unsafe {
+            ffi::MPI_Win_create(base, 8, 8, ffi::RSMPI_INFO_NULL, comm, &mut win)
+        })?;
     }
-
-    /// Measures a plain `MPI_Get` of 8 bytes from rank `target`: a window of one word
-    /// per rank (`MPI_Win_allocate` if `allocate`, else `MPI_Win_create` over a word
-    /// of this process's heap, as the arrays' windows are), `MPI_Win_lock_all`, then
-    /// `MPI_Get` + `MPI_Win_flush` per operation. Returns rank `measurer`'s mean
-    /// nanoseconds per get, the median of `samples` samples of `rounds` (0 at the
-    /// other ranks). Collective (the others expose their window and wait).
-    pub fn plain_get_ns(
-        &self,
-        measurer: usize,
-        target: usize,
-        rounds: usize,
-        samples: usize,
-        allocate: bool,
-    ) -> Result<f64, GlobalError> {
-        let mut base: *mut c_void = std::ptr::null_mut();
-        let heap = Box::new(0u64);
-        // SAFETY: a placeholder written over by MPI_Win_allocate / MPI_Win_create.
-        let mut win: ffi::MPI_Win = unsafe { ffi::RSMPI_WIN_NULL };
-        if allocate {
-            // SAFETY: 8 bytes with a displacement unit of 8 over this world's
-            // communicator; `base` and `win` are valid out-pointers.
-            check("MPI_Win_allocate", unsafe {
-                ffi::MPI_Win_allocate(
-                    8,
-                    8,
-                    ffi::RSMPI_INFO_NULL,
-                    self.comm,
-                    (&mut base as *mut *mut c_void).cast(),
-                    &mut win,
-                )
-            })?;
-        } else {
-            base = (&*heap as *const u64) as *mut c_void;
-            // SAFETY: `heap` is 8 bytes that outlive the window (freed below, before
-            // `heap` drops); collective over this world's communicator.
-            check("MPI_Win_create", unsafe {
-                ffi::MPI_Win_create(base, 8, 8, ffi::RSMPI_INFO_NULL, self.comm, &mut win)
-            })?;
-        }
-        // SAFETY: `base` points at the window's 8 bytes (MPI's or `heap`), written
-        // before any rank reads them (the barrier below).
-        unsafe { (base as *mut u64).write(0x5EED) };
-        // SAFETY: `win` is the window just made.
-        check("MPI_Win_lock_all", unsafe { ffi::MPI_Win_lock_all(0, win) })?;
-        ibarrier(self.comm, self.timeout)?;
-        let mut times = Vec::new();
-        let mut result = Ok(());
-        if self.rank() == measurer {
-            let mut v = 0u64;
-            for _ in 0..samples.max(1) {
-                let t = Instant::now();
-                for _ in 0..rounds.max(1) {
-                    // SAFETY: `v` is 8 writable bytes that stay alive until the flush
-                    // below completes the get; the target's window has one word.
-                    let rc = unsafe {
-                        ffi::MPI_Get(
-                            (&mut v as *mut u64).cast(),
-                            1,
-                            ffi::RSMPI_UINT64_T,
-                            target as c_int,
-                            0,
-                            1,
-                            ffi::RSMPI_UINT64_T,
-                            win,
-                        )
-                    };
-                    // SAFETY: `win` is in a passive epoch (lock_all above).
-                    let rc2 = unsafe { ffi::MPI_Win_flush(target as c_int, win) };
-                    if let Err(e) = check("MPI_Get", rc).and(check("MPI_Win_flush", rc2)) {
-                        result = Err(e);
-                        break;
-                    }
-                }
-                times.push(t.elapsed().as_nanos() as f64 / rounds.max(1) as f64);
-                if result.is_err() {
+    // SAFETY: `base` points at the window's 8 bytes (MPI's or `heap`), written
+    // before any rank reads them (the barrier below).
+    unsafe { (base as *mut u64).write(0x5EED) };
+    // SAFETY: `win` is the window just made.
+    check("MPI_Win_lock_all", unsafe { ffi::MPI_Win_lock_all(0, win) })?;
+    ibarrier(comm, timeout)?;
+    let mut times = Vec::new();
+    let mut result = Ok(());
+    if world.rank().index() == measurer {
+        let mut v = 0u64;
+        for _ in 0..samples.max(1) {
+            let t = Instant::now();
+            for _ in 0..rounds.max(1) {
+                // SAFETY: `v` is 8 writable bytes that stay alive until the flush
+                // below completes the get; the target's window has one word.
+                let rc = unsafe {
+                    ffi::MPI_Get(
+                        (&mut v as *mut u64).cast(),
+                        1,
+                        ffi::RSMPI_UINT64_T,
+                        target as c_int,
+                        0,
+                        1,
+                        ffi::RSMPI_UINT64_T,
+                        win,
+                    )
+                };
+                // SAFETY: `win` is in a passive epoch (lock_all above).
+                let rc2 = unsafe { ffi::MPI_Win_flush(target as c_int, win) };
+                if let Err(e) = check("MPI_Get", rc).and(check("MPI_Win_flush", rc2)) {
+                    result = Err(e);
                     break;
                 }
             }
-            if result.is_ok() && v != 0x5EED {
-                result = Err(GlobalError::Mpi(format!("MPI_Get read {v:#x}, not 0x5eed")));
+            times.push(t.elapsed().as_nanos() as f64 / rounds.max(1) as f64);
+            if result.is_err() {
+                break;
             }
         }
-        let done = ibarrier(self.comm, self.timeout).map_err(GlobalError::from);
-        // SAFETY: the epoch opened above; every rank's gets are flushed.
-        unsafe { ffi::MPI_Win_unlock_all(win) };
-        // SAFETY: collective over the communicator, every rank reaches it.
-        unsafe { ffi::MPI_Win_free(&mut win) };
-        drop(heap);
-        result?;
-        done?;
-        times.sort_by(|a, b| a.total_cmp(b));
-        Ok(times.get(times.len() / 2).copied().unwrap_or(0.0))
-    }
-
-    /// Frees the communicators and finalises MPI if [`init`](Self::init) initialised
-    /// it. Drop every array first. Every rank must call it.
-    pub fn finalize(mut self) -> Result<(), GlobalError> {
-        mesh_mpi::free::<MpiCalls>(&mut self.node_comm);
-        mesh_mpi::free::<MpiCalls>(&mut self.comm);
-        let mpi = self.mpi.take();
-        drop(self);
-        match mpi {
-            Some(m) => Ok(m.finalize()?),
-            None => Ok(()),
+        if result.is_ok() && v != 0x5EED {
+            result = Err(GlobalError::Mpi(format!("MPI_Get read {v:#x}, not 0x5eed")));
         }
     }
-}
-
-impl Drop for World {
-    fn drop(&mut self) {
-        if self.mpi.is_some() {
-            mesh_mpi::free::<MpiCalls>(&mut self.node_comm);
-            mesh_mpi::free::<MpiCalls>(&mut self.comm);
-        }
-    }
+    let done = ibarrier(comm, timeout).map_err(GlobalError::from);
+    // SAFETY: the epoch opened above; every rank's gets are flushed.
+    unsafe { ffi::MPI_Win_unlock_all(win) };
+    // SAFETY: collective over the communicator, every rank reaches it.
+    unsafe { ffi::MPI_Win_free(&mut win) };
+    drop(heap);
+    result?;
+    done?;
+    times.sort_by(|a, b| a.total_cmp(b));
+    Ok(times.get(times.len() / 2).copied().unwrap_or(0.0))
 }
 
 /// What every rank says about the array it makes: its type and length.

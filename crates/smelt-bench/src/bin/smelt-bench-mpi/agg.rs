@@ -14,9 +14,10 @@
 //! mpirun --oversubscribe -np 4 -x SMELT_RANKS_PER_NODE=2 target/release/smelt-bench-mpi agg
 //! ```
 
+use crate::job::Job;
 use smelt_agg::{AggConfig, FlushPolicy, Scheme, Worker};
-use smelt_am::mpi::{Mpi, Options};
-use smelt_mesh::mesh_job::ShmLink;
+use smelt_am::mpi::Options;
+use smelt_mesh::world::WorldLink;
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -101,7 +102,7 @@ fn args() -> Args {
 }
 
 /// This rank's workers run: (sent, received, messages) over them, and the time.
-fn run(ws: Vec<Worker<Tally, ShmLink>>, items: u64) -> Result<(Tally, Tally, u64, f64), String> {
+fn run(ws: Vec<Worker<Tally, WorldLink>>, items: u64) -> Result<(Tally, Tally, u64, f64), String> {
     let start = Instant::now();
     let r: Result<Vec<(Tally, Tally, u64)>, String> = std::thread::scope(|s| {
         let hs: Vec<_> = ws
@@ -139,7 +140,8 @@ fn run(ws: Vec<Worker<Tally, ShmLink>>, items: u64) -> Result<(Tally, Tally, u64
 
 pub fn main() {
     let a = args();
-    let mpi = match Mpi::init(Options::from_env().unwrap_or_else(|e| usage(&e.to_string()))) {
+    let opts = Options::from_env().unwrap_or_else(|e| usage(&e.to_string()));
+    let mpi = match Job::init(opts.nodes, opts.timeout) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("smelt-bench-mpi agg: {e}");
@@ -151,8 +153,8 @@ pub fn main() {
     for &scheme in &a.schemes {
         let mut cfg = AggConfig::new(scheme, 8).buffer_items(a.g).flush(a.flush);
         cfg.am.timeout = LIMIT;
-        let r = smelt_agg::mpi::join(
-            &mpi,
+        let r = smelt_agg::from_world(
+            mpi.world(),
             a.workers,
             cfg,
             |_| Tally::default(),
@@ -216,6 +218,6 @@ pub fn main() {
         }
     }
     let _ = mpi.barrier();
-    let _ = mpi.finalize();
+    mpi.finalize();
     std::process::exit(if all_ok { 0 } else { 1 });
 }

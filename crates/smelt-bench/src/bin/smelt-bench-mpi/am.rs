@@ -28,10 +28,11 @@
 //! figures as one JSON object (`{"am_logp": ...}`), `histogram: PASS ...`/`FAIL`. The
 //! exit status is 1 if any part failed at any rank, 2 for bad arguments.
 
-use smelt_am::mpi::{Mpi, Nodes, Options};
+use crate::job::Job;
+use smelt_am::mpi::{self as am_mpi, Nodes, Options};
 use smelt_am::{AmError, Config, Endpoint, PollPolicy, Reason, Returned};
 use smelt_bench::am::{histogram, logp};
-use smelt_mesh::mesh_job::ShmLink;
+use smelt_mesh::world::WorldLink;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -120,7 +121,11 @@ fn parse_args() -> Result<Args, String> {
             "--timeout" => {
                 a.timeout = Duration::from_secs(num("--timeout", value("--timeout")?)?.max(1))
             }
-            "--poll" => a.poll = value("--poll")?.parse()?,
+            "--poll" => {
+                a.poll = value("--poll")?
+                    .parse()
+                    .map_err(|e: AmError| e.to_string())?
+            }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -143,15 +148,14 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut opts = match Options::from_env() {
+    let opts = match Options::from_env() {
         Ok(o) => o,
         Err(e) => {
             eprintln!("smelt-bench-mpi am: {e}");
             return ExitCode::from(2);
         }
     };
-    opts.timeout = args.timeout;
-    let mpi = match Mpi::init(opts) {
+    let mpi = match Job::init(opts.nodes, args.timeout) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("smelt-bench-mpi am: setting MPI up: {e}");
@@ -175,10 +179,7 @@ pub fn main() -> ExitCode {
     if matches!(args.cmd.as_str(), "histogram" | "all") {
         ok &= part(&mpi, "histogram", run_histogram(&mpi, &args));
     }
-    if let Err(e) = mpi.finalize() {
-        eprintln!("smelt-bench-mpi am: {e}");
-        ok = false;
-    }
+    mpi.finalize();
     if ok {
         ExitCode::SUCCESS
     } else {
@@ -187,7 +188,7 @@ pub fn main() -> ExitCode {
 }
 
 /// Agrees on a part's verdict across the ranks; rank 0 prints it.
-fn part(mpi: &Mpi, name: &str, r: Result<String, String>) -> bool {
+fn part(mpi: &Job, name: &str, r: Result<String, String>) -> bool {
     let mine = match &r {
         Ok(_) => true,
         Err(e) => {
@@ -206,8 +207,8 @@ fn part(mpi: &Mpi, name: &str, r: Result<String, String>) -> bool {
     all
 }
 
-fn transport(mpi: &Mpi) -> String {
-    match mpi.options().nodes {
+fn transport(mpi: &Job) -> String {
+    match mpi.grouping() {
         Nodes::MpiOnly => "mpi".into(),
         Nodes::Emulated(k) => format!("emulated-nodes:{k}"),
         Nodes::Shared if mpi.nodes() == 1 => "shm".into(),
@@ -277,7 +278,7 @@ impl Flood {
     }
 }
 
-fn register_flood(ep: &mut Endpoint<Flood, ShmLink>) -> Result<(), AmError> {
+fn register_flood(ep: &mut Endpoint<Flood, WorldLink>) -> Result<(), AmError> {
     ep.register(REQ, |s: &mut Flood, ctx, m| {
         let (from, me) = (m.from, s.me);
         let k = m.args.first().copied().unwrap_or(0);
@@ -311,7 +312,7 @@ fn register_flood(ep: &mut Endpoint<Flood, ShmLink>) -> Result<(), AmError> {
 
 /// All to all requests with checksums through tiny queues, then a request with a
 /// wrong tag and one to an unknown handler to every other rank.
-fn flood(mpi: &Mpi, a: &Args) -> Result<String, String> {
+fn flood(mpi: &Job, a: &Args) -> Result<String, String> {
     let n = mpi.size();
     let me = mpi.rank();
     let cfg = Config {
@@ -353,7 +354,7 @@ fn flood(mpi: &Mpi, a: &Args) -> Result<String, String> {
             ep.set_dest_tag(d, good)?;
             ep.request(d, NOBODY, &[WRONG])?;
         }
-        mpi.finish(&mut ep, a.timeout)
+        am_mpi::finish(mpi.world(), &mut ep, a.timeout)
     })();
     if let Err(e) = r {
         return Err(format!("{e}"));
@@ -430,14 +431,14 @@ fn flood(mpi: &Mpi, a: &Args) -> Result<String, String> {
 
 /// An endpoint whose MPI channel keeps at most `window` sends in flight.
 fn endpoint_with_window<S>(
-    mpi: &Mpi,
+    mpi: &Job,
     state: S,
     cfg: Config,
     window: Option<usize>,
-) -> Result<Endpoint<S, ShmLink>, String> {
+) -> Result<Endpoint<S, WorldLink>, String> {
     match window {
-        Some(w) => mpi.endpoint_with(state, cfg, w),
-        None => mpi.endpoint(state, cfg),
+        Some(w) => am_mpi::endpoint_with(mpi.world(), state, cfg, w),
+        None => Endpoint::from_world(mpi.world(), state, cfg),
     }
     .map_err(|e| format!("making the endpoint: {e}"))
 }
@@ -450,7 +451,7 @@ fn json_num(v: f64) -> String {
     }
 }
 
-fn run_logp(mpi: &Mpi, a: &Args) -> Result<String, String> {
+fn run_logp(mpi: &Job, a: &Args) -> Result<String, String> {
     let n = mpi.size();
     let me = mpi.rank();
     let (x, y) = a.pair.unwrap_or((0, n.saturating_sub(1)));
@@ -500,7 +501,7 @@ fn run_logp(mpi: &Mpi, a: &Args) -> Result<String, String> {
     } else {
         Ok(())
     };
-    let r = r.and_then(|()| mpi.finish(&mut ep, a.timeout));
+    let r = r.and_then(|()| am_mpi::finish(mpi.world(), &mut ep, a.timeout));
     r.map_err(|e| e.to_string())?;
     // The measurer's line goes to rank 0 through its output: print it here.
     if !line.is_empty() {
@@ -509,7 +510,7 @@ fn run_logp(mpi: &Mpi, a: &Args) -> Result<String, String> {
     Ok(format!("pair={x},{y}"))
 }
 
-fn run_histogram(mpi: &Mpi, a: &Args) -> Result<String, String> {
+fn run_histogram(mpi: &Job, a: &Args) -> Result<String, String> {
     let n = mpi.size();
     let me = mpi.rank();
     let o = histogram::Opts {
@@ -528,7 +529,7 @@ fn run_histogram(mpi: &Mpi, a: &Args) -> Result<String, String> {
     let mut ep = endpoint_with_window(mpi, histogram::state(&o, n, me), cfg, a.in_flight)?;
     histogram::register(&mut ep).map_err(|e| e.to_string())?;
     let rep = histogram::run(&mut ep, &o).map_err(|e| e.to_string())?;
-    let _ = mpi.finish(&mut ep, a.timeout);
+    let _ = am_mpi::finish(mpi.world(), &mut ep, a.timeout);
     drop(ep);
     // Every increment lands in exactly one block: the blocks' sums add up to all the
     // updates.

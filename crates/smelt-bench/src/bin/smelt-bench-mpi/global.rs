@@ -8,10 +8,12 @@
 //! ```
 //! With `SMELT_RANKS_PER_NODE=k` the ranks form emulated nodes of `k`. Rank 0 prints
 //! one line per verdict (`ok <what>`) or figure (`bench {json}`); any failure exits
-//! non-zero at the rank that saw it.
+//! non-zero at the rank that saw it. The arrays are made from one world of the ranks
+//! (`GlobalArray::from_world`).
 
+use crate::job::Job;
+use smelt_am::mpi::Options;
 use smelt_bench::global::stealing::{self, Opts};
-use smelt_global::mpi::World;
 use smelt_global::{AccumulateOp, Config, Element, GlobalArray, GlobalError};
 use std::time::{Duration, Instant};
 
@@ -40,14 +42,19 @@ fn value<T: Element>(round: u64, i: u64) -> T {
     })
 }
 
+/// A collective call: an array of `len` elements over the world's ranks.
+fn array<T: Element>(w: &Job, len: u64, cfg: Config) -> Result<GlobalArray<T>, GlobalError> {
+    GlobalArray::from_world(w.world(), len, cfg)
+}
+
 fn fail(what: String) -> GlobalError {
     GlobalError::Invalid(what)
 }
 
 /// Each round every rank writes the block of a rank `round + 1` further on (another
 /// node, with nodes of fewer ranks than that), then everyone reads everything.
-fn drf<T: Element>(w: &World, len: u64, cfg: Config) -> Result<(), GlobalError> {
-    let a: GlobalArray<T> = w.array(len, cfg)?;
+fn drf<T: Element>(w: &Job, len: u64, cfg: Config) -> Result<(), GlobalError> {
+    let a: GlobalArray<T> = array(w, len, cfg)?;
     let n = w.size();
     let mut all = vec![T::from_word(0); len as usize];
     for round in 0..4u64 {
@@ -72,10 +79,10 @@ fn drf<T: Element>(w: &World, len: u64, cfg: Config) -> Result<(), GlobalError> 
 /// Rank r writes data for rank r+1 (on another node when nodes hold one or two
 /// ranks), write-back fence, raises a flag by an accumulate; the reader waits for the
 /// flag, invalidate fence, reads.
-fn flags(w: &World, cfg: Config) -> Result<(), GlobalError> {
+fn flags(w: &Job, cfg: Config) -> Result<(), GlobalError> {
     let n = w.size();
     let chunk = 64u64;
-    let a: GlobalArray<u64> = w.array(chunk * n as u64 + n as u64, cfg)?;
+    let a: GlobalArray<u64> = array(w, chunk * n as u64 + n as u64, cfg)?;
     let me = w.rank();
     let to = (me + 1) % n;
     let flag_of = |r: usize| chunk * n as u64 + r as u64;
@@ -111,14 +118,14 @@ fn flags(w: &World, cfg: Config) -> Result<(), GlobalError> {
 /// when there are several), which the last rank then overwrites and announces with a
 /// flag in another array. Rank 0 sees the flag, still reads its cached line (no
 /// invalidate fence yet), and the new value after `fence_invalidate`.
-fn si_fence(w: &World) -> Result<(), GlobalError> {
+fn si_fence(w: &Job) -> Result<(), GlobalError> {
     let n = w.size();
     if n < 2 {
         return Ok(());
     }
     let last = n - 1;
-    let a: GlobalArray<u64> = w.array(n as u64 * 8, cached())?;
-    let flag: GlobalArray<u64> = w.array(n as u64, cfg())?;
+    let a: GlobalArray<u64> = array(w, n as u64 * 8, cached())?;
+    let flag: GlobalArray<u64> = array(w, n as u64, cfg())?;
     let x = last as u64 * 8;
     a.put(x, &[1])?;
     a.barrier()?;
@@ -161,12 +168,12 @@ fn si_fence(w: &World) -> Result<(), GlobalError> {
     flag.barrier()
 }
 
-fn accumulates(w: &World) -> Result<(), GlobalError> {
+fn accumulates(w: &Job) -> Result<(), GlobalError> {
     let n = w.size() as u64;
     let len = 50u64;
-    let a: GlobalArray<u64> = w.array(len, cfg())?;
-    let f: GlobalArray<f64> = w.array(len, cfg())?;
-    let s: GlobalArray<i32> = w.array(len, cfg())?;
+    let a: GlobalArray<u64> = array(w, len, cfg())?;
+    let f: GlobalArray<f64> = array(w, len, cfg())?;
+    let s: GlobalArray<i32> = array(w, len, cfg())?;
     let k = 20u64;
     for _ in 0..k {
         // The last element is left for the tickets.
@@ -212,8 +219,8 @@ fn accumulates(w: &World) -> Result<(), GlobalError> {
     Ok(())
 }
 
-fn errors(w: &World) -> Result<(), GlobalError> {
-    let a: GlobalArray<u32> = w.array(10, cfg())?;
+fn errors(w: &Job) -> Result<(), GlobalError> {
+    let a: GlobalArray<u32> = array(w, 10, cfg())?;
     match a.get_one(10) {
         Err(GlobalError::OutOfRange { .. }) => {}
         r => return Err(fail(format!("get_one(10) of 10 elements: {r:?}"))),
@@ -225,18 +232,18 @@ fn errors(w: &World) -> Result<(), GlobalError> {
 }
 
 /// Rank 0 makes a `u64` array, the others an `f64` one: every rank must refuse.
-fn mismatch(w: &World) -> Result<(), GlobalError> {
+fn mismatch(w: &Job) -> Result<(), GlobalError> {
     let r = if w.rank() == 0 {
-        w.array::<u64>(16, cfg()).map(drop)
+        array::<u64>(w, 16, cfg()).map(drop)
     } else {
-        w.array::<f64>(16, cfg()).map(drop)
+        array::<f64>(w, 16, cfg()).map(drop)
     };
     match r {
         Err(GlobalError::WrongType { .. }) => {}
         r => return Err(fail(format!("mismatched element types: {r:?}"))),
     }
     // The ranks still work together afterwards.
-    let a: GlobalArray<u64> = w.array(16, cfg())?;
+    let a: GlobalArray<u64> = array(w, 16, cfg())?;
     a.barrier()?;
     if w.rank() == 0 {
         println!("ok mismatch: ranks making arrays of different element types all refused");
@@ -244,7 +251,7 @@ fn mismatch(w: &World) -> Result<(), GlobalError> {
     Ok(())
 }
 
-fn check(w: &World) -> Result<(), GlobalError> {
+fn check(w: &Job) -> Result<(), GlobalError> {
     let say = |what: &str| {
         if w.rank() == 0 {
             println!("ok {what}");
@@ -271,14 +278,14 @@ fn check(w: &World) -> Result<(), GlobalError> {
     Ok(())
 }
 
-fn steal(w: &World) -> Result<(), GlobalError> {
+fn steal(w: &Job) -> Result<(), GlobalError> {
     let opts = Opts {
         tasks: 2000,
         work: 20,
         seed: 3,
     };
-    let c: GlobalArray<u64> = w.array(w.size() as u64, cfg())?;
-    let r: GlobalArray<u64> = w.array(opts.tasks, cfg())?;
+    let c: GlobalArray<u64> = array(w, w.size() as u64, cfg())?;
+    let r: GlobalArray<u64> = array(w, opts.tasks, cfg())?;
     let rep = stealing::run(&c, &r, &opts)?;
     if rep.mismatches != 0 {
         return Err(fail(format!("{} mismatches", rep.mismatches)));
@@ -299,15 +306,15 @@ fn steal(w: &World) -> Result<(), GlobalError> {
     Ok(())
 }
 
-fn bench(w: &World, quick: bool) -> Result<(), GlobalError> {
+fn bench(w: &Job, quick: bool) -> Result<(), GlobalError> {
     let (rounds, samples) = if quick { (500, 5) } else { (5000, 11) };
     let n = w.size();
     let me = w.rank();
     // A target on another node, and one on this node, for rank 0.
     let other = (1..n).find(|r| w.node_of(*r) != w.node_of(0));
     let same = (1..n).find(|r| w.node_of(*r) == w.node_of(0));
-    let a: GlobalArray<u64> = w.array(n as u64 * 8, cfg())?;
-    let c: GlobalArray<u64> = w.array(n as u64 * 8, cached())?;
+    let a: GlobalArray<u64> = array(w, n as u64 * 8, cfg())?;
+    let c: GlobalArray<u64> = array(w, n as u64 * 8, cached())?;
     a.put(me as u64 * 8, &[me as u64 + 100; 8])?;
     c.put(me as u64 * 8, &[me as u64 + 100; 8])?;
     a.barrier()?;
@@ -336,8 +343,22 @@ fn bench(w: &World, quick: bool) -> Result<(), GlobalError> {
     let get_cached = row(&c, other)?;
     let (plain, plain_alloc) = match other {
         Some(t) => (
-            Some(w.plain_get_ns(0, t, rounds, samples, false)?),
-            Some(w.plain_get_ns(0, t, rounds, samples, true)?),
+            Some(smelt_global::mpi::plain_get_ns(
+                w.world(),
+                0,
+                t,
+                rounds,
+                samples,
+                false,
+            )?),
+            Some(smelt_global::mpi::plain_get_ns(
+                w.world(),
+                0,
+                t,
+                rounds,
+                samples,
+                true,
+            )?),
         ),
         None => (None, None),
     };
@@ -368,7 +389,10 @@ pub fn main() {
         std::process::exit(2);
     }
     let quick = args.iter().any(|a| a == "--quick");
-    let w = match World::init() {
+    let w = match Options::from_env()
+        .map_err(|e| e.to_string())
+        .and_then(|o| Job::init(o.nodes, o.timeout))
+    {
         Ok(w) => w,
         Err(e) => {
             eprintln!("smelt-bench-mpi global: {e}");
@@ -387,8 +411,5 @@ pub fn main() {
         eprintln!("smelt-bench-mpi global: rank {}: {e}", w.rank());
         std::process::exit(1);
     }
-    if let Err(e) = w.finalize() {
-        eprintln!("smelt-bench-mpi global: {e}");
-        std::process::exit(1);
-    }
+    w.finalize();
 }

@@ -18,11 +18,14 @@
 //! * `tasks`: fork-join tasks, fib and UTS checked against the sequential results
 //!   ([`tasks`]).
 //!
-//! A missing or unknown service is a usage line and exit status 2.
+//! Every service runs in one world of the MPI ranks (`World::from_mpi_with`, [`job`]),
+//! made from it with its `from_world` constructor. A missing or unknown service is a
+//! usage line and exit status 2.
 
 mod agg;
 mod am;
 mod global;
+mod job;
 mod tasks;
 
 use std::process::ExitCode;

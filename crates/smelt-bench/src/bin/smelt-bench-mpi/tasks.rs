@@ -1,4 +1,4 @@
-//! `smelt-bench-mpi tasks`: fork-join tasks across MPI ranks (smelt-am's MPI endpoints; nodes
+//! `smelt-bench-mpi tasks`: fork-join tasks across MPI ranks (`Member::from_world` over a world of MPI ranks; nodes
 //! real or emulated with `SMELT_RANKS_PER_NODE`), run under `mpirun`. Rank 0 runs fib and
 //! UTS roots, every rank serves; each result is checked against the sequential one and
 //! rank 0 prints `tasks: PASS ...` (or `tasks: FAIL ...`), then the counters of every
@@ -6,10 +6,11 @@
 //!
 //! usage: smelt-bench-mpi tasks [--fib N] [--cutoff C] [--uts DEPTH] [--workers W] [--panic]
 
-use smelt_am::mpi::{Mpi, Options};
+use crate::job::Job;
+use smelt_am::mpi::Options;
 use smelt_tasks::apps::dist::{self as apps, functions, result_u64};
 use smelt_tasks::apps::{fib_seq, Uts};
-use smelt_tasks::dist::{comm_config, Member, TaskConfig};
+use smelt_tasks::dist::{Member, TaskConfig};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -56,19 +57,18 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mpi = match Options::from_env().and_then(Mpi::init) {
+    let mpi = match Options::from_env()
+        .map_err(|e| e.to_string())
+        .and_then(|o| Job::init(o.nodes, o.timeout))
+    {
         Ok(m) => m,
         Err(e) => {
             eprintln!("smelt-bench-mpi tasks: setting MPI up: {e}");
             return ExitCode::from(1);
         }
     };
-    let rank = mpi.rank();
     let ok = run(&mpi, &a);
-    if let Err(e) = mpi.finalize() {
-        eprintln!("smelt-bench-mpi tasks: rank {rank}: {e}");
-        return ExitCode::from(1);
-    }
+    mpi.finalize();
     if ok {
         ExitCode::SUCCESS
     } else {
@@ -76,16 +76,15 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn run(mpi: &Mpi, a: &Args) -> bool {
+fn run(mpi: &Job, a: &Args) -> bool {
     let rank = mpi.rank();
-    let ep = match mpi.endpoint(Default::default(), comm_config(smelt_am::Config::default())) {
-        Ok(ep) => ep,
+    let mut m = match Member::from_world(mpi.world(), smelt_am::Config::default()) {
+        Ok(m) => m,
         Err(e) => {
             eprintln!("smelt-bench-mpi tasks: rank {rank}: endpoint: {e}");
             return false;
         }
     };
-    let mut m = Member::from_endpoint(ep);
     let f = functions();
     let cfg = TaskConfig::new(a.workers);
     if rank == 0 {
@@ -125,12 +124,14 @@ fn run(mpi: &Mpi, a: &Args) -> bool {
         ),
     ];
     let mut steals = 0;
-    // 8 tasks of 20 ms from rank 0 (its workers cannot run them all at once): other
-    // ranks, on its node first, steal some.
+    // 12 tasks of 100 ms from rank 0 (its workers cannot run them all at once): other
+    // ranks, on its node first, steal some. A wide window: on loaded CPUs (more ranks
+    // and threads than CPUs) a steal's round trip over MPI can take tens of ms, and 8
+    // tasks of 20 ms were once all run by rank 0 before a thief got one.
     {
         let root = (
             apps::FANOUT,
-            [8u32.to_le_bytes(), 20u32.to_le_bytes()].concat(),
+            [12u32.to_le_bytes(), 100u32.to_le_bytes()].concat(),
         );
         match m.run(&f, &cfg, (rank == 0).then_some(root)) {
             Ok(rep) => {
