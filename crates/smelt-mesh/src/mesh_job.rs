@@ -18,10 +18,8 @@
 //! ([`ShmMember::is_alive`]): a receive or a send that finds the link empty (full)
 //! checks the peer at most every [`LIVENESS_EVERY`], and reports
 //! [`MeshError::PeerGone`] once the peer is dead and everything it sent has been
-//! received. A waiter parks at most a millisecond at a time (in the link's futex, woken
-//! by the sender, for a receive from one member; in a timed park for
-//! [`Mesh::recv_any`] and full sends), so a peer's death is seen within about a
-//! millisecond.
+//! received. Waiters park (they are not woken by the other process), so a peer's
+//! death is seen within about a millisecond.
 //!
 //! **Nothing left behind.** The segment's name is removed once every member joined
 //! (the mappings stay valid) and when the creator's [`MeshJob`] is dropped.

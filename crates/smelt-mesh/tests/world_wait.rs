@@ -3,8 +3,8 @@
 //! Members given distinct but made-up CPU ids (more members than the machine has
 //! CPUs, as `smelt bench processes` and oversubscribed launchers give them) share
 //! CPUs: a member that spins there holds the CPU its peer needs, and processes were
-//! 20-60x slower than threads at 8 members on 2 CPUs. And a mesh receive between
-//! processes waits in the link (a futex the sender wakes), not in timed sleeps.
+//! 20-60x slower than threads at 8 members on 2 CPUs. And how a mesh receive from one
+//! member between processes ends: a message, its timeout, an abort, the peer leaving.
 
 use smelt_mesh::mesh::{Mesh, MeshError};
 use smelt_mesh::world::{MeshSpec, World, WorldBuilder, WorldJob, WorldKind, WorldLink};
@@ -68,11 +68,11 @@ fn meshes(a: &World, b: &World) -> (Mesh<WorldLink>, Mesh<WorldLink>) {
     })
 }
 
-/// A receive from one member between processes waits in that link (its ring's futex,
-/// woken by the sender): a message sent while it waits arrives, a wait with nothing
-/// sent ends at its timeout, and an abort ends it at once.
+/// A receive from one member between processes (parked: no doorbell across
+/// processes): a message sent while it waits arrives, a wait with nothing sent ends at
+/// its timeout, and an abort ends it long before.
 #[test]
-fn process_mesh_receive_from_one_member_waits_in_the_link() {
+fn process_mesh_receive_from_one_member_ends_as_it_should() {
     let (a, b, _job) = process_pair();
     let (mut ma, mut mb) = meshes(&a, &b);
     let mut buf = [0u8; 64];
