@@ -126,4 +126,8 @@ fn fortran_world_runs_collectives_under_mpirun() {
 #[cfg(not(feature = "mpi"))]
 #[test]
 #[ignore = "needs the mpi feature: cargo test -p smelt-capi --features mpi --test fortran_world"]
-fn fortran_world_runs_collectives_under_mpirun() {}
+fn fortran_world_runs_collectives_under_mpirun() {
+    panic!(
+        "built without the mpi feature: run cargo test -p smelt-capi --features mpi --test fortran_world"
+    );
+}

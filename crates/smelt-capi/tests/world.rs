@@ -332,4 +332,8 @@ int main(int argc, char **argv) {
 #[cfg(not(feature = "mpi"))]
 #[test]
 #[ignore = "needs the mpi feature: cargo test -p smelt-capi --features mpi --test world"]
-fn c_world_runs_every_service_under_mpirun() {}
+fn c_world_runs_every_service_under_mpirun() {
+    panic!(
+        "built without the mpi feature: run cargo test -p smelt-capi --features mpi --test world"
+    );
+}
