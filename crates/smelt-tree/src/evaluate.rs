@@ -8,6 +8,7 @@ use crate::sim::{predict_local, Op, Payload, Prediction};
 use crate::stats::spearman;
 use crate::topology::Topology;
 use crate::tree::{Tree, TreeError};
+use crate::Error;
 use serde::Serialize;
 use smelt_model::Model;
 use std::path::Path;
@@ -165,7 +166,11 @@ pub fn ab_bench_op(row: &str) -> Option<Op> {
 }
 
 /// Reads an `ab-bench.csv`. Errors name the file and line.
-pub fn read_ab_bench(path: &Path) -> Result<AbBench, String> {
+pub fn read_ab_bench(path: &Path) -> Result<AbBench, Error> {
+    read_ab_bench_why(path).map_err(Error::Input)
+}
+
+fn read_ab_bench_why(path: &Path) -> Result<AbBench, String> {
     let text = smelt_model::files::read_input_text(path).map_err(|e| e.to_string())?;
     let mut lines = text
         .lines()
@@ -309,8 +314,14 @@ mod tests {
         assert_eq!(b.columns, vec!["bintree", "AT"]);
         assert_eq!(b.rows, vec![("ab".to_string(), vec![3.0, 2.0])]);
         std::fs::write(&p, "algorithm,bintree\nab,x\n").unwrap();
-        assert!(read_ab_bench(&p).unwrap_err().contains("ab.csv:2"));
+        assert!(read_ab_bench(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("ab.csv:2"));
         std::fs::write(&p, "algorithm,bintree\nab,1,2\n").unwrap();
-        assert!(read_ab_bench(&p).unwrap_err().contains("fields"));
+        assert!(read_ab_bench(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("fields"));
     }
 }

@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod costs;
+mod error;
 pub mod evaluate;
 pub mod op;
 pub mod optimize;
@@ -34,6 +35,7 @@ pub mod tree;
 pub mod tuning;
 
 pub use costs::Costs;
+pub use error::Error;
 pub use op::Op;
 pub use shape::ModelShape;
 pub use sim::{predict, Payload, Prediction};

@@ -2,6 +2,7 @@
 //! with plotters as SVG or PNG. Text layout needs a TrueType font from the usual
 //! system directories (e.g. Debian's DejaVu, pulled in by fontconfig).
 
+use crate::Error;
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -169,7 +170,11 @@ where
 }
 
 /// Writes the chart to `path`: `.svg` or `.png` by extension.
-pub fn render(c: &BarChart, path: &Path) -> Result<(), String> {
+pub fn render(c: &BarChart, path: &Path) -> Result<(), Error> {
+    render_why(c, path).map_err(Error::Plot)
+}
+
+fn render_why(c: &BarChart, path: &Path) -> Result<(), String> {
     let w = (160 + 130 * c.groups.len().max(1) as u32).clamp(640, 3000);
     let size = (w, 560);
     let svg = check_target(path)?;
@@ -288,7 +293,11 @@ fn check_target(path: &Path) -> Result<bool, String> {
 }
 
 /// Writes a line chart to `path`: `.svg` or `.png` by extension.
-pub fn render_lines(c: &LineChart, path: &Path) -> Result<(), String> {
+pub fn render_lines(c: &LineChart, path: &Path) -> Result<(), Error> {
+    render_lines_why(c, path).map_err(Error::Plot)
+}
+
+fn render_lines_why(c: &LineChart, path: &Path) -> Result<(), String> {
     let size = (1000, 600);
     let svg = check_target(path)?;
     atomic(path, svg, |tmp| {
@@ -336,7 +345,7 @@ mod tests {
             render_lines(&l, &lp).unwrap();
             assert!(std::fs::read_to_string(&lp).unwrap().contains("<polyline"));
         } else {
-            assert!(render(&c, &p).unwrap_err().contains("font"));
+            assert!(render(&c, &p).unwrap_err().to_string().contains("font"));
         }
         assert!(render(&c, &dir.path().join("p.gif")).is_err());
     }

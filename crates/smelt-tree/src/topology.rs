@@ -9,6 +9,7 @@ use crate::costs::Costs;
 use crate::optimize;
 use crate::sim::{self, Op};
 use crate::tree::{Tree, TreeError};
+use crate::Error;
 use smelt_model::Model;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -498,7 +499,11 @@ impl Algorithm {
     }
 
     /// `Ok` if it can run `op`, else an error naming what it runs.
-    pub fn check_op(self, op: Op) -> Result<(), String> {
+    pub fn check_op(self, op: Op) -> Result<(), Error> {
+        self.check_op_why(op).map_err(Error::Op)
+    }
+
+    fn check_op_why(self, op: Op) -> Result<(), String> {
         match self {
             Algorithm::NonTree(a) if !a.applies_to(op) => Err(format!(
                 "'{a}' runs {} only, not {op}",
@@ -924,7 +929,7 @@ mod tests {
         assert_eq!("binary".parse(), Ok(Algorithm::Tree(Topology::Binary)));
         let d = Algorithm::NonTree(NonTree::Dissemination);
         assert!(d.applies_to(Op::Barrier) && !d.applies_to(Op::Allreduce));
-        let e = d.check_op(Op::Reduce).unwrap_err();
+        let e = d.check_op(Op::Reduce).unwrap_err().to_string();
         assert!(e.contains("barrier") && e.contains("reduce"), "{e}");
         assert!(Algorithm::Tree(Topology::Binary)
             .check_op(Op::Gather)

@@ -44,6 +44,7 @@ use crate::costs::Costs;
 use crate::op::Op;
 use crate::sim::{self, Payload};
 use crate::topology::{Algorithm, NonTree, Topology};
+use crate::Error;
 use serde::{Deserialize, Serialize};
 use smelt_model::Model;
 use std::collections::BTreeMap;
@@ -199,7 +200,11 @@ pub use smelt_plan::AlgorithmTable;
 /// [`AlgorithmTable::parse`] with every algorithm's name checked against this crate's
 /// registry (`smelt-plan` checks a tree's name for its syntax only): rules in
 /// `SMELT_TUNE`'s syntax, the first match wins.
-pub fn table_from_rules(rules: &str) -> Result<AlgorithmTable, String> {
+pub fn table_from_rules(rules: &str) -> Result<AlgorithmTable, Error> {
+    table_from_rules_why(rules).map_err(Error::Tuning)
+}
+
+fn table_from_rules_why(rules: &str) -> Result<AlgorithmTable, String> {
     Ok(AlgorithmTable::from_parts(
         table_rules(Overrides::parse(rules)?.rules),
         BTreeMap::new(),
@@ -250,7 +255,11 @@ impl TuningFile {
     }
 
     /// Parses and checks the structure (format, names, sizes); not the host.
-    pub fn from_json(text: &str) -> Result<TuningFile, String> {
+    pub fn from_json(text: &str) -> Result<TuningFile, Error> {
+        Self::from_json_why(text).map_err(Error::Tuning)
+    }
+
+    fn from_json_why(text: &str) -> Result<TuningFile, String> {
         let f: TuningFile = serde_json::from_str(text)
             .map_err(|e| format!("not a smelt tuning file ({e}); make one with 'smelt tune'"))?;
         f.validate()?;
@@ -259,7 +268,11 @@ impl TuningFile {
 
     /// Structural checks: [`FORMAT`], [`VERSION`], known modes, operations and
     /// algorithm names, finite times, group sizes ≥ 1, at least one entry per group.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Error> {
+        self.validate_why().map_err(Error::Tuning)
+    }
+
+    fn validate_why(&self) -> Result<(), String> {
         if self.format != FORMAT {
             return Err(format!(
                 "format '{}' is not {FORMAT}; make a new one with 'smelt tune'",
@@ -316,7 +329,11 @@ impl TuningFile {
     }
 
     /// Loads `path` and checks it ([`TuningFile::validate`]); errors name the file.
-    pub fn load(path: &Path) -> Result<TuningFile, String> {
+    pub fn load(path: &Path) -> Result<TuningFile, Error> {
+        Self::load_why(path).map_err(Error::Tuning)
+    }
+
+    fn load_why(path: &Path) -> Result<TuningFile, String> {
         // Bounded, non-blocking, regular files only: a FIFO, a device or a huge file
         // in the cache directory is an error, never a hang or an exhausted memory.
         let text = smelt_model::files::read_input_text(path)
@@ -326,7 +343,11 @@ impl TuningFile {
 
     /// Checks that the file is for `model`'s machine: the same host name, CPUs and
     /// (where both know it) CPU model.
-    pub fn check_machine(&self, model: &Model) -> Result<(), String> {
+    pub fn check_machine(&self, model: &Model) -> Result<(), Error> {
+        self.check_machine_why(model).map_err(Error::Tuning)
+    }
+
+    fn check_machine_why(&self, model: &Model) -> Result<(), String> {
         self.check_for(model, false)
     }
 
@@ -334,7 +355,11 @@ impl TuningFile {
     /// CPUs (a model restricted to a NUMA node, a package or any subset of the tuned
     /// host, `Model::restrict`) is accepted too: what looking a rule up for a subgroup
     /// needs ([`host_file`]).
-    pub fn check_covers(&self, model: &Model) -> Result<(), String> {
+    pub fn check_covers(&self, model: &Model) -> Result<(), Error> {
+        self.check_covers_why(model).map_err(Error::Tuning)
+    }
+
+    fn check_covers_why(&self, model: &Model) -> Result<(), String> {
         self.check_for(model, true)
     }
 
@@ -377,7 +402,11 @@ impl TuningFile {
     }
 
     /// Writes the file atomically, creating its directory.
-    pub fn save(&self, path: &Path) -> Result<(), String> {
+    pub fn save(&self, path: &Path) -> Result<(), Error> {
+        self.save_why(path).map_err(Error::Tuning)
+    }
+
+    fn save_why(&self, path: &Path) -> Result<(), String> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -483,7 +512,11 @@ pub struct Overrides {
 impl Overrides {
     /// Parses `SMELT_TUNE`'s value (`smelt_plan::table::parse_rules`, the one
     /// grammar, with this crate's algorithm names); an empty one has no rules.
-    pub fn parse(text: &str) -> Result<Overrides, String> {
+    pub fn parse(text: &str) -> Result<Overrides, Error> {
+        Self::parse_why(text).map_err(Error::Tuning)
+    }
+
+    fn parse_why(text: &str) -> Result<Overrides, String> {
         let rules = smelt_plan::table::parse_rules(text, |name, op| {
             let a: Algorithm = name.parse()?;
             smelt_plan::table::check_rule_algorithm(&a.into(), op)?;
@@ -507,8 +540,8 @@ impl Overrides {
     }
 
     /// `SMELT_TUNE` from the environment: `Ok(None)` when unset or empty.
-    pub fn from_env() -> Result<Option<Overrides>, String> {
-        match smelt_settings::text(TUNE_ENV).map_err(|e| e.to_string())? {
+    pub fn from_env() -> Result<Option<Overrides>, Error> {
+        match smelt_settings::text(TUNE_ENV).map_err(|e| Error::Tuning(e.to_string()))? {
             None => Ok(None),
             Some(v) => Self::parse(&v).map(Some),
         }
@@ -907,7 +940,7 @@ pub fn host_file_of(
     }
     let f = TuningFile::load(&path)?;
     let checked = match model {
-        Some(m) => f.check_covers(m),
+        Some(m) => f.check_covers_why(m),
         None if f.host != host => Err(format!(
             "it is for host '{}', not '{host}'; run 'smelt tune' on this host",
             f.host
@@ -1176,7 +1209,7 @@ mod tests {
         );
         assert_eq!(t.segment(SyncMode::Loose, Op::Allreduce, 8), Some(1024));
         assert!(AlgorithmTable::parse("reduce=gossip").is_ok());
-        let e = table_from_rules("reduce=gossip").unwrap_err();
+        let e = table_from_rules("reduce=gossip").unwrap_err().to_string();
         assert!(e.contains("unknown algorithm 'gossip'"), "{e}");
         assert!(table_from_rules("reduce=knomial:0").is_err());
         assert!(table_from_rules("*=dissemination").is_err());
@@ -1255,11 +1288,15 @@ mod tests {
     #[test]
     fn refuses_bad_files_with_a_reason() {
         let f = file();
-        let e = TuningFile::from_json("{\"format\": 3").unwrap_err();
+        let e = TuningFile::from_json("{\"format\": 3")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not a smelt tuning file"), "{e}");
         let mut v = f.clone();
         v.smelt_version = "0.0.0-old".into();
-        let e = TuningFile::from_json(&v.to_json_string()).unwrap_err();
+        let e = TuningFile::from_json(&v.to_json_string())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("0.0.0-old") && e.contains(VERSION), "{e}");
         let mut v = f.clone();
         v.rules
@@ -1270,23 +1307,25 @@ mod tests {
             .get_mut(&8)
             .unwrap()[0]
             .algo = "nope".into();
-        let e = TuningFile::from_json(&v.to_json_string()).unwrap_err();
+        let e = TuningFile::from_json(&v.to_json_string())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("nope"), "{e}");
         let mut other = model();
         other.provenance.host = "elsewhere".into();
-        let e = f.check_machine(&other).unwrap_err();
+        let e = f.check_machine(&other).unwrap_err().to_string();
         assert!(e.contains("testhost") && e.contains("elsewhere"), "{e}");
         let small = smelt_model::synthetic(1, 4, 50.0, 40.0, 3.0);
         let mut small = small;
         small.provenance.host = "testhost".into();
-        let e = f.check_machine(&small).unwrap_err();
+        let e = f.check_machine(&small).unwrap_err().to_string();
         assert!(e.contains("CPUs"), "{e}");
         // A model of some of the tuned CPUs (a node) is covered by the file; one with
         // CPUs the file does not know is not.
         f.check_covers(&small).unwrap();
         let mut big = smelt_model::synthetic(4, 4, 50.0, 40.0, 3.0);
         big.provenance.host = "testhost".into();
-        let e = f.check_covers(&big).unwrap_err();
+        let e = f.check_covers(&big).unwrap_err().to_string();
         assert!(e.contains("CPUs"), "{e}");
     }
 
@@ -1365,7 +1404,7 @@ mod tests {
             ("reduce@fast=binary", "fast"),
             ("bcast=binary;reduce", "rule 2"),
         ] {
-            let e = Overrides::parse(bad).unwrap_err();
+            let e = Overrides::parse(bad).unwrap_err().to_string();
             assert!(e.contains(says) && e.contains(TUNE_ENV), "{bad}: {e}");
         }
     }

@@ -213,7 +213,9 @@ fn auto_uses_override_then_file_then_prediction() {
     // A file naming a non-tree algorithm for an operation it does not run is refused.
     let mut bad = f.clone();
     bad.insert(SyncMode::Loose, Op::Reduce, 8, entry(8, "dissemination"));
-    let e = TuningFile::from_json(&bad.to_json_string()).unwrap_err();
+    let e = TuningFile::from_json(&bad.to_json_string())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("dissemination") && e.contains("barrier"), "{e}");
 }
 
