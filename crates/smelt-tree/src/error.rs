@@ -13,7 +13,7 @@ pub enum Error {
     /// A chart that could not be drawn or written (`plot`).
     #[error("{0}")]
     Plot(String),
-    /// A topology that does not run an operation (`Topology::check_op`).
+    /// An algorithm that does not run an operation (`Algorithm::check_op`).
     #[error("{0}")]
     Op(String),
 }
