@@ -173,8 +173,6 @@ pub const AM_TRANSPORT: &str = "SMELT_AM_TRANSPORT";
 /// See [`ALL`].
 pub const AM_MPI_IN_FLIGHT: &str = "SMELT_AM_MPI_IN_FLIGHT";
 /// See [`ALL`].
-pub const AM_CPU: &str = "SMELT_AM_CPU";
-/// See [`ALL`].
 pub const JOB: &str = "SMELT_JOB";
 /// See [`ALL`].
 pub const JOB_KEY: &str = "SMELT_JOB_KEY";
@@ -260,14 +258,6 @@ pub const ALL: &[Setting] = &[
         area: "tests",
         audience: Audience::Testing,
         doc: "more machine directories (DIR:DIR...) for the store simulator's tests",
-    },
-    Setting {
-        name: AM_CPU,
-        kind: Kind::Count { min: 0, max: U32_MAX },
-        default: "",
-        area: "bench",
-        audience: Audience::Launcher,
-        doc: "the CPU of the responding process of smelt bench am",
     },
     internal(JOB, Kind::Path, "launch", "the shared-memory segment of the job a process joins"),
     internal(JOB_KEY, Kind::Text, "launch", "the job's key (checked against the segment's)"),

@@ -21,6 +21,7 @@ use crate::am::logp::{self, LogP, Opts};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use smelt_am::{threads, Config, Endpoint};
+use smelt_mesh::launch::Members;
 use smelt_mesh::world::WorldBuilder;
 use smelt_mesh::{Rank, World};
 use smelt_probe::figure::Status;
@@ -32,11 +33,9 @@ use std::time::Duration;
 
 /// The responder of a LogP measurement in a member process: the body of the hidden
 /// `smelt am-member` that [`measure`] starts (the current executable must answer
-/// that subcommand), waiting at most `timeout_s` seconds for the measurer.
+/// that subcommand), waiting at most `timeout_s` seconds for the measurer. The
+/// launcher pins it (`smelt_mesh::launch::Members`).
 pub fn member(timeout_s: f64) -> Result<()> {
-    if let Some(cpu) = smelt_settings::count(smelt_settings::AM_CPU)?.map(|c| c as u32) {
-        let _ = smelt_transport::pin_current_thread(cpu);
-    }
     let world = World::from_env()?;
     let mut ep = Endpoint::from_world(&world, logp::State::default(), Config::default())?;
     logp::register(&mut ep)?;
@@ -213,10 +212,11 @@ fn between_processes(o: &Opts, cpus: (Option<u32>, Option<u32>)) -> Result<LogP>
     cmd.arg("am-member")
         .args(["--timeout", &o.timeout.as_secs_f64().to_string()])
         .envs(job.env(Rank(1)));
-    if let Some(c) = cpus.1 {
-        cmd.env("SMELT_AM_CPU", c.to_string());
-    }
-    let mut child = cmd.spawn().context("cannot start a member process")?;
+    // Started as `smelt launch` starts its members: pinned, dying with this process.
+    let mut members = Members::new();
+    members
+        .spawn(&mut cmd, cpus.1)
+        .context("cannot start a member process")?;
     let r = std::thread::scope(|s| {
         s.spawn(|| -> Result<LogP> {
             if let Some(c) = cpus.0 {
@@ -231,9 +231,12 @@ fn between_processes(o: &Opts, cpus: (Option<u32>, Option<u32>)) -> Result<LogP>
         .expect("measurer thread")
     });
     if r.is_err() {
-        let _ = child.kill();
+        members.kill();
     }
-    let status = child.wait()?;
+    let status = members
+        .take(0)
+        .context("the member process is gone")?
+        .wait()?;
     let p = r?;
     anyhow::ensure!(status.success(), "the member process failed ({status})");
     Ok(p)
