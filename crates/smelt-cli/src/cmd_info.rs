@@ -1,7 +1,7 @@
 //! `smelt info`: what this smelt is and what it would use, like `ompi_info --all` or
 //! `ucx_info -c`: the build, every `SMELT_*` setting with its value and where that
 //! came from, the model a command given none would use, the tuning file `auto`
-//! reads, and the MPI interposer library.
+//! reads, the MPI interposer library, and which MPI the libraries were built against.
 
 use anyhow::Result;
 use clap::Args;
@@ -28,6 +28,86 @@ fn beside_exe(name: &str) -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let p = exe.parent()?.join(name);
     p.is_file().then_some(p)
+}
+
+/// The shared libraries an ELF file names as needed (`DT_NEEDED`, what `readelf -d`
+/// lists), read from its dynamic section; `None` if it is not a 64-bit little-endian
+/// ELF file with one. Reads the headers and the two sections, not the whole file.
+fn needed_libraries(path: &std::path::Path) -> Option<Vec<String>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut read_at = |off: u64, len: usize| -> Option<Vec<u8>> {
+        if len > 64 << 20 {
+            return None;
+        }
+        let mut b = vec![0u8; len];
+        f.seek(SeekFrom::Start(off)).ok()?;
+        f.read_exact(&mut b).ok()?;
+        Some(b)
+    };
+    let u16_at = |b: &[u8], i: usize| Some(u16::from_le_bytes(b.get(i..i + 2)?.try_into().ok()?));
+    let u32_at = |b: &[u8], i: usize| Some(u32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?));
+    let u64_at = |b: &[u8], i: usize| Some(u64::from_le_bytes(b.get(i..i + 8)?.try_into().ok()?));
+    let h = read_at(0, 64)?;
+    // "\x7fELF", 64-bit, little-endian.
+    if h[..4] != *b"\x7fELF" || h[4] != 2 || h[5] != 1 {
+        return None;
+    }
+    let (shoff, shentsize, shnum) = (
+        u64_at(&h, 0x28)?,
+        u16_at(&h, 0x3a)? as usize,
+        u16_at(&h, 0x3c)? as usize,
+    );
+    if shentsize < 64 || shnum == 0 {
+        return None;
+    }
+    let sh = read_at(shoff, shentsize * shnum)?;
+    // (type, offset, size, link) of section i.
+    let section = |i: usize| -> Option<(u32, u64, u64, u32)> {
+        let b = sh.get(i * shentsize..(i + 1) * shentsize)?;
+        Some((
+            u32_at(b, 4)?,
+            u64_at(b, 0x18)?,
+            u64_at(b, 0x20)?,
+            u32_at(b, 0x28)?,
+        ))
+    };
+    const SHT_DYNAMIC: u32 = 6;
+    let (_, dyn_off, dyn_size, link) =
+        (0..shnum).find_map(|i| section(i).filter(|s| s.0 == SHT_DYNAMIC))?;
+    let (_, str_off, str_size, _) = section(link as usize)?;
+    let dynamic = read_at(dyn_off, usize::try_from(dyn_size).ok()?)?;
+    let strings = read_at(str_off, usize::try_from(str_size).ok()?)?;
+    const DT_NEEDED: u64 = 1;
+    let mut out = Vec::new();
+    for e in dynamic.chunks_exact(16) {
+        let (tag, val) = (u64_at(e, 0)?, u64_at(e, 8)? as usize);
+        if tag == 0 {
+            break; // DT_NULL
+        }
+        if tag == DT_NEEDED {
+            let name = strings.get(val..)?;
+            let end = name.iter().position(|&c| c == 0)?;
+            out.push(String::from_utf8_lossy(&name[..end]).into_owned());
+        }
+    }
+    Some(out)
+}
+
+/// Which MPI a library was built against, from the MPI library it needs: `Some("Open
+/// MPI (libmpi.so.40)")`, `Some("MPICH (libmpich.so.12)")`; `None`: it needs no MPI
+/// library (built without MPI) or is not a readable ELF file.
+fn mpi_of(path: &std::path::Path) -> Option<String> {
+    let needed = needed_libraries(path)?;
+    let lib = needed.iter().find(|n| n.starts_with("libmpi"))?;
+    let which = if lib.starts_with("libmpich") {
+        "MPICH"
+    } else if lib.starts_with("libmpi.so") {
+        "Open MPI"
+    } else {
+        "an MPI"
+    };
+    Some(format!("{which} ({lib})"))
 }
 
 /// The tuning file `auto` reads on this host and what became of it.
@@ -83,7 +163,12 @@ fn info(all: bool) -> Result<Value> {
             "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
             "target": format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
             "c_library": beside_exe("libsmelt.so"),
-            "mpi_interposer": mpi_lib.as_ref().map(|(p, from)| json!({ "path": p, "found": from })),
+            // libsmelt's MPI worlds (smelt_world_from_mpi: its `mpi` feature) and
+            // the MPI it was built against; null: built without MPI.
+            "c_library_mpi": beside_exe("libsmelt.so").and_then(|p| mpi_of(&p)),
+            "mpi_interposer": mpi_lib.as_ref().map(|(p, from)| json!({
+                "path": p, "found": from, "mpi": mpi_of(p),
+            })),
         },
         "host": smelt_model::host::host_name(),
         "model": {
@@ -117,19 +202,22 @@ fn text(report: &Value) -> String {
     let _ = writeln!(
         s,
         "  C library (libsmelt.so):      {}",
-        path_or(
-            &b["c_library"],
-            "not beside smelt (cargo build -p smelt-capi)"
-        )
+        match (b["c_library"].as_str(), b["c_library_mpi"].as_str()) {
+            (Some(p), Some(mpi)) => format!("{p} (MPI worlds: {mpi})"),
+            (Some(p), None) =>
+                format!("{p} (without MPI: cargo build -p smelt-capi --features mpi)"),
+            (None, _) => "not beside smelt (cargo build -p smelt-capi)".into(),
+        }
     );
     let _ = writeln!(
         s,
         "  MPI interposer:               {}",
         match b["mpi_interposer"].as_object() {
             Some(o) => format!(
-                "{} ({})",
+                "{} ({}; built against {})",
                 o["path"].as_str().unwrap_or(""),
-                o["found"].as_str().unwrap_or("")
+                o["found"].as_str().unwrap_or(""),
+                o["mpi"].as_str().unwrap_or("no MPI library it names")
             ),
             None => "not found (cargo build --release -p smelt-mpi --features mpi)".into(),
         }
@@ -177,4 +265,24 @@ fn text(report: &Value) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn needed_libraries_reads_an_elf_files_dynamic_section() {
+        // This test program is a dynamically linked ELF file that needs the C library.
+        let exe = std::env::current_exe().unwrap();
+        let needed = needed_libraries(&exe).expect("an ELF file with a dynamic section");
+        assert!(needed.iter().any(|n| n.starts_with("libc.so")), "{needed:?}");
+        // It needs no MPI library; a file that is not ELF is no library at all.
+        assert_eq!(mpi_of(&exe), None);
+        let dir = tempfile::tempdir().unwrap();
+        let text = dir.path().join("not-elf.so");
+        std::fs::write(&text, b"\x7fELF but not really").unwrap();
+        assert_eq!(needed_libraries(&text), None);
+        assert_eq!(needed_libraries(&dir.path().join("absent.so")), None);
+    }
 }
