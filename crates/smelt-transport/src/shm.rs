@@ -723,7 +723,15 @@ impl ShmJob {
         let (arena_offset, arena_len) = if arena == 0 { (0, 0) } else { (fixed, arena) };
         let total = (fixed + arena_len).next_multiple_of(4096);
         let dir = shm_dir();
-        let available = free_bytes(&dir)?;
+        // A directory that is not there or not readable: name the setting that picks it.
+        let available = free_bytes(&dir).map_err(|e| match e {
+            ShmError::Io { path, reason, .. } => ShmError::Io {
+                what: "cannot use the shared-memory directory (SMELT_SHM_DIR)",
+                path,
+                reason,
+            },
+            e => e,
+        })?;
         if (fixed as u64) > available {
             return Err(ShmError::NoSpace {
                 needed: fixed as u64,

@@ -257,7 +257,8 @@ fn count_segments() -> usize {
 }
 
 /// `SMELT_SHM_LIMIT=abc` is an error naming the variable (it was silently ignored),
-/// and an empty `SMELT_SHM_DIR=` means /dev/shm (it gave "cannot inspect :"). Run in a
+/// an empty `SMELT_SHM_DIR=` means /dev/shm (it gave "cannot inspect :"), and a
+/// directory that is not there is an error naming `SMELT_SHM_DIR`. Run in a
 /// child process: the variables are the process's.
 #[test]
 fn shm_settings_garbage_is_an_error_and_empty_dir_is_unset() {
@@ -275,6 +276,12 @@ fn shm_settings_garbage_is_an_error_and_empty_dir_is_unset() {
             assert!(e.to_string().contains("abc"), "{e}");
             return;
         }
+        Ok("missing") => {
+            let e = ShmJob::create(2, &spec(), b"").unwrap_err();
+            assert!(e.to_string().contains("SMELT_SHM_DIR"), "{e}");
+            assert!(e.to_string().contains("/nonexistent/smelt-shm"), "{e}");
+            return;
+        }
         Ok("dir") => {
             let job = ShmJob::create(2, &spec(), b"").unwrap();
             assert!(
@@ -289,6 +296,7 @@ fn shm_settings_garbage_is_an_error_and_empty_dir_is_unset() {
     for (case, var, value) in [
         ("limit", "SMELT_SHM_LIMIT", "abc"),
         ("dir", "SMELT_SHM_DIR", ""),
+        ("missing", "SMELT_SHM_DIR", "/nonexistent/smelt-shm"),
     ] {
         let out = Command::new(std::env::current_exe().unwrap())
             .args([
