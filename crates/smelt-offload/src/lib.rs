@@ -120,7 +120,7 @@ pub struct Config {
     pub timeout: Duration,
     /// How idle communication threads and waiting application threads back off
     /// (default [`WaitPolicy::OVERSUBSCRIBED`]; [`WaitPolicy::DEDICATED`] spins longer,
-    /// for threads that own their cores).
+    /// for threads that own their CPUs).
     pub wait: WaitPolicy,
 }
 
