@@ -1045,6 +1045,17 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
             if n > 0 {
                 return Ok(n);
             }
+            // The timeout counts from the first round that found nothing (a wait that
+            // finds a message at once reads no clock), and holds while spinning and
+            // yielding too: on loaded CPUs those rounds can last long (a yield, or an
+            // MPI poll that yields inside MPI, costs another thread's time slice).
+            let start = *waiter.start.get_or_insert_with(Instant::now);
+            if (waiter.rounds.is_multiple_of(16) || waiter.slow()) && start.elapsed() >= timeout {
+                return Err(AmError::Timeout {
+                    what: "waiting for a message".into(),
+                    after: timeout,
+                });
+            }
             if self.net.remote.is_some() && waiter.slow() {
                 // Past spinning, rounds are slow (each yields or parks): the network
                 // is polled at every one, or a message from another node would wait
