@@ -13,7 +13,7 @@ use crate::{
     err, guard, id, out, slice, smelt_status, Error, Res, SMELT_ERR_INVALID_ARGUMENT,
     SMELT_ERR_RUNTIME, SMELT_ERR_TIMEOUT,
 };
-use ::smelt_offload::{Config, Offload, OffloadError, OffloadMode};
+use ::smelt_offload::{Offload, OffloadConfig, OffloadError, OffloadMode};
 use smelt_am::AmError;
 use std::ffi::c_int;
 use std::sync::{Arc, RwLock};
@@ -118,7 +118,7 @@ pub extern "C" fn smelt_offload_start(
             }
         };
         let hs: Vec<usize> = slice(eps, n, "eps")?.iter().map(|&e| id(e)).collect();
-        let mut cfg = Config::new(mode);
+        let mut cfg = OffloadConfig::new(mode);
         cfg.cpus = slice(cpus, ncpus, "cpus")?.to_vec();
         // Everything is checked before the endpoints are taken from their handles.
         cfg.validate(n).map_err(offload_error)?;

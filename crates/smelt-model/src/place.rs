@@ -1,5 +1,5 @@
 //! Where communication threads go, from the machine model: the lanes of an offload
-//! pool (`smelt_offload::Config::cpus`), or any threads that serve the other CPUs of
+//! pool (`smelt_offload::OffloadConfig::cpus`), or any threads that serve the other CPUs of
 //! their node. A query of the model like [`Model::node_ids`]; it lives here so that the
 //! offload crate, made from a world, compiles no model crate (a world knows the nodes
 //! of its members, not the NUMA nodes and costs inside one host).

@@ -16,16 +16,16 @@
 //!   [`Ticket`]s whose requests were all answered.
 //!
 //! **Modes.** [`OffloadMode::Static`]: the threads always run, spinning and yielding when idle
-//! (and napping [`Config::static_nap`] when idle for long, so that 16 threads on 2 CPUs
+//! (and napping [`OffloadConfig::static_nap`] when idle for long, so that 16 threads on 2 CPUs
 //! still progress). [`OffloadMode::Dynamic`]: a thread whose lane is idle (nothing queued,
 //! nothing unanswered) stops: it announces its sleep in its queue's counter and sleeps
 //! in the kernel; the next command's producer sees the sleeping bit and wakes it (the
 //! only system call, off the fast path: see [`SleepQueue`] for the protocol). A sleeping
 //! lane still answers requests that arrive through its endpoint, within
-//! [`Config::max_sleep`]. [`OffloadMode::Direct`]: no thread; the calling application thread
+//! [`OffloadConfig::max_sleep`]. [`OffloadMode::Direct`]: no thread; the calling application thread
 //! runs each command on the endpoint itself (behind a mutex), for comparison.
 //!
-//! **Placement.** [`Config::cpus`] pins each lane's thread; `smelt_model::place::default_cpus`
+//! **Placement.** [`OffloadConfig::cpus`] pins each lane's thread; `smelt_model::place::default_cpus`
 //! places them from the machine model: one per NUMA node (the model's nodes), each on the
 //! CPU of its node that is cheapest for the node's other CPUs to reach (the model crate
 //! holds it: this crate compiles no model).
@@ -33,14 +33,14 @@
 //! **Completion.** Requests are fire-and-forget; [`Offload::flush`] (or
 //! [`Offload::request_ticket`]) gives a [`Ticket`] that completes when every command
 //! queued on that lane before it was executed and every request was answered, and
-//! reports the first error among them. Every wait is bounded ([`Config::timeout`]).
+//! reports the first error among them. Every wait is bounded ([`OffloadConfig::timeout`]).
 //!
 //! **Shutdown** ([`Offload::shutdown`]) drains the queues and answers outstanding
 //! requests within a deadline, then returns the endpoints with what was left undone.
 //!
 //! ```
 //! use smelt_am::{threads, Config as AmConfig};
-//! use smelt_offload::{Config, OffloadMode, Offload};
+//! use smelt_offload::{OffloadConfig, OffloadMode, Offload};
 //! use std::time::Duration;
 //! const ADD: u8 = 1;
 //! const SUM: u8 = 2;
@@ -50,7 +50,7 @@
 //! server.register(ADD, |_, ctx, m| ctx.reply(SUM, &[m.args[0] + m.args[1]]).unwrap()).unwrap();
 //! client.register(SUM, |sum: &mut u64, _, m| *sum += m.args[0]).unwrap();
 //! let srv = std::thread::spawn(move || server.run_until(Duration::from_secs(5), |_| false).ok());
-//! let pool = Offload::start(vec![client], Config::new(OffloadMode::Dynamic)).unwrap();
+//! let pool = Offload::start(vec![client], OffloadConfig::new(OffloadMode::Dynamic)).unwrap();
 //! std::thread::scope(|s| {
 //!     for i in 0..4 {
 //!         let pool = &pool;
@@ -100,17 +100,17 @@ impl OffloadMode {
 
 /// Settings of a pool.
 #[derive(Debug, Clone)]
-pub struct Config {
+pub struct OffloadConfig {
     /// How communication is driven.
     pub mode: OffloadMode,
     /// OS CPU of each lane's thread (empty: not pinned). See
     /// `smelt_model::place::default_cpus`.
     pub cpus: Vec<u32>,
     /// Commands each lane's queue holds (default 1024); a producer that finds it full
-    /// waits (with back-off, at most [`timeout`](Config::timeout)).
+    /// waits (with back-off, at most [`timeout`](OffloadConfig::timeout)).
     pub queue_capacity: usize,
     /// Idle rounds before a dynamic thread sleeps or a static one naps (at least; the
-    /// [`wait`](Config::wait) policy's spinning and yielding come first).
+    /// [`wait`](OffloadConfig::wait) policy's spinning and yielding come first).
     pub idle_rounds: u32,
     /// Longest sleep of a dynamic thread (it then looks at its endpoint; default 1 ms).
     pub max_sleep: Duration,
@@ -124,11 +124,11 @@ pub struct Config {
     pub wait: WaitPolicy,
 }
 
-impl Config {
+impl OffloadConfig {
     /// Defaults for `mode`: no pinning (see `smelt_model::place::default_cpus`), 1024
     /// commands per queue.
-    pub fn new(mode: OffloadMode) -> Config {
-        Config {
+    pub fn new(mode: OffloadMode) -> OffloadConfig {
+        OffloadConfig {
             mode,
             cpus: Vec::new(),
             queue_capacity: 1024,
@@ -369,7 +369,7 @@ struct Shared<S, L: Link> {
     lanes: Vec<Lane<S, L>>,
     stop: AtomicBool,
     deadline: Mutex<Option<Instant>>,
-    cfg: Config,
+    cfg: OffloadConfig,
 }
 
 /// What a lane left at shutdown.
@@ -415,7 +415,7 @@ impl<S: Send + 'static> Offload<S, WorldLink> {
         world: &World,
         lanes: usize,
         am: smelt_am::Config,
-        cfg: Config,
+        cfg: OffloadConfig,
         mut state: impl FnMut(usize) -> S,
         mut setup: impl FnMut(usize, &mut Endpoint<S, WorldLink>) -> Result<(), AmError>,
     ) -> Result<Self, OffloadError> {
@@ -433,7 +433,7 @@ impl<S: Send + 'static> Offload<S, WorldLink> {
 impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
     /// Starts a pool with one lane per endpoint (and, unless direct, one communication
     /// thread per lane, pinned to `cfg.cpus` if given).
-    pub fn start(endpoints: Vec<Endpoint<S, L>>, cfg: Config) -> Result<Self, OffloadError> {
+    pub fn start(endpoints: Vec<Endpoint<S, L>>, cfg: OffloadConfig) -> Result<Self, OffloadError> {
         cfg.validate(endpoints.len())?;
         let direct = cfg.mode == OffloadMode::Direct;
         let mut eps = Vec::new();

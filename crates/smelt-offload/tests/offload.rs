@@ -3,7 +3,7 @@
 //! configurations are refused; shutdown with queued work is bounded and reports it.
 
 use smelt_am::{threads, AmError, Config as AmConfig};
-use smelt_offload::{Config, Offload, OffloadError, OffloadMode};
+use smelt_offload::{Offload, OffloadConfig, OffloadError, OffloadMode};
 use smelt_transport::stress_scale;
 use std::time::{Duration, Instant};
 
@@ -54,7 +54,7 @@ fn no_loss_no_duplicate(mode: OffloadMode) {
         })
         .unwrap();
     }
-    let mut cfg = Config::new(mode);
+    let mut cfg = OffloadConfig::new(mode);
     cfg.queue_capacity = 64; // small: producers also meet a full queue
     cfg.idle_rounds = 16; // dynamic lanes fall asleep quickly
     cfg.max_sleep = Duration::from_millis(50); // and only a producer wakes them
@@ -139,29 +139,29 @@ fn direct_mode_loses_nothing() {
 #[test]
 fn bad_configurations_and_arguments_are_refused() {
     let mk = || threads(2, AmConfig::default(), |_| ()).unwrap();
-    let err = |cfg: Config, n: usize| {
+    let err = |cfg: OffloadConfig, n: usize| {
         let eps: Vec<_> = mk().into_iter().take(n).collect();
         Offload::start(eps, cfg).err().expect("refused")
     };
     assert!(
-        matches!(err(Config::new(OffloadMode::Static), 0), OffloadError::Invalid(m) if m.contains("no endpoints"))
+        matches!(err(OffloadConfig::new(OffloadMode::Static), 0), OffloadError::Invalid(m) if m.contains("no endpoints"))
     );
-    let mut c = Config::new(OffloadMode::Static);
+    let mut c = OffloadConfig::new(OffloadMode::Static);
     c.queue_capacity = 0;
     assert!(matches!(err(c, 1), OffloadError::Invalid(m) if m.contains("queue of 0")));
-    let mut c = Config::new(OffloadMode::Dynamic);
+    let mut c = OffloadConfig::new(OffloadMode::Dynamic);
     c.cpus = vec![0, 0, 0];
     assert!(matches!(err(c, 2), OffloadError::Invalid(m) if m.contains("3 CPUs for 2")));
-    let mut c = Config::new(OffloadMode::Dynamic);
+    let mut c = OffloadConfig::new(OffloadMode::Dynamic);
     c.cpus = vec![100_000];
     assert!(matches!(err(c, 1), OffloadError::Invalid(m) if m.contains("CPU 100000")));
-    let mut c = Config::new(OffloadMode::Direct);
+    let mut c = OffloadConfig::new(OffloadMode::Direct);
     c.cpus = vec![0];
     assert!(matches!(err(c, 1), OffloadError::Invalid(m) if m.contains("direct")));
 
     let pool = Offload::start(
         mk().into_iter().take(1).collect(),
-        Config::new(OffloadMode::Dynamic),
+        OffloadConfig::new(OffloadMode::Dynamic),
     )
     .unwrap();
     assert_eq!(
@@ -201,7 +201,7 @@ fn shutdown_with_queued_work_is_bounded_and_reports_it() {
     let mut eps = threads(2, AmConfig::default(), |_| ()).unwrap();
     let _server = eps.pop().unwrap(); // never polled: requests stay unanswered
     let client = eps.pop().unwrap();
-    let pool = Offload::start(vec![client], Config::new(OffloadMode::Dynamic)).unwrap();
+    let pool = Offload::start(vec![client], OffloadConfig::new(OffloadMode::Dynamic)).unwrap();
     pool.request(0, 1, ADD, &[1]).unwrap(); // sent, never answered
     pool.run(0, |_| {
         std::thread::sleep(Duration::from_millis(300));
@@ -266,7 +266,7 @@ fn pools_stopped_under_load_account_for_every_request() {
         } else {
             OffloadMode::Static
         };
-        let mut cfg = Config::new(mode);
+        let mut cfg = OffloadConfig::new(mode);
         cfg.idle_rounds = 4;
         let pool = Offload::start(vec![client], cfg).unwrap();
         std::thread::scope(|s| {

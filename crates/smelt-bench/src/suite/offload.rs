@@ -19,7 +19,7 @@ use super::{target, BenchReport, Common, Target};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use smelt_am::{threads, AmError, Config as AmConfig, Endpoint};
-use smelt_offload::{Config, Offload, OffloadMode};
+use smelt_offload::{Offload, OffloadConfig, OffloadMode};
 use smelt_transport::{allowed_cpus, pin_current_thread, process_cpu_time, WaitPolicy};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -169,7 +169,7 @@ fn round_trip(mode: OffloadMode, cpus: &[Option<u32>; 3], per: u64, batches: usi
                     Ok(())
                 });
             }
-            let mut cfg = Config::new(mode);
+            let mut cfg = OffloadConfig::new(mode);
             cfg.wait = policy(dedicated);
             if let Some(c) = cpus[1] {
                 cfg.cpus = vec![c];
@@ -200,7 +200,7 @@ fn dynamic_after_idle(cpus: &[Option<u32>; 3], n: u64) -> Result<f64> {
     client.register(PONG, |_, _, _| {})?;
     let stop = Arc::new(AtomicBool::new(false));
     let srv = serve(server, cpus[2], stop.clone());
-    let mut cfg = Config::new(OffloadMode::Dynamic);
+    let mut cfg = OffloadConfig::new(OffloadMode::Dynamic);
     cfg.wait = policy(dedicated);
     if let Some(c) = cpus[1] {
         cfg.cpus = vec![c];
@@ -275,7 +275,7 @@ fn rate(mode: OffloadMode, k: usize, per: u64, dedicated: bool) -> Result<RateRo
             })?;
             (Some(0.0), 0, 0)
         } else {
-            let mut cfg = Config::new(mode);
+            let mut cfg = OffloadConfig::new(mode);
             cfg.wait = policy(dedicated);
             let pool = Offload::start(clients, cfg)?;
             on_threads(vec![(); k], |j, ()| {

@@ -7,7 +7,7 @@
 //! requires to match (root, datatype signature size, datatype and operation of
 //! reductions), and trees for new roots are made the same call on every rank of a node.
 
-use super::config::{Config, CUT_OFFS};
+use super::config::{InterposeConfig, CUT_OFFS};
 use super::ffi::{self, MPI_Comm, MPI_Datatype, MPI_Op, MpiErr, P};
 use super::model;
 use super::stats::{self, Why};
@@ -263,7 +263,7 @@ pub fn never(comm: MPI_Comm) -> Result<Option<Why>, MpiErr> {
 }
 
 /// Sets up smelt for `comm` (collective over `comm`; every rank gets the same mode).
-pub fn setup(comm: MPI_Comm, cfg: &Config) -> Result<Takeover, MpiErr> {
+pub fn setup(comm: MPI_Comm, cfg: &InterposeConfig) -> Result<Takeover, MpiErr> {
     let off = Takeover::Off;
     if let Some(why) = never(comm)? {
         return Ok(off(why));
@@ -544,7 +544,7 @@ struct Decided {
 impl Decided {
     /// What a rank that is not a leader of a node of 2 or more keeps (it joins the
     /// leader's trees and never builds one).
-    fn placeholder(oversubscribed: bool, cfg: &Config) -> Decided {
+    fn placeholder(oversubscribed: bool, cfg: &InterposeConfig) -> Decided {
         let topology = match cfg.tree {
             Some(t) => t,
             None if oversubscribed => Topology::Sequential,
@@ -562,7 +562,7 @@ impl Decided {
 
 /// The leader's [`Decided`] for a node of `cpus.len()` ranks bound to `cpus` (by local
 /// rank), remembered per process.
-fn decide(cpus: &[Option<u32>], oversubscribed: bool, cfg: &Config) -> Decided {
+fn decide(cpus: &[Option<u32>], oversubscribed: bool, cfg: &InterposeConfig) -> Decided {
     type Key = (Vec<Option<u32>>, bool);
     static SEEN: std::sync::Mutex<Vec<(Key, Decided)>> = std::sync::Mutex::new(Vec::new());
     let key = (cpus.to_vec(), oversubscribed);

@@ -20,15 +20,15 @@ pub const DEFAULT_MAX_BYTES: [usize; CUT_OFFS] = [512, 512, 1024, 256, 64, 128, 
 /// Cut-offs per communicator (see [`DEFAULT_MAX_BYTES`]).
 pub const CUT_OFFS: usize = 9;
 /// Default number of collective calls on a communicator that go to MPI before smelt
-/// sets the communicator up (see [`Config::setup_after`]); MPICH's shared-memory
+/// sets the communicator up (see [`InterposeConfig::setup_after`]); MPICH's shared-memory
 /// collectives wait as many (`MPIR_CVAR_POSIX_NUM_COLLS_THRESHOLD`).
 pub const DEFAULT_SETUP_AFTER: u64 = 5;
-/// Default longest wait for a peer inside a node (see [`Config::timeout`]).
+/// Default longest wait for a peer inside a node (see [`InterposeConfig::timeout`]).
 pub const DEFAULT_TIMEOUT_S: u64 = 3600;
 
 /// The interposer's settings.
 #[derive(Debug, Clone)]
-pub struct Config {
+pub struct InterposeConfig {
     /// `SMELT_MPI=off` (or 0, no, false): every call goes straight to PMPI.
     pub off: bool,
     /// `SMELT_MPI_VERBOSE=1`: rank 0 reports at MPI_Finalize what smelt took and what
@@ -90,7 +90,7 @@ fn tree(v: Option<String>) -> Option<Topology> {
     }
 }
 
-fn parse() -> Config {
+fn parse() -> InterposeConfig {
     // Every variable through the one settings list; a value that is not text is
     // garbage like any other (warned about, the default used).
     let get = |k: &str| match smelt_settings::text(k) {
@@ -121,7 +121,7 @@ fn parse() -> Config {
             }
         },
     };
-    Config {
+    InterposeConfig {
         off: !flag("SMELT_MPI", true),
         verbose: flag("SMELT_MPI_VERBOSE", false),
         max_bytes: match get("SMELT_MPI_MAX_BYTES").map(|v| (v.trim().parse::<usize>(), v)) {
@@ -148,7 +148,7 @@ fn parse() -> Config {
 }
 
 /// The process's settings.
-pub fn config() -> &'static Config {
-    static C: OnceLock<Config> = OnceLock::new();
+pub fn config() -> &'static InterposeConfig {
+    static C: OnceLock<InterposeConfig> = OnceLock::new();
     C.get_or_init(parse)
 }
