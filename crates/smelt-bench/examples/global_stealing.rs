@@ -2,7 +2,7 @@
 //! `cargo run --release -p smelt-bench --example global_stealing [-- THREADS TASKS]`.
 
 use smelt_bench::global::stealing::{run, Opts};
-use smelt_global::{threads, Config};
+use smelt_global::{threads, GlobalConfig};
 
 fn main() -> Result<(), smelt_global::GlobalError> {
     let mut args = std::env::args().skip(1);
@@ -13,8 +13,8 @@ fn main() -> Result<(), smelt_global::GlobalError> {
         work: 50,
         seed: 1,
     };
-    let counters = threads::<u64>(n as u64, n, Config::default())?;
-    let results = threads::<u64>(tasks, n, Config::default())?;
+    let counters = threads::<u64>(n as u64, n, GlobalConfig::default())?;
+    let results = threads::<u64>(tasks, n, GlobalConfig::default())?;
     let reports = std::thread::scope(|s| {
         let hs: Vec<_> = counters
             .iter()

@@ -23,7 +23,7 @@
 
 pub mod stealing;
 
-use smelt_global::{threads, Config, GlobalError};
+use smelt_global::{threads, GlobalConfig, GlobalError};
 use smelt_transport::{queuepair, Backoff};
 use std::time::{Duration, Instant};
 
@@ -162,7 +162,7 @@ pub fn measure(opts: &Opts) -> Result<Report, GlobalError> {
     })?;
     // Gets and round trips through the array: element 0 in member 0's block, element
     // 64 (another cache line) in member 1's.
-    let arrays = threads::<u64>(128, 2, Config::default())?;
+    let arrays = threads::<u64>(128, 2, GlobalConfig::default())?;
     let (me, peer) = (&arrays[0], &arrays[1]);
     let (gets, rtts) = std::thread::scope(|s| -> Result<(Vec<f64>, Vec<f64>), GlobalError> {
         let echo = s.spawn(move || -> Result<(), GlobalError> {

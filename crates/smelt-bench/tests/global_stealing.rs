@@ -3,7 +3,7 @@
 //! member's recomputation matches, over 16 threads and over processes of this host.
 
 use smelt_bench::global::stealing::{self, Opts};
-use smelt_global::{threads, Config, GlobalArray};
+use smelt_global::{threads, GlobalArray, GlobalConfig};
 use smelt_mesh::world::WorldBuilder;
 use smelt_mesh::{Rank, World};
 use std::process::{Child, Command};
@@ -11,10 +11,10 @@ use std::time::Duration;
 
 const ROLE: &str = "TEST_SMELT_BENCH_GLOBAL_ROLE";
 
-fn cfg() -> Config {
-    Config {
+fn cfg() -> GlobalConfig {
+    GlobalConfig {
         timeout: Duration::from_secs(60),
-        ..Config::default()
+        ..GlobalConfig::default()
     }
 }
 

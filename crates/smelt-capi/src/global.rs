@@ -11,7 +11,9 @@ use crate::{
     err, guard, id, out, slice, smelt_status, Error, Res, SMELT_ERR_INVALID_ARGUMENT,
     SMELT_ERR_RUNTIME, SMELT_ERR_TIMEOUT,
 };
-use ::smelt_global::{threads, AccumulateOp, Config, ElemType, Element, GlobalArray, GlobalError};
+use ::smelt_global::{
+    threads, AccumulateOp, ElemType, Element, GlobalArray, GlobalConfig, GlobalError,
+};
 use smelt_runtime::World;
 use std::ffi::c_int;
 use std::sync::Arc;
@@ -131,7 +133,7 @@ pub extern "C" fn smelt_global_create(
         if array.is_null() {
             return err(SMELT_ERR_INVALID_ARGUMENT, "array is NULL");
         }
-        let mut cfg = Config::default();
+        let mut cfg = GlobalConfig::default();
         if timeout_ms > 0 {
             cfg.timeout = Duration::from_millis(timeout_ms);
         }
@@ -177,11 +179,11 @@ pub extern "C" fn smelt_world_global(
         if array.is_null() {
             return err(SMELT_ERR_INVALID_ARGUMENT, "array is NULL");
         }
-        let mut cfg = Config::default();
+        let mut cfg = GlobalConfig::default();
         if timeout_ms > 0 {
             cfg.timeout = Duration::from_millis(timeout_ms);
         }
-        fn make<T: Element>(w: &World, len: u64, cfg: Config) -> Res<GlobalArray<T>> {
+        fn make<T: Element>(w: &World, len: u64, cfg: GlobalConfig) -> Res<GlobalArray<T>> {
             GlobalArray::from_world(w, len, cfg).map_err(global_error)
         }
         let slot = handle::reserve()?;

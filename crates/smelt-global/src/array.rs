@@ -22,7 +22,7 @@ pub const MAX_LEN: u64 = 1 << 40;
 
 /// How an array waits.
 #[derive(Debug, Clone)]
-pub struct Config {
+pub struct GlobalConfig {
     /// Longest wait in a barrier (default 30 s): [`GlobalError::Timeout`], never a
     /// hang.
     pub timeout: Duration,
@@ -36,9 +36,9 @@ pub struct Config {
     pub cache_lines: usize,
 }
 
-impl Default for Config {
+impl Default for GlobalConfig {
     fn default() -> Self {
-        Config {
+        GlobalConfig {
             timeout: Duration::from_secs(30),
             wait: WaitPolicy::OVERSUBSCRIBED,
             cache_lines: 0,
@@ -206,14 +206,14 @@ pub struct GlobalArray<T: Element> {
     /// Per owner: the word where its block starts in this node's memory, or `None`
     /// for an owner on another node.
     pub(crate) base: Vec<Option<usize>>,
-    pub(crate) cfg: Config,
+    pub(crate) cfg: GlobalConfig,
     pub(crate) _t: PhantomData<fn() -> T>,
 }
 
 impl<T: Element> GlobalArray<T> {
     /// Member `rank`'s array when every member shares `mem` (threads of a process, the
     /// processes of a host): every block is in it, after the control words.
-    pub(crate) fn on_one_node(mem: Memory, layout: Layout, rank: usize, cfg: Config) -> Self {
+    pub(crate) fn on_one_node(mem: Memory, layout: Layout, rank: usize, cfg: GlobalConfig) -> Self {
         let members = layout.members();
         GlobalArray {
             mem,
@@ -249,7 +249,7 @@ impl<T: Element> std::fmt::Debug for GlobalArray<T> {
 pub fn threads<T: Element>(
     len: u64,
     members: usize,
-    cfg: Config,
+    cfg: GlobalConfig,
 ) -> Result<Vec<GlobalArray<T>>, GlobalError> {
     Layout::new(len, members)?;
     // Between threads, making a service is not a meeting: this thread makes every
@@ -273,7 +273,7 @@ impl<T: Element> GlobalArray<T> {
     /// same order relative to the other services it makes from the world. A member
     /// process that dies is reported to the others' barriers as
     /// [`GlobalError::PeerGone`].
-    pub fn from_world(world: &World, len: u64, cfg: Config) -> Result<Self, GlobalError> {
+    pub fn from_world(world: &World, len: u64, cfg: GlobalConfig) -> Result<Self, GlobalError> {
         match world.kind() {
             #[cfg(feature = "mpi")]
             WorldKind::Mpi => return crate::mpi::array_from_world(world, len, cfg),
@@ -527,7 +527,7 @@ impl<T: Element> GlobalArray<T> {
     }
 
     /// Hits and misses of this member's cache of other nodes' elements (zero without
-    /// one: see [`Config::cache_lines`]).
+    /// one: see [`GlobalConfig::cache_lines`]).
     pub fn cache_stats(&self) -> crate::CacheStats {
         self.net
             .as_ref()

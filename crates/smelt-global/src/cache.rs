@@ -1,4 +1,4 @@
-//! The software cache of elements on other nodes (`Config::cache_lines`): lines of
+//! The software cache of elements on other nodes (`GlobalConfig::cache_lines`): lines of
 //! [`LINE`] consecutive elements of one owner's block, kept after a read until the
 //! next invalidate fence (`SI_fence`, also part of every barrier), at most
 //! `cache_lines` of them (the oldest go first). This member's own puts update the

@@ -37,18 +37,18 @@
 //!
 //! Writes to elements on other nodes are buffered (MPI operations not yet completed)
 //! until the next write-back fence or barrier. Reads of elements on other nodes may be
-//! cached ([`Config::cache_lines`], off by default): lines stay until the next
+//! cached ([`GlobalConfig::cache_lines`], off by default): lines stay until the next
 //! invalidate fence (or barrier), so a member that synchronised must fence before it
 //! reads what others wrote, as the model says.
 //!
 //! ```
-//! use smelt_global::{Config, GlobalArray, AccumulateOp};
+//! use smelt_global::{GlobalConfig, GlobalArray, AccumulateOp};
 //! use smelt_mesh::World;
 //! // A world of 4 threads (`World::from_env()` in processes of `smelt launch`).
 //! let worlds = World::threads(4)?;
 //! let arrays: Vec<GlobalArray<u64>> = worlds
 //!     .iter()
-//!     .map(|w| GlobalArray::from_world(w, 101, Config::default()))
+//!     .map(|w| GlobalArray::from_world(w, 101, GlobalConfig::default()))
 //!     .collect::<Result<_, _>>()?;
 //! std::thread::scope(|s| {
 //!     for a in &arrays {
@@ -82,7 +82,7 @@ mod error;
 #[allow(unsafe_code)]
 pub mod mpi;
 
-pub use array::{threads, Config, GlobalArray, Layout, MAX_LEN};
+pub use array::{threads, GlobalArray, GlobalConfig, Layout, MAX_LEN};
 pub use cache::{CacheStats, LINE as CACHE_LINE};
 pub use elem::{AccumulateOp, ElemType, Element};
 pub use error::GlobalError;

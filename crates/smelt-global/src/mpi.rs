@@ -30,7 +30,7 @@
 
 use crate::array::{Layout, Memory, Net, CTRL_WORDS};
 use crate::cache::LineCache;
-use crate::{AccumulateOp, Config, ElemType, Element, GlobalArray, GlobalError};
+use crate::{AccumulateOp, ElemType, Element, GlobalArray, GlobalConfig, GlobalError};
 use smelt_mesh::mpi::{self as mesh_mpi, ffi, MpiCalls, MpiError};
 use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
@@ -226,7 +226,7 @@ fn block_lens(layout: &Layout, size: usize) -> Vec<u64> {
 pub(crate) fn array_from_world<T: Element>(
     world: &smelt_mesh::World,
     len: u64,
-    cfg: Config,
+    cfg: GlobalConfig,
 ) -> Result<GlobalArray<T>, GlobalError> {
     let m = world
         .mpi()

@@ -4,7 +4,7 @@
 //! the array with the wrong element type, a member killed with SIGKILL, and nothing
 //! left in /dev/shm.
 
-use smelt_global::{Config, ElemType, GlobalArray, GlobalError};
+use smelt_global::{ElemType, GlobalArray, GlobalConfig, GlobalError};
 use smelt_mesh::world::{WorldBuilder, WorldJob};
 use smelt_mesh::{Rank, World};
 use std::process::{Child, Command};
@@ -13,10 +13,10 @@ use std::time::Duration;
 const ROLE: &str = "TEST_SMELT_GLOBAL_ROLE";
 const MEMBERS: usize = 4;
 
-fn cfg() -> Config {
-    Config {
+fn cfg() -> GlobalConfig {
+    GlobalConfig {
         timeout: Duration::from_secs(60),
-        ..Config::default()
+        ..GlobalConfig::default()
     }
 }
 

@@ -4,16 +4,16 @@
 //! smelt-bench's `global_stealing` test.)
 
 use smelt_global::{
-    threads, AccumulateOp, Config, ElemType, Element, GlobalArray, GlobalError, Layout,
+    threads, AccumulateOp, ElemType, Element, GlobalArray, GlobalConfig, GlobalError, Layout,
 };
 use std::time::Duration;
 
 const MEMBERS: usize = 16;
 
-fn cfg() -> Config {
-    Config {
+fn cfg() -> GlobalConfig {
+    GlobalConfig {
         timeout: Duration::from_secs(60),
-        ..Config::default()
+        ..GlobalConfig::default()
     }
 }
 
@@ -216,9 +216,9 @@ fn a_barrier_that_a_member_never_reaches_times_out() {
     let arrays = threads::<u64>(
         4,
         2,
-        Config {
+        GlobalConfig {
             timeout: Duration::from_millis(200),
-            ..Config::default()
+            ..GlobalConfig::default()
         },
     )
     .unwrap();

@@ -225,7 +225,7 @@ impl WorldExt for World {
         Ok(global::GlobalArray::from_world(
             self,
             len,
-            global::Config::default(),
+            global::GlobalConfig::default(),
         )?)
     }
 

@@ -123,7 +123,7 @@ fn member(w: &World) -> Result<String, Failure> {
                 s.1.wrapping_add(u64::from_le_bytes(it.try_into().expect("8 bytes")));
         },
     )?;
-    let arr_cfg = smelt_world::global::Config {
+    let arr_cfg = smelt_world::global::GlobalConfig {
         timeout: T,
         ..Default::default()
     };

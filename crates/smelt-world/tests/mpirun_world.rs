@@ -39,7 +39,7 @@ use mpi::traits::*;
 use smelt_mesh::mpi::rsmpi as mpi;
 use smelt_world::agg::{AggConfig, Scheme};
 use smelt_world::am::{Config, Endpoint};
-use smelt_world::global::{AccumulateOp, Config as ArrayConfig, GlobalArray};
+use smelt_world::global::{AccumulateOp, GlobalArray, GlobalConfig as ArrayConfig};
 use smelt_world::tasks::dist::{Functions, Member as TaskMember, TaskConfig, TaskCtx};
 use smelt_world::tasks::TaskError;
 use smelt_world::{Topology, World, WorldExt, WorldKind};

@@ -14,19 +14,19 @@
 use crate::job::Job;
 use smelt_am::mpi::Options;
 use smelt_bench::global::stealing::{self, Opts};
-use smelt_global::{AccumulateOp, Config, Element, GlobalArray, GlobalError};
+use smelt_global::{AccumulateOp, Element, GlobalArray, GlobalConfig, GlobalError};
 use std::time::{Duration, Instant};
 
-fn cfg() -> Config {
-    Config {
+fn cfg() -> GlobalConfig {
+    GlobalConfig {
         timeout: Duration::from_secs(120),
-        ..Config::default()
+        ..GlobalConfig::default()
     }
 }
 
 /// With a cache of 4 lines of other nodes' elements.
-fn cached() -> Config {
-    Config {
+fn cached() -> GlobalConfig {
+    GlobalConfig {
         cache_lines: 4,
         ..cfg()
     }
@@ -43,7 +43,7 @@ fn value<T: Element>(round: u64, i: u64) -> T {
 }
 
 /// A collective call: an array of `len` elements over the world's ranks.
-fn array<T: Element>(w: &Job, len: u64, cfg: Config) -> Result<GlobalArray<T>, GlobalError> {
+fn array<T: Element>(w: &Job, len: u64, cfg: GlobalConfig) -> Result<GlobalArray<T>, GlobalError> {
     GlobalArray::from_world(w.world(), len, cfg)
 }
 
@@ -53,7 +53,7 @@ fn fail(what: String) -> GlobalError {
 
 /// Each round every rank writes the block of a rank `round + 1` further on (another
 /// node, with nodes of fewer ranks than that), then everyone reads everything.
-fn drf<T: Element>(w: &Job, len: u64, cfg: Config) -> Result<(), GlobalError> {
+fn drf<T: Element>(w: &Job, len: u64, cfg: GlobalConfig) -> Result<(), GlobalError> {
     let a: GlobalArray<T> = array(w, len, cfg)?;
     let n = w.size();
     let mut all = vec![T::from_word(0); len as usize];
@@ -79,7 +79,7 @@ fn drf<T: Element>(w: &Job, len: u64, cfg: Config) -> Result<(), GlobalError> {
 /// Rank r writes data for rank r+1 (on another node when nodes hold one or two
 /// ranks), write-back fence, raises a flag by an accumulate; the reader waits for the
 /// flag, invalidate fence, reads.
-fn flags(w: &Job, cfg: Config) -> Result<(), GlobalError> {
+fn flags(w: &Job, cfg: GlobalConfig) -> Result<(), GlobalError> {
     let n = w.size();
     let chunk = 64u64;
     let a: GlobalArray<u64> = array(w, chunk * n as u64 + n as u64, cfg)?;
