@@ -8,7 +8,7 @@
 //! runs other tasks only inside a sync, on top of its own frame.
 
 use crate::{err, guard, smelt_status, Error, Res, SMELT_ERR_INVALID_ARGUMENT, SMELT_ERR_RUNTIME};
-use smelt_tasks::{Config, Pool, TaskError, TaskGroup};
+use smelt_tasks::{Pool, PoolConfig, TaskError, TaskGroup};
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
@@ -66,7 +66,7 @@ fn pool(workers: usize) -> Res<Arc<Pool>> {
             return Ok(p.clone());
         }
     }
-    let p = Arc::new(Pool::new(Config::new(workers)).map_err(task_error)?);
+    let p = Arc::new(Pool::new(PoolConfig::new(workers)).map_err(task_error)?);
     *g = Some((workers, p.clone()));
     Ok(p)
 }

@@ -28,7 +28,7 @@ fn main() {
     let seq = best(5, || fib_seq(std::hint::black_box(n)));
     println!("seq fib({n}) {:.2} ms", seq * 1e3);
     for w in [1, 2] {
-        let pool = smelt_tasks::Pool::new(smelt_tasks::Config::new(w)).unwrap();
+        let pool = smelt_tasks::Pool::new(smelt_tasks::PoolConfig::new(w)).unwrap();
         let t = best(5, || pool.install(|| fib(n)).unwrap());
         let rp = rayon::ThreadPoolBuilder::new()
             .num_threads(w)

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 /// ```
 /// use std::sync::atomic::{AtomicU64, Ordering};
 /// use std::sync::Arc;
-/// let pool = smelt_tasks::Pool::new(smelt_tasks::Config::new(2))?;
+/// let pool = smelt_tasks::Pool::new(smelt_tasks::PoolConfig::new(2))?;
 /// let sum = Arc::new(AtomicU64::new(0));
 /// pool.install(|| {
 ///     let g = smelt_tasks::TaskGroup::new();

@@ -24,8 +24,8 @@
 //! result back to the spawner. See `docs/tasks.md`.
 //!
 //! ```
-//! use smelt_tasks::{join, reduce, Config, Pool};
-//! let pool = Pool::new(Config::new(4))?;
+//! use smelt_tasks::{join, reduce, PoolConfig, Pool};
+//! let pool = Pool::new(PoolConfig::new(4))?;
 //! let (a, b) = pool.install(|| join(|| 1 + 1, || "two"))?;
 //! assert_eq!((a, b), (2, "two"));
 //! let sum = pool.install(|| reduce(0..1000, 16, || 0u64, |i| i as u64, |x, y| x + y))?;
@@ -54,7 +54,7 @@ mod scope;
 
 pub use error::TaskError;
 pub use group::TaskGroup;
-pub use pool::{Config, Pool, Stats};
+pub use pool::{Pool, PoolConfig, Stats};
 pub use scope::{scope, Scope};
 
 use std::ops::Range;

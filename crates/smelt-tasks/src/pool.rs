@@ -17,7 +17,7 @@ use std::time::Duration;
 
 /// Settings of a [`Pool`].
 #[derive(Debug, Clone)]
-pub struct Config {
+pub struct PoolConfig {
     /// Worker threads (at least 1).
     pub workers: usize,
     /// CPUs to pin the workers to, worker `i` on `cpus[i % cpus.len()]` (none: not pinned).
@@ -33,10 +33,10 @@ pub struct Config {
     pub name: String,
 }
 
-impl Config {
+impl PoolConfig {
     /// `workers` unpinned workers.
-    pub fn new(workers: usize) -> Config {
-        Config {
+    pub fn new(workers: usize) -> PoolConfig {
+        PoolConfig {
             workers,
             cpus: None,
             wait: None,
@@ -45,7 +45,7 @@ impl Config {
         }
     }
     /// Pins worker `i` to `cpus[i % cpus.len()]`.
-    pub fn pinned(mut self, cpus: Vec<u32>) -> Config {
+    pub fn pinned(mut self, cpus: Vec<u32>) -> PoolConfig {
         self.cpus = Some(cpus);
         self
     }
@@ -87,7 +87,7 @@ const AWAKE_IDLE_ONE: u64 = 1 << 32;
 /// injected from outside (pushed, then a `SeqCst` fence, then the count read) is never
 /// missed; work pushed on a worker's own deque may be (the count is read without a fence,
 /// to keep `join` cheap), which costs no progress: its owner runs it. Sleeps are bounded
-/// ([`Config::max_sleep`]).
+/// ([`PoolConfig::max_sleep`]).
 struct Sleep {
     lock: Mutex<()>,
     cv: Condvar,
@@ -415,7 +415,7 @@ impl WorkerThread {
 /// A pool of worker threads that run fork-join computations.
 ///
 /// ```
-/// let pool = smelt_tasks::Pool::new(smelt_tasks::Config::new(4))?;
+/// let pool = smelt_tasks::Pool::new(smelt_tasks::PoolConfig::new(4))?;
 /// fn fib(n: u64) -> u64 {
 ///     if n < 2 { return n; }
 ///     let (a, b) = smelt_tasks::join(|| fib(n - 1), || fib(n - 2));
@@ -440,7 +440,7 @@ impl std::fmt::Debug for Pool {
 
 impl Pool {
     /// Starts the workers (pinned if asked; an unknown or forbidden CPU is an error).
-    pub fn new(cfg: Config) -> Result<Pool, TaskError> {
+    pub fn new(cfg: PoolConfig) -> Result<Pool, TaskError> {
         if cfg.workers == 0 {
             return Err(TaskError::Invalid("a pool of 0 workers".into()));
         }

@@ -77,7 +77,7 @@ impl<'scope> Scope<'scope> {
 /// is re-raised here after all of them finished.
 ///
 /// ```
-/// let pool = smelt_tasks::Pool::new(smelt_tasks::Config::new(2))?;
+/// let pool = smelt_tasks::Pool::new(smelt_tasks::PoolConfig::new(2))?;
 /// let mut parts = vec![0u64; 4];
 /// pool.install(|| {
 ///     smelt_tasks::scope(|s| {

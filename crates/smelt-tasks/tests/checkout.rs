@@ -5,7 +5,7 @@
 use smelt_global::GlobalArray;
 use smelt_tasks::checkout::{checkout, Access};
 use smelt_tasks::dist::{Functions, Member, TaskConfig, TaskCtx};
-use smelt_tasks::{parallel_for, reduce, Config, Pool, TaskError};
+use smelt_tasks::{parallel_for, reduce, Pool, PoolConfig, TaskError};
 use std::sync::{Arc, OnceLock};
 
 #[test]
@@ -13,7 +13,7 @@ fn concurrent_writers_of_disjoint_ranges_then_readers() {
     let len = 20_000u64;
     let arrays = smelt_global::threads::<u64>(len, 4, Default::default()).unwrap();
     let a = &arrays[1];
-    let pool = Pool::new(Config::new(8)).unwrap();
+    let pool = Pool::new(PoolConfig::new(8)).unwrap();
     let chunk = 137u64; // not a divisor of the blocks: ranges cross owners
     let chunks = len.div_ceil(chunk) as usize;
     // Write: every element written by exactly one task.

@@ -2,7 +2,7 @@
 //! CPUs, panics, pinning, idle CPU time.
 
 use smelt_tasks::apps::{cilksort, fib, fib_seq, random_keys, Uts};
-use smelt_tasks::{join, parallel_for, reduce, scope, Config, Pool, TaskError};
+use smelt_tasks::{join, parallel_for, reduce, scope, Pool, PoolConfig, TaskError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,7 @@ fn cpus2() -> Vec<u32> {
 #[test]
 fn fib_matches_the_sequential_recursion_on_1_2_and_16_workers() {
     for workers in [1, 2, 16] {
-        let pool = Pool::new(Config::new(workers)).unwrap();
+        let pool = Pool::new(PoolConfig::new(workers)).unwrap();
         let n = 20 + stress().min(8) as u32;
         assert_eq!(
             pool.install(|| fib(n)).unwrap(),
@@ -33,7 +33,7 @@ fn fib_matches_the_sequential_recursion_on_1_2_and_16_workers() {
 
 #[test]
 fn sixteen_workers_pinned_on_two_cpus_compute_everything() {
-    let pool = Pool::new(Config::new(16).pinned(cpus2())).unwrap();
+    let pool = Pool::new(PoolConfig::new(16).pinned(cpus2())).unwrap();
     assert_eq!(pool.workers(), 16);
     let t = Uts::t1_like(6 + stress().min(4) as u32);
     assert_eq!(pool.install(|| t.count()).unwrap(), t.count_seq());
@@ -52,7 +52,7 @@ fn uts_counts_the_same_tree_on_any_number_of_workers() {
     // The tree is unbalanced and not trivial (T1-like, mean 4 children).
     assert!(seq > 1000, "{seq}");
     for workers in [1, 3, 8] {
-        let pool = Pool::new(Config::new(workers)).unwrap();
+        let pool = Pool::new(PoolConfig::new(workers)).unwrap();
         assert_eq!(
             pool.install(|| t.count()).unwrap(),
             seq,
@@ -68,7 +68,7 @@ fn uts_counts_the_same_tree_on_any_number_of_workers() {
 
 #[test]
 fn cilksort_sorts_like_the_standard_sort() {
-    let pool = Pool::new(Config::new(4)).unwrap();
+    let pool = Pool::new(PoolConfig::new(4)).unwrap();
     for n in [0, 1, 2, 2047, 2048, 2049, 10_000, 100_003 * stress()] {
         let mut v = random_keys(n, n as u64);
         // Duplicates too.
@@ -84,7 +84,7 @@ fn cilksort_sorts_like_the_standard_sort() {
 
 #[test]
 fn parallel_for_visits_each_index_once_and_reduce_sums() {
-    let pool = Pool::new(Config::new(3)).unwrap();
+    let pool = Pool::new(PoolConfig::new(3)).unwrap();
     let n = 100_000;
     let hits: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
     pool.install(|| {
@@ -119,7 +119,7 @@ fn parallel_for_visits_each_index_once_and_reduce_sums() {
 
 #[test]
 fn scope_spawns_borrowing_tasks_and_nests() {
-    let pool = Pool::new(Config::new(4)).unwrap();
+    let pool = Pool::new(PoolConfig::new(4)).unwrap();
     let mut out = vec![0u64; 64];
     pool.install(|| {
         scope(|s| {
@@ -164,7 +164,7 @@ fn scope_spawns_borrowing_tasks_and_nests() {
 
 #[test]
 fn a_panicking_task_fails_the_computation_with_its_message() {
-    let pool = Pool::new(Config::new(16).pinned(cpus2())).unwrap();
+    let pool = Pool::new(PoolConfig::new(16).pinned(cpus2())).unwrap();
     let start = Instant::now();
     // Deep in a big computation, on whichever worker runs it.
     fn bad(n: u32) -> u64 {
@@ -211,21 +211,21 @@ fn a_panicking_task_fails_the_computation_with_its_message() {
 #[test]
 fn bad_configurations_are_errors() {
     assert!(matches!(
-        Pool::new(Config::new(0)),
+        Pool::new(PoolConfig::new(0)),
         Err(TaskError::Invalid(_))
     ));
     assert!(matches!(
-        Pool::new(Config::new(2).pinned(vec![])),
+        Pool::new(PoolConfig::new(2).pinned(vec![])),
         Err(TaskError::Invalid(_))
     ));
-    let e = Pool::new(Config::new(2).pinned(vec![100_000])).unwrap_err();
+    let e = Pool::new(PoolConfig::new(2).pinned(vec![100_000])).unwrap_err();
     assert!(matches!(e, TaskError::Pin { cpu: 100_000, .. }), "{e}");
     assert!(e.to_string().contains("CPU 100000"), "{e}");
 }
 
 #[test]
 fn install_from_many_threads_and_nested_install() {
-    let pool = Pool::new(Config::new(2)).unwrap();
+    let pool = Pool::new(PoolConfig::new(2)).unwrap();
     std::thread::scope(|s| {
         for k in 0..4u32 {
             let p = &pool;
@@ -270,9 +270,9 @@ fn threads_cpu_ns(prefix: &str) -> (usize, u64) {
 fn idle_workers_burn_almost_no_cpu() {
     let workers = 4;
     // Named apart from the other tests' pools (they run in this process too).
-    let pool = Pool::new(Config {
+    let pool = Pool::new(PoolConfig {
         name: "idle-test".into(),
-        ..Config::new(workers)
+        ..PoolConfig::new(workers)
     })
     .unwrap();
     // Work first, so every worker has been awake.
@@ -304,7 +304,7 @@ fn idle_workers_burn_almost_no_cpu() {
 fn task_groups_spawn_static_tasks_and_wait() {
     use smelt_tasks::TaskGroup;
     use std::sync::Arc;
-    let pool = Pool::new(Config::new(4)).unwrap();
+    let pool = Pool::new(PoolConfig::new(4)).unwrap();
     // A recursive fib over groups (as the C API's spawn/sync use them).
     fn gfib(n: u32, out: Arc<AtomicU64>) {
         if n < 2 {

@@ -17,7 +17,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use smelt_tasks::apps::{self, cilksort, fib, fib_seq, random_keys, Uts};
 use smelt_tasks::dist::{Member, TaskConfig};
-use smelt_tasks::{Config, Pool};
+use smelt_tasks::{Pool, PoolConfig};
 use smelt_transport::allowed_cpus;
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -434,7 +434,7 @@ pub fn measure(a: &Common) -> Result<TasksReport> {
         let mut seq = Vec::new();
         let mut per: Vec<(usize, Vec<Run>, Vec<Run>)> = Vec::new();
         for &k in &counts {
-            let pool = Pool::new(Config::new(k)).context("starting the smelt-tasks pool")?;
+            let pool = Pool::new(PoolConfig::new(k)).context("starting the smelt-tasks pool")?;
             let rp = rayon::ThreadPoolBuilder::new()
                 .num_threads(k)
                 .build()
