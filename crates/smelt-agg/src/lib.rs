@@ -177,7 +177,7 @@ pub const AM_CAPACITY: usize = 8192;
 
 /// The endpoint settings for a job of `processes`: [`AM_CAPACITY`] scaled down for
 /// large jobs when the configuration keeps the default.
-pub(crate) fn am_config(cfg: &AggConfig, processes: usize) -> smelt_am::Config {
+pub(crate) fn am_config(cfg: &AggConfig, processes: usize) -> smelt_am::AmConfig {
     let mut am = cfg.am.clone();
     if am.capacity == AM_CAPACITY {
         am.capacity = (AM_CAPACITY * 4 / processes.max(1)).clamp(256, AM_CAPACITY);
@@ -199,7 +199,7 @@ pub struct AggConfig {
     /// When partial buffers go out.
     pub flush: FlushPolicy,
     /// Settings of the processes' active-message endpoints.
-    pub am: smelt_am::Config,
+    pub am: smelt_am::AmConfig,
 }
 
 impl AggConfig {
@@ -214,11 +214,11 @@ impl AggConfig {
             flush: FlushPolicy::EXPLICIT,
             // No aggregation sends no buffers: smelt-am's own default rings suit it.
             am: if scheme == Scheme::Direct {
-                smelt_am::Config::default()
+                smelt_am::AmConfig::default()
             } else {
-                smelt_am::Config {
+                smelt_am::AmConfig {
                     capacity: AM_CAPACITY,
-                    ..smelt_am::Config::default()
+                    ..smelt_am::AmConfig::default()
                 }
             },
         }

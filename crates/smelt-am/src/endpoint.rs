@@ -53,7 +53,7 @@ pub(crate) struct Dest {
 
 /// Settings of an endpoint.
 #[derive(Debug, Clone)]
-pub struct Config {
+pub struct AmConfig {
     /// Slots (cache lines of 48 payload bytes) per local link, each way. Small values
     /// make senders wait for room (and serve their own queue meanwhile); at least 2.
     pub capacity: usize,
@@ -76,9 +76,9 @@ pub struct Config {
 /// Default data bytes per bulk chunk.
 pub const BULK_CHUNK: usize = 8 << 10;
 
-impl Default for Config {
+impl Default for AmConfig {
     fn default() -> Self {
-        Config {
+        AmConfig {
             capacity: 256,
             bulk_chunk: BULK_CHUNK,
             max_bulk: 64 << 20,
@@ -89,7 +89,7 @@ impl Default for Config {
     }
 }
 
-impl Config {
+impl AmConfig {
     pub(crate) fn validate(&self) -> Result<(), AmError> {
         if self.capacity < 2 || self.capacity > smelt_transport::MAX_CAPACITY {
             return Err(AmError::Invalid(format!(
@@ -209,7 +209,7 @@ pub struct Net<L: Link> {
     /// Set when a reply answered the last request outstanding to its sender (a poll
     /// returns then: see [`Endpoint::poll_some`]).
     answered: bool,
-    cfg: Config,
+    cfg: AmConfig,
     wait: WaitPolicy,
     stats: Stats,
 }
@@ -735,7 +735,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
         dests: Vec<Dest>,
         key: u64,
         state: S,
-        cfg: Config,
+        cfg: AmConfig,
     ) -> Result<Endpoint<S, L>, AmError> {
         cfg.validate()?;
         if me >= dests.len() || global.len() != mesh.size() {
@@ -913,7 +913,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
     }
 
     /// Sends a request with a data block (pipelined in chunks of
-    /// [`Config::bulk_chunk`] bytes; the handler gets it whole).
+    /// [`AmConfig::bulk_chunk`] bytes; the handler gets it whole).
     pub fn request_bulk(
         &mut self,
         dest: usize,

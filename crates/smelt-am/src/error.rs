@@ -29,7 +29,7 @@ pub enum AmError {
         n: usize,
     },
     /// A bulk message larger than the endpoint's limit
-    /// ([`Config::max_bulk`](crate::Config::max_bulk)).
+    /// ([`AmConfig::max_bulk`](crate::AmConfig::max_bulk)).
     #[error("a bulk message of {len} bytes (at most {max})")]
     TooLarge {
         /// Bytes given.

@@ -15,7 +15,7 @@
 //!   **reply** through the context ([`Ctx`]) it is given (the opaque token). Replies
 //!   run a handler back at the requester. **Short** messages carry up to 8 argument
 //!   words; **bulk** messages add a data block, pipelined in chunks of 8 KiB
-//!   ([`Config::bulk_chunk`]) and handed to the handler whole.
+//!   ([`AmConfig::bulk_chunk`]) and handed to the handler whole.
 //! * **Protection**: each endpoint has a 64-bit tag ([`Endpoint::tag`]) that requests
 //!   must present. A request with a wrong tag never reaches a handler: it comes back to
 //!   its sender's **handler 0** ([`Endpoint::on_returned`]) with [`Reason::WrongTag`],
@@ -37,7 +37,7 @@
 //! full runs this endpoint's own handlers on what arrives meanwhile, and a reply that
 //! finds one full takes arriving messages in for later: endpoints flooding each other
 //! through queues of a few slots never deadlock. Every wait is bounded
-//! ([`Config::timeout`]).
+//! ([`AmConfig::timeout`]).
 //!
 //! **Failures.** An endpoint whose thread ended or whose process died is reported once
 //! by a poll as [`AmError::PeerGone`] (after its last message); sends to it fail with
@@ -48,12 +48,12 @@
 //! program), or, between threads, all at once:
 //!
 //! ```
-//! use smelt_am::{threads, Config};
+//! use smelt_am::{threads, AmConfig};
 //! use std::time::Duration;
 //! const ADD: u8 = 1;
 //! const SUM: u8 = 2;
 //! // The two endpoints of a world of two threads; the state is the sum each received.
-//! let mut eps = threads(2, Config::default(), |_| 0u64).unwrap();
+//! let mut eps = threads(2, AmConfig::default(), |_| 0u64).unwrap();
 //! let mut server = eps.pop().unwrap();
 //! let mut client = eps.pop().unwrap();
 //! server.register(ADD, |_, ctx, m| ctx.reply(SUM, &[m.args[0] + m.args[1]]).unwrap()).unwrap();
@@ -82,7 +82,7 @@ pub mod wire;
 pub mod world;
 
 pub use endpoint::{
-    Config, Ctx, Endpoint, Handler, Msg, Name, ReturnHandler, Returned, Stats, BULK_CHUNK,
+    AmConfig, Ctx, Endpoint, Handler, Msg, Name, ReturnHandler, Returned, Stats, BULK_CHUNK,
     KEEP_RETURNED,
 };
 pub use error::AmError;

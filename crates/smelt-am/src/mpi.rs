@@ -12,13 +12,13 @@
 //! its node).
 //!
 //! ```no_run
-//! use smelt_am::{mpi, AmError, Config, Endpoint};
+//! use smelt_am::{mpi, AmError, AmConfig, Endpoint};
 //! use smelt_mesh::mpi::rsmpi;
 //! use smelt_mesh::World;
 //! use std::time::Duration;
 //! let universe = rsmpi::initialize().expect("MPI");
 //! let world = World::from_mpi(&universe.world())?;
-//! let mut ep = Endpoint::from_world(&world, 0u64, Config::default())?;
+//! let mut ep = Endpoint::from_world(&world, 0u64, AmConfig::default())?;
 //! ep.register(1, |sum: &mut u64, ctx, m| {
 //!     *sum += m.args[0];
 //!     ctx.reply(2, &[]).unwrap()
@@ -65,7 +65,7 @@
 //! endpoint may move to another thread; two endpoints of one process must not make MPI
 //! calls at the same time unless MPI was initialised with `MPI_THREAD_MULTIPLE`).
 
-use crate::endpoint::{Config, Endpoint, Name};
+use crate::endpoint::{AmConfig, Endpoint, Name};
 use crate::error::AmError;
 use crate::poll::PollPolicy;
 use crate::remote::Remote;
@@ -102,7 +102,7 @@ pub struct Options {
     /// Most MPI sends in flight per endpoint (default 64; at least 1).
     pub in_flight: usize,
     /// Largest link message over MPI, in bytes (default 64 KiB; bulk data is sent in
-    /// chunks of [`Config::bulk_chunk`] anyway).
+    /// chunks of [`AmConfig::bulk_chunk`] anyway).
     pub max_message: usize,
     /// How long a dropped [`MpiRemote`] waits for its sends in flight before it
     /// cancels them (default 1 s).
@@ -265,7 +265,7 @@ pub fn finish<S, L: Link + 'static>(
 pub fn endpoint_with<S>(
     world: &World,
     state: S,
-    cfg: Config,
+    cfg: AmConfig,
     in_flight: usize,
 ) -> Result<Endpoint<S, WorldLink>, AmError> {
     world_endpoint_in(world, state, cfg, Some(in_flight))
@@ -274,14 +274,14 @@ pub fn endpoint_with<S>(
 /// [`Endpoint::from_world`] for a world of MPI ranks (`World::from_mpi`): a collective
 /// call over the world's communicator. Endpoint `i` is rank `i`, named
 /// `node.place.0`; the members of its node are reached over an all-to-all mesh of
-/// [`Config::capacity`] slots carved from the node's world segment, the others over an
+/// [`AmConfig::capacity`] slots carved from the node's world segment, the others over an
 /// [`MpiRemote`] on the world's communicator ([`Options::from_env`]'s window of sends
 /// in flight; with `SMELT_AM_TRANSPORT=mpi`, every other endpoint). If any rank fails,
 /// every rank gets an error.
 pub(crate) fn world_endpoint<S>(
     world: &World,
     state: S,
-    cfg: Config,
+    cfg: AmConfig,
 ) -> Result<Endpoint<S, WorldLink>, AmError> {
     world_endpoint_in(world, state, cfg, None)
 }
@@ -290,7 +290,7 @@ pub(crate) fn world_endpoint<S>(
 fn world_endpoint_in<S>(
     world: &World,
     state: S,
-    cfg: Config,
+    cfg: AmConfig,
     in_flight: Option<usize>,
 ) -> Result<Endpoint<S, WorldLink>, AmError> {
     let m = world

@@ -1,6 +1,6 @@
 //! Building the endpoints of a job.
 
-use crate::endpoint::{Config, Dest, Endpoint, Name, Route};
+use crate::endpoint::{AmConfig, Dest, Endpoint, Name, Route};
 use crate::error::AmError;
 use smelt_mesh::world::World;
 use smelt_mesh::Rank;
@@ -69,10 +69,10 @@ impl Table {
 /// `n` threads ([`World::threads`], [`Endpoint::from_world`]) made at once, for a
 /// program that wants nothing else from a world. Endpoint `i` is named `0.0.i` and
 /// gets state `state(i)` and a random tag, which every other endpoint knows; links
-/// hold [`Config::capacity`] slots. Move each into its thread.
+/// hold [`AmConfig::capacity`] slots. Move each into its thread.
 pub fn threads<S>(
     n: usize,
-    cfg: Config,
+    cfg: AmConfig,
     mut state: impl FnMut(usize) -> S,
 ) -> Result<Vec<Endpoint<S>>, AmError> {
     cfg.validate()?;

@@ -6,25 +6,25 @@
 //! services it makes from that world. Endpoint `i` is member `i` of the world; it is
 //! named `node.0.k` (threads) or `node.k.0` (processes), `k` its place among the
 //! members of its node. Each call makes a new set of endpoints on links of their own
-//! (an all-to-all mesh of [`Config::capacity`] slots per ring): a member may hold
+//! (an all-to-all mesh of [`AmConfig::capacity`] slots per ring): a member may hold
 //! several endpoints of one world (offload lanes do), endpoint `i` of one set talking
 //! only to the endpoints of that set.
 //!
 //! Every endpoint gets a random protection tag, and learns every other endpoint's:
 //! between threads the first member to call draws them all; between processes each
 //! member publishes its own in a region of the world's segment and waits (at most
-//! [`Config::timeout`]) until every member did, so a member that never comes is a
+//! [`AmConfig::timeout`]) until every member did, so a member that never comes is a
 //! [`AmError::Timeout`] and one that died is [`AmError::PeerGone`], never a hang.
 //!
 //! ```
-//! use smelt_am::{Config, Endpoint};
+//! use smelt_am::{AmConfig, Endpoint};
 //! use smelt_mesh::World;
 //! use std::time::Duration;
 //! const ADD: u8 = 1;
 //! const SUM: u8 = 2;
 //! let t = Duration::from_secs(5);
 //! let sums = World::run(World::threads(2)?, |w| {
-//!     let mut ep = Endpoint::from_world(&w, 0u64, Config::default()).unwrap();
+//!     let mut ep = Endpoint::from_world(&w, 0u64, AmConfig::default()).unwrap();
 //!     // The server counts the requests it answered; the client keeps the sum.
 //!     ep.register(ADD, |n: &mut u64, ctx, m| {
 //!         *n += 1;
@@ -44,7 +44,7 @@
 //! # Ok::<(), smelt_mesh::WorldError>(())
 //! ```
 
-use crate::endpoint::{Config, Endpoint, Name};
+use crate::endpoint::{AmConfig, Endpoint, Name};
 use crate::error::AmError;
 use crate::setup::{random_tag, Table};
 use smelt_mesh::world::{MeshSpec, World, WorldKind, WorldLink};
@@ -56,7 +56,7 @@ use std::time::Instant;
 impl<S> Endpoint<S, WorldLink> {
     /// A collective call: this member's endpoint of a new set of endpoints of `world`
     /// (see the [module documentation](crate::world)), with state `state`.
-    pub fn from_world(world: &World, state: S, cfg: Config) -> Result<Self, AmError> {
+    pub fn from_world(world: &World, state: S, cfg: AmConfig) -> Result<Self, AmError> {
         #[cfg(feature = "mpi")]
         if world.kind() == WorldKind::Mpi {
             return crate::mpi::world_endpoint(world, state, cfg);
@@ -120,7 +120,7 @@ fn names(world: &World) -> Vec<Name> {
 }
 
 /// A collective call: every member's tag.
-fn tags(world: &World, cfg: &Config) -> Result<Vec<u64>, AmError> {
+fn tags(world: &World, cfg: &AmConfig) -> Result<Vec<u64>, AmError> {
     let n = world.size();
     if world.kind() == WorldKind::Threads {
         return Ok(world.hand_out(&format!("active-message tags n={n}"), || {

@@ -3,7 +3,7 @@
 //! through tiny queues, and a member killed with SIGKILL. (The histogram application
 //! across member processes is smelt-bench's `am_histogram` test.)
 
-use smelt_am::{AmError, Config, Endpoint};
+use smelt_am::{AmConfig, AmError, Endpoint};
 use smelt_mesh::world::{WorldBuilder, WorldJob};
 use smelt_mesh::{Rank, World};
 use std::process::{Child, Command};
@@ -12,11 +12,11 @@ use std::time::Duration;
 const T: Duration = Duration::from_secs(30);
 const ROLE: &str = "TEST_SMELT_AM_ROLE";
 
-fn cfg(capacity: usize) -> Config {
-    Config {
+fn cfg(capacity: usize) -> AmConfig {
+    AmConfig {
         capacity,
         timeout: T,
-        ..Config::default()
+        ..AmConfig::default()
     }
 }
 

@@ -1,7 +1,7 @@
 //! Active messages between threads: requests and replies, bulk data, floods through
 //! tiny queues, protection, errors, ordering, departures.
 
-use smelt_am::{threads, AmError, Config, Endpoint, Reason, Returned};
+use smelt_am::{threads, AmConfig, AmError, Endpoint, Reason, Returned};
 use smelt_transport::stress_scale;
 use std::time::Duration;
 
@@ -9,11 +9,11 @@ const T: Duration = Duration::from_secs(20);
 const ECHO: u8 = 1;
 const GOT: u8 = 2;
 
-fn cfg(capacity: usize) -> Config {
-    Config {
+fn cfg(capacity: usize) -> AmConfig {
+    AmConfig {
         capacity,
         timeout: T,
-        ..Config::default()
+        ..AmConfig::default()
     }
 }
 
@@ -419,23 +419,23 @@ fn a_departed_endpoint_is_reported_and_sends_to_it_fail() {
 #[test]
 fn bad_configurations_are_refused() {
     for c in [
-        Config {
+        AmConfig {
             capacity: 1,
-            ..Config::default()
+            ..AmConfig::default()
         },
-        Config {
+        AmConfig {
             bulk_chunk: 0,
-            ..Config::default()
+            ..AmConfig::default()
         },
-        Config {
+        AmConfig {
             poll: smelt_am::PollPolicy::Every(0),
-            ..Config::default()
+            ..AmConfig::default()
         },
     ] {
         assert!(matches!(threads(2, c, |_| ()), Err(AmError::Invalid(_))));
     }
     assert!(matches!(
-        threads(0, Config::default(), |_| ()),
+        threads(0, AmConfig::default(), |_| ()),
         Err(AmError::Invalid(_))
     ));
 }

@@ -1,7 +1,7 @@
 //! Round trips and a request stream between two threads, for profiling:
 //! `cargo run --release -p smelt-bench --example am_pingpong -- [rounds]`.
 
-use smelt_am::{threads, Config};
+use smelt_am::{threads, AmConfig};
 use smelt_bench::am::logp::{self, State};
 use std::time::{Duration, Instant};
 
@@ -10,7 +10,7 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(2_000_000);
-    let mut eps = threads(2, Config::default(), |_| State::default()).unwrap();
+    let mut eps = threads(2, AmConfig::default(), |_| State::default()).unwrap();
     for ep in &mut eps {
         logp::register(ep).unwrap();
     }

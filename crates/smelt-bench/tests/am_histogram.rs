@@ -4,7 +4,7 @@
 //! of this host (shared-memory queuepairs).
 
 use smelt_am::Endpoint;
-use smelt_am::{threads, Config};
+use smelt_am::{threads, AmConfig};
 use smelt_bench::am::histogram::{self, Opts};
 use smelt_mesh::world::WorldBuilder;
 use smelt_mesh::{Rank, World};
@@ -15,11 +15,11 @@ use std::time::Duration;
 const T: Duration = Duration::from_secs(30);
 const ROLE: &str = "TEST_SMELT_BENCH_AM_ROLE";
 
-fn cfg(capacity: usize) -> Config {
-    Config {
+fn cfg(capacity: usize) -> AmConfig {
+    AmConfig {
         capacity,
         timeout: T,
-        ..Config::default()
+        ..AmConfig::default()
     }
 }
 

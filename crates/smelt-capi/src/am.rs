@@ -14,7 +14,7 @@ use crate::{
     err, guard, id, out, slice, smelt_status, Error, Res, SMELT_ERR_BUFFER,
     SMELT_ERR_INVALID_ARGUMENT, SMELT_ERR_INVALID_HANDLE, SMELT_ERR_RUNTIME, SMELT_ERR_TIMEOUT,
 };
-use smelt_am::{AmError, Config, Endpoint};
+use smelt_am::{AmConfig, AmError, Endpoint};
 use std::cell::RefCell;
 use std::ffi::{c_int, c_void};
 use std::time::Duration;
@@ -134,7 +134,7 @@ pub extern "C" fn smelt_am_threads(
                 format!("{n} endpoints (1 to 4096)"),
             );
         }
-        let mut cfg = Config::default();
+        let mut cfg = AmConfig::default();
         if capacity != 0 {
             cfg.capacity = capacity;
         }
@@ -183,7 +183,7 @@ pub extern "C" fn smelt_world_endpoint(
             return err(SMELT_ERR_INVALID_ARGUMENT, "ep is NULL");
         }
         let slot = handle::reserve()?;
-        let mut cfg = Config::default();
+        let mut cfg = AmConfig::default();
         if capacity != 0 {
             cfg.capacity = capacity;
         }

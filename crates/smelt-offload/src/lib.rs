@@ -39,7 +39,7 @@
 //! requests within a deadline, then returns the endpoints with what was left undone.
 //!
 //! ```
-//! use smelt_am::{threads, Config as AmConfig};
+//! use smelt_am::{threads, AmConfig};
 //! use smelt_offload::{OffloadConfig, OffloadMode, Offload};
 //! use std::time::Duration;
 //! const ADD: u8 = 1;
@@ -414,7 +414,7 @@ impl<S: Send + 'static> Offload<S, WorldLink> {
     pub fn from_world(
         world: &World,
         lanes: usize,
-        am: smelt_am::Config,
+        am: smelt_am::AmConfig,
         cfg: OffloadConfig,
         mut state: impl FnMut(usize) -> S,
         mut setup: impl FnMut(usize, &mut Endpoint<S, WorldLink>) -> Result<(), AmError>,

@@ -2,7 +2,7 @@
 //! to communication threads that start and stop; nothing is lost or duplicated. Bad
 //! configurations are refused; shutdown with queued work is bounded and reports it.
 
-use smelt_am::{threads, AmError, Config as AmConfig};
+use smelt_am::{threads, AmConfig, AmError};
 use smelt_offload::{Offload, OffloadConfig, OffloadError, OffloadMode};
 use smelt_transport::stress_scale;
 use std::time::{Duration, Instant};

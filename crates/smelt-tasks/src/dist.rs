@@ -47,7 +47,7 @@
 //! }
 //! let mut f = Functions::new();
 //! f.register(FIB, fib)?;
-//! let members = Member::threads(3, smelt_am::Config::default())?;
+//! let members = Member::threads(3, smelt_am::AmConfig::default())?;
 //! let out = std::thread::scope(|s| {
 //!     let hs: Vec<_> = members.into_iter().map(|mut m| {
 //!         let f = &f;
@@ -609,7 +609,7 @@ pub const COMM_WAIT: WaitPolicy = WaitPolicy {
 
 /// `cfg` with [`COMM_WAIT`] unless it sets a wait policy: for endpoints made outside
 /// this module (e.g. `Endpoint::from_world`) and given to [`Member::from_endpoint`].
-pub fn comm_config(mut cfg: smelt_am::Config) -> smelt_am::Config {
+pub fn comm_config(mut cfg: smelt_am::AmConfig) -> smelt_am::AmConfig {
     cfg.wait.get_or_insert(COMM_WAIT);
     cfg
 }
@@ -620,7 +620,7 @@ impl Member {
     /// thread of its own with [`Member::run`]. Its endpoint is
     /// [`Endpoint::from_world`]'s; unless `cfg` sets one, it waits with
     /// [`COMM_WAIT`].
-    pub fn from_world(world: &World, cfg: smelt_am::Config) -> Result<Member, TaskError> {
+    pub fn from_world(world: &World, cfg: smelt_am::AmConfig) -> Result<Member, TaskError> {
         Ok(Member::new(Endpoint::from_world(
             world,
             State::default(),
@@ -631,7 +631,7 @@ impl Member {
     /// `n` members over the threads of this process (each to be run on a thread of its
     /// own): the members of a world of `n` threads ([`Member::from_world`]) made at
     /// once, for tests and for measuring the protocol without processes.
-    pub fn threads(n: usize, cfg: smelt_am::Config) -> Result<Vec<Member>, TaskError> {
+    pub fn threads(n: usize, cfg: smelt_am::AmConfig) -> Result<Vec<Member>, TaskError> {
         World::threads(n)
             .map_err(AmError::from)?
             .iter()
@@ -1140,7 +1140,7 @@ mod tests {
     /// member 0's failure, not member 2's departure.
     #[test]
     fn a_member_leaving_because_of_a_failure_relays_it_first() {
-        let mut members = Member::threads(4, smelt_am::Config::default()).unwrap();
+        let mut members = Member::threads(4, smelt_am::AmConfig::default()).unwrap();
         let mut ep0 = members.remove(0).ep.take().unwrap();
         let f = crate::apps::dist::functions();
         let out = thread::scope(|s| {
@@ -1158,7 +1158,9 @@ mod tests {
             for d in [1, 3] {
                 let _ = ep0.request_bulk(d, ABORT, &[1, 0], b"failed at 0");
             }
-            hs.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+            hs.into_iter()
+                .map(|h| h.join().unwrap())
+                .collect::<Vec<_>>()
         });
         for (i, r) in out.iter().enumerate() {
             assert_eq!(

@@ -165,7 +165,7 @@ fn tasks_across_members_write_and_read_a_global_array() {
     let mut f = Functions::new();
     f.register(FILL, fill).unwrap();
     f.register(SUM, sum).unwrap();
-    let members = Member::threads(n, smelt_am::Config::default()).unwrap();
+    let members = Member::threads(n, smelt_am::AmConfig::default()).unwrap();
     let out: Vec<_> = std::thread::scope(|s| {
         let hs: Vec<_> = members
             .into_iter()

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 const ROLE: &str = "TEST_SMELT_TASKS_ROLE";
 
-fn am_cfg() -> smelt_am::Config {
-    smelt_am::Config {
+fn am_cfg() -> smelt_am::AmConfig {
+    smelt_am::AmConfig {
         timeout: Duration::from_secs(30),
         ..Default::default()
     }

@@ -217,7 +217,7 @@ impl WorldExt for World {
         Ok(am::Endpoint::from_world(
             self,
             state,
-            am::Config::default(),
+            am::AmConfig::default(),
         )?)
     }
 

@@ -102,9 +102,9 @@ fn register(ep: &mut Endpoint<Tally>) -> Result<(), am::AmError> {
 fn member(w: &World) -> Result<String, Failure> {
     let (n, me) = (w.size(), w.rank().index());
     let others = || (0..n).filter(move |&p| p != me);
-    let am_cfg = am::Config {
+    let am_cfg = am::AmConfig {
         timeout: T,
-        ..am::Config::default()
+        ..am::AmConfig::default()
     };
 
     // Every member makes the same services, in the same order.

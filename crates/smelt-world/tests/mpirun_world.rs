@@ -38,7 +38,7 @@ use mpi::topology::{Color, Communicator};
 use mpi::traits::*;
 use smelt_mesh::mpi::rsmpi as mpi;
 use smelt_world::agg::{AggConfig, Scheme};
-use smelt_world::am::{Config, Endpoint};
+use smelt_world::am::{AmConfig, Endpoint};
 use smelt_world::global::{AccumulateOp, GlobalArray, GlobalConfig as ArrayConfig};
 use smelt_world::tasks::dist::{Functions, Member as TaskMember, TaskConfig, TaskCtx};
 use smelt_world::tasks::TaskError;
@@ -128,7 +128,7 @@ fn am_exchange(world: &World, k: u64, remote: usize) -> Res<u64> {
         sum: u64,
     }
     let (me, n) = (world.rank().index() as u64, world.size() as u64);
-    let mut ep = Endpoint::from_world(world, St::default(), Config::default())?;
+    let mut ep = Endpoint::from_world(world, St::default(), AmConfig::default())?;
     ep.register(ADD, |s: &mut St, ctx, m| {
         s.served += 1;
         ctx.reply(SUM, &[m.args[0] + m.args[1]]).expect("reply")
@@ -360,7 +360,7 @@ fn one_world(comm: &mpi::topology::SimpleCommunicator) -> Res<String> {
     a.barrier()?;
     drop(a);
     // Distributed tasks: rank 0 runs fib, every rank runs and steals its tasks.
-    let mut tasks = TaskMember::from_world(&world, Config::default())?;
+    let mut tasks = TaskMember::from_world(&world, AmConfig::default())?;
     let mut f = Functions::new();
     f.register(FIB, fib)?;
     let root = (me == 0).then(|| (FIB, FIB_N.to_le_bytes().to_vec()));

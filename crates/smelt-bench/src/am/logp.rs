@@ -310,11 +310,11 @@ pub fn measure<L: Link + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use smelt_am::{threads, Config};
+    use smelt_am::{threads, AmConfig};
 
     #[test]
     fn measures_every_parameter_between_threads() {
-        let mut eps = threads(2, Config::default(), |_| State::default()).unwrap();
+        let mut eps = threads(2, AmConfig::default(), |_| State::default()).unwrap();
         for ep in &mut eps {
             register(ep).unwrap();
         }

@@ -20,7 +20,7 @@ use super::{BenchReport, Common};
 use crate::am::logp::{self, LogP, Opts};
 use anyhow::{Context, Result};
 use serde::Serialize;
-use smelt_am::{threads, Config, Endpoint};
+use smelt_am::{threads, AmConfig, Endpoint};
 use smelt_mesh::launch::Members;
 use smelt_mesh::world::WorldBuilder;
 use smelt_mesh::{Rank, World};
@@ -37,7 +37,7 @@ use std::time::Duration;
 /// launcher pins it (`smelt_mesh::launch::Members`).
 pub fn member(timeout_s: f64) -> Result<()> {
     let world = World::from_env()?;
-    let mut ep = Endpoint::from_world(&world, logp::State::default(), Config::default())?;
+    let mut ep = Endpoint::from_world(&world, logp::State::default(), AmConfig::default())?;
     logp::register(&mut ep)?;
     logp::respond(&mut ep, Duration::from_secs_f64(timeout_s))?;
     Ok(())
@@ -176,7 +176,7 @@ fn opts(a: &Common) -> Opts {
 
 /// LogP between two threads pinned to `cpus`.
 fn between_threads(o: &Opts, cpus: (Option<u32>, Option<u32>)) -> Result<LogP> {
-    let mut eps = threads(2, Config::default(), |_| logp::State::default())?;
+    let mut eps = threads(2, AmConfig::default(), |_| logp::State::default())?;
     for ep in &mut eps {
         logp::register(ep)?;
     }
@@ -223,7 +223,7 @@ fn between_processes(o: &Opts, cpus: (Option<u32>, Option<u32>)) -> Result<LogP>
                 let _ = smelt_transport::pin_current_thread(c);
             }
             let world = job.join(Rank(0))?;
-            let mut ep = Endpoint::from_world(&world, logp::State::default(), Config::default())?;
+            let mut ep = Endpoint::from_world(&world, logp::State::default(), AmConfig::default())?;
             logp::register(&mut ep)?;
             Ok(logp::measure(&mut ep, 1, o)?)
         })

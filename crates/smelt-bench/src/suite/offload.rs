@@ -18,7 +18,7 @@
 use super::{target, BenchReport, Common, Target};
 use anyhow::{Context, Result};
 use serde::Serialize;
-use smelt_am::{threads, AmError, Config as AmConfig, Endpoint};
+use smelt_am::{threads, AmConfig, AmError, Endpoint};
 use smelt_offload::{Offload, OffloadConfig, OffloadMode};
 use smelt_transport::{allowed_cpus, pin_current_thread, process_cpu_time, WaitPolicy};
 use std::fmt::Write as _;

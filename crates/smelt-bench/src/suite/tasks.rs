@@ -304,7 +304,7 @@ fn row(workload: &str, runtime: &'static str, workers: usize, runs: &[Run]) -> R
 
 /// fib across `members` thread members of `workers` workers each (active messages).
 fn members_fib(members: usize, workers: usize, n: u32, cutoff: u32) -> Result<(f64, u64, u64)> {
-    let ms = Member::threads(members, smelt_am::Config::default())?;
+    let ms = Member::threads(members, smelt_am::AmConfig::default())?;
     let f = apps::dist::functions();
     let t = Instant::now();
     let out: Vec<_> = std::thread::scope(|s| {
@@ -351,7 +351,10 @@ fn members_fib(members: usize, workers: usize, n: u32, cutoff: u32) -> Result<(f
 /// that [`measure`] starts (the current executable must answer that subcommand): joins
 /// the job of its environment and serves `runs` computations on `workers` workers.
 pub fn member(workers: usize, runs: usize) -> Result<()> {
-    let mut m = Member::from_world(&smelt_mesh::World::from_env()?, smelt_am::Config::default())?;
+    let mut m = Member::from_world(
+        &smelt_mesh::World::from_env()?,
+        smelt_am::AmConfig::default(),
+    )?;
     let f = apps::dist::functions();
     for _ in 0..runs {
         m.run(&f, &TaskConfig::new(workers), None)?;
@@ -369,7 +372,7 @@ fn processes_fib(
     runs: usize,
 ) -> Result<Vec<(f64, u64, u64)>> {
     use smelt_runtime::launch::Members;
-    let cfg = smelt_am::Config::default();
+    let cfg = smelt_am::AmConfig::default();
     let job = smelt_mesh::world::WorldBuilder::new(n).create_job(false)?;
     let exe = std::env::current_exe().context("cannot find the smelt executable")?;
     // Started as `smelt launch` starts its members: they die with this process.

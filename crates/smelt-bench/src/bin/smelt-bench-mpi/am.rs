@@ -30,7 +30,7 @@
 
 use crate::job::Job;
 use smelt_am::mpi::{self as am_mpi, Nodes, Options};
-use smelt_am::{AmError, Config, Endpoint, PollPolicy, Reason, Returned};
+use smelt_am::{AmConfig, AmError, Endpoint, PollPolicy, Reason, Returned};
 use smelt_bench::am::{histogram, logp};
 use smelt_mesh::world::WorldLink;
 use std::process::ExitCode;
@@ -315,11 +315,11 @@ fn register_flood(ep: &mut Endpoint<Flood, WorldLink>) -> Result<(), AmError> {
 fn flood(mpi: &Job, a: &Args) -> Result<String, String> {
     let n = mpi.size();
     let me = mpi.rank();
-    let cfg = Config {
+    let cfg = AmConfig {
         capacity: a.capacity.unwrap_or(2),
         timeout: a.timeout,
         poll: a.poll,
-        ..Config::default()
+        ..AmConfig::default()
     };
     let state = Flood {
         me,
@@ -433,7 +433,7 @@ fn flood(mpi: &Job, a: &Args) -> Result<String, String> {
 fn endpoint_with_window<S>(
     mpi: &Job,
     state: S,
-    cfg: Config,
+    cfg: AmConfig,
     window: Option<usize>,
 ) -> Result<Endpoint<S, WorldLink>, String> {
     match window {
@@ -461,11 +461,11 @@ fn run_logp(mpi: &Job, a: &Args) -> Result<String, String> {
     if x >= n || y >= n || x == y {
         return Err(format!("--pair {x},{y}: two different ranks below {n}"));
     }
-    let cfg = Config {
-        capacity: a.capacity.unwrap_or(Config::default().capacity),
+    let cfg = AmConfig {
+        capacity: a.capacity.unwrap_or(AmConfig::default().capacity),
         timeout: a.timeout,
         poll: a.poll,
-        ..Config::default()
+        ..AmConfig::default()
     };
     let mut ep = endpoint_with_window(mpi, logp::State::default(), cfg, a.in_flight)?;
     logp::register(&mut ep).map_err(|e| e.to_string())?;
@@ -520,11 +520,11 @@ fn run_histogram(mpi: &Job, a: &Args) -> Result<String, String> {
         seed: 7,
         timeout: a.timeout,
     };
-    let cfg = Config {
-        capacity: a.capacity.unwrap_or(Config::default().capacity),
+    let cfg = AmConfig {
+        capacity: a.capacity.unwrap_or(AmConfig::default().capacity),
         timeout: a.timeout,
         poll: a.poll,
-        ..Config::default()
+        ..AmConfig::default()
     };
     let mut ep = endpoint_with_window(mpi, histogram::state(&o, n, me), cfg, a.in_flight)?;
     histogram::register(&mut ep).map_err(|e| e.to_string())?;

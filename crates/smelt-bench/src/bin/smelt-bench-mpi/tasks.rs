@@ -78,7 +78,7 @@ pub fn main() -> ExitCode {
 
 fn run(mpi: &Job, a: &Args) -> bool {
     let rank = mpi.rank();
-    let mut m = match Member::from_world(mpi.world(), smelt_am::Config::default()) {
+    let mut m = match Member::from_world(mpi.world(), smelt_am::AmConfig::default()) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("smelt-bench-mpi tasks: rank {rank}: endpoint: {e}");
