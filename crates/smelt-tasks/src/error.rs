@@ -14,7 +14,7 @@ pub enum TaskError {
         /// The worker.
         worker: usize,
         /// The CPU asked for.
-        cpu: u32,
+        cpu: smelt_ids::CpuId,
         /// What the system said.
         reason: String,
     },

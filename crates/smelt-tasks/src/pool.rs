@@ -6,6 +6,7 @@ use crate::job::{JobRef, JobResult, StackJob};
 use crate::latch::{CoreLatch, LockLatch, SpinLatch};
 use crossbeam_deque::{Injector, Steal, Stealer, Worker};
 use crossbeam_utils::CachePadded;
+use smelt_ids::CpuId;
 use smelt_transport::{Backoff, WaitPolicy};
 use std::any::Any;
 use std::cell::{Cell, OnceCell};
@@ -21,7 +22,7 @@ pub struct PoolConfig {
     /// Worker threads (at least 1).
     pub workers: usize,
     /// CPUs to pin the workers to, worker `i` on `cpus[i % cpus.len()]` (none: not pinned).
-    pub cpus: Option<Vec<u32>>,
+    pub cpus: Option<Vec<CpuId>>,
     /// How idle workers back off before they sleep (default: dedicated when the workers fit
     /// the CPUs this process may use, else oversubscribed).
     pub wait: Option<WaitPolicy>,
@@ -45,7 +46,7 @@ impl PoolConfig {
         }
     }
     /// Pins worker `i` to `cpus[i % cpus.len()]`.
-    pub fn pinned(mut self, cpus: Vec<u32>) -> PoolConfig {
+    pub fn pinned(mut self, cpus: Vec<CpuId>) -> PoolConfig {
         self.cpus = Some(cpus);
         self
     }
@@ -490,7 +491,7 @@ impl Pool {
                 .name(format!("{}-{index}", cfg.name))
                 .spawn(move || {
                     if let Some(cpu) = cpu {
-                        if let Err(e) = smelt_transport::pin_current_thread(cpu) {
+                        if let Err(e) = smelt_transport::pin_current_thread(cpu.0) {
                             let _ = tx.send(Err(TaskError::Pin {
                                 worker: index,
                                 cpu,

@@ -1,6 +1,7 @@
 //! The in-process scheduler: results against sequential computations, more workers than
 //! CPUs, panics, pinning, idle CPU time.
 
+use smelt_ids::CpuId;
 use smelt_tasks::apps::{cilksort, fib, fib_seq, random_keys, Uts};
 use smelt_tasks::{join, parallel_for, reduce, scope, Pool, PoolConfig, TaskError};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,10 +11,10 @@ fn stress() -> usize {
     smelt_transport::stress_scale() as usize
 }
 
-fn cpus2() -> Vec<u32> {
+fn cpus2() -> Vec<CpuId> {
     let mut c = smelt_transport::allowed_cpus().unwrap_or_else(|_| vec![0]);
     c.truncate(2);
-    c
+    c.into_iter().map(CpuId).collect()
 }
 
 #[test]
@@ -218,8 +219,17 @@ fn bad_configurations_are_errors() {
         Pool::new(PoolConfig::new(2).pinned(vec![])),
         Err(TaskError::Invalid(_))
     ));
-    let e = Pool::new(PoolConfig::new(2).pinned(vec![100_000])).unwrap_err();
-    assert!(matches!(e, TaskError::Pin { cpu: 100_000, .. }), "{e}");
+    let e = Pool::new(PoolConfig::new(2).pinned(vec![CpuId(100_000)])).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            TaskError::Pin {
+                cpu: CpuId(100_000),
+                ..
+            }
+        ),
+        "{e}"
+    );
     assert!(e.to_string().contains("CPU 100000"), "{e}");
 }
 
