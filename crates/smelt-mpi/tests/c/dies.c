@@ -1,6 +1,6 @@
 /* A rank that dies mid-loop must end the job, not hang it.
  * Usage: dies kill|abort|late — the last rank raises SIGKILL, calls MPI_Abort, or
- * (late) sleeps 5 s, at iteration 2000 of a loop of MPI_Allreduce and MPI_Bcast
+ * (late) sleeps 60 s, at iteration 2000 of a loop of MPI_Allreduce and MPI_Bcast
  * (rotating roots) while the others are inside those collectives. */
 #include <mpi.h>
 #include <signal.h>
@@ -22,11 +22,11 @@ int main(int argc, char **argv)
         MPI_Bcast(&y, 1, MPI_INT, (int)(i % size), MPI_COMM_WORLD);
         if (i == 2000 && rank == size - 1) {
             fprintf(stderr, "dies: rank %d %s\n", rank,
-                    kill ? "raises SIGKILL" : late ? "sleeps 5 s" : "calls MPI_Abort");
+                    kill ? "raises SIGKILL" : late ? "sleeps 60 s" : "calls MPI_Abort");
             if (kill)
                 raise(SIGKILL);
             else if (late)
-                sleep(5);
+                sleep(60);
             else
                 MPI_Abort(MPI_COMM_WORLD, 3);
         }
