@@ -23,6 +23,7 @@
 #[doc(hidden)]
 pub mod job_env;
 pub mod launch;
+mod link_config;
 pub mod mesh;
 pub mod mesh_job;
 #[cfg(feature = "mpi")]
@@ -30,6 +31,7 @@ pub mod mesh_job;
 pub mod mpi;
 pub mod world;
 
+pub use link_config::LinkConfig;
 pub use smelt_ids::{CpuId, Pos, Rank};
 pub use smelt_transport::WaitPolicy;
 pub use world::{World, WorldError};
