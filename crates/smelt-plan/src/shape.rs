@@ -2,6 +2,7 @@
 //! store's acceptor broadcast) is handed the tree crate's generators without
 //! depending on them, and rebuilds its tree over the members that are left.
 
+use crate::table::TableError;
 use crate::tree::{Tree, TreeError};
 use smelt_ids::{CpuId, Pos};
 use std::fmt;
@@ -171,18 +172,19 @@ pub fn description(name: &str) -> String {
 
 /// The shape of a description, if it is a [`Ranked`] one (only a `shape` field naming
 /// it); `Ok(None)` for a description of another shape (the tree crate's
-/// `smelt_tree::shape::from_description` reads every one); `Err` for text that is not
-/// a description.
-pub fn ranked_from_description(text: &str) -> Result<Option<Arc<dyn Shape>>, String> {
-    let v: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("not a tree shape's description: {e}"))?;
+/// `smelt_tree::shape::from_description` reads every one); `Err` ([`TableError`]) for
+/// text that is not a description.
+pub fn ranked_from_description(text: &str) -> Result<Option<Arc<dyn Shape>>, TableError> {
+    let v: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| TableError(format!("not a tree shape's description: {e}")))?;
     let obj = v
         .as_object()
-        .ok_or_else(|| format!("not a tree shape's description: {text}"))?;
-    let name = obj
-        .get("shape")
-        .and_then(|s| s.as_str())
-        .ok_or_else(|| format!("a tree shape's description without \"shape\": {text}"))?;
+        .ok_or_else(|| TableError(format!("not a tree shape's description: {text}")))?;
+    let name = obj.get("shape").and_then(|s| s.as_str()).ok_or_else(|| {
+        TableError(format!(
+            "a tree shape's description without \"shape\": {text}"
+        ))
+    })?;
     if obj.len() != 1 {
         return Ok(None);
     }

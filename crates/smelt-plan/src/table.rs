@@ -18,8 +18,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-/// Why a rule, a size, an algorithm table or a pick cannot be used (the message names
-/// the rule or the field).
+/// Why a rule, a size, an algorithm table, a pick or a shape's description cannot be
+/// used (the message names the rule or the field).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct TableError(pub String);
@@ -93,8 +93,8 @@ impl fmt::Display for Pick {
 /// writes them (`name` or `name:param`, letters, digits and `-`; the registry itself is
 /// the tree crate's, which checks names where it parses them).
 impl FromStr for Pick {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Pick, String> {
+    type Err = TableError;
+    fn from_str(s: &str) -> Result<Pick, TableError> {
         if let Ok(a) = s.parse::<NonTree>() {
             return Ok(Pick::NonTree(a));
         }
@@ -109,11 +109,11 @@ impl FromStr for Pick {
             None => word(&name),
         };
         if !ok {
-            return Err(format!(
+            return Err(TableError(format!(
                 "'{s}' is not an algorithm's name (a tree's, such as knomial:4, or a non-tree \
                  algorithm's: {})",
                 crate::algorithm::non_tree_names()
-            ));
+            )));
         }
         Ok(Pick::Tree(name))
     }
