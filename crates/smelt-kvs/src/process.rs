@@ -266,12 +266,15 @@ pub fn run_replica_from_env() -> Result<(), KvsError> {
 }
 
 /// Rebuilds a tree builder from its [`Shape::describe`] text, in a replica process
-/// (`smelt_tree::shape::from_description` reads every one of smelt's).
-pub type ShapeReader<'a> = &'a dyn Fn(&str) -> Result<Arc<dyn Shape>, String>;
+/// (`smelt_tree::shape::from_description` reads every one of smelt's); its error is
+/// any displayable error type (`E`), whose text goes into [`KvsError::Config`].
+pub type ShapeReader<'a, E> = &'a dyn Fn(&str) -> Result<Arc<dyn Shape>, E>;
 
 /// [`run_replica_from_env`] with the reader of the store's tree builder: the store's
 /// tree is rebuilt with it after a view change.
-pub fn run_replica_from_env_with(shape: ShapeReader) -> Result<(), KvsError> {
+pub fn run_replica_from_env_with<E: std::fmt::Display>(
+    shape: ShapeReader<'_, E>,
+) -> Result<(), KvsError> {
     let bad = |e: &dyn std::fmt::Display| KvsError::Config(format!("replica process: {e}"));
     if !is_replica_process() {
         return Err(bad(&format!(
@@ -296,7 +299,10 @@ pub fn run_replica_from_env_with(shape: ShapeReader) -> Result<(), KvsError> {
 /// report (what [`run_replica_from_env`] prints). `shape` rebuilds the store's tree
 /// builder for view changes. Errors: the world is not a store's, or this member is not
 /// one of its replicas.
-pub fn run_replica(world: &World, shape: ShapeReader) -> Result<ReplicaReport, KvsError> {
+pub fn run_replica<E: std::fmt::Display>(
+    world: &World,
+    shape: ShapeReader<'_, E>,
+) -> Result<ReplicaReport, KvsError> {
     let bad = |e: &dyn std::fmt::Display| KvsError::Config(format!("replica process: {e}"));
     let text = world.attribute(WORLD_ATTRIBUTE).ok_or_else(|| {
         bad(&format!(

@@ -12,6 +12,7 @@
 
 use crate::topology::Topology;
 use crate::tree::{Tree, TreeError};
+use crate::Error;
 use serde::{Deserialize, Serialize};
 use smelt_model::Model;
 use smelt_plan::shape::{self, Shape};
@@ -102,8 +103,12 @@ struct Description {
 
 /// The shape [`Shape::describe`] described: a [`Topology`] (over a uniform machine),
 /// a [`ModelShape`], or `smelt-plan`'s rank-based shapes (which are topologies too).
-/// Errors say what is wrong with the text.
-pub fn from_description(text: &str) -> Result<Arc<dyn Shape>, String> {
+/// Errors ([`Error::Shape`]) say what is wrong with the text.
+pub fn from_description(text: &str) -> Result<Arc<dyn Shape>, Error> {
+    from_description_why(text).map_err(Error::Shape)
+}
+
+fn from_description_why(text: &str) -> Result<Arc<dyn Shape>, String> {
     let d: Description =
         serde_json::from_str(text).map_err(|e| format!("not a tree shape's description: {e}"))?;
     let topology: Topology = d.shape.parse()?;
@@ -179,7 +184,7 @@ mod tests {
             (r#"{"shape":"binary","colour":1}"#, "unknown field"),
         ] {
             let e = from_description(text).unwrap_err();
-            assert!(e.contains(want), "{text}: {e}");
+            assert!(e.to_string().contains(want), "{text}: {e}");
         }
         let e = ModelShape {
             topology: Topology::Binary,

@@ -569,7 +569,11 @@ fn first_match(rules: &[OverrideRule], mode: SyncMode, op: Op, bytes: u64) -> Op
 /// The candidates of a list (`DEFAULT_CANDIDATES` syntax: tree and non-tree names of
 /// the registry, and `knomial:A-B` for a range of radices); `auto` is refused.
 /// Non-tree algorithms are candidates only for the operations they implement.
-pub fn parse_candidates(list: &str) -> Result<Vec<Algorithm>, String> {
+pub fn parse_candidates(list: &str) -> Result<Vec<Algorithm>, Error> {
+    parse_candidates_why(list).map_err(Error::Tuning)
+}
+
+fn parse_candidates_why(list: &str) -> Result<Vec<Algorithm>, String> {
     let mut out: Vec<Algorithm> = Vec::new();
     for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let lower = item.to_ascii_lowercase();
@@ -910,7 +914,11 @@ pub struct Resolved {
 /// The host's tuning file for `model` (`tune-<model's host>.json` in the cache
 /// directory): `Ok(None)` when there is none, `Err(why)` when one is there but
 /// refused.
-pub fn host_file(model: &Model) -> Result<Option<(PathBuf, TuningFile)>, String> {
+pub fn host_file(model: &Model) -> Result<Option<(PathBuf, TuningFile)>, Error> {
+    host_file_why(model).map_err(Error::Tuning)
+}
+
+fn host_file_why(model: &Model) -> Result<Option<(PathBuf, TuningFile)>, String> {
     let Some(path) = cached_path(&model.provenance.host) else {
         return Ok(None);
     };
@@ -929,6 +937,13 @@ pub fn host_file(model: &Model) -> Result<Option<(PathBuf, TuningFile)>, String>
 /// does not know the CPUs, e.g. MPI ranks not bound to one CPU each): `Ok(None)` when
 /// there is none, `Err(why)` when one is there but refused.
 pub fn host_file_of(
+    host: &str,
+    model: Option<&Model>,
+) -> Result<Option<(PathBuf, TuningFile)>, Error> {
+    host_file_of_why(host, model).map_err(Error::Tuning)
+}
+
+fn host_file_of_why(
     host: &str,
     model: Option<&Model>,
 ) -> Result<Option<(PathBuf, TuningFile)>, String> {
