@@ -179,8 +179,8 @@ pub const AM_CAPACITY: usize = 8192;
 /// large jobs when the configuration keeps the default.
 pub(crate) fn am_config(cfg: &AggConfig, processes: usize) -> smelt_am::AmConfig {
     let mut am = cfg.am.clone();
-    if am.capacity == AM_CAPACITY {
-        am.capacity = (AM_CAPACITY * 4 / processes.max(1)).clamp(256, AM_CAPACITY);
+    if am.link.capacity == AM_CAPACITY {
+        am.link.capacity = (AM_CAPACITY * 4 / processes.max(1)).clamp(256, AM_CAPACITY);
     }
     am
 }
@@ -216,10 +216,11 @@ impl AggConfig {
             am: if scheme == Scheme::Direct {
                 smelt_am::AmConfig::default()
             } else {
-                smelt_am::AmConfig {
-                    capacity: AM_CAPACITY,
-                    ..smelt_am::AmConfig::default()
-                }
+                let mut am = smelt_am::AmConfig::default();
+                // Buffers of up to 1024 items travel as bulk messages: rings of
+                // AM_CAPACITY slots, not smelt-am's 256.
+                am.link.capacity = AM_CAPACITY;
+                am
             },
         }
     }

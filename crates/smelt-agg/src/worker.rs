@@ -284,7 +284,7 @@ impl<L: Link + 'static> Tx<L> {
                     item,
                     self.p.base,
                     &self.p.wait,
-                    cfg.am.timeout,
+                    cfg.am.link.timeout,
                 )?;
                 if let Some(m) = m {
                     self.send(dp, [K_SORT, 0], false, m, g)?;
@@ -365,7 +365,7 @@ impl<L: Link + 'static> Tx<L> {
         }
         if shared && self.scheme == Scheme::PP {
             for dp in 0..self.p.pp.len() {
-                if let Some(m) = self.p.pp[dp].flush(&self.p.wait, self.p.cfg.am.timeout)? {
+                if let Some(m) = self.p.pp[dp].flush(&self.p.wait, self.p.cfg.am.link.timeout)? {
                     let n = m.len() / (self.item + 2);
                     self.send(dp, [K_SORT, 0], false, m, n)?;
                 }
@@ -388,7 +388,9 @@ impl<L: Link + 'static> Tx<L> {
         if self.scheme == Scheme::PP {
             for dp in 0..self.p.pp.len() {
                 if self.p.pp[dp].older_than(d, self.p.base) {
-                    if let Some(m) = self.p.pp[dp].flush(&self.p.wait, self.p.cfg.am.timeout)? {
+                    if let Some(m) =
+                        self.p.pp[dp].flush(&self.p.wait, self.p.cfg.am.link.timeout)?
+                    {
                         let n = m.len() / (self.item + 2);
                         self.send(dp, [K_SORT, 0], false, m, n)?;
                     }
@@ -490,7 +492,7 @@ where
             let _ = ctx.reply(H_ACK, &[]);
         })?;
         let n = sh.processes;
-        let wait = cfg.am.wait.unwrap_or(
+        let wait = cfg.am.link.wait.unwrap_or(
             if std::thread::available_parallelism().map_or(1, |c| c.get()) >= n * t {
                 WaitPolicy::DEDICATED
             } else {
@@ -505,7 +507,7 @@ where
             Vec::new()
         };
         if handshake {
-            hello(&mut ep, &sh, cfg.am.timeout)?;
+            hello(&mut ep, &sh, cfg.am.link.timeout)?;
         }
         let p = Arc::new(Proc {
             sh: sh.clone(),

@@ -40,7 +40,7 @@ fn dest_of(x: u64, workers: usize) -> usize {
 
 fn cfg(scheme: Scheme, flush: FlushPolicy) -> AggConfig {
     let mut c = AggConfig::new(scheme, 8).buffer_items(64).flush(flush);
-    c.am.timeout = LIMIT;
+    c.am.link.timeout = LIMIT;
     c
 }
 

@@ -54,9 +54,12 @@ pub(crate) struct Dest {
 /// Settings of an endpoint.
 #[derive(Debug, Clone)]
 pub struct AmConfig {
-    /// Slots (cache lines of 48 payload bytes) per local link, each way. Small values
-    /// make senders wait for room (and serve their own queue meanwhile); at least 2.
-    pub capacity: usize,
+    /// The links: slots (cache lines of 48 payload bytes) per local link, each way
+    /// (small values make senders wait for room, and serve their own queue meanwhile;
+    /// at least 2; default 256, see [`AmConfig::default`]); the longest any send or
+    /// wait may take before it fails with [`AmError::Timeout`] (default 30 s); how
+    /// waits back off (default: from the number of members and CPUs).
+    pub link: smelt_mesh::LinkConfig,
     /// Data bytes per chunk of a bulk message (default 8 KiB); larger data blocks are
     /// pipelined in chunks of this size (or of what a link carries, if less).
     pub bulk_chunk: usize,
@@ -64,11 +67,6 @@ pub struct AmConfig {
     /// refused at the sender ([`AmError::TooLarge`]) and at the receiver
     /// ([`Reason::TooLarge`]).
     pub max_bulk: usize,
-    /// The longest any send or wait may take before it fails with
-    /// [`AmError::Timeout`] (default 30 s).
-    pub timeout: Duration,
-    /// How waits back off (default: from the number of members and CPUs).
-    pub wait: Option<WaitPolicy>,
     /// When the slow channel is polled (default: adaptive, 1/8 to 1/32).
     pub poll: PollPolicy,
 }
@@ -79,11 +77,12 @@ pub const BULK_CHUNK: usize = 8 << 10;
 impl Default for AmConfig {
     fn default() -> Self {
         AmConfig {
-            capacity: 256,
+            // 256 slots, not the shared 64: one link per pair carries every message
+            // (short, bulk chunks, replies) of both endpoints, and 64 slots hold less
+            // than one 8 KiB bulk chunk.
+            link: smelt_mesh::LinkConfig::default().capacity(256),
             bulk_chunk: BULK_CHUNK,
             max_bulk: 64 << 20,
-            timeout: Duration::from_secs(30),
-            wait: None,
             poll: PollPolicy::default(),
         }
     }
@@ -91,10 +90,10 @@ impl Default for AmConfig {
 
 impl AmConfig {
     pub(crate) fn validate(&self) -> Result<(), AmError> {
-        if self.capacity < 2 || self.capacity > smelt_transport::MAX_CAPACITY {
+        if self.link.capacity < 2 || self.link.capacity > smelt_transport::MAX_CAPACITY {
             return Err(AmError::Invalid(format!(
                 "a capacity of {} slots per link (2 to {})",
-                self.capacity,
+                self.link.capacity,
                 smelt_transport::MAX_CAPACITY
             )));
         }
@@ -433,7 +432,7 @@ impl<L: Link> Net<L> {
     /// Sends one link message, waiting for room; while it waits it takes messages in
     /// (what handlers use: they never run handlers themselves).
     fn send_raw(&mut self, to: usize, tag: u64, payload: &[u8]) -> Result<(), AmError> {
-        let mut waiter = Waiter::new(&self.wait, self.cfg.timeout);
+        let mut waiter = Waiter::new(&self.wait, self.cfg.link.timeout);
         while !self.try_send_raw(to, tag, payload)? {
             let took = self.take_in();
             waiter.step(took, &self.mesh.abort_handle(), || {
@@ -751,7 +750,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
                 "destinations on other nodes but no network channel".into(),
             ));
         }
-        let wait = cfg.wait.unwrap_or_else(|| mesh.wait_policy());
+        let wait = cfg.link.wait.unwrap_or_else(|| mesh.wait_policy());
         let n = dests.len();
         let mut net = Net {
             me,
@@ -971,8 +970,8 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
                         true
                     }
                 };
-                let w =
-                    waiter.get_or_insert_with(|| Waiter::new(&self.net.wait, self.net.cfg.timeout));
+                let w = waiter
+                    .get_or_insert_with(|| Waiter::new(&self.net.wait, self.net.cfg.link.timeout));
                 if let Err(e) = w.step(served, &self.net.mesh.abort_handle(), || {
                     format!("sending a request to endpoint {dest} (its queue stayed full)")
                 }) {

@@ -89,4 +89,5 @@ pub use error::AmError;
 pub use poll::PollPolicy;
 pub use remote::Remote;
 pub use setup::{random_tag, threads};
+pub use smelt_mesh::LinkConfig;
 pub use wire::{Reason, MAX_ARGS};

@@ -336,12 +336,12 @@ fn world_endpoint_in<S>(
             .collect(),
         tags: (0..size).map(|r| all[3 * r]).collect(),
     };
-    let wait = cfg.wait.unwrap_or_else(|| world.wait_policy());
+    let wait = cfg.link.wait.unwrap_or_else(|| world.wait_policy());
     let mesh = if only_mpi {
         Mesh::with_links(Rank(0), 1, Vec::new(), None, wait)
             .map_err(|e| AmError::Invalid(e.to_string()))
     } else {
-        node_mesh_of(world, cfg.capacity, wait)
+        node_mesh_of(world, cfg.link.capacity, wait)
     };
     // Every rank has its node's links (or fails alike).
     let ok = mpi::all::<MpiCalls>(m.comm(), mesh.is_ok(), t).map_err(am_error)?;

@@ -68,8 +68,8 @@ impl<S> Endpoint<S, WorldLink> {
             names: names(world),
             tags: tags(world, &cfg)?,
         };
-        let mut spec = MeshSpec::all_to_all().capacity(cfg.capacity);
-        if let Some(w) = cfg.wait {
+        let mut spec = MeshSpec::all_to_all().capacity(cfg.link.capacity);
+        if let Some(w) = cfg.link.wait {
             spec = spec.wait_policy(w);
         }
         let mesh = world.mesh(&spec)?;
@@ -135,7 +135,7 @@ fn tags(world: &World, cfg: &AmConfig) -> Result<Vec<u64>, AmError> {
     w[2 * me].store(random_tag(), Ordering::Relaxed);
     w[2 * me + 1].store(1, Ordering::Release);
     let start = Instant::now();
-    let wait = cfg.wait.unwrap_or_else(|| world.wait_policy());
+    let wait = cfg.link.wait.unwrap_or_else(|| world.wait_policy());
     let mut backoff = Backoff::with_policy(&wait);
     let mut park = wait.park_initial;
     let mut r = 0;
@@ -156,10 +156,10 @@ fn tags(world: &World, cfg: &AmConfig) -> Result<Vec<u64>, AmError> {
                 return Err(AmError::PeerGone { dest: r });
             }
         }
-        if start.elapsed() >= cfg.timeout {
+        if start.elapsed() >= cfg.link.timeout {
             return Err(AmError::Timeout {
                 what: format!("for member {r} to make its endpoint (a collective call)"),
-                after: cfg.timeout,
+                after: cfg.link.timeout,
             });
         }
         std::thread::sleep(park);

@@ -3,7 +3,7 @@
 //! through tiny queues, and a member killed with SIGKILL. (The histogram application
 //! across member processes is smelt-bench's `am_histogram` test.)
 
-use smelt_am::{AmConfig, AmError, Endpoint};
+use smelt_am::{AmConfig, AmError, Endpoint, LinkConfig};
 use smelt_mesh::world::{WorldBuilder, WorldJob};
 use smelt_mesh::{Rank, World};
 use std::process::{Child, Command};
@@ -14,8 +14,7 @@ const ROLE: &str = "TEST_SMELT_AM_ROLE";
 
 fn cfg(capacity: usize) -> AmConfig {
     AmConfig {
-        capacity,
-        timeout: T,
+        link: LinkConfig::default().capacity(capacity).timeout(T),
         ..AmConfig::default()
     }
 }

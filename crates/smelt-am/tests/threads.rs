@@ -1,7 +1,7 @@
 //! Active messages between threads: requests and replies, bulk data, floods through
 //! tiny queues, protection, errors, ordering, departures.
 
-use smelt_am::{threads, AmConfig, AmError, Endpoint, Reason, Returned};
+use smelt_am::{threads, AmConfig, AmError, Endpoint, LinkConfig, Reason, Returned};
 use smelt_transport::stress_scale;
 use std::time::Duration;
 
@@ -11,8 +11,7 @@ const GOT: u8 = 2;
 
 fn cfg(capacity: usize) -> AmConfig {
     AmConfig {
-        capacity,
-        timeout: T,
+        link: LinkConfig::default().capacity(capacity).timeout(T),
         ..AmConfig::default()
     }
 }
@@ -420,7 +419,7 @@ fn a_departed_endpoint_is_reported_and_sends_to_it_fail() {
 fn bad_configurations_are_refused() {
     for c in [
         AmConfig {
-            capacity: 1,
+            link: LinkConfig::default().capacity(1),
             ..AmConfig::default()
         },
         AmConfig {

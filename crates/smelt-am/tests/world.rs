@@ -3,7 +3,7 @@
 //! different endpoints, a member that never makes its endpoint (a timeout), one that
 //! dies first (gone), each an error and never a hang.
 
-use smelt_am::{AmConfig, AmError, Endpoint, Name};
+use smelt_am::{AmConfig, AmError, Endpoint, LinkConfig, Name};
 use smelt_mesh::world::{WorldBuilder, WorldJob};
 use smelt_mesh::{Rank, World, WorldError};
 use std::process::{Child, Command};
@@ -14,8 +14,7 @@ const ROLE: &str = "TEST_SMELT_AM_WORLD_ROLE";
 
 fn cfg(capacity: usize, timeout: Duration) -> AmConfig {
     AmConfig {
-        capacity,
-        timeout,
+        link: LinkConfig::default().capacity(capacity).timeout(timeout),
         ..AmConfig::default()
     }
 }

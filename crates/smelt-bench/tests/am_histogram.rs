@@ -17,8 +17,9 @@ const ROLE: &str = "TEST_SMELT_BENCH_AM_ROLE";
 
 fn cfg(capacity: usize) -> AmConfig {
     AmConfig {
-        capacity,
-        timeout: T,
+        link: smelt_am::LinkConfig::default()
+            .capacity(capacity)
+            .timeout(T),
         ..AmConfig::default()
     }
 }

@@ -136,7 +136,7 @@ pub extern "C" fn smelt_am_threads(
         }
         let mut cfg = AmConfig::default();
         if capacity != 0 {
-            cfg.capacity = capacity;
+            cfg.link.capacity = capacity;
         }
         let all = smelt_am::threads(n, cfg, |_| ()).map_err(am_error)?;
         let mut made: Vec<usize> = Vec::with_capacity(n);
@@ -185,7 +185,7 @@ pub extern "C" fn smelt_world_endpoint(
         let slot = handle::reserve()?;
         let mut cfg = AmConfig::default();
         if capacity != 0 {
-            cfg.capacity = capacity;
+            cfg.link.capacity = capacity;
         }
         let e = Endpoint::from_world(&w, (), cfg).map_err(am_error)?;
         let h = slot.fill(Object::AmEndpoint(Box::new(e)));

@@ -610,7 +610,7 @@ pub const COMM_WAIT: WaitPolicy = WaitPolicy {
 /// `cfg` with [`COMM_WAIT`] unless it sets a wait policy: for endpoints made outside
 /// this module (e.g. `Endpoint::from_world`) and given to [`Member::from_endpoint`].
 pub fn comm_config(mut cfg: smelt_am::AmConfig) -> smelt_am::AmConfig {
-    cfg.wait.get_or_insert(COMM_WAIT);
+    cfg.link.wait.get_or_insert(COMM_WAIT);
     cfg
 }
 

@@ -14,10 +14,9 @@ use std::time::{Duration, Instant};
 const ROLE: &str = "TEST_SMELT_TASKS_ROLE";
 
 fn am_cfg() -> smelt_am::AmConfig {
-    smelt_am::AmConfig {
-        timeout: Duration::from_secs(30),
-        ..Default::default()
-    }
+    let mut cfg = smelt_am::AmConfig::default();
+    cfg.link.timeout = Duration::from_secs(30);
+    cfg
 }
 
 /// Runs every member of a threads job, member 0 with `root`.

@@ -103,7 +103,7 @@ fn member(w: &World) -> Result<String, Failure> {
     let (n, me) = (w.size(), w.rank().index());
     let others = || (0..n).filter(move |&p| p != me);
     let am_cfg = am::AmConfig {
-        timeout: T,
+        link: am::AmConfig::default().link.timeout(T),
         ..am::AmConfig::default()
     };
 
@@ -111,7 +111,7 @@ fn member(w: &World) -> Result<String, Failure> {
     let mut coll = w.collectives(Topology::Auto)?;
     let mut ep = Endpoint::from_world(w, Tally::default(), am_cfg.clone())?;
     let mut agg_cfg = AggConfig::new(Scheme::WPs, 8).buffer_items(16);
-    agg_cfg.am.timeout = T;
+    agg_cfg.am.link.timeout = T;
     let workers = agg::from_world(
         w,
         WORKERS,

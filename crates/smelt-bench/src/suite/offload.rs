@@ -96,11 +96,12 @@ fn policy(dedicated: bool) -> WaitPolicy {
 }
 
 fn am_config(dedicated: bool) -> AmConfig {
-    AmConfig {
-        timeout: Duration::from_secs(20),
-        wait: Some(policy(dedicated)),
-        ..AmConfig::default()
-    }
+    let mut cfg = AmConfig::default();
+    cfg.link = cfg
+        .link
+        .timeout(Duration::from_secs(20))
+        .wait(policy(dedicated));
+    cfg
 }
 
 /// A serving endpoint: answers PING with PONG until `stop`, on its own thread.

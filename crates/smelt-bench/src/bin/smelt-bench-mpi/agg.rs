@@ -152,7 +152,7 @@ pub fn main() {
     let mut all_ok = true;
     for &scheme in &a.schemes {
         let mut cfg = AggConfig::new(scheme, 8).buffer_items(a.g).flush(a.flush);
-        cfg.am.timeout = LIMIT;
+        cfg.am.link.timeout = LIMIT;
         let r = smelt_agg::from_world(
             mpi.world(),
             a.workers,

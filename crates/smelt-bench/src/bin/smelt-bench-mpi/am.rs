@@ -316,8 +316,9 @@ fn flood(mpi: &Job, a: &Args) -> Result<String, String> {
     let n = mpi.size();
     let me = mpi.rank();
     let cfg = AmConfig {
-        capacity: a.capacity.unwrap_or(2),
-        timeout: a.timeout,
+        link: smelt_am::LinkConfig::default()
+            .capacity(a.capacity.unwrap_or(2))
+            .timeout(a.timeout),
         poll: a.poll,
         ..AmConfig::default()
     };
@@ -462,8 +463,10 @@ fn run_logp(mpi: &Job, a: &Args) -> Result<String, String> {
         return Err(format!("--pair {x},{y}: two different ranks below {n}"));
     }
     let cfg = AmConfig {
-        capacity: a.capacity.unwrap_or(AmConfig::default().capacity),
-        timeout: a.timeout,
+        link: AmConfig::default()
+            .link
+            .capacity(a.capacity.unwrap_or(AmConfig::default().link.capacity))
+            .timeout(a.timeout),
         poll: a.poll,
         ..AmConfig::default()
     };
@@ -521,8 +524,10 @@ fn run_histogram(mpi: &Job, a: &Args) -> Result<String, String> {
         timeout: a.timeout,
     };
     let cfg = AmConfig {
-        capacity: a.capacity.unwrap_or(AmConfig::default().capacity),
-        timeout: a.timeout,
+        link: AmConfig::default()
+            .link
+            .capacity(a.capacity.unwrap_or(AmConfig::default().link.capacity))
+            .timeout(a.timeout),
         poll: a.poll,
         ..AmConfig::default()
     };
