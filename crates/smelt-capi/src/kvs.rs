@@ -142,9 +142,10 @@ impl Drop for KvsObj {
 /// A store error as a status and message.
 fn kvs_error(e: KvsError) -> Error {
     let code = match &e {
-        KvsError::Config(_) | KvsError::KeyTooLong { .. } | KvsError::ValueTooLong { .. } => {
-            SMELT_ERR_INVALID_ARGUMENT
-        }
+        KvsError::Config(_)
+        | KvsError::KeyTooLong { .. }
+        | KvsError::ValueTooLong { .. }
+        | KvsError::History(_) => SMELT_ERR_INVALID_ARGUMENT,
         KvsError::Closed => SMELT_ERR_INVALID_HANDLE,
         KvsError::Timeout { .. } => SMELT_ERR_TIMEOUT,
         KvsError::Unavailable(_)

@@ -434,6 +434,10 @@ pub enum KvsError {
     /// Two-phase commit aborted the set (a replica voted no); it was not applied.
     #[error("set rejected: {0}")]
     Rejected(String),
+    /// A history file that cannot be read (`history::read_history`; the message names
+    /// the line).
+    #[error("{0}")]
+    History(String),
     /// A replica thread or process could not be started, or failed.
     #[error("replica {replica}: {what}")]
     Replica {

@@ -75,8 +75,13 @@ impl HistoryOp {
 }
 
 /// Reads a history written one JSON object per line (blank lines skipped). Values
-/// and keys may be integers or strings of hex digits (with or without `0x`).
-pub fn read_history(text: &str) -> Result<Vec<HistoryOp>, String> {
+/// and keys may be integers or strings of hex digits (with or without `0x`). Errors:
+/// [`KvsError::History`], naming the line.
+pub fn read_history(text: &str) -> Result<Vec<HistoryOp>, KvsError> {
+    read_history_why(text).map_err(KvsError::History)
+}
+
+fn read_history_why(text: &str) -> Result<Vec<HistoryOp>, String> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
