@@ -61,6 +61,11 @@ pub enum MpiError {
     /// argument is out of range.
     #[error("{0}")]
     Invalid(String),
+    /// A node's shared-memory segment could not be made or joined at some rank
+    /// ([`mpi_share::HandOut::agreed`](crate::mpi_share::HandOut::agreed); the message
+    /// says which rank's reason, or that another rank failed).
+    #[error("{0}")]
+    Shared(String),
 }
 
 impl MpiError {

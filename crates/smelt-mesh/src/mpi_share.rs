@@ -29,13 +29,15 @@ pub struct HandOut<M> {
 }
 
 impl<M> HandOut<M> {
-    /// This rank's join if every rank joined, else an error: this rank's own reason, or
-    /// that another rank of the node failed.
-    pub fn agreed(self) -> Result<M, String> {
+    /// This rank's join if every rank joined, else [`MpiError::Shared`]: this rank's own
+    /// reason, or that another rank of the node failed.
+    pub fn agreed(self) -> Result<M, MpiError> {
         match self.mine {
             Ok(m) if self.all => Ok(m),
-            Ok(_) => Err("another rank of the node could not join its shared memory".into()),
-            Err(e) => Err(e),
+            Ok(_) => Err(MpiError::Shared(
+                "another rank of the node could not join its shared memory".into(),
+            )),
+            Err(e) => Err(MpiError::Shared(e)),
         }
     }
 }

@@ -299,7 +299,7 @@ fn node_segment(part: &MpiWorld) -> Result<ShmMember, WorldError> {
     )?;
     // Every rank of the node attached (or gave up): the name can go.
     drop(job);
-    out.agreed().map_err(WorldError::Invalid)
+    out.agreed().map_err(|e| WorldError::Invalid(e.to_string()))
 }
 
 #[cfg(test)]

@@ -725,7 +725,7 @@ impl Hier {
                 }
                 Err(e) => {
                     self.trees[root] = Slot::Unavailable;
-                    Err(e)
+                    Err(e.to_string())
                 }
             });
         }
