@@ -13,7 +13,7 @@ const ROLE: &str = "TEST_SMELT_BENCH_GLOBAL_ROLE";
 
 fn cfg() -> GlobalConfig {
     GlobalConfig {
-        timeout: Duration::from_secs(60),
+        link: smelt_global::LinkConfig::default().timeout(Duration::from_secs(60)),
         ..GlobalConfig::default()
     }
 }

@@ -135,7 +135,7 @@ pub extern "C" fn smelt_global_create(
         }
         let mut cfg = GlobalConfig::default();
         if timeout_ms > 0 {
-            cfg.timeout = Duration::from_millis(timeout_ms);
+            cfg.link.timeout = Duration::from_millis(timeout_ms);
         }
         fn first<T: Element>(v: Result<Vec<GlobalArray<T>>, GlobalError>) -> Res<GlobalArray<T>> {
             v.map_err(global_error)?
@@ -181,7 +181,7 @@ pub extern "C" fn smelt_world_global(
         }
         let mut cfg = GlobalConfig::default();
         if timeout_ms > 0 {
-            cfg.timeout = Duration::from_millis(timeout_ms);
+            cfg.link.timeout = Duration::from_millis(timeout_ms);
         }
         fn make<T: Element>(w: &World, len: u64, cfg: GlobalConfig) -> Res<GlobalArray<T>> {
             GlobalArray::from_world(w, len, cfg).map_err(global_error)

@@ -20,30 +20,21 @@ const GENERATION: usize = 8;
 /// Largest number of elements of one array (2^40: 8 TiB of words).
 pub const MAX_LEN: u64 = 1 << 40;
 
-/// How an array waits.
-#[derive(Debug, Clone)]
+/// How an array waits. The default: the shared [`LinkConfig`](smelt_mesh::LinkConfig)
+/// defaults, no cache.
+#[derive(Debug, Clone, Default)]
 pub struct GlobalConfig {
-    /// Longest wait in a barrier (default 30 s): [`GlobalError::Timeout`], never a
-    /// hang.
-    pub timeout: Duration,
-    /// How a barrier waits: spin, then yield, then sleep (default: the transport's
-    /// oversubscribed policy, so 16 members on 2 CPUs make progress).
-    pub wait: WaitPolicy,
+    /// The shared link settings: `timeout` is the longest wait in a barrier (default
+    /// 30 s): [`GlobalError::Timeout`], never a hang; `wait` is how a barrier waits:
+    /// spin, then yield, then sleep (default `None`: the transport's oversubscribed
+    /// policy, so 16 members on 2 CPUs make progress). An array has no rings of its
+    /// own: `capacity` is not used.
+    pub link: smelt_mesh::LinkConfig,
     /// Lines of [`CACHE_LINE`](crate::CACHE_LINE) elements of other nodes' blocks a
     /// member keeps after reading them, until its next invalidate fence or barrier
     /// (default 0: no cache, every read of another node's element goes to its owner).
     /// Only arrays across nodes (MPI) have a cache.
     pub cache_lines: usize,
-}
-
-impl Default for GlobalConfig {
-    fn default() -> Self {
-        GlobalConfig {
-            timeout: Duration::from_secs(30),
-            wait: WaitPolicy::OVERSUBSCRIBED,
-            cache_lines: 0,
-        }
-    }
 }
 
 /// How an array's elements are spread: member `m` owns the block
@@ -563,7 +554,7 @@ impl<T: Element> GlobalArray<T> {
     pub fn barrier(&self) -> Result<(), GlobalError> {
         self.fence_writeback()?;
         match &self.net {
-            Some(net) => net.barrier(self.cfg.timeout)?,
+            Some(net) => net.barrier(self.cfg.link.timeout)?,
             None => self.node_barrier()?,
         }
         self.fence_invalidate()
@@ -579,8 +570,9 @@ impl<T: Element> GlobalArray<T> {
             return Ok(());
         }
         let start = Instant::now();
-        let mut backoff = Backoff::with_policy(&self.cfg.wait);
-        let mut park = self.cfg.wait.park_initial;
+        let wait = self.cfg.link.wait_or(WaitPolicy::OVERSUBSCRIBED);
+        let mut backoff = Backoff::with_policy(&wait);
+        let mut park = wait.park_initial;
         while w[GENERATION].load(Ordering::SeqCst) == gen {
             if !backoff.is_completed() {
                 backoff.snooze();
@@ -599,17 +591,17 @@ impl<T: Element> GlobalArray<T> {
                     });
                 }
             }
-            if start.elapsed() >= self.cfg.timeout {
+            if start.elapsed() >= self.cfg.link.timeout {
                 return Err(GlobalError::Timeout {
                     what: format!(
                         "member {} waiting at the array's barrier (the array cannot be used any more)",
                         self.rank
                     ),
-                    after: self.cfg.timeout,
+                    after: self.cfg.link.timeout,
                 });
             }
             std::thread::sleep(park);
-            park = (park * 2).min(self.cfg.wait.park_max);
+            park = (park * 2).min(wait.park_max);
         }
         Ok(())
     }

@@ -86,3 +86,4 @@ pub use array::{threads, GlobalArray, GlobalConfig, Layout, MAX_LEN};
 pub use cache::{CacheStats, LINE as CACHE_LINE};
 pub use elem::{AccumulateOp, ElemType, Element};
 pub use error::GlobalError;
+pub use smelt_mesh::LinkConfig;

@@ -15,7 +15,7 @@ const MEMBERS: usize = 4;
 
 fn cfg() -> GlobalConfig {
     GlobalConfig {
-        timeout: Duration::from_secs(60),
+        link: smelt_global::LinkConfig::default().timeout(Duration::from_secs(60)),
         ..GlobalConfig::default()
     }
 }

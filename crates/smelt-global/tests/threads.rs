@@ -12,7 +12,7 @@ const MEMBERS: usize = 16;
 
 fn cfg() -> GlobalConfig {
     GlobalConfig {
-        timeout: Duration::from_secs(60),
+        link: smelt_global::LinkConfig::default().timeout(Duration::from_secs(60)),
         ..GlobalConfig::default()
     }
 }
@@ -217,7 +217,7 @@ fn a_barrier_that_a_member_never_reaches_times_out() {
         4,
         2,
         GlobalConfig {
-            timeout: Duration::from_millis(200),
+            link: smelt_global::LinkConfig::default().timeout(Duration::from_millis(200)),
             ..GlobalConfig::default()
         },
     )

@@ -124,7 +124,7 @@ fn member(w: &World) -> Result<String, Failure> {
         },
     )?;
     let arr_cfg = smelt_world::global::GlobalConfig {
-        timeout: T,
+        link: smelt_world::global::LinkConfig::default().timeout(T),
         ..Default::default()
     };
     let arr = GlobalArray::<u64>::from_world(w, LEN + 1, arr_cfg)?;

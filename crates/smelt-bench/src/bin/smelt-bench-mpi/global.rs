@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 fn cfg() -> GlobalConfig {
     GlobalConfig {
-        timeout: Duration::from_secs(120),
+        link: smelt_global::LinkConfig::default().timeout(Duration::from_secs(120)),
         ..GlobalConfig::default()
     }
 }
