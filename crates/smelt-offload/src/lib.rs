@@ -33,7 +33,7 @@
 //! **Completion.** Requests are fire-and-forget; [`Offload::flush`] (or
 //! [`Offload::request_ticket`]) gives a [`Ticket`] that completes when every command
 //! queued on that lane before it was executed and every request was answered, and
-//! reports the first error among them. Every wait is bounded ([`OffloadConfig::timeout`]).
+//! reports the first error among them. Every wait is bounded (`OffloadConfig::link.timeout`).
 //!
 //! **Shutdown** ([`Offload::shutdown`]) drains the queues and answers outstanding
 //! requests within a deadline, then returns the endpoints with what was left undone.
@@ -69,6 +69,7 @@
 
 use smelt_am::{AmError, Endpoint, MAX_ARGS};
 use smelt_mesh::world::{World, WorldLink};
+pub use smelt_mesh::LinkConfig;
 use smelt_transport::{Backoff, Link, SleepOutcome, SleepQueue, WaitPolicy};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -106,22 +107,20 @@ pub struct OffloadConfig {
     /// OS CPU of each lane's thread (empty: not pinned). See
     /// `smelt_model::place::default_cpus`.
     pub cpus: Vec<u32>,
-    /// Commands each lane's queue holds (default 1024); a producer that finds it full
-    /// waits (with back-off, at most [`timeout`](OffloadConfig::timeout)).
-    pub queue_capacity: usize,
+    /// The shared link settings: `capacity` is the commands each lane's queue holds
+    /// (default 1024; a producer that finds it full waits, with back-off, at most
+    /// `timeout`); `timeout` is the longest any wait of the pool may take (default
+    /// 30 s); `wait` is how idle communication threads and waiting application threads
+    /// back off (default `None`: [`WaitPolicy::OVERSUBSCRIBED`];
+    /// [`WaitPolicy::DEDICATED`] spins longer, for threads that own their CPUs).
+    pub link: smelt_mesh::LinkConfig,
     /// Idle rounds before a dynamic thread sleeps or a static one naps (at least; the
-    /// [`wait`](OffloadConfig::wait) policy's spinning and yielding come first).
+    /// `link.wait` policy's spinning and yielding come first).
     pub idle_rounds: u32,
     /// Longest sleep of a dynamic thread (it then looks at its endpoint; default 1 ms).
     pub max_sleep: Duration,
     /// A static thread's nap when idle past `idle_rounds` (default 20 µs).
     pub static_nap: Duration,
-    /// The longest any wait of the pool may take (default 30 s).
-    pub timeout: Duration,
-    /// How idle communication threads and waiting application threads back off
-    /// (default [`WaitPolicy::OVERSUBSCRIBED`]; [`WaitPolicy::DEDICATED`] spins longer,
-    /// for threads that own their CPUs).
-    pub wait: WaitPolicy,
 }
 
 impl OffloadConfig {
@@ -131,13 +130,18 @@ impl OffloadConfig {
         OffloadConfig {
             mode,
             cpus: Vec::new(),
-            queue_capacity: 1024,
+            // 1024 commands per queue, not the shared 64 slots: a command is one
+            // operation (not a cache line), and producers batch many between flushes.
+            link: smelt_mesh::LinkConfig::default().capacity(1024),
             idle_rounds: 64,
             max_sleep: Duration::from_millis(1),
             static_nap: Duration::from_micros(20),
-            timeout: Duration::from_secs(30),
-            wait: WaitPolicy::OVERSUBSCRIBED,
         }
+    }
+
+    /// The wait policy: `link.wait`, else [`WaitPolicy::OVERSUBSCRIBED`].
+    pub fn wait_policy(&self) -> WaitPolicy {
+        self.link.wait_or(WaitPolicy::OVERSUBSCRIBED)
     }
 
     /// Checks the settings for a pool of `lanes` endpoints (what [`Offload::start`] does
@@ -147,14 +151,15 @@ impl OffloadConfig {
         if lanes == 0 {
             return bad("a pool of no endpoints".into());
         }
-        if self.queue_capacity == 0 || self.queue_capacity > smelt_transport::SLEEPQ_MAX_CAPACITY {
+        let cap = self.link.capacity;
+        if cap == 0 || cap > smelt_transport::SLEEPQ_MAX_CAPACITY {
             return bad(format!(
                 "a queue of {} commands (1 to {})",
-                self.queue_capacity,
+                cap,
                 smelt_transport::SLEEPQ_MAX_CAPACITY
             ));
         }
-        if self.max_sleep.is_zero() || self.timeout.is_zero() {
+        if self.max_sleep.is_zero() || self.link.timeout.is_zero() {
             return bad("a zero max_sleep or timeout".into());
         }
         if !self.cpus.is_empty() {
@@ -440,7 +445,7 @@ impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
         let mut lanes = Vec::new();
         for ep in endpoints {
             lanes.push(Lane {
-                q: SleepQueue::new(cfg.queue_capacity)
+                q: SleepQueue::new(cfg.link.capacity)
                     .map_err(|e| OffloadError::Invalid(e.to_string()))?,
                 c: Counters::default(),
                 direct: None,
@@ -516,17 +521,17 @@ impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
             Err(c) => c,
         };
         // Full: wait for room with back-off, bounded.
-        let mut b = Backoff::with_policy(&self.shared.cfg.wait);
+        let mut b = Backoff::with_policy(&self.shared.cfg.wait_policy());
         let t0 = Instant::now();
         loop {
             if l.ended.load(Ordering::Acquire) {
                 return Err(OffloadError::Stopped(lane));
             }
             if b.is_completed() {
-                if t0.elapsed() > self.shared.cfg.timeout {
+                if t0.elapsed() > self.shared.cfg.link.timeout {
                     return Err(OffloadError::Timeout {
                         what: format!("queueing a command on lane {lane} (its queue stayed full)"),
-                        after: self.shared.cfg.timeout,
+                        after: self.shared.cfg.link.timeout,
                     });
                 }
                 std::thread::sleep(Duration::from_micros(20));
@@ -601,7 +606,7 @@ impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
         handler: u8,
         args: &[u64],
     ) -> Result<Ticket, OffloadError> {
-        let timeout = self.shared.cfg.timeout;
+        let timeout = self.shared.cfg.link.timeout;
         if let Some(mut ep) = self.direct(lane)? {
             ep.request(dest, handler, args)?;
             quiesce(&mut ep, timeout)?;
@@ -615,7 +620,7 @@ impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
         Ok(Ticket {
             sig,
             timeout,
-            wait: self.shared.cfg.wait,
+            wait: self.shared.cfg.wait_policy(),
         })
     }
 
@@ -636,15 +641,15 @@ impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
     /// executed and every request was answered.
     pub fn flush(&self, lane: usize) -> Result<Ticket, OffloadError> {
         if let Some(mut ep) = self.direct(lane)? {
-            quiesce(&mut ep, self.shared.cfg.timeout)?;
+            quiesce(&mut ep, self.shared.cfg.link.timeout)?;
             return Ok(self.done_ticket());
         }
         let sig = Signal::new();
         self.push(lane, Cmd::Flush(sig.clone()))?;
         Ok(Ticket {
             sig,
-            timeout: self.shared.cfg.timeout,
-            wait: self.shared.cfg.wait,
+            timeout: self.shared.cfg.link.timeout,
+            wait: self.shared.cfg.wait_policy(),
         })
     }
 
@@ -653,8 +658,8 @@ impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
         sig.complete(Ok(()));
         Ticket {
             sig,
-            timeout: self.shared.cfg.timeout,
-            wait: self.shared.cfg.wait,
+            timeout: self.shared.cfg.link.timeout,
+            wait: self.shared.cfg.wait_policy(),
         }
     }
 
@@ -777,7 +782,7 @@ impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
 impl<S: Send + 'static, L: Link + 'static> Drop for Offload<S, L> {
     fn drop(&mut self) {
         if !self.threads.is_empty() {
-            let t = self.shared.cfg.timeout;
+            let t = self.shared.cfg.link.timeout;
             let _ = self.stop(t);
         }
     }
@@ -819,7 +824,7 @@ fn comm_thread<S, L: Link + 'static>(
     let mut waiting: Vec<Arc<Signal>> = Vec::new();
     // The first error since the last ticket; the next ticket reports it.
     let mut error: Option<OffloadError> = None;
-    let mut b = Backoff::with_policy(&cfg.wait);
+    let mut b = Backoff::with_policy(&cfg.wait_policy());
     let mut idle = 0u32;
     let mut draining_since: Option<Instant> = None;
     let fail = |error: &mut Option<OffloadError>, e: AmError| {

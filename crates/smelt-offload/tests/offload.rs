@@ -55,7 +55,7 @@ fn no_loss_no_duplicate(mode: OffloadMode) {
         .unwrap();
     }
     let mut cfg = OffloadConfig::new(mode);
-    cfg.queue_capacity = 64; // small: producers also meet a full queue
+    cfg.link.capacity = 64; // small: producers also meet a full queue
     cfg.idle_rounds = 16; // dynamic lanes fall asleep quickly
     cfg.max_sleep = Duration::from_millis(50); // and only a producer wakes them
     let pool = Offload::start(clients, cfg).unwrap();
@@ -147,7 +147,7 @@ fn bad_configurations_and_arguments_are_refused() {
         matches!(err(OffloadConfig::new(OffloadMode::Static), 0), OffloadError::Invalid(m) if m.contains("no endpoints"))
     );
     let mut c = OffloadConfig::new(OffloadMode::Static);
-    c.queue_capacity = 0;
+    c.link.capacity = 0;
     assert!(matches!(err(c, 1), OffloadError::Invalid(m) if m.contains("queue of 0")));
     let mut c = OffloadConfig::new(OffloadMode::Dynamic);
     c.cpus = vec![0, 0, 0];

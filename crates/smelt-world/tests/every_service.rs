@@ -130,7 +130,7 @@ fn member(w: &World) -> Result<String, Failure> {
     let arr = GlobalArray::<u64>::from_world(w, LEN + 1, arr_cfg)?;
     let mut tasks = TaskMember::from_world(w, am_cfg.clone())?;
     let mut off_cfg = offload::OffloadConfig::new(OffloadMode::Dynamic);
-    off_cfg.timeout = T;
+    off_cfg.link.timeout = T;
     let pool = Offload::from_world(
         w,
         1,

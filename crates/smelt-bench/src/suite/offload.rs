@@ -171,7 +171,7 @@ fn round_trip(mode: OffloadMode, cpus: &[Option<u32>; 3], per: u64, batches: usi
                 });
             }
             let mut cfg = OffloadConfig::new(mode);
-            cfg.wait = policy(dedicated);
+            cfg.link.wait = Some(policy(dedicated));
             if let Some(c) = cpus[1] {
                 cfg.cpus = vec![c];
             }
@@ -202,7 +202,7 @@ fn dynamic_after_idle(cpus: &[Option<u32>; 3], n: u64) -> Result<f64> {
     let stop = Arc::new(AtomicBool::new(false));
     let srv = serve(server, cpus[2], stop.clone());
     let mut cfg = OffloadConfig::new(OffloadMode::Dynamic);
-    cfg.wait = policy(dedicated);
+    cfg.link.wait = Some(policy(dedicated));
     if let Some(c) = cpus[1] {
         cfg.cpus = vec![c];
     }
@@ -277,7 +277,7 @@ fn rate(mode: OffloadMode, k: usize, per: u64, dedicated: bool) -> Result<RateRo
             (Some(0.0), 0, 0)
         } else {
             let mut cfg = OffloadConfig::new(mode);
-            cfg.wait = policy(dedicated);
+            cfg.link.wait = Some(policy(dedicated));
             let pool = Offload::start(clients, cfg)?;
             on_threads(vec![(); k], |j, ()| {
                 for i in 0..per {
