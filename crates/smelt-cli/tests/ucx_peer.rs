@@ -118,10 +118,10 @@ fn a_client_refused_by_a_server_not_yet_listening_is_tried_again() {
         ..short((None, None))
     };
     // Another test's fork may hold the new script open a moment (ETXTBSY).
-    let mut r = Err(String::new());
+    let mut r = Err(smelt_peers::PeerError::Failed(String::new()));
     for _ in 0..20 {
         r = ucx::run_once(&p, UcxTest::AmLat, &o);
-        if !matches!(&r, Err(e) if e.contains("Text file busy")) {
+        if !matches!(&r, Err(e) if e.to_string().contains("Text file busy")) {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));

@@ -3,6 +3,7 @@
 //! the same run, because core-to-core latency on a virtual machine drifts with the
 //! host's placement of virtual CPUs.
 
+use crate::PeerError;
 use smelt_probe::harness::{run_team, Budget, Worker};
 use smelt_probe::stats::{halve, Summary};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +14,7 @@ struct Line(AtomicU64);
 /// One-way cache-line latency between OS CPUs `a` and `b` in ns (round trip / 2).
 /// With a single CPU (`a == b`) both threads share it and the figure measures a
 /// thread switch rather than a cache-line transfer.
-pub fn pingpong(a: u32, b: u32, budget: &Budget) -> Result<Summary, String> {
+pub fn pingpong(a: u32, b: u32, budget: &Budget) -> Result<Summary, PeerError> {
     let ping = Line(AtomicU64::new(0));
     let pong = Line(AtomicU64::new(0));
     let (pi, po) = (&ping, &pong);

@@ -22,8 +22,10 @@
 #![forbid(unsafe_code)]
 
 pub mod c;
+mod error;
 pub mod floor;
 pub mod rust;
 pub mod ucx;
 
+pub use error::PeerError;
 pub use smelt_probe::figure::{Metric, PeerResult, Status};

@@ -22,7 +22,7 @@
 //! prints no final line makes the row [`Status::Failed`] with what it printed.
 
 use crate::c::{run_bounded, which};
-use crate::{Metric, PeerResult, Status};
+use crate::{Metric, PeerError, PeerResult, Status};
 use smelt_probe::stats;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -151,7 +151,7 @@ pub struct FinalLine {
 /// Parses the last summary line of `ucx_perftest`'s output: a `Final:` line (the
 /// default output), or with `-f` the last line of 8 numeric columns (iterations,
 /// then 7 figures). The figures must be finite and the iterations positive.
-pub fn parse_final(out: &str) -> Result<FinalLine, String> {
+pub fn parse_final(out: &str) -> Result<FinalLine, PeerError> {
     let line = out
         .lines()
         .rev()
@@ -170,19 +170,21 @@ pub fn parse_final(out: &str) -> Result<FinalLine, String> {
             Some((iterations, v))
         })
         .ok_or_else(|| {
-            format!(
+            PeerError::Failed(format!(
                 "no final line of 8 numbers in ucx_perftest's output: {:?}",
                 tail(out)
-            )
+            ))
         })?;
     let (iterations, v) = line;
     if iterations == 0 {
-        return Err("ucx_perftest's final line reports 0 iterations".into());
+        return Err(PeerError::Failed(
+            "ucx_perftest's final line reports 0 iterations".into(),
+        ));
     }
     if let Some(x) = v.iter().find(|x| !x.is_finite() || **x < 0.0) {
-        return Err(format!(
+        return Err(PeerError::Failed(format!(
             "ucx_perftest's final line has a figure that is not a finite non-negative number ({x})"
-        ));
+        )));
     }
     Ok(FinalLine {
         iterations,
@@ -229,27 +231,33 @@ fn finish(mut server: Child) {
 
 /// One run of `test`: a server, then a client (retried while the server is not yet
 /// listening), both within `o.timeout`. The client's final line.
-pub fn run_once(exe: &std::path::Path, test: UcxTest, o: &UcxOpts) -> Result<FinalLine, String> {
+pub fn run_once(exe: &std::path::Path, test: UcxTest, o: &UcxOpts) -> Result<FinalLine, PeerError> {
     let start = Instant::now();
     let mut last_err = String::new();
     // A taken port makes the server exit at once: try a few.
     for _ in 0..3 {
-        let port = free_port().map_err(|e| format!("no free TCP port: {e}"))?;
+        let port = free_port().map_err(|source| PeerError::Io {
+            what: "no free TCP port".into(),
+            source,
+        })?;
         let mut server = base_cmd(exe, o, o.cpus.0, port)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("cannot start {PROGRAM}: {e}"))?;
+            .map_err(|source| PeerError::Io {
+                what: format!("cannot start {PROGRAM}"),
+                source,
+            })?;
         loop {
             let left = o.timeout.saturating_sub(start.elapsed());
             if left.is_zero() {
                 finish(server);
-                return Err(format!(
+                return Err(PeerError::Failed(format!(
                     "{PROGRAM} -t {} timed out after {:?} (both processes killed)",
                     test.name(),
                     o.timeout
-                ));
+                )));
             }
             if let Ok(Some(st)) = server.try_wait() {
                 let mut e = String::new();
@@ -278,18 +286,21 @@ pub fn run_once(exe: &std::path::Path, test: UcxTest, o: &UcxOpts) -> Result<Fin
             ]);
             let ran = match run_bounded(client, left) {
                 Ok(r) => r,
-                Err(e) => {
+                Err(source) => {
                     finish(server);
-                    return Err(format!("cannot start the {PROGRAM} client: {e}"));
+                    return Err(PeerError::Io {
+                        what: format!("cannot start the {PROGRAM} client"),
+                        source,
+                    });
                 }
             };
             if ran.timed_out {
                 finish(server);
-                return Err(format!(
+                return Err(PeerError::Failed(format!(
                     "{PROGRAM} -t {} timed out after {:?} (both processes killed)",
                     test.name(),
                     o.timeout
-                ));
+                )));
             }
             // (UCX logs its errors on stdout.)
             if !ran.ok
@@ -307,16 +318,16 @@ pub fn run_once(exe: &std::path::Path, test: UcxTest, o: &UcxOpts) -> Result<Fin
             }
             finish(server);
             if !ran.ok {
-                return Err(format!(
+                return Err(PeerError::Failed(format!(
                     "{PROGRAM} -t {} failed: {}",
                     test.name(),
                     tail(&format!("{}\n{}", ran.stdout, ran.stderr))
-                ));
+                )));
             }
             return parse_final(&ran.stdout);
         }
     }
-    Err(last_err)
+    Err(PeerError::Failed(last_err))
 }
 
 /// How the pair was placed, for the report.
@@ -372,7 +383,7 @@ pub fn measure(o: &UcxOpts) -> Vec<Measured> {
                 match run_once(&exe, t, o) {
                     Ok(f) => runs.push(f),
                     Err(e) => {
-                        r = Err(e);
+                        r = Err(e.to_string());
                         break;
                     }
                 }
@@ -470,13 +481,13 @@ Final:                100000      0.521     8.733     9.059        0.87       0.
 
     #[test]
     fn bad_output_is_an_error_naming_what_was_printed() {
-        let e = parse_final("").unwrap_err();
+        let e = parse_final("").unwrap_err().to_string();
         assert!(e.contains("no final line"), "{e}");
         // Only the header: no numbers.
         let header: String = AM_LAT_F.lines().take(5).collect::<Vec<_>>().join("\n");
         assert!(parse_final(&header).is_err());
         // An error message.
-        let e = parse_final("[1795661818.176632] [vm:3235 :0] perftest.c:405 UCX ERROR client failed. connect() failed: Connection refused\n").unwrap_err();
+        let e = parse_final("[1795661818.176632] [vm:3235 :0] perftest.c:405 UCX ERROR client failed. connect() failed: Connection refused\n").unwrap_err().to_string();
         assert!(e.contains("Connection refused"), "{e}");
         // A truncated line (7 columns).
         assert!(parse_final("200000 0.471 15.078 14.479 0.51 0.53 66323\n").is_err());
@@ -495,7 +506,10 @@ Final:                100000      0.521     8.733     9.059        0.87       0.
             &o,
         )
         .unwrap_err();
-        assert!(e.contains("cannot start"), "{e}");
+        assert!(
+            matches!(&e, PeerError::Io { what, .. } if what.contains("cannot start")),
+            "{e}"
+        );
     }
 
     #[test]
@@ -517,7 +531,7 @@ Final:                100000      0.521     8.733     9.059        0.87       0.
         // (ETXTBSY): try again then.
         let mut e = String::new();
         for _ in 0..20 {
-            e = run_once(&p, UcxTest::AmLat, &o).unwrap_err();
+            e = run_once(&p, UcxTest::AmLat, &o).unwrap_err().to_string();
             if !e.contains("Text file busy") {
                 break;
             }

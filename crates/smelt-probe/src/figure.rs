@@ -61,12 +61,13 @@ pub struct PeerResult {
 }
 
 impl PeerResult {
-    /// A figure from a measurement's outcome: the summary, or why it failed.
-    pub fn measured(
+    /// A figure from a measurement's outcome: the summary, or why it failed (any error,
+    /// kept as its text).
+    pub fn measured<E: std::fmt::Display>(
         name: impl Into<String>,
         metric: Metric,
         threads: usize,
-        r: Result<Summary, String>,
+        r: Result<Summary, E>,
     ) -> PeerResult {
         PeerResult {
             name: name.into(),
@@ -74,7 +75,9 @@ impl PeerResult {
             threads,
             status: match r {
                 Ok(ns) => Status::Ok { ns },
-                Err(reason) => Status::Failed { reason },
+                Err(e) => Status::Failed {
+                    reason: e.to_string(),
+                },
             },
         }
     }

@@ -8,6 +8,7 @@
 //! robustly ([`crate::stats`]). Every wait checks a [`Deadline`]: a stuck operation
 //! makes the measurement fail with [`Timeout`] instead of hanging.
 
+use crate::error::ProbeError;
 use crate::stats::{summarize, Summary};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -125,16 +126,17 @@ pub fn placement(cpus: &[u32], threads: usize, i: usize) -> Option<u32> {
 }
 
 /// Runs one worker per thread (thread `i` pinned by [`placement`]) in calibrated
-/// batches and returns the summary of ns per operation. Fails on [`Timeout`] or when a
-/// thread cannot be pinned.
+/// batches and returns the summary of ns per operation. Fails on [`Timeout`]
+/// ([`ProbeError::Failed`], "timed out after ...") or when a thread cannot be pinned
+/// ([`ProbeError::Pin`]).
 pub fn run_team(
     cpus: &[u32],
     budget: &Budget,
     workers: Vec<Worker<'_>>,
-) -> Result<Summary, String> {
+) -> Result<Summary, ProbeError> {
     let threads = workers.len();
     if threads == 0 {
-        return Err("no thread to run".into());
+        return Err(ProbeError::Failed("no thread to run".into()));
     }
     let deadline = Deadline::after(budget.timeout);
     let epoch = Instant::now();
@@ -154,10 +156,9 @@ pub fn run_team(
         for (i, mut w) in workers.into_iter().enumerate() {
             let ctl = &ctl;
             let cpu = placement(cpus, threads, i);
-            handles.push(s.spawn(move || -> Result<(), String> {
+            handles.push(s.spawn(move || -> Result<(), ProbeError> {
                 if let Some(c) = cpu {
-                    crate::affinity::pin_current_thread(smelt_ids::CpuId(c))
-                        .map_err(|e| e.to_string())?;
+                    crate::affinity::pin_current_thread(smelt_ids::CpuId(c))?;
                 }
                 let mut seen = 0;
                 loop {
@@ -256,12 +257,12 @@ pub fn run_team(
             match h.join() {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => pin_err = Some(e),
-                Err(_) => pin_err = Some("a measuring thread panicked".into()),
+                Err(_) => pin_err = Some(ProbeError::Failed("a measuring thread panicked".into())),
             }
         }
         match pin_err {
             Some(e) => Err(e),
-            None => result,
+            None => result.map_err(ProbeError::Failed),
         }
     })
 }
@@ -307,7 +308,10 @@ mod tests {
         };
         let w: Vec<Worker> = vec![Box::new(|_, d| d.wait_until(|| false))];
         let e = run_team(&[], &b, w).unwrap_err();
-        assert!(e.contains("timed out"), "{e}");
+        assert!(
+            matches!(&e, ProbeError::Failed(w) if w.contains("timed out")),
+            "{e}"
+        );
     }
 
     #[test]

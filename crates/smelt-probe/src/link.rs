@@ -4,6 +4,7 @@
 //! send and receive into [`SendWord`] / [`RecvWord`], so their figures differ by the
 //! channel only, never by the harness.
 
+use crate::error::ProbeError;
 use crate::harness::{run_team, Budget, Deadline, Timeout, Worker};
 use smelt_tree::stats::{halve, Summary};
 
@@ -37,7 +38,7 @@ pub fn latency(
     budget: &Budget,
     (mut ab_tx, mut ab_rx): (impl SendWord, impl RecvWord),
     (mut ba_tx, mut ba_rx): (impl SendWord, impl RecvWord),
-) -> Result<Summary, String> {
+) -> Result<Summary, ProbeError> {
     let w: Vec<Worker> = vec![
         Box::new(move |n, d| {
             for k in 0..n {
@@ -63,7 +64,7 @@ pub fn throughput(
     b: u32,
     budget: &Budget,
     (mut tx, mut rx): (impl SendWord, impl RecvWord),
-) -> Result<Summary, String> {
+) -> Result<Summary, ProbeError> {
     let w: Vec<Worker> = vec![
         Box::new(move |n, d| {
             for k in 0..n {
