@@ -74,7 +74,7 @@ impl Default for smelt_kvs_config {
             tree: std::ptr::null(),
             key_len: d.key_len,
             value_len: d.value_len,
-            capacity: d.capacity,
+            capacity: d.link.capacity,
             attempt_timeout_ms: d.attempt_timeout.as_millis() as u64,
             close_timeout_ms: d.close_timeout.as_millis() as u64,
             attempts: d.attempts,
@@ -200,7 +200,7 @@ fn store_config(c: &smelt_kvs_config) -> Res<StoreConfig> {
         .tree(TreeSpec::shaped(topology));
     s.key_len = c.key_len;
     s.value_len = c.value_len;
-    s.capacity = c.capacity;
+    s.link.capacity = c.capacity;
     s.attempt_timeout = millis(c.attempt_timeout_ms, "cfg->attempt_timeout_ms")?;
     s.close_timeout = millis(c.close_timeout_ms, "cfg->close_timeout_ms")?;
     s.attempts = c.attempts;

@@ -481,7 +481,7 @@ fn bench_config(
             args: vec!["kvs-replica".into()],
         };
     }
-    cfg.capacity = (cfg.capacity).max((a.key_len + a.value_len + 64).div_ceil(48) + 1);
+    cfg.link.capacity = (cfg.link.capacity).max((a.key_len + a.value_len + 64).div_ceil(48) + 1);
     if place.pinned {
         cfg.replica_cpus = place.replica_cpus.clone();
     }

@@ -1,6 +1,5 @@
 //! How a store is built, and its errors.
 
-use smelt_mesh::WaitPolicy;
 use smelt_plan::shape::Ranked;
 use smelt_plan::{Shape, Tree};
 use std::fmt;
@@ -205,15 +204,17 @@ pub struct StoreConfig {
     pub key_len: usize,
     /// Longest value, in bytes. Default 16.
     pub value_len: usize,
-    /// Slots per channel, each way, per link. Default 64.
-    pub capacity: usize,
+    /// The shared link settings: `capacity` is the slots per channel, each way, per
+    /// link (default 64); `timeout` is the longest a replica waits to send one message
+    /// (a full link; default 10 s, see [`StoreConfig::new`]); `wait` is how members
+    /// wait (default `None`: dedicated when every member may have a CPU of its own,
+    /// oversubscribed otherwise).
+    pub link: smelt_mesh::LinkConfig,
     /// How long a client waits for one attempt of an operation. Default 2 s.
     pub attempt_timeout: Duration,
     /// Attempts per operation (a retry resends the same request id, so a set is applied
     /// once however often it is sent). Default 3.
     pub attempts: u32,
-    /// Longest a replica waits to send one message (a full link). Default 10 s.
-    pub link_timeout: Duration,
     /// How long [`Store::close`](crate::Store::close) waits for the replicas to finish
     /// what was accepted before stopping them: this plus 20 ms per replica (a large
     /// store's shutdown on few CPUs takes time in proportion to its size), longer
@@ -223,9 +224,6 @@ pub struct StoreConfig {
     /// Keep every replica's applied log in memory (for tests; a digest is always
     /// kept). Default false.
     pub keep_log: bool,
-    /// How members wait; default: as the runtime chooses (oversubscribed when there
-    /// are more threads than CPUs).
-    pub wait: Option<WaitPolicy>,
     /// Two-phase commit only: a replica's vote on each set (default: always yes).
     pub veto: Option<Veto>,
     /// OS CPU of each replica's thread (by replica index): pinned where this process
@@ -265,13 +263,11 @@ impl fmt::Debug for StoreConfig {
             .field("homes", &self.homes)
             .field("key_len", &self.key_len)
             .field("value_len", &self.value_len)
-            .field("capacity", &self.capacity)
+            .field("link", &self.link)
             .field("attempt_timeout", &self.attempt_timeout)
             .field("attempts", &self.attempts)
-            .field("link_timeout", &self.link_timeout)
             .field("close_timeout", &self.close_timeout)
             .field("keep_log", &self.keep_log)
-            .field("wait", &self.wait)
             .field("veto", &self.veto.as_ref().map(|_| "..."))
             .field("replica_cpus", &self.replica_cpus)
             .field("failover", &self.failover)
@@ -354,13 +350,14 @@ impl StoreConfig {
             homes: None,
             key_len: 8,
             value_len: 16,
-            capacity: 64,
+            // 10 s, not the shared 30 s: a send that finds a link full for that long
+            // means a stopped or stuck replica, and failover and close should not wait
+            // three times longer to find out.
+            link: smelt_mesh::LinkConfig::default().timeout(Duration::from_secs(10)),
             attempt_timeout: Duration::from_secs(2),
             attempts: 3,
-            link_timeout: Duration::from_secs(10),
             close_timeout: Duration::from_secs(10),
             keep_log: false,
-            wait: None,
             veto: None,
             replica_cpus: None,
             failover: true,

@@ -25,5 +25,6 @@ pub use client::Client;
 pub use config::{KvsError, ParentsChildren, Protocol, StoreConfig, TreeSpec, Veto};
 pub use process::{Deployment, Launcher};
 pub use replica::{Applied, ReplicaReport};
+pub use smelt_mesh::LinkConfig;
 pub use store::{Store, StoreReport};
 pub use wire::Entry;

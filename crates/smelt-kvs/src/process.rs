@@ -518,7 +518,7 @@ fn read_report(r: usize, child: Arc<Mutex<Child>>, tx: mpsc::Sender<ReplicaRepor
 /// The wait policy of a store's members: the one asked for, else dedicated when every
 /// member may have a CPU of its own, oversubscribed otherwise.
 fn wait_of(cfg: &StoreConfig, members: usize) -> WaitPolicy {
-    cfg.wait.unwrap_or_else(|| {
+    cfg.link.wait.unwrap_or_else(|| {
         if allowed_cpus().map(|c| c.len()).unwrap_or(1) >= members {
             WaitPolicy::DEDICATED
         } else {
@@ -585,7 +585,7 @@ impl Processes {
             backups: lay.backups,
             protocol: cfg.protocol.name().into(),
             tree,
-            link_timeout_ns: cfg.link_timeout.as_nanos().min(u64::MAX as u128) as u64,
+            link_timeout_ns: cfg.link.timeout.as_nanos().min(u64::MAX as u128) as u64,
             keep_log: cfg.keep_log,
             failover: cfg.failover,
             wait: {
@@ -599,7 +599,7 @@ impl Processes {
             },
             cpus: cfg.replica_cpus.clone(),
             links: links.iter().map(|&(a, b)| (a.index(), b.index())).collect(),
-            capacity: cfg.capacity,
+            capacity: cfg.link.capacity,
             key_len: cfg.key_len,
             value_len: cfg.value_len,
             attempt_timeout_ns: cfg.attempt_timeout.as_nanos().min(u64::MAX as u128) as u64,
@@ -671,7 +671,7 @@ impl Processes {
             procs.readers.push(Some(h));
         }
         // Every replica joins (then the segment's name is gone), or start fails.
-        let deadline = Instant::now() + cfg.link_timeout.max(Duration::from_secs(1));
+        let deadline = Instant::now() + cfg.link.timeout.max(Duration::from_secs(1));
         // (Client processes of your own join later: only the replicas are waited for.)
         let ready = |job: &WorldJob| {
             if cfg.client_processes {
@@ -708,7 +708,7 @@ impl Processes {
                     what: format!(
                         "only {} of {size} members joined the store within {:?} (is {what} a replica program?)",
                         procs.job.joined(),
-                        cfg.link_timeout,
+                        cfg.link.timeout,
                     ),
                 });
             }

@@ -161,18 +161,18 @@ impl Store {
         if cfg.attempts == 0 {
             return Err(KvsError::Config("attempts must be at least 1".into()));
         }
-        if cfg.capacity == 0 || cfg.capacity > 1 << 20 {
+        if cfg.link.capacity == 0 || cfg.link.capacity > 1 << 20 {
             return Err(KvsError::Config(format!(
                 "channel capacity {} (1 to 1048576 slots)",
-                cfg.capacity
+                cfg.link.capacity
             )));
         }
         let need = Entry::max_encoded(cfg.key_len, cfg.value_len) + 1;
-        let max = cfg.capacity * PAYLOAD_PER_SLOT;
+        let max = cfg.link.capacity * PAYLOAD_PER_SLOT;
         if need > max {
             return Err(KvsError::Config(format!(
                 "{}-byte keys and {}-byte values need {need}-byte messages; channels of {} slots carry {max} (raise the capacity)",
-                cfg.key_len, cfg.value_len, cfg.capacity
+                cfg.key_len, cfg.value_len, cfg.link.capacity
             )));
         }
         if cfg.veto.is_some() && cfg.protocol != Protocol::TwoPc {
@@ -262,7 +262,7 @@ impl Store {
             got: vec![None; r],
             closed,
             close_timeout: cfg.close_timeout,
-            link_timeout: cfg.link_timeout,
+            link_timeout: cfg.link.timeout,
             failover: cfg.failover && cfg.protocol == Protocol::OnePaxos,
             crashed: vec![false; r],
             client_processes: cfg.client_processes && cfg.deployment.is_processes(),
@@ -282,8 +282,8 @@ impl Store {
         let spec = Arc::new(cfg.tree.clone());
         let mut b = MeshBuilder::new(lay.size())
             .links(links)
-            .capacity(cfg.capacity);
-        if let Some(w) = cfg.wait {
+            .capacity(cfg.link.capacity);
+        if let Some(w) = cfg.link.wait {
             b = b.wait_policy(w);
         }
         let mut meshes = b
@@ -300,7 +300,7 @@ impl Store {
                 mesh,
                 lay.clone(),
                 cfg.protocol,
-                cfg.link_timeout,
+                cfg.link.timeout,
                 cfg.veto.clone(),
                 cfg.keep_log,
                 cfg.failover,
