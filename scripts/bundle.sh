@@ -7,7 +7,8 @@
 #   DIR/smelt bench --quick               # or any smelt command
 #
 # DIR holds
-#   smelt            a wrapper that sets LD_LIBRARY_PATH and SMELT_PEERS_DIR, then runs
+#   smelt            a wrapper that sets LD_LIBRARY_PATH, SMELT_PEERS_DIR and (with the
+#                    interposer) SMELT_MPI_LIB, then runs
 #   bin/smelt        the smelt executable (debug info stripped)
 #   bin/smelt-bench-mpi  the one MPI driver of the services' benchmarks (`smelt bench
 #                    am|aggregation|offload|tasks` run it under mpirun from next to
@@ -27,14 +28,18 @@ cd "$(dirname "$0")/.."
 out="${1:-target/smelt-bundle}"
 bash scripts/deps.sh
 cargo build --release -p smelt-cli -p smelt-capi
-# The interposer only where Open MPI's headers are (deps.sh installs them).
+# The interposer and the MPI driver only where MPI is (deps.sh installs Open MPI):
+# without mpicc they are left out (said on stderr); with it, a failed build is an error,
+# not a bundle that quietly lacks them.
 have_mpi_lib=0
-if cargo build --release -p smelt-mpi --features mpi >/dev/null 2>&1; then
-    have_mpi_lib=1
-fi
 have_driver=0
-if cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi >/dev/null 2>&1; then
+if command -v mpicc >/dev/null; then
+    cargo build --release -p smelt-mpi --features mpi
+    have_mpi_lib=1
+    cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi
     have_driver=1
+else
+    echo "[bundle] no mpicc: libsmelt_mpi.so and smelt-bench-mpi are left out" >&2
 fi
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/peers"
@@ -93,6 +98,12 @@ here="$(cd "$here" && pwd)"
 LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 SMELT_PEERS_DIR="${SMELT_PEERS_DIR:-$here/peers}"
 export LD_LIBRARY_PATH SMELT_PEERS_DIR
+# The interposer `smelt bench mpi` (and the report's MPI section) preloads: in lib/,
+# not next to bin/smelt where smelt looks by default.
+if [ -z "${SMELT_MPI_LIB:-}" ] && [ -f "$here/lib/libsmelt_mpi.so" ]; then
+    SMELT_MPI_LIB="$here/lib/libsmelt_mpi.so"
+    export SMELT_MPI_LIB
+fi
 exec "$here/bin/smelt" "$@"
 EOF
 chmod +x "$out/smelt"
