@@ -515,13 +515,19 @@ impl MpiMember {
     pub(crate) fn broadcast(&mut self, len: usize, b: Res<&mut [u8]>) -> Res<()> {
         const CALL: &str = "smelt_broadcast";
         let b = self.agree(CALL, tag::BROADCAST, len as u64, b)?;
+        self.broadcast_words(CALL, b)
+    }
+
+    /// Member 0's `b` into every member's, a word at a time (`call` names the C
+    /// function in an error).
+    fn broadcast_words(&mut self, call: &str, b: &mut [u8]) -> Res<()> {
         for chunk in b.chunks_mut(8) {
             let mut w = [0u8; 8];
             w[..chunk.len()].copy_from_slice(chunk);
             let got = self
                 .coll
                 .broadcast_word(u64::from_le_bytes(w))
-                .map_err(|e| mpi_err(CALL, e))?;
+                .map_err(|e| mpi_err(call, e))?;
             chunk.copy_from_slice(&got.to_le_bytes()[..chunk.len()]);
         }
         Ok(())
@@ -566,15 +572,7 @@ impl MpiMember {
             }
         }
         if all {
-            for chunk in b.chunks_mut(8) {
-                let mut w = [0u8; 8];
-                w[..chunk.len()].copy_from_slice(chunk);
-                let got = self
-                    .coll
-                    .broadcast_word(u64::from_le_bytes(w))
-                    .map_err(|e| mpi_err(call, e))?;
-                chunk.copy_from_slice(&got.to_le_bytes()[..chunk.len()]);
-            }
+            self.broadcast_words(call, b)?;
         }
         Ok(())
     }
