@@ -240,7 +240,7 @@ fn measure_config(quick: bool) -> MeasureConfig {
         warmup: if quick { 2 } else { 3 },
         batch: Duration::from_millis(if quick { 1 } else { 5 }),
         group: GroupConfig {
-            timeout: Duration::from_secs(20),
+            link: smelt_runtime::LinkConfig::default().timeout(Duration::from_secs(20)),
             pinning: Pinning::Auto,
             ..GroupConfig::default()
         },

@@ -397,7 +397,7 @@ pub extern "C" fn smelt_group_create_timeout(
             return err(SMELT_ERR_INVALID_ARGUMENT, "group is NULL");
         }
         let cfg = GroupConfig {
-            timeout: Duration::from_millis(timeout_ms),
+            link: smelt_runtime::LinkConfig::default().timeout(Duration::from_millis(timeout_ms)),
             algorithms: t.algorithms.clone(),
             ..GroupConfig::default()
         };

@@ -215,7 +215,7 @@ pub fn run(a: LaunchArgs) -> Result<()> {
     // The program as every message shows it: control characters escaped.
     let program = escape_line(&a.program[0]).into_owned();
     let cfg = GroupConfig {
-        timeout: Duration::from_secs_f64(a.timeout),
+        link: smelt_runtime::LinkConfig::default().timeout(Duration::from_secs_f64(a.timeout)),
         algorithms,
         ..GroupConfig::default()
     };

@@ -14,7 +14,7 @@ fn main() {
     let segment: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(0);
     let tree = Tree::from_raw(vec![0, 1], 0, vec![vec![1], vec![]]).expect("a valid tree");
     let cfg = GroupConfig {
-        capacity,
+        link: smelt_runtime::LinkConfig::default().capacity(capacity),
         segment: (segment > 0).then_some(segment),
         ..GroupConfig::default()
     };

@@ -85,11 +85,14 @@ fn main() {
                         usize::MAX
                     },
                     pinning: if over { Pinning::Never } else { Pinning::Auto },
-                    timeout: Duration::from_secs(120),
-                    wait: yields.map(|y| smelt_runtime::WaitPolicy {
-                        yield_polls: y,
-                        ..smelt_runtime::WaitPolicy::OVERSUBSCRIBED
-                    }),
+                    link: smelt_runtime::LinkConfig {
+                        timeout: Duration::from_secs(120),
+                        wait: yields.map(|y| smelt_runtime::WaitPolicy {
+                            yield_polls: y,
+                            ..smelt_runtime::WaitPolicy::OVERSUBSCRIBED
+                        }),
+                        ..Default::default()
+                    },
                     ..GroupConfig::default()
                 };
                 let r = Group::with_config(std::slice::from_ref(&tree), &cfg)

@@ -56,7 +56,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(w) = smelt_settings::text(smelt_settings::WAIT)? {
         let v: Vec<u64> = w.split(',').filter_map(|x| x.parse().ok()).collect();
         if v.len() == 3 {
-            cfg.group.wait = Some(smelt_runtime::WaitPolicy {
+            cfg.group.link.wait = Some(smelt_runtime::WaitPolicy {
                 spin_polls: v[0] as u32,
                 yield_polls: v[1] as u32,
                 park_initial: std::time::Duration::from_micros(v[2]),

@@ -9,7 +9,6 @@ use smelt_transport::{
     allowed_cpus, pin_current_thread, try_queuepair, Abort, Link, QueuePairEnd, WaitPolicy,
 };
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// Whether members' threads are pinned to their CPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -30,16 +29,15 @@ pub enum Pinning {
 /// How a group is built.
 #[derive(Debug, Clone)]
 pub struct GroupConfig {
-    /// Slots per channel (each way, per tree edge). Default 64.
-    pub capacity: usize,
-    /// Longest a collective waits for a peer before failing the group. Default 30 s:
-    /// real waits on an oversubscribed machine never come close, but a bug never hangs.
-    pub timeout: Duration,
+    /// The shared link settings, with their shared defaults: `capacity` is the slots
+    /// per channel (each way, per tree edge; default 64); `timeout` is the longest a
+    /// collective waits for a peer before failing the group (default 30 s: real waits
+    /// on an oversubscribed machine never come close, but a bug never hangs); `wait` is
+    /// how blocked members wait (default `None`: [`WaitPolicy::DEDICATED`] when every
+    /// member has a CPU of its own, [`WaitPolicy::OVERSUBSCRIBED`] otherwise).
+    pub link: smelt_mesh::LinkConfig,
     /// Thread placement. Default [`Pinning::Auto`].
     pub pinning: Pinning,
-    /// How blocked members wait; default: [`WaitPolicy::DEDICATED`] when every member
-    /// has a CPU of its own, [`WaitPolicy::OVERSUBSCRIBED`] otherwise.
-    pub wait: Option<WaitPolicy>,
     /// With more members than CPUs, replace each tree by a flat one (the root's
     /// children are the other members in the tree's pre-order). A tree's machine
     /// awareness assumes one thread per core; oversubscribed, every tree level costs a
@@ -98,7 +96,7 @@ impl GroupConfig {
     /// The fragment size in bytes that [`segment`](GroupConfig::segment) gives.
     pub fn segment_bytes(&self) -> usize {
         let slot = smelt_transport::PAYLOAD_PER_SLOT;
-        let max = self.capacity.max(1) * slot;
+        let max = self.link.capacity.max(1) * slot;
         let want = self.segment.unwrap_or(max / 2);
         want.clamp(slot, max) / slot * slot
     }
@@ -107,10 +105,8 @@ impl GroupConfig {
 impl Default for GroupConfig {
     fn default() -> Self {
         GroupConfig {
-            capacity: 64,
-            timeout: Duration::from_secs(30),
+            link: smelt_mesh::LinkConfig::default(),
             pinning: Pinning::Auto,
-            wait: None,
             flatten_oversubscribed: false,
             segment: None,
             max_message: MAX_MESSAGE_BYTES,
@@ -575,7 +571,7 @@ impl Group {
             ),
         };
         let oversubscribed = n > allowed.len().max(1);
-        let wait = cfg.wait.unwrap_or(if oversubscribed {
+        let wait = cfg.link.wait.unwrap_or(if oversubscribed {
             WaitPolicy::OVERSUBSCRIBED
         } else {
             WaitPolicy::DEDICATED
@@ -615,7 +611,7 @@ impl Group {
         for t in trees {
             let mut v = Vec::new();
             for _ in tree_edges(t) {
-                let (mut a, mut b) = try_queuepair(cfg.capacity, Some(shared.abort.clone()))?;
+                let (mut a, mut b) = try_queuepair(cfg.link.capacity, Some(shared.abort.clone()))?;
                 a.set_wait_policy(wait);
                 b.set_wait_policy(wait);
                 v.push((Some(a), Some(b)));
@@ -633,7 +629,7 @@ impl Group {
         for _ in trees {
             meshes.push(match &table {
                 Some(table) => {
-                    crate::nontree::build_meshes(table, n, cfg.capacity, wait, &shared.abort)?
+                    crate::nontree::build_meshes(table, n, cfg.link.capacity, wait, &shared.abort)?
                 }
                 None => None,
             });
@@ -905,7 +901,7 @@ pub(crate) fn build_contexts<L: Link>(
     shared: &Arc<GroupShared>,
     mut connect: impl FnMut(usize, usize, bool) -> Result<L, GroupError>,
 ) -> Result<Vec<Option<Context<L>>>, GroupError> {
-    let scratch_len = cfg.capacity * smelt_transport::PAYLOAD_PER_SLOT;
+    let scratch_len = cfg.link.capacity * smelt_transport::PAYLOAD_PER_SLOT;
     let mut out = Vec::with_capacity(trees.len());
     for (id, t) in trees.iter().enumerate() {
         // Tree position <-> group rank.
@@ -945,7 +941,7 @@ pub(crate) fn build_contexts<L: Link>(
             children,
             subtree,
             child_sizes,
-            timeout: cfg.timeout,
+            timeout: cfg.link.timeout,
             shared: shared.clone(),
             scratch: vec![0; scratch_len],
             segment: cfg.segment_bytes(),

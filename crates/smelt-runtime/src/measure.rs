@@ -186,7 +186,7 @@ pub fn measure(tree: &Tree, op: Op, cfg: &MeasureConfig) -> Result<Measurement, 
         }
     }
     let done_rx = Mutex::new(Some(done_rx));
-    let timeout = cfg.group.timeout;
+    let timeout = cfg.group.link.timeout;
     let total = cfg.warmup + cfg.rounds;
     let out = group.run(|m| -> Result<Vec<f64>, GroupError> {
         let rank = m.rank();

@@ -97,12 +97,12 @@ fn group_blob(trees: &[Tree], cfg: &GroupConfig) -> String {
                 children: t.children.clone(),
             })
             .collect(),
-        capacity: cfg.capacity,
+        capacity: cfg.link.capacity,
         segment: cfg.segment,
         max_message: cfg.max_message,
         strict: cfg.sync == crate::SyncMode::Strict,
-        timeout_ns: cfg.timeout.as_nanos().min(u64::MAX as u128) as u64,
-        wait: cfg.wait.map(|w| {
+        timeout_ns: cfg.link.timeout.as_nanos().min(u64::MAX as u128) as u64,
+        wait: cfg.link.wait.map(|w| {
             [
                 w.spin_polls as u64,
                 w.yield_polls as u64,
@@ -132,7 +132,16 @@ pub(crate) fn parse_group(text: &str) -> Result<(Vec<Tree>, GroupConfig), GroupE
         None => None,
     };
     let cfg = GroupConfig {
-        capacity: blob.capacity,
+        link: smelt_mesh::LinkConfig {
+            capacity: blob.capacity,
+            timeout: Duration::from_nanos(blob.timeout_ns),
+            wait: blob.wait.map(|[s, y, pi, pm]| WaitPolicy {
+                spin_polls: s as u32,
+                yield_polls: y as u32,
+                park_initial: Duration::from_nanos(pi),
+                park_max: Duration::from_nanos(pm),
+            }),
+        },
         segment: blob.segment,
         max_message: blob.max_message,
         sync: if blob.strict {
@@ -140,13 +149,6 @@ pub(crate) fn parse_group(text: &str) -> Result<(Vec<Tree>, GroupConfig), GroupE
         } else {
             crate::SyncMode::Loose
         },
-        timeout: Duration::from_nanos(blob.timeout_ns),
-        wait: blob.wait.map(|[s, y, pi, pm]| WaitPolicy {
-            spin_polls: s as u32,
-            yield_polls: y as u32,
-            park_initial: Duration::from_nanos(pi),
-            park_max: Duration::from_nanos(pm),
-        }),
         algorithms: table,
         ..GroupConfig::default()
     };
@@ -156,8 +158,8 @@ pub(crate) fn parse_group(text: &str) -> Result<(Vec<Tree>, GroupConfig), GroupE
 impl GroupJob {
     /// Creates the job's shared memory for a group of `trees` (as
     /// [`Group::with_config`](crate::Group::with_config): every tree over the same
-    /// CPUs; ranks follow the first tree). `cfg.capacity`, `cfg.segment`,
-    /// `cfg.max_message`, `cfg.sync`, `cfg.timeout`, `cfg.wait` and `cfg.algorithms`
+    /// CPUs; ranks follow the first tree). `cfg.link.capacity`, `cfg.segment`,
+    /// `cfg.max_message`, `cfg.sync`, `cfg.link.timeout`, `cfg.link.wait` and `cfg.algorithms`
     /// (with the links its non-tree algorithms need) apply to every member; pinning
     /// is the launcher's business. The job is a world: a member may also call
     /// [`World::from_env`] and make other services besides the group.
@@ -195,10 +197,10 @@ impl GroupJob {
         guarded: bool,
     ) -> Result<GroupJob, GroupError> {
         let cpus = check_trees(trees)?;
-        if cfg.capacity == 0 || cfg.capacity > smelt_transport::MAX_CAPACITY {
+        if cfg.link.capacity == 0 || cfg.link.capacity > smelt_transport::MAX_CAPACITY {
             return Err(GroupError::Invalid(format!(
                 "capacity {} (1 to {} slots)",
-                cfg.capacity,
+                cfg.link.capacity,
                 smelt_transport::MAX_CAPACITY
             )));
         }

@@ -32,7 +32,7 @@ pub const GROUP_ATTRIBUTE: &str = "smelt.group";
 fn describe(trees: &[Tree], cfg: &GroupConfig) -> String {
     let mut s = format!(
         "group capacity={} segment={:?} max={} lend={} sync={:?} algorithms={}",
-        cfg.capacity,
+        cfg.link.capacity,
         cfg.segment,
         cfg.max_message,
         cfg.lend_from,
@@ -83,14 +83,14 @@ impl Member<QueuePairEnd> {
                     .map_err(|e| WorldError::Invalid(e.to_string()))
             })?);
         }
-        if cfg.capacity == 0 || cfg.capacity > smelt_transport::MAX_CAPACITY {
+        if cfg.link.capacity == 0 || cfg.link.capacity > smelt_transport::MAX_CAPACITY {
             return Err(GroupError::Invalid(format!(
                 "capacity {} (1 to {} slots)",
-                cfg.capacity,
+                cfg.link.capacity,
                 smelt_transport::MAX_CAPACITY
             )));
         }
-        let wait = cfg.wait.unwrap_or(world.wait_policy());
+        let wait = cfg.link.wait.unwrap_or(world.wait_policy());
         // Every tree's edges (parent, child), then each context's links beyond its
         // tree: one queuepair each, carved in this order by every member.
         let mut pairs: Vec<(Rank, Rank)> = Vec::new();
@@ -113,13 +113,12 @@ impl Member<QueuePairEnd> {
             }
         }
         let abort = Abort::new();
-        let mut ends = world.queuepairs(&pairs, cfg.capacity, Some(wait), Some(abort.clone()))?;
+        let mut ends =
+            world.queuepairs(&pairs, cfg.link.capacity, Some(wait), Some(abort.clone()))?;
         let job = world.shm_member().cloned();
         let shared = Arc::new(GroupShared::with_abort(cpus, abort.clone(), job));
-        let cfg = GroupConfig {
-            wait: Some(wait),
-            ..cfg.clone()
-        };
+        let mut cfg = cfg.clone();
+        cfg.link.wait = Some(wait);
         let mut nontree = Vec::new();
         if let (Some(table), false) = (&cfg.algorithms, mesh.is_empty()) {
             for k in 0..trees.len() {

@@ -291,7 +291,7 @@ fn a_member_returning_early_is_reported() {
 fn operation_timeout_fires() {
     let tree = Tree::from_raw(vec![7000, 7001], 0, vec![vec![1], vec![]]).unwrap();
     let cfg = GroupConfig {
-        timeout: Duration::from_millis(50),
+        link: smelt_runtime::LinkConfig::default().timeout(Duration::from_millis(50)),
         ..Default::default()
     };
     let group = Group::with_config(&[tree], &cfg).unwrap();

@@ -138,7 +138,7 @@ fn members(
     // Both ends of every edge, made when the first of its two members asks.
     let mut ends: HashMap<(usize, usize), (Option<ChanLink>, Option<ChanLink>)> = HashMap::new();
     let cfg = GroupConfig {
-        timeout: Duration::from_secs(20),
+        link: smelt_runtime::LinkConfig::default().timeout(Duration::from_secs(20)),
         ..GroupConfig::default()
     };
     (0..n)

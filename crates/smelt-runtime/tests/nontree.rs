@@ -16,7 +16,7 @@ mod common;
 fn cfg(rules: &str) -> GroupConfig {
     GroupConfig {
         algorithms: Some(Arc::new(AlgorithmTable::parse(rules).unwrap())),
-        timeout: Duration::from_secs(20),
+        link: smelt_runtime::LinkConfig::default().timeout(Duration::from_secs(20)),
         ..GroupConfig::default()
     }
 }
@@ -246,7 +246,7 @@ fn a_member_that_leaves_fails_the_others() {
     ] {
         let n = 6;
         let mut c = cfg(rules);
-        c.timeout = Duration::from_secs(60);
+        c.link.timeout = Duration::from_secs(60);
         let start = std::time::Instant::now();
         let err = Group::with_config(&[tree(n)], &c)
             .unwrap()
@@ -304,7 +304,7 @@ fn a_flattened_oversubscribed_group_runs_the_barrier_on_its_flat_tree() {
         let c = GroupConfig {
             algorithms: Some(Arc::new(table.clone())),
             flatten_oversubscribed: flatten,
-            timeout: Duration::from_secs(20),
+            link: smelt_runtime::LinkConfig::default().timeout(Duration::from_secs(20)),
             ..GroupConfig::default()
         };
         let entered = AtomicUsize::new(0);
@@ -338,7 +338,7 @@ fn two_members_name_a_barrier_that_crosses_another_collective() {
         ("allreduce=recursive-doubling", true),
     ] {
         let mut c = cfg(rules);
-        c.timeout = Duration::from_secs(30);
+        c.link.timeout = Duration::from_secs(30);
         let start = std::time::Instant::now();
         let err = Group::with_config(&[tree(2)], &c)
             .unwrap()

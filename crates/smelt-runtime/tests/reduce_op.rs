@@ -33,7 +33,7 @@ const ALGOS: [(&str, Option<&str>, bool); 4] = [
 fn cfg(rules: Option<&str>, lend: bool) -> GroupConfig {
     GroupConfig {
         algorithms: rules.map(|r| Arc::new(AlgorithmTable::parse(r).unwrap())),
-        timeout: Duration::from_secs(60),
+        link: smelt_runtime::LinkConfig::default().timeout(Duration::from_secs(60)),
         lend_from: if lend {
             smelt_runtime::LEND_FROM
         } else {

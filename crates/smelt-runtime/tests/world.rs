@@ -215,7 +215,7 @@ fn member() {
         }
         "die" => {
             let cfg = GroupConfig {
-                timeout: Duration::from_secs(20),
+                link: smelt_runtime::LinkConfig::default().timeout(Duration::from_secs(20)),
                 ..GroupConfig::default()
             };
             let mut m = Member::from_world(&w, &[tree], &cfg).unwrap();

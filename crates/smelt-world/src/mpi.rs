@@ -92,10 +92,10 @@ pub fn collectives_with(
         .iter()
         .map(|&(p, c)| (Rank(mine[p]), Rank(mine[c])))
         .collect();
-    let wait = cfg.wait.unwrap_or_else(|| world.wait_policy());
-    let mut ends = world.queuepairs(&pairs, cfg.capacity, Some(wait), None)?;
+    let wait = cfg.link.wait.unwrap_or_else(|| world.wait_policy());
+    let mut ends = world.queuepairs(&pairs, cfg.link.capacity, Some(wait), None)?;
     let cfg = GroupConfig {
-        wait: Some(wait),
+        link: cfg.link.wait(wait),
         algorithms: None,
         ..cfg
     };

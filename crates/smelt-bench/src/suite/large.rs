@@ -219,8 +219,9 @@ pub fn measure(o: &Options, model: &Model) -> Result<LargeReport> {
         .generate(tree_model, &pos, None)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let group = GroupConfig {
-        capacity: o.capacity,
-        timeout: Duration::from_secs_f64(a.timeout.unwrap_or(60.0)),
+        link: smelt_runtime::LinkConfig::default()
+            .capacity(o.capacity)
+            .timeout(Duration::from_secs_f64(a.timeout.unwrap_or(60.0))),
         pinning: if oversubscribed {
             Pinning::Never
         } else {

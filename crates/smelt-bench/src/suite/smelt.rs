@@ -206,7 +206,7 @@ impl Smelt<'_> {
             warmup: (rounds / 10).clamp(1, 50),
             batch: self.batch,
             group: GroupConfig {
-                timeout: self.timeout,
+                link: smelt_runtime::LinkConfig::default().timeout(self.timeout),
                 pinning: if p.oversubscribed {
                     Pinning::Never
                 } else {

@@ -120,7 +120,7 @@ pub fn measure(o: &Options, model: &Model, members: usize) -> Result<SyncReport>
         warmup: 1,
         batch: Duration::from_millis(if a.quick { 2 } else { 20 }),
         group: GroupConfig {
-            timeout,
+            link: smelt_runtime::LinkConfig::default().timeout(timeout),
             pinning: if oversubscribed {
                 Pinning::Never
             } else {

@@ -648,8 +648,9 @@ impl Hier {
                     Some(s) => Ok(format!("={}", s.job)),
                     None => {
                         let cfg = GroupConfig {
-                            timeout: self.timeout,
-                            wait: Some(self.wait),
+                            link: smelt_runtime::LinkConfig::default()
+                                .timeout(self.timeout)
+                                .wait(self.wait),
                             algorithms: self.algorithms.clone(),
                             ..GroupConfig::default()
                         };
