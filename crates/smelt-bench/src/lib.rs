@@ -30,12 +30,15 @@
 
 pub mod agg;
 pub mod am;
+mod error;
 pub mod global;
 pub mod kvs;
 pub mod stats;
 pub mod suite;
 pub mod tasks;
 pub mod tune;
+
+pub use error::BenchError;
 
 /// The measurement harness: `smelt_probe::harness`, re-exported.
 pub use smelt_probe::harness;

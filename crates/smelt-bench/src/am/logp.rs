@@ -102,8 +102,8 @@ pub struct LogP {
 impl LogP {
     /// The estimate is physical: every figure a positive, finite time and L ≥ 0 (the
     /// overheads fit in half a round trip). The error says which figure is not and
-    /// why, with the figures it came from.
-    pub fn check(&self) -> Result<(), String> {
+    /// why, with the figures it came from ([`BenchError::Invalid`](crate::BenchError)).
+    pub fn check(&self) -> Result<(), crate::BenchError> {
         let named = [
             ("RTT", self.rtt),
             ("o_s", self.o_s),
@@ -113,14 +113,16 @@ impl LogP {
         ];
         for (name, v) in named {
             if !(v.is_finite() && v > 0.0) {
-                return Err(format!("inconsistent LogP estimate: {name} = {v} ns"));
+                return Err(crate::BenchError::Invalid(format!(
+                    "inconsistent LogP estimate: {name} = {v} ns"
+                )));
             }
         }
         if !(self.l.is_finite() && self.l >= 0.0) {
-            return Err(format!(
+            return Err(crate::BenchError::Invalid(format!(
                 "inconsistent LogP estimate: L = RTT/2 - o_s - o_r = {:.1} ns < 0 (RTT {:.1}, o_s {:.1}, o_r {:.1} ns)",
                 self.l, self.rtt, self.o_s, self.o_r
-            ));
+            )));
         }
         Ok(())
     }
@@ -350,11 +352,11 @@ mod tests {
             big_g: 0.1,
             rtt: 200.0,
         };
-        assert_eq!(good.check(), Ok(()));
+        good.check().unwrap();
         let zero_l = LogP { l: 0.0, ..good };
-        assert_eq!(zero_l.check(), Ok(()));
+        zero_l.check().unwrap();
         let neg = LogP { l: -263.0, ..good };
-        let e = neg.check().unwrap_err();
+        let e = neg.check().unwrap_err().to_string();
         assert!(e.contains("L = RTT/2 - o_s - o_r = -263.0 ns < 0"), "{e}");
         for bad in [
             LogP {

@@ -350,7 +350,7 @@ pub fn measure(a: &Common) -> Result<AmReport> {
     let mut rows = Vec::new();
     let mut row = |transport: &str, about: &str, r: Result<LogP>| {
         // A negative or inconsistent estimate is a failed figure, never printed.
-        let (logp, error) = match r.and_then(|p| p.check().map(|()| p).map_err(anyhow::Error::msg))
+        let (logp, error) = match r.and_then(|p| p.check().map(|()| p).map_err(anyhow::Error::from))
         {
             Ok(p) => (Some(LogPRow::from(p)), None),
             Err(e) => (None, Some(format!("{e:#}"))),

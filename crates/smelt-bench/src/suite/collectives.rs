@@ -403,7 +403,7 @@ impl super::BenchReport for Report {
 struct TreeRun {
     /// The row's name before any "(flattened ...)" suffix.
     label: String,
-    plan: Result<smelt::Plan, String>,
+    plan: Result<smelt::Plan, crate::BenchError>,
     flatten: bool,
     members: usize,
 }
@@ -493,8 +493,8 @@ fn measure_collectives(
                 continue;
             }
             let (res, floor) = floors.around(|| match &run.plan {
-                Ok(p) => sm.measure(p, op),
-                Err(e) => Err(e.clone()),
+                Ok(p) => sm.measure(p, op).map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
             });
             let flattened = res.as_ref().map_or(run.flatten, |r| r.1);
             let topology = label(flattened);

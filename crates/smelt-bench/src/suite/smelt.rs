@@ -3,6 +3,7 @@
 //! (`smelt_runtime::measure`): paper-style for the topology table, back-to-back for
 //! the comparison with the peers (which are measured back-to-back too).
 
+use crate::BenchError;
 use smelt_model::Model;
 use smelt_probe::figure::{Metric, PeerResult};
 use smelt_runtime::measure::{self, MeasureConfig};
@@ -110,7 +111,7 @@ pub fn oversubscribed_model(m: &Model, members: usize) -> Model {
 
 impl Smelt<'_> {
     /// The tree of `t` over `members` members and its predicted times.
-    pub fn plan(&self, t: Topology, members: usize) -> Result<Plan, String> {
+    pub fn plan(&self, t: Topology, members: usize) -> Result<Plan, BenchError> {
         let n = self.model.len();
         let oversubscribed = members > n;
         let expanded;
@@ -121,7 +122,7 @@ impl Smelt<'_> {
             self.model
         };
         let pos: Vec<usize> = (0..members).collect();
-        let tree = t.generate(model, &pos, None).map_err(|e| e.to_string())?;
+        let tree = t.generate(model, &pos, None)?;
         let prediction = smelt_tree::predict(model, &tree, Payload::default()).ok();
         // `auto` also picks the barrier's and the allreduce's algorithm.
         let algorithms = if t == Topology::Auto {
@@ -142,7 +143,7 @@ impl Smelt<'_> {
     /// A non-tree algorithm over `members` members (beside smelt's tree, which the
     /// measurement's completion messages use), measured for its operations only,
     /// with its predicted time.
-    pub fn plan_non_tree(&self, a: NonTree, members: usize) -> Result<Plan, String> {
+    pub fn plan_non_tree(&self, a: NonTree, members: usize) -> Result<Plan, BenchError> {
         let mut p = self.plan(super::SMELT_TREE, members)?;
         let ops = a.entry().ops.to_vec();
         let rules: Vec<String> = ops.iter().map(|o| format!("{o}={a}")).collect();
@@ -179,7 +180,7 @@ impl Smelt<'_> {
         &self,
         ops: &[Op],
         members: usize,
-    ) -> Vec<(String, Result<Plan, String>)> {
+    ) -> Vec<(String, Result<Plan, BenchError>)> {
         NonTree::ALL
             .iter()
             .filter(|a| ops.iter().any(|&o| a.applies_to(o)))
@@ -222,10 +223,9 @@ impl Smelt<'_> {
     /// Measures `op` over the plan's tree the paper's way (completion messages from
     /// each leaf in turn to the root, max over leaves, median over rounds). Also says
     /// whether the group ran flattened.
-    pub fn measure(&self, p: &Plan, op: Op) -> Result<(Summary, bool), String> {
+    pub fn measure(&self, p: &Plan, op: Op) -> Result<(Summary, bool), BenchError> {
         let rop = runtime_op(op).ok_or_else(|| format!("{} is not measured", op.name()))?;
-        let m = measure::measure(&p.tree, rop, &self.config(p, self.rounds))
-            .map_err(|e| e.to_string())?;
+        let m = measure::measure(&p.tree, rop, &self.config(p, self.rounds))?;
         Ok((m.stats, m.placement.flattened))
     }
 
@@ -237,7 +237,7 @@ impl Smelt<'_> {
     /// file describes (the file's groups are at most the machine), so `auto` is the
     /// prediction there, and the group runs flat with its barrier on the flat tree
     /// (`AlgorithmTable::for_flat_oversubscribed`).
-    pub fn plan_auto(&self, op: Op, members: usize) -> Result<(Plan, AutoPick), String> {
+    pub fn plan_auto(&self, op: Op, members: usize) -> Result<(Plan, AutoPick), BenchError> {
         let n = self.model.len();
         let oversubscribed = members > n;
         let expanded;
@@ -254,9 +254,7 @@ impl Smelt<'_> {
         let rop = runtime_op(op).unwrap_or(Op::Broadcast);
         let bytes = if rop.carries_data() { 8 } else { 0 };
         let (topo, resolved) = resolve_auto_tree(rop, bytes, SyncMode::Loose, model, &pos, None)?;
-        let tree = topo
-            .generate(model, &pos, None)
-            .map_err(|e| e.to_string())?;
+        let tree = topo.generate(model, &pos, None)?;
         let prediction = smelt_tree::predict(model, &tree, Payload::default()).ok();
         let (mut table, refused) = smelt_tree::tuning::auto_table(model, &pos)?;
         let mut pick = AutoPick {
@@ -306,8 +304,7 @@ impl Smelt<'_> {
             p.flatten = p.oversubscribed;
             flattened = p.flatten;
             let rop = runtime_op(op).ok_or_else(|| format!("{} is not measured", op.name()))?;
-            let m = measure::measure_back_to_back(&p.tree, rop, &self.config(&p, self.runs))
-                .map_err(|e| e.to_string())?;
+            let m = measure::measure_back_to_back(&p.tree, rop, &self.config(&p, self.runs))?;
             flattened = m.placement.flattened;
             Ok(m.stats)
         });
@@ -353,37 +350,40 @@ impl Smelt<'_> {
         let rop = runtime_op(op);
         let mut flattened = false;
         let mut pick = None;
-        let r = self.plan_auto(op, procs).and_then(|(p, a)| {
-            pick = Some(a);
-            let rop = rop.ok_or_else(|| format!("{} is not measured", op.name()))?;
-            let cpus = &self.model.cpus;
-            let (tree, pins): (Tree, Vec<Option<u32>>) = if p.oversubscribed {
-                flattened = true;
-                let mut children = vec![Vec::new(); p.tree.len()];
-                children[p.tree.root] = p.tree.preorder().into_iter().skip(1).collect();
-                let flat = Tree::new(p.tree.members.clone(), p.tree.root, children)
-                    .map_err(|e| e.to_string())?;
-                let pins = (0..procs).map(|r| Some(cpus[r % cpus.len()])).collect();
-                (flat, pins)
-            } else {
-                let pins = p.tree.members.iter().map(|c| Some(c.get())).collect();
-                (p.tree, pins)
-            };
-            let mut cfg = self.config(
-                &Plan {
-                    tree: tree.clone(),
-                    prediction: None,
-                    oversubscribed: p.oversubscribed,
-                    flatten: false,
-                    algorithms: p.algorithms,
-                    only: None,
-                },
-                self.runs,
-            );
-            cfg.group.flatten_oversubscribed = false;
-            super::processes::measure_processes(&tree, &pins, rop, &cfg)
-                .map_err(|e| format!("{e:#}"))
-        });
+        let r = self
+            .plan_auto(op, procs)
+            .map_err(|e| e.to_string())
+            .and_then(|(p, a)| {
+                pick = Some(a);
+                let rop = rop.ok_or_else(|| format!("{} is not measured", op.name()))?;
+                let cpus = &self.model.cpus;
+                let (tree, pins): (Tree, Vec<Option<u32>>) = if p.oversubscribed {
+                    flattened = true;
+                    let mut children = vec![Vec::new(); p.tree.len()];
+                    children[p.tree.root] = p.tree.preorder().into_iter().skip(1).collect();
+                    let flat = Tree::new(p.tree.members.clone(), p.tree.root, children)
+                        .map_err(|e| e.to_string())?;
+                    let pins = (0..procs).map(|r| Some(cpus[r % cpus.len()])).collect();
+                    (flat, pins)
+                } else {
+                    let pins = p.tree.members.iter().map(|c| Some(c.get())).collect();
+                    (p.tree, pins)
+                };
+                let mut cfg = self.config(
+                    &Plan {
+                        tree: tree.clone(),
+                        prediction: None,
+                        oversubscribed: p.oversubscribed,
+                        flatten: false,
+                        algorithms: p.algorithms,
+                        only: None,
+                    },
+                    self.runs,
+                );
+                cfg.group.flatten_oversubscribed = false;
+                super::processes::measure_processes(&tree, &pins, rop, &cfg)
+                    .map_err(|e| format!("{e:#}"))
+            });
         let name = auto_name("smelt processes", pick.as_ref(), flattened);
         (
             super::processes::result(name, rop.unwrap_or(Op::Barrier), procs, r),
