@@ -109,8 +109,11 @@ impl Functions {
 pub struct TaskConfig {
     /// Worker threads of this member (at least 1).
     pub workers: usize,
-    /// How long member 0 waits for the others to acknowledge the end (default 10 s).
-    pub finish_timeout: Duration,
+    /// The shared link settings; a member's `timeout` is how long member 0 waits for
+    /// the others to acknowledge the end (default 10 s, see [`TaskConfig::new`]). The
+    /// members' messages travel over the active-message endpoint, whose rings and
+    /// waits its own `AmConfig::link` sets: `capacity` and `wait` here are not used.
+    pub link: smelt_mesh::LinkConfig,
     /// Global arrays (anything with `SD`/`SI` fences) the tasks use: fenced where tasks
     /// synchronise across members (see [`crate::checkout`]).
     pub fences: Vec<Arc<dyn Fence>>,
@@ -120,7 +123,7 @@ impl std::fmt::Debug for TaskConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TaskConfig")
             .field("workers", &self.workers)
-            .field("finish_timeout", &self.finish_timeout)
+            .field("link", &self.link)
             .field("fences", &self.fences.len())
             .finish()
     }
@@ -131,7 +134,9 @@ impl TaskConfig {
     pub fn new(workers: usize) -> TaskConfig {
         TaskConfig {
             workers,
-            finish_timeout: Duration::from_secs(10),
+            // 10 s, not the shared 30 s: every member's work is done by then, and
+            // only the end's acknowledgements are waited for.
+            link: smelt_mesh::LinkConfig::default().timeout(Duration::from_secs(10)),
             fences: Vec::new(),
         }
     }
@@ -739,7 +744,7 @@ impl<L: Link + Send + 'static> Member<L> {
                 }
             }
         }
-        let timeout = cfg.finish_timeout;
+        let timeout = cfg.link.timeout;
         let comm = {
             let sh = Arc::clone(&sh);
             thread::Builder::new()

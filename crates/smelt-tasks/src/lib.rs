@@ -56,6 +56,7 @@ pub use error::TaskError;
 pub use group::TaskGroup;
 pub use pool::{Pool, PoolConfig, Stats};
 pub use scope::{scope, Scope};
+pub use smelt_mesh::LinkConfig;
 
 use std::ops::Range;
 
