@@ -42,12 +42,13 @@
 
 use crate::mesh::{Mesh, MeshError};
 use crate::shm_job_accessors;
+use crate::world::Watch;
 use smelt_ids::Rank;
 use smelt_transport::shm::{RingSpec, ShmJob, ShmMember};
 use smelt_transport::{allowed_cpus, Abort, Link, QueuePairEnd, TransportError, WaitPolicy};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How often, at most, an idle link checks that its peer's process lives.
 pub const LIVENESS_EVERY: Duration = Duration::from_millis(1);
@@ -189,11 +190,7 @@ pub fn join(
             Rank(peer as usize),
             ShmLink {
                 ep,
-                job: shm.clone(),
-                peer,
-                polls: 0,
-                next_check: Instant::now(),
-                dead: false,
+                watch: Watch::new(shm.clone(), peer),
             },
         ));
     }
@@ -207,37 +204,8 @@ pub fn join(
 #[derive(Debug)]
 pub struct ShmLink {
     ep: QueuePairEnd,
-    job: Arc<ShmMember>,
-    peer: u32,
-    /// Idle polls since the last liveness check.
-    polls: u32,
-    next_check: Instant,
-    dead: bool,
-}
-
-impl ShmLink {
-    /// True once the peer's process is known to be dead (checked at most every
-    /// [`LIVENESS_EVERY`], reading the clock every 8th idle poll).
-    fn peer_dead(&mut self) -> bool {
-        if self.dead {
-            return true;
-        }
-        self.polls = self.polls.wrapping_add(1);
-        if self.polls & 7 != 0 {
-            return false;
-        }
-        let now = Instant::now();
-        if now < self.next_check {
-            return false;
-        }
-        self.next_check = now + LIVENESS_EVERY;
-        self.dead = !self.job.is_alive(self.peer);
-        self.dead
-    }
-
-    fn died(&self) -> TransportError {
-        TransportError::PeerDied { peer: self.peer }
-    }
+    /// The peer process's liveness check.
+    watch: Watch,
 }
 
 impl Link for ShmLink {
@@ -247,7 +215,7 @@ impl Link for ShmLink {
 
     fn try_send(&mut self, tag: u64, msg: &[u8]) -> Result<(), TransportError> {
         match Link::try_send(&mut self.ep, tag, msg) {
-            Err(TransportError::Full) if self.peer_dead() => Err(self.died()),
+            Err(TransportError::Full) if self.watch.peer_dead() => Err(self.watch.died()),
             r => r,
         }
     }
@@ -264,10 +232,10 @@ impl Link for ShmLink {
 
     fn try_recv(&mut self, buf: &mut [u8]) -> Result<(u64, usize), TransportError> {
         match Link::try_recv(&mut self.ep, buf) {
-            Err(TransportError::Empty) if self.peer_dead() => {
+            Err(TransportError::Empty) if self.watch.peer_dead() => {
                 // Dead: nothing more will be published; take what it published before.
                 match Link::try_recv(&mut self.ep, buf) {
-                    Err(TransportError::Empty) => Err(self.died()),
+                    Err(TransportError::Empty) => Err(self.watch.died()),
                     r => r,
                 }
             }
@@ -288,6 +256,6 @@ impl Link for ShmLink {
     }
 
     fn is_disconnected(&self) -> bool {
-        self.dead || Link::is_disconnected(&self.ep)
+        self.watch.dead || Link::is_disconnected(&self.ep)
     }
 }

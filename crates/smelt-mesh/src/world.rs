@@ -1151,15 +1151,53 @@ pub struct WorldLink {
     watch: Option<Box<Watch>>,
 }
 
-/// The liveness check of a link to another process.
+/// The liveness check of a link to another process (of a world's link and of a
+/// [`ShmLink`](crate::mesh_job::ShmLink)).
 #[derive(Debug)]
-struct Watch {
+pub(crate) struct Watch {
     job: Arc<ShmMember>,
     peer: u32,
     /// Idle polls since the last check.
     polls: u32,
     next_check: Instant,
-    dead: bool,
+    /// The peer's process is known to be dead.
+    pub(crate) dead: bool,
+}
+
+impl Watch {
+    /// A check of member `peer`'s process of `job`, not made yet.
+    pub(crate) fn new(job: Arc<ShmMember>, peer: u32) -> Watch {
+        Watch {
+            job,
+            peer,
+            polls: 0,
+            next_check: Instant::now(),
+            dead: false,
+        }
+    }
+
+    /// True once the peer's process is known to be dead (checked at most every
+    /// [`LIVENESS_EVERY`], reading the clock every 8th idle poll).
+    pub(crate) fn peer_dead(&mut self) -> bool {
+        if !self.dead {
+            self.polls = self.polls.wrapping_add(1);
+            if self.polls & 7 != 0 {
+                return false;
+            }
+            let now = Instant::now();
+            if now < self.next_check {
+                return false;
+            }
+            self.next_check = now + LIVENESS_EVERY;
+            self.dead = !self.job.is_alive(self.peer);
+        }
+        self.dead
+    }
+
+    /// The error of a link whose peer died.
+    pub(crate) fn died(&self) -> TransportError {
+        TransportError::PeerDied { peer: self.peer }
+    }
 }
 
 impl WorldLink {
@@ -1172,13 +1210,7 @@ impl WorldLink {
     pub fn watched(ep: QueuePairEnd, job: Arc<ShmMember>, peer: Rank) -> WorldLink {
         WorldLink {
             ep,
-            watch: Some(Box::new(Watch {
-                job,
-                peer: peer.index() as u32,
-                polls: 0,
-                next_check: Instant::now(),
-                dead: false,
-            })),
+            watch: Some(Box::new(Watch::new(job, peer.index() as u32))),
         }
     }
 
@@ -1187,24 +1219,11 @@ impl WorldLink {
         &mut self.ep
     }
 
-    /// True once the peer's process is known to be dead (checked at most every
-    /// [`LIVENESS_EVERY`], reading the clock every 8th idle poll).
+    /// The peer's death once its process is known to be dead ([`Watch::peer_dead`]).
     #[cold]
     fn peer_dead(&mut self) -> Option<TransportError> {
         let w = self.watch.as_mut()?;
-        if !w.dead {
-            w.polls = w.polls.wrapping_add(1);
-            if w.polls & 7 != 0 {
-                return None;
-            }
-            let now = Instant::now();
-            if now < w.next_check {
-                return None;
-            }
-            w.next_check = now + LIVENESS_EVERY;
-            w.dead = !w.job.is_alive(w.peer);
-        }
-        w.dead.then_some(TransportError::PeerDied { peer: w.peer })
+        w.peer_dead().then(|| w.died())
     }
 }
 
