@@ -19,7 +19,6 @@ use smelt_tree::tuning::AlgorithmTable;
 use smelt_tree::{Topology, Tree};
 use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Most trees (roots) one node keeps for one communicator: the leader's, and one per
 /// other root used, made on first use. Past this, a root that is not the node's leader
@@ -116,8 +115,8 @@ pub struct Hier {
     /// and the allreduce (dissemination, recursive doubling) and the tuned fragment
     /// sizes; the members read it from the job.
     algorithms: Option<Arc<AlgorithmTable>>,
-    wait: WaitPolicy,
-    timeout: Duration,
+    /// The nodes' groups' links (with the wait policy chosen).
+    link: smelt_runtime::LinkConfig,
     /// Largest message smelt takes for MPI_Bcast, MPI_Reduce, MPI_Allreduce,
     /// MPI_Gather, MPI_Scatter (the smallest cut-offs of any rank).
     pub max_bytes: [usize; CUT_OFFS],
@@ -381,12 +380,14 @@ pub fn setup(comm: MPI_Comm, cfg: &InterposeConfig) -> Result<Takeover, MpiErr> 
         topology: d.topology,
         algorithms: d.algorithms.clone(),
         model: d.model.clone(),
-        wait: if oversubscribed {
-            WaitPolicy::OVERSUBSCRIBED
-        } else {
-            WaitPolicy::DEDICATED
+        link: smelt_runtime::LinkConfig {
+            wait: Some(cfg.link.wait_or(if oversubscribed {
+                WaitPolicy::OVERSUBSCRIBED
+            } else {
+                WaitPolicy::DEDICATED
+            })),
+            ..cfg.link
         },
-        timeout: cfg.timeout,
         max_bytes,
         scratch: Vec::new(),
     };
@@ -648,9 +649,7 @@ impl Hier {
                     Some(s) => Ok(format!("={}", s.job)),
                     None => {
                         let cfg = GroupConfig {
-                            link: smelt_runtime::LinkConfig::default()
-                                .timeout(self.timeout)
-                                .wait(self.wait),
+                            link: self.link,
                             algorithms: self.algorithms.clone(),
                             ..GroupConfig::default()
                         };

@@ -23,7 +23,7 @@ pub const CUT_OFFS: usize = 9;
 /// sets the communicator up (see [`InterposeConfig::setup_after`]); MPICH's shared-memory
 /// collectives wait as many (`MPIR_CVAR_POSIX_NUM_COLLS_THRESHOLD`).
 pub const DEFAULT_SETUP_AFTER: u64 = 5;
-/// Default longest wait for a peer inside a node (see [`InterposeConfig::timeout`]).
+/// Default longest wait for a peer inside a node (see [`InterposeConfig::link`]).
 pub const DEFAULT_TIMEOUT_S: u64 = 3600;
 
 /// The interposer's settings.
@@ -41,10 +41,13 @@ pub struct InterposeConfig {
     pub max_bytes: [usize; CUT_OFFS],
     /// `SMELT_RANKS_PER_NODE=k`: split each host into emulated nodes of `k` ranks.
     pub ranks_per_node: usize,
-    /// `SMELT_MPI_TIMEOUT` (seconds): longest a rank waits for a peer of its node inside
-    /// a smelt collective before the job is aborted. A dead peer is noticed within
-    /// milliseconds regardless; this only bounds waiting on a live but absent peer.
-    pub timeout: Duration,
+    /// The shared link settings of the nodes' groups: `timeout` is `SMELT_MPI_TIMEOUT`
+    /// (seconds): longest a rank waits for a peer of its node inside a smelt collective
+    /// before the job is aborted (default [`DEFAULT_TIMEOUT_S`]). A dead peer is
+    /// noticed within milliseconds regardless; this only bounds waiting on a live but
+    /// absent peer. `capacity` is the shared default; `wait` is unset (dedicated, or
+    /// oversubscribed when a node has more ranks than CPUs).
+    pub link: smelt_runtime::LinkConfig,
     /// `SMELT_MPI_TREE`: the tree inside a node (a `smelt tree --algo` name:
     /// `Some`), or `auto` (`None`, the default; also what a name that is not a tree
     /// gives, said once): this host's tuning file's choice (`smelt tune`), else
@@ -137,9 +140,12 @@ fn parse() -> InterposeConfig {
             }
         },
         ranks_per_node: number("SMELT_RANKS_PER_NODE", 0, 1 << 20) as usize,
-        timeout: Duration::from_secs(
+        // An hour, not the shared 30 s: an MPI program's ranks may compute apart for
+        // long between collectives, and a rank waiting on a live peer must not abort
+        // the job (a dead one is noticed at once anyway).
+        link: smelt_runtime::LinkConfig::default().timeout(Duration::from_secs(
             number("SMELT_MPI_TIMEOUT", DEFAULT_TIMEOUT_S, 1 << 32).max(1),
-        ),
+        )),
         tree: tree(get("SMELT_MPI_TREE")),
         setup_after: number("SMELT_MPI_SETUP_AFTER", DEFAULT_SETUP_AFTER, 1 << 32),
         model: get("SMELT_MPI_MODEL"),
