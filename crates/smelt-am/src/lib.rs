@@ -37,7 +37,7 @@
 //! full runs this endpoint's own handlers on what arrives meanwhile, and a reply that
 //! finds one full takes arriving messages in for later: endpoints flooding each other
 //! through queues of a few slots never deadlock. Every wait is bounded
-//! ([`AmConfig::timeout`]).
+//! (`AmConfig::link.timeout`).
 //!
 //! **Failures.** An endpoint whose thread ended or whose process died is reported once
 //! by a poll as [`AmError::PeerGone`] (after its last message); sends to it fail with

@@ -274,7 +274,7 @@ pub fn endpoint_with<S>(
 /// [`Endpoint::from_world`] for a world of MPI ranks (`World::from_mpi`): a collective
 /// call over the world's communicator. Endpoint `i` is rank `i`, named
 /// `node.place.0`; the members of its node are reached over an all-to-all mesh of
-/// [`AmConfig::capacity`] slots carved from the node's world segment, the others over an
+/// `AmConfig::link.capacity` slots carved from the node's world segment, the others over an
 /// [`MpiRemote`] on the world's communicator ([`Options::from_env`]'s window of sends
 /// in flight; with `SMELT_AM_TRANSPORT=mpi`, every other endpoint). If any rank fails,
 /// every rank gets an error.

@@ -69,7 +69,7 @@ impl Table {
 /// `n` threads ([`World::threads`], [`Endpoint::from_world`]) made at once, for a
 /// program that wants nothing else from a world. Endpoint `i` is named `0.0.i` and
 /// gets state `state(i)` and a random tag, which every other endpoint knows; links
-/// hold [`AmConfig::capacity`] slots. Move each into its thread.
+/// hold `AmConfig::link.capacity` slots. Move each into its thread.
 pub fn threads<S>(
     n: usize,
     cfg: AmConfig,

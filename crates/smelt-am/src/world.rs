@@ -6,14 +6,14 @@
 //! services it makes from that world. Endpoint `i` is member `i` of the world; it is
 //! named `node.0.k` (threads) or `node.k.0` (processes), `k` its place among the
 //! members of its node. Each call makes a new set of endpoints on links of their own
-//! (an all-to-all mesh of [`AmConfig::capacity`] slots per ring): a member may hold
+//! (an all-to-all mesh of `AmConfig::link.capacity` slots per ring): a member may hold
 //! several endpoints of one world (offload lanes do), endpoint `i` of one set talking
 //! only to the endpoints of that set.
 //!
 //! Every endpoint gets a random protection tag, and learns every other endpoint's:
 //! between threads the first member to call draws them all; between processes each
 //! member publishes its own in a region of the world's segment and waits (at most
-//! [`AmConfig::timeout`]) until every member did, so a member that never comes is a
+//! `AmConfig::link.timeout`) until every member did, so a member that never comes is a
 //! [`AmError::Timeout`] and one that died is [`AmError::PeerGone`], never a hang.
 //!
 //! ```

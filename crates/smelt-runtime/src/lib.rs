@@ -26,7 +26,7 @@
 //!
 //! Failures never hang the group: a member that panics or leaves early makes every
 //! other member's collectives return [`GroupError::PeerFailed`], and [`Group::run`]
-//! names the member. Every wait is also bounded by [`GroupConfig::timeout`].
+//! names the member. Every wait is also bounded by `GroupConfig::link.timeout`.
 //!
 //! [`measure`] holds the measurement helpers behind `smelt bench`.
 
