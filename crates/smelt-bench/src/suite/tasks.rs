@@ -45,6 +45,24 @@ struct Row {
     error: Option<String>,
 }
 
+impl Row {
+    /// A row with no figures yet (and no error).
+    fn empty(workload: &str, runtime: &'static str, workers: usize) -> Row {
+        Row {
+            workload: workload.into(),
+            runtime,
+            workers,
+            ms: None,
+            tasks: 0,
+            tasks_per_s: None,
+            steals: None,
+            speedup: None,
+            overhead_ns_per_task: None,
+            error: None,
+        }
+    }
+}
+
 /// The report of `smelt bench tasks`.
 #[derive(Serialize)]
 pub struct TasksReport {
@@ -271,18 +289,9 @@ fn workloads(quick: bool) -> Vec<Workload> {
 
 fn row(workload: &str, runtime: &'static str, workers: usize, runs: &[Run]) -> Row {
     if let Some(i) = runs.iter().position(|r| !r.ok) {
-        return Row {
-            workload: workload.into(),
-            runtime,
-            workers,
-            ms: None,
-            tasks: 0,
-            tasks_per_s: None,
-            steals: None,
-            speedup: None,
-            overhead_ns_per_task: None,
-            error: Some(format!("run {} gave a wrong result", i + 1)),
-        };
+        let mut row = Row::empty(workload, runtime, workers);
+        row.error = Some(format!("run {} gave a wrong result", i + 1));
+        return row;
     }
     let ms = crate::stats::median(&runs.iter().map(|r| r.secs * 1e3).collect::<Vec<_>>());
     let tasks = runs.iter().map(|r| r.tasks).max().unwrap_or(0);
@@ -406,7 +415,7 @@ fn processes_fib(
         }
     }
     for rank in 1..n {
-        if let Some(c) = members.take(rank - 1) {
+        if let Some(c) = members.take(smelt_mesh::Rank(rank - 1)) {
             let o = c.wait_with_output()?;
             if !o.status.success() {
                 anyhow::bail!(
@@ -751,18 +760,7 @@ fn spread_row(
     steal_div: u64,
     one: &mut Option<f64>,
 ) -> Row {
-    let mut row = Row {
-        workload: name.to_string(),
-        runtime,
-        workers,
-        ms: None,
-        tasks: 0,
-        tasks_per_s: None,
-        steals: None,
-        speedup: None,
-        overhead_ns_per_task: None,
-        error: None,
-    };
+    let mut row = Row::empty(name, runtime, workers);
     let runs = match runs {
         Ok(r) if !r.is_empty() => r,
         Ok(_) => {
