@@ -229,6 +229,21 @@ struct Blob {
 }
 
 impl Blob {
+    /// The store's description, read from `world`'s attribute [`WORLD_ATTRIBUTE`];
+    /// `bad` makes the error of a world that is not a store's.
+    fn of(
+        world: &World,
+        bad: impl Fn(&dyn std::fmt::Display) -> KvsError,
+    ) -> Result<Blob, KvsError> {
+        let text = world.attribute(WORLD_ATTRIBUTE).ok_or_else(|| {
+            bad(&format!(
+                "the world has no '{WORLD_ATTRIBUTE}' attribute: it is not a store's"
+            ))
+        })?;
+        serde_json::from_str(text)
+            .map_err(|e| bad(&format!("the store's description is unreadable: {e}")))
+    }
+
     /// The mesh every member of the store's world makes.
     fn mesh_spec(&self) -> MeshSpec {
         let [s, y, pi, pm] = self.wait;
@@ -304,13 +319,7 @@ pub fn run_replica<E: std::fmt::Display>(
     shape: ShapeReader<'_, E>,
 ) -> Result<ReplicaReport, KvsError> {
     let bad = |e: &dyn std::fmt::Display| KvsError::Config(format!("replica process: {e}"));
-    let text = world.attribute(WORLD_ATTRIBUTE).ok_or_else(|| {
-        bad(&format!(
-            "the world has no '{WORLD_ATTRIBUTE}' attribute: it is not a store's"
-        ))
-    })?;
-    let b: Blob = serde_json::from_str(text)
-        .map_err(|e| bad(&format!("the store's description is unreadable: {e}")))?;
+    let b = Blob::of(world, bad)?;
     let me = world.rank().index();
     if me >= b.replicas {
         return Err(bad(&format!(
@@ -375,13 +384,7 @@ pub fn run_replica<E: std::fmt::Display>(
 /// world is not a store's, or this member is not one of its clients.
 pub fn connect_client(world: &World) -> Result<Client, KvsError> {
     let bad = |e: &dyn std::fmt::Display| KvsError::Config(format!("client process: {e}"));
-    let text = world.attribute(WORLD_ATTRIBUTE).ok_or_else(|| {
-        bad(&format!(
-            "the world has no '{WORLD_ATTRIBUTE}' attribute: it is not a store's"
-        ))
-    })?;
-    let b: Blob = serde_json::from_str(text)
-        .map_err(|e| bad(&format!("the store's description is unreadable: {e}")))?;
+    let b = Blob::of(world, bad)?;
     let me = world.rank().index();
     let c = me
         .checked_sub(b.replicas)
