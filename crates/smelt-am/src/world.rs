@@ -68,10 +68,7 @@ impl<S> Endpoint<S, WorldLink> {
             names: names(world),
             tags: tags(world, &cfg)?,
         };
-        let mut spec = MeshSpec::all_to_all().capacity(cfg.link.capacity);
-        if let Some(w) = cfg.link.wait {
-            spec = spec.wait_policy(w);
-        }
+        let spec = MeshSpec::all_to_all().link(&cfg.link);
         let mesh = world.mesh(&spec)?;
         // Every member is reached over the world's mesh (mesh rank = world rank).
         let (dests, global) = table.dests_by(me, |_| true);

@@ -530,6 +530,16 @@ impl MeshSpec {
         self.wait = Some(p);
         self
     }
+
+    /// The slots and wait policy of a service's link configuration (its `timeout`
+    /// bounds the service's own waits, not the mesh's making).
+    pub fn link(mut self, l: &crate::LinkConfig) -> MeshSpec {
+        self.capacity = l.capacity;
+        if let Some(w) = l.wait {
+            self.wait = Some(w);
+        }
+        self
+    }
 }
 
 /// Shared 64-bit words every member of a world reads and writes with atomic
