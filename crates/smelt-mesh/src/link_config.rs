@@ -40,8 +40,9 @@ pub struct LinkConfig {
 }
 
 impl LinkConfig {
-    /// Default slots per ring.
-    pub const CAPACITY: usize = 64;
+    /// Default slots per ring: a world mesh's default,
+    /// [`DEFAULT_CAPACITY`](crate::world::DEFAULT_CAPACITY).
+    pub const CAPACITY: usize = crate::world::DEFAULT_CAPACITY;
     /// Default longest wait.
     pub const TIMEOUT: Duration = Duration::from_secs(30);
 
