@@ -162,7 +162,7 @@ impl Launcher {
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped());
                 members
-                    .spawn(&mut cmd, l.cpu(r))
+                    .spawn(&mut cmd, l.cpu(r).map(smelt_mesh::CpuId))
                     .map_err(|e| KvsError::Replica {
                         replica: r,
                         what: format!("cannot start {}: {e}", program.display()),
@@ -657,7 +657,7 @@ impl Processes {
             )));
         }
         for r in 0..lay.replicas {
-            let child = started.take(r).ok_or_else(|| KvsError::Replica {
+            let child = started.take(Rank(r)).ok_or_else(|| KvsError::Replica {
                 replica: r,
                 what: "its process ended before the store took it".into(),
             })?;

@@ -77,7 +77,9 @@ fn the_caller_launches_the_replica_members() {
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
-            members.spawn(&mut cmd, l.cpu(r)).unwrap();
+            members
+                .spawn(&mut cmd, l.cpu(r).map(smelt_mesh::CpuId))
+                .unwrap();
         }
         Ok(members)
     };

@@ -29,6 +29,7 @@
 //! # Ok(()) }
 //! ```
 
+use crate::{CpuId, Rank};
 use smelt_transport::members::{prepare_member, process_group_of, signal_group};
 use smelt_transport::signal_process;
 use std::io;
@@ -42,7 +43,11 @@ const SIGKILL: i32 = 9;
 /// with SIGKILL when the calling thread ends (`PR_SET_PDEATHSIG`, armed before
 /// `exec` and checked against the launcher dying first). Start members from a thread
 /// that outlives them, such as the main thread.
-pub fn spawn_member(cmd: &mut Command, cpu: Option<u32>, group: Option<u32>) -> io::Result<Child> {
+pub fn spawn_member(
+    cmd: &mut Command,
+    cpu: Option<CpuId>,
+    group: Option<u32>,
+) -> io::Result<Child> {
     prepare_member(cmd, cpu, group);
     cmd.spawn()
 }
@@ -64,7 +69,7 @@ impl Members {
 
     /// Starts `cmd` as the next member ([`spawn_member`]): the first member leads a
     /// new process group, the others join it. Returns the member's rank.
-    pub fn spawn(&mut self, cmd: &mut Command, cpu: Option<u32>) -> io::Result<usize> {
+    pub fn spawn(&mut self, cmd: &mut Command, cpu: Option<CpuId>) -> io::Result<usize> {
         let child = spawn_member(cmd, cpu, Some(self.group.unwrap_or(0)))?;
         self.group.get_or_insert(child.id());
         self.children.push(Some(child));
@@ -85,7 +90,7 @@ impl Members {
             let rank = crate::Rank(r);
             let mut cmd = command(rank);
             cmd.envs(job.env(rank));
-            if let Err(e) = members.spawn(&mut cmd, cpu.map(|c| c.get())) {
+            if let Err(e) = members.spawn(&mut cmd, cpu) {
                 return Err((rank, e)); // dropping `members` kills and reaps the others
             }
         }
@@ -113,8 +118,8 @@ impl Members {
     }
 
     /// The process id of member `rank` while it is running.
-    pub fn pid(&self, rank: usize) -> Option<u32> {
-        self.children.get(rank)?.as_ref().map(Child::id)
+    pub fn pid(&self, rank: Rank) -> Option<u32> {
+        self.children.get(rank.index())?.as_ref().map(Child::id)
     }
 
     /// Sends `sig` to every running member and to their own children: to the
@@ -156,8 +161,8 @@ impl Members {
 
     /// Hands member `rank`'s process to the caller (to wait for its output); it is
     /// then no longer signalled, killed or reaped here.
-    pub fn take(&mut self, rank: usize) -> Option<Child> {
-        self.children.get_mut(rank)?.take()
+    pub fn take(&mut self, rank: Rank) -> Option<Child> {
+        self.children.get_mut(rank.index())?.take()
     }
 }
 

@@ -243,7 +243,7 @@ fn wait_all(members: &mut Members, limit: Duration) -> Vec<(bool, String)> {
     let start = Instant::now();
     let n = members.len();
     let mut out = vec![None; n];
-    let mut children: Vec<_> = (0..n).map(|r| members.take(r).unwrap()).collect();
+    let mut children: Vec<_> = (0..n).map(|r| members.take(Rank(r)).unwrap()).collect();
     while out.iter().any(Option::is_none) {
         assert!(start.elapsed() < limit, "members hang");
         for (r, c) in children.iter_mut().enumerate() {

@@ -7,7 +7,7 @@
 
 use smelt_runtime::launch::{spawn_member, Members};
 use smelt_runtime::process::GroupJob;
-use smelt_runtime::GroupConfig;
+use smelt_runtime::{CpuId, GroupConfig, Rank};
 use smelt_transport::members::process_group_of;
 use smelt_tree::Tree;
 use std::io::{BufRead as _, BufReader};
@@ -46,10 +46,13 @@ fn members_share_one_process_group_led_by_the_first_and_die_by_kill() {
     for _ in 0..3 {
         members.spawn(&mut sleeper(), None).unwrap();
     }
-    let leader = members.pid(0).unwrap();
+    let leader = members.pid(Rank(0)).unwrap();
     assert_eq!(members.group(), Some(leader));
     for r in 0..3 {
-        assert_eq!(process_group_of(members.pid(r).unwrap()), Some(leader));
+        assert_eq!(
+            process_group_of(members.pid(Rank(r)).unwrap()),
+            Some(leader)
+        );
     }
     // Not the test's own group: signalling the members never reaches the caller.
     assert_ne!(process_group_of(std::process::id()), Some(leader));
@@ -67,7 +70,7 @@ fn a_member_that_left_the_group_still_gets_the_signal() {
     let mut c = Command::new("setsid");
     c.args(["sleep", "60"]);
     members.spawn(&mut c, None).unwrap();
-    let pid = members.pid(1).unwrap();
+    let pid = members.pid(Rank(1)).unwrap();
     let t = Instant::now();
     while process_group_of(pid) != Some(pid) {
         assert!(t.elapsed() < Duration::from_secs(20), "setsid did not run");
@@ -84,7 +87,7 @@ fn dropping_members_kills_and_reaps_them() {
     let mut members = Members::new();
     members.spawn(&mut sleeper(), None).unwrap();
     members.spawn(&mut sleeper(), None).unwrap();
-    let pids: Vec<u32> = (0..2).map(|r| members.pid(r).unwrap()).collect();
+    let pids: Vec<u32> = (0..2).map(|r| members.pid(Rank(r)).unwrap()).collect();
     drop(members);
     for p in pids {
         // Reaped, not even a zombie (the pid is not reused this fast).
@@ -99,7 +102,7 @@ fn a_member_is_pinned_to_its_cpu() {
     let mut c = Command::new("grep");
     c.args(["Cpus_allowed_list", "/proc/self/status"]);
     c.stdout(Stdio::piped());
-    let out = spawn_member(&mut c, Some(cpu), None)
+    let out = spawn_member(&mut c, Some(CpuId(cpu)), None)
         .unwrap()
         .wait_with_output()
         .unwrap();

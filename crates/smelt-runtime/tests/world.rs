@@ -116,7 +116,7 @@ fn run_members(
         members.spawn(&mut cmd, None).unwrap();
     }
     let start = Instant::now();
-    let mut children: Vec<_> = (0..n).map(|r| members.take(r).unwrap()).collect();
+    let mut children: Vec<_> = (0..n).map(|r| members.take(Rank(r)).unwrap()).collect();
     let mut done = vec![None; n];
     while done.iter().any(Option::is_none) {
         assert!(start.elapsed() < limit, "members hang");

@@ -5,6 +5,7 @@
 //! The safe launcher itself (spawning, supervising, escalating) is
 //! `smelt_runtime::launch`; only what needs `unsafe` lives here.
 
+use smelt_ids::CpuId;
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -23,11 +24,11 @@ use std::process::Command;
 ///
 /// Spawn from a thread that outlives the members (the launcher's main thread): the
 /// kernel sends the death signal when the spawning *thread* exits.
-pub fn prepare_member(cmd: &mut Command, cpu: Option<u32>, group: Option<u32>) {
+pub fn prepare_member(cmd: &mut Command, cpu: Option<CpuId>, group: Option<u32>) {
     if let Some(g) = group {
         cmd.process_group(i32::try_from(g).unwrap_or(0));
     }
-    let set = cpu.and_then(cpu_set);
+    let set = cpu.and_then(|c| cpu_set(c.get()));
     // The launcher's pid, read before the fork: the child compares its parent with it.
     // SAFETY: getpid takes no arguments and cannot fail.
     let launcher = unsafe { libc::getpid() };

@@ -286,7 +286,7 @@ fn every_service_in_one_world_of_launched_processes() {
         members.spawn(&mut cmd, None).unwrap();
     }
     let start = Instant::now();
-    let mut children: Vec<_> = (0..n).map(|r| members.take(r).unwrap()).collect();
+    let mut children: Vec<_> = (0..n).map(|r| members.take(Rank(r)).unwrap()).collect();
     let mut ended = vec![false; n];
     while ended.iter().any(|e| !e) {
         for (c, e) in children.iter_mut().zip(&mut ended) {

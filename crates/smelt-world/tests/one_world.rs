@@ -48,7 +48,7 @@ fn processes_make_every_service_in_one_world() {
         members.spawn(&mut cmd, None).unwrap();
     }
     let start = Instant::now();
-    let mut children: Vec<_> = (0..n).map(|r| members.take(r).unwrap()).collect();
+    let mut children: Vec<_> = (0..n).map(|r| members.take(Rank(r)).unwrap()).collect();
     for (r, c) in children.iter_mut().enumerate() {
         while c.try_wait().unwrap().is_none() {
             assert!(

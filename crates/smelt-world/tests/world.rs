@@ -107,7 +107,7 @@ fn processes_make_collectives_from_the_environment() {
         members.spawn(&mut cmd, None).unwrap();
     }
     let start = Instant::now();
-    let mut children: Vec<_> = (0..n).map(|r| members.take(r).unwrap()).collect();
+    let mut children: Vec<_> = (0..n).map(|r| members.take(Rank(r)).unwrap()).collect();
     for (r, c) in children.iter_mut().enumerate() {
         loop {
             if c.try_wait().unwrap().is_some() {

@@ -215,7 +215,7 @@ fn between_processes(o: &Opts, cpus: (Option<u32>, Option<u32>)) -> Result<LogP>
     // Started as `smelt launch` starts its members: pinned, dying with this process.
     let mut members = Members::new();
     members
-        .spawn(&mut cmd, cpus.1)
+        .spawn(&mut cmd, cpus.1.map(smelt_mesh::CpuId))
         .context("cannot start a member process")?;
     let r = std::thread::scope(|s| {
         s.spawn(|| -> Result<LogP> {
@@ -234,7 +234,7 @@ fn between_processes(o: &Opts, cpus: (Option<u32>, Option<u32>)) -> Result<LogP>
         members.kill();
     }
     let status = members
-        .take(0)
+        .take(Rank(0))
         .context("the member process is gone")?
         .wait()?;
     let p = r?;

@@ -61,7 +61,7 @@ pub fn measure_processes(
                 Stdio::null()
             })
             .stderr(Stdio::piped());
-        if let Err(e) = members.spawn(&mut cmd, *pin) {
+        if let Err(e) = members.spawn(&mut cmd, pin.map(smelt_mesh::CpuId)) {
             job.fail(Rank(rank), "could not be started");
             drop(members); // kills and reaps the members already started
             bail!("cannot start a member process: {e}");
@@ -70,7 +70,7 @@ pub fn measure_processes(
     let mut first = None;
     let mut failure = None;
     for rank in 0..members.len() {
-        let c = members.take(rank).expect("each member is taken once");
+        let c = members.take(Rank(rank)).expect("each member is taken once");
         let out = c.wait_with_output()?;
         if !out.status.success() && failure.is_none() {
             job.fail(Rank(rank), "failed");
