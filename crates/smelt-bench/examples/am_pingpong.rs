@@ -19,10 +19,10 @@ fn main() {
     let t = Duration::from_secs(60);
     std::thread::scope(|s| {
         s.spawn(move || {
-            let _ = smelt_transport::pin_current_thread(1);
+            let _ = smelt_transport::pin_current_thread(smelt_mesh::CpuId(1));
             logp::respond(&mut b, t).unwrap()
         });
-        let _ = smelt_transport::pin_current_thread(0);
+        let _ = smelt_transport::pin_current_thread(smelt_mesh::CpuId(0));
         let start = Instant::now();
         for i in 0..rounds {
             a.request(1, logp::PING, &[i as u64]).unwrap();

@@ -98,7 +98,7 @@ const LIMIT: Duration = Duration::from_secs(30);
 fn pin(cpu: Option<u32>) {
     if let Some(c) = cpu {
         // Not pinned is still a valid measurement (recorded as the CPUs asked for).
-        let _ = smelt_transport::pin_current_thread(c);
+        let _ = smelt_transport::pin_current_thread(smelt_mesh::CpuId(c));
     }
 }
 

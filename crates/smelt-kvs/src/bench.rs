@@ -374,7 +374,7 @@ pub fn drive<S: Driven>(
                 let pin = cfg.client_cpus.as_ref().map(|v| v[c.id()]);
                 s.spawn(move || {
                     if let Some(cpu) = pin {
-                        let _ = smelt_transport::pin_current_thread(cpu);
+                        let _ = smelt_transport::pin_current_thread(smelt_mesh::CpuId(cpu));
                     }
                     let id = c.id();
                     let mut x = seed

@@ -346,7 +346,7 @@ pub fn run_replica<E: std::fmt::Display>(
         .cpus
         .as_ref()
         .and_then(|c| c.get(me))
-        .is_some_and(|&c| smelt_transport::pin_current_thread(c).is_ok());
+        .is_some_and(|&c| smelt_transport::pin_current_thread(smelt_mesh::CpuId(c)).is_ok());
     let lay = Arc::new(Layout {
         replicas: b.replicas,
         clients: b.clients,

@@ -174,7 +174,8 @@ pub fn spawn_replica(
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     let pin = replica_cpus.map(|c| c[i]);
     std::thread::Builder::new().name(name).spawn(move || {
-        let pinned = pin.is_some_and(|c| smelt_transport::pin_current_thread(c).is_ok());
+        let pinned =
+            pin.is_some_and(|c| smelt_transport::pin_current_thread(smelt_mesh::CpuId(c)).is_ok());
         let mut report = run();
         report.pinned = pinned;
         let _ = tx.send(report);

@@ -840,7 +840,7 @@ impl World {
     /// given).
     pub fn pin_current_thread(&self) -> std::io::Result<bool> {
         match self.cpu() {
-            Some(c) => pin_current_thread(c.get()).map(|_| true),
+            Some(c) => pin_current_thread(c).map(|_| true),
             None => Ok(false),
         }
     }

@@ -474,7 +474,9 @@ impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
             let h = std::thread::Builder::new()
                 .name(format!("smelt-offload-{i}"))
                 .spawn(move || {
-                    let pinned = cpu.map(smelt_transport::pin_current_thread).transpose();
+                    let pinned = cpu
+                        .map(|c| smelt_transport::pin_current_thread(smelt_mesh::CpuId(c)))
+                        .transpose();
                     let _ = tx.send(pinned.map(|_| ()).map_err(|e| e.to_string()));
                     comm_thread(&sh, i, ep)
                 })

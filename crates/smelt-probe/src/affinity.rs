@@ -13,5 +13,5 @@ use smelt_ids::CpuId;
 /// Pins the calling thread to OS CPU `cpu`; the error ([`ProbeError::Pin`]) names
 /// the CPU.
 pub fn pin_current_thread(cpu: CpuId) -> Result<(), ProbeError> {
-    smelt_transport::pin_current_thread(cpu.0).map_err(|source| ProbeError::Pin { cpu, source })
+    smelt_transport::pin_current_thread(cpu).map_err(|source| ProbeError::Pin { cpu, source })
 }

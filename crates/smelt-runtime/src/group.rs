@@ -320,7 +320,7 @@ impl<L: Link> Member<L> {
     /// chose for it (done by [`Group::run`]; call it yourself on threads you attach
     /// with [`Group::into_members`]).
     pub fn pin_thread(&mut self) -> std::io::Result<()> {
-        pin_current_thread(self.pin_to.unwrap_or(self.cpu()).get())?;
+        pin_current_thread(self.pin_to.unwrap_or(self.cpu()))?;
         self.pinned = true;
         Ok(())
     }

@@ -491,7 +491,7 @@ impl Pool {
                 .name(format!("{}-{index}", cfg.name))
                 .spawn(move || {
                     if let Some(cpu) = cpu {
-                        if let Err(e) = smelt_transport::pin_current_thread(cpu.0) {
+                        if let Err(e) = smelt_transport::pin_current_thread(cpu) {
                             let _ = tx.send(Err(TaskError::Pin {
                                 worker: index,
                                 cpu,

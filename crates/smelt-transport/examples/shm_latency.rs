@@ -33,7 +33,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--child") {
         let n: u64 = args[4].parse().unwrap();
-        let _ = pin_current_thread(args[5].parse().unwrap());
+        let _ = pin_current_thread(smelt_ids::CpuId(args[5].parse().unwrap()));
         let m = ShmMember::attach(args[2].as_ref(), &args[3], 1).unwrap();
         let (mut rx, mut tx) = (m.consumer(0).unwrap(), m.producer(1).unwrap());
         pong(&mut tx, &mut rx, n);
@@ -48,10 +48,10 @@ fn main() {
         // Threads.
         let (mut a, mut b) = queuepair(64);
         let t = std::thread::spawn(move || {
-            let _ = pin_current_thread(c1);
+            let _ = pin_current_thread(smelt_ids::CpuId(c1));
             pong(&mut b.tx, &mut b.rx, n);
         });
-        let _ = pin_current_thread(c0);
+        let _ = pin_current_thread(smelt_ids::CpuId(c0));
         threads.push(ping(&mut a.tx, &mut a.rx, n));
         t.join().unwrap();
         // Processes.

@@ -16,7 +16,7 @@ fn main() {
     for _ in 0..7 {
         let (mut tx, mut rx) = channel(1024);
         let t = std::thread::spawn(move || {
-            let _ = pin_current_thread(1);
+            let _ = pin_current_thread(smelt_ids::CpuId(1));
             let mut sum = 0u64;
             for _ in 0..n {
                 loop {
@@ -29,7 +29,7 @@ fn main() {
             }
             sum
         });
-        let _ = pin_current_thread(0);
+        let _ = pin_current_thread(smelt_ids::CpuId(0));
         let t0 = Instant::now();
         for i in 0..n {
             while tx.try_send_word(i).is_err() {
@@ -43,7 +43,7 @@ fn main() {
         let ((mut at, mut ar), (mut bt, mut br)) = (a.split(), b.split());
         let m = n / 20;
         let t = std::thread::spawn(move || {
-            let _ = pin_current_thread(1);
+            let _ = pin_current_thread(smelt_ids::CpuId(1));
             for _ in 0..m {
                 let w = loop {
                     if let Ok(w) = br.try_recv_word() {

@@ -1,5 +1,6 @@
 //! Thread placement: pin the calling thread to one CPU, ask which CPUs it may use.
 
+use smelt_ids::CpuId;
 use std::io;
 
 /// Pins the calling thread to OS CPU `cpu` (Linux `sched_setaffinity`).
@@ -8,8 +9,8 @@ use std::io;
 /// allowed set (cgroup/cpuset), and with `InvalidInput` if `cpu` is beyond
 /// `CPU_SETSIZE`.
 #[cfg(target_os = "linux")]
-pub fn pin_current_thread(cpu: u32) -> io::Result<()> {
-    let cpu = cpu as usize;
+pub fn pin_current_thread(cpu: CpuId) -> io::Result<()> {
+    let cpu = cpu.get() as usize;
     if cpu >= libc::CPU_SETSIZE as usize {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -32,7 +33,7 @@ pub fn pin_current_thread(cpu: u32) -> io::Result<()> {
 
 /// Pins the calling thread to OS CPU `cpu` (unsupported on this OS).
 #[cfg(not(target_os = "linux"))]
-pub fn pin_current_thread(_cpu: u32) -> io::Result<()> {
+pub fn pin_current_thread(_cpu: CpuId) -> io::Result<()> {
     Err(io::Error::new(
         io::ErrorKind::Unsupported,
         "thread pinning is only implemented on Linux",

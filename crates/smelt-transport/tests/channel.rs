@@ -314,10 +314,10 @@ fn affinity_queries() {
     let cpus = allowed_cpus().unwrap();
     assert!(!cpus.is_empty());
     std::thread::spawn(move || {
-        pin_current_thread(cpus[0]).unwrap();
+        pin_current_thread(smelt_ids::CpuId(cpus[0])).unwrap();
         assert_eq!(allowed_cpus().unwrap(), vec![cpus[0]]);
         assert_eq!(current_cpu(), Some(cpus[0]));
-        assert!(pin_current_thread(100_000).is_err());
+        assert!(pin_current_thread(smelt_ids::CpuId(100_000)).is_err());
     })
     .join()
     .unwrap();

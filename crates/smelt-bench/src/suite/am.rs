@@ -186,13 +186,13 @@ fn between_threads(o: &Opts, cpus: (Option<u32>, Option<u32>)) -> Result<LogP> {
     std::thread::scope(|s| {
         let responder = s.spawn(move || {
             if let Some(c) = cpus.1 {
-                let _ = smelt_transport::pin_current_thread(c);
+                let _ = smelt_transport::pin_current_thread(smelt_mesh::CpuId(c));
             }
             logp::respond(&mut b, t)
         });
         let measurer = s.spawn(move || {
             if let Some(c) = cpus.0 {
-                let _ = smelt_transport::pin_current_thread(c);
+                let _ = smelt_transport::pin_current_thread(smelt_mesh::CpuId(c));
             }
             logp::measure(&mut a, 1, o)
         });
@@ -220,7 +220,7 @@ fn between_processes(o: &Opts, cpus: (Option<u32>, Option<u32>)) -> Result<LogP>
     let r = std::thread::scope(|s| {
         s.spawn(|| -> Result<LogP> {
             if let Some(c) = cpus.0 {
-                let _ = smelt_transport::pin_current_thread(c);
+                let _ = smelt_transport::pin_current_thread(smelt_mesh::CpuId(c));
             }
             let world = job.join(Rank(0))?;
             let mut ep = Endpoint::from_world(&world, logp::State::default(), AmConfig::default())?;

@@ -112,7 +112,7 @@ fn serve(
 ) -> std::thread::JoinHandle<Result<(), AmError>> {
     std::thread::spawn(move || {
         if let Some(c) = cpu {
-            let _ = pin_current_thread(c);
+            let _ = pin_current_thread(smelt_mesh::CpuId(c));
         }
         ep.register(PING, |_, ctx, m| {
             let _ = ctx.reply(PONG, &[m.args[0]]);
@@ -161,7 +161,7 @@ fn round_trip(mode: OffloadMode, cpus: &[Option<u32>; 3], per: u64, batches: usi
     let r = std::thread::scope(|s| {
         s.spawn(move || -> Result<f64> {
             if let Some(c) = cpus[0] {
-                let _ = pin_current_thread(c);
+                let _ = pin_current_thread(smelt_mesh::CpuId(c));
             }
             if mode == OffloadMode::Direct {
                 return time_batches(per, batches, |i| {
