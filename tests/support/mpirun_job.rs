@@ -148,6 +148,32 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// Runs one service of a driver program (`prog SERVICE ARGS..`, as `smelt-bench-mpi`)
+/// on `np` ranks with `env` (the test's own [`LAYOUT_VARS`] cleared), its shared
+/// memory in a `smelt-SERVICE-test-..` directory, killed at `limit`.
+pub fn service(
+    prog: &Path,
+    service: &str,
+    np: usize,
+    args: &[&str],
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> Run {
+    let args: Vec<&str> = std::iter::once(service)
+        .chain(args.iter().copied())
+        .collect();
+    run(Job {
+        np,
+        mpirun_args: &[],
+        prog,
+        args: &args,
+        vars: vars(env),
+        clear: LAYOUT_VARS,
+        shm_prefix: &format!("smelt-{service}-test"),
+        limit,
+    })
+}
+
 /// Runs the job (one at a time), killing its whole process group after the limit.
 pub fn run(job: Job<'_>) -> Run {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

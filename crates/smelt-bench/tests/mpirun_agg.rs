@@ -30,22 +30,20 @@ mod skip;
 
 #[cfg(feature = "mpi")]
 mod with_mpi {
-    use super::mpirun_job::{self, have_mpirun, Job};
+    use super::mpirun_job::{self, have_mpirun};
     use std::path::PathBuf;
     use std::time::Duration;
 
     fn passes(flush: &str, var: (&str, &str), nodes: &str) {
         let prog = PathBuf::from(env!("CARGO_BIN_EXE_smelt-bench-mpi"));
-        let r = mpirun_job::run(Job {
-            np: 4,
-            mpirun_args: &[],
-            prog: &prog,
-            args: &["agg", "--workers", "2", "--items", "2000", "--flush", flush],
-            vars: mpirun_job::vars(&[var]),
-            clear: mpirun_job::LAYOUT_VARS,
-            shm_prefix: "smelt-agg-test",
-            limit: Duration::from_secs(180),
-        });
+        let r = mpirun_job::service(
+            &prog,
+            "agg",
+            4,
+            &["--workers", "2", "--items", "2000", "--flush", flush],
+            &[var],
+            Duration::from_secs(180),
+        );
         assert_eq!(r.code, Some(0), "{}", r.show());
         for scheme in ["WW", "WPs", "WsP", "PP", "none"] {
             let p = format!("agg: PASS scheme={scheme} ");

@@ -33,7 +33,7 @@ mod skip;
 
 #[cfg(feature = "mpi")]
 mod with_mpi {
-    use super::mpirun_job::{self, have_mpirun, Job, Run};
+    use super::mpirun_job::{self, have_mpirun, Run};
     use std::path::PathBuf;
     use std::process::Command;
     use std::time::Duration;
@@ -47,19 +47,7 @@ mod with_mpi {
     /// Runs the program on `np` ranks with `args` and `env`, killing the whole job
     /// after `limit`.
     fn mpirun(np: usize, args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
-        // The one driver: the service first, then its own arguments.
-        let args: Vec<&str> = std::iter::once("am").chain(args.iter().copied()).collect();
-        let prog = program();
-        mpirun_job::run(Job {
-            np,
-            mpirun_args: &[],
-            prog: &prog,
-            args: &args,
-            vars: mpirun_job::vars(env),
-            clear: mpirun_job::LAYOUT_VARS,
-            shm_prefix: "smelt-am-test",
-            limit,
-        })
+        mpirun_job::service(&program(), "am", np, args, env, limit)
     }
 
     /// Small sizes: 4 ranks share 2 CPUs.

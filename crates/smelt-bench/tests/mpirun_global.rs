@@ -30,28 +30,15 @@ mod skip;
 
 #[cfg(feature = "mpi")]
 mod with_mpi {
-    use super::mpirun_job::{self, have_mpirun, Job, Run};
+    use super::mpirun_job::{self, have_mpirun, Run};
     use std::path::PathBuf;
     use std::time::Duration;
 
     const LIMIT: Duration = Duration::from_secs(180);
 
     fn mpirun(np: usize, args: &[&str], env: &[(&str, &str)]) -> Run {
-        // The one driver: the service first, then its own arguments.
-        let args: Vec<&str> = std::iter::once("global")
-            .chain(args.iter().copied())
-            .collect();
         let prog = PathBuf::from(env!("CARGO_BIN_EXE_smelt-bench-mpi"));
-        let r = mpirun_job::run(Job {
-            np,
-            mpirun_args: &[],
-            prog: &prog,
-            args: &args,
-            vars: mpirun_job::vars(env),
-            clear: mpirun_job::LAYOUT_VARS,
-            shm_prefix: "smelt-global-test",
-            limit: LIMIT,
-        });
+        let r = mpirun_job::service(&prog, "global", np, args, env, LIMIT);
         assert!(
             r.leftovers.is_empty(),
             "left in shared memory: {:?}",

@@ -26,28 +26,15 @@ mod skip;
 
 #[cfg(feature = "mpi")]
 mod with_mpi {
-    use super::mpirun_job::{self, have_mpirun, Job, Run};
+    use super::mpirun_job::{self, have_mpirun, Run};
     use std::path::PathBuf;
     use std::time::Duration;
 
     const LIMIT: Duration = Duration::from_secs(120);
 
     fn mpirun(args: &[&str], env: &[(&str, &str)]) -> Run {
-        // The one driver: the service first, then its own arguments.
-        let args: Vec<&str> = std::iter::once("tasks")
-            .chain(args.iter().copied())
-            .collect();
         let prog = PathBuf::from(env!("CARGO_BIN_EXE_smelt-bench-mpi"));
-        mpirun_job::run(Job {
-            np: 4,
-            mpirun_args: &[],
-            prog: &prog,
-            args: &args,
-            vars: mpirun_job::vars(env),
-            clear: mpirun_job::LAYOUT_VARS,
-            shm_prefix: "smelt-tasks-test",
-            limit: LIMIT,
-        })
+        mpirun_job::service(&prog, "tasks", 4, args, env, LIMIT)
     }
 
     fn passes(env: &[(&str, &str)], nodes: usize) {
