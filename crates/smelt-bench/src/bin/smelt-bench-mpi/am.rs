@@ -310,18 +310,25 @@ fn register_flood(ep: &mut Endpoint<Flood, WorldLink>) -> Result<(), AmError> {
     Ok(())
 }
 
+/// The endpoint's configuration from the arguments: `--capacity` (else `capacity`)
+/// messages per queue, `--timeout`, `--poll`.
+fn am_config(a: &Args, capacity: usize) -> AmConfig {
+    AmConfig {
+        link: AmConfig::default()
+            .link
+            .capacity(a.capacity.unwrap_or(capacity))
+            .timeout(a.timeout),
+        poll: a.poll,
+        ..AmConfig::default()
+    }
+}
+
 /// All to all requests with checksums through tiny queues, then a request with a
 /// wrong tag and one to an unknown handler to every other rank.
 fn flood(mpi: &Job, a: &Args) -> Result<String, String> {
     let n = mpi.size();
     let me = mpi.rank();
-    let cfg = AmConfig {
-        link: smelt_am::LinkConfig::default()
-            .capacity(a.capacity.unwrap_or(2))
-            .timeout(a.timeout),
-        poll: a.poll,
-        ..AmConfig::default()
-    };
+    let cfg = am_config(a, 2);
     let state = Flood {
         me,
         next_from: vec![0; n],
@@ -462,14 +469,7 @@ fn run_logp(mpi: &Job, a: &Args) -> Result<String, String> {
     if x >= n || y >= n || x == y {
         return Err(format!("--pair {x},{y}: two different ranks below {n}"));
     }
-    let cfg = AmConfig {
-        link: AmConfig::default()
-            .link
-            .capacity(a.capacity.unwrap_or(AmConfig::default().link.capacity))
-            .timeout(a.timeout),
-        poll: a.poll,
-        ..AmConfig::default()
-    };
+    let cfg = am_config(a, AmConfig::default().link.capacity);
     let mut ep = endpoint_with_window(mpi, logp::State::default(), cfg, a.in_flight)?;
     logp::register(&mut ep).map_err(|e| e.to_string())?;
     let q = logp::Opts::quick();
@@ -523,14 +523,7 @@ fn run_histogram(mpi: &Job, a: &Args) -> Result<String, String> {
         seed: 7,
         timeout: a.timeout,
     };
-    let cfg = AmConfig {
-        link: AmConfig::default()
-            .link
-            .capacity(a.capacity.unwrap_or(AmConfig::default().link.capacity))
-            .timeout(a.timeout),
-        poll: a.poll,
-        ..AmConfig::default()
-    };
+    let cfg = am_config(a, AmConfig::default().link.capacity);
     let mut ep = endpoint_with_window(mpi, histogram::state(&o, n, me), cfg, a.in_flight)?;
     histogram::register(&mut ep).map_err(|e| e.to_string())?;
     let rep = histogram::run(&mut ep, &o).map_err(|e| e.to_string())?;
