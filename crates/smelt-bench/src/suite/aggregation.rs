@@ -138,14 +138,18 @@ pub fn measure(a: &Common) -> Result<AggReport> {
         "each figure is the best of {REPEATS} runs; no aggregation (none) sends at most {direct_cap} items per worker (each its own \
          active message); its rate is compared per item"
     ));
-    let mut rows = Vec::new();
-    for &(n, t) in setups {
-        for (bench, per) in [
+    // The benchmarks and items per worker of a setup of `n` processes of `t` workers.
+    let benches = |n: usize, t: usize| {
+        [
             ("histogram", long),
             ("histogram", short),
             ("histogram", flush_dominated(n, t, g)),
             ("index-gather", ig),
-        ] {
+        ]
+    };
+    let mut rows = Vec::new();
+    for &(n, t) in setups {
+        for (bench, per) in benches(n, t) {
             for s in Scheme::ALL {
                 let measured = if s == Scheme::Direct {
                     per.min(direct_cap)
@@ -204,12 +208,7 @@ pub fn measure(a: &Common) -> Result<AggReport> {
     let mut orderings = Vec::new();
     let mut cases: Vec<(String, &'static str, u64)> = Vec::new();
     for &(n, t) in setups {
-        for (bench, per) in [
-            ("histogram", long),
-            ("histogram", short),
-            ("histogram", flush_dominated(n, t, g)),
-            ("index-gather", ig),
-        ] {
+        for (bench, per) in benches(n, t) {
             cases.push((format!("{n}x{t}"), bench, per));
         }
     }
