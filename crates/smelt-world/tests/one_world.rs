@@ -5,12 +5,13 @@
 //! the launcher library. (`smelt launch` runs the same example: smelt-cli's
 //! tests/launch_world.rs.)
 
+#[path = "../../../tests/support/members.rs"]
+mod members;
 #[path = "../examples/world_member.rs"]
 mod world_member;
 
 use smelt_world::{Rank, World, WorldBuilder};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[test]
 fn threads_make_every_service_in_one_world() {
@@ -31,39 +32,18 @@ fn processes_make_every_service_in_one_world() {
     let n = 3;
     let job = WorldBuilder::new(n).create_job(true).unwrap();
     let path = job.path().to_path_buf();
-    let mut members = smelt_world::launch::Members::new();
+    let mut started = smelt_world::launch::Members::new();
     for r in 0..n {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args([
-            "member",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .envs(job.env(Rank(r)))
-        .env("TEST_SMELT_ONE_WORLD", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        members.spawn(&mut cmd, None).unwrap();
+        let mut cmd = members::member_command(job.env(Rank(r)), "TEST_SMELT_ONE_WORLD", "1");
+        started.spawn(&mut cmd, None).unwrap();
     }
-    let start = Instant::now();
-    let mut children: Vec<_> = (0..n).map(|r| members.take(Rank(r)).unwrap()).collect();
-    for (r, c) in children.iter_mut().enumerate() {
-        while c.try_wait().unwrap().is_none() {
-            assert!(
-                start.elapsed() < Duration::from_secs(90),
-                "member {r} hangs"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-    for (r, c) in children.into_iter().enumerate() {
-        let o = c.wait_with_output().unwrap();
-        let text =
-            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    let children = (0..n).map(|r| started.take(Rank(r)).unwrap()).collect();
+    for (r, (ok, text)) in members::wait_all(children, Duration::from_secs(90))
+        .into_iter()
+        .enumerate()
+    {
         assert!(
-            o.status.success() && text.contains("global array checked"),
+            ok && text.contains("global array checked"),
             "member {r}: {text}"
         );
     }

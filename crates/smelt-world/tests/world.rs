@@ -4,9 +4,11 @@
 use smelt_world::{
     CpuId, GroupConfig, MeshSpec, Rank, Topology, World, WorldBuilder, WorldExt, WorldKind,
 };
-use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+#[path = "../../../tests/support/members.rs"]
+mod members;
 
 /// Collectives of `topo` and a region, checked.
 fn check(w: &World, topo: Topology, rounds: u64) -> Result<(), smelt_world::Error> {
@@ -90,44 +92,17 @@ fn a_named_topology_over_given_cpus_keeps_world_ranks() {
 fn processes_make_collectives_from_the_environment() {
     let n = 3;
     let job = WorldBuilder::new(n).create_job(true).unwrap();
-    let mut members = smelt_world::launch::Members::new();
+    let mut started = smelt_world::launch::Members::new();
     for r in 0..n {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args([
-            "member",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .envs(job.env(Rank(r)))
-        .env("TEST_SMELT_WORLD_ROLE", "member")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        members.spawn(&mut cmd, None).unwrap();
+        let mut cmd = members::member_command(job.env(Rank(r)), "TEST_SMELT_WORLD_ROLE", "member");
+        started.spawn(&mut cmd, None).unwrap();
     }
-    let start = Instant::now();
-    let mut children: Vec<_> = (0..n).map(|r| members.take(Rank(r)).unwrap()).collect();
-    for (r, c) in children.iter_mut().enumerate() {
-        loop {
-            if c.try_wait().unwrap().is_some() {
-                break;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "member {r} hangs"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-    for (r, c) in children.into_iter().enumerate() {
-        let o = c.wait_with_output().unwrap();
-        let text =
-            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
-        assert!(
-            o.status.success() && text.contains("member ok"),
-            "member {r}: {text}"
-        );
+    let children = (0..n).map(|r| started.take(Rank(r)).unwrap()).collect();
+    for (r, (ok, text)) in members::wait_all(children, Duration::from_secs(60))
+        .into_iter()
+        .enumerate()
+    {
+        assert!(ok && text.contains("member ok"), "member {r}: {text}");
     }
 }
 
