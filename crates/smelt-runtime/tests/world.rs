@@ -5,6 +5,8 @@
 //! is an error for the others.
 
 mod common;
+#[path = "../../../tests/support/members.rs"]
+mod members;
 
 use common::{all_collectives, random_tree};
 use smelt_mesh::launch::Members;
@@ -13,7 +15,6 @@ use smelt_runtime::process::GroupJob;
 use smelt_runtime::{GroupConfig, GroupError, Member, Rank};
 use smelt_tree::tuning::AlgorithmTable;
 use smelt_tree::Tree;
-use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -99,47 +100,13 @@ fn run_members(
     scenario: &str,
     limit: Duration,
 ) -> Vec<(bool, String)> {
-    let mut members = Members::new();
+    let mut started = Members::new();
     for r in 0..n {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args([
-            "member",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .envs(env_of(Rank(r)))
-        .env("TEST_SMELT_WORLD_MEMBER", scenario)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        members.spawn(&mut cmd, None).unwrap();
+        let mut cmd = members::member_command(env_of(Rank(r)), "TEST_SMELT_WORLD_MEMBER", scenario);
+        started.spawn(&mut cmd, None).unwrap();
     }
-    let start = Instant::now();
-    let mut children: Vec<_> = (0..n).map(|r| members.take(Rank(r)).unwrap()).collect();
-    let mut done = vec![None; n];
-    while done.iter().any(Option::is_none) {
-        assert!(start.elapsed() < limit, "members hang");
-        for (r, c) in children.iter_mut().enumerate() {
-            if done[r].is_none() {
-                done[r] = c.try_wait().unwrap().map(|s| s.success());
-            }
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    children
-        .into_iter()
-        .zip(done)
-        .map(|(c, ok)| {
-            let o = c.wait_with_output().unwrap();
-            let text = format!(
-                "{}{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            );
-            (ok.unwrap(), text)
-        })
-        .collect()
+    let children = (0..n).map(|r| started.take(Rank(r)).unwrap()).collect();
+    members::wait_all(children, limit)
 }
 
 #[test]
