@@ -8,6 +8,7 @@
 use crate::{Metric, PeerResult, Status};
 use smelt_probe::harness::Budget;
 use smelt_probe::stats::{self, Summary};
+use smelt_probe::CpuId;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -527,12 +528,16 @@ impl CPeers {
     }
 
     /// `pthread_barrier_wait` and the dissemination barrier with `threads` threads.
-    pub fn barriers(&self, cpus: &[u32], threads: usize, budget: &Budget) -> Vec<PeerResult> {
+    pub fn barriers(&self, cpus: &[CpuId], threads: usize, budget: &Budget) -> Vec<PeerResult> {
+        let cpus: Vec<u32> = cpus.iter().map(|c| c.get()).collect();
+        let cpus = &cpus[..];
         self.run_program(&BARRIERS, None, cpus, threads, budget, &[])
     }
 
     /// OpenMP barrier and reduction, built with gcc (libgomp) and clang (LLVM libomp).
-    pub fn openmp(&self, cpus: &[u32], threads: usize, budget: &Budget) -> Vec<PeerResult> {
+    pub fn openmp(&self, cpus: &[CpuId], threads: usize, budget: &Budget) -> Vec<PeerResult> {
+        let cpus: Vec<u32> = cpus.iter().map(|c| c.get()).collect();
+        let cpus = &cpus[..];
         let env = [("OMP_PROC_BIND", "false"), ("OMP_DYNAMIC", "false")];
         let mut v = self.run_program(&OMP_GCC, None, cpus, threads, budget, &env);
         v.extend(self.run_program(&OMP_CLANG, None, cpus, threads, budget, &env));
@@ -540,14 +545,17 @@ impl CPeers {
     }
 
     /// The UMP-style C ring between two CPUs: one-way latency and streaming ns/message.
-    pub fn ump(&self, a: u32, b: u32, budget: &Budget) -> Vec<PeerResult> {
+    pub fn ump(&self, a: CpuId, b: CpuId, budget: &Budget) -> Vec<PeerResult> {
+        let (a, b) = (a.get(), b.get());
         let cpus = if a == b { vec![a] } else { vec![a, b] };
         self.run_program(&UMP, None, &cpus, 2, budget, &[])
     }
 
     /// Open MPI `MPI_Barrier`, `MPI_Bcast` (1 B) and `MPI_Reduce` (1 int) with `ranks`
     /// ranks over shared memory (ob1 + vader), ranks pinned like smelt's members.
-    pub fn mpi(&self, cpus: &[u32], ranks: usize, budget: &Budget) -> Vec<PeerResult> {
+    pub fn mpi(&self, cpus: &[CpuId], ranks: usize, budget: &Budget) -> Vec<PeerResult> {
+        let cpus: Vec<u32> = cpus.iter().map(|c| c.get()).collect();
+        let cpus = &cpus[..];
         match mpi_launcher(ranks, &[]) {
             Some(l) => self.run_program(&MPI, Some(l), cpus, ranks, budget, &MPI_ENV),
             None => Self::all_status(
@@ -566,13 +574,15 @@ impl CPeers {
     /// members. Every result is checked against plain C arithmetic before it is timed.
     pub fn mpi_sizes(
         &self,
-        cpus: &[u32],
+        cpus: &[CpuId],
         ranks: usize,
         budget: &Budget,
         sizes: &[usize],
         ops: &[&str],
         system: &MpiSystem,
     ) -> Vec<MpiFigure> {
+        let cpus: Vec<u32> = cpus.iter().map(|c| c.get()).collect();
+        let cpus = &cpus[..];
         let wanted: Vec<(&str, usize)> = ops
             .iter()
             .flat_map(|&op| {
@@ -848,7 +858,7 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let peers = CPeers::new(dir.path());
-        let cpus = smelt_probe::affinity::allowed_cpus();
+        let cpus = CpuId::list(smelt_probe::affinity::allowed_cpus());
         let b = Budget {
             batch: Duration::from_micros(500),
             runs: 3,
@@ -865,7 +875,7 @@ mod tests {
     fn mpi_sizes_measures_every_op_and_size_or_says_why_not() {
         let dir = tempfile::tempdir().unwrap();
         let peers = CPeers::new(dir.path());
-        let cpus = smelt_probe::affinity::allowed_cpus();
+        let cpus = CpuId::list(smelt_probe::affinity::allowed_cpus());
         let b = Budget {
             batch: Duration::from_micros(300),
             runs: 3,

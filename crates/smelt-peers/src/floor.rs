@@ -6,6 +6,7 @@
 use crate::PeerError;
 use smelt_probe::harness::{run_team, Budget, Worker};
 use smelt_probe::stats::{halve, Summary};
+use smelt_probe::CpuId;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 #[repr(align(128))]
@@ -14,7 +15,7 @@ struct Line(AtomicU64);
 /// One-way cache-line latency between OS CPUs `a` and `b` in ns (round trip / 2).
 /// With a single CPU (`a == b`) both threads share it and the figure measures a
 /// thread switch rather than a cache-line transfer.
-pub fn pingpong(a: u32, b: u32, budget: &Budget) -> Result<Summary, PeerError> {
+pub fn pingpong(a: CpuId, b: CpuId, budget: &Budget) -> Result<Summary, PeerError> {
     let ping = Line(AtomicU64::new(0));
     let pong = Line(AtomicU64::new(0));
     let (pi, po) = (&ping, &pong);

@@ -5,6 +5,7 @@
 use crate::{Metric, PeerResult};
 use smelt_probe::harness::{run_team, Budget, Deadline, Timeout, Worker};
 use smelt_probe::link::{self, RecvWord, SendWord};
+use smelt_probe::CpuId;
 use std::sync::Barrier;
 
 const CAP: usize = 1024;
@@ -68,31 +69,31 @@ const RTRB: &str = "rtrb";
 const CROSSBEAM: &str = "crossbeam-channel";
 
 /// `rtrb` one-way latency (ping-pong over two rings, round trip / 2) between `a` and `b`.
-pub fn rtrb_latency(a: u32, b: u32, budget: &Budget) -> PeerResult {
+pub fn rtrb_latency(a: CpuId, b: CpuId, budget: &Budget) -> PeerResult {
     let r = link::latency(a, b, budget, rtrb_ring(), rtrb_ring());
     PeerResult::measured(RTRB, Metric::Latency, 2, r)
 }
 
 /// `rtrb` streaming: ns per 8-byte message from `a` to `b`.
-pub fn rtrb_throughput(a: u32, b: u32, budget: &Budget) -> PeerResult {
+pub fn rtrb_throughput(a: CpuId, b: CpuId, budget: &Budget) -> PeerResult {
     let r = link::throughput(a, b, budget, rtrb_ring());
     PeerResult::measured(RTRB, Metric::Throughput, 2, r)
 }
 
 /// `crossbeam-channel` (bounded, blocking send/recv) one-way latency between `a` and `b`.
-pub fn crossbeam_latency(a: u32, b: u32, budget: &Budget) -> PeerResult {
+pub fn crossbeam_latency(a: CpuId, b: CpuId, budget: &Budget) -> PeerResult {
     let r = link::latency(a, b, budget, crossbeam_bounded(), crossbeam_bounded());
     PeerResult::measured(CROSSBEAM, Metric::Latency, 2, r)
 }
 
 /// `crossbeam-channel` streaming: ns per 8-byte message from `a` to `b`.
-pub fn crossbeam_throughput(a: u32, b: u32, budget: &Budget) -> PeerResult {
+pub fn crossbeam_throughput(a: CpuId, b: CpuId, budget: &Budget) -> PeerResult {
     let r = link::throughput(a, b, budget, crossbeam_bounded());
     PeerResult::measured(CROSSBEAM, Metric::Throughput, 2, r)
 }
 
 /// `std::sync::Barrier` with `threads` threads placed on `cpus`.
-pub fn std_barrier(cpus: &[u32], threads: usize, budget: &Budget) -> PeerResult {
+pub fn std_barrier(cpus: &[CpuId], threads: usize, budget: &Budget) -> PeerResult {
     let bar = Barrier::new(threads);
     let b = &bar;
     let w: Vec<Worker> = (0..threads)
@@ -119,7 +120,7 @@ mod tests {
 
     #[test]
     fn rust_peers_measure() {
-        let cpus = smelt_probe::affinity::allowed_cpus();
+        let cpus = CpuId::list(smelt_probe::affinity::allowed_cpus());
         let (a, b) = smelt_probe::link::test_pair();
         let budget = smelt_probe::harness::test_budget();
         for r in [

@@ -10,6 +10,7 @@
 
 use crate::error::ProbeError;
 use crate::stats::{summarize, Summary};
+use smelt_ids::CpuId;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -117,7 +118,7 @@ struct Ctl {
 
 /// Where to run thread `i` of `threads`: `cpus[i % len]`, pinned only when there are
 /// no more threads than CPUs (otherwise the scheduler places them).
-pub fn placement(cpus: &[u32], threads: usize, i: usize) -> Option<u32> {
+pub fn placement(cpus: &[CpuId], threads: usize, i: usize) -> Option<CpuId> {
     if cpus.is_empty() || threads > cpus.len() {
         None
     } else {
@@ -130,7 +131,7 @@ pub fn placement(cpus: &[u32], threads: usize, i: usize) -> Option<u32> {
 /// ([`ProbeError::Failed`], "timed out after ...") or when a thread cannot be pinned
 /// ([`ProbeError::Pin`]).
 pub fn run_team(
-    cpus: &[u32],
+    cpus: &[CpuId],
     budget: &Budget,
     workers: Vec<Worker<'_>>,
 ) -> Result<Summary, ProbeError> {
@@ -158,7 +159,7 @@ pub fn run_team(
             let cpu = placement(cpus, threads, i);
             handles.push(s.spawn(move || -> Result<(), ProbeError> {
                 if let Some(c) = cpu {
-                    crate::affinity::pin_current_thread(smelt_ids::CpuId(c))?;
+                    crate::affinity::pin_current_thread(c)?;
                 }
                 let mut seen = 0;
                 loop {
@@ -316,8 +317,9 @@ mod tests {
 
     #[test]
     fn placement_pins_only_without_oversubscription() {
-        assert_eq!(placement(&[4, 5], 2, 1), Some(5));
-        assert_eq!(placement(&[4, 5], 3, 1), None);
+        let cpus = CpuId::list([4, 5]);
+        assert_eq!(placement(&cpus, 2, 1), Some(CpuId(5)));
+        assert_eq!(placement(&cpus, 3, 1), None);
         assert_eq!(placement(&[], 1, 0), None);
     }
 }

@@ -21,4 +21,5 @@ pub mod transport;
 
 pub use error::ProbeError;
 pub use harness::{Budget, Deadline, Timeout};
+pub use smelt_ids::CpuId;
 pub use stats::Summary;

@@ -6,6 +6,7 @@
 
 use crate::error::ProbeError;
 use crate::harness::{run_team, Budget, Deadline, Timeout, Worker};
+use smelt_ids::CpuId;
 use smelt_tree::stats::{halve, Summary};
 
 /// The sending end of a one-way link carrying words.
@@ -21,7 +22,7 @@ pub trait RecvWord: Send {
 }
 
 /// The CPUs of a two-thread team on OS CPUs `a` and `b` (one CPU when they are equal).
-pub fn pair(a: u32, b: u32) -> Vec<u32> {
+pub fn pair(a: CpuId, b: CpuId) -> Vec<CpuId> {
     if a == b {
         vec![a]
     } else {
@@ -33,8 +34,8 @@ pub fn pair(a: u32, b: u32) -> Vec<u32> {
 /// and waits for the answer on `ba_rx`; the thread on `b` answers every word it
 /// receives on `ab_rx` with the same word on `ba_tx`. Round trip / 2.
 pub fn latency(
-    a: u32,
-    b: u32,
+    a: CpuId,
+    b: CpuId,
     budget: &Budget,
     (mut ab_tx, mut ab_rx): (impl SendWord, impl RecvWord),
     (mut ba_tx, mut ba_rx): (impl SendWord, impl RecvWord),
@@ -60,8 +61,8 @@ pub fn latency(
 
 /// Streaming from `a` to `b` over one link: ns per word message.
 pub fn throughput(
-    a: u32,
-    b: u32,
+    a: CpuId,
+    b: CpuId,
     budget: &Budget,
     (mut tx, mut rx): (impl SendWord, impl RecvWord),
 ) -> Result<Summary, ProbeError> {
@@ -84,7 +85,7 @@ pub fn throughput(
 
 /// The first and the last CPU this process may use: where the tests of this crate and
 /// of `smelt-peers` measure.
-pub fn test_pair() -> (u32, u32) {
+pub fn test_pair() -> (CpuId, CpuId) {
     let cpus = crate::affinity::allowed_cpus();
-    (cpus[0], *cpus.last().unwrap())
+    (CpuId(cpus[0]), CpuId(*cpus.last().unwrap()))
 }

@@ -6,6 +6,7 @@
 use crate::figure::{Metric, PeerResult};
 use crate::harness::{Budget, Deadline, Timeout};
 use crate::link::{self, RecvWord, SendWord};
+use smelt_ids::CpuId;
 use smelt_transport::{Consumer, Producer, TransportError};
 
 /// Slots per channel (the same capacity as the rtrb and crossbeam peers use, in messages).
@@ -36,7 +37,7 @@ impl RecvWord for Consumer {
 const NAME: &str = "smelt queuepair";
 
 /// Queuepair one-way latency between OS CPUs `a` and `b`, ns.
-pub fn qp_latency(a: u32, b: u32, budget: &Budget) -> PeerResult {
+pub fn qp_latency(a: CpuId, b: CpuId, budget: &Budget) -> PeerResult {
     let (x, y) = smelt_transport::queuepair(SLOTS);
     let (xt, xr) = x.split();
     let (yt, yr) = y.split();
@@ -45,7 +46,7 @@ pub fn qp_latency(a: u32, b: u32, budget: &Budget) -> PeerResult {
 }
 
 /// Queuepair streaming from `a` to `b`: ns per word message.
-pub fn qp_throughput(a: u32, b: u32, budget: &Budget) -> PeerResult {
+pub fn qp_throughput(a: CpuId, b: CpuId, budget: &Budget) -> PeerResult {
     let r = link::throughput(a, b, budget, smelt_transport::channel(SLOTS));
     PeerResult::measured(NAME, Metric::Throughput, 2, r)
 }

@@ -380,6 +380,7 @@ pub fn measure(a: &Common) -> Result<AmReport> {
         Budget::full()
     };
     eprintln!("peers: queuepair round trip, crossbeam-channel rate...");
+    let (ca, cb) = (smelt_mesh::CpuId(ca), smelt_mesh::CpuId(cb));
     let qp = smelt_probe::transport::qp_latency(ca, cb, &budget);
     let cb_rate = smelt_peers::rust::crossbeam_throughput(ca, cb, &budget);
     let mut peers = Peers {

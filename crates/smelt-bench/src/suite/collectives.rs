@@ -109,7 +109,8 @@ impl Floors {
     }
 
     fn take(&mut self) -> Option<f64> {
-        let s = smelt_peers::floor::pingpong(self.a, self.b, &self.budget).ok()?;
+        let (a, b) = (smelt_mesh::CpuId(self.a), smelt_mesh::CpuId(self.b));
+        let s = smelt_peers::floor::pingpong(a, b, &self.budget).ok()?;
         self.all.push(s.median);
         Some(s.median)
     }
@@ -539,6 +540,7 @@ fn measure_transport(
     fb: u32,
     no_peers: bool,
 ) -> Vec<Figure> {
+    let (fa, fb) = (smelt_mesh::CpuId(fa), smelt_mesh::CpuId(fb));
     let mut transport = Vec::new();
     transport.extend(floors.figure(|| {
         let r = smelt_peers::floor::pingpong(fa, fb, budget);
@@ -577,6 +579,7 @@ fn measure_peers(
     budget: &Budget,
     o: &Options,
 ) -> Vec<Figure> {
+    let ids = smelt_mesh::CpuId::list(cpus.iter().copied());
     let mut peers = Vec::new();
     // The OpenMP and MPI programs measure barrier and reduction (and MPI broadcast) in
     // one run: run each once per thread count, keep the barrier figures here and the
@@ -598,10 +601,10 @@ fn measure_peers(
         if o.no_peers {
             continue;
         }
-        let mut combined = floors.figures(|| cpeers.openmp(cpus, t, budget));
+        let mut combined = floors.figures(|| cpeers.openmp(&ids, t, budget));
         combined.extend(
             floors
-                .figures(|| cpeers.mpi(cpus, t, budget))
+                .figures(|| cpeers.mpi(&ids, t, budget))
                 .into_iter()
                 .map(|mut f| {
                     f.mode = "processes";
@@ -609,8 +612,8 @@ fn measure_peers(
                 }),
         );
         if barrier_row {
-            peers.extend(floors.figure(|| rpeers::std_barrier(cpus, t, budget)));
-            peers.extend(floors.figures(|| cpeers.barriers(cpus, t, budget)));
+            peers.extend(floors.figure(|| rpeers::std_barrier(&ids, t, budget)));
+            peers.extend(floors.figures(|| cpeers.barriers(&ids, t, budget)));
         }
         for f in combined {
             if f.peer.metric == Metric::Barrier {

@@ -253,7 +253,7 @@ pub fn measure(o: &Options, model: &Model) -> Result<LargeReport> {
     } else {
         let names: Vec<&str> = ["bcast", "reduce", "allreduce"].to_vec();
         CPeers::new(smelt_peers::c::default_cache_dir()).mpi_sizes(
-            &cpus,
+            &smelt_mesh::CpuId::list(cpus.iter().copied()),
             members,
             &budget,
             &sizes,

@@ -201,7 +201,8 @@ pub fn measure(o: &Options) -> Result<MpiReport> {
                     .map(|k| format!(" (smelt: nodes of {k})"))
                     .unwrap_or_default()
             );
-            for f in peers.mpi_sizes(&cpus, c.ranks, &budget, &sizes, &ops, &sys) {
+            let ids = smelt_mesh::CpuId::list(cpus.iter().copied());
+            for f in peers.mpi_sizes(&ids, c.ranks, &budget, &sizes, &ops, &sys) {
                 figures.push((*c, f));
             }
         }
