@@ -6,6 +6,9 @@
 //! `member` is their entry point), through the launcher library, with the variables
 //! of `WorldJob::env`.
 
+#[path = "../../../tests/support/members.rs"]
+mod members;
+
 use smelt_mesh::launch::Members;
 use smelt_mesh::mesh::MeshError;
 use smelt_mesh::world::{MeshSpec, World, WorldBuilder, WorldError, WorldKind};
@@ -218,58 +221,23 @@ fn process_job_joined_from_one_process() {
 
 /// Starts this test binary as member `rank` of `job`, doing `role`.
 fn spawn_member(
-    members: &mut Members,
+    started: &mut Members,
     env: Vec<(String, String)>,
     role: &str,
 ) -> std::io::Result<usize> {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "member",
-        "--exact",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .envs(env)
-    .env("WORLD_TEST_ROLE", role)
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    members.spawn(&mut cmd, None)
+    started.spawn(
+        &mut members::member_command(env, "WORLD_TEST_ROLE", role),
+        None,
+    )
 }
 
 /// Waits for every member (at most `limit`), returning (success, stdout+stderr) by
 /// rank.
-fn wait_all(members: &mut Members, limit: Duration) -> Vec<(bool, String)> {
-    let start = Instant::now();
-    let n = members.len();
-    let mut out = vec![None; n];
-    let mut children: Vec<_> = (0..n).map(|r| members.take(Rank(r)).unwrap()).collect();
-    while out.iter().any(Option::is_none) {
-        assert!(start.elapsed() < limit, "members hang");
-        for (r, c) in children.iter_mut().enumerate() {
-            if out[r].is_none() {
-                if let Some(st) = c.try_wait().unwrap() {
-                    out[r] = Some(st.success());
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    children
-        .into_iter()
-        .zip(out)
-        .map(|(c, ok)| {
-            let o = c.wait_with_output().unwrap();
-            (
-                ok.unwrap(),
-                format!(
-                    "{}{}",
-                    String::from_utf8_lossy(&o.stdout),
-                    String::from_utf8_lossy(&o.stderr)
-                ),
-            )
-        })
-        .collect()
+fn wait_all(started: &mut Members, limit: Duration) -> Vec<(bool, String)> {
+    let children = (0..started.len())
+        .map(|r| started.take(Rank(r)).unwrap())
+        .collect();
+    members::wait_all(children, limit)
 }
 
 #[test]
@@ -281,22 +249,11 @@ fn processes_through_the_launcher_exchange_and_share_a_region() {
         .unwrap();
     let path = job.path().to_path_buf();
     // The launcher library starts every member with the world's variables.
-    let mut members = Members::start(&job, |_| {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args([
-            "member",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("WORLD_TEST_ROLE", "exchange")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        cmd
+    let mut started = Members::start(&job, |_| {
+        members::member_command(Vec::new(), "WORLD_TEST_ROLE", "exchange")
     })
     .unwrap();
-    let out = wait_all(&mut members, Duration::from_secs(60));
+    let out = wait_all(&mut started, Duration::from_secs(60));
     for (r, (ok, text)) in out.iter().enumerate() {
         assert!(ok, "member {r}: {text}");
         let (sums, all) = expected(n);
