@@ -29,8 +29,10 @@ pub use cpuset::{format_cpu_list, parse_cpu_list};
 pub use default_model::{default_model, ModelSource};
 pub use files::{write_atomic, write_atomic_with};
 pub use infer::infer_hierarchy;
-/// OS CPU ids as the tree and runtime crates type them (this crate's own lists are
-/// plain `u32`s: `CpuId(model.cpus[i])`).
+/// OS CPU ids as the tree and runtime crates type them. This crate's own lists
+/// (`Model::cpus`, hierarchy groups) stay plain `u32`s by design: they are the model
+/// file's numbers, and every API that takes a CPU across crates takes a `CpuId`
+/// (`CpuId(model.cpus[i])`).
 pub use smelt_ids::CpuId;
 
 /// The value of the `format` field of every model file.
