@@ -54,17 +54,20 @@ fn scheme_name<S: serde::Serializer>(s: &Scheme, out: S) -> Result<S::Ok, S::Err
     out.collect_str(s)
 }
 
-fn per_worker_messages(ws: &[(u64, usize)], scheme: Scheme, t: usize) -> (f64, f64) {
+/// The mean and the largest messages sent per worker of the workers `rs` (of
+/// processes of `t` workers each, in worker order).
+fn per_worker_messages<R, S>(rs: &[Ran<R, S>], scheme: Scheme, t: usize) -> (f64, f64) {
+    let ws: Vec<u64> = rs.iter().map(|r| r.3.stats().messages).collect();
     let n = ws.len().max(1);
-    let mean = ws.iter().map(|w| w.0).sum::<u64>() as f64 / n as f64;
+    let mean = ws.iter().sum::<u64>() as f64 / n as f64;
     let max = if scheme == Scheme::PP {
         // The process's shared buffers: whichever worker shipped them.
         let procs = n / t;
         (0..procs)
-            .map(|p| ws[p * t..(p + 1) * t].iter().map(|w| w.0).sum::<u64>() as f64 / t as f64)
+            .map(|p| ws[p * t..(p + 1) * t].iter().sum::<u64>() as f64 / t as f64)
             .fold(0.0, f64::max)
     } else {
-        ws.iter().map(|w| w.0 as f64).fold(0.0, f64::max)
+        ws.iter().map(|&w| w as f64).fold(0.0, f64::max)
     };
     (mean, max)
 }
@@ -166,11 +169,7 @@ pub fn histogram(
             updates * total
         )));
     }
-    let msgs: Vec<(u64, usize)> = rs
-        .iter()
-        .map(|r| (r.3.stats().messages, r.3.id()))
-        .collect();
-    let (mean, max) = per_worker_messages(&msgs, scheme, workers);
+    let (mean, max) = per_worker_messages(&rs, scheme, workers);
     Ok(Run {
         scheme,
         processes,
@@ -286,11 +285,7 @@ pub fn index_gather(
     }
     samples.sort_unstable();
     let median = samples.get(samples.len() / 2).map(|&m| m as f64);
-    let msgs: Vec<(u64, usize)> = rs
-        .iter()
-        .map(|r| (r.3.stats().messages, r.3.id()))
-        .collect();
-    let (mean, max) = per_worker_messages(&msgs, scheme, workers);
+    let (mean, max) = per_worker_messages(&rs, scheme, workers);
     Ok(Run {
         scheme,
         processes,
