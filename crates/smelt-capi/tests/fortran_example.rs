@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 mod common;
-use common::{lib_dir, repo_root};
+use common::{compile_fortran, lib_dir};
 
 fn have_gfortran() -> bool {
     let found = Command::new("gfortran")
@@ -23,26 +23,13 @@ fn have_gfortran() -> bool {
 /// Compiles the module and the example into `dir/omp_barrier` (the module's .mod file
 /// goes to `dir` too) and returns the executable's path.
 fn build(dir: &Path) -> PathBuf {
-    let exe = dir.join("omp_barrier");
-    let out = Command::new("gfortran")
-        .args(["-fopenmp", "-std=f2008", "-Wall", "-J"])
-        .arg(dir)
-        .arg(repo_root().join("crates/smelt-capi/include/smelt.f90"))
-        .arg(repo_root().join("examples/fortran/omp_barrier.f90"))
-        .arg("-L")
-        .arg(lib_dir())
-        .arg("-lsmelt")
-        .arg("-o")
-        .arg(&exe)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "gfortran failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
+    compile_fortran(
+        "gfortran",
+        &["-fopenmp", "-std=f2008", "-Wall"],
+        "omp_barrier.f90",
+        dir,
+        "omp_barrier",
+    )
 }
 
 /// Runs the example with `n` OpenMP threads (= members) and `args`.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod common;
-use common::{lib_dir, repo_root, smelt_bin};
+use common::{compile_fortran, lib_dir, smelt_bin};
 
 /// Compiles the module and the example with `compiler` (gfortran, mpif90) and `flags`
 /// into `dir` (None, said why, without the compiler).
@@ -20,27 +20,17 @@ fn build(compiler: &str, flags: &[&str], dir: &Path) -> Option<PathBuf> {
         common::skip::tool_missing(compiler);
         return None;
     }
-    let exe = dir.join("world_f");
-    let out = Command::new(compiler)
-        .args(["-cpp", "-Wall", "-J"])
-        .arg(dir)
-        .args(flags)
-        .arg(repo_root().join("crates/smelt-capi/include/smelt.f90"))
-        .arg(repo_root().join("examples/fortran/world.F90"))
-        .arg("-L")
-        .arg(lib_dir())
-        .arg("-lsmelt")
-        .arg("-o")
-        .arg(&exe)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{compiler} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(exe)
+    let flags: Vec<&str> = ["-cpp", "-Wall"]
+        .into_iter()
+        .chain(flags.iter().copied())
+        .collect();
+    Some(compile_fortran(
+        compiler,
+        &flags,
+        "world.F90",
+        dir,
+        "world_f",
+    ))
 }
 
 /// The one "fortran world ok" line of `stdout`, for `n` members started as `how`.

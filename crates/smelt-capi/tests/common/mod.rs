@@ -67,6 +67,39 @@ pub fn compile(compiler: &str, flags: &[&str], src: &Path, exe: &Path, libs: &[&
         .unwrap()
 }
 
+/// Compiles the Fortran module `include/smelt.f90` and `examples/fortran/<example>`
+/// with `compiler` and `flags` (the module's .mod file goes to `dir`) into `dir/<exe>`,
+/// linked with libsmelt; fails the test with the compiler's errors.
+pub fn compile_fortran(
+    compiler: &str,
+    flags: &[&str],
+    example: &str,
+    dir: &Path,
+    exe: &str,
+) -> PathBuf {
+    let exe = dir.join(exe);
+    let out = Command::new(compiler)
+        .args(flags)
+        .arg("-J")
+        .arg(dir)
+        .arg(repo_root().join("crates/smelt-capi/include/smelt.f90"))
+        .arg(repo_root().join("examples/fortran").join(example))
+        .arg("-L")
+        .arg(lib_dir())
+        .arg("-lsmelt")
+        .arg("-o")
+        .arg(&exe)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{compiler} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
 /// Runs `exe` with `args`, finding libsmelt.so.
 pub fn run(exe: &Path, args: &[&str]) -> Output {
     Command::new(exe)
