@@ -422,8 +422,8 @@ pub(crate) fn build_tree(
         .generate(m, &pos, root_pos)
         .map_err(|e| Error(SMELT_ERR_TREE, e.to_string()))?;
     let algorithms = if topo == Topology::Auto {
-        let (table, _refused) =
-            ::smelt_tree::tuning::auto_table(m, &pos).map_err(|e| Error(SMELT_ERR_TREE, e))?;
+        let (table, _refused) = ::smelt_tree::tuning::auto_table(m, &pos)
+            .map_err(|e| Error(SMELT_ERR_TREE, e.to_string()))?;
         Some(Arc::new(table))
     } else {
         None

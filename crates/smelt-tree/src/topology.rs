@@ -116,7 +116,7 @@ impl Topology {
                 members,
                 root,
             )
-            .map_err(TreeError::Invalid)?;
+            .map_err(|e| TreeError::Invalid(e.to_string()))?;
             return t.generate(model, members, root);
         }
         let c = Costs::new(model, members)?;

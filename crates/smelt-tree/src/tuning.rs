@@ -763,6 +763,17 @@ pub fn predict_best(
     op: Op,
     mode: SyncMode,
     bytes: u64,
+) -> Result<(Algorithm, f64, BTreeMap<String, f64>), Error> {
+    predict_best_why(c, root, candidates, op, mode, bytes).map_err(Error::Tuning)
+}
+
+fn predict_best_why(
+    c: &Costs,
+    root: usize,
+    candidates: &[Algorithm],
+    op: Op,
+    mode: SyncMode,
+    bytes: u64,
 ) -> Result<(Algorithm, f64, BTreeMap<String, f64>), String> {
     let pl = payload_for(bytes);
     let mut all = BTreeMap::new();
@@ -818,6 +829,17 @@ pub fn powers_of_two(lo: u64, hi: u64) -> Vec<u64> {
 /// message size, the candidate with the lowest predicted time. Trees are built once
 /// per group and operation from the group's default root.
 pub fn tune_predicted(
+    model: &Model,
+    groups: &[Vec<usize>],
+    ops: &[Op],
+    sizes: &[u64],
+    modes: &[SyncMode],
+    candidates: &[Algorithm],
+) -> Result<TuningFile, Error> {
+    tune_predicted_why(model, groups, ops, sizes, modes, candidates).map_err(Error::Tuning)
+}
+
+fn tune_predicted_why(
     model: &Model,
     groups: &[Vec<usize>],
     ops: &[Op],
@@ -979,6 +1001,17 @@ pub fn resolve_auto(
     model: &Model,
     members: &[usize],
     root: Option<usize>,
+) -> Result<Resolved, Error> {
+    resolve_auto_why(op, bytes, mode, model, members, root).map_err(Error::Tuning)
+}
+
+fn resolve_auto_why(
+    op: Op,
+    bytes: u64,
+    mode: SyncMode,
+    model: &Model,
+    members: &[usize],
+    root: Option<usize>,
 ) -> Result<Resolved, String> {
     if let Some(o) = Overrides::from_env()? {
         if let Some(choice) = o.find(mode, op, bytes) {
@@ -1019,6 +1052,13 @@ pub fn resolve_auto(
 /// the largest tuned group size not above the group's), else the simulator's
 /// choice. The second value says why a tuning file was refused, if one was.
 pub fn auto_table(
+    model: &Model,
+    members: &[usize],
+) -> Result<(AlgorithmTable, Option<String>), Error> {
+    auto_table_why(model, members).map_err(Error::Tuning)
+}
+
+fn auto_table_why(
     model: &Model,
     members: &[usize],
 ) -> Result<(AlgorithmTable, Option<String>), String> {
@@ -1148,6 +1188,17 @@ pub fn predict_auto(
     model: &Model,
     members: &[usize],
     root: Option<usize>,
+) -> Result<Algorithm, Error> {
+    predict_auto_why(op, bytes, mode, model, members, root).map_err(Error::Tuning)
+}
+
+fn predict_auto_why(
+    op: Op,
+    bytes: u64,
+    mode: SyncMode,
+    model: &Model,
+    members: &[usize],
+    root: Option<usize>,
 ) -> Result<Algorithm, String> {
     let c = Costs::new(model, members).map_err(|e| e.to_string())?;
     let root = root_position(&c, members, root)?;
@@ -1171,6 +1222,17 @@ fn root_position(c: &Costs, members: &[usize], root: Option<usize>) -> Result<us
 /// tree), the simulator's best tree for the operation: the tree a group built with
 /// `auto` runs its other collectives on.
 pub fn resolve_auto_tree(
+    op: Op,
+    bytes: u64,
+    mode: SyncMode,
+    model: &Model,
+    members: &[usize],
+    root: Option<usize>,
+) -> Result<(Topology, Resolved), Error> {
+    resolve_auto_tree_why(op, bytes, mode, model, members, root).map_err(Error::Tuning)
+}
+
+fn resolve_auto_tree_why(
     op: Op,
     bytes: u64,
     mode: SyncMode,

@@ -107,7 +107,7 @@ fn auto_uses_override_then_file_then_prediction() {
     let r = tuning::resolve_auto(Op::Reduce, 4096, SyncMode::Loose, &m, &all, None).unwrap();
     assert_eq!(r.origin, Origin::File(path.clone()));
     std::env::set_var(tuning::TUNE_ENV, "reduce=knomial");
-    let e = resolve().unwrap_err();
+    let e = resolve().unwrap_err().to_string();
     assert!(e.contains("SMELT_TUNE") && e.contains("radix"), "{e}");
     std::env::remove_var(tuning::TUNE_ENV);
 

@@ -195,7 +195,8 @@ impl WorldExt for World {
             .generate(&model, &pos, None)
             .map_err(|e| Error::Tree(e.to_string()))?;
         let table = if topo == Topology::Auto {
-            let (t, refused) = smelt_tree::tuning::auto_table(&model, &pos).map_err(Error::Tree)?;
+            let (t, refused) = smelt_tree::tuning::auto_table(&model, &pos)
+                .map_err(|e| Error::Tree(e.to_string()))?;
             if let (Some(why), Rank(0)) = (refused, self.rank()) {
                 eprintln!("smelt: {why}");
             }
