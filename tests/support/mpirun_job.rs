@@ -174,6 +174,39 @@ pub fn service(
     })
 }
 
+/// Runs `prog ARGS..` (a program linked against the library in `lib_dir`) on 4 ranks
+/// in emulated nodes of `per_node` ranks (`SMELT_RANKS_PER_NODE`), killed after 120 s;
+/// fails the test if the job leaves anything in shared memory.
+pub fn four_ranks(
+    prog: &Path,
+    args: &[&str],
+    per_node: &str,
+    lib_dir: &Path,
+    shm_prefix: &str,
+) -> Run {
+    let lib = lib_dir.display().to_string();
+    let r = run(Job {
+        np: 4,
+        mpirun_args: &[],
+        prog,
+        args,
+        vars: vars(&[
+            ("SMELT_RANKS_PER_NODE", per_node),
+            ("LD_LIBRARY_PATH", &lib),
+        ]),
+        clear: LAYOUT_VARS,
+        shm_prefix,
+        limit: Duration::from_secs(120),
+    });
+    assert!(
+        r.leftovers.is_empty(),
+        "left in shared memory: {:?}\n{}",
+        r.leftovers,
+        r.show()
+    );
+    r
+}
+
 /// Runs the job (one at a time), killing its whole process group after the limit.
 pub fn run(job: Job<'_>) -> Run {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -79,7 +79,7 @@ use common::skip;
 #[cfg(feature = "mpi")]
 #[test]
 fn fortran_world_runs_collectives_under_mpirun() {
-    use mpirun_job::{have_mpirun, run, vars, Job, LAYOUT_VARS};
+    use mpirun_job::{four_ranks, have_mpirun};
     if !have_mpirun("fortran_world_runs_collectives_under_mpirun") {
         return;
     }
@@ -87,28 +87,16 @@ fn fortran_world_runs_collectives_under_mpirun() {
     let Some(exe) = build("mpif90", &["-DSMELT_EXAMPLE_MPI"], dir.path()) else {
         return;
     };
-    let lib = lib_dir().display().to_string();
     for per_node in ["4", "2"] {
-        let r = run(Job {
-            np: 4,
-            mpirun_args: &[],
-            prog: &exe,
-            args: &["mpi", "50"],
-            vars: vars(&[
-                ("SMELT_RANKS_PER_NODE", per_node),
-                ("LD_LIBRARY_PATH", &lib),
-            ]),
-            clear: LAYOUT_VARS,
-            shm_prefix: "smelt-capi-fworld",
-            limit: std::time::Duration::from_secs(120),
-        });
+        let r = four_ranks(
+            &exe,
+            &["mpi", "50"],
+            per_node,
+            &lib_dir(),
+            "smelt-capi-fworld",
+        );
         assert!(r.ok(), "nodes of {per_node}: {}", r.show());
         check_ok(&r.stdout, &r.stderr, 4, "MPI ranks", 50);
-        assert!(
-            r.leftovers.is_empty(),
-            "left in shared memory: {:?}",
-            r.leftovers
-        );
     }
 }
 

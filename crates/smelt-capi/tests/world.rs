@@ -168,32 +168,19 @@ fn mpi_exe(dir: &Path) -> Option<PathBuf> {
 /// 4 MPI ranks in nodes of `per_node` (SMELT_RANKS_PER_NODE): every service, checked.
 #[cfg(feature = "mpi")]
 fn under_mpirun(per_node: &str) {
-    use mpirun_job::{run, vars, Job, LAYOUT_VARS};
     let dir = tempfile::tempdir().unwrap();
     let Some(exe) = mpi_exe(dir.path()) else {
         return;
     };
-    let lib = lib_dir().display().to_string();
-    let r = run(Job {
-        np: 4,
-        mpirun_args: &[],
-        prog: &exe,
-        args: &["mpi", "3"],
-        vars: vars(&[
-            ("SMELT_RANKS_PER_NODE", per_node),
-            ("LD_LIBRARY_PATH", &lib),
-        ]),
-        clear: LAYOUT_VARS,
-        shm_prefix: "smelt-capi-world",
-        limit: std::time::Duration::from_secs(120),
-    });
+    let r = mpirun_job::four_ranks(
+        &exe,
+        &["mpi", "3"],
+        per_node,
+        &lib_dir(),
+        "smelt-capi-world",
+    );
     assert!(r.ok(), "{}", r.show());
     check_ok(&r.stdout, &r.stderr, 4, "MPI ranks");
-    assert!(
-        r.leftovers.is_empty(),
-        "left in shared memory: {:?}",
-        r.leftovers
-    );
 }
 
 /// `mpirun -n 4`, one node of 4 ranks.
@@ -218,7 +205,7 @@ fn c_world_runs_every_service_under_mpirun_in_nodes_of_2() {
 #[cfg(feature = "mpi")]
 #[test]
 fn c_world_mpi_members_that_disagree_fail_together() {
-    use mpirun_job::{have_mpirun, run, vars, Job, LAYOUT_VARS};
+    use mpirun_job::{four_ranks, have_mpirun};
     if !have_mpirun("c_world_mpi_members_that_disagree_fail_together") {
         return;
     }
@@ -227,21 +214,14 @@ fn c_world_mpi_members_that_disagree_fail_together() {
     let Some(exe) = build(mpicc(), &["-DSMELT_TEST_MPI"], &src, dir.path()) else {
         return;
     };
-    let lib = lib_dir().display().to_string();
     for per_node in ["4", "2"] {
-        let r = run(Job {
-            np: 4,
-            mpirun_args: &[],
-            prog: &exe,
-            args: &["mpi-bad-len"],
-            vars: vars(&[
-                ("SMELT_RANKS_PER_NODE", per_node),
-                ("LD_LIBRARY_PATH", &lib),
-            ]),
-            clear: LAYOUT_VARS,
-            shm_prefix: "smelt-capi-world-bad",
-            limit: std::time::Duration::from_secs(120),
-        });
+        let r = four_ranks(
+            &exe,
+            &["mpi-bad-len"],
+            per_node,
+            &lib_dir(),
+            "smelt-capi-world-bad",
+        );
         assert!(r.ok(), "nodes of {per_node}: {}", r.show());
         let lines: Vec<&str> = r
             .stdout
@@ -255,11 +235,6 @@ fn c_world_mpi_members_that_disagree_fail_together() {
             r.show()
         );
         assert!(lines[0].contains("16"), "{}", lines[0]);
-        assert!(
-            r.leftovers.is_empty(),
-            "left in shared memory: {:?}",
-            r.leftovers
-        );
     }
 }
 
