@@ -1103,19 +1103,28 @@ fn run_typed(
             }
         };
     }
-    match ty {
-        1 => go!(i8),
-        2 => go!(u8),
-        3 => go!(i16),
-        4 => go!(u16),
-        5 => go!(i32),
-        6 => go!(u32),
-        7 => go!(i64),
-        8 => go!(u64),
-        9 => go!(f32),
-        _ => go!(f64),
-    }
+    by_type!(ty, go)
 }
+
+/// `$go!(T)` for the Rust type `T` of the C element type `$ty` (`SMELT_INT8` = 1 ..
+/// `SMELT_FLOAT` = 9; any other code, checked before, is `SMELT_DOUBLE`).
+macro_rules! by_type {
+    ($ty:expr, $go:ident) => {
+        match $ty {
+            1 => $go!(i8),
+            2 => $go!(u8),
+            3 => $go!(i16),
+            4 => $go!(u16),
+            5 => $go!(i32),
+            6 => $go!(u32),
+            7 => $go!(i64),
+            8 => $go!(u64),
+            9 => $go!(f32),
+            _ => $go!(f64),
+        }
+    };
+}
+pub(crate) use by_type;
 
 pub(crate) type OpFn = unsafe extern "C" fn(*mut c_void, *const c_void, usize, *mut c_void);
 

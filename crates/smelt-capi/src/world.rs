@@ -616,18 +616,7 @@ impl MpiMember {
                 }
             }};
         }
-        match ty {
-            1 => go!(i8),
-            2 => go!(u8),
-            3 => go!(i16),
-            4 => go!(u16),
-            5 => go!(i32),
-            6 => go!(u32),
-            7 => go!(i64),
-            8 => go!(u64),
-            9 => go!(f32),
-            _ => go!(f64),
-        }
+        crate::group::by_type!(ty, go);
         Ok(())
     }
 }
