@@ -6,17 +6,18 @@
 
 use smelt_peers::ucx::{self, UcxOpts, UcxTest};
 use smelt_peers::{Metric, Status};
+use smelt_probe::CpuId;
 use std::time::Duration;
 
 #[path = "../../../tests/support/skip.rs"]
 mod skip;
 
-fn cpus() -> (Option<u32>, Option<u32>) {
+fn cpus() -> (Option<CpuId>, Option<CpuId>) {
     let c = smelt_probe::affinity::allowed_cpus();
-    (c.first().copied(), c.get(1).copied())
+    (c.first().copied().map(CpuId), c.get(1).copied().map(CpuId))
 }
 
-fn short(cpus: (Option<u32>, Option<u32>)) -> UcxOpts {
+fn short(cpus: (Option<CpuId>, Option<CpuId>)) -> UcxOpts {
     UcxOpts {
         iters: 2_000,
         warmup: 100,

@@ -24,6 +24,7 @@
 use crate::c::{run_bounded, which};
 use crate::{Metric, PeerError, PeerResult, Status};
 use smelt_probe::stats;
+use smelt_probe::CpuId;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -95,7 +96,7 @@ pub struct UcxOpts {
     /// `UCX_TLS`.
     pub tls: String,
     /// CPUs of the server and the client (`-c`); `None`: not pinned.
-    pub cpus: (Option<u32>, Option<u32>),
+    pub cpus: (Option<CpuId>, Option<CpuId>),
     /// Deadline of one run (server and client together).
     pub timeout: Duration,
 }
@@ -103,7 +104,7 @@ pub struct UcxOpts {
 impl UcxOpts {
     /// A short run: 5 runs of 20 000 iterations per test (the shape of smelt's
     /// `--quick` LogP stream: 5 samples of 20 000 messages, the median reported).
-    pub fn quick(cpus: (Option<u32>, Option<u32>)) -> UcxOpts {
+    pub fn quick(cpus: (Option<CpuId>, Option<CpuId>)) -> UcxOpts {
         UcxOpts {
             iters: 20_000,
             warmup: 10_000,
@@ -117,7 +118,7 @@ impl UcxOpts {
 
     /// The full run: 7 runs of 100 000 iterations per test (smelt's full LogP
     /// stream: 7 samples of 100 000).
-    pub fn full(cpus: (Option<u32>, Option<u32>)) -> UcxOpts {
+    pub fn full(cpus: (Option<CpuId>, Option<CpuId>)) -> UcxOpts {
         UcxOpts {
             iters: 100_000,
             repeats: 7,
@@ -214,7 +215,7 @@ fn free_port() -> std::io::Result<u16> {
         .port())
 }
 
-fn base_cmd(exe: &std::path::Path, o: &UcxOpts, cpu: Option<u32>, port: u16) -> Command {
+fn base_cmd(exe: &std::path::Path, o: &UcxOpts, cpu: Option<CpuId>, port: u16) -> Command {
     let mut c = Command::new(exe);
     c.args(["-p", &port.to_string()]).env("UCX_TLS", &o.tls);
     if let Some(cpu) = cpu {

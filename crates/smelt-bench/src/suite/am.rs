@@ -396,7 +396,7 @@ pub fn measure(a: &Common) -> Result<AmReport> {
     eprintln!("peers: UCX ucx_perftest (ucp_am_lat, ucp_am_bw, ucp_get) between two processes...");
     let ucx_opts = {
         // The server answers, as smelt's member process does: on the second CPU.
-        let cpus = (pair.1, pair.0);
+        let cpus = (pair.1.map(smelt_mesh::CpuId), pair.0.map(smelt_mesh::CpuId));
         let mut u = if a.quick {
             smelt_peers::ucx::UcxOpts::quick(cpus)
         } else {
