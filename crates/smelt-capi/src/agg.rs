@@ -75,12 +75,7 @@ pub extern "C" fn smelt_agg_threads(
     out_workers: *mut *mut smelt_agg_worker,
 ) -> smelt_status {
     guard(|| {
-        if out_workers.is_null() {
-            return err(SMELT_ERR_INVALID_ARGUMENT, "workers is NULL");
-        }
-        let Some(f) = h else {
-            return err(SMELT_ERR_INVALID_ARGUMENT, "the handler is NULL");
-        };
+        let f = handler(out_workers, h)?;
         if processes == 0 || workers == 0 || processes.saturating_mul(workers) > 4096 {
             return err(
                 SMELT_ERR_INVALID_ARGUMENT,
@@ -92,12 +87,31 @@ pub extern "C" fn smelt_agg_threads(
         let cfg = config(scheme, item_size, buffer_items, idle_flush, timeout_us)?;
         let all = smelt_agg::threads(processes, workers, cfg, |w| User(us[w]), c_handler(f))
             .map_err(agg_error)?;
-        let objs = all
-            .into_iter()
-            .map(|w| Object::AggWorker(Box::new(w)))
-            .collect();
-        crate::world::insert_all(objs, Kind::AggWorker, out_workers, "workers")
+        insert_workers(all, out_workers)
     })
+}
+
+/// The handler of a job's making, with its output array checked (neither NULL).
+fn handler(
+    out_workers: *mut *mut smelt_agg_worker,
+    h: smelt_agg_handler,
+) -> Res<extern "C" fn(*mut c_void, usize, *const c_void, usize)> {
+    if out_workers.is_null() {
+        return err(SMELT_ERR_INVALID_ARGUMENT, "workers is NULL");
+    }
+    match h {
+        Some(f) => Ok(f),
+        None => err(SMELT_ERR_INVALID_ARGUMENT, "the handler is NULL"),
+    }
+}
+
+/// Stores the handles of the workers made, in `out_workers[0..]`.
+fn insert_workers(all: Vec<AggWorker>, out_workers: *mut *mut smelt_agg_worker) -> Res<()> {
+    let objs = all
+        .into_iter()
+        .map(|w| Object::AggWorker(Box::new(w)))
+        .collect();
+    crate::world::insert_all(objs, Kind::AggWorker, out_workers, "workers")
 }
 
 /// The user pointers of `total` workers (all NULL when `users` is NULL).
@@ -174,12 +188,7 @@ pub extern "C" fn smelt_world_agg(
 ) -> smelt_status {
     guard(|| {
         let w = crate::world::world_of(world)?;
-        if out_workers.is_null() {
-            return err(SMELT_ERR_INVALID_ARGUMENT, "workers is NULL");
-        }
-        let Some(f) = h else {
-            return err(SMELT_ERR_INVALID_ARGUMENT, "the handler is NULL");
-        };
+        let f = handler(out_workers, h)?;
         if workers == 0 || w.size().saturating_mul(workers) > 4096 {
             return err(
                 SMELT_ERR_INVALID_ARGUMENT,
@@ -200,11 +209,7 @@ pub extern "C" fn smelt_world_agg(
             c_handler(f),
         )
         .map_err(agg_error)?;
-        let objs = all
-            .into_iter()
-            .map(|w| Object::AggWorker(Box::new(w)))
-            .collect();
-        crate::world::insert_all(objs, Kind::AggWorker, out_workers, "workers")
+        insert_workers(all, out_workers)
     })
 }
 
