@@ -276,7 +276,10 @@ mod tests {
         // This test program is a dynamically linked ELF file that needs the C library.
         let exe = std::env::current_exe().unwrap();
         let needed = needed_libraries(&exe).expect("an ELF file with a dynamic section");
-        assert!(needed.iter().any(|n| n.starts_with("libc.so")), "{needed:?}");
+        assert!(
+            needed.iter().any(|n| n.starts_with("libc.so")),
+            "{needed:?}"
+        );
         // It needs no MPI library; a file that is not ELF is no library at all.
         assert_eq!(mpi_of(&exe), None);
         let dir = tempfile::tempdir().unwrap();
