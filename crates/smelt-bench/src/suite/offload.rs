@@ -151,63 +151,68 @@ fn time_batches(per: u64, batches: usize, mut op: impl FnMut(u64) -> Result<()>)
 /// The round trip in `mode`: the application thread on `cpus[0]`, the communication
 /// thread on `cpus[1]`, the server on `cpus[2]` (where there are that many).
 fn round_trip(mode: OffloadMode, cpus: &[Option<u32>; 3], per: u64, batches: usize) -> Result<f64> {
-    let dedicated = cpus[0].is_some();
-    let mut eps = threads(2, am_config(dedicated), |_| ())?;
+    with_server(cpus, |mut client| {
+        std::thread::scope(|s| {
+            s.spawn(move || -> Result<f64> {
+                if let Some(c) = cpus[0] {
+                    let _ = pin_current_thread(smelt_mesh::CpuId(c));
+                }
+                if mode == OffloadMode::Direct {
+                    return time_batches(per, batches, |i| {
+                        client.request(0, PING, &[i])?;
+                        client.quiesce(Duration::from_secs(20))?;
+                        Ok(())
+                    });
+                }
+                let pool = Offload::start(vec![client], offload_config(mode, cpus))?;
+                let t = time_batches(per, batches, |i| {
+                    pool.request_ticket(0, 0, PING, &[i])?.wait()?;
+                    Ok(())
+                });
+                pool.shutdown(Duration::from_secs(5))?;
+                t
+            })
+            .join()
+            .map_err(|_| anyhow::anyhow!("the measuring thread panicked"))?
+        })
+    })
+}
+
+/// Runs `f` with a client endpoint while a server endpoint answers its PINGs (on
+/// `cpus[2]`, if any), then stops the server: `f`'s result, else the server's error.
+fn with_server(
+    cpus: &[Option<u32>; 3],
+    f: impl FnOnce(Endpoint<()>) -> Result<f64>,
+) -> Result<f64> {
+    let mut eps = threads(2, am_config(cpus[0].is_some()), |_| ())?;
     let mut client = eps.pop().context("two endpoints")?;
     let server = eps.pop().context("two endpoints")?;
     client.register(PONG, |_, _, _| {})?;
     let stop = Arc::new(AtomicBool::new(false));
     let srv = serve(server, cpus[2], stop.clone());
-    let r = std::thread::scope(|s| {
-        s.spawn(move || -> Result<f64> {
-            if let Some(c) = cpus[0] {
-                let _ = pin_current_thread(smelt_mesh::CpuId(c));
-            }
-            if mode == OffloadMode::Direct {
-                return time_batches(per, batches, |i| {
-                    client.request(0, PING, &[i])?;
-                    client.quiesce(Duration::from_secs(20))?;
-                    Ok(())
-                });
-            }
-            let mut cfg = OffloadConfig::new(mode);
-            cfg.link.wait = Some(policy(dedicated));
-            if let Some(c) = cpus[1] {
-                cfg.cpus = vec![c];
-            }
-            let pool = Offload::start(vec![client], cfg)?;
-            let t = time_batches(per, batches, |i| {
-                pool.request_ticket(0, 0, PING, &[i])?.wait()?;
-                Ok(())
-            });
-            pool.shutdown(Duration::from_secs(5))?;
-            t
-        })
-        .join()
-        .map_err(|_| anyhow::anyhow!("the measuring thread panicked"))?
-    });
+    let r = f(client);
     stop.store(true, Ordering::Release);
     srv.join()
         .map_err(|_| anyhow::anyhow!("the server panicked"))??;
     r
 }
 
-/// The dynamic round trip when the lane has gone to sleep before each request.
-fn dynamic_after_idle(cpus: &[Option<u32>; 3], n: u64) -> Result<f64> {
-    let dedicated = cpus[0].is_some();
-    let mut eps = threads(2, am_config(dedicated), |_| ())?;
-    let mut client = eps.pop().context("two endpoints")?;
-    let server = eps.pop().context("two endpoints")?;
-    client.register(PONG, |_, _, _| {})?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let srv = serve(server, cpus[2], stop.clone());
-    let mut cfg = OffloadConfig::new(OffloadMode::Dynamic);
-    cfg.link.wait = Some(policy(dedicated));
+/// The offload pool's configuration in `mode`: the communication thread on `cpus[1]`
+/// (if any), spinning when the application thread has a CPU of its own (`cpus[0]`).
+fn offload_config(mode: OffloadMode, cpus: &[Option<u32>; 3]) -> OffloadConfig {
+    let mut cfg = OffloadConfig::new(mode);
+    cfg.link.wait = Some(policy(cpus[0].is_some()));
     if let Some(c) = cpus[1] {
         cfg.cpus = vec![c];
     }
+    cfg
+}
+
+/// The dynamic round trip when the lane has gone to sleep before each request.
+fn dynamic_after_idle(cpus: &[Option<u32>; 3], n: u64) -> Result<f64> {
+    let mut cfg = offload_config(OffloadMode::Dynamic, cpus);
     cfg.max_sleep = Duration::from_millis(50);
-    let r = (|| -> Result<f64> {
+    with_server(cpus, |client| {
         let pool = Offload::start(vec![client], cfg)?;
         let mut ns = Vec::new();
         for i in 0..n {
@@ -221,11 +226,7 @@ fn dynamic_after_idle(cpus: &[Option<u32>; 3], n: u64) -> Result<f64> {
             anyhow::bail!("the lane never slept between requests: nothing measured");
         }
         median(ns).context("no samples")
-    })();
-    stop.store(true, Ordering::Release);
-    srv.join()
-        .map_err(|_| anyhow::anyhow!("the server panicked"))??;
-    r
+    })
 }
 
 /// Runs `f(j, item j)` on a thread of its own for each of `items`, and the first error.
