@@ -214,10 +214,7 @@ impl Link for ShmLink {
     }
 
     fn try_send(&mut self, tag: u64, msg: &[u8]) -> Result<(), TransportError> {
-        match Link::try_send(&mut self.ep, tag, msg) {
-            Err(TransportError::Full) if self.watch.peer_dead() => Err(self.watch.died()),
-            r => r,
-        }
+        self.watch.try_send(&mut self.ep, tag, msg)
     }
 
     fn send(
@@ -231,16 +228,7 @@ impl Link for ShmLink {
     }
 
     fn try_recv(&mut self, buf: &mut [u8]) -> Result<(u64, usize), TransportError> {
-        match Link::try_recv(&mut self.ep, buf) {
-            Err(TransportError::Empty) if self.watch.peer_dead() => {
-                // Dead: nothing more will be published; take what it published before.
-                match Link::try_recv(&mut self.ep, buf) {
-                    Err(TransportError::Empty) => Err(self.watch.died()),
-                    r => r,
-                }
-            }
-            r => r,
-        }
+        self.watch.try_recv(&mut self.ep, buf)
     }
 
     fn recv(

@@ -1188,6 +1188,7 @@ impl Watch {
 
     /// True once the peer's process is known to be dead (checked at most every
     /// [`LIVENESS_EVERY`], reading the clock every 8th idle poll).
+    #[cold]
     pub(crate) fn peer_dead(&mut self) -> bool {
         if !self.dead {
             self.polls = self.polls.wrapping_add(1);
@@ -1207,6 +1208,40 @@ impl Watch {
     /// The error of a link whose peer died.
     pub(crate) fn died(&self) -> TransportError {
         TransportError::PeerDied { peer: self.peer }
+    }
+
+    /// `ep`'s `try_send`, where a full link to a dead peer is its death.
+    #[inline]
+    pub(crate) fn try_send(
+        &mut self,
+        ep: &mut QueuePairEnd,
+        tag: u64,
+        msg: &[u8],
+    ) -> Result<(), TransportError> {
+        match Link::try_send(ep, tag, msg) {
+            Err(TransportError::Full) if self.peer_dead() => Err(self.died()),
+            r => r,
+        }
+    }
+
+    /// `ep`'s `try_recv`, where an empty link from a dead peer is its death once what
+    /// the peer published before is taken.
+    #[inline]
+    pub(crate) fn try_recv(
+        &mut self,
+        ep: &mut QueuePairEnd,
+        buf: &mut [u8],
+    ) -> Result<(u64, usize), TransportError> {
+        match Link::try_recv(ep, buf) {
+            Err(TransportError::Empty) if self.peer_dead() => {
+                // Dead: nothing more will be published; take what it published before.
+                match Link::try_recv(ep, buf) {
+                    Err(TransportError::Empty) => Err(self.died()),
+                    r => r,
+                }
+            }
+            r => r,
+        }
     }
 }
 
@@ -1228,13 +1263,6 @@ impl WorldLink {
     pub fn endpoint(&mut self) -> &mut QueuePairEnd {
         &mut self.ep
     }
-
-    /// The peer's death once its process is known to be dead ([`Watch::peer_dead`]).
-    #[cold]
-    fn peer_dead(&mut self) -> Option<TransportError> {
-        let w = self.watch.as_mut()?;
-        w.peer_dead().then(|| w.died())
-    }
 }
 
 impl Link for WorldLink {
@@ -1245,14 +1273,10 @@ impl Link for WorldLink {
 
     #[inline]
     fn try_send(&mut self, tag: u64, msg: &[u8]) -> Result<(), TransportError> {
-        match Link::try_send(&mut self.ep, tag, msg) {
-            // Between threads: no liveness to check, and no call on the hot path.
-            Err(TransportError::Full) if self.watch.is_none() => Err(TransportError::Full),
-            Err(TransportError::Full) => match self.peer_dead() {
-                Some(e) => Err(e),
-                None => Err(TransportError::Full),
-            },
-            r => r,
+        match &mut self.watch {
+            // Between threads: no liveness to check.
+            None => Link::try_send(&mut self.ep, tag, msg),
+            Some(w) => w.try_send(&mut self.ep, tag, msg),
         }
     }
 
@@ -1283,18 +1307,10 @@ impl Link for WorldLink {
 
     #[inline]
     fn try_recv(&mut self, buf: &mut [u8]) -> Result<(u64, usize), TransportError> {
-        match Link::try_recv(&mut self.ep, buf) {
-            // Between threads: no liveness to check, and no call on the hot path.
-            Err(TransportError::Empty) if self.watch.is_none() => Err(TransportError::Empty),
-            Err(TransportError::Empty) => match self.peer_dead() {
-                // Dead: nothing more will be published; take what it published before.
-                Some(e) => match Link::try_recv(&mut self.ep, buf) {
-                    Err(TransportError::Empty) => Err(e),
-                    r => r,
-                },
-                None => Err(TransportError::Empty),
-            },
-            r => r,
+        match &mut self.watch {
+            // Between threads: no liveness to check.
+            None => Link::try_recv(&mut self.ep, buf),
+            Some(w) => w.try_recv(&mut self.ep, buf),
         }
     }
 
