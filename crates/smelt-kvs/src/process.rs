@@ -244,6 +244,20 @@ impl Blob {
             .map_err(|e| bad(&format!("the store's description is unreadable: {e}")))
     }
 
+    /// The store's layout, its vectors taken out of the description.
+    fn take_layout(&mut self) -> Layout {
+        Layout {
+            replicas: self.replicas,
+            clients: self.clients,
+            root: self.root,
+            leader: self.leader,
+            parent: std::mem::take(&mut self.parent),
+            children: std::mem::take(&mut self.children),
+            homes: std::mem::take(&mut self.homes),
+            backups: self.backups,
+        }
+    }
+
     /// The mesh every member of the store's world makes.
     fn mesh_spec(&self) -> MeshSpec {
         let [s, y, pi, pm] = self.wait;
@@ -319,7 +333,7 @@ pub fn run_replica<E: std::fmt::Display>(
     shape: ShapeReader<'_, E>,
 ) -> Result<ReplicaReport, KvsError> {
     let bad = |e: &dyn std::fmt::Display| KvsError::Config(format!("replica process: {e}"));
-    let b = Blob::of(world, bad)?;
+    let mut b = Blob::of(world, bad)?;
     let me = world.rank().index();
     if me >= b.replicas {
         return Err(bad(&format!(
@@ -329,8 +343,8 @@ pub fn run_replica<E: std::fmt::Display>(
     }
     let mesh = world.mesh(&b.mesh_spec()).map_err(|e| bad(&e))?;
     let protocol: Protocol = b.protocol.parse().map_err(|e: String| bad(&e))?;
-    let spec = match b.tree {
-        BlobTree::Shaped(text) => TreeSpec::Shaped(shape(&text).map_err(|e| bad(&e))?),
+    let spec = match &b.tree {
+        BlobTree::Shaped(text) => TreeSpec::Shaped(shape(text).map_err(|e| bad(&e))?),
         // Only the shape of later views is built from the spec: for an explicit tree
         // that is the sequential star, whatever the tree.
         BlobTree::Explicit => TreeSpec::Explicit(
@@ -347,16 +361,7 @@ pub fn run_replica<E: std::fmt::Display>(
         .as_ref()
         .and_then(|c| c.get(me))
         .is_some_and(|&c| smelt_transport::pin_current_thread(smelt_mesh::CpuId(c)).is_ok());
-    let lay = Arc::new(Layout {
-        replicas: b.replicas,
-        clients: b.clients,
-        root: b.root,
-        leader: b.leader,
-        parent: b.parent,
-        children: b.children,
-        homes: b.homes,
-        backups: b.backups,
-    });
+    let lay = Arc::new(b.take_layout());
     let rep = Replica::new(
         me,
         mesh,
@@ -384,7 +389,7 @@ pub fn run_replica<E: std::fmt::Display>(
 /// world is not a store's, or this member is not one of its clients.
 pub fn connect_client(world: &World) -> Result<Client, KvsError> {
     let bad = |e: &dyn std::fmt::Display| KvsError::Config(format!("client process: {e}"));
-    let b = Blob::of(world, bad)?;
+    let mut b = Blob::of(world, bad)?;
     let me = world.rank().index();
     let c = me
         .checked_sub(b.replicas)
@@ -397,16 +402,7 @@ pub fn connect_client(world: &World) -> Result<Client, KvsError> {
             ))
         })?;
     let mesh = world.mesh(&b.mesh_spec()).map_err(|e| bad(&e))?;
-    let lay = Layout {
-        replicas: b.replicas,
-        clients: b.clients,
-        root: b.root,
-        leader: b.leader,
-        parent: b.parent,
-        children: b.children,
-        homes: b.homes,
-        backups: b.backups,
-    };
+    let lay = b.take_layout();
     Ok(Client {
         id: c,
         home: lay.homes[c],
