@@ -86,6 +86,30 @@ macro_rules! any {
     };
 }
 
+/// The array that `$make` (an expression generic in the element type, whose error is
+/// returned) makes for the C element type `$ty`, as a [`GlobalObj`]; an unknown type
+/// is an error.
+macro_rules! new_obj {
+    ($ty:expr, $make:expr) => {
+        match ElemType::from_id($ty.max(0) as u32) {
+            Some(ElemType::U64) => GlobalObj::U64($make?),
+            Some(ElemType::I64) => GlobalObj::I64($make?),
+            Some(ElemType::F64) => GlobalObj::F64($make?),
+            Some(ElemType::U32) => GlobalObj::U32($make?),
+            Some(ElemType::I32) => GlobalObj::I32($make?),
+            None => {
+                return err(
+                    SMELT_ERR_INVALID_ARGUMENT,
+                    format!(
+                        "element type {} (SMELT_GLOBAL_U64 .. SMELT_GLOBAL_I32: 1 to 5)",
+                        $ty
+                    ),
+                )
+            }
+        }
+    };
+}
+
 impl GlobalObj {
     fn elem_type(&self) -> ElemType {
         any!(self, a => a.elem_type())
@@ -143,22 +167,7 @@ pub extern "C" fn smelt_global_create(
                 .next()
                 .ok_or_else(|| Error(SMELT_ERR_INVALID_ARGUMENT, "no members".into()))
         }
-        let obj = match ElemType::from_id(r#type.max(0) as u32) {
-            Some(ElemType::U64) => GlobalObj::U64(first(threads(len, members, cfg))?),
-            Some(ElemType::I64) => GlobalObj::I64(first(threads(len, members, cfg))?),
-            Some(ElemType::F64) => GlobalObj::F64(first(threads(len, members, cfg))?),
-            Some(ElemType::U32) => GlobalObj::U32(first(threads(len, members, cfg))?),
-            Some(ElemType::I32) => GlobalObj::I32(first(threads(len, members, cfg))?),
-            None => {
-                return err(
-                    SMELT_ERR_INVALID_ARGUMENT,
-                    format!(
-                        "element type {} (SMELT_GLOBAL_U64 .. SMELT_GLOBAL_I32: 1 to 5)",
-                        r#type
-                    ),
-                )
-            }
-        };
+        let obj = new_obj!(r#type, first(threads(len, members, cfg)));
         crate::new_handle(array, Object::Global(Arc::new(obj)), "array")
     })
 }
@@ -187,22 +196,7 @@ pub extern "C" fn smelt_world_global(
             GlobalArray::from_world(w, len, cfg).map_err(global_error)
         }
         let slot = handle::reserve()?;
-        let obj = match ElemType::from_id(r#type.max(0) as u32) {
-            Some(ElemType::U64) => GlobalObj::U64(make(&w, len, cfg)?),
-            Some(ElemType::I64) => GlobalObj::I64(make(&w, len, cfg)?),
-            Some(ElemType::F64) => GlobalObj::F64(make(&w, len, cfg)?),
-            Some(ElemType::U32) => GlobalObj::U32(make(&w, len, cfg)?),
-            Some(ElemType::I32) => GlobalObj::I32(make(&w, len, cfg)?),
-            None => {
-                return err(
-                    SMELT_ERR_INVALID_ARGUMENT,
-                    format!(
-                        "element type {} (SMELT_GLOBAL_U64 .. SMELT_GLOBAL_I32: 1 to 5)",
-                        r#type
-                    ),
-                )
-            }
-        };
+        let obj = new_obj!(r#type, make(&w, len, cfg));
         let h = slot.fill(Object::Global(Arc::new(obj)));
         out(array, std::ptr::without_provenance_mut(h), "array")
     })
