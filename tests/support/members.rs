@@ -54,3 +54,15 @@ pub fn wait_all(mut children: Vec<Child>, limit: Duration) -> Vec<(bool, String)
         })
         .collect()
 }
+
+/// Starts this test binary running its test `member_entry` alone (a test that does
+/// nothing unless `role_var` is set), with `env` and `role_var=role`, its output
+/// inherited.
+pub fn spawn_entry(env: Vec<(String, String)>, role_var: &str, role: &str) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "member_entry", "--nocapture", "--test-threads=1"])
+        .envs(env)
+        .env(role_var, role)
+        .spawn()
+        .unwrap()
+}

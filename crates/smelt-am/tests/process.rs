@@ -3,10 +3,13 @@
 //! through tiny queues, and a member killed with SIGKILL. (The histogram application
 //! across member processes is smelt-bench's `am_histogram` test.)
 
+#[path = "../../../tests/support/members.rs"]
+mod members;
+
 use smelt_am::{AmConfig, AmError, Endpoint, LinkConfig};
 use smelt_mesh::world::{WorldBuilder, WorldJob};
 use smelt_mesh::{Rank, World};
-use std::process::{Child, Command};
+use std::process::Child;
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);
@@ -20,12 +23,7 @@ fn cfg(capacity: usize) -> AmConfig {
 }
 
 fn spawn(job: &WorldJob, rank: usize, role: &str) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "member_entry", "--nocapture", "--test-threads=1"])
-        .envs(job.env(Rank(rank)))
-        .env(ROLE, role)
-        .spawn()
-        .unwrap()
+    members::spawn_entry(job.env(Rank(rank)), ROLE, role)
 }
 
 /// The member processes' side (does nothing when run as a test of its own).

@@ -3,10 +3,13 @@
 //! different endpoints, a member that never makes its endpoint (a timeout), one that
 //! dies first (gone), each an error and never a hang.
 
+#[path = "../../../tests/support/members.rs"]
+mod members;
+
 use smelt_am::{AmConfig, AmError, Endpoint, LinkConfig, Name};
 use smelt_mesh::world::{WorldBuilder, WorldJob};
 use smelt_mesh::{Rank, World, WorldError};
-use std::process::{Child, Command};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 const T: Duration = Duration::from_secs(30);
@@ -111,12 +114,7 @@ fn members_that_make_different_endpoints_get_an_error() {
 }
 
 fn spawn(job: &WorldJob, rank: usize, role: &str) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "member_entry", "--nocapture", "--test-threads=1"])
-        .envs(job.env(Rank(rank)))
-        .env(ROLE, role)
-        .spawn()
-        .unwrap()
+    members::spawn_entry(job.env(Rank(rank)), ROLE, role)
 }
 
 /// The member processes' side (does nothing when run as a test of its own).

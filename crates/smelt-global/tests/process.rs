@@ -4,10 +4,13 @@
 //! the array with the wrong element type, a member killed with SIGKILL, and nothing
 //! left in /dev/shm.
 
+#[path = "../../../tests/support/members.rs"]
+mod members;
+
 use smelt_global::{ElemType, GlobalArray, GlobalConfig, GlobalError};
 use smelt_mesh::world::{WorldBuilder, WorldJob};
 use smelt_mesh::{Rank, World};
-use std::process::{Child, Command};
+use std::process::Child;
 use std::time::Duration;
 
 const ROLE: &str = "TEST_SMELT_GLOBAL_ROLE";
@@ -21,12 +24,7 @@ fn cfg() -> GlobalConfig {
 }
 
 fn spawn(job: &WorldJob, rank: usize, role: &str) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "member_entry", "--nocapture", "--test-threads=1"])
-        .env(ROLE, role)
-        .envs(job.env(Rank(rank)))
-        .spawn()
-        .unwrap()
+    members::spawn_entry(job.env(Rank(rank)), ROLE, role)
 }
 
 fn drf(a: &smelt_global::GlobalArray<i64>) {

@@ -2,13 +2,16 @@
 //! (shared-memory active messages), with sequential checks, a panicking task and a
 //! killed member.
 
+#[path = "../../../tests/support/members.rs"]
+mod members;
+
 use smelt_mesh::world::{WorldBuilder, WorldJob};
 use smelt_mesh::{Rank, World};
 use smelt_tasks::apps::dist::{self as apps, functions, result_u64};
 use smelt_tasks::apps::{fib_seq, Uts};
 use smelt_tasks::dist::{Member, Report, TaskConfig};
 use smelt_tasks::TaskError;
-use std::process::{Child, Command};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 const ROLE: &str = "TEST_SMELT_TASKS_ROLE";
@@ -203,12 +206,7 @@ fn bad_runs_are_errors() {
 }
 
 fn spawn(job: &WorldJob, rank: usize, role: &str) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "member_entry", "--nocapture", "--test-threads=1"])
-        .envs(job.env(Rank(rank)))
-        .env(ROLE, role)
-        .spawn()
-        .unwrap()
+    members::spawn_entry(job.env(Rank(rank)), ROLE, role)
 }
 
 /// The member processes' side (does nothing when run as a test of its own).
