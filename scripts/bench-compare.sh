@@ -177,8 +177,10 @@ smelt-tree = { path = \"$src/crates/smelt-tree\", default-features = false }"
         feats+=(process)
         grep -qs 'pub struct GroupJob' "$src/crates/smelt-runtime/src/process.rs" && feats+=(group_job)
     fi
+    grep -qs 'pub fn pin_current_thread(cpu: CpuId)' "$src"/crates/smelt-transport/src/*.rs && feats+=(pin_cpu_id)
     if [ -f "$src/crates/smelt-am/Cargo.toml" ]; then
         feats+=(am)
+        grep -qs 'pub struct AmConfig' "$src"/crates/smelt-am/src/*.rs && feats+=(am_config)
         deps="$deps
 smelt-am = { path = \"$src/crates/smelt-am\", optional = true }"
     fi
@@ -201,6 +203,8 @@ $deps
 from_raw = []
 process = []
 group_job = []
+pin_cpu_id = []
+am_config = []
 am = [$(grep -q '^smelt-am' <<<"$deps" && echo '"dep:smelt-am"')]
 
 [profile.release]

@@ -66,6 +66,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn pin(cpu: u32) {
+    #[cfg(feature = "pin_cpu_id")]
+    let cpu = smelt_runtime::CpuId(cpu);
     let _ = smelt_transport::pin_current_thread(cpu);
 }
 
@@ -300,6 +302,9 @@ fn member_main(args: &[String]) -> i32 {
 #[cfg(feature = "am")]
 mod am {
     use super::*;
+    #[cfg(feature = "am_config")]
+    use smelt_am::{threads, AmConfig as Config};
+    #[cfg(not(feature = "am_config"))]
     use smelt_am::{threads, Config};
     use std::time::Duration;
 
