@@ -311,6 +311,22 @@ fn under_mpi(
                 .cloned()
         })
         .context("smelt-bench-mpi am printed no LogP line")?;
+    // The driver writes an estimate it could not make (not finite: negative or
+    // inconsistent parts) as null; that is a failed figure, said as such.
+    let missing: Vec<&str> = v
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .filter(|(_, x)| x.is_null())
+                .map(|(k, _)| k.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    anyhow::ensure!(
+        missing.is_empty(),
+        "smelt-bench-mpi am could not estimate {} (not finite: the measured parts were inconsistent under this load)",
+        missing.join(", ")
+    );
     let p: LogPIn = serde_json::from_value(v.clone()).context("smelt-bench-mpi am's LogP line")?;
     Ok((p.into(), v))
 }
