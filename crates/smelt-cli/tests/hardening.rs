@@ -599,7 +599,10 @@ fn bench_respects_its_time_limit_and_says_it_was_cut_short() {
     let j: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
     let col = j["collectives"].as_array().unwrap();
     assert!(!col.is_empty());
-    assert!(col.iter().all(|c| c["status"] == "skipped"), "{col:?}");
+    // The deadline is checked between rows: a row that started within the first
+    // millisecond (a fast machine) may finish; every other one is skipped.
+    let skipped = col.iter().filter(|c| c["status"] == "skipped").count();
+    assert!(skipped >= col.len() - 1, "{col:?}");
     assert!(j["warnings"][0].as_str().unwrap().contains("cut short"));
 }
 
