@@ -551,8 +551,8 @@ impl Drop for NameGuard {
 /// Call only in a child just forked by [`NameGuard::start`], with the pipe's two
 /// descriptors and a valid C string. It uses only async-signal-safe functions.
 unsafe fn watch(rx: libc::c_int, tx: libc::c_int, path: *const libc::c_char) -> ! {
-    // SAFETY (whole body): plain system calls on integers and the valid C string
-    // `path`; nothing allocates, takes a lock or runs Rust destructors.
+    // SAFETY: (the whole body) plain system calls on integers and the valid C
+    // string `path`; nothing allocates, takes a lock or runs Rust destructors.
     unsafe {
         libc::close(tx);
         // Out of the terminal's foreground group: a Ctrl-C meant for the launcher

@@ -491,9 +491,10 @@ pub unsafe extern "C" fn MPI_Allgather(
     rtype: MPI_Datatype,
     comm: MPI_Comm,
 ) -> c_int {
-    // SAFETY: the caller's arguments, passed on unchanged.
-    let pmpi =
-        || unsafe { mpi_sys::PMPI_Allgather(send, scount, stype, recv, rcount, rtype, comm) };
+    let pmpi = || {
+        // SAFETY: the caller's arguments, passed on unchanged.
+        unsafe { mpi_sys::PMPI_Allgather(send, scount, stype, recv, rcount, rtype, comm) }
+    };
     let s = Side {
         buf: send,
         count: scount,
