@@ -7,6 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
+# No incremental caches under CI (they doubled the target directory); show the disk so a
+# CI run that runs out of it says so up front.
+[ -n "${CI:-}" ] && export CARGO_INCREMENTAL=0
+df -h . | tail -1 | awk '{print "[smelt] disk: " $4 " free of " $2}'
 echo "[smelt] build"
 cargo build --workspace --all-targets
 echo "[smelt] tests"
