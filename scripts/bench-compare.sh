@@ -9,7 +9,8 @@
 # PROBE-ARGS go to the figure program (bench/compare/probe.rs) of both builds:
 #   --figures a,b,...  (default: all; `--list` names them)   --scale F (loop counts x F)
 #   --reps R (timed repetitions per figure, median; default 5)   --cpus A,B (default: the
-#   first two CPUs this process may use)
+#   first two CPUs this process may use)   --wait dedicated|oversubscribed (the
+#   collectives' wait policy; default: each build's own choice)
 #
 # The figures: queuepair one-way latency and streaming; back-to-back broadcast,
 # reduce, allreduce and barrier of 2 members as threads and as processes; active
@@ -177,6 +178,7 @@ smelt-tree = { path = \"$src/crates/smelt-tree\", default-features = false }"
         feats+=(process)
         grep -qs 'pub struct GroupJob' "$src/crates/smelt-runtime/src/process.rs" && feats+=(group_job)
     fi
+    grep -qs 'pub link: smelt_mesh::LinkConfig' "$src/crates/smelt-runtime/src/group.rs" && feats+=(link_config)
     grep -qs 'pub fn pin_current_thread(cpu: CpuId)' "$src"/crates/smelt-transport/src/*.rs && feats+=(pin_cpu_id)
     if [ -f "$src/crates/smelt-am/Cargo.toml" ]; then
         feats+=(am)
@@ -204,6 +206,7 @@ from_raw = []
 process = []
 group_job = []
 pin_cpu_id = []
+link_config = []
 am_config = []
 am = [$(grep -q '^smelt-am' <<<"$deps" && echo '"dep:smelt-am"')]
 

@@ -44,6 +44,27 @@ struct Opts {
     /// Timed repetitions per figure (the median is printed).
     reps: usize,
     cpus: (u32, u32),
+    /// `--wait`: the collectives' wait policy (`None`: the build's default choice).
+    wait: Option<smelt_transport::WaitPolicy>,
+}
+
+/// The group configuration of the collectives' figures: the default, with `--wait`'s
+/// policy if one was given (so that two builds that choose differently by default
+/// can be compared at one policy).
+fn group_config(o: &Opts) -> smelt_runtime::GroupConfig {
+    #[allow(unused_mut)]
+    let mut cfg = smelt_runtime::GroupConfig::default();
+    if o.wait.is_some() {
+        #[cfg(feature = "link_config")]
+        {
+            cfg.link.wait = o.wait;
+        }
+        #[cfg(not(feature = "link_config"))]
+        {
+            cfg.wait = o.wait;
+        }
+    }
+    cfg
 }
 
 impl Opts {
@@ -208,7 +229,8 @@ fn coll_threads(op: &str, o: &Opts) -> Res<f64> {
     let tree = pair_tree(o.cpus.0, o.cpus.1)?;
     let n = o.n(coll_n(op));
     let reps = o.reps;
-    let g = smelt_runtime::Group::new(&tree).map_err(|e| e.to_string())?;
+    let g = smelt_runtime::Group::with_config(&[tree], &group_config(o))
+        .map_err(|e| e.to_string())?;
     let r = g
         .run(|m| -> Result<Vec<f64>, String> { member_loop!(m, op, n, reps) })
         .map_err(|e| e.to_string())?;
@@ -219,7 +241,7 @@ fn coll_threads(op: &str, o: &Opts) -> Res<f64> {
 fn coll_processes(op: &str, o: &Opts) -> Res<f64> {
     use smelt_runtime::Rank;
     let tree = pair_tree(o.cpus.0, o.cpus.1)?;
-    let cfg = smelt_runtime::GroupConfig::default();
+    let cfg = group_config(o);
     #[cfg(feature = "group_job")]
     use smelt_runtime::process::GroupJob as Job;
     #[cfg(not(feature = "group_job"))]
@@ -418,6 +440,7 @@ fn main() {
         scale: 1.0,
         reps: 5,
         cpus: (0, 1),
+        wait: None,
     };
     let mut figures: Vec<String> = FIGURES.iter().map(|s| s.to_string()).collect();
     let mut cpus_arg: Option<(u32, u32)> = None;
@@ -461,6 +484,16 @@ fn main() {
                 match p[..] {
                     [a, b] => cpus_arg = Some((a, b)),
                     _ => bad(format!("--cpus takes two CPU numbers A,B, not {v}")),
+                }
+            }
+            "--wait" => {
+                o.wait = match val().as_str() {
+                    "dedicated" => Some(smelt_transport::WaitPolicy::DEDICATED),
+                    "oversubscribed" => Some(smelt_transport::WaitPolicy::OVERSUBSCRIBED),
+                    "default" => None,
+                    w => bad(format!(
+                        "--wait takes dedicated, oversubscribed or default, not {w}"
+                    )),
                 }
             }
             "--list" => {

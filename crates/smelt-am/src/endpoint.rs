@@ -316,10 +316,12 @@ impl<L: Link> Net<L> {
     }
 
     fn dest(&self, dest: usize) -> Result<&Dest, AmError> {
-        self.dests.get(dest).ok_or(AmError::NoSuchDestination {
-            dest,
-            size: self.dests.len(),
-        })
+        self.dests
+            .get(dest)
+            .ok_or_else(|| AmError::NoSuchDestination {
+                dest,
+                size: self.dests.len(),
+            })
     }
 
     /// Largest payload of one link message to `dest`.

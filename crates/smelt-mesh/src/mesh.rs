@@ -367,7 +367,7 @@ impl<L: Link> Mesh<L> {
     /// links cost a busy member little. Messages on it arrive as before, later by at
     /// most that many passes.
     pub fn set_quiet(&mut self, peer: Rank, quiet: bool) -> Result<(), MeshError> {
-        let i = self.peer_index(peer).ok_or(MeshError::NoLink {
+        let i = self.peer_index(peer).ok_or_else(|| MeshError::NoLink {
             rank: self.rank,
             peer,
         })?;
@@ -389,7 +389,7 @@ impl<L: Link> Mesh<L> {
     /// `peer` sees [`MeshError::PeerGone`] naming this member). Messages not yet
     /// received from it are dropped.
     pub fn close_link(&mut self, peer: Rank) -> Result<(), MeshError> {
-        let i = self.peer_index(peer).ok_or(MeshError::NoLink {
+        let i = self.peer_index(peer).ok_or_else(|| MeshError::NoLink {
             rank: self.rank,
             peer,
         })?;
@@ -470,7 +470,7 @@ impl<L: Link> Mesh<L> {
         if self.abort.is_triggered() {
             return Err(MeshError::Aborted { rank: self.rank });
         }
-        let i = self.peer_index(to).ok_or(MeshError::NoLink {
+        let i = self.peer_index(to).ok_or_else(|| MeshError::NoLink {
             rank: self.rank,
             peer: to,
         })?;
