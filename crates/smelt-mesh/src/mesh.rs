@@ -367,10 +367,12 @@ impl<L: Link> Mesh<L> {
     /// links cost a busy member little. Messages on it arrive as before, later by at
     /// most that many passes.
     pub fn set_quiet(&mut self, peer: Rank, quiet: bool) -> Result<(), MeshError> {
-        let i = self.peer_index(peer).ok_or_else(|| MeshError::NoLink {
-            rank: self.rank,
-            peer,
-        })?;
+        let Some(i) = self.peer_index(peer) else {
+            return Err(MeshError::NoLink {
+                rank: self.rank,
+                peer,
+            });
+        };
         self.peers[i].quiet = quiet;
         Ok(())
     }
@@ -389,10 +391,12 @@ impl<L: Link> Mesh<L> {
     /// `peer` sees [`MeshError::PeerGone`] naming this member). Messages not yet
     /// received from it are dropped.
     pub fn close_link(&mut self, peer: Rank) -> Result<(), MeshError> {
-        let i = self.peer_index(peer).ok_or_else(|| MeshError::NoLink {
-            rank: self.rank,
-            peer,
-        })?;
+        let Some(i) = self.peer_index(peer) else {
+            return Err(MeshError::NoLink {
+                rank: self.rank,
+                peer,
+            });
+        };
         self.peers[i].link = None;
         if let Some(b) = &self.peers[i].bell {
             b.ring();
@@ -470,10 +474,12 @@ impl<L: Link> Mesh<L> {
         if self.abort.is_triggered() {
             return Err(MeshError::Aborted { rank: self.rank });
         }
-        let i = self.peer_index(to).ok_or_else(|| MeshError::NoLink {
-            rank: self.rank,
-            peer: to,
-        })?;
+        let Some(i) = self.peer_index(to) else {
+            return Err(MeshError::NoLink {
+                rank: self.rank,
+                peer: to,
+            });
+        };
         if self.peers[i].link.is_none() {
             return Err(MeshError::PeerGone {
                 rank: self.rank,
