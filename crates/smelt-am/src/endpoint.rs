@@ -316,12 +316,13 @@ impl<L: Link> Net<L> {
     }
 
     fn dest(&self, dest: usize) -> Result<&Dest, AmError> {
-        self.dests
-            .get(dest)
-            .ok_or_else(|| AmError::NoSuchDestination {
+        match self.dests.get(dest) {
+            Some(d) => Ok(d),
+            None => Err(AmError::NoSuchDestination {
                 dest,
                 size: self.dests.len(),
-            })
+            }),
+        }
     }
 
     /// Largest payload of one link message to `dest`.

@@ -507,13 +507,13 @@ impl<S: Send + 'static, L: Link + 'static> Offload<S, L> {
     }
 
     fn lane(&self, lane: usize) -> Result<&Lane<S, L>, OffloadError> {
-        self.shared
-            .lanes
-            .get(lane)
-            .ok_or_else(|| OffloadError::NoSuchLane {
+        match self.shared.lanes.get(lane) {
+            Some(l) => Ok(l),
+            None => Err(OffloadError::NoSuchLane {
                 lane,
                 lanes: self.shared.lanes.len(),
-            })
+            }),
+        }
     }
 
     fn push(&self, lane: usize, cmd: Cmd<S, L>) -> Result<(), OffloadError> {

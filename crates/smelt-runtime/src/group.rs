@@ -334,18 +334,18 @@ impl<L: Link> Member<L> {
 
     /// Context `i` (tree `i` of the group).
     pub fn context(&mut self, i: usize) -> Result<&mut Context<L>, GroupError> {
-        self.contexts
-            .get_mut(i)
-            .and_then(|c| c.as_mut())
-            .ok_or_else(|| GroupError::NoContext(i))
+        match self.contexts.get_mut(i).and_then(|c| c.as_mut()) {
+            Some(c) => Ok(c),
+            None => Err(GroupError::NoContext(i)),
+        }
     }
 
     /// Takes context `i` out (e.g. to drive it from another thread).
     pub fn take_context(&mut self, i: usize) -> Result<Context<L>, GroupError> {
-        self.contexts
-            .get_mut(i)
-            .and_then(|c| c.take())
-            .ok_or_else(|| GroupError::NoContext(i))
+        match self.contexts.get_mut(i).and_then(|c| c.take()) {
+            Some(c) => Ok(c),
+            None => Err(GroupError::NoContext(i)),
+        }
     }
 
     /// Puts a context taken with [`take_context`](Member::take_context) back.
