@@ -443,7 +443,7 @@ impl Store {
             return Ok(());
         }
         let t = self.link_timeout;
-        match self.members.as_mut().ok_or_else(|| KvsError::Closed)? {
+        match self.members.as_mut().ok_or(KvsError::Closed)? {
             Members::Processes(p) => p.kill(replica)?,
             m => m
                 .send(replica, tag(Kind::Crash, 0), t)
