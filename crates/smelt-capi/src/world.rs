@@ -702,7 +702,7 @@ mod tests {
 
     #[test]
     fn a_process_without_a_launcher_is_told_which_variable_is_missing() {
-        if std::env::var_os("SMELT_JOB").is_some() {
+        if std::env::var_os(smelt_settings::JOB).is_some() {
             return; // run under a launcher: nothing to check here
         }
         let mut w = ptr::null_mut();
