@@ -64,6 +64,7 @@
 
 mod pp;
 mod shared;
+pub mod tally;
 mod worker;
 pub mod world;
 

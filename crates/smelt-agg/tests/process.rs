@@ -3,7 +3,8 @@
 //! CPUs, every scheme; each process reports the checksums of what its workers sent and
 //! received, and the sums over all processes must match.
 
-use smelt_agg::{from_world, AggConfig, FlushPolicy, Out, Scheme, Worker};
+use smelt_agg::tally::{self, Tally, Totals};
+use smelt_agg::{from_world, AggConfig, FlushPolicy, Scheme};
 use smelt_mesh::world::WorldBuilder;
 use smelt_mesh::{Rank, World};
 use std::process::{Command, Stdio};
@@ -14,73 +15,14 @@ const ROLE: &str = "TEST_SMELT_AGG_ROLE";
 const N: usize = 4;
 const T: usize = 4;
 
-use smelt_ids::rng::mix;
-
-/// Items, the sum and xor of their mixes, items at the wrong worker.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Tally([u64; 4]);
-
-impl Tally {
-    fn add(&mut self, x: u64) {
-        self.0[0] += 1;
-        self.0[1] = self.0[1].wrapping_add(mix(x));
-        self.0[2] ^= mix(x.rotate_left(17));
-    }
-    fn merge(&mut self, o: &Tally) {
-        self.0[0] += o.0[0];
-        self.0[1] = self.0[1].wrapping_add(o.0[1]);
-        self.0[2] ^= o.0[2];
-        self.0[3] += o.0[3];
-    }
-}
-
-fn dest_of(x: u64, workers: usize) -> usize {
-    (mix(x ^ 0x5555) % workers as u64) as usize
-}
-
 fn cfg(scheme: Scheme, flush: FlushPolicy) -> AggConfig {
     let mut c = AggConfig::new(scheme, 8).buffer_items(64).flush(flush);
     c.am.link.timeout = LIMIT;
     c
 }
 
-fn handler(s: &mut Tally, item: &[u8], out: &mut Out<'_>) {
-    let x = u64::from_le_bytes(item.try_into().unwrap());
-    if dest_of(x, out.size()) != out.me() {
-        s.0[3] += 1;
-    }
-    s.add(x);
-}
-
-/// Runs this process's workers: (sent, received) over them.
-fn run<L: smelt_transport::Link + 'static>(workers: Vec<Worker<Tally, L>>) -> (Tally, Tally) {
-    let z = 1000 * smelt_transport::stress_scale();
-    std::thread::scope(|s| {
-        let hs: Vec<_> = workers
-            .into_iter()
-            .map(|mut w| {
-                s.spawn(move || {
-                    let mut sent = Tally::default();
-                    let me = w.id() as u64;
-                    for i in 0..z {
-                        let x = (me << 40) | i;
-                        w.insert_u64(x, dest_of(x, w.size())).unwrap();
-                        sent.add(x);
-                    }
-                    w.terminate(LIMIT).unwrap();
-                    (sent, *w.state())
-                })
-            })
-            .collect();
-        let mut sent = Tally::default();
-        let mut got = Tally::default();
-        for h in hs {
-            let (s, g) = h.join().unwrap();
-            sent.merge(&s);
-            got.merge(&g);
-        }
-        (sent, got)
-    })
+fn items() -> u64 {
+    1000 * smelt_transport::stress_scale()
 }
 
 fn parse(flush: &str) -> FlushPolicy {
@@ -103,14 +45,18 @@ fn member_entry() {
         T,
         cfg(scheme.parse().unwrap(), parse(flush)),
         |_| Tally::default(),
-        handler,
+        tally::receive,
     )
     .unwrap();
-    let (sent, got) = run(ws);
-    println!(
-        "TALLY {} {} {} {} {} {} {} {}",
-        sent.0[0], sent.0[1], sent.0[2], sent.0[3], got.0[0], got.0[1], got.0[2], got.0[3]
-    );
+    let t = tally::run(ws, items(), LIMIT).unwrap();
+    let w: Vec<String> = t
+        .sent
+        .words()
+        .iter()
+        .chain(&t.received.words())
+        .map(u64::to_string)
+        .collect();
+    println!("TALLY {}", w.join(" "));
 }
 
 fn across_processes(scheme: Scheme, flush: &str) {
@@ -128,9 +74,13 @@ fn across_processes(scheme: Scheme, flush: &str) {
         })
         .collect();
     let world = job.join(Rank(0)).unwrap();
-    let ws = from_world(&world, T, c, |_| Tally::default(), handler).unwrap();
+    let ws = from_world(&world, T, c, |_| Tally::default(), tally::receive).unwrap();
     assert_eq!(ws[5 % T].size(), N * T);
-    let (mut sent, mut got) = run(ws);
+    let Totals {
+        mut sent,
+        received: mut got,
+        ..
+    } = tally::run(ws, items(), LIMIT).unwrap();
     for ch in children {
         let out = ch.wait_with_output().unwrap();
         assert!(out.status.success(), "{scheme} {flush}: a member failed");
@@ -139,15 +89,12 @@ fn across_processes(scheme: Scheme, flush: &str) {
         let at = text.find("TALLY ").expect("a member's tally");
         let line = text[at + 6..].lines().next().unwrap();
         let v: Vec<u64> = line.split(' ').map(|x| x.parse().unwrap()).collect();
-        sent.merge(&Tally([v[0], v[1], v[2], v[3]]));
-        got.merge(&Tally([v[4], v[5], v[6], v[7]]));
+        sent.merge(&Tally::from_words([v[0], v[1], v[2], v[3]]));
+        got.merge(&Tally::from_words([v[4], v[5], v[6], v[7]]));
     }
-    assert_eq!(
-        sent.0[0],
-        1000 * smelt_transport::stress_scale() * (N * T) as u64
-    );
-    assert_eq!(got.0[3], 0, "{scheme} {flush}: items at the wrong worker");
-    assert_eq!(got, sent, "{scheme} {flush}: items lost or duplicated");
+    if let Err(e) = tally::verify(&sent, &got, items() * (N * T) as u64) {
+        panic!("{scheme} {flush}: {e}");
+    }
 }
 
 #[test]

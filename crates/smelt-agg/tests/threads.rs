@@ -3,6 +3,7 @@
 //! partial buffers delivered by idle and timeout flushes, termination never early,
 //! bad input.
 
+use smelt_agg::tally::{self, destination as dest_of, Tally};
 use smelt_agg::{messages_for, threads, AggConfig, AggError, FlushPolicy, Scheme, Worker};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -11,33 +12,6 @@ use std::time::{Duration, Instant};
 const LIMIT: Duration = Duration::from_secs(60);
 
 use smelt_ids::rng::mix;
-
-/// What a worker saw: items, the sum and xor of their mixes, items at the wrong worker.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Tally {
-    n: u64,
-    sum: u64,
-    xor: u64,
-    wrong: u64,
-}
-
-impl Tally {
-    fn add(&mut self, x: u64) {
-        self.n += 1;
-        self.sum = self.sum.wrapping_add(mix(x));
-        self.xor ^= mix(x.rotate_left(17));
-    }
-    fn merge(&mut self, o: &Tally) {
-        self.n += o.n;
-        self.sum = self.sum.wrapping_add(o.sum);
-        self.xor ^= o.xor;
-        self.wrong += o.wrong;
-    }
-}
-
-fn dest_of(x: u64, workers: usize) -> usize {
-    (mix(x ^ 0x5555) % workers as u64) as usize
-}
 
 /// Runs `body` on every worker in its own thread; their results in worker order.
 fn run<S: Send, R: Send>(
@@ -66,25 +40,11 @@ fn checksums(scheme: Scheme, flush: FlushPolicy) {
     let w = n * t;
     let z = items_per_worker();
     let cfg = AggConfig::new(scheme, 8).buffer_items(64).flush(flush);
-    let workers = threads(
-        n,
-        t,
-        cfg,
-        |_| Tally::default(),
-        move |s: &mut Tally, item: &[u8], out| {
-            let x = u64::from_le_bytes(item.try_into().unwrap());
-            if dest_of(x, out.size()) != out.me() {
-                s.wrong += 1;
-            }
-            s.add(x);
-        },
-    )
-    .unwrap();
+    let workers = threads(n, t, cfg, |_| Tally::default(), tally::receive).unwrap();
     let res = run(workers, |wk| {
         let mut sent = Tally::default();
-        let me = wk.id() as u64;
         for i in 0..z {
-            let x = (me << 40) | i;
+            let x = tally::item(wk.id(), i);
             wk.insert_u64(x, dest_of(x, w)).unwrap();
             sent.add(x);
             if i % 500 == 0 {
@@ -99,17 +59,14 @@ fn checksums(scheme: Scheme, flush: FlushPolicy) {
     for (s, wk) in &res {
         sent.merge(s);
         got.merge(wk.state());
-        assert_eq!(wk.stats().handled, wk.state().n);
+        assert_eq!(wk.stats().handled, wk.state().items);
         assert_eq!(wk.malformed(), 0);
     }
-    assert_eq!(sent.n, z * w as u64);
-    assert_eq!(
-        got.wrong, 0,
-        "{scheme} {flush:?}: items at the wrong worker"
-    );
-    assert_eq!(got, sent, "{scheme} {flush:?}: items lost or duplicated");
+    if let Err(e) = tally::verify(&sent, &got, z * w as u64) {
+        panic!("{scheme} {flush:?}: {e}");
+    }
     let shipped: u64 = res.iter().map(|(_, wk)| wk.stats().items_shipped).sum();
-    assert_eq!(shipped, sent.n, "{scheme} {flush:?}: items shipped");
+    assert_eq!(shipped, sent.items, "{scheme} {flush:?}: items shipped");
 }
 
 #[test]

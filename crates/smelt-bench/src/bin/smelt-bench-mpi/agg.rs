@@ -15,35 +15,12 @@
 //! ```
 
 use crate::job::Job;
-use smelt_agg::{AggConfig, FlushPolicy, Scheme, Worker};
+use smelt_agg::tally::{self, Tally, Totals};
+use smelt_agg::{AggConfig, FlushPolicy, Scheme};
 use smelt_am::mpi::Options;
-use smelt_mesh::world::WorldLink;
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(60);
-
-use smelt_ids::rng::mix;
-
-fn dest_of(x: u64, workers: usize) -> usize {
-    (mix(x ^ 0x5555) % workers as u64) as usize
-}
-
-#[derive(Default, Clone, Copy, PartialEq, Eq, Debug)]
-struct Tally([u64; 4]);
-
-impl Tally {
-    fn add(&mut self, x: u64) {
-        self.0[0] += 1;
-        self.0[1] = self.0[1].wrapping_add(mix(x));
-        self.0[2] ^= mix(x.rotate_left(17));
-    }
-    fn merge(&mut self, o: &Tally) {
-        self.0[0] += o.0[0];
-        self.0[1] = self.0[1].wrapping_add(o.0[1]);
-        self.0[2] ^= o.0[2];
-        self.0[3] += o.0[3];
-    }
-}
 
 struct Args {
     schemes: Vec<Scheme>,
@@ -101,43 +78,6 @@ fn args() -> Args {
     a
 }
 
-/// This rank's workers run: (sent, received, messages) over them, and the time.
-fn run(ws: Vec<Worker<Tally, WorldLink>>, items: u64) -> Result<(Tally, Tally, u64, f64), String> {
-    let start = Instant::now();
-    let r: Result<Vec<(Tally, Tally, u64)>, String> = std::thread::scope(|s| {
-        let hs: Vec<_> = ws
-            .into_iter()
-            .map(|mut w| {
-                s.spawn(move || -> Result<(Tally, Tally, u64), String> {
-                    let mut sent = Tally::default();
-                    let me = w.id() as u64;
-                    for i in 0..items {
-                        let x = (me << 40) | i;
-                        w.insert_u64(x, dest_of(x, w.size()))
-                            .map_err(|e| e.to_string())?;
-                        sent.add(x);
-                    }
-                    w.terminate(LIMIT).map_err(|e| e.to_string())?;
-                    Ok((sent, *w.state(), w.stats().messages))
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().map_err(|_| "a worker panicked".to_string())?)
-            .collect()
-    });
-    let secs = start.elapsed().as_secs_f64();
-    let mut sent = Tally::default();
-    let mut got = Tally::default();
-    let mut msgs = 0;
-    for (s, g, m) in r? {
-        sent.merge(&s);
-        got.merge(&g);
-        msgs += m;
-    }
-    Ok((sent, got, msgs, secs))
-}
-
 pub fn main() {
     let a = args();
     let opts = Options::from_env().unwrap_or_else(|e| usage(&e.to_string()));
@@ -153,30 +93,36 @@ pub fn main() {
     for &scheme in &a.schemes {
         let mut cfg = AggConfig::new(scheme, 8).buffer_items(a.g).flush(a.flush);
         cfg.am.link.timeout = LIMIT;
+        // This rank's workers' totals and the time they took.
         let r = smelt_agg::from_world(
             mpi.world(),
             a.workers,
             cfg,
             |_| Tally::default(),
-            |s: &mut Tally, item: &[u8], out| {
-                let x = u64::from_le_bytes(item.try_into().expect("8-byte items"));
-                if dest_of(x, out.size()) != out.me() {
-                    s.0[3] += 1;
-                }
-                s.add(x);
-            },
+            tally::receive,
         )
-        .map_err(|e| e.to_string())
-        .and_then(|ws| run(ws, a.items));
+        .and_then(|ws| {
+            let start = Instant::now();
+            let t = tally::run(ws, a.items, LIMIT)?;
+            Ok((t, start.elapsed().as_secs_f64()))
+        })
+        .map_err(|e| e.to_string());
         let (ok, line) = match &r {
             Ok(_) => (true, String::new()),
             Err(e) => (false, format!("rank {rank}: {e}")),
         };
-        let (sent, got, msgs, secs) = r.unwrap_or_default();
+        let (
+            Totals {
+                sent,
+                received: got,
+                messages: msgs,
+            },
+            secs,
+        ) = r.unwrap_or_default();
         // Every rank's sums, to every rank.
         let mut sums = [0u64; 9];
         let mut parts = Vec::new();
-        for v in sent.0.iter().chain(got.0.iter()).chain([msgs].iter()) {
+        for v in sent.words().iter().chain(&got.words()).chain([msgs].iter()) {
             match mpi.gather(*v) {
                 Ok(g) => parts.push(g),
                 Err(e) => {
@@ -189,12 +135,12 @@ pub fn main() {
         let mut all_got = Tally::default();
         (0..size).for_each(|r| {
             let at = |k: usize| parts[k][r];
-            all_sent.merge(&Tally([at(0), at(1), at(2), at(3)]));
-            all_got.merge(&Tally([at(4), at(5), at(6), at(7)]));
+            all_sent.merge(&Tally::from_words([at(0), at(1), at(2), at(3)]));
+            all_got.merge(&Tally::from_words([at(4), at(5), at(6), at(7)]));
             sums[8] += at(8);
         });
         let expected = a.items * (size * a.workers) as u64;
-        let good = ok && all_sent.0[0] == expected && all_got == all_sent && all_got.0[3] == 0;
+        let good = ok && tally::verify(&all_sent, &all_got, expected).is_ok();
         let good = mpi.all(good).unwrap_or(false);
         all_ok &= good;
         if rank == 0 {
@@ -203,14 +149,15 @@ pub fn main() {
                     "agg: PASS scheme={scheme} ranks={size} nodes={} workers={} items={} messages={} items_per_s={:.0}",
                     mpi.nodes(),
                     size * a.workers,
-                    all_got.0[0],
+                    all_got.items,
                     sums[8],
                     expected as f64 / secs.max(1e-9)
                 );
             } else {
                 println!(
                     "agg: FAIL scheme={scheme} sent={:?} got={:?} expected={expected} {line}",
-                    all_sent.0, all_got.0
+                    all_sent.words(),
+                    all_got.words()
                 );
             }
         } else if !line.is_empty() {
