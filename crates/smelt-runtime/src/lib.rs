@@ -40,6 +40,7 @@ mod group;
 mod large;
 pub mod measure;
 mod nontree;
+pub mod polled;
 pub mod process;
 mod word;
 pub mod world;

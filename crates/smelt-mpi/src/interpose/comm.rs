@@ -1174,6 +1174,48 @@ impl Hier {
     }
 }
 
+/// What the non-blocking collectives ([`super::nonblocking`]) run over: a hierarchy's
+/// node and leaders' communicators, its place in them, and its ready trees.
+pub struct NodeView {
+    /// The node's communicator (this crate's own).
+    pub node: MPI_Comm,
+    /// The leaders' communicator (null off the leaders or on one node).
+    pub leaders: MPI_Comm,
+    pub node_rank: usize,
+    pub node_size: usize,
+    pub n_nodes: usize,
+    pub my_node: usize,
+}
+
+impl Hier {
+    /// This rank's [`NodeView`].
+    pub fn node_view(&self) -> NodeView {
+        NodeView {
+            node: self.node,
+            leaders: self.leaders,
+            node_rank: self.node_rank,
+            node_size: self.node_size,
+            n_nodes: self.n_nodes,
+            my_node: self.my_node,
+        }
+    }
+
+    /// Node and rank within its node of communicator rank `r`.
+    pub fn node_place(&self, r: usize) -> [usize; 2] {
+        self.place_of(r)
+    }
+
+    /// The node's tree rooted at local rank `local` if it is made already (never makes
+    /// one: that is collective over the node). The leader's (0) is made at set-up on
+    /// every node of more than one rank.
+    pub fn ready_tree(&mut self, local: usize) -> Option<&mut Member> {
+        match self.trees.get_mut(local) {
+            Some(Slot::Ready(m)) => Some(&mut **m),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

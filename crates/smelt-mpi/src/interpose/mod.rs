@@ -10,6 +10,7 @@ mod ffi;
 mod fortran;
 mod model;
 mod more;
+mod nonblocking;
 mod stats;
 
 use crate::ops::{self, Elem};
@@ -123,6 +124,7 @@ unsafe extern "C" fn delete_state(
         LIVE.lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|&p| p != attr as usize);
+        nonblocking::before_free(attr.cast());
         if LAST_STATE.load(Ordering::Relaxed) == attr.cast::<CommState>() {
             LAST_STATE.store(std::ptr::null_mut(), Ordering::Relaxed);
         }
@@ -307,7 +309,7 @@ fn hier_counting(
         let st = unsafe { &*st };
         let busy = if serialized() {
             None
-        } else if st.busy.swap(true, Ordering::Acquire) {
+        } else if !nonblocking::acquire(&st.busy) {
             say_concurrent(comm);
             stats::fell_back(call, Why::Concurrent);
             return Err(pmpi());
@@ -341,10 +343,12 @@ fn hier_counting(
         }
         match mode {
             Takeover::On(h) => {
+                // Non-blocking operations pending on the communicator come first.
+                nonblocking::settle(std::ptr::from_ref(st).cast_mut(), h);
                 return Ok(Held {
                     h: NonNull::from(&mut **h),
                     busy,
-                })
+                });
             }
             Takeover::Off(why) => {
                 let why = *why;

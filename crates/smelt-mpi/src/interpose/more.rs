@@ -1,7 +1,7 @@
 //! The collectives smelt builds from its gathers, scatters, broadcasts and
 //! allreduces: `MPI_Allgather`, `MPI_Scan`, `MPI_Exscan`, `MPI_Reduce_scatter_block`
-//! and `MPI_Alltoall` (small messages), and the non-blocking `MPI_Ibarrier`,
-//! `MPI_Ibcast` and `MPI_Iallreduce`, which go to MPI (counted, with the reason).
+//! and `MPI_Alltoall` (small messages), and the entry points of the non-blocking
+//! `MPI_Ibarrier`, `MPI_Ibcast` and `MPI_Iallreduce` ([`super::nonblocking`]).
 //!
 //! Every choice between smelt and MPI depends only on what MPI requires to match on
 //! every rank (type signatures' sizes, the datatype and operation of reductions) and
@@ -642,30 +642,20 @@ pub unsafe extern "C" fn MPI_Reduce_scatter_block(
     })
 }
 
-/// A non-blocking collective: MPI runs it, counted (smelt has no progress engine:
-/// running it to completion at the call would block where MPI requires the call to
-/// return at once, and a correct program that waits on it while exchanging messages,
-/// as the NBX pattern does, would deadlock).
-fn non_blocking(call: Call, pmpi: impl FnOnce() -> c_int) -> c_int {
-    if !super::config().off {
-        stats::fell_back(call, Why::NonBlocking);
-    }
-    pmpi()
-}
-
-/// `MPI_Ibarrier`: MPI's, counted.
+/// `MPI_Ibarrier`: smelt's where it would take `MPI_Barrier` ([`super::nonblocking`]).
 ///
 /// # Safety
 /// MPI's contract for `MPI_Ibarrier`.
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ibarrier(comm: MPI_Comm, req: *mut mpi_sys::MPI_Request) -> c_int {
     // SAFETY: the caller's arguments, passed on unchanged.
-    non_blocking(Call::Ibarrier, || unsafe {
-        mpi_sys::PMPI_Ibarrier(comm, req)
+    let pmpi = || unsafe { mpi_sys::PMPI_Ibarrier(comm, req) };
+    take_over("MPI_Ibarrier", pmpi, || {
+        super::nonblocking::ibarrier(comm, req, pmpi)
     })
 }
 
-/// `MPI_Ibcast`: MPI's, counted.
+/// `MPI_Ibcast`: smelt's where it would take `MPI_Bcast` ([`super::nonblocking`]).
 ///
 /// # Safety
 /// MPI's contract for `MPI_Ibcast`.
@@ -679,12 +669,15 @@ pub unsafe extern "C" fn MPI_Ibcast(
     req: *mut mpi_sys::MPI_Request,
 ) -> c_int {
     // SAFETY: the caller's arguments, passed on unchanged.
-    non_blocking(Call::Ibcast, || unsafe {
-        mpi_sys::PMPI_Ibcast(buf, count, dt, root, comm, req)
+    let pmpi = || unsafe { mpi_sys::PMPI_Ibcast(buf, count, dt, root, comm, req) };
+    // SAFETY: the caller upholds MPI's contract.
+    take_over("MPI_Ibcast", pmpi, || unsafe {
+        super::nonblocking::ibcast(buf, count, dt, root, comm, req, pmpi)
     })
 }
 
-/// `MPI_Iallreduce`: MPI's, counted.
+/// `MPI_Iallreduce`: smelt's where it would take `MPI_Allreduce`
+/// ([`super::nonblocking`]).
 ///
 /// # Safety
 /// MPI's contract for `MPI_Iallreduce`.
@@ -699,7 +692,9 @@ pub unsafe extern "C" fn MPI_Iallreduce(
     req: *mut mpi_sys::MPI_Request,
 ) -> c_int {
     // SAFETY: the caller's arguments, passed on unchanged.
-    non_blocking(Call::Iallreduce, || unsafe {
-        mpi_sys::PMPI_Iallreduce(send, recv, count, dt, op, comm, req)
+    let pmpi = || unsafe { mpi_sys::PMPI_Iallreduce(send, recv, count, dt, op, comm, req) };
+    // SAFETY: the caller upholds MPI's contract.
+    take_over("MPI_Iallreduce", pmpi, || unsafe {
+        super::nonblocking::iallreduce(send, recv, count, dt, op, comm, req, pmpi)
     })
 }
