@@ -1065,6 +1065,66 @@ impl World {
         }
     }
 
+    /// A collective call: this member's end of a staging area
+    /// ([`smelt_transport::shm::Stage`]: `slots` buffers of `bytes` bytes each way,
+    /// single-copy transfers of long messages) for each of `pairs` it belongs to
+    /// (`None` for the others), in the order given, made as
+    /// [`queuepairs`](Self::queuepairs) makes links. Between processes only: members
+    /// that are threads lend their buffers instead, and get `None` for every pair.
+    pub fn stages(
+        &self,
+        pairs: &[(Rank, Rank)],
+        slots: usize,
+        bytes: usize,
+        wait: Option<WaitPolicy>,
+        abort: Option<Abort>,
+    ) -> Result<Vec<Option<smelt_transport::shm::Stage>>, WorldError> {
+        let n = self.size();
+        for &(a, b) in pairs {
+            if a == b || a.index() >= n || b.index() >= n {
+                return Err(WorldError::Invalid(format!(
+                    "a stage between members {a} and {b} in a world of {n}"
+                )));
+            }
+            #[cfg(feature = "mpi")]
+            if let Some(m) = &self.mpi {
+                m.check_pair(a, b)?;
+            }
+        }
+        let Backend::Shm(shm) = &self.backend else {
+            return Ok(pairs.iter().map(|_| None).collect());
+        };
+        let wait = wait.unwrap_or(self.wait);
+        let mut desc = format!("stages slots={slots} bytes={bytes}");
+        for (a, b) in pairs {
+            desc.push_str(&format!(" {a}-{b}"));
+        }
+        let each = smelt_transport::shm::arena_stage_bytes(slots, bytes) as u64;
+        let (_, base, _) = self.next(&desc, each * pairs.len() as u64)?;
+        let me = self.rank;
+        pairs
+            .iter()
+            .enumerate()
+            .map(|(i, &(a, b))| {
+                let peer = if a == me {
+                    b
+                } else if b == me {
+                    a
+                } else {
+                    return Ok(None);
+                };
+                Ok(Some(shm.arena_stage(
+                    base + i as u64 * each,
+                    slots,
+                    bytes,
+                    self.member_index(peer)?,
+                    abort.clone(),
+                    wait,
+                )?))
+            })
+            .collect()
+    }
+
     /// A collective call: this member's [`Mesh`] with the links of `spec`. Messages,
     /// ordering, flow control and errors are those of every mesh; between processes
     /// a peer that dies is reported as [`MeshError::PeerGone`] within about a

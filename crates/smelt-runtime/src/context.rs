@@ -137,6 +137,10 @@ pub struct Context<L: Link = QueuePairEnd> {
     /// Inside a call whose fragment size the table set (the collectives it is made of
     /// keep it).
     pub(crate) in_tuned: bool,
+    /// Staging buffers on every tree link, between member processes: long messages
+    /// go through them in one copy instead of through the rings' slots
+    /// ([`crate::large::staged`]).
+    pub(crate) stages: Option<Box<crate::large::staged::Stages>>,
 }
 
 type Res<T> = Result<T, GroupError>;
@@ -341,6 +345,12 @@ impl<L: Link> Context<L> {
 
     #[cold]
     pub(crate) fn crossed(&self, got: u64, t: Tag, peer: Rank) -> GroupError {
+        if crate::large::staged::staged_for(got, t.word()) {
+            return self.mismatch(format!(
+                "{}: member {peer} stages a long message where this member expects a short one through the ring (the data differ in length)",
+                t.op()
+            ));
+        }
         self.mismatch(format!(
             "in {} #{} on context {} it received {} from member {peer}: members called different collectives",
             t.op(),
@@ -965,6 +975,9 @@ impl<L: Link> Context<L> {
         t: Tag,
         unit: usize,
     ) -> Res<()> {
+        if self.stages_for(data.len()) {
+            return self.reduce_staged(data, combine, t);
+        }
         let seg = self.segment;
         let mut scratch = std::mem::take(&mut self.scratch);
         let r = (|| {
@@ -1060,6 +1073,9 @@ impl<L: Link> Context<L> {
         self.check_len(buf.len(), t)?;
         if self.lends(buf.len()) {
             return self.broadcast_lent(buf, t);
+        }
+        if self.stages_for(buf.len()) {
+            return self.broadcast_staged(buf, t);
         }
         let mut off = 0;
         loop {
@@ -1184,9 +1200,12 @@ impl<L: Link> Context<L> {
             if self.pair_lends(data.len()) {
                 return self.allreduce_pair(data, &mut combine, false);
             }
+            if self.size() == 2 && self.stages_for(data.len()) {
+                return self.allreduce_two_staged(data, &mut combine);
+            }
             return self.allreduce_doubling(data, &mut combine);
         }
-        if self.size() == 2 && data.len() < self.scratch.len() {
+        if self.size() == 2 && (data.len() < self.scratch.len() || self.stages_for(data.len())) {
             return self.exchange_bytes(data, combine);
         }
         self.reduce_bytes(data, &mut combine)?;
@@ -1202,6 +1221,11 @@ impl<L: Link> Context<L> {
         mut combine: impl FnMut(&mut [u8], &[u8]),
     ) -> Res<()> {
         let t = self.begin(Coll::ReduceSlice)?;
+        if self.stages_for(data.len()) {
+            self.check_len(data.len(), t)?;
+            let root = self.parent.is_none();
+            return self.exchange_staged(data, &mut combine, root, t);
+        }
         let other_link = if self.parent.is_some() { None } else { Some(0) };
         self.send_fragments(other_link, data, t)?;
         let mut other = std::mem::take(&mut self.packed);

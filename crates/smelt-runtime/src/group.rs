@@ -961,6 +961,7 @@ pub(crate) fn build_contexts<L: Link>(
             nontree: None,
             tuned: cfg.algorithms.clone().filter(|t| t.tunes_segments()),
             in_tuned: false,
+            stages: None,
         }));
     }
     Ok(out)

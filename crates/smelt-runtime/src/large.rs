@@ -4,6 +4,8 @@
 //! Rabenseifner's allreduce (reduce-scatter by recursive halving, allgather by
 //! recursive doubling) over the links beyond the tree.
 
+pub(crate) mod staged;
+
 use crate::combine::{combine_bytes, Elem, ReduceOp};
 use crate::context::{Coll, Context, Tag};
 use crate::nontree::{pow2_floor, NonTreeLinks};
@@ -102,18 +104,22 @@ impl<L: Link> Context<L> {
     ) -> Res<()> {
         let t = self.begin(Coll::ReduceSlice)?;
         self.check_len(data.len(), t)?;
+        if self.stages_for(data.len()) {
+            return self.allreduce_pair_staged(data, combine, commutative, t);
+        }
         self.allreduce_pair_lent(data, combine, commutative, t)
     }
 
     /// True if a typed allreduce of `len` bytes runs Rabenseifner between two members
-    /// by loans ([`allreduce_pair_lent`](Self::allreduce_pair_lent)): the table picks
-    /// Rabenseifner for this size, the group has two members, the call is loose, the
-    /// message long enough to lend and the link between them can lend.
+    /// by loans ([`allreduce_pair_lent`](Self::allreduce_pair_lent)) or, between two
+    /// member processes, through the stages of their link
+    /// ([`allreduce_pair_staged`](Self::allreduce_pair_staged)): the table picks
+    /// Rabenseifner for this size, the group has two members, the call is loose, and
+    /// the message is long enough to lend (from `lend_from` bytes) and the link
+    /// between them can lend, or long enough to stage
+    /// ([`staged::STAGE_FROM`]) and the link has a stage.
     pub(crate) fn pair_lends(&mut self, len: usize) -> bool {
-        if self.size() != 2 || self.sync != SyncMode::Loose || self.in_strict {
-            return false;
-        }
-        if len < self.lend_from.max(2 * UNIT) {
+        if self.size() != 2 || self.sync != SyncMode::Loose || self.in_strict || len < 2 * UNIT {
             return false;
         }
         let link = match (&self.parent, self.children.first()) {
@@ -121,7 +127,8 @@ impl<L: Link> Context<L> {
             (None, Some(c)) => &c.link,
             _ => return false,
         };
-        link.can_lend() && self.allreduce_non_tree(len) == Some(NonTree::Rabenseifner)
+        let path = (len >= self.lend_from && link.can_lend()) || self.stages_for(len);
+        path && self.allreduce_non_tree(len) == Some(NonTree::Rabenseifner)
     }
 
     /// Rabenseifner's allreduce of two members that share memory, by loans over the

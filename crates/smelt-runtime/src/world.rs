@@ -115,6 +115,10 @@ impl Member<QueuePairEnd> {
         let abort = Abort::new();
         let mut ends =
             world.queuepairs(&pairs, cfg.link.capacity, Some(wait), Some(abort.clone()))?;
+        // Staging buffers on the tree edges: long messages in one copy, not through
+        // the rings' slots (between processes; threads lend instead).
+        let mut stages = crate::large::staged::make(world, &pairs[..mesh_base], wait, &abort)?;
+        let mut calls = Vec::new();
         let job = world.shm_member().cloned();
         let shared = Arc::new(GroupShared::with_abort(cpus, abort.clone(), job));
         let mut cfg = cfg.clone();
@@ -136,12 +140,18 @@ impl Member<QueuePairEnd> {
                 nontree.push(crate::nontree::NonTreeLinks::new(m, table.clone()));
             }
         }
-        let mut member = Member::build(trees, rank, &cfg, shared, None, |id, e, _| {
+        let mut member = Member::build(trees, rank, &cfg, shared, None, |id, e, side| {
+            calls.push((id, e, side));
             edge_index
                 .get(&(id, e))
                 .and_then(|&i| ends[i].take())
                 .ok_or_else(|| GroupError::Job(format!("no link for tree {id} edge {e}")))
         })?;
+        for (id, c) in member.contexts.iter_mut().enumerate() {
+            if let Some(c) = c.as_mut() {
+                c.stages = crate::large::staged::for_context(id, &calls, &edge_index, &mut stages);
+            }
+        }
         for (c, links) in member.contexts.iter_mut().zip(nontree) {
             if let Some(c) = c.as_mut() {
                 c.nontree = Some(Box::new(links));

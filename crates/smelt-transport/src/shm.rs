@@ -40,8 +40,11 @@
 //!
 //! [`WaitPolicy::park_max`]: crate::WaitPolicy::park_max
 
+mod stage;
+
 use crate::channel::{ring_bytes, shared_ring, wake_ring, Remote, Shared};
 use crate::{Abort, Consumer, Producer, QueuePairEnd, TransportError, MAX_CAPACITY};
+pub use stage::{arena_stage_bytes, Stage, MAX_STAGE_BYTES, MAX_STAGE_SLOTS, STAGED_TAG};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
