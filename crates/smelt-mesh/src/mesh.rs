@@ -157,7 +157,7 @@ impl Doorbell {
     /// only for its current nap (at most [`WaitPolicy::park_max`]), after which it
     /// finds the message. Owners park only after spinning and yielding, so only a
     /// message to an idle member can be late, by at most one nap; none is lost.
-    #[inline]
+    #[inline(always)]
     fn ring(&self) {
         if self.waiting.load(Ordering::Relaxed) {
             let t = self.thread.lock().unwrap_or_else(|e| e.into_inner());
@@ -454,6 +454,7 @@ impl<L: Link> Mesh<L> {
 
     /// Sends `msg` with `tag` to `to` if that is possible without waiting
     /// ([`TransportError::Full`] otherwise, as [`MeshError::Transport`]).
+    #[inline]
     pub fn try_send(&mut self, to: Rank, tag: u64, msg: &[u8]) -> Result<(), MeshError> {
         let i = self.linked(to)?;
         let p = &mut self.peers[i];
@@ -639,12 +640,15 @@ impl<L: Link> Mesh<L> {
 
     /// Receives the next message from any linked member into `buf`, if one is waiting:
     /// `Ok(Some((from, tag, len)))`, `Ok(None)` if none.
+    #[inline]
     pub fn try_recv_any(
         &mut self,
         buf: &mut [u8],
     ) -> Result<Option<(Rank, u64, usize)>, MeshError> {
-        if let Some(r) = self.pop_held(None, buf) {
-            return r.map(Some);
+        if !self.held.is_empty() {
+            if let Some(r) = self.pop_held(None, buf) {
+                return r.map(Some);
+            }
         }
         if self.abort.is_triggered() {
             return Err(MeshError::Aborted { rank: self.rank });

@@ -819,6 +819,20 @@ impl Producer {
     /// otherwise. The receiver gets the tag with [`Consumer::try_recv_tagged`].
     #[inline]
     pub fn try_send_tagged(&mut self, tag: u64, msg: &[u8]) -> Result<(), TransportError> {
+        if msg.len() <= PAYLOAD_PER_SLOT {
+            // One slot (the short messages of active messages, say): no loop.
+            self.check_room(1)?;
+            let slot = self.ring_slot(self.idx);
+            write_payload(slot, msg);
+            slot.body.with_mut(|p| {
+                // SAFETY: the slot is free and owned by the producer (see write_payload).
+                unsafe { (*p)[0] = tag }
+            });
+            slot.header
+                .store(seq_bits(self.tail) | msg.len() as u64, Ordering::Release);
+            self.advance(1);
+            return Ok(());
+        }
         let n = slots_for(msg.len());
         if n > self.cap {
             return Err(TransportError::MessageTooLarge {
@@ -1149,6 +1163,12 @@ impl Consumer {
             });
         }
         let tag = self.current_tag();
+        if len <= PAYLOAD_PER_SLOT {
+            // One slot: no loop.
+            read_payload(self.ring_slot(self.idx), &mut buf[..len]);
+            self.advance(1);
+            return Ok((tag, len));
+        }
         let n = slots_for(len);
         let mut i = self.idx;
         for k in 0..n {
