@@ -22,8 +22,9 @@ pub struct ReportArgs {
     /// Directory for report.html, report.json and every step's output.
     #[arg(long, default_value = "smelt-report")]
     pub out: PathBuf,
-    /// Seconds for the whole report: each step gets a share of what is left, and is
-    /// stopped at twice its share.
+    /// Seconds for the whole report: each step gets a share of what is left and is
+    /// stopped at twice its share (plus 20 s), and at most 10 s after the limit; no
+    /// step starts with less than 5 s left. A report cut short says so.
     #[arg(long, default_value = "600", value_parser = crate::common::seconds)]
     pub time_limit: f64,
     /// Use this model instead of probing the machine.
@@ -134,6 +135,37 @@ const STEPS: &[Step] = &[
     },
 ];
 
+/// How long a step may go on after the deadline of `--time-limit` to finish its
+/// report (a step that takes `--time-limit` stops starting figures at its share; one
+/// that does not is stopped here).
+const GRACE: f64 = 10.0;
+
+/// A step is started only with at least this many seconds left before the deadline.
+const MIN_STEP: f64 = 5.0;
+
+/// The report's deadline: `--time-limit` seconds from its start.
+struct Clock {
+    start: Instant,
+    limit: f64,
+}
+
+impl Clock {
+    fn elapsed(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    /// Seconds left before the deadline (negative past it).
+    fn left(&self) -> f64 {
+        self.limit - self.elapsed()
+    }
+
+    /// The hard bound of a child that wants `secs`: never more than [`GRACE`] past
+    /// the deadline.
+    fn bound(&self, secs: f64) -> Duration {
+        Duration::from_secs_f64(secs.min(self.left().max(0.0) + GRACE).max(0.0))
+    }
+}
+
 /// What became of a step.
 fn outcome(id: &str, status: &str, secs: f64, why: Option<String>) -> Value {
     json!({ "id": id, "status": status, "seconds": (secs * 10.0).round() / 10.0, "why": why })
@@ -191,11 +223,11 @@ fn chosen(a: &ReportArgs) -> Result<Vec<&'static str>> {
 }
 
 /// One progress line: step, elapsed time and the estimate of what is left.
-fn progress(i: usize, n: usize, what: &str, start: Instant, limit: f64) {
-    let el = start.elapsed().as_secs_f64();
+fn progress(i: usize, n: usize, what: &str, clock: &Clock) {
     eprintln!(
-        "[{i}/{n}] {what} ({el:.0} s elapsed, at most {:.0} s left)",
-        (limit - el).max(0.0)
+        "[{i}/{n}] {what} ({:.0} s elapsed, at most {:.0} s left)",
+        clock.elapsed(),
+        clock.left().max(0.0)
     );
 }
 
@@ -207,49 +239,76 @@ pub fn run(a: ReportArgs) -> Result<()> {
     let json_path = a.out.join("report.json");
     crate::common::check_output("--out", &html_path, &[])?;
     crate::common::check_output("--out", &json_path, &[])?;
-    let start = Instant::now();
-    let limit = a.time_limit;
+    let clock = Clock {
+        start: Instant::now(),
+        limit: a.time_limit,
+    };
     let steps: Vec<&Step> = STEPS.iter().filter(|s| wanted.contains(&s.id)).collect();
     let n = steps.len() + 1;
     let mut outcomes = Vec::new();
     let mut data = serde_json::Map::new();
     // The model: given, or probed (and kept as this host's cached model).
-    progress(1, n, "the machine: probe", start, limit);
-    let model_path = the_model(&a, limit, &mut outcomes)?;
+    progress(1, n, "the machine: probe", &clock);
+    let model_path = the_model(&a, &clock, &mut outcomes)?;
     let model = smelt_model::Model::load(&model_path).map_err(|e| anyhow::anyhow!("{e}"))?;
     if wanted.contains(&"machine") || wanted.contains(&"trees") {
+        let bound = |secs: f64| clock.bound(secs);
         data.insert(
             "machine".into(),
-            crate::report_html::machine_data(&model, &model_path, &a.out),
+            crate::report_html::machine_data(&model, &model_path, &a.out, &bound),
         );
         data.insert(
             "trees".into(),
-            crate::report_html::trees_data(&model_path, &a.out),
+            crate::report_html::trees_data(&model_path, &a.out, &bound),
         );
     }
-    let total_weight: f64 = steps.iter().map(|s| s.weight).sum();
-    let mut weight_left = total_weight;
+    // What the time limit left out: steps not started, steps stopped at the deadline.
+    let mut cut = Vec::new();
+    let mut weight_left: f64 = steps.iter().map(|s| s.weight).sum();
     for (i, s) in steps.iter().enumerate() {
-        progress(i + 2, n, s.title, start, limit);
-        let left = limit - start.elapsed().as_secs_f64();
-        let share = (left * s.weight / weight_left).max(5.0);
+        progress(i + 2, n, s.title, &clock);
+        let left = clock.left();
+        let share = (left * s.weight / weight_left).max(MIN_STEP);
         weight_left -= s.weight;
-        let why = (s.unavailable)()
-            .or_else(|| (left < 5.0).then(|| "the time limit was reached".to_string()));
-        if let Some(why) = why {
+        if let Some(why) = (s.unavailable)() {
             outcomes.push(outcome(s.id, "skipped", 0.0, Some(why)));
             continue;
         }
-        outcomes.push(run_step(s, &a.out, &model_path, &model, share, &mut data)?);
+        if left < MIN_STEP {
+            let why = format!(
+                "not started: the time limit of {} s was reached",
+                clock.limit
+            );
+            outcomes.push(outcome(s.id, "skipped", 0.0, Some(why)));
+            cut.push(format!("{} not started", s.id));
+            continue;
+        }
+        let (o, stopped) = run_step(s, &a.out, &model_path, &model, share, &clock, &mut data)?;
+        if stopped {
+            cut.push(format!("{} stopped at the limit", s.id));
+        }
+        outcomes.push(o);
     }
+    let warnings: Vec<String> = (!cut.is_empty())
+        .then(|| {
+            format!(
+                "cut short by --time-limit {}: {}",
+                clock.limit,
+                cut.join(", ")
+            )
+        })
+        .into_iter()
+        .collect();
     let report = json!({
         "tool": format!("smelt {}", env!("CARGO_PKG_VERSION")),
         "host": model.provenance.host,
         "cpu_model": model.provenance.cpu_model,
         "cpus": smelt_model::format_cpu_list(&model.cpus),
         "model": model_path,
-        "seconds": (start.elapsed().as_secs_f64() * 10.0).round() / 10.0,
-        "time_limit": limit,
+        "seconds": (clock.elapsed() * 10.0).round() / 10.0,
+        "time_limit": clock.limit,
+        "cut_short": !cut.is_empty(),
+        "warnings": warnings,
         "sections": wanted,
         "steps": outcomes,
         "data": data,
@@ -265,28 +324,34 @@ pub fn run(a: ReportArgs) -> Result<()> {
         "wrote {} and {} in {:.0} s",
         html_path.display(),
         json_path.display(),
-        start.elapsed().as_secs_f64()
+        clock.elapsed()
     );
+    for w in &warnings {
+        crate::common::warn(w);
+    }
     Ok(())
 }
 
 /// The model file: `--model`, else a quick probe kept as `model.json` in the output
-/// folder (and as this host's cached model); its outcome goes to `outcomes`.
-fn the_model(a: &ReportArgs, limit: f64, outcomes: &mut Vec<Value>) -> Result<PathBuf> {
+/// folder (and as this host's cached model); its outcome goes to `outcomes`. The probe
+/// is bounded by the deadline too, but always gets its own time limit and [`GRACE`]:
+/// there is no report without it.
+fn the_model(a: &ReportArgs, clock: &Clock, outcomes: &mut Vec<Value>) -> Result<PathBuf> {
     if let Some(m) = &a.model {
         return Ok(m.clone());
     }
     let m = a.out.join("model.json");
-    let secs = (limit * 0.1).max(5.0);
+    let secs = (clock.limit * 0.1).max(5.0);
     let args: Vec<String> = ["probe", "--quick", "--cache", "--quiet", "--time-limit"]
         .iter()
         .map(|s| s.to_string())
         .chain([format!("{secs:.0}"), "-o".into(), m.display().to_string()])
         .collect();
+    let bound = (secs * 3.0 + 30.0).min(clock.left().max(secs) + GRACE);
     let t = Instant::now();
     let r = run_smelt(
         &args,
-        Duration::from_secs_f64(secs * 3.0 + 30.0),
+        Duration::from_secs_f64(bound),
         &a.out.join("probe.log"),
     );
     outcomes.push(outcome(
@@ -305,15 +370,17 @@ fn the_model(a: &ReportArgs, limit: f64, outcomes: &mut Vec<Value>) -> Result<Pa
 }
 
 /// Runs step `s` as a `smelt` command within twice its `share` of seconds (plus 20),
-/// its JSON (or the host's tuning file) into `data`; returns its outcome.
+/// and never more than [`GRACE`] past the deadline of `clock`; its JSON (or the host's
+/// tuning file) into `data`. Returns its outcome, and whether the deadline stopped it.
 fn run_step(
     s: &Step,
     out: &Path,
     model_path: &Path,
     model: &smelt_model::Model,
     share: f64,
+    clock: &Clock,
     data: &mut serde_json::Map<String, Value>,
-) -> Result<Value> {
+) -> Result<(Value, bool)> {
     let json_file = out.join(format!("{}.json", s.id));
     let args: Vec<String> = s
         .args
@@ -321,13 +388,28 @@ fn run_step(
         .map(|x| match x {
             "{model}" => model_path.display().to_string(),
             "{json}" => json_file.display().to_string(),
-            "{secs}" => format!("{:.0}", share.max(5.0)),
+            "{secs}" => format!("{:.0}", share.max(MIN_STEP)),
             other => other.to_string(),
         })
         .collect();
+    // Only what this run writes counts (not a previous report's file in `out`).
+    let _ = std::fs::remove_file(&json_file);
     let t = Instant::now();
-    let bound = Duration::from_secs_f64(share * 2.0 + 20.0);
+    let wanted = share * 2.0 + 20.0;
+    let bound = clock.bound(wanted);
     let r = run_smelt(&args, bound, &out.join(format!("{}.log", s.id)));
+    // Stopped at its bound, which the deadline had made shorter than its own.
+    let stopped = r.is_err() && bound.as_secs_f64() < wanted && t.elapsed() >= bound;
+    let r = r.map_err(|e| {
+        if stopped {
+            format!(
+                "stopped {GRACE:.0} s after the time limit of {} s was reached",
+                clock.limit
+            )
+        } else {
+            e
+        }
+    });
     // A run that printed its report but lost some figures still wrote its JSON.
     let got = std::fs::read_to_string(&json_file)
         .ok()
@@ -344,5 +426,8 @@ fn run_step(
         (Err(_), true) => "partial",
         (Err(_), false) => "failed",
     };
-    Ok(outcome(s.id, status, t.elapsed().as_secs_f64(), r.err()))
+    Ok((
+        outcome(s.id, status, t.elapsed().as_secs_f64(), r.err()),
+        stopped,
+    ))
 }

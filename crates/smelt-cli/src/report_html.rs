@@ -28,18 +28,24 @@ pub fn esc(s: &str) -> String {
 }
 
 /// The machine: `smelt model show --json` and the cost heat map (PNG, base64).
-pub fn machine_data(model: &smelt_model::Model, model_path: &Path, out: &Path) -> Value {
+/// `bound(secs)`: how long a command that wants `secs` may run (the report's
+/// deadline shortens it).
+pub fn machine_data(
+    model: &smelt_model::Model,
+    model_path: &Path,
+    out: &Path,
+    bound: &dyn Fn(f64) -> Duration,
+) -> Value {
     let args = vec![
         "model".to_string(),
         "show".into(),
         model_path.display().to_string(),
         "--json".into(),
     ];
-    let summary =
-        crate::cmd_report::run_smelt(&args, Duration::from_secs(60), &out.join("model.log"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-            .unwrap_or(Value::Null);
+    let summary = crate::cmd_report::run_smelt(&args, bound(60.0), &out.join("model.log"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .unwrap_or(Value::Null);
     let png = out.join("costs.png");
     let heatmap = smelt_model::heatmap::save_png(model, &png)
         .ok()
@@ -48,8 +54,9 @@ pub fn machine_data(model: &smelt_model::Model, model_path: &Path, out: &Path) -
     json!({ "summary": summary, "heatmap_png_base64": heatmap })
 }
 
-/// The tree `auto` picks for each operation (`smelt tree --algo auto --format json`).
-pub fn trees_data(model_path: &Path, out: &Path) -> Value {
+/// The tree `auto` picks for each operation (`smelt tree --algo auto --format json`),
+/// each command bounded as in [`machine_data`].
+pub fn trees_data(model_path: &Path, out: &Path, bound: &dyn Fn(f64) -> Duration) -> Value {
     let mut m = Map::new();
     for op in ["broadcast", "reduce", "barrier"] {
         let args: Vec<String> = [
@@ -60,7 +67,7 @@ pub fn trees_data(model_path: &Path, out: &Path) -> Value {
         .chain([model_path.display().to_string()])
         .collect();
         let log = out.join(format!("tree-{op}.log"));
-        if let Some(v) = crate::cmd_report::run_smelt(&args, Duration::from_secs(120), &log)
+        if let Some(v) = crate::cmd_report::run_smelt(&args, bound(120.0), &log)
             .ok()
             .and_then(|t| serde_json::from_str::<Value>(&t).ok())
         {
@@ -420,6 +427,13 @@ pub fn page(r: &Value) -> String {
         r["time_limit"],
         esc(&scalar(&r["model"]))
     );
+    for w in r["warnings"].as_array().into_iter().flatten() {
+        let _ = write!(
+            s,
+            "<p class=\"skipped\">warning: {}</p>",
+            esc(w.as_str().unwrap_or(""))
+        );
+    }
     let wanted: Vec<&str> = r["sections"]
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_str).collect())
@@ -472,6 +486,7 @@ mod tests {
             "host": "h<script>", "cpus": "0-1", "tool": "smelt", "seconds": 1, "time_limit": 5,
             "sections": ["machine", "trees", "collectives", "mpi"],
             "steps": [{"id": "mpi", "status": "skipped", "why": "no mpirun"}],
+            "warnings": ["cut short by --time-limit 5: <tasks> not started"],
             "data": {
                 "trees": {"broadcast": {"algo": "binary", "root": 0, "children": {"0": [1, 2]},
                           "predicted_ns": {"broadcast": 120.0}, "auto": {"from": "prediction"}}},
@@ -487,6 +502,7 @@ mod tests {
         }
         assert!(!p.contains("<section id=\"tasks\">"));
         assert!(p.contains("Not measured: no mpirun"));
+        assert!(p.contains("warning: cut short by --time-limit 5: &lt;tasks&gt; not started"));
         assert!(p.contains("h&lt;script&gt;") && !p.contains("h<script>"));
         assert!(p.contains("<circle") && p.contains("pthread_barrier"));
         assert!(p.contains("binary predicted"));
