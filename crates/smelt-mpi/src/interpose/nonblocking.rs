@@ -120,6 +120,14 @@ enum Stage {
         got: usize,
         other: Vec<u8>,
     },
+    /// A node of two ranks, a broadcast from the one that is not the root of the
+    /// node's tree: the data over the tree's one link, up (`send`: this rank is the
+    /// broadcast's root) or down.
+    Pair {
+        send: bool,
+        t: Option<PolledTag>,
+        frag: usize,
+    },
     /// A broadcast root hands its data to its node's leader (`send`), or the leader
     /// receives it from local rank `peer`.
     Forward {
@@ -181,6 +189,16 @@ fn tag_of(
     }
 }
 
+/// Makes `tmp` hold the longest fragment a call of `len` bytes receives (fragments of
+/// `f` bytes): a message longer than that is another collective's, and the transport
+/// reports it (`BufferTooSmall`) as a mismatch.
+fn fit(tmp: &mut Vec<u8>, f: usize, len: usize) {
+    let want = f.min(len);
+    if tmp.len() < want {
+        tmp.resize(want, 0);
+    }
+}
+
 /// A received fragment of another length than every member computes: a mismatch.
 fn wrong_len(c: &Context, got: usize, want: usize) -> GroupError {
     c.polled_mismatch(format!(
@@ -217,7 +235,7 @@ impl Op {
                     let c = ctx(tree_of(h, *tree)?)?;
                     let t = tag_of(c, t, PolledColl::Reduce)?;
                     let f = c.polled_fragment();
-                    tmp.resize(f.max(tmp.len()), 0);
+                    fit(tmp, f, data.len());
                     let n = frags(data.len(), f);
                     let mut done = true;
                     'up: {
@@ -266,7 +284,7 @@ impl Op {
                     let c = ctx(tree_of(h, *tree)?)?;
                     let t = tag_of(c, t, PolledColl::Broadcast)?;
                     let f = c.polled_fragment();
-                    tmp.resize(f.max(tmp.len()), 0);
+                    fit(tmp, f, data.len());
                     let n = frags(data.len(), f);
                     let mut done = true;
                     'down: while *frag < n {
@@ -317,7 +335,7 @@ impl Op {
                         Neighbour::Parent
                     };
                     let f = c.polled_fragment();
-                    tmp.resize(f.max(tmp.len()), 0);
+                    fit(tmp, f, data.len());
                     other.resize(data.len(), 0);
                     let len = data.len();
                     let n = frags(len, f);
@@ -360,6 +378,43 @@ impl Op {
                             break false;
                         }
                     }
+                }
+                Stage::Pair { send, t, frag } => {
+                    let c = ctx(tree_of(h, 0)?)?;
+                    let t = tag_of(c, t, PolledColl::Broadcast)?;
+                    let peer = if c.is_root() {
+                        Neighbour::Child(0)
+                    } else {
+                        Neighbour::Parent
+                    };
+                    let f = c.polled_fragment();
+                    fit(tmp, f, data.len());
+                    let n = frags(data.len(), f);
+                    let mut done = true;
+                    while *frag < n {
+                        let r = piece(data.len(), f, *frag);
+                        if *send {
+                            if !c.poll_send(peer, t, &data[r], *patience)? {
+                                *patience = None;
+                                done = false;
+                                break;
+                            }
+                        } else {
+                            match c.poll_recv(peer, t, tmp, *patience)? {
+                                None => {
+                                    *patience = None;
+                                    done = false;
+                                    break;
+                                }
+                                Some(got) if got != r.len() => {
+                                    return Err(wrong_len(c, got, r.len()).into())
+                                }
+                                Some(got) => data[r].copy_from_slice(&tmp[..got]),
+                            }
+                        }
+                        *frag += 1;
+                    }
+                    done
                 }
                 Stage::Forward { peer, send, req } => {
                     if req.is_none() {
@@ -952,6 +1007,13 @@ pub unsafe fn ibcast(
             if v.my_node == rnode && v.node_size > 1 {
                 if rlocal == 0 || h.ready_tree(rlocal).is_some() {
                     stages.push(down(rlocal));
+                } else if v.node_size == 2 {
+                    // One link between the two: the root sends over it.
+                    stages.push(Stage::Pair {
+                        send: v.node_rank == rlocal,
+                        t: None,
+                        frag: 0,
+                    });
                 } else {
                     // No tree of the root's own (it is made only by a blocking call):
                     // the root hands its data to the leader.
