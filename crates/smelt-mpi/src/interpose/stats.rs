@@ -100,7 +100,6 @@ pub enum Why {
     NoTree,
     Concurrent,
     NoGain,
-    NonBlocking,
     MpiFaster,
 }
 
@@ -122,7 +121,6 @@ const ALL_WHY: [Why; WHYS] = [
     Why::NoTree,
     Why::Concurrent,
     Why::NoGain,
-    Why::NonBlocking,
     Why::MpiFaster,
 ];
 
@@ -153,9 +151,6 @@ impl Why {
             }
             Why::MpiFaster => {
                 "MPI's own is faster (measured: docs/mpi.md; SMELT_MPI_MAX_BYTES takes it)"
-            }
-            Why::NonBlocking => {
-                "non-blocking: smelt has no progress engine, and running it at the call could deadlock a correct program"
             }
         }
     }
