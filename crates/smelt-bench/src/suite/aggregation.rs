@@ -120,155 +120,89 @@ fn flush_dominated(n: usize, t: usize, g: usize) -> u64 {
     (n * t * g / 4) as u64
 }
 
+/// The stream lengths per worker of a run.
+struct Sizes {
+    /// The histogram's long stream.
+    long: u64,
+    /// Its short stream (an eighth of the long one).
+    short: u64,
+    /// Index-gather's requests.
+    ig: u64,
+    /// The most items per worker no aggregation sends.
+    direct_cap: u64,
+}
+
+impl Sizes {
+    fn new(quick: bool) -> Sizes {
+        let (long, short, ig, direct_cap) = if quick {
+            (128 << 10, 16 << 10, 16 << 10, 16 << 10)
+        } else {
+            (1 << 20, 128 << 10, 128 << 10, 128 << 10)
+        };
+        Sizes {
+            long,
+            short,
+            ig,
+            direct_cap,
+        }
+    }
+
+    /// The benchmarks and items per worker of a setup of `n` processes of `t`
+    /// workers with buffers of `g`.
+    fn benches(&self, n: usize, t: usize, g: usize) -> [(&'static str, u64); 4] {
+        [
+            ("histogram", self.long),
+            ("histogram", self.short),
+            ("histogram", flush_dominated(n, t, g)),
+            ("index-gather", self.ig),
+        ]
+    }
+}
+
+/// The setups in this process: processes × workers per process.
+const SETUPS: &[(usize, usize)] = &[(2, 4), (4, 4)];
+
 /// Measures `smelt bench aggregation`.
 pub fn measure(a: &Common) -> Result<AggReport> {
     let g = DEFAULT_BUFFER_ITEMS;
-    let (long, short, ig, direct_cap) = if a.quick {
-        (128 << 10, 16 << 10, 16 << 10, 16 << 10)
-    } else {
-        (1 << 20, 128 << 10, 128 << 10, 128 << 10)
-    };
-    let setups: &[(usize, usize)] = &[(2, 4), (4, 4)];
+    let sizes = Sizes::new(a.quick);
     let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
     let mut warnings = Vec::new();
     if cfg!(debug_assertions) {
         warnings.push("this smelt is a debug build: build with --release for figures".into());
     }
     warnings.push(format!(
-        "each figure is the best of {REPEATS} runs; no aggregation (none) sends at most {direct_cap} items per worker (each its own \
-         active message); its rate is compared per item"
+        "each figure is the best of {REPEATS} runs; no aggregation (none) sends at most {} items per worker (each its own \
+         active message); its rate is compared per item",
+        sizes.direct_cap
     ));
-    // The benchmarks and items per worker of a setup of `n` processes of `t` workers.
-    let benches = |n: usize, t: usize| {
-        [
-            ("histogram", long),
-            ("histogram", short),
-            ("histogram", flush_dominated(n, t, g)),
-            ("index-gather", ig),
-        ]
-    };
     let mut rows = Vec::new();
-    for &(n, t) in setups {
-        for (bench, per) in benches(n, t) {
+    for &(n, t) in SETUPS {
+        for (bench, per) in sizes.benches(n, t, g) {
             for s in Scheme::ALL {
-                let measured = if s == Scheme::Direct {
-                    per.min(direct_cap)
-                } else {
-                    per
-                };
-                eprintln!("{bench} {n}x{t} {s} ({measured} per worker)...");
-                // The best of a few runs: the machine is shared, and noise only slows.
-                let mut r: Option<Result<Run, smelt_agg::AggError>> = None;
-                for _ in 0..REPEATS {
-                    let x = if bench == "histogram" {
-                        apps::histogram(s, n, t, g, measured)
-                    } else {
-                        apps::index_gather(s, n, t, g, measured)
-                    };
-                    r = Some(match (r, x) {
-                        (Some(Ok(a)), Ok(b)) => {
-                            Ok(if b.items_per_s > a.items_per_s { b } else { a })
-                        }
-                        (Some(Err(e)), _) | (_, Err(e)) => Err(e),
-                        (None, x) => x,
-                    });
-                    if matches!(r, Some(Err(_))) {
-                        break;
-                    }
-                }
-                let r = r.expect("at least one run");
-                let mut rw = row(bench, n, t, s, per, r);
-                rw.measured_per_worker = measured;
-                rows.push(rw);
+                rows.push(scheme_row(bench, n, t, s, g, per, sizes.direct_cap));
             }
         }
     }
-    // Across MPI ranks on emulated nodes, with smelt-bench-mpi agg when it is built next to
-    // smelt.
     let mpi_items: u64 = if a.quick { 8 << 10 } else { 32 << 10 };
-    match find_mpi_program() {
-        None => warnings.push(
-            "no smelt-bench-mpi next to smelt: MPI rows skipped (build it with `cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi`)"
-                .into(),
-        ),
-        Some(prog) => {
-            eprintln!("stream over MPI ranks (4 ranks, emulated nodes of 2, 2 workers each)...");
-            match under_mpi(&prog, mpi_items, g) {
-                Ok(mut r) => rows.append(&mut r),
-                Err(e) => {
-                    let mut r = row(MPI_BENCH, 4, 2, Scheme::Direct, mpi_items, Err(smelt_agg::AggError::Invalid(String::new())));
-                    r.scheme = "all".into();
-                    r.error = Some(format!("{e:#}"));
-                    rows.push(r);
-                }
-            }
-        }
-    }
-    let mut ratios = Vec::new();
-    let mut orderings = Vec::new();
+    mpi_rows(mpi_items, g, &mut rows, &mut warnings);
     let mut cases: Vec<(String, &'static str, u64)> = Vec::new();
-    for &(n, t) in setups {
-        for (bench, per) in benches(n, t) {
+    for &(n, t) in SETUPS {
+        for (bench, per) in sizes.benches(n, t, g) {
             cases.push((format!("{n}x{t}"), bench, per));
         }
     }
     cases.push(("4x2".into(), MPI_BENCH, mpi_items));
+    let mut ratios = Vec::new();
+    let mut orderings = Vec::new();
     for (setup, bench, per) in cases {
-        {
-            let setup = setup.clone();
-            let of = |s: Scheme| {
-                rows.iter().find(|r| {
-                    r.bench == bench
-                        && r.setup == setup
-                        && r.per_worker == per
-                        && r.scheme == s.name()
-                })
-            };
-            let none = of(Scheme::Direct).and_then(|r| r.items_per_s);
-            let best = [Scheme::WW, Scheme::WPs, Scheme::WsP, Scheme::PP]
-                .into_iter()
-                .filter_map(|s| of(s).and_then(|r| r.items_per_s).map(|v| (s, v)))
-                .max_by(|a, b| a.1.total_cmp(&b.1));
-            if let (Some((bs, bv)), Some(nv)) = (best, none) {
-                ratios.push(Ratio {
-                    bench,
-                    setup: setup.clone(),
-                    per_worker: per,
-                    best_scheme: bs.name().into(),
-                    best_items_per_s: bv,
-                    none_items_per_s: nv,
-                    best_over_none: bv / nv,
-                });
-            }
-            if bench == "histogram" && per != long {
-                let f = |s: Scheme| of(s).and_then(|r| r.items_per_s);
-                if let (Some(ww), Some(wps), Some(pp)) =
-                    (f(Scheme::WW), f(Scheme::WPs), f(Scheme::PP))
-                {
-                    orderings.push(Ordering {
-                        setup: setup.clone(),
-                        what: format!(
-                            "histogram at {per} per worker: WPs and PP beat WW (items/s)"
-                        ),
-                        holds: wps > ww && pp > ww,
-                        figures: vec![("WW".into(), ww), ("WPs".into(), wps), ("PP".into(), pp)],
-                    });
-                }
-            }
-            if bench == "index-gather" {
-                let f = |s: Scheme| of(s).and_then(|r| r.latency_mean_ns);
-                if let (Some(ww), Some(wps), Some(pp)) =
-                    (f(Scheme::WW), f(Scheme::WPs), f(Scheme::PP))
-                {
-                    orderings.push(Ordering {
-                        setup: setup.clone(),
-                        what: "index-gather mean latency: PP <= WPs <= WW (ns)".into(),
-                        holds: pp <= wps && wps <= ww,
-                        figures: vec![("PP".into(), pp), ("WPs".into(), wps), ("WW".into(), ww)],
-                    });
-                }
-            }
-        }
+        let of = |s: Scheme| {
+            rows.iter().find(|r| {
+                r.bench == bench && r.setup == setup && r.per_worker == per && r.scheme == s.name()
+            })
+        };
+        ratios.extend(best_over_none(&of, bench, &setup, per));
+        orderings.extend(paper_orderings(&of, bench, &setup, per, sizes.long));
     }
     let report = AggReport {
         tool: format!("smelt {}", env!("CARGO_PKG_VERSION")),
@@ -281,6 +215,127 @@ pub fn measure(a: &Common) -> Result<AggReport> {
         warnings,
     };
     Ok(report)
+}
+
+/// One row: `bench` with scheme `s` in a setup of `n` processes of `t` workers,
+/// buffers of `g`, standing for `per` items per worker (no aggregation sends at most
+/// `direct_cap`): the best of [`REPEATS`] runs, or the first error.
+fn scheme_row(
+    bench: &'static str,
+    n: usize,
+    t: usize,
+    s: Scheme,
+    g: usize,
+    per: u64,
+    direct_cap: u64,
+) -> Row {
+    let measured = if s == Scheme::Direct {
+        per.min(direct_cap)
+    } else {
+        per
+    };
+    eprintln!("{bench} {n}x{t} {s} ({measured} per worker)...");
+    // The best of a few runs: the machine is shared, and noise only slows.
+    let mut r: Option<Result<Run, smelt_agg::AggError>> = None;
+    for _ in 0..REPEATS {
+        let x = if bench == "histogram" {
+            apps::histogram(s, n, t, g, measured)
+        } else {
+            apps::index_gather(s, n, t, g, measured)
+        };
+        r = Some(match (r, x) {
+            (Some(Ok(a)), Ok(b)) => Ok(if b.items_per_s > a.items_per_s { b } else { a }),
+            (Some(Err(e)), _) | (_, Err(e)) => Err(e),
+            (None, x) => x,
+        });
+        if matches!(r, Some(Err(_))) {
+            break;
+        }
+    }
+    let r = r.expect("at least one run");
+    let mut rw = row(bench, n, t, s, per, r);
+    rw.measured_per_worker = measured;
+    rw
+}
+
+/// The rows across MPI ranks on emulated nodes (`items` per worker, buffers of `g`),
+/// with smelt-bench-mpi agg when it is built next to smelt, into `rows`; a failure is
+/// a row of its own, a missing program a warning.
+fn mpi_rows(items: u64, g: usize, rows: &mut Vec<Row>, warnings: &mut Vec<String>) {
+    match find_mpi_program() {
+        None => warnings.push(
+            "no smelt-bench-mpi next to smelt: MPI rows skipped (build it with `cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi`)"
+                .into(),
+        ),
+        Some(prog) => {
+            eprintln!("stream over MPI ranks (4 ranks, emulated nodes of 2, 2 workers each)...");
+            match under_mpi(&prog, items, g) {
+                Ok(mut r) => rows.append(&mut r),
+                Err(e) => {
+                    let mut r = row(MPI_BENCH, 4, 2, Scheme::Direct, items, Err(smelt_agg::AggError::Invalid(String::new())));
+                    r.scheme = "all".into();
+                    r.error = Some(format!("{e:#}"));
+                    rows.push(r);
+                }
+            }
+        }
+    }
+}
+
+/// The best aggregating scheme over no aggregation in one case (`of`: its row of a
+/// scheme), if both were measured.
+fn best_over_none<'a>(
+    of: &dyn Fn(Scheme) -> Option<&'a Row>,
+    bench: &'static str,
+    setup: &str,
+    per: u64,
+) -> Option<Ratio> {
+    let none = of(Scheme::Direct).and_then(|r| r.items_per_s)?;
+    let (bs, bv) = [Scheme::WW, Scheme::WPs, Scheme::WsP, Scheme::PP]
+        .into_iter()
+        .filter_map(|s| of(s).and_then(|r| r.items_per_s).map(|v| (s, v)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    Some(Ratio {
+        bench,
+        setup: setup.into(),
+        per_worker: per,
+        best_scheme: bs.name().into(),
+        best_items_per_s: bv,
+        none_items_per_s: none,
+        best_over_none: bv / none,
+    })
+}
+
+/// The paper's orderings that one case (`of`: its row of a scheme) can check: the
+/// histogram's rates below the `long` stream, index-gather's latencies.
+fn paper_orderings<'a>(
+    of: &dyn Fn(Scheme) -> Option<&'a Row>,
+    bench: &'static str,
+    setup: &str,
+    per: u64,
+    long: u64,
+) -> Option<Ordering> {
+    if bench == "histogram" && per != long {
+        let f = |s: Scheme| of(s).and_then(|r| r.items_per_s);
+        let (ww, wps, pp) = (f(Scheme::WW)?, f(Scheme::WPs)?, f(Scheme::PP)?);
+        return Some(Ordering {
+            setup: setup.into(),
+            what: format!("histogram at {per} per worker: WPs and PP beat WW (items/s)"),
+            holds: wps > ww && pp > ww,
+            figures: vec![("WW".into(), ww), ("WPs".into(), wps), ("PP".into(), pp)],
+        });
+    }
+    if bench == "index-gather" {
+        let f = |s: Scheme| of(s).and_then(|r| r.latency_mean_ns);
+        let (ww, wps, pp) = (f(Scheme::WW)?, f(Scheme::WPs)?, f(Scheme::PP)?);
+        return Some(Ordering {
+            setup: setup.into(),
+            what: "index-gather mean latency: PP <= WPs <= WW (ns)".into(),
+            holds: pp <= wps && wps <= ww,
+            figures: vec![("PP".into(), pp), ("WPs".into(), wps), ("WW".into(), ww)],
+        });
+    }
+    None
 }
 
 impl BenchReport for AggReport {

@@ -350,12 +350,14 @@ const MPI_CASES: &[MpiCase] = &[
     ("multi-protocol-shm-always", "as multi-protocol-shm, the network polled at every poll", 4, &[("SMELT_RANKS_PER_NODE", "2")], (0, 1), "always"),
 ];
 
+/// The two CPUs of the measurements (the first two this process may use).
+type Pair = (Option<u32>, Option<u32>);
+
 /// Measures `smelt bench am`.
 pub fn measure(a: &Common) -> Result<AmReport> {
     let o = opts(a);
     let allowed = smelt_probe::affinity::allowed_cpus();
-    let pair = (allowed.first().copied(), allowed.get(1).copied());
-    let (ca, cb) = (pair.0.unwrap_or(0), pair.1.unwrap_or(pair.0.unwrap_or(0)));
+    let pair: Pair = (allowed.first().copied(), allowed.get(1).copied());
     let mut warnings = Vec::new();
     if allowed.len() < 2 {
         warnings.push("fewer than 2 CPUs: both endpoints share one".into());
@@ -364,38 +366,74 @@ pub fn measure(a: &Common) -> Result<AmReport> {
         warnings.push("this smelt is a debug build: build with --release for figures".into());
     }
     let mut rows = Vec::new();
-    let mut row = |transport: &str, about: &str, r: Result<LogP>| {
-        // A negative or inconsistent estimate is a failed figure, never printed.
-        let (logp, error) = match r.and_then(|p| p.check().map(|()| p).map_err(anyhow::Error::from))
-        {
-            Ok(p) => (Some(LogPRow::from(p)), None),
-            Err(e) => (None, Some(format!("{e:#}"))),
-        };
-        rows.push(TransportRow {
-            transport: transport.into(),
-            about: about.into(),
-            logp,
-            error,
-        });
-    };
     eprintln!("active messages between threads...");
-    row(
+    rows.push(transport_row(
         "threads",
         "queuepairs between two threads",
         between_threads(&o, pair),
-    );
+    ));
     eprintln!("active messages between processes...");
-    row(
+    rows.push(transport_row(
         "processes",
         "queuepairs in shared memory between two processes",
         between_processes(&o, pair),
-    );
-    let budget = if a.quick {
+    ));
+    let peers = peer_figures(a.quick, pair);
+    let (ucx_opts, ucx_rows, ucx_runs) = ucx_peer(a, pair);
+    eprintln!("global arrays: get of 8 bytes inside a node...");
+    let global_get = global_get(a.quick, pair);
+    let mpi_rows = mpi_rows(a.quick, &o, &mut rows, &mut warnings);
+    let ratios = ratios(&rows, &peers);
+    let ucx = UcxSection {
+        placement: smelt_peers::ucx::placement(&ucx_opts),
+        comparisons: compare_with_ucx(logp_of(&rows, "processes"), &ucx_rows, &global_get),
+        rows: ucx_rows,
+        runs: ucx_runs,
+    };
+    let report = AmReport {
+        tool: format!("smelt {}", env!("CARGO_PKG_VERSION")),
+        host: smelt_model::host::host_name(),
+        cpus: [pair.0, pair.1].into_iter().flatten().collect(),
+        transports: rows,
+        peers,
+        ratios,
+        ucx,
+        mpi: mpi_rows,
+        warnings,
+    };
+    Ok(report)
+}
+
+/// A transport's row from its measurement: a negative or inconsistent estimate is a
+/// failed figure, never printed.
+fn transport_row(transport: &str, about: &str, r: Result<LogP>) -> TransportRow {
+    let (logp, error) = match r.and_then(|p| p.check().map(|()| p).map_err(anyhow::Error::from)) {
+        Ok(p) => (Some(LogPRow::from(p)), None),
+        Err(e) => (None, Some(format!("{e:#}"))),
+    };
+    TransportRow {
+        transport: transport.into(),
+        about: about.into(),
+        logp,
+        error,
+    }
+}
+
+/// The LogP figures of transport `t`, if measured.
+fn logp_of(rows: &[TransportRow], t: &str) -> Option<LogPRow> {
+    rows.iter().find(|r| r.transport == t).and_then(|r| r.logp)
+}
+
+/// The queuepair round trip and crossbeam-channel's rate between the CPUs of `pair`.
+fn peer_figures(quick: bool, pair: Pair) -> Peers {
+    let budget = if quick {
         Budget::quick()
     } else {
         Budget::full()
     };
     eprintln!("peers: queuepair round trip, crossbeam-channel rate...");
+    let ca = pair.0.unwrap_or(0);
+    let cb = pair.1.unwrap_or(ca);
     let (ca, cb) = (smelt_mesh::CpuId(ca), smelt_mesh::CpuId(cb));
     let qp = smelt_probe::transport::qp_latency(ca, cb, &budget);
     let cb_rate = smelt_peers::rust::crossbeam_throughput(ca, cb, &budget);
@@ -409,6 +447,19 @@ pub fn measure(a: &Common) -> Result<AmReport> {
             peers.errors.push(format!("{}: {reason}", p.name));
         }
     }
+    peers
+}
+
+/// UCX's `ucx_perftest` between two processes on the CPUs of `pair`: how it ran, its
+/// rows and every run's final line.
+fn ucx_peer(
+    a: &Common,
+    pair: Pair,
+) -> (
+    smelt_peers::ucx::UcxOpts,
+    Vec<smelt_peers::PeerResult>,
+    Vec<serde_json::Value>,
+) {
     eprintln!("peers: UCX ucx_perftest (ucp_am_lat, ucp_am_bw, ucp_get) between two processes...");
     let ucx_opts = {
         // The server answers, as smelt's member process does: on the second CPU.
@@ -442,21 +493,34 @@ pub fn measure(a: &Common) -> Result<AmReport> {
             })
         })
         .collect();
-    let ucx_rows: Vec<_> = ucx_measured.into_iter().map(|m| m.row).collect();
-    eprintln!("global arrays: get of 8 bytes inside a node...");
-    let global_get = {
-        let mut g = if a.quick {
-            crate::global::Opts::quick()
-        } else {
-            crate::global::Opts::full()
-        };
-        if let (Some(x), Some(y)) = pair {
-            g.cpus = Some((x, y));
-        }
-        crate::global::measure(&g)
-            .map(|r| r.get_8b_ns)
-            .map_err(|e| format!("{e}"))
+    let ucx_rows = ucx_measured.into_iter().map(|m| m.row).collect();
+    (ucx_opts, ucx_rows, ucx_runs)
+}
+
+/// smelt's global-array get of 8 bytes between the CPUs of `pair`, ns, or why not.
+fn global_get(quick: bool, pair: Pair) -> Result<f64, String> {
+    let mut g = if quick {
+        crate::global::Opts::quick()
+    } else {
+        crate::global::Opts::full()
     };
+    if let (Some(x), Some(y)) = pair {
+        g.cpus = Some((x, y));
+    }
+    crate::global::measure(&g)
+        .map(|r| r.get_8b_ns)
+        .map_err(|e| format!("{e}"))
+}
+
+/// The rows of [`MPI_CASES`] under mpirun, with smelt-bench-mpi am when it is built
+/// next to smelt, into `rows` (a missing program: a warning); the LogP lines the
+/// program printed.
+fn mpi_rows(
+    quick: bool,
+    o: &Opts,
+    rows: &mut Vec<TransportRow>,
+    warnings: &mut Vec<String>,
+) -> Vec<serde_json::Value> {
     let mut mpi_rows = Vec::new();
     match find_mpi_program() {
         None => warnings.push(
@@ -466,56 +530,40 @@ pub fn measure(a: &Common) -> Result<AmReport> {
         Some(prog) => {
             for &(name, about, np, env, pair, poll) in MPI_CASES {
                 eprintln!("active messages under mpirun: {name}...");
-                let r = under_mpi(&prog, np, env, pair, poll, a.quick, o.timeout * 4);
+                let r = under_mpi(&prog, np, env, pair, poll, quick, o.timeout * 4);
                 let r = r.map(|(p, v)| {
                     mpi_rows.push(serde_json::json!({ "case": name, "am_logp": v }));
                     p
                 });
-                row(name, about, r);
+                rows.push(transport_row(name, about, r));
             }
         }
     }
-    let logp_of = |rows: &[TransportRow], t: &str| {
-        rows.iter().find(|r| r.transport == t).and_then(|r| r.logp)
-    };
-    let threads_p = logp_of(&rows, "threads");
+    mpi_rows
+}
+
+/// The ratios of the run, from the transports' rows and the peers.
+fn ratios(rows: &[TransportRow], peers: &Peers) -> Ratios {
+    let threads_p = logp_of(rows, "threads");
     let over_shm_only = |t: &str| {
-        logp_of(&rows, t)
-            .zip(logp_of(&rows, "mpi-shm-only"))
+        logp_of(rows, t)
+            .zip(logp_of(rows, "mpi-shm-only"))
             .map(|(m, s)| m.rtt_ns / s.rtt_ns)
     };
-    let ratios = Ratios {
+    Ratios {
         am_rtt_over_queuepair_rtt: threads_p
             .zip(peers.queuepair_rtt_ns)
             .map(|(p, q)| p.rtt_ns / q),
         am_rate_over_crossbeam_rate: threads_p
             .zip(peers.crossbeam_ns_per_msg)
             .map(|(p, c)| c / p.g_ns),
-        mpi_nodes_rtt_over_threads_rtt: logp_of(&rows, "mpi-nodes")
+        mpi_nodes_rtt_over_threads_rtt: logp_of(rows, "mpi-nodes")
             .zip(threads_p)
             .map(|(m, t)| m.rtt_ns / t.rtt_ns),
         multi_protocol_shm_rtt_over_shm_only_rtt: over_shm_only("multi-protocol-shm"),
         always_poll_shm_rtt_over_shm_only_rtt: over_shm_only("multi-protocol-shm-always"),
         every8_poll_shm_rtt_over_shm_only_rtt: over_shm_only("multi-protocol-shm-every8"),
-    };
-    let ucx = UcxSection {
-        placement: smelt_peers::ucx::placement(&ucx_opts),
-        comparisons: compare_with_ucx(logp_of(&rows, "processes"), &ucx_rows, &global_get),
-        rows: ucx_rows,
-        runs: ucx_runs,
-    };
-    let report = AmReport {
-        tool: format!("smelt {}", env!("CARGO_PKG_VERSION")),
-        host: smelt_model::host::host_name(),
-        cpus: [pair.0, pair.1].into_iter().flatten().collect(),
-        transports: rows,
-        peers,
-        ratios,
-        ucx,
-        mpi: mpi_rows,
-        warnings,
-    };
-    Ok(report)
+    }
 }
 
 impl BenchReport for AmReport {

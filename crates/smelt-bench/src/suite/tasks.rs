@@ -442,56 +442,91 @@ pub fn measure(a: &Common) -> Result<TasksReport> {
     }
     let mut rows = Vec::new();
     for w in workloads(a.quick) {
-        eprintln!("{}...", w.name);
-        let mut seq = Vec::new();
-        let mut per: Vec<(usize, Vec<Run>, Vec<Run>)> = Vec::new();
-        for &k in &counts {
-            let pool = Pool::new(PoolConfig::new(k)).context("starting the smelt-tasks pool")?;
-            let rp = rayon::ThreadPoolBuilder::new()
-                .num_threads(k)
-                .build()
-                .context("starting the rayon pool")?;
-            // Warm up both (threads started, caches and pages touched).
-            let _ = (w.smelt)(&pool);
-            let _ = (w.rayon)(&rp);
-            let (mut s, mut r) = (Vec::new(), Vec::new());
-            for _ in 0..reps {
-                s.push((w.smelt)(&pool));
-                r.push((w.rayon)(&rp));
-                if k == 1 {
-                    seq.push((w.seq)());
-                }
+        rows.extend(pool_rows(&w, &counts, reps)?);
+    }
+    rows.extend(member_rows(a.quick, reps));
+    let processes = process_rows(a.quick, reps);
+    rows.extend(processes.rows);
+    mpi_rows(a.quick, &mut rows, &mut warnings);
+    let targets = targets(&rows, a.quick, &processes.name, processes.runtime);
+    if a.quick {
+        warnings.push(
+            "--quick: fib(27) stands for fib(30) and fib(30) for fib(35) in the targets".into(),
+        );
+    }
+    warnings.extend(load_warning(allowed.len()));
+    let report = TasksReport {
+        tool: format!("smelt {}", env!("CARGO_PKG_VERSION")),
+        host: smelt_model::host::host_name(),
+        cpus_available: allowed.len(),
+        repetitions: reps,
+        rows,
+        targets,
+        warnings,
+    };
+    Ok(report)
+}
+
+/// Workload `w` on smelt's pool and rayon's of each of `counts` workers, `reps`
+/// alternated runs each after a warm-up (and the sequential program alongside the
+/// 1-worker runs): its sequential row, then a smelt and a rayon row per count.
+fn pool_rows(w: &Workload, counts: &[usize], reps: usize) -> Result<Vec<Row>> {
+    eprintln!("{}...", w.name);
+    let mut seq = Vec::new();
+    let mut per: Vec<(usize, Vec<Run>, Vec<Run>)> = Vec::new();
+    for &k in counts {
+        let pool = Pool::new(PoolConfig::new(k)).context("starting the smelt-tasks pool")?;
+        let rp = rayon::ThreadPoolBuilder::new()
+            .num_threads(k)
+            .build()
+            .context("starting the rayon pool")?;
+        // Warm up both (threads started, caches and pages touched).
+        let _ = (w.smelt)(&pool);
+        let _ = (w.rayon)(&rp);
+        let (mut s, mut r) = (Vec::new(), Vec::new());
+        for _ in 0..reps {
+            s.push((w.smelt)(&pool));
+            r.push((w.rayon)(&rp));
+            if k == 1 {
+                seq.push((w.seq)());
             }
-            per.push((k, s, r));
         }
-        let seq_row = row(&w.name, "sequential", 1, &seq);
-        let seq_ms = seq_row.ms;
-        rows.push(seq_row);
-        let mut one: [Option<f64>; 2] = [None, None];
-        for (k, s, r) in &per {
-            for (i, (runtime, runs)) in [("smelt-tasks", s), ("rayon", r)].into_iter().enumerate() {
-                let mut x = row(&w.name, runtime, *k, runs);
-                if *k == 1 {
-                    one[i] = x.ms;
-                    // Not printed where the pool ran faster than the sequential
-                    // program (no overhead to measure: noise, or a better schedule).
-                    x.overhead_ns_per_task = match (x.ms, seq_ms) {
-                        (Some(t), Some(q)) if x.tasks > 0 && t >= q => {
-                            Some((t - q) * 1e6 / x.tasks as f64)
-                        }
-                        _ => None,
-                    };
-                }
-                x.speedup = one[i].zip(x.ms).map(|(o, t)| o / t);
-                rows.push(x);
+        per.push((k, s, r));
+    }
+    let mut rows = Vec::new();
+    let seq_row = row(&w.name, "sequential", 1, &seq);
+    let seq_ms = seq_row.ms;
+    rows.push(seq_row);
+    let mut one: [Option<f64>; 2] = [None, None];
+    for (k, s, r) in &per {
+        for (i, (runtime, runs)) in [("smelt-tasks", s), ("rayon", r)].into_iter().enumerate() {
+            let mut x = row(&w.name, runtime, *k, runs);
+            if *k == 1 {
+                one[i] = x.ms;
+                // Not printed where the pool ran faster than the sequential
+                // program (no overhead to measure: noise, or a better schedule).
+                x.overhead_ns_per_task = match (x.ms, seq_ms) {
+                    (Some(t), Some(q)) if x.tasks > 0 && t >= q => {
+                        Some((t - q) * 1e6 / x.tasks as f64)
+                    }
+                    _ => None,
+                };
             }
+            x.speedup = one[i].zip(x.ms).map(|(o, t)| o / t);
+            rows.push(x);
         }
     }
-    // Across members: threads standing for processes, 1 worker each.
-    let (n, cutoff) = if a.quick { (27, 12) } else { (32, 14) };
+    Ok(rows)
+}
+
+/// fib across 1 and 2 members (threads standing for processes, 1 worker each, tasks
+/// stolen through active messages), `reps` runs each: a row per member count.
+fn member_rows(quick: bool, reps: usize) -> Vec<Row> {
+    let (n, cutoff) = if quick { (27, 12) } else { (32, 14) };
     let name = format!("fib({n}) cutoff {cutoff}");
     eprintln!("{name} across members...");
     let mut one_member = None;
+    let mut rows = Vec::new();
     for members in [1, 2] {
         let mut runs = Vec::new();
         let mut err = None;
@@ -515,27 +550,49 @@ pub fn measure(a: &Common) -> Result<TasksReport> {
         );
         rows.push(x);
     }
-    // Across processes of this host (shared-memory active messages), 1 worker each.
-    let (n, cutoff) = if a.quick { (30, 16) } else { (35, 20) };
+    rows
+}
+
+/// The process rows and the workload and runtime they are named by (a target's).
+struct ProcessRows {
+    rows: Vec<Row>,
+    name: String,
+    runtime: &'static str,
+}
+
+/// fib across 1 and 2 processes of this host (shared-memory active messages, 1
+/// worker each), `reps` runs each: a row per process count.
+fn process_rows(quick: bool, reps: usize) -> ProcessRows {
+    let (n, cutoff) = if quick { (30, 16) } else { (35, 20) };
     let name = format!("fib({n}) cutoff {cutoff}");
     eprintln!("{name} across processes...");
     let runtime = "smelt-tasks processes (AM, shared memory)";
     let mut one_process = None;
+    let mut rows = Vec::new();
     for procs in [1, 2] {
         // Steals are counted at both ends: halved.
         let runs = processes_fib(procs, 1, n, cutoff, reps).map_err(|e| format!("{e:#}"));
         let x = spread_row(&name, runtime, procs, runs, 2, &mut one_process);
         rows.push(x);
     }
-    // Across MPI ranks on emulated nodes, with smelt-bench-mpi tasks when it is built next to
-    // smelt (each result checked against the sequential one by the program).
+    ProcessRows {
+        rows,
+        name,
+        runtime,
+    }
+}
+
+/// The rows across MPI ranks on emulated nodes, with smelt-bench-mpi tasks when it is
+/// built next to smelt (each result checked against the sequential one by the
+/// program), into `rows`; why there are none into `warnings`.
+fn mpi_rows(quick: bool, rows: &mut Vec<Row>, warnings: &mut Vec<String>) {
     match find_mpi_program() {
         None => warnings.push(
             "no smelt-bench-mpi next to smelt: MPI rows skipped (build it with `cargo build --release -p smelt-bench --features mpi --bin smelt-bench-mpi`)"
                 .into(),
         ),
         Some(prog) => {
-            let (n, cutoff, depth) = if a.quick { (27, 15, 8) } else { (30, 18, 10) };
+            let (n, cutoff, depth) = if quick { (27, 15, 8) } else { (30, 18, 10) };
             eprintln!("fib({n}) and UTS under mpirun (4 ranks, nodes of 2)...");
             match under_mpi(&prog, n, cutoff, depth) {
                 Ok(r) => rows.extend(r),
@@ -543,18 +600,22 @@ pub fn measure(a: &Common) -> Result<TasksReport> {
             }
         }
     }
+}
+
+/// The targets, from `rows` (`process`, `runtime`: the process rows' names).
+fn targets(rows: &[Row], quick: bool, process: &str, runtime: &str) -> Vec<Target> {
     let find = |w: &str, rt: &str, k: usize| {
         rows.iter()
             .find(|r| r.workload == w && r.runtime == rt && r.workers == k)
             .and_then(|r| r.ms)
     };
-    let (small, big) = if a.quick {
+    let (small, big) = if quick {
         ("fib(27)", "fib(30)")
     } else {
         ("fib(30)", "fib(35)")
     };
     let ratio = |x: Option<f64>, y: Option<f64>| x.zip(y).map(|(x, y)| x / y);
-    let targets = vec![
+    vec![
         target(
             "fib(30) 1 worker / rayon 1 thread",
             ratio(find(small, "smelt-tasks", 1), find(small, "rayon", 1)),
@@ -575,39 +636,27 @@ pub fn measure(a: &Common) -> Result<TasksReport> {
         ),
         target(
             "fib(35) 2 processes: speedup over 1",
-            ratio(find(&name, runtime, 1), find(&name, runtime, 2)),
+            ratio(find(process, runtime, 1), find(process, runtime, 2)),
             1.6,
             false,
         ),
-    ];
-    if a.quick {
-        warnings.push(
-            "--quick: fib(27) stands for fib(30) and fib(30) for fib(35) in the targets".into(),
-        );
-    }
-    if let Ok(l) = std::fs::read_to_string("/proc/loadavg") {
-        let load: f64 = l
-            .split_whitespace()
-            .next()
-            .and_then(|x| x.parse().ok())
-            .unwrap_or(0.0);
-        if load > allowed.len() as f64 * 0.75 {
-            warnings.push(format!(
-                "load average {load:.1} on {} CPUs before the run: other programs compete for the CPUs, speedups are low",
-                allowed.len()
-            ));
-        }
-    }
-    let report = TasksReport {
-        tool: format!("smelt {}", env!("CARGO_PKG_VERSION")),
-        host: smelt_model::host::host_name(),
-        cpus_available: allowed.len(),
-        repetitions: reps,
-        rows,
-        targets,
-        warnings,
-    };
-    Ok(report)
+    ]
+}
+
+/// A warning when the load average before the run shows other programs competing for
+/// the `cpus` CPUs.
+fn load_warning(cpus: usize) -> Option<String> {
+    let l = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let load: f64 = l
+        .split_whitespace()
+        .next()
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(0.0);
+    (load > cpus as f64 * 0.75).then(|| {
+        format!(
+            "load average {load:.1} on {cpus} CPUs before the run: other programs compete for the CPUs, speedups are low"
+        )
+    })
 }
 
 impl BenchReport for TasksReport {
