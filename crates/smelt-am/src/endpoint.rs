@@ -153,6 +153,9 @@ pub struct Stats {
     pub remote_polls: u64,
     /// Polls of the slow channel that found a message.
     pub remote_hits: u64,
+    /// Link messages that carried several replies at once (the replies a poll made
+    /// while more requests from their endpoint waited; see [`wire`](crate::wire)).
+    pub reply_batches: u64,
 }
 
 /// A request or reply handler: gets the endpoint's state, the context to reply
@@ -175,6 +178,9 @@ struct Held {
 
 /// Tag of a held departure notice (never a valid active-message tag).
 const GONE: u64 = 0;
+
+/// Most bytes of replies sent as one batch (128 replies without argument words).
+pub const BATCH_BYTES: usize = 1024;
 
 /// A bulk message arriving in chunks from one sender.
 #[derive(Debug, Default)]
@@ -208,8 +214,22 @@ pub struct Net<L: Link> {
     /// Set when a reply answered the last request outstanding to its sender (a poll
     /// returns then: see [`Endpoint::poll_some`]).
     answered: bool,
+    /// Short replies made by this poll's handlers to `batch_to`, not sent yet: each
+    /// its tag word and argument words ([`wire`]'s batch). Sent as one link message
+    /// when nothing more from the link waits, when full, before any other message
+    /// and at the end of every poll, so none outlives the poll that made it.
+    batch: Vec<u8>,
+    batch_to: usize,
+    /// Replies in `batch`.
+    batch_n: usize,
+    /// Most bytes of `batch` (the link's largest message, at most [`BATCH_BYTES`]).
+    batch_max: usize,
+    /// Errors of sending a batch, for the next polls.
+    deferred: VecDeque<AmError>,
     cfg: AmConfig,
     wait: WaitPolicy,
+    /// The mesh's abort flag (a handle kept: waits look at it every round).
+    abort: smelt_transport::Abort,
     stats: Stats,
 }
 
@@ -247,6 +267,13 @@ impl<L: Link> Ctx<'_, L> {
     /// [`AmError::AlreadyReplied`], one in a reply handler with
     /// [`AmError::NotARequest`]. A handler that returns without replying makes its
     /// request come back to the requester ([`Reason::NoReply`]).
+    ///
+    /// A short reply over the local links leaves once its handler returned: at once
+    /// if no other message is waiting, else with the other replies of this poll to the
+    /// same endpoint in one link message (a batch, see [`wire`](crate::wire)), at the
+    /// latest when the poll ends. A failure to send it then (other than the
+    /// requester's departure, which a poll reports anyway) is reported by the next
+    /// poll.
     pub fn reply(&mut self, handler: u8, args: &[u64]) -> Result<(), AmError> {
         self.reply_inner(handler, args, None)
     }
@@ -271,7 +298,11 @@ impl<L: Link> Ctx<'_, L> {
         check_message(handler, args, data, self.net.cfg.max_bulk)?;
         // The token is spent whether or not the reply gets through.
         self.replied = true;
-        if data.is_some()
+        if data.is_none() && self.net.batchable(self.from) {
+            // Sent with the other replies of this poll to that endpoint (at the
+            // latest when the poll ends).
+            self.net.push_reply(self.from, handler, args);
+        } else if data.is_some()
             || !self
                 .net
                 .try_send_short(Kind::Reply, self.from, handler, args)?
@@ -325,6 +356,57 @@ impl<L: Link> Net<L> {
         }
     }
 
+    /// True if a short reply to `to` may wait in the batch (a live destination over
+    /// the local links).
+    #[inline]
+    fn batchable(&self, to: usize) -> bool {
+        matches!(self.dests.get(to), Some(d) if !d.gone && matches!(d.route, Route::Local(_)))
+    }
+
+    /// Adds a short reply to the batch (sending the batch first if it goes elsewhere
+    /// or is full).
+    #[inline]
+    fn push_reply(&mut self, to: usize, handler: u8, args: &[u64]) {
+        let need = 8 * (1 + args.len());
+        if self.batch_n > 0 && (self.batch_to != to || self.batch.len() + need > self.batch_max) {
+            self.flush_batch();
+        }
+        if self.batch_n == 0 {
+            self.batch_to = to;
+            self.batch_max = self.room(to).min(BATCH_BYTES);
+        }
+        let t = wire::tag(Kind::Reply, handler, args.len(), false, FIRST | LAST);
+        self.batch.extend_from_slice(&t.to_le_bytes());
+        for a in args {
+            self.batch.extend_from_slice(&a.to_le_bytes());
+        }
+        self.batch_n += 1;
+    }
+
+    /// Sends the batched replies (one alone as a plain reply), waiting for room as
+    /// [`send_raw`] does. A failure is reported by the next poll; a destination that
+    /// left is reported by the poll that finds its link closed, not again here.
+    fn flush_batch(&mut self) {
+        if self.batch_n == 0 {
+            return;
+        }
+        let n = std::mem::replace(&mut self.batch_n, 0);
+        let to = self.batch_to;
+        let b = std::mem::take(&mut self.batch);
+        let r = if n == 1 {
+            self.send_raw(to, wire::word(&b, 0), &b[8..])
+        } else {
+            self.stats.reply_batches += 1;
+            self.send_raw(to, wire::batch_tag(), &b)
+        };
+        self.batch = b;
+        self.batch.clear();
+        match r {
+            Ok(()) | Err(AmError::PeerGone { .. }) => {}
+            Err(e) => self.deferred.push_back(e),
+        }
+    }
+
     /// Largest payload of one link message to `dest`.
     fn room(&self, dest: usize) -> usize {
         match self.dests[dest].route {
@@ -337,6 +419,10 @@ impl<L: Link> Net<L> {
     /// Tries to send one link message: `Ok(false)` if there is no room now.
     #[inline]
     fn try_send_raw(&mut self, to: usize, tag: u64, payload: &[u8]) -> Result<bool, AmError> {
+        if self.batch_n > 0 {
+            // Per-pair order: the replies batched so far go first.
+            self.flush_batch();
+        }
         match self.dests[to].route {
             Route::Local(r) => match self.mesh.try_send(r, tag, payload) {
                 Ok(()) => Ok(true),
@@ -438,7 +524,7 @@ impl<L: Link> Net<L> {
         let mut waiter = Waiter::new(&self.wait, self.cfg.link.timeout);
         while !self.try_send_raw(to, tag, payload)? {
             let took = self.take_in();
-            waiter.step(took, &self.mesh.abort_handle(), || {
+            waiter.step(took, &self.abort, || {
                 format!("sending to endpoint {to} (its queue stayed full)")
             })?;
         }
@@ -700,7 +786,8 @@ impl Waiter {
 /// or [`ShmLink`](smelt_mesh::mesh_job::ShmLink) between MPI ranks of a node.
 pub struct Endpoint<S, L: Link = WorldLink> {
     net: Net<L>,
-    handlers: Vec<Option<Handler<S, L>>>,
+    /// Indexed by a `u8`: no bounds check on the way to a handler.
+    handlers: Box<[Option<Handler<S, L>>; 256]>,
     on_returned: Option<ReturnHandler<S>>,
     returned: VecDeque<Returned>,
     state: S,
@@ -711,6 +798,11 @@ pub struct Endpoint<S, L: Link = WorldLink> {
     req: Vec<u8>,
     /// Errors met while serving during a send, for the next polls.
     pending: VecDeque<AmError>,
+    /// A batch of replies being handled: its bytes, from `inbox_from`, handled up to
+    /// `inbox_pos`.
+    inbox: Vec<u8>,
+    inbox_pos: usize,
+    inbox_from: usize,
 }
 
 impl<S, L: Link> std::fmt::Debug for Endpoint<S, L> {
@@ -755,6 +847,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
         }
         let wait = cfg.link.wait.unwrap_or_else(|| mesh.wait_policy());
         let n = dests.len();
+        let abort = mesh.abort_handle();
         let mut net = Net {
             me,
             mesh,
@@ -769,6 +862,12 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
             take: Vec::new(),
             outstanding: vec![0; n],
             answered: false,
+            batch: Vec::with_capacity(BATCH_BYTES),
+            batch_to: 0,
+            batch_n: 0,
+            batch_max: 0,
+            deferred: VecDeque::new(),
+            abort,
             cfg,
             wait,
             stats: Stats::default(),
@@ -777,7 +876,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
         let rx = vec![0; net.rx_len()];
         Ok(Endpoint {
             net,
-            handlers: (0..256).map(|_| None).collect(),
+            handlers: Box::new(std::array::from_fn(|_| None)),
             on_returned: None,
             returned: VecDeque::new(),
             state,
@@ -785,6 +884,9 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
             asm: (0..n).map(|_| Default::default()).collect(),
             req: Vec::new(),
             pending: VecDeque::new(),
+            inbox: Vec::new(),
+            inbox_pos: 0,
+            inbox_from: 0,
         })
     }
 
@@ -910,7 +1012,27 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
     /// Sends a short request (up to 8 argument words) to handler `handler` of `dest`.
     /// If the destination's queue is full, this endpoint runs its own handlers on what
     /// arrives meanwhile, so endpoints flooding each other never deadlock.
+    #[inline]
     pub fn request(&mut self, dest: usize, handler: u8, args: &[u64]) -> Result<(), AmError> {
+        // The fast path: a valid short request to a destination with room now.
+        if handler != 0 && args.len() <= MAX_ARGS && dest < self.net.outstanding.len() {
+            // Counted first: a request to this endpoint itself is answered from the
+            // held queue, later.
+            self.net.outstanding[dest] += 1;
+            if self
+                .net
+                .try_send_short(Kind::Request, dest, handler, args)?
+            {
+                self.net.stats.requests_sent += 1;
+                return Ok(());
+            }
+            self.net.outstanding[dest] -= 1;
+        }
+        self.request_slow(dest, handler, args)
+    }
+
+    #[inline(never)]
+    fn request_slow(&mut self, dest: usize, handler: u8, args: &[u64]) -> Result<(), AmError> {
         self.request_inner(dest, handler, args, None)
     }
 
@@ -975,7 +1097,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
                 };
                 let w = waiter
                     .get_or_insert_with(|| Waiter::new(&self.net.wait, self.net.cfg.link.timeout));
-                if let Err(e) = w.step(served, &self.net.mesh.abort_handle(), || {
+                if let Err(e) = w.step(served, &self.net.abort, || {
                     format!("sending a request to endpoint {dest} (its queue stayed full)")
                 }) {
                     r = Err(e);
@@ -999,10 +1121,27 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
         if let Some(e) = self.pending.pop_front() {
             return Err(e);
         }
+        if let Some(e) = self.net.deferred.pop_front() {
+            return Err(e);
+        }
         self.poll_inner(max)
     }
 
+    /// Runs handlers (as [`poll_some`](Self::poll_some)), then sends the replies they
+    /// batched.
     fn poll_inner(&mut self, max: usize) -> Result<usize, AmError> {
+        let r = self.poll_loop(max);
+        self.net.flush_batch();
+        r
+    }
+
+    /// True if a message is waiting: in a batch being handled, held, or on a link.
+    #[inline]
+    fn more_waiting(&self) -> bool {
+        self.inbox_pos < self.inbox.len() || !self.net.held.is_empty() || self.net.mesh.is_ready()
+    }
+
+    fn poll_loop(&mut self, max: usize) -> Result<usize, AmError> {
         let mut n = 0;
         self.net.answered = false;
         while n < max {
@@ -1016,7 +1155,14 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
                     n += 1;
                     break;
                 }
-                Ok(true) => n += 1,
+                Ok(true) => {
+                    n += 1;
+                    // Replies wait in the batch while more requests are there to
+                    // answer; none waits for a message that is not there yet.
+                    if self.net.batch_n > 0 && !self.more_waiting() {
+                        self.net.flush_batch();
+                    }
+                }
                 Ok(false) => break,
                 // After handling some: report those now, the error at the next poll.
                 Err(e) if n > 0 => {
@@ -1041,7 +1187,18 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
     /// Waits at most `timeout` for a message and runs the handlers of those waiting:
     /// how many ran (at least 1), or [`AmError::Timeout`].
     pub fn wait(&mut self, timeout: Duration) -> Result<usize, AmError> {
+        self.wait_until(None, timeout)
+    }
+
+    /// [`wait`](Self::wait), until `deadline` if one is given (else `timeout` after
+    /// the first round that found nothing).
+    fn wait_until(
+        &mut self,
+        deadline: Option<Instant>,
+        timeout: Duration,
+    ) -> Result<usize, AmError> {
         let mut waiter = Waiter::new(&self.net.wait, timeout);
+        let mut end = deadline;
         loop {
             let n = self.poll()?;
             if n > 0 {
@@ -1050,13 +1207,21 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
             // The timeout counts from the first round that found nothing (a wait that
             // finds a message at once reads no clock), and holds while spinning and
             // yielding too: on loaded CPUs those rounds can last long (a yield, or an
-            // MPI poll that yields inside MPI, costs another thread's time slice).
-            let start = *waiter.start.get_or_insert_with(Instant::now);
-            if (waiter.rounds.is_multiple_of(16) || waiter.slow()) && start.elapsed() >= timeout {
-                return Err(AmError::Timeout {
-                    what: "waiting for a message".into(),
-                    after: timeout,
-                });
+            // MPI poll that yields inside MPI, costs another thread's time slice). A
+            // deadline given is looked at every 16th spinning round (no clock read
+            // between a message and the next while they come quickly).
+            let due = match deadline {
+                None => waiter.rounds.is_multiple_of(16),
+                Some(_) => waiter.rounds % 16 == 15,
+            };
+            if due || waiter.slow() {
+                let now = Instant::now();
+                if now >= *end.get_or_insert(now + timeout) {
+                    return Err(AmError::Timeout {
+                        what: "waiting for a message".into(),
+                        after: timeout,
+                    });
+                }
             }
             if self.net.remote.is_some() && waiter.slow() {
                 // Past spinning, rounds are slow (each yields or parks): the network
@@ -1069,8 +1234,10 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
             }
             if waiter.backoff.is_completed() && self.net.remote.is_none() {
                 // Only local links: park on the mesh's doorbell, which a sender rings.
-                let start = *waiter.start.get_or_insert_with(Instant::now);
-                let left = timeout.saturating_sub(start.elapsed());
+                let now = Instant::now();
+                let left = end
+                    .get_or_insert(now + timeout)
+                    .saturating_duration_since(now);
                 if left.is_zero() {
                     return Err(AmError::Timeout {
                         what: "waiting for a message".into(),
@@ -1084,7 +1251,9 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
                 let r = match r {
                     Ok((r, tag, len)) => {
                         let from = self.net.global[r.index()];
-                        self.handle(from, tag, &rx[..len]).map(|()| 1)
+                        let r = self.handle(from, tag, &rx[..len]).map(|()| 1);
+                        self.net.flush_batch();
+                        r
                     }
                     Err(MeshError::Timeout { .. }) => Ok(0),
                     Err(MeshError::PeerGone { peer, .. }) => {
@@ -1108,9 +1277,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
                     }
                 }
             }
-            waiter.step(false, &self.net.mesh.abort_handle(), || {
-                "waiting for a message".into()
-            })?;
+            waiter.step(false, &self.net.abort, || "waiting for a message".into())?;
         }
     }
 
@@ -1128,8 +1295,8 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
         }
         let end = Instant::now() + timeout;
         while !done(&self.state) {
-            let left = end.saturating_duration_since(Instant::now());
-            match self.wait(left) {
+            // One deadline for every wait: no clock read per message.
+            match self.wait_until(Some(end), timeout) {
                 Ok(_) => {}
                 Err(AmError::Timeout { .. }) => {
                     return Err(AmError::Timeout {
@@ -1148,8 +1315,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
     pub fn quiesce(&mut self, timeout: Duration) -> Result<(), AmError> {
         let end = Instant::now() + timeout;
         while self.outstanding_total() > 0 {
-            let left = end.saturating_duration_since(Instant::now());
-            match self.wait(left) {
+            match self.wait_until(Some(end), timeout) {
                 Ok(_) => {}
                 Err(AmError::Timeout { .. }) => {
                     return Err(AmError::Timeout {
@@ -1180,6 +1346,9 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
     /// Takes one message (held, local, or from the slow channel when it is due) and
     /// runs its handler: false if none was waiting.
     fn poll_one(&mut self) -> Result<bool, AmError> {
+        if self.inbox_pos < self.inbox.len() {
+            return self.next_batched().map(|()| true);
+        }
         if let Some(h) = self.net.held.pop_front() {
             let r = if h.tag == GONE {
                 Err(self.gone(h.from))
@@ -1263,15 +1432,110 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
         Ok(())
     }
 
+    /// Takes in a batch of replies from `from`: its replies are handled one per
+    /// [`poll_one`](Self::poll_one), before anything that arrived after it.
+    fn take_batch(&mut self, from: usize, bytes: &[u8]) {
+        if self.inbox_pos < self.inbox.len() {
+            // (Not reached: a batch is taken in only once the last one was handled.)
+            self.inbox.drain(..self.inbox_pos);
+        } else {
+            self.inbox.clear();
+        }
+        self.inbox_pos = 0;
+        self.inbox_from = from;
+        self.inbox.extend_from_slice(bytes);
+    }
+
+    /// Handles the next reply of the batch being handled. A malformed one ends the
+    /// batch (counted as foreign).
+    fn next_batched(&mut self) -> Result<(), AmError> {
+        let inbox = std::mem::take(&mut self.inbox);
+        let at = self.inbox_pos;
+        let from = self.inbox_from;
+        let mut r = Ok(());
+        let entry = (at + 8 <= inbox.len())
+            .then(|| wire::word(&inbox[at..], 0))
+            .and_then(|t| Some((t, wire::decode(t)?)))
+            .filter(|(_, h)| {
+                h.kind == Kind::Reply
+                    && h.first
+                    && h.last
+                    && !h.bulk
+                    && at + 8 * (1 + h.nargs) <= inbox.len()
+            });
+        match entry {
+            Some((t, h)) => {
+                let end = at + 8 * (1 + h.nargs);
+                self.inbox_pos = end;
+                let _ = t;
+                r = self.handle_head(from, &h, &inbox[at + 8..end]);
+            }
+            None => {
+                self.net.stats.foreign += 1;
+                self.inbox_pos = inbox.len();
+            }
+        }
+        self.inbox = inbox;
+        r
+    }
+
     /// Handles one link message from `from`.
+    #[inline]
     fn handle(&mut self, from: usize, tag: u64, bytes: &[u8]) -> Result<(), AmError> {
         let Some(h) = wire::decode(tag) else {
             self.net.stats.foreign += 1;
             return Ok(());
         };
+        self.handle_head(from, &h, bytes)
+    }
+
+    /// Handles one link message from `from` whose tag decoded as `h`.
+    #[inline]
+    fn handle_head(&mut self, from: usize, h: &Head, bytes: &[u8]) -> Result<(), AmError> {
+        // The fast path: a whole short request or reply that passes every check.
+        if h.first && h.last && !h.bulk && from < self.asm.len() {
+            let keyed = h.kind == Kind::Request;
+            let words = keyed as usize + h.nargs;
+            if bytes.len() == 8 * words
+                && matches!(h.kind, Kind::Request | Kind::Reply)
+                && self.handlers[h.handler as usize].is_some()
+                && if keyed {
+                    wire::word(bytes, 0) == self.net.key
+                } else {
+                    self.net.outstanding[from] > 0
+                }
+            {
+                let mut args = [0u64; MAX_ARGS];
+                for (a, w) in args
+                    .iter_mut()
+                    .zip(bytes[8 * keyed as usize..].chunks_exact(8))
+                {
+                    *a = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+                }
+                if !keyed {
+                    // A reply answers its request.
+                    let o = &mut self.net.outstanding[from];
+                    *o -= 1;
+                    self.net.answered |= *o == 0;
+                }
+                return self.dispatch(from, h.kind, h.handler, &args[..h.nargs], &[]);
+            }
+        }
+        self.handle_general(from, h, bytes)
+    }
+
+    /// Every other message (bulk, returned, batches, and those a check refuses).
+    #[inline(never)]
+    fn handle_general(&mut self, from: usize, h: &Head, bytes: &[u8]) -> Result<(), AmError> {
+        let h = *h;
         if from >= self.asm.len() {
             self.net.stats.foreign += 1;
             return Ok(());
+        }
+        if h.kind == Kind::Batch {
+            // Its first reply now (each poll_one handles one message).
+            self.take_batch(from, bytes);
+            return self.next_batched();
         }
         if h.kind == Kind::Returned {
             return self.returned(from, &h, bytes);
@@ -1450,7 +1714,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
         let r = catch_unwind(AssertUnwindSafe(|| f(state, &mut ctx, &msg)));
         let replied = ctx.replied;
         net.stats.handled += 1;
-        let head = Head {
+        let head = || Head {
             handler,
             nargs: args.len(),
             kind,
@@ -1462,13 +1726,13 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
         match r {
             Ok(()) => {
                 if kind == Kind::Request && !replied {
-                    net.send_back(from, &head, args, data.len(), Reason::NoReply);
+                    net.send_back(from, &head(), args, data.len(), Reason::NoReply);
                 }
                 Ok(())
             }
             Err(p) => {
                 if kind == Kind::Request && !replied {
-                    net.send_back(from, &head, args, data.len(), Reason::HandlerPanicked);
+                    net.send_back(from, &head(), args, data.len(), Reason::HandlerPanicked);
                 }
                 Err(AmError::HandlerPanicked {
                     handler,

@@ -82,8 +82,8 @@ pub mod wire;
 pub mod world;
 
 pub use endpoint::{
-    AmConfig, Ctx, Endpoint, Handler, Msg, Name, ReturnHandler, Returned, Stats, BULK_CHUNK,
-    KEEP_RETURNED,
+    AmConfig, Ctx, Endpoint, Handler, Msg, Name, ReturnHandler, Returned, Stats, BATCH_BYTES,
+    BULK_CHUNK, KEEP_RETURNED,
 };
 pub use error::AmError;
 pub use poll::PollPolicy;

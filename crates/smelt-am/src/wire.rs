@@ -7,7 +7,7 @@
 //! |-------|-------|
 //! | 0–7   | handler index |
 //! | 8–11  | number of argument words (0–8) |
-//! | 12–13 | kind: request, reply, returned |
+//! | 12–13 | kind: request, reply, returned, batch |
 //! | 14    | bulk (the message has a data block) |
 //! | 15    | for a returned message: the returned message was a request |
 //! | 16    | first chunk of the message |
@@ -20,6 +20,14 @@
 //! in several chunks, its total data length; then the first part of the data. Later
 //! chunks carry data only. A returned message carries the returned message's argument
 //! words and its data length (the data itself is not sent back).
+//!
+//! A **batch** (kind 3, handler 0, no argument words, one chunk) carries several short
+//! replies to one endpoint in one link message: the replies a poll's handlers made
+//! while more requests from that endpoint were waiting. Its payload is the replies one
+//! after the other, each its own tag word (a short reply's, as above) then its
+//! argument words; the receiver handles them in order, as if they had come one by
+//! one. One link message instead of one per reply: one slot's cache line carries up
+//! to six replies.
 
 /// Most argument words a message carries.
 pub const MAX_ARGS: usize = 8;
@@ -47,6 +55,8 @@ pub enum Kind {
     Reply,
     /// A message that came back to its sender (see [`Reason`]).
     Returned,
+    /// Several short replies in one link message (see the [module documentation](self)).
+    Batch,
 }
 
 /// Why a message came back to its sender's handler 0.
@@ -126,6 +136,7 @@ pub fn tag(kind: Kind, handler: u8, nargs: usize, bulk: bool, chunk: u64) -> u64
         Kind::Request => 0,
         Kind::Reply => 1,
         Kind::Returned => 2,
+        Kind::Batch => 3,
     };
     (MAGIC << MAGIC_SHIFT)
         | handler as u64
@@ -156,8 +167,13 @@ pub fn decode(t: u64) -> Option<Head> {
         0 => Kind::Request,
         1 => Kind::Reply,
         2 => Kind::Returned,
-        _ => return None,
+        _ => Kind::Batch,
     };
+    if kind == Kind::Batch
+        && (t & (HANDLER | BULK | (0xf << NARGS_SHIFT)) != 0 || t & (FIRST | LAST) != FIRST | LAST)
+    {
+        return None;
+    }
     let returned = if kind == Kind::Returned {
         let r = Reason::from_u8(((t >> REASON_SHIFT) & 0xff) as u8)?;
         Some((r, t & WAS_REQUEST != 0))
@@ -173,6 +189,11 @@ pub fn decode(t: u64) -> Option<Head> {
         last: t & LAST != 0,
         returned,
     })
+}
+
+/// The tag of a batch of replies.
+pub fn batch_tag() -> u64 {
+    tag(Kind::Batch, 0, 0, false, FIRST | LAST)
 }
 
 /// Reads little-endian word `i` of `b`.
@@ -209,15 +230,25 @@ mod tests {
         assert_eq!(h.kind, Kind::Returned);
         assert_eq!(h.returned, Some((Reason::NoReply, true)));
         assert_eq!((h.handler, h.nargs), (7, 3));
+        let h = decode(batch_tag()).unwrap();
+        assert_eq!(
+            (h.kind, h.handler, h.nargs, h.bulk),
+            (Kind::Batch, 0, 0, false)
+        );
     }
 
     #[test]
     fn foreign_tags_are_refused() {
         assert_eq!(decode(0), None);
         assert_eq!(decode(u64::MAX), None);
-        // Nine arguments, or kind 3, or a returned message with no reason.
+        // Nine arguments, or a batch with a handler, words, data or in chunks, or a
+        // returned message with no reason.
         assert_eq!(decode(tag(Kind::Request, 1, 0, false, 0) | (9 << 8)), None);
         assert_eq!(decode(tag(Kind::Request, 1, 0, false, 0) | (3 << 12)), None);
+        assert_eq!(decode(batch_tag() | 1), None);
+        assert_eq!(decode(batch_tag() | (2 << 8)), None);
+        assert_eq!(decode(tag(Kind::Batch, 0, 0, true, FIRST | LAST)), None);
+        assert_eq!(decode(tag(Kind::Batch, 0, 0, false, FIRST)), None);
         assert_eq!(decode(tag(Kind::Returned, 1, 0, false, 0)), None);
     }
 }

@@ -346,6 +346,81 @@ fn unexpected_replies_and_foreign_messages_never_reach_handlers() {
 }
 
 #[test]
+fn replies_to_queued_requests_travel_in_batches_in_order() {
+    // What the client saw, in order: replies (their word) and returned messages.
+    #[derive(Default, Debug)]
+    struct Seen(Vec<i64>);
+    for capacity in [256, 4] {
+        let mut eps = threads(2, cfg(capacity), |_| Seen::default()).unwrap();
+        let mut server = eps.pop().unwrap();
+        let mut client = eps.pop().unwrap();
+        // Two argument words (and none, every third request), echoed back.
+        server
+            .register(ECHO, |_, ctx, m| ctx.reply(GOT, m.args).unwrap())
+            .unwrap();
+        client
+            .register(GOT, |s: &mut Seen, _, m| {
+                if let Some(&w) = m.args.first() {
+                    assert_eq!(m.args, [w, !w], "the reply's words");
+                    s.0.push(w as i64);
+                } else {
+                    s.0.push(-1);
+                }
+            })
+            .unwrap();
+        client.on_returned(|s: &mut Seen, r| s.0.push(-1000 - r.handler as i64));
+        // More requests than a few slots hold; one of them to a handler nobody
+        // registered: it comes back between the replies around it.
+        let n = if capacity == 256 { 60 } else { 3 };
+        let mut expected = Vec::new();
+        std::thread::scope(|s| {
+            s.spawn(|| serve(&mut server));
+            for i in 0..n as u64 {
+                if i == n as u64 / 2 {
+                    client.request(1, 9, &[i]).unwrap();
+                    expected.push(-1009);
+                }
+                if i % 3 == 2 {
+                    client.request(1, ECHO, &[]).unwrap();
+                    expected.push(-1);
+                } else {
+                    client.request(1, ECHO, &[i, !i]).unwrap();
+                    expected.push(i as i64);
+                }
+            }
+            client.quiesce(T).unwrap();
+            assert_eq!(client.state().0, expected, "capacity {capacity}");
+            drop(client);
+        });
+    }
+    // A server that finds a burst of requests already queued answers them in a few
+    // link messages, not one per reply.
+    let mut eps = threads(2, cfg(256), |_| Seen::default()).unwrap();
+    let mut server = eps.pop().unwrap();
+    let mut client = eps.pop().unwrap();
+    server
+        .register(ECHO, |_, ctx, m| ctx.reply(GOT, m.args).unwrap())
+        .unwrap();
+    client
+        .register(GOT, |s: &mut Seen, _, m| s.0.push(m.args[0] as i64))
+        .unwrap();
+    for i in 0..40 {
+        client.request(1, ECHO, &[i]).unwrap();
+    }
+    assert_eq!(server.poll().unwrap(), 40);
+    let batches = server.stats().reply_batches;
+    assert!((1..=2).contains(&batches), "{:?}", server.stats());
+    assert_eq!(server.stats().replies_sent, 40);
+    // Each poll runs one message's handler per reply, at most as many as asked.
+    assert_eq!(client.poll_some(5).unwrap(), 5);
+    while client.outstanding_total() > 0 {
+        client.poll().unwrap();
+    }
+    assert_eq!(client.state().0, (0..40).collect::<Vec<i64>>());
+    assert_eq!(client.stats().handled, 40);
+}
+
+#[test]
 fn messages_to_self_and_requests_from_handlers_context() {
     let mut eps = threads(1, cfg(4), |_| 0u64).unwrap();
     let mut a = eps.pop().unwrap();
