@@ -325,7 +325,7 @@ fn two_ranks() {
         2,
         &[("SMELT_MPI_MAX_BYTES", ""), ("SMELT_MPI_SETUP_AFTER", "")],
     );
-    assert_stderr(&r, "cut-offs 512/512/1024/256/64 bytes");
+    assert_stderr(&r, "cut-offs 512/16777216/16777216/256/64 bytes");
     assert_stderr(
         &r,
         "128/0/256/0 (allgather/scan/reduce_scatter_block/alltoall",
@@ -1074,6 +1074,26 @@ fn nonblocking_emulated_nodes() {
     assert_stderr(&r, "2 node(s), 2 rank(s)");
     let r = nonblocking(4, &[("SMELT_RANKS_PER_NODE", "3")], 50);
     assert_stderr(&r, "2 node(s), 3 rank(s)");
+}
+
+/// Under MPI_THREAD_MULTIPLE (mpi4py's default), also two threads per rank at once: one
+/// polls its non-blocking calls with `MPI_Test` while the other runs blocking and
+/// non-blocking calls on another communicator (a poll holds a communicator only for one
+/// pass; a collective that meets one waits instead of falling back).
+#[test]
+fn nonblocking_thread_multiple() {
+    for (np, env) in [(2, vec![]), (4, vec![("SMELT_RANKS_PER_NODE", "2")])] {
+        let r = mpirun(np, &program("nonblocking"), &["1", "multiple"], &env, LIMIT);
+        assert!(r.ok(), "{}", r.show());
+        assert!(r.stdout.contains("nonblocking: OK"), "{}", r.show());
+        for call in ["MPI_Allreduce", "MPI_Barrier"].iter().chain(&NON_BLOCKING) {
+            assert_eq!(r.fell_back(call, "another thread"), 0, "{}", r.show());
+        }
+        for call in NON_BLOCKING {
+            let (taken, _) = r.counts(call).expect("summary");
+            assert!(taken >= 50, "{call}:\n{}", r.show());
+        }
+    }
 }
 
 #[test]

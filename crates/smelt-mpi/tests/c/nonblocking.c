@@ -10,9 +10,14 @@
  * MPI_Test while still receiving), which must not deadlock. On MPI_COMM_WORLD, a
  * duplicate and all ranks reordered.
  *
+ * With "multiple" (under MPI_THREAD_MULTIPLE): also two threads per rank at once, one
+ * polling non-blocking calls with MPI_Test on one duplicate while the other runs
+ * blocking and non-blocking calls on another.
+ *
  * Prints "nonblocking: OK <checks>" on rank 0; on a wrong result prints what differed
- * and calls MPI_Abort(2). Usage: nonblocking [rounds]. */
+ * and calls MPI_Abort(2). Usage: nonblocking [rounds [multiple]]. */
 #include <mpi.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -403,10 +408,83 @@ static void check_comm(MPI_Comm comm, int seed)
     }
 }
 
+/* The threads of `threaded`: one polls, the other blocks, each on its own communicator. */
+struct worker {
+    MPI_Comm comm;
+    int polls;
+    long checks;
+};
+
+static void *worker_run(void *arg)
+{
+    struct worker *w = arg;
+    int rank, size;
+    MPI_Comm_rank(w->comm, &rank);
+    MPI_Comm_size(w->comm, &size);
+    for (int i = 0; i < 300; i++) {
+        int x = rank + i, y = -1;
+        MPI_Request r;
+        if (w->polls) {
+            MPI_Iallreduce(&x, &y, 1, MPI_INT, MPI_SUM, w->comm, &r);
+            int done = 0;
+            while (!done)
+                MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+            MPI_Ibarrier(w->comm, &r);
+            done = 0;
+            while (!done)
+                MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, w->comm);
+            int z = -1;
+            MPI_Iallreduce(&x, &z, 1, MPI_INT, MPI_SUM, w->comm, &r);
+            MPI_Wait(&r, MPI_STATUS_IGNORE);
+            if (z != y)
+                wrong("threaded MPI_Iallreduce", w->comm, z);
+            MPI_Barrier(w->comm);
+        }
+        if (y != size * i + size * (size - 1) / 2)
+            wrong("threaded allreduce", w->comm, y);
+        w->checks++;
+    }
+    return NULL;
+}
+
+static void threaded(void)
+{
+    struct worker w[2];
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++) {
+        MPI_Comm_dup(MPI_COMM_WORLD, &w[t].comm);
+        MPI_Barrier(w[t].comm); /* set up (a blocking call) before the threads start */
+        w[t].polls = t == 0;
+        w[t].checks = 0;
+    }
+    for (int t = 0; t < 2; t++)
+        if (pthread_create(&th[t], NULL, worker_run, &w[t]) != 0) {
+            fprintf(stderr, "nonblocking: pthread_create failed\n");
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+    for (int t = 0; t < 2; t++) {
+        pthread_join(th[t], NULL);
+        checks += w[t].checks;
+        MPI_Comm_free(&w[t].comm);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int rounds = argc > 1 ? atoi(argv[1]) : 1;
-    MPI_Init(&argc, &argv);
+    int multiple = argc > 2 && strcmp(argv[2], "multiple") == 0;
+    if (multiple) {
+        int provided = 0;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+        if (provided != MPI_THREAD_MULTIPLE) {
+            fprintf(stderr, "nonblocking: this MPI does not provide MPI_THREAD_MULTIPLE\n");
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     int wsize;
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
@@ -432,6 +510,8 @@ int main(int argc, char **argv)
         MPI_Comm_free(&perm);
         checks += 2;
     }
+    if (multiple)
+        threaded();
     long total = 0;
     MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (world_rank == 0)
