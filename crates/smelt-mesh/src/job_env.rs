@@ -1,6 +1,5 @@
 //! What shared-memory jobs (a [`WorldJob`](crate::world::WorldJob), which
-//! `smelt_runtime::process::GroupJob` wraps, and a
-//! [`MeshJob`](crate::mesh_job::MeshJob)) share: their accessors over the segment, and
+//! `smelt_runtime::process::GroupJob` wraps) share: their accessors over the segment, and
 //! the one environment encoding that tells a member process how to join a world
 //! (`SMELT_JOB`, `SMELT_JOB_KEY`, `SMELT_RANK`).
 

@@ -2,9 +2,6 @@
 //!
 //! * [`mesh`]: links between any two members of a group (queuepairs in process memory
 //!   or in shared memory), polled and waited on as one;
-//! * [`mesh_job`]: a mesh of member processes in a segment of its own, handed out by
-//!   other means than the environment (over MPI); processes of a launched job make
-//!   their meshes from their [`World`] instead;
 //! * [`world`]: the [`World`] a program holds, one per member of a job (threads,
 //!   processes, MPI ranks), from which every service is made: one segment per job,
 //!   services carved from it by collective calls;
@@ -25,7 +22,6 @@ pub mod job_env;
 pub mod launch;
 mod link_config;
 pub mod mesh;
-pub mod mesh_job;
 #[cfg(feature = "mpi")]
 #[allow(unsafe_code)]
 pub mod mpi;

@@ -1221,8 +1221,7 @@ pub struct WorldLink {
     watch: Option<Box<Watch>>,
 }
 
-/// The liveness check of a link to another process (of a world's link and of a
-/// [`ShmLink`](crate::mesh_job::ShmLink)).
+/// The liveness check of a world's link to another process.
 #[derive(Debug)]
 pub(crate) struct Watch {
     job: Arc<ShmMember>,

@@ -56,6 +56,6 @@ pub use smelt_ids::{CpuId, Pos, Rank};
 pub use smelt_plan::SyncMode;
 // The mesh layer (links, shared-memory jobs, the launcher) lives in smelt-mesh; its
 // modules are the runtime's too, so `smelt_runtime::mesh::Mesh` keeps working.
-pub use smelt_mesh::{launch, mesh, mesh_job, LinkConfig, World, WorldError};
+pub use smelt_mesh::{launch, mesh, LinkConfig, World, WorldError};
 pub use smelt_transport::WaitPolicy;
 pub use word::Word;
