@@ -1,8 +1,8 @@
 //! Long messages between member processes through the links' staging buffers
-//! (`smelt_transport::shm::Stage`, from 1 KiB): reductions, broadcasts and
+//! (`smelt_transport::shm::Stage`, from 512 B): reductions, broadcasts and
 //! allreductions (the tree, the two-member exchange, Rabenseifner of two members)
 //! checked against a sequential computation at lengths around every boundary (one
-//! value, odd lengths, the 1 KiB threshold, the ring's 3 KiB message, a 16 KiB chunk,
+//! value, odd lengths, the 512 B threshold, the ring's 3 KiB message, a 16 KiB chunk,
 //! the four chunks a link holds), a member whose data are shorter named, and a member
 //! killed while the others stage to it failing them promptly. The test binary re-runs
 //! itself as each member (`TEST_SMELT_STAGED_MEMBER`).
@@ -14,14 +14,15 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// Lengths in bytes around every boundary of the staged path.
-const BYTES: [usize; 19] = [
+const BYTES: [usize; 20] = [
     1,
     47,
     48,
+    511,
+    512,
+    513,
     1000,
-    1023,
     1024,
-    1025,
     2047,
     3071,
     3072,
@@ -176,7 +177,7 @@ fn member_entry() {
         }
         "shorter" => {
             // Member 1's data are shorter (through the ring) than the others' (staged).
-            let len = if m.rank() == Rank(1) { 900 } else { 2000 };
+            let len = if m.rank() == Rank(1) { 400 } else { 2000 };
             let mut v = vec![1u8; len];
             let r = m
                 .reduce_slice_op(&mut v, ReduceOp::Sum)

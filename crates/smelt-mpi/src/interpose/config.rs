@@ -9,14 +9,16 @@ use std::time::Duration;
 /// MPI_Reduce, MPI_Allreduce, MPI_Gather and MPI_Scatter. Measured (docs/mpi.md):
 /// past these, on 2 ranks with a core each, Open MPI's shared-memory transport (one
 /// copy in, one copy out) beats smelt's cache-line slots, which copy 48 bytes per
-/// 64-byte line.
+/// 64-byte line. Reductions from 512 B go through the links' staging buffers (one
+/// copy, combined straight from the buffer: `smelt_transport::shm::Stage`) and beat
+/// Open MPI from 512 B to 16 MiB, the largest size measured: their cut-off is 16 MiB.
 ///
 /// Then, for the calls built on smelt's allreduce, the largest whole result (bytes,
 /// all ranks together): MPI_Allgather, MPI_Scan/MPI_Exscan, MPI_Reduce_scatter_block,
 /// MPI_Alltoall. Measured on 2 ranks (docs/mpi.md); 0 (never by default) for
 /// MPI_Scan (on 2 ranks MPI's scan is one message, 2.5-3× faster than smelt's
 /// allreduce of every input) and MPI_Alltoall (even at 8 bytes no faster than MPI's).
-pub const DEFAULT_MAX_BYTES: [usize; CUT_OFFS] = [512, 512, 1024, 256, 64, 128, 0, 256, 0];
+pub const DEFAULT_MAX_BYTES: [usize; CUT_OFFS] = [512, 16 << 20, 16 << 20, 256, 64, 128, 0, 256, 0];
 /// Cut-offs per communicator (see [`DEFAULT_MAX_BYTES`]).
 pub const CUT_OFFS: usize = 9;
 /// Default number of collective calls on a communicator that go to MPI before smelt

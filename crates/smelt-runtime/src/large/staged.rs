@@ -30,7 +30,7 @@ pub(crate) const STAGE_SLOTS: usize = 4;
 /// Bytes per buffer: the largest chunk.
 pub(crate) const STAGE_BYTES: usize = 16 << 10;
 /// Messages of at least this many bytes go through the stages.
-pub(crate) const STAGE_FROM: usize = 1024;
+pub(crate) const STAGE_FROM: usize = 512;
 
 /// A context's stages: one per tree link, in the order of its links.
 #[derive(Debug)]
