@@ -43,8 +43,11 @@ static inline uint64_t peer_now(void) {
 }
 
 /* Spins before a waiter yields its CPU: long when every thread has its own CPU,
- * short when threads outnumber CPUs (set by peer_parse). */
-static unsigned peer_spin_limit = 4096;
+ * short when threads outnumber CPUs (set by peer_parse). smelt's runner passes its own
+ * wait policy's figure in SMELT_PEER_SPINS (WaitPolicy::DEDICATED.spin_polls = 2048,
+ * OVERSUBSCRIBED.spin_polls = 4), so that the C peers wait exactly as smelt's
+ * collectives and the Rust harness do; without it, 2048 and 4. */
+static unsigned peer_spin_limit = 2048;
 
 /* Busy-wait hint; after peer_spin_limit fruitless spins, give the CPU away. */
 static inline void peer_relax(unsigned *spins) {
@@ -88,7 +91,17 @@ static int peer_parse(int argc, char **argv, peer_cfg *c) {
         return -1;
     }
     if (c->runs > MAX_RUNS) c->runs = MAX_RUNS;
-    if (c->threads > c->ncpus) peer_spin_limit = 8;
+    if (c->threads > c->ncpus) peer_spin_limit = 4;
+    const char *spins = getenv("SMELT_PEER_SPINS");
+    if (spins && *spins) {
+        char *end;
+        unsigned long v = strtoul(spins, &end, 10);
+        if (*end || v > 1000000000ul) {
+            fprintf(stderr, "bad SMELT_PEER_SPINS '%s'\n", spins);
+            return -1;
+        }
+        peer_spin_limit = (unsigned)v;
+    }
     return 0;
 }
 

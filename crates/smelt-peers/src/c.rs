@@ -461,6 +461,9 @@ impl CPeers {
             None => Command::new(&exe),
         };
         cmd.args(&args).args(extra);
+        // Waiters spin as long as smelt's do before yielding (see peer.h).
+        let spins = smelt_probe::harness::team_spin_polls(threads <= cpus.len());
+        cmd.env("SMELT_PEER_SPINS", spins.to_string());
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -31,11 +31,16 @@ impl Deadline {
     }
 
     /// Spins (then yields) until `cond` holds; `Err(Timeout)` once the deadline passes.
+    /// The number of polls separated by a `spin_loop` hint before the first yield is
+    /// the calling thread's [`spin_polls`]: in a [`run_team`] worker, smelt's own wait
+    /// policy's (the C peers' `peer_spin_limit` is set to the same; see
+    /// [`team_spin_polls`]), [`DEFAULT_SPIN_POLLS`] elsewhere.
     pub fn wait_until(&self, mut cond: impl FnMut() -> bool) -> Result<(), Timeout> {
+        let limit = spin_polls();
         let mut spins = 0u32;
         while !cond() {
             spins += 1;
-            if spins < 128 {
+            if spins < limit {
                 std::hint::spin_loop();
             } else {
                 if spins.is_multiple_of(64) && self.expired() {
@@ -45,6 +50,31 @@ impl Deadline {
             }
         }
         Ok(())
+    }
+}
+
+/// Polls before [`Deadline::wait_until`] yields, outside a [`run_team`] worker.
+pub const DEFAULT_SPIN_POLLS: u32 = 128;
+
+thread_local! {
+    static SPIN_POLLS: std::cell::Cell<u32> = const { std::cell::Cell::new(DEFAULT_SPIN_POLLS) };
+}
+
+/// The calling thread's polls before [`Deadline::wait_until`] yields.
+pub fn spin_polls() -> u32 {
+    SPIN_POLLS.with(|c| c.get())
+}
+
+/// Polls a waiter of a team spins before it yields: smelt's own
+/// [`WaitPolicy`](smelt_transport::WaitPolicy) — `DEDICATED.spin_polls` when every
+/// thread has a CPU of its own (`pinned`), `OVERSUBSCRIBED.spin_polls` otherwise — so
+/// that the Rust peers, the floor and smelt's collectives wait alike. The C peers get
+/// the same number (`SMELT_PEER_SPINS`, read by `peer.h`).
+pub fn team_spin_polls(pinned: bool) -> u32 {
+    if pinned {
+        smelt_transport::WaitPolicy::DEDICATED.spin_polls
+    } else {
+        smelt_transport::WaitPolicy::OVERSUBSCRIBED.spin_polls
     }
 }
 
@@ -161,6 +191,7 @@ pub fn run_team(
                 if let Some(c) = cpu {
                     crate::affinity::pin_current_thread(c)?;
                 }
+                SPIN_POLLS.with(|c| c.set(team_spin_polls(cpu.is_some())));
                 let mut seen = 0;
                 loop {
                     let r = deadline.wait_until(|| {

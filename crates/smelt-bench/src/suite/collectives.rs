@@ -1,9 +1,14 @@
 //! `smelt bench collectives` (and `smelt bench processes`): smelt's collectives over
 //! every topology on this machine, next to the simulator's predictions, smelt's
 //! transport, and the peers a user would pick instead (pthread, OpenMP, a dissemination
-//! barrier, a UMP ring, rtrb, crossbeam, Open MPI), all in one run and each figure
-//! paired with a raw cache-line floor taken right before and after it, so that ratios
-//! stay meaningful on a machine whose core-to-core latency drifts.
+//! barrier, a UMP ring, rtrb, crossbeam, Open MPI), all in one run. The figures that are
+//! compared with each other (the transport's, and each thread count's collectives
+//! against the peers) are measured *interleaved*: several short rounds, each measuring
+//! every figure of the set once (smelt, peer, smelt, peer, ...), so that both sides of
+//! a ratio see the same machine state; a figure is the median of its rounds, and a
+//! ratio the median of the per-round ratios. Every round, and every figure of the
+//! topology table, is paired with a raw cache-line floor taken right before and after
+//! it, so that ratios stay meaningful on a machine whose core-to-core latency drifts.
 
 use super::report::{Collective, Figure, FloorInfo, Ratio, Report};
 use super::smelt;
@@ -100,6 +105,28 @@ struct Floors {
     progress: smelt_probe::progress::Progress,
     /// When the run's --time-limit is reached.
     deadline: std::time::Instant,
+    /// Rounds of each interleaved set ([`Floors::interleaved`]).
+    rounds: usize,
+}
+
+/// One measurement of an interleaved set: its figure(s), measured once (the floor
+/// fields are filled in by [`Floors::interleaved`]).
+type Item<'a> = Box<dyn FnMut() -> Vec<Figure> + 'a>;
+
+/// Figures of a set, before the interleaved measurement fills in their floors.
+fn plain(peers: Vec<PeerResult>) -> Vec<Figure> {
+    peers
+        .into_iter()
+        .map(|peer| Figure {
+            peer,
+            floor_ns: None,
+            vs_floor: None,
+            flattened: false,
+            mode: "threads",
+            auto: None,
+            rounds: Vec::new(),
+        })
+        .collect()
 }
 
 impl Floors {
@@ -128,65 +155,109 @@ impl Floors {
         (r, floor)
     }
 
-    /// One figure, or none once the time budget is spent.
-    fn figure(&mut self, f: impl FnOnce() -> PeerResult) -> Option<Figure> {
-        self.figures(|| vec![f()]).pop()
-    }
-
-    /// The figures of one run, or none once the time budget is spent.
-    fn figures(&mut self, f: impl FnOnce() -> Vec<PeerResult>) -> Vec<Figure> {
-        if self.over() {
-            self.progress.inc();
+    /// Measures `items` interleaved: `rounds` rounds, each a floor, every item once
+    /// (round `r` starts at item `r mod k`, so that no item always runs first, right
+    /// after the floor), and a floor again. Each figure is the robust summary
+    /// of its rounds' medians (kept in [`Figure::rounds`], in round order), its floor
+    /// the median of the rounds' floors (each the mean of the two around the round),
+    /// `vs_floor` the median of the per-round ratios. A figure that failed (or was
+    /// skipped) in any round is that round's status. Once the time budget is spent, no
+    /// further round starts (none at all: no figures).
+    fn interleaved(&mut self, mut items: Vec<Item<'_>>) -> Vec<Figure> {
+        let k = items.len();
+        let mut got: Vec<Vec<Vec<Figure>>> = vec![Vec::new(); k];
+        let mut round_floors: Vec<Option<f64>> = Vec::new();
+        for r in 0..self.rounds.max(1) {
+            if self.over() {
+                break;
+            }
+            let f0 = self.take();
+            for j in 0..k {
+                let i = (r + j) % k;
+                let figs = items[i]();
+                if r == 0 {
+                    if let Some(f) = figs.first() {
+                        self.progress
+                            .step(format!("{} ({} threads)", f.peer.name, f.peer.threads));
+                    }
+                    self.progress.inc();
+                }
+                got[i].push(figs);
+            }
+            let f1 = self.take();
+            round_floors.push(match (f0, f1) {
+                (Some(x), Some(y)) => Some((x + y) / 2.0),
+                (x, y) => x.or(y),
+            });
+        }
+        if round_floors.is_empty() {
+            for _ in 0..k {
+                self.progress.inc();
+            }
             return Vec::new();
         }
-        let (peers, floor) = self.around(f);
-        if let Some(p) = peers.first() {
-            self.progress
-                .step(format!("{} ({} threads)", p.name, p.threads));
-        }
-        peers
-            .into_iter()
-            .map(|peer| Figure {
-                vs_floor: vs_floor(peer.median(), floor),
-                peer,
-                floor_ns: floor,
-                flattened: false,
-                mode: "threads",
-                auto: None,
-            })
+        got.into_iter()
+            .flat_map(|per_round| combine_rounds(per_round, &round_floors))
             .collect()
     }
+}
 
-    /// smelt's figure with members as processes (see
-    /// [`smelt::Smelt::process_figure`]).
-    fn process_figure(&mut self, sm: &smelt::Smelt, procs: usize, op: Op) -> Option<Figure> {
-        let mut pick = None;
-        let mut f = self.figure(|| {
-            let (r, p) = sm.process_figure(procs, op);
-            pick = p;
-            r
-        })?;
-        f.flattened = f.peer.name.contains("flattened");
-        f.mode = "processes";
-        f.auto = pick;
-        Some(f)
-    }
-
-    /// smelt's figure for the peer comparison: the default, `auto` (see
-    /// [`smelt::Smelt::peer_figure`]).
-    fn smelt_figure(&mut self, sm: &smelt::Smelt, threads: usize, op: Op) -> Option<Figure> {
-        let mut flattened = false;
-        let mut pick = None;
-        let mut f = self.figure(|| {
-            let (r, fl, p) = sm.peer_figure(threads, op);
-            flattened = fl;
-            pick = p;
-            r
-        })?;
-        f.flattened = flattened;
-        f.auto = pick;
-        Some(f)
-    }
+/// The figures of one item over its rounds (`per_round[r]`: what round `r` measured),
+/// matched by position (every round measures the same figures, in the same order).
+fn combine_rounds(per_round: Vec<Vec<Figure>>, floors: &[Option<f64>]) -> Vec<Figure> {
+    let mut rounds = per_round.into_iter();
+    let Some(first) = rounds.next() else {
+        return Vec::new();
+    };
+    let rest: Vec<Vec<Figure>> = rounds.collect();
+    first
+        .into_iter()
+        .enumerate()
+        .map(|(j, mut f)| {
+            let all: Vec<&Figure> = std::iter::once(&f)
+                .chain(rest.iter().filter_map(|r| r.get(j)))
+                .collect();
+            let bad = all.iter().enumerate().find(|(_, g)| {
+                !matches!(g.peer.status, Status::Ok { .. }) || g.peer.name != f.peer.name
+            });
+            let status = match bad {
+                Some((r, g)) => match &g.peer.status {
+                    Status::Failed { reason } if all.len() > 1 => Status::Failed {
+                        reason: format!("round {} of {}: {reason}", r + 1, all.len()),
+                    },
+                    Status::Ok { .. } => Status::Failed {
+                        reason: format!("round {} measured {} instead", r + 1, g.peer.name),
+                    },
+                    other => other.clone(),
+                },
+                None => {
+                    let v: Vec<f64> = all.iter().filter_map(|g| g.peer.median()).collect();
+                    f.rounds = v.clone();
+                    let ratios: Vec<f64> = v
+                        .iter()
+                        .zip(floors)
+                        .filter_map(|(x, fl)| fl.filter(|&fl| fl > 0.0).map(|fl| x / fl))
+                        .collect();
+                    let fls: Vec<f64> = floors.iter().flatten().copied().collect();
+                    f.floor_ns = (!fls.is_empty()).then(|| smelt_tree::stats::median(&fls));
+                    f.vs_floor = (!ratios.is_empty()).then(|| smelt_tree::stats::median(&ratios));
+                    match smelt_tree::stats::summarize(&v) {
+                        Some(mut ns) => {
+                            // The figure is the median of its rounds (the ratios' rounds
+                            // too), outliers or not.
+                            ns.median = smelt_tree::stats::median(&v);
+                            Status::Ok { ns }
+                        }
+                        None => Status::Failed {
+                            reason: "no valid round".into(),
+                        },
+                    }
+                }
+            };
+            f.peer.status = status;
+            f
+        })
+        .collect()
 }
 
 /// A figure as a multiple of its floor.
@@ -219,9 +290,12 @@ pub fn measure(o: &Options, model: &Model, model_src: String) -> Result<Report> 
     let members = o.threads.unwrap_or(cpus.len());
     let rounds = o.rounds.unwrap_or(if a.quick { 200 } else { 1000 });
     let timeout = Duration::from_secs_f64(timeout_s);
+    // The compared figures are measured interleaved (see the module docs):
+    // `interleave_rounds` rounds of `runs` batches each.
+    let interleave_rounds = if a.quick { 5 } else { 9 };
     let budget = Budget {
         batch: Duration::from_millis(if a.quick { 2 } else { 20 }),
-        runs: if a.quick { 5 } else { 11 },
+        runs: if a.quick { 3 } else { 5 },
         timeout,
     };
     let peer_threads = if o.peer_threads.is_empty() {
@@ -251,6 +325,7 @@ pub fn measure(o: &Options, model: &Model, model_src: String) -> Result<Report> 
         )
         .with_label("smelt bench"),
         deadline: started + Duration::from_secs_f64(limit_s),
+        rounds: interleave_rounds,
     };
     let sm = smelt::Smelt {
         model,
@@ -531,7 +606,9 @@ fn measure_collectives(
 }
 
 /// The transport's figures: latency and streaming, smelt's queuepair vs the floor and
-/// the peers.
+/// the peers, measured interleaved ([`Floors::interleaved`]): the raw cache line,
+/// smelt's queuepair, the C UMP ring (latency and streaming in one program), rtrb and
+/// crossbeam-channel, round after round.
 fn measure_transport(
     cpeers: &CPeers,
     floors: &mut Floors,
@@ -541,35 +618,73 @@ fn measure_transport(
     no_peers: bool,
 ) -> Vec<Figure> {
     let (fa, fb) = (smelt_mesh::CpuId(fa), smelt_mesh::CpuId(fb));
-    let mut transport = Vec::new();
-    transport.extend(floors.figure(|| {
-        let r = smelt_peers::floor::pingpong(fa, fb, budget);
-        PeerResult::measured("raw cache line (atomics)", Metric::Latency, 2, r)
-    }));
-    transport.extend(floors.figure(|| smelt_probe::transport::qp_latency(fa, fb, budget)));
+    let one = |r: PeerResult| plain(vec![r]);
+    let mut items: Vec<Item> = vec![
+        Box::new(move || {
+            let r = smelt_peers::floor::pingpong(fa, fb, budget);
+            one(PeerResult::measured(
+                "raw cache line (atomics)",
+                Metric::Latency,
+                2,
+                r,
+            ))
+        }),
+        Box::new(move || one(smelt_probe::transport::qp_latency(fa, fb, budget))),
+        Box::new(move || one(smelt_probe::transport::qp_throughput(fa, fb, budget))),
+    ];
     if !no_peers {
-        transport.extend(floors.figure(|| rpeers::rtrb_latency(fa, fb, budget)));
-        transport.extend(floors.figure(|| rpeers::crossbeam_latency(fa, fb, budget)));
+        items.push(Box::new(move || plain(cpeers.ump(fa, fb, budget))));
+        items.push(Box::new(move || one(rpeers::rtrb_latency(fa, fb, budget))));
+        items.push(Box::new(move || {
+            one(rpeers::rtrb_throughput(fa, fb, budget))
+        }));
+        items.push(Box::new(move || {
+            one(rpeers::crossbeam_latency(fa, fb, budget))
+        }));
+        items.push(Box::new(move || {
+            one(rpeers::crossbeam_throughput(fa, fb, budget))
+        }));
     }
-    let mut ump = if no_peers {
-        vec![]
-    } else {
-        floors.figures(|| cpeers.ump(fa, fb, budget))
+    let mut transport = floors.interleaved(items);
+    // Latency rows first (the floor, smelt, then the peers), then streaming.
+    let rank = |f: &Figure| {
+        let who = match f.peer.name.as_str() {
+            "raw cache line (atomics)" => 0,
+            "smelt queuepair" => 1,
+            "UMP ring (C)" => 2,
+            "rtrb" => 3,
+            _ => 4,
+        };
+        (metric_order(f.peer.metric), who)
     };
-    if let Some(i) = ump.iter().position(|f| f.peer.metric == Metric::Latency) {
-        transport.push(ump.remove(i));
-    }
-    transport.extend(floors.figure(|| smelt_probe::transport::qp_throughput(fa, fb, budget)));
-    transport.extend(ump);
-    if !no_peers {
-        transport.extend(floors.figure(|| rpeers::rtrb_throughput(fa, fb, budget)));
-        transport.extend(floors.figure(|| rpeers::crossbeam_throughput(fa, fb, budget)));
-    }
+    transport.sort_by_key(rank);
     transport
 }
 
+/// smelt's figure for the peer comparison: the default, `auto` (see
+/// [`smelt::Smelt::peer_figure`]).
+fn smelt_figure(sm: &smelt::Smelt, threads: usize, op: Op) -> Vec<Figure> {
+    let (peer, flattened, auto) = sm.peer_figure(threads, op);
+    let mut f = plain(vec![peer]);
+    f[0].flattened = flattened;
+    f[0].auto = auto;
+    f
+}
+
+/// smelt's figure with members as processes (see [`smelt::Smelt::process_figure`]).
+fn process_figure(sm: &smelt::Smelt, procs: usize, op: Op) -> Vec<Figure> {
+    let (peer, auto) = sm.process_figure(procs, op);
+    let mut f = plain(vec![peer]);
+    f[0].flattened = f[0].peer.name.contains("flattened");
+    f[0].mode = "processes";
+    f[0].auto = auto;
+    f
+}
+
 /// Collectives vs the peers: barriers at several thread counts, broadcast and reduce
-/// at each, smelt with its own tree (flattened when there are more threads than CPUs).
+/// at each, smelt as a program gets it by default (flattened when there are more
+/// threads than CPUs). Each thread count's figures (smelt's and every peer's) are one
+/// interleaved set ([`Floors::interleaved`]).
 fn measure_peers(
     sm: &smelt::Smelt,
     cpeers: &CPeers,
@@ -580,60 +695,54 @@ fn measure_peers(
     o: &Options,
 ) -> Vec<Figure> {
     let ids = smelt_mesh::CpuId::list(cpus.iter().copied());
+    let ids = &ids[..];
     let mut peers = Vec::new();
     // The OpenMP and MPI programs measure barrier and reduction (and MPI broadcast) in
-    // one run: run each once per thread count, keep the barrier figures here and the
-    // broadcast/reduce figures (at every thread count, beside smelt's) below.
+    // one run: they run once per round and thread count; their barrier figures count
+    // at the barrier rows' thread counts, their broadcast and reduce figures at every
+    // thread count, beside smelt's.
     let two = 2usize;
-    let mut rooted: Vec<Figure> = Vec::new();
     let mut thread_counts = peer_threads.to_vec();
     if !thread_counts.contains(&two) {
         thread_counts.push(two);
     }
     for &t in &thread_counts {
         let barrier_row = peer_threads.contains(&t);
-        if barrier_row {
-            peers.extend(floors.smelt_figure(sm, t, Op::Barrier));
+        let mut items: Vec<Item> = Vec::new();
+        let ops: &[Op] = if barrier_row {
+            &[Op::Barrier, Op::Broadcast, Op::Reduce]
+        } else {
+            &[Op::Broadcast, Op::Reduce]
+        };
+        for &op in ops {
+            items.push(Box::new(move || smelt_figure(sm, t, op)));
             if o.processes {
-                peers.extend(floors.process_figure(sm, t, Op::Barrier));
+                items.push(Box::new(move || process_figure(sm, t, op)));
             }
         }
-        if o.no_peers {
-            continue;
-        }
-        let mut combined = floors.figures(|| cpeers.openmp(&ids, t, budget));
-        combined.extend(
-            floors
-                .figures(|| cpeers.mpi(&ids, t, budget))
-                .into_iter()
-                .map(|mut f| {
+        if !o.no_peers {
+            if barrier_row {
+                items.push(Box::new(move || {
+                    plain(vec![rpeers::std_barrier(ids, t, budget)])
+                }));
+                items.push(Box::new(move || plain(cpeers.barriers(ids, t, budget))));
+            }
+            items.push(Box::new(move || plain(cpeers.openmp(ids, t, budget))));
+            items.push(Box::new(move || {
+                let mut v = plain(cpeers.mpi(ids, t, budget));
+                for f in &mut v {
                     f.mode = "processes";
-                    f
-                }),
-        );
-        if barrier_row {
-            peers.extend(floors.figure(|| rpeers::std_barrier(&ids, t, budget)));
-            peers.extend(floors.figures(|| cpeers.barriers(&ids, t, budget)));
-        }
-        for f in combined {
-            if f.peer.metric == Metric::Barrier {
-                if barrier_row {
-                    peers.push(f);
                 }
-            } else {
-                rooted.push(f);
-            }
+                v
+            }));
         }
+        peers.extend(
+            floors
+                .interleaved(items)
+                .into_iter()
+                .filter(|f| barrier_row || f.peer.metric != Metric::Barrier),
+        );
     }
-    for &t in &thread_counts {
-        for op in [Op::Broadcast, Op::Reduce] {
-            peers.extend(floors.smelt_figure(sm, t, op));
-            if o.processes {
-                peers.extend(floors.process_figure(sm, t, op));
-            }
-        }
-    }
-    peers.extend(rooted);
     peers.sort_by_key(|f| (metric_order(f.peer.metric), f.peer.threads));
     peers
 }
@@ -718,42 +827,72 @@ fn fig(f: &Figure) -> Option<(f64, Option<f64>)> {
     f.peer.median().map(|v| (v, f.floor_ns))
 }
 
+/// `a / b` from the same rounds of an interleaved set: the median of the per-round
+/// ratios, and the text that names them; `None` unless both figures have the same
+/// number of rounds (figures of one set).
+fn same_rounds(a: &Figure, b: &Figure) -> Option<(f64, String)> {
+    if a.rounds.is_empty() || a.rounds.len() != b.rounds.len() {
+        return None;
+    }
+    let r: Vec<f64> = a.rounds.iter().zip(&b.rounds).map(|(x, y)| x / y).collect();
+    let list: Vec<String> = r.iter().map(|x| format!("{x:.2}")).collect();
+    Some((
+        smelt_tree::stats::median(&r),
+        format!(
+            "; median of {} interleaved rounds ({})",
+            r.len(),
+            list.join(" ")
+        ),
+    ))
+}
+
 /// The queuepair against the floor and the channel peers: latency and throughput.
 fn transport_ratios(transport: &[Figure]) -> Vec<Ratio> {
     let mut out = Vec::new();
-    let find = |figs: &[Figure], name: &str, m: Metric| {
-        figs.iter()
+    let find = |name: &str, m: Metric| {
+        transport
+            .iter()
             .find(|f| f.peer.name == name && f.peer.metric == m)
-            .and_then(fig)
+            .and_then(|f| Some((f, fig(f)?)))
     };
-    if let Some(q) = find(transport, "smelt queuepair", Metric::Latency) {
+    if let Some((qf, q)) = find("smelt queuepair", Metric::Latency) {
         if let Some(fl) = q.1 {
+            // Against the raw cache line of the same rounds where there is one (the
+            // floor taken around the rounds otherwise).
+            let raw = find("raw cache line (atomics)", Metric::Latency);
+            let (value, rounds, vs) = match raw.and_then(|(rf, r)| Some((same_rounds(qf, rf)?, r)))
+            {
+                Some(((v, text), r)) => (v, text, r.0),
+                None => (q.0 / fl, String::new(), fl),
+            };
             out.push(Ratio {
                 what: "queuepair latency / floor".into(),
-                value: q.0 / fl,
+                value,
                 per_floor: None,
-                detail: format!("{:.1} ns vs {fl:.1} ns", q.0),
+                detail: format!("{:.1} ns vs {vs:.1} ns{rounds}", q.0),
             });
         }
-        for other in ["rtrb", "crossbeam-channel", "UMP ring (C)"] {
-            if let Some(o) = find(transport, other, Metric::Latency) {
+        for other in ["UMP ring (C)", "rtrb", "crossbeam-channel"] {
+            if let Some((of, o)) = find(other, Metric::Latency) {
+                let (value, rounds) = same_rounds(qf, of).unwrap_or((q.0 / o.0, String::new()));
                 out.push(Ratio {
                     what: format!("queuepair latency / {other} latency"),
-                    value: q.0 / o.0,
+                    value,
                     per_floor: per_floor(q, o),
-                    detail: format!("{:.1} ns vs {:.1} ns", q.0, o.0),
+                    detail: format!("{:.1} ns vs {:.1} ns{rounds}", q.0, o.0),
                 });
             }
         }
     }
-    if let Some(q) = find(transport, "smelt queuepair", Metric::Throughput) {
+    if let Some((qf, q)) = find("smelt queuepair", Metric::Throughput) {
         for other in ["UMP ring (C)", "rtrb", "crossbeam-channel"] {
-            if let Some(o) = find(transport, other, Metric::Throughput) {
+            if let Some((of, o)) = find(other, Metric::Throughput) {
+                let (value, rounds) = same_rounds(of, qf).unwrap_or((o.0 / q.0, String::new()));
                 out.push(Ratio {
                     what: format!("queuepair throughput / {other} throughput"),
-                    value: o.0 / q.0,
+                    value,
                     per_floor: per_floor(o, q),
-                    detail: format!("{:.1} vs {:.1} Mmsg/s", 1000.0 / q.0, 1000.0 / o.0),
+                    detail: format!("{:.1} vs {:.1} Mmsg/s{rounds}", 1000.0 / q.0, 1000.0 / o.0),
                 });
             }
         }
@@ -777,11 +916,12 @@ fn peer_ratios(peers: &[Figure]) -> Vec<Ratio> {
         let best = group
             .iter()
             .filter(|f| !is_smelt(f))
-            .filter_map(|f| fig(f).map(|v| (v, &f.peer.name)))
+            .filter_map(|f| fig(f).map(|v| (v, *f)))
             .min_by(|a, b| a.0 .0.total_cmp(&b.0 .0));
-        let Some((b, name)) = best else {
+        let Some((b, bf)) = best else {
             continue;
         };
+        let name = &bf.peer.name;
         // smelt's default as threads, then as processes (`--processes`), each against
         // the best peer of the same count.
         for who in ["threads", "processes"] {
@@ -797,15 +937,18 @@ fn peer_ratios(peers: &[Figure]) -> Vec<Ratio> {
             } else {
                 ("smelt processes", "processes")
             };
+            // The best peer is the one with the lowest median; the ratio is taken
+            // round by round against it (the same rounds: the same machine state).
+            let (value, rounds) = same_rounds(bf, sf).unwrap_or((b.0 / s.0, String::new()));
             out.push(Ratio {
                 what: format!(
                     "{label} {} speedup over best peer, {t} {unit}",
                     metric_label(m)
                 ),
-                value: b.0 / s.0,
+                value,
                 per_floor: per_floor(b, s),
                 detail: format!(
-                    "{} {:.2} µs vs {name} {:.2} µs",
+                    "{} {:.2} µs vs {name} {:.2} µs{rounds}",
                     sf.peer.name,
                     s.0 / 1000.0,
                     b.0 / 1000.0
@@ -858,5 +1001,119 @@ fn metric_label(m: Metric) -> &'static str {
         Metric::Reduce => "reduce",
         Metric::Latency => "latency",
         Metric::Throughput => "throughput",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(name: &str, metric: Metric, ns: f64) -> Figure {
+        let s = smelt_tree::stats::summarize(&[ns]).unwrap();
+        plain(vec![PeerResult::measured::<String>(name, metric, 2, Ok(s))]).remove(0)
+    }
+
+    /// Rounds of one set: each figure is the median of its rounds, and a ratio the
+    /// median of the per-round ratios (not the ratio of the medians).
+    #[test]
+    fn interleaved_figures_and_ratios_come_from_the_same_rounds() {
+        let floors = [Some(10.0), Some(20.0), Some(40.0)];
+        let qp = [50.0, 100.0, 400.0];
+        let ump = [40.0, 125.0, 200.0];
+        let set = |name: &str, v: &[f64]| {
+            v.iter()
+                .map(|&x| vec![ok(name, Metric::Latency, x)])
+                .collect::<Vec<_>>()
+        };
+        let q = combine_rounds(set("smelt queuepair", &qp), &floors).remove(0);
+        let u = combine_rounds(set("UMP ring (C)", &ump), &floors).remove(0);
+        assert_eq!(q.rounds, qp);
+        assert_eq!(q.peer.median(), Some(100.0));
+        assert_eq!(u.peer.median(), Some(125.0));
+        assert_eq!(q.floor_ns, Some(20.0));
+        // Per-round figure / floor: 5, 5, 10.
+        assert_eq!(q.vs_floor, Some(5.0));
+        // Per-round ratios 1.25, 0.8, 2: the median is 1.25 (the medians give 0.8).
+        let r = transport_ratios(&[q.clone(), u]);
+        let lat = r
+            .iter()
+            .find(|r| r.what == "queuepair latency / UMP ring (C) latency")
+            .unwrap();
+        assert_eq!(lat.value, 1.25);
+        assert!(
+            lat.detail
+                .contains("median of 3 interleaved rounds (1.25 0.80 2.00)"),
+            "{}",
+            lat.detail
+        );
+        // A figure measured once (no rounds) is compared by its median.
+        let once = ok("rtrb", Metric::Latency, 50.0);
+        let r = transport_ratios(&[q, once]);
+        let rt = r
+            .iter()
+            .find(|r| r.what == "queuepair latency / rtrb latency")
+            .unwrap();
+        assert_eq!(rt.value, 2.0);
+    }
+
+    /// The speedup over the best peer is taken round by round against the peer with
+    /// the lowest median.
+    #[test]
+    fn the_speedup_over_the_best_peer_is_the_median_of_its_rounds() {
+        let floors = [Some(10.0); 3];
+        let fig = |name: &str, v: &[f64]| {
+            combine_rounds(
+                v.iter()
+                    .map(|&x| vec![ok(name, Metric::Barrier, x)])
+                    .collect(),
+                &floors,
+            )
+            .remove(0)
+        };
+        let peers = [
+            fig("smelt (auto: sequential)", &[100.0, 50.0, 80.0]),
+            fig("dissemination_barrier", &[90.0, 60.0, 100.0]),
+            fig("pthread_barrier", &[1000.0, 900.0, 800.0]),
+        ];
+        let r = peer_ratios(&peers);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].what, "smelt barrier speedup over best peer, 2 threads");
+        // 0.9, 1.2, 1.25.
+        assert_eq!(r[0].value, 1.2);
+        assert!(
+            r[0].detail.contains("dissemination_barrier"),
+            "{}",
+            r[0].detail
+        );
+    }
+
+    /// A figure that failed in any round is that failure, naming the round; one that
+    /// was skipped stays skipped.
+    #[test]
+    fn a_round_that_failed_fails_the_figure() {
+        let floors = [Some(10.0); 3];
+        let mut bad = ok("rtrb", Metric::Latency, 1.0);
+        bad.peer.status = Status::Failed {
+            reason: "timed out".into(),
+        };
+        let rounds = vec![
+            vec![ok("rtrb", Metric::Latency, 50.0)],
+            vec![bad],
+            vec![ok("rtrb", Metric::Latency, 60.0)],
+        ];
+        let f = combine_rounds(rounds, &floors).remove(0);
+        assert_eq!(
+            f.peer.status,
+            Status::Failed {
+                reason: "round 2 of 3: timed out".into()
+            }
+        );
+        assert!(f.rounds.is_empty());
+        let mut skipped = ok("omp_barrier (GOMP)", Metric::Barrier, 1.0);
+        skipped.peer.status = Status::Skipped {
+            reason: "no gcc".into(),
+        };
+        let f = combine_rounds(vec![vec![skipped.clone()], vec![skipped]], &floors).remove(0);
+        assert!(matches!(f.peer.status, Status::Skipped { .. }));
     }
 }

@@ -104,6 +104,11 @@ pub struct Figure {
     /// name says the algorithm too (`smelt (auto: dissemination)`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auto: Option<super::smelt::AutoPick>,
+    /// The median of each round of an interleaved measurement, ns, in round order
+    /// (the figure is their median; a ratio between two figures of one set is the
+    /// median of the per-round ratios). Empty for a figure measured once.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<f64>,
 }
 
 /// A ratio between two figures of the same run.
@@ -417,6 +422,7 @@ mod tests {
                 mode: "processes",
                 auto: None,
                 flattened: false,
+                rounds: Vec::new(),
             }],
             ratios: vec![],
             warnings: vec![],
