@@ -49,6 +49,8 @@ const LIVENESS_EVERY: Duration = Duration::from_millis(100);
 
 /// Operations started and not yet complete, on every communicator.
 static PENDING: AtomicUsize = AtomicUsize::new(0);
+/// Operations completed so far (a wait tests MPI's requests at once after one did).
+static COMPLETED: AtomicUsize = AtomicUsize::new(0);
 /// Threads polling operations while holding a communicator's `busy` flag.
 static POLLING: AtomicUsize = AtomicUsize::new(0);
 /// The pending operations, per communicator state, in call order.
@@ -573,6 +575,7 @@ fn drive(q: &mut Queue, h: &mut Hier, patience: &mut Option<Duration>) {
             Ok(true) => {
                 let op = q.ops.pop_front().expect("the front operation");
                 PENDING.fetch_sub(1, Ordering::AcqRel);
+                COMPLETED.fetch_add(1, Ordering::Relaxed);
                 // SAFETY: the generalized request this operation started, not yet
                 // completed (MPI keeps it valid until then, even if freed).
                 let rc = unsafe { mpi_sys::PMPI_Grequest_complete(op.req) };
@@ -679,6 +682,25 @@ fn poke() {
     progress(None, look.then_some(Duration::from_micros(1)));
 }
 
+/// How long a wait has polled: the clock is read only once it has spun a while, and
+/// then every 16th pass.
+#[derive(Default)]
+struct Waited {
+    since: Option<Instant>,
+    patient: bool,
+}
+
+impl Waited {
+    /// True once the wait polled for [`PATIENT_AFTER`] (`spins`: passes so far).
+    fn patient(&mut self, spins: u32) -> bool {
+        if !self.patient && spins >= 64 && spins.is_multiple_of(16) {
+            let since = *self.since.get_or_insert_with(Instant::now);
+            self.patient = since.elapsed() >= PATIENT_AFTER;
+        }
+        self.patient
+    }
+}
+
 /// The wait calls: polls smelt's operations and `test` (MPI's non-blocking test of the
 /// caller's requests) until `test` says done; once no smelt operation is pending any
 /// more, `block` (MPI's blocking call) finishes the job. Never blocks inside MPI while
@@ -690,15 +712,22 @@ fn wait_until(
     if !pending() {
         return block();
     }
-    let start = Instant::now();
+    let mut waited = Waited::default();
     let mut spins = 0u32;
     loop {
-        let patient = start.elapsed() >= PATIENT_AFTER;
+        let patient = waited.patient(spins);
+        let before = COMPLETED.load(Ordering::Relaxed);
         progress(None, patient.then_some(PATIENT_AFTER));
-        match test() {
-            Ok(true) => return ffi::success(),
-            Err(rc) => return rc,
-            Ok(false) => {}
+        // MPI's test (its progress engine: a pass over every transport) right after one
+        // of smelt's operations completed, else every 8th pass: the caller's requests
+        // that are MPI's still move on, and a pass over smelt's alone stays short.
+        let completed = COMPLETED.load(Ordering::Relaxed) != before;
+        if completed || patient || spins.is_multiple_of(8) {
+            match test() {
+                Ok(true) => return ffi::success(),
+                Err(rc) => return rc,
+                Ok(false) => {}
+            }
         }
         if !pending() {
             return block();
@@ -723,13 +752,13 @@ pub fn settle(st: *mut CommState, h: &mut Hier) {
         return;
     }
     let key = st as usize;
-    let start = Instant::now();
+    let mut waited = Waited::default();
     let mut spins = 0u32;
     loop {
         if !queues().iter().any(|q| q.st == key) {
             return;
         }
-        let patient = start.elapsed() >= PATIENT_AFTER;
+        let patient = waited.patient(spins);
         progress(Some((key, &mut *h)), patient.then_some(PATIENT_AFTER));
         if !patient {
             if spins < 64 {
