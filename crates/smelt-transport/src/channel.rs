@@ -16,7 +16,10 @@
 //!   all its slots, is visible.
 //! * `head`: the consumer's read position (its acknowledgement), written only by the
 //!   consumer. The producer reads it only when its cached copy says the ring is full.
-//! * `tail`: the producer's write position, a hint for `len()` queries only.
+//!   The producer's position is not stored anywhere but in the slots' headers: a send
+//!   writes one cache line (the slot), as the C UMP ring does, and whoever needs the
+//!   position (`Consumer::len`, a producer end re-opened in place) counts the published
+//!   headers from `head` on.
 //! * `prod` / `cons`: each side's rarely-written words (waiting, closed). They stay
 //!   shared in both caches, so checking the peer's word after each operation is a
 //!   cache hit. The waiting word is the futex a process parks on when the ring is
@@ -78,7 +81,6 @@ pub(crate) struct SideWords {
 #[repr(C)]
 pub(crate) struct Ctrl {
     head: Line<AtomicU64>,
-    tail: Line<AtomicU64>,
     prod: Line<SideWords>,
     cons: Line<SideWords>,
 }
@@ -87,7 +89,7 @@ pub(crate) struct Ctrl {
 #[cfg(not(loom))]
 pub(crate) const CTRL_BYTES: usize = std::mem::size_of::<Ctrl>();
 #[cfg(not(loom))]
-const _: () = assert!(CTRL_BYTES == 512);
+const _: () = assert!(CTRL_BYTES == 384);
 
 /// Bytes of memory a ring of `capacity` slots needs (control block + slots).
 #[cfg(not(loom))]
@@ -105,7 +107,6 @@ impl Ctrl {
         };
         Ctrl {
             head: Line(AtomicU64::new(0)),
-            tail: Line(AtomicU64::new(0)),
             prod: side(),
             cons: side(),
         }
@@ -330,8 +331,9 @@ pub struct Producer {
     tail: u64,
     /// `tail % capacity`.
     idx: usize,
-    /// Last consumer position seen.
-    cached_head: u64,
+    /// The last consumer position seen plus the capacity: the position this end may
+    /// write up to (excluded) without looking at the consumer's.
+    limit: u64,
     cap: usize,
     policy: WaitPolicy,
     _not_sync: PhantomData<std::cell::Cell<()>>,
@@ -352,6 +354,8 @@ pub struct Consumer {
     idx: usize,
     /// Last position stored to `head` in the control block (acknowledged).
     published: u64,
+    /// `published + ack_batch`: acknowledge once `head` reaches it.
+    ack_at: u64,
     /// Acknowledge after this many slots (and whenever the ring runs empty).
     ack_batch: u64,
     cap: usize,
@@ -455,9 +459,13 @@ impl Producer {
     /// place resumes at the positions recorded in its memory.
     pub(crate) fn resume(shared: Arc<Shared>, capacity: usize) -> Producer {
         let mut p = Producer::new(shared, capacity);
-        p.tail = p.shared.ctrl().tail.0.load(Ordering::Acquire);
+        let head = p.shared.ctrl().head.0.load(Ordering::Acquire);
+        // The write position: past every slot published from the acknowledged
+        // position on (a message whose first header was never stored, by a producer
+        // that died while writing it, ends the count and is overwritten).
+        p.tail = head + published_from(p.slots, capacity, head) as u64;
         p.idx = (p.tail % capacity as u64) as usize;
-        p.cached_head = p.shared.ctrl().head.0.load(Ordering::Acquire);
+        p.limit = head + capacity as u64;
         p
     }
 }
@@ -491,7 +499,7 @@ impl Producer {
             shared,
             tail: 0,
             idx: 0,
-            cached_head: 0,
+            limit: cap as u64,
             cap,
             policy: WaitPolicy::default(),
             _not_sync: PhantomData,
@@ -509,6 +517,7 @@ impl Consumer {
             head: 0,
             idx: 0,
             published: 0,
+            ack_at: default_ack_batch(cap),
             ack_batch: default_ack_batch(cap),
             cap,
             policy: WaitPolicy::default(),
@@ -708,6 +717,24 @@ macro_rules! ring_access {
 ring_access!(Producer);
 ring_access!(Consumer);
 
+/// Slots published from position `from` on in the ring of `cap` slots at `slots`: the
+/// headers that carry their own position's sequence number (a first slot or a
+/// continuation), counted until the first that does not (at most `cap`).
+fn published_from(slots: *const Slot, cap: usize, from: u64) -> usize {
+    let mut n = 0;
+    while n < cap {
+        let pos = from + n as u64;
+        // SAFETY: the index is below `cap`, and the slots live as long as the end that
+        // passed them (see Shared).
+        let slot = unsafe { &*slots.add((pos % cap as u64) as usize) };
+        if slot.header.load(Ordering::Acquire) & !(LEN_MASK | CONT) != seq_bits(pos) {
+            break;
+        }
+        n += 1;
+    }
+    n
+}
+
 /// Copies `src` (at most [`PAYLOAD_PER_SLOT`] bytes) into a slot's payload.
 #[inline(always)]
 fn write_payload(slot: &Slot, src: &[u8]) {
@@ -785,11 +812,11 @@ impl Producer {
     /// cached one says they are not.
     #[inline(always)]
     fn has_room(&mut self, n: usize) -> bool {
-        if (self.tail - self.cached_head) as usize + n <= self.cap {
+        if self.tail + n as u64 <= self.limit {
             return true;
         }
-        self.cached_head = self.ring_ctrl().head.0.load(Ordering::Acquire);
-        (self.tail - self.cached_head) as usize + n <= self.cap
+        self.limit = self.ring_ctrl().head.0.load(Ordering::Acquire) + self.cap as u64;
+        self.tail + n as u64 <= self.limit
     }
 
     #[inline(always)]
@@ -811,7 +838,6 @@ impl Producer {
         if self.idx >= self.cap {
             self.idx -= self.cap;
         }
-        self.ring_ctrl().tail.0.store(self.tail, Ordering::Relaxed);
         wake_peer(&self.shared, self.ring_ctrl(), self.sym, Who::Cons);
     }
 
@@ -1035,15 +1061,10 @@ impl Consumer {
     }
 
     /// Slots holding messages not yet received (a hint: a message being published
-    /// right now may not be counted yet).
+    /// right now may not be counted yet). Counts the published headers from the read
+    /// position on (the producer stores its position nowhere else).
     pub fn len(&self) -> usize {
-        (self
-            .shared
-            .ctrl()
-            .tail
-            .0
-            .load(Ordering::Acquire)
-            .saturating_sub(self.head)) as usize
+        published_from(self.slots, self.cap, self.head)
     }
 
     /// True if no message is ready to be received.
@@ -1074,6 +1095,7 @@ impl Consumer {
     /// blocks only when `capacity` slots are truly unconsumed).
     pub fn set_ack_batch(&mut self, n: usize) {
         self.ack_batch = n.clamp(1, self.cap) as u64;
+        self.ack_at = self.published + self.ack_batch;
     }
 
     /// Current acknowledgement batch (see [`set_ack_batch`](Consumer::set_ack_batch)).
@@ -1093,25 +1115,31 @@ impl Consumer {
         &self.shared
     }
 
-    /// The next header, or `Empty` / `Disconnected`.
+    /// The next header, or `Empty` / `Disconnected`. An empty poll is inline and
+    /// short (the C ring's is one load): acknowledge what was read if anything (the
+    /// ring ran empty: a store to this end's own line and a look at the producer's
+    /// waiting word), then one load of the producer's closed word; only a closed
+    /// producer takes the out-of-line path.
     #[inline(always)]
     fn next_header(&mut self) -> Result<u64, TransportError> {
         if let Some(h) = self.ready_header() {
             return Ok(h);
         }
-        self.not_ready()
-    }
-
-    /// The rest of [`next_header`](Consumer::next_header), out of the fast path:
-    /// acknowledge what was read (the ring ran empty), then `Empty` or `Disconnected`
-    /// (or the header, when a message arrived meanwhile).
-    #[inline(never)]
-    fn not_ready(&mut self) -> Result<u64, TransportError> {
         if self.published != self.head {
             self.publish();
         }
+        if self.ring_ctrl().prod.0.closed.load(Ordering::Relaxed) == 0 {
+            return Err(TransportError::Empty);
+        }
+        self.closed_or_last()
+    }
+
+    /// The rest of [`next_header`](Consumer::next_header) once the producer closed:
+    /// its last message (published before it closed), else `Disconnected`.
+    #[cold]
+    #[inline(never)]
+    fn closed_or_last(&mut self) -> Result<u64, TransportError> {
         if self.is_disconnected() {
-            // The producer's last message was published before it closed.
             return self.ready_header().ok_or(TransportError::Disconnected);
         }
         Err(TransportError::Empty)
@@ -1134,8 +1162,7 @@ impl Consumer {
         if self.idx >= self.cap {
             self.idx -= self.cap;
         }
-        if self.head - self.published >= self.ack_batch
-            || self.ring_ctrl().prod.0.waiting.load(Ordering::Relaxed) != 0
+        if self.head >= self.ack_at || self.ring_ctrl().prod.0.waiting.load(Ordering::Relaxed) != 0
         {
             self.publish();
         }
@@ -1145,6 +1172,7 @@ impl Consumer {
     #[inline(always)]
     fn publish(&mut self) {
         self.published = self.head;
+        self.ack_at = self.head + self.ack_batch;
         self.ring_ctrl().head.0.store(self.head, Ordering::Release);
         wake_peer(&self.shared, self.ring_ctrl(), self.sym, Who::Prod);
     }
@@ -1328,5 +1356,83 @@ pub(crate) unsafe fn wake_ring(base: *const u8) {
         if side.waiting.swap(0, Ordering::AcqRel) != 0 {
             futex_wake(&side.waiting);
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A peer that never dies.
+    struct Alive;
+
+    impl Remote for Alive {
+        fn peer_alive(&self, _rank: u32) -> bool {
+            true
+        }
+        fn aborted(&self) -> bool {
+            false
+        }
+    }
+
+    /// The producer's position lives only in the slot headers: ends re-opened in place
+    /// find it by counting the published slots from the acknowledged position, and a
+    /// message whose first header was never stored (a producer that died while writing
+    /// it) is not counted (its slots are written again).
+    #[test]
+    fn a_ring_reopened_in_place_resumes_where_it_stood() {
+        let cap = 4;
+        let layout = std::alloc::Layout::from_size_align(ring_bytes(cap), 128).unwrap();
+        // SAFETY: a non-zero size; freed at the end of the test.
+        let mem = unsafe { std::alloc::alloc_zeroed(layout) };
+        assert!(!mem.is_null());
+        let remote: Arc<dyn Remote> = Arc::new(Alive);
+        // SAFETY: ring_bytes(cap) zeroed bytes aligned to 128, alive until dealloc below;
+        // the ends opened at once are one producer and one consumer.
+        let open = || unsafe { shared_ring(mem, cap, remote.clone(), 1, None) }.unwrap();
+        // Where a producer end opened now would write (the end is forgotten: dropping
+        // it would close the ring).
+        let tail_now = || {
+            let p = Producer::resume(open(), cap);
+            let t = p.tail;
+            std::mem::forget(p);
+            t
+        };
+        let (mut tx, mut rx) = (Producer::resume(open(), cap), Consumer::resume(open(), cap));
+        assert_eq!(rx.len(), 0);
+        tx.try_send_word(1).unwrap();
+        tx.try_send(&[7u8; 60]).unwrap(); // two slots
+        assert_eq!(rx.len(), 3);
+        assert_eq!(rx.try_recv_word(), Ok(1));
+        assert_eq!(rx.len(), 2);
+        // Gone without closing (as a process that stops using its ends).
+        std::mem::forget(tx);
+        std::mem::forget(rx);
+
+        let mut tx = Producer::resume(open(), cap);
+        assert_eq!(tx.tail, 3);
+        // A two-slot message at position 3 whose continuation (position 4, slot 0) was
+        // written but whose first header was not.
+        let slots = open().slots;
+        // SAFETY: slot 0 of the ring; nobody else uses the ring now.
+        unsafe { &*slots }
+            .header
+            .store(seq_bits(4) | CONT, Ordering::Relaxed);
+        assert_eq!(tail_now(), 3);
+        tx.try_send_word(9).unwrap();
+        tx.try_send_word(10).unwrap(); // wraps to slot 0
+        let mut rx = Consumer::resume(open(), cap);
+        assert_eq!(rx.len(), 4);
+        let mut buf = [0u8; 64];
+        assert_eq!(rx.try_recv(&mut buf), Ok(60));
+        assert_eq!(buf[..60], [7u8; 60]);
+        assert_eq!(rx.try_recv_word(), Ok(9));
+        assert_eq!(rx.try_recv_word(), Ok(10));
+        assert_eq!(rx.try_recv_word(), Err(TransportError::Empty));
+        assert_eq!(tail_now(), 5);
+        drop((tx, rx));
+        // SAFETY: allocated above with this layout; every end using it is gone or
+        // forgotten (never used again).
+        unsafe { std::alloc::dealloc(mem, layout) };
     }
 }
