@@ -1,0 +1,90 @@
+//! The reduction of long vectors with more members than CPUs (issue 28): the same
+//! `reduce_slice_op` (doubles, sum) over several tree shapes, with loans between
+//! threads (the default from 64 KiB) and without them (fragments through the rings),
+//! interleaved pass by pass on the same members, measured back to back as `smelt bench
+//! large` measures (`measure_back_to_back_with`). Prints µs per reduction (median of
+//! the passes) and each configuration's time over the flat tree's with loans.
+//!
+//! `cargo run --release -p smelt-runtime --example oversub_reduce [-- MEMBERS PASSES BYTES...]`
+//!
+//! Members run unpinned (made-up CPU ids), as `smelt bench large --threads 8` runs
+//! them on 2 CPUs.
+
+use smelt_ids::stats::median;
+use smelt_runtime::measure::{back_to_back_member_with, measure_back_to_back_with, MeasureConfig};
+use smelt_runtime::{GroupConfig, LinkConfig, Pinning, ReduceOp};
+use smelt_tree::Tree;
+use std::time::Duration;
+
+/// A tree of `n` members in which member `i`'s parent is `parent(i)` (i ≥ 1).
+fn tree_of(n: usize, parent: impl Fn(usize) -> usize) -> Tree {
+    let mut children = vec![Vec::new(); n];
+    for i in 1..n {
+        children[parent(i)].push(i);
+    }
+    Tree::from_raw((0..n as u32).collect(), 0, children).expect("a valid tree")
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(8);
+    let passes: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(5);
+    let mut sizes: Vec<usize> = args.filter_map(|s| s.parse().ok()).collect();
+    if sizes.is_empty() {
+        sizes = vec![16 << 10, 64 << 10, 256 << 10, 1 << 20];
+    }
+    let shapes: Vec<(&str, Tree)> = vec![
+        ("flat", tree_of(n, |_| 0)),
+        ("binary", tree_of(n, |i| (i - 1) / 2)),
+        ("binomial", tree_of(n, |i| i & (i - 1))),
+        ("chain", tree_of(n, |i| i - 1)),
+    ];
+    // (name, tree index, lend_from)
+    let mut configs: Vec<(String, usize, usize)> = Vec::new();
+    for (k, (name, _)) in shapes.iter().enumerate() {
+        configs.push((format!("{name}, loans"), k, smelt_runtime::LEND_FROM));
+        configs.push((format!("{name}, rings"), k, usize::MAX));
+    }
+    println!(
+        "{n} members, unpinned, {passes} passes; µs per reduce (x the flat tree's with loans)"
+    );
+    for bytes in sizes {
+        let mut t: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+        for _ in 0..passes {
+            for (c, (_, k, lend)) in configs.iter().enumerate() {
+                let group = GroupConfig {
+                    link: LinkConfig::default()
+                        .capacity(1024)
+                        .timeout(Duration::from_secs(60)),
+                    pinning: Pinning::Never,
+                    lend_from: *lend,
+                    ..GroupConfig::default()
+                };
+                let cfg = MeasureConfig {
+                    rounds: 3,
+                    warmup: 1,
+                    batch: Duration::from_millis(20),
+                    group,
+                };
+                let doubles = bytes / 8;
+                let m = measure_back_to_back_with(&shapes[*k].1, &cfg, |m| {
+                    let mut v = vec![m.rank().index() as f64; doubles];
+                    back_to_back_member_with(m, &cfg, |m| {
+                        m.reduce_slice_op(&mut v, ReduceOp::Sum).map(|_| ())
+                    })
+                })
+                .expect("measured");
+                t[c].push(m.stats.median / 1e3);
+            }
+        }
+        let meds: Vec<f64> = t.iter().map(|v| median(v)).collect();
+        println!("{bytes} B:");
+        for (c, (name, _, _)) in configs.iter().enumerate() {
+            println!(
+                "  {name:>16} {:>10.1} µs  {:>5.2}x",
+                meds[c],
+                meds[c] / meds[0]
+            );
+        }
+    }
+}
