@@ -7,10 +7,13 @@
 //! `MPI_Testsome`, `MPI_Request_get_status` poll without blocking; `MPI_Wait`,
 //! `MPI_Waitall`, `MPI_Waitany`, `MPI_Waitsome` poll (smelt's operations, and MPI's
 //! requests through `PMPI_Test*`) until done, spinning, then yielding, then waiting a
-//! millisecond at a time on the link a stuck operation waits on. A blocking collective
-//! on a communicator first completes the operations pending on it (they share its
-//! links, and MPI requires every rank to call a communicator's collectives in one
-//! order, so every rank does the same).
+//! millisecond at a time on the link a stuck operation waits on. While an operation is
+//! pending, the blocking `MPI_Recv`, `MPI_Send`, `MPI_Ssend` and `MPI_Probe` run as
+//! their non-blocking forms waited on the same way, and `MPI_Iprobe` polls once (a
+//! rank blocked on a peer that waits for the collective still forwards its part). A
+//! blocking collective on a communicator first completes the operations pending on it
+//! (they share its links, and MPI requires every rank to call a communicator's
+//! collectives in one order, so every rank does the same).
 //!
 //! A smelt request is a real MPI request, a generalized one (`MPI_Grequest_start`),
 //! completed (`MPI_Grequest_complete`) when its state machine finishes: MPI's own test,
@@ -20,10 +23,11 @@
 //! queues behind it on every rank alike).
 //!
 //! Nothing blocks at the call: a non-blocking call never sets a communicator up (set-up
-//! is collective and blocking: before it, the call goes to MPI, uncounted towards
-//! set-up), never makes a tree for a new root (a broadcast from a root without its own
-//! tree hands its data to the node's leader with `MPI_Isend`), and sends only what the
-//! rings take at once.
+//! is collective and blocking: the call counts towards `SMELT_MPI_SETUP_AFTER`, and the
+//! next blocking collective sets up), never makes a tree for a new root (a broadcast
+//! from a root without its own tree goes over the one link of a node of two, else to
+//! the node's leader with `MPI_Isend` first), and sends only what the rings take at
+//! once.
 
 use super::comm::{Fail, Hier, Reduction};
 use super::ffi::{self, MPI_Comm, MPI_Datatype, MPI_Op};
@@ -1333,5 +1337,162 @@ pub unsafe extern "C" fn MPI_Waitsome(
             Ok(unsafe { *outcount } != 0)
         };
         wait_until(test, pmpi)
+    })
+}
+
+/// Runs a blocking point-to-point call while smelt's operations are pending as its
+/// non-blocking form (`start` makes the request) and a wait that polls them too, so
+/// that a rank blocked in it still moves its pending collectives on (a peer may send
+/// only after its own wait on one of them completed); with nothing pending, `pmpi`.
+fn p2p_polling(
+    name: &str,
+    pmpi: impl FnOnce() -> c_int,
+    start: impl FnOnce(&mut MPI_Request) -> c_int,
+    status: *mut MPI_Status,
+) -> c_int {
+    if config().off || !pending() {
+        return pmpi();
+    }
+    super::guard(name, || {
+        let mut r = request_null();
+        let rc = start(&mut r);
+        if rc != ffi::success() {
+            return rc;
+        }
+        let r = Cell::new(r);
+        let test = || {
+            let (mut x, mut flag) = (r.get(), 0);
+            // SAFETY: the request just started; MPI writes the flag and the status (and,
+            // completing it, the handle).
+            let rc = unsafe { mpi_sys::PMPI_Test(&mut x, &mut flag, status) };
+            r.set(x);
+            ffi::check(rc).map(|()| flag != 0).map_err(|e| e.0)
+        };
+        wait_until(test, || {
+            let mut x = r.get();
+            // SAFETY: the same request, not completed yet; MPI writes the status.
+            unsafe { mpi_sys::PMPI_Wait(&mut x, status) }
+        })
+    })
+}
+
+/// `MPI_Recv`: with smelt's operations pending, `MPI_Irecv` and a wait that polls them.
+///
+/// # Safety
+/// MPI's contract for `MPI_Recv`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Recv(
+    buf: *mut c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    src: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    status: *mut MPI_Status,
+) -> c_int {
+    p2p_polling(
+        "MPI_Recv",
+        // SAFETY: the caller's arguments, passed on unchanged.
+        || unsafe { mpi_sys::PMPI_Recv(buf, count, dt, src, tag, comm, status) },
+        // SAFETY: as above; `r` is a valid out-pointer.
+        |r| unsafe { mpi_sys::PMPI_Irecv(buf, count, dt, src, tag, comm, r) },
+        status,
+    )
+}
+
+/// `MPI_Send`: with smelt's operations pending, `MPI_Isend` and a wait that polls them.
+///
+/// # Safety
+/// MPI's contract for `MPI_Send`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Send(
+    buf: *const c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+) -> c_int {
+    p2p_polling(
+        "MPI_Send",
+        // SAFETY: the caller's arguments, passed on unchanged.
+        || unsafe { mpi_sys::PMPI_Send(buf, count, dt, dest, tag, comm) },
+        // SAFETY: as above; `r` is a valid out-pointer.
+        |r| unsafe { mpi_sys::PMPI_Isend(buf, count, dt, dest, tag, comm, r) },
+        ffi::status_ignore(),
+    )
+}
+
+/// `MPI_Ssend`: with smelt's operations pending, `MPI_Issend` and a wait that polls them.
+///
+/// # Safety
+/// MPI's contract for `MPI_Ssend`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ssend(
+    buf: *const c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+) -> c_int {
+    p2p_polling(
+        "MPI_Ssend",
+        // SAFETY: the caller's arguments, passed on unchanged.
+        || unsafe { mpi_sys::PMPI_Ssend(buf, count, dt, dest, tag, comm) },
+        // SAFETY: as above; `r` is a valid out-pointer.
+        |r| unsafe { mpi_sys::PMPI_Issend(buf, count, dt, dest, tag, comm, r) },
+        ffi::status_ignore(),
+    )
+}
+
+/// `MPI_Probe`: with smelt's operations pending, `MPI_Iprobe` polled with them.
+///
+/// # Safety
+/// MPI's contract for `MPI_Probe`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Probe(
+    src: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    status: *mut MPI_Status,
+) -> c_int {
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let pmpi = || unsafe { mpi_sys::PMPI_Probe(src, tag, comm, status) };
+    if config().off || !pending() {
+        return pmpi();
+    }
+    super::guard("MPI_Probe", || {
+        let test = || {
+            let mut flag: c_int = 0;
+            // SAFETY: the caller's arguments; MPI writes the flag and the status.
+            ffi::check(unsafe { mpi_sys::PMPI_Iprobe(src, tag, comm, &mut flag, status) })
+                .map(|()| flag != 0)
+                .map_err(|e| e.0)
+        };
+        wait_until(test, pmpi)
+    })
+}
+
+/// `MPI_Iprobe`: smelt's pending operations polled, then MPI's.
+///
+/// # Safety
+/// MPI's contract for `MPI_Iprobe`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Iprobe(
+    src: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+) -> c_int {
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let pmpi = || unsafe { mpi_sys::PMPI_Iprobe(src, tag, comm, flag, status) };
+    if config().off || !pending() {
+        return pmpi();
+    }
+    super::guard("MPI_Iprobe", || {
+        poke();
+        pmpi()
     })
 }

@@ -4,8 +4,9 @@
  * arrays that mix them with point-to-point requests, MPI_Waitany/Waitsome,
  * MPI_Testall/Testany/Testsome, MPI_Request_get_status; overlapped with computation;
  * several outstanding on one communicator (queued, completed in any order); a
- * blocking collective while one is pending; a rank waiting on a point-to-point request
- * whose sender first waits for the barrier; and the NBX pattern (MPI_Issend, then
+ * blocking collective while one is pending; a rank waiting on point-to-point messages
+ * (MPI_Waitall, blocking MPI_Recv, MPI_Probe, blocking MPI_Ssend) that its peers match
+ * only after their own wait on a barrier; and the NBX pattern (MPI_Issend, then
  * MPI_Iprobe/MPI_Recv while MPI_Testall of the sends, then MPI_Ibarrier polled with
  * MPI_Test while still receiving), which must not deadlock. On MPI_COMM_WORLD, a
  * duplicate and all ranks reordered.
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int world_rank;
 static long checks;
@@ -292,23 +294,56 @@ static void overlapped(MPI_Comm comm, int seed)
 }
 
 /* Rank 0 waits for every other rank's message, which each sends only after its own
- * MPI_Wait on the barrier: rank 0's waiting on point-to-point requests must move the
- * barrier on. */
-static void wait_on_peer(MPI_Comm comm)
+ * MPI_Wait on the barrier: rank 0's waiting must move the barrier on. `how`: 0 MPI_Irecv
+ * and MPI_Waitall, 1 blocking MPI_Recv, 2 MPI_Probe then MPI_Recv; 3 the other way
+ * round: rank 0 sends each rank a message with a blocking MPI_Ssend before its wait on
+ * the barrier, the others receive it after theirs. */
+static void wait_on_peer(MPI_Comm comm, int how)
 {
     int rank, size;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     MPI_Request bar;
+    /* Rank 0 starts first, so that the others' barrier needs its progress while it
+     * waits on them. */
+    if (rank != 0)
+        usleep(20000);
     MPI_Ibarrier(comm, &bar);
+    if (how == 3) {
+        if (rank == 0) {
+            for (int r = 1; r < size; r++)
+                MPI_Ssend(&r, 1, MPI_INT, r, 92, comm);
+            MPI_Wait(&bar, MPI_STATUS_IGNORE);
+        } else {
+            int v = -1;
+            MPI_Wait(&bar, MPI_STATUS_IGNORE);
+            MPI_Recv(&v, 1, MPI_INT, 0, 92, comm, MPI_STATUS_IGNORE);
+            if (v != rank)
+                wrong("message before the barrier", comm, v);
+        }
+        checks++;
+        return;
+    }
     if (rank == 0) {
         int *got = calloc(size, sizeof(int));
         MPI_Request *rr = malloc(size * sizeof(MPI_Request));
-        for (int r = 1; r < size; r++)
-            MPI_Irecv(&got[r], 1, MPI_INT, r, 91, comm, &rr[r - 1]);
-        MPI_Status st[64];
-        if (size - 1 <= 64)
-            MPI_Waitall(size - 1, rr, st);
+        if (how == 0) {
+            for (int r = 1; r < size; r++)
+                MPI_Irecv(&got[r], 1, MPI_INT, r, 91, comm, &rr[r - 1]);
+            MPI_Status st[64];
+            if (size - 1 <= 64)
+                MPI_Waitall(size - 1, rr, st);
+        } else {
+            for (int k = 1; k < size; k++) {
+                MPI_Status s;
+                int from = k;
+                if (how == 2) {
+                    MPI_Probe(MPI_ANY_SOURCE, 91, comm, &s);
+                    from = s.MPI_SOURCE;
+                }
+                MPI_Recv(&got[from], 1, MPI_INT, from, 91, comm, MPI_STATUS_IGNORE);
+            }
+        }
         MPI_Wait(&bar, MPI_STATUS_IGNORE);
         for (int r = 1; r < size; r++)
             if (got[r] != r)
@@ -393,7 +428,8 @@ static void check_comm(MPI_Comm comm, int seed)
     sweep(comm, seed);
     queued(comm, seed + 1);
     overlapped(comm, seed + 2);
-    wait_on_peer(comm);
+    for (int how = 0; how < 4; how++)
+        wait_on_peer(comm, how);
     for (int i = 0; i < 20; i++)
         nbx(comm, seed + 100 + i);
     /* Broadcasts from every root through blocking calls (each root's own tree made), then
