@@ -34,6 +34,9 @@
 //! Besides rings, a segment may carry shared 64-bit words
 //! ([`ShmJob::create_with_words`], [`ShmMember::words`]): memory every member reads and
 //! writes directly with atomic operations (smelt-global's arrays live there).
+//! A world segment's arena also holds **stages** ([`ShmMember::arena_stage`],
+//! [`Stage`]): a few large buffers per direction of a link, through which long
+//! messages cross in one copy instead of through a ring's 48-byte slots.
 //!
 //! Trust model: the processes of one job trust each other (any member can write any
 //! ring of the job); nothing else is trusted, and no other user can open the segment.
