@@ -170,7 +170,10 @@ fn member_entry() {
     let parts: Vec<&str> = scenario.split(',').collect();
     match parts[0] {
         "check" => {
-            let first = parts.get(1).map(|f| f.parse().unwrap());
+            let first = parts.get(1).and_then(|f| f.parse().ok());
+            if parts.contains(&"strict") {
+                m.set_sync(smelt_runtime::SyncMode::Strict);
+            }
             check_all(&mut m, first).unwrap();
             // Every member ends every call before any leaves.
             m.barrier().unwrap();
@@ -249,6 +252,17 @@ fn two_processes_match_sequential_results_at_every_boundary() {
     run_check(pair(0), None, Some(0));
     // The root at rank 1: its value comes first.
     run_check(pair(1), None, Some(1));
+}
+
+#[test]
+fn strict_calls_stage_alike() {
+    // Strict: a barrier before and after every call, the same paths in between.
+    let tree_job = job(pair(1), None);
+    let c = codes(spawn(&tree_job, "check,1,strict"));
+    assert_eq!(c, vec![Some(0); 2]);
+    let pair_job = job(pair(0), Some("allreduce=rabenseifner"));
+    let c = codes(spawn(&pair_job, "check,0,strict"));
+    assert_eq!(c, vec![Some(0); 2]);
 }
 
 fn pair(root: usize) -> Tree {
