@@ -593,6 +593,7 @@ impl<L: Link> Mesh<L> {
     /// One non-blocking pass over the links (starting at the round-robin position):
     /// the first message found, or `None`. A link found closed (after its last
     /// message) is reported once as [`MeshError::PeerGone`] and dropped.
+    #[inline]
     fn poll(&mut self, buf: &mut [u8]) -> Result<Option<(Rank, u64, usize)>, MeshError> {
         let n = self.peers.len();
         self.pass = self.pass.wrapping_add(1);
@@ -626,6 +627,18 @@ impl<L: Link> Mesh<L> {
             }
         }
         Ok(None)
+    }
+
+    /// True if a message is waiting (held, or on a link): [`is_ready`](Self::is_ready)
+    /// without the departures, which cost more to look for (a server deciding whether
+    /// to answer now or with what comes next asks this after every message).
+    #[inline]
+    pub fn has_message(&self) -> bool {
+        !self.held.is_empty()
+            || self
+                .peers
+                .iter()
+                .any(|p| p.link.as_ref().is_some_and(|l| l.is_ready()))
     }
 
     /// True if a receive would not wait (a message or a departure to report).

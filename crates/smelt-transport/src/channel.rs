@@ -1068,6 +1068,7 @@ impl Consumer {
     }
 
     /// True if no message is ready to be received.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.ready_header().is_none()
     }
