@@ -206,7 +206,18 @@ fn between_threads(o: &Opts, cpus: (Option<u32>, Option<u32>)) -> Result<LogP> {
 
 /// LogP between this process and a `smelt am-member` child.
 fn between_processes(o: &Opts, cpus: (Option<u32>, Option<u32>)) -> Result<LogP> {
-    let job = WorldBuilder::new(2).create_job(false)?;
+    // The world is told the CPUs the two members are pinned to (as `smelt launch`
+    // tells its members): each member then knows it has a CPU of its own and spins
+    // before it yields, as the threads row's members do. Without them each saw one
+    // allowed CPU for two members and waited as oversubscribed (yielding at once, its
+    // CPU going to whatever else ran: round trips of 4-5 µs on a loaded machine).
+    let mut world = WorldBuilder::new(2);
+    if let (Some(a), Some(b)) = cpus {
+        if a != b {
+            world = world.cpus(&[smelt_mesh::CpuId(a), smelt_mesh::CpuId(b)]);
+        }
+    }
+    let job = world.create_job(false)?;
     let exe = std::env::current_exe().context("cannot find the smelt executable")?;
     let mut cmd = Command::new(exe);
     cmd.arg("am-member")
