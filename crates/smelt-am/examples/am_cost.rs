@@ -6,6 +6,7 @@
 //! # Instructions per message, repeatable whatever the machine's load (one thread
 //! # drives both endpoints: bursts of 32 requests, then their replies):
 //! valgrind --tool=callgrind target/release/examples/am_cost burst 20000
+//! valgrind --tool=callgrind target/release/examples/am_cost burst 20000 1   # bursts of 1
 //! ```
 
 use smelt_am::{threads, AmConfig, Endpoint};
@@ -48,9 +49,10 @@ fn pin(cpu: u32) {
 fn timed(n: u64, f: impl Fn(&mut Endpoint<State>, u64) + Send + Sync) -> f64 {
     let (mut a, mut b) = endpoints();
     let mut samples = std::thread::scope(|s| {
-        s.spawn(move || {
+        let server = s.spawn(move || {
             pin(1);
             b.run_until(T, |s| s.stop).expect("serve");
+            b.stats().clone()
         });
         pin(0);
         f(&mut a, 1000);
@@ -62,6 +64,13 @@ fn timed(n: u64, f: impl Fn(&mut Endpoint<State>, u64) + Send + Sync) -> f64 {
         }
         a.request(1, PING, &[u64::MAX]).expect("stop");
         a.quiesce(T).expect("quiesce");
+        let st = server.join().expect("server");
+        eprintln!(
+            "server: {} replies in {} batches and {} alone",
+            st.replies_sent,
+            st.reply_batches,
+            st.replies_sent.saturating_sub(st.reply_batches)
+        );
         v
     });
     samples.sort_by(f64::total_cmp);
@@ -96,7 +105,8 @@ fn main() {
         "burst" => {
             // One thread drives both ends: no waiting, the same work on every run.
             let (mut a, mut b) = endpoints();
-            let burst = 32;
+            // Requests per burst (third argument; 1: no reply is ever batched).
+            let burst: u64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(32);
             let mut sent = 0;
             while sent < n {
                 for i in 0..burst {

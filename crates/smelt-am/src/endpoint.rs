@@ -226,6 +226,12 @@ pub struct Net<L: Link> {
     batch_max: usize,
     /// Errors of sending a batch, for the next polls.
     deferred: VecDeque<AmError>,
+    /// Set while the handler of a request runs that nothing else was waiting
+    /// behind: its reply goes at once (after the batch, if there is one).
+    alone: bool,
+    /// Set when the message just handled already decided whether the batch goes
+    /// (a request: see `alone`), so the poll need not look at the links again.
+    decided: bool,
     cfg: AmConfig,
     wait: WaitPolicy,
     /// The mesh's abort flag (a handle kept: waits look at it every round).
@@ -298,11 +304,20 @@ impl<L: Link> Ctx<'_, L> {
         check_message(handler, args, data, self.net.cfg.max_bulk)?;
         // The token is spent whether or not the reply gets through.
         self.replied = true;
-        if data.is_none() && self.net.batchable(self.from) {
+        if self.net.alone && self.net.batch_n == 0 {
+            // Nothing to batch with: the fast path below.
+        } else if data.is_none() && self.net.batchable(self.from) {
             // Sent with the other replies of this poll to that endpoint (at the
-            // latest when the poll ends).
+            // latest when the poll ends; at once if this request was the last one
+            // waiting).
             self.net.push_reply(self.from, handler, args);
-        } else if data.is_some()
+            if self.net.alone {
+                self.net.flush_batch();
+            }
+            self.net.stats.replies_sent += 1;
+            return Ok(());
+        }
+        if data.is_some()
             || !self
                 .net
                 .try_send_short(Kind::Reply, self.from, handler, args)?
@@ -386,10 +401,15 @@ impl<L: Link> Net<L> {
     /// Sends the batched replies (one alone as a plain reply), waiting for room as
     /// [`send_raw`] does. A failure is reported by the next poll; a destination that
     /// left is reported by the poll that finds its link closed, not again here.
+    #[inline]
     fn flush_batch(&mut self) {
-        if self.batch_n == 0 {
-            return;
+        if self.batch_n > 0 {
+            self.send_batch();
         }
+    }
+
+    #[inline(never)]
+    fn send_batch(&mut self) {
         let n = std::mem::replace(&mut self.batch_n, 0);
         let to = self.batch_to;
         let b = std::mem::take(&mut self.batch);
@@ -521,6 +541,14 @@ impl<L: Link> Net<L> {
     /// Sends one link message, waiting for room; while it waits it takes messages in
     /// (what handlers use: they never run handlers themselves).
     fn send_raw(&mut self, to: usize, tag: u64, payload: &[u8]) -> Result<(), AmError> {
+        if self.try_send_raw(to, tag, payload)? {
+            return Ok(());
+        }
+        self.send_raw_wait(to, tag, payload)
+    }
+
+    #[inline(never)]
+    fn send_raw_wait(&mut self, to: usize, tag: u64, payload: &[u8]) -> Result<(), AmError> {
         let mut waiter = Waiter::new(&self.wait, self.cfg.link.timeout);
         while !self.try_send_raw(to, tag, payload)? {
             let took = self.take_in();
@@ -867,6 +895,8 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
             batch_n: 0,
             batch_max: 0,
             deferred: VecDeque::new(),
+            alone: false,
+            decided: false,
             abort,
             cfg,
             wait,
@@ -1138,7 +1168,9 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
     /// True if a message is waiting: in a batch being handled, held, or on a link.
     #[inline]
     fn more_waiting(&self) -> bool {
-        self.inbox_pos < self.inbox.len() || !self.net.held.is_empty() || self.net.mesh.is_ready()
+        self.inbox_pos < self.inbox.len()
+            || !self.net.held.is_empty()
+            || self.net.mesh.has_message()
     }
 
     fn poll_loop(&mut self, max: usize) -> Result<usize, AmError> {
@@ -1159,7 +1191,8 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
                     n += 1;
                     // Replies wait in the batch while more requests are there to
                     // answer; none waits for a message that is not there yet.
-                    if self.net.batch_n > 0 && !self.more_waiting() {
+                    let decided = std::mem::take(&mut self.net.decided);
+                    if self.net.batch_n > 0 && !decided && !self.more_waiting() {
                         self.net.flush_batch();
                     }
                 }
@@ -1366,11 +1399,21 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
                 return r.map(|()| true);
             }
         }
-        let mut rx = std::mem::take(&mut self.rx);
-        let r = match self.net.mesh.try_recv_any(&mut rx) {
+        match self.net.mesh.try_recv_any(&mut self.rx) {
             Ok(Some((r, tag, len))) => {
                 let from = self.net.global[r.index()];
-                self.handle(from, tag, &rx[..len]).map(|()| true)
+                let Some(h) = wire::decode(tag) else {
+                    self.net.stats.foreign += 1;
+                    return Ok(true);
+                };
+                // The fast path reads the words in place; the others get the buffer.
+                if let Some(args) = self.fast_args(from, &h, &self.rx[..len]) {
+                    return self.dispatch_fast(from, &h, &args).map(|()| true);
+                }
+                let rx = std::mem::take(&mut self.rx);
+                let r = self.handle_general(from, &h, &rx[..len]);
+                self.rx = rx;
+                r.map(|()| true)
             }
             Ok(None) => Ok(false),
             Err(MeshError::PeerGone { peer, .. }) => Err(self.gone(self.net.global[peer.index()])),
@@ -1381,13 +1424,11 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
             }) => {
                 // A link that carries more than the others: grow and take it next time.
                 let _ = peer;
-                rx.resize(needed, 0);
+                self.rx.resize(needed, 0);
                 Ok(true)
             }
             Err(e) => Err(self.net.err_mesh(self.net.me, e)),
-        };
-        self.rx = rx;
-        r
+        }
     }
 
     /// A due poll of the slow channel: takes in up to the policy's batch.
@@ -1492,36 +1533,64 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
     /// Handles one link message from `from` whose tag decoded as `h`.
     #[inline]
     fn handle_head(&mut self, from: usize, h: &Head, bytes: &[u8]) -> Result<(), AmError> {
-        // The fast path: a whole short request or reply that passes every check.
-        if h.first && h.last && !h.bulk && from < self.asm.len() {
-            let keyed = h.kind == Kind::Request;
-            let words = keyed as usize + h.nargs;
-            if bytes.len() == 8 * words
-                && matches!(h.kind, Kind::Request | Kind::Reply)
-                && self.handlers[h.handler as usize].is_some()
-                && if keyed {
-                    wire::word(bytes, 0) == self.net.key
-                } else {
-                    self.net.outstanding[from] > 0
-                }
-            {
-                let mut args = [0u64; MAX_ARGS];
-                for (a, w) in args
-                    .iter_mut()
-                    .zip(bytes[8 * keyed as usize..].chunks_exact(8))
-                {
-                    *a = u64::from_le_bytes(w.try_into().expect("8 bytes"));
-                }
-                if !keyed {
-                    // A reply answers its request.
-                    let o = &mut self.net.outstanding[from];
-                    *o -= 1;
-                    self.net.answered |= *o == 0;
-                }
-                return self.dispatch(from, h.kind, h.handler, &args[..h.nargs], &[]);
-            }
+        if let Some(args) = self.fast_args(from, h, bytes) {
+            return self.dispatch_fast(from, h, &args);
         }
         self.handle_general(from, h, bytes)
+    }
+
+    /// The fast path's checks: a whole short request or reply that passes every
+    /// check (tag, handler, an outstanding request for a reply) gives its argument
+    /// words; anything else goes to [`handle_general`](Self::handle_general).
+    #[inline]
+    fn fast_args(&self, from: usize, h: &Head, bytes: &[u8]) -> Option<[u64; MAX_ARGS]> {
+        if !(h.first && h.last && !h.bulk && from < self.asm.len()) {
+            return None;
+        }
+        let keyed = h.kind == Kind::Request;
+        let words = keyed as usize + h.nargs;
+        if !(bytes.len() == 8 * words
+            && matches!(h.kind, Kind::Request | Kind::Reply)
+            && self.handlers[h.handler as usize].is_some()
+            && if keyed {
+                wire::word(bytes, 0) == self.net.key
+            } else {
+                self.net.outstanding[from] > 0
+            })
+        {
+            return None;
+        }
+        let mut args = [0u64; MAX_ARGS];
+        for (a, w) in args
+            .iter_mut()
+            .zip(bytes[8 * keyed as usize..].chunks_exact(8))
+        {
+            *a = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+        }
+        Some(args)
+    }
+
+    /// Runs the handler of a message [`fast_args`](Self::fast_args) accepted.
+    #[inline]
+    fn dispatch_fast(
+        &mut self,
+        from: usize,
+        h: &Head,
+        args: &[u64; MAX_ARGS],
+    ) -> Result<(), AmError> {
+        if h.kind == Kind::Request {
+            // Its reply is batched only if more is waiting to be handled.
+            self.net.alone = !self.more_waiting();
+            let r = self.dispatch(from, h.kind, h.handler, &args[..h.nargs], &[]);
+            self.net.alone = false;
+            self.net.decided = true;
+            return r;
+        }
+        // A reply answers its request.
+        let o = &mut self.net.outstanding[from];
+        *o -= 1;
+        self.net.answered |= *o == 0;
+        self.dispatch(from, h.kind, h.handler, &args[..h.nargs], &[])
     }
 
     /// Every other message (bulk, returned, batches, and those a check refuses).
