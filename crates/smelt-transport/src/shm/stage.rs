@@ -106,10 +106,11 @@ pub struct Stage {
     slots: u32,
     bytes: usize,
     stride: usize,
-    /// Chunks sent (wrapping).
-    sent: u32,
+    /// Chunks sent (64 bits: never wraps, so chunk `i` is always in buffer
+    /// `i % slots`; the shared counters hold the low 32 bits).
+    sent: u64,
     /// Chunks received and released (wrapping).
-    taken: u32,
+    taken: u64,
     /// The last `released` seen (saves a line transfer while buffers are free).
     seen_released: u32,
 }
@@ -254,8 +255,8 @@ impl Stage {
         unsafe { &*d.waiting }
     }
 
-    fn header(&self, d: Dir, i: u32) -> (&AtomicU64, &AtomicU64) {
-        let i = (i % self.slots) as usize;
+    fn header(&self, d: Dir, i: u64) -> (&AtomicU64, &AtomicU64) {
+        let i = (i % self.slots as u64) as usize;
         // SAFETY: header `i < slots` lies inside the part (Dir::at's contract), 8-byte
         // aligned; its words are only accessed atomically.
         unsafe {
@@ -283,12 +284,12 @@ impl Stage {
             });
         }
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        if self.sent.wrapping_sub(self.seen_released) >= self.slots {
+        if (self.sent as u32).wrapping_sub(self.seen_released) >= self.slots {
             self.wait_released(deadline, timeout)?;
         }
         let i = self.sent;
         let (seq, len) = self.header(self.out, i);
-        let at = (i % self.slots) as usize * self.stride;
+        let at = (i % self.slots as u64) as usize * self.stride;
         // SAFETY: buffer `i % slots` lies inside this direction (Dir::at's contract)
         // and holds `bytes >= data.len()` bytes; this member is its only writer, and
         // the receiver released it (`sent - released < slots`, Acquire in
@@ -297,8 +298,8 @@ impl Stage {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.out.data.add(at), data.len());
         }
         len.store(data.len() as u64, Ordering::Relaxed);
-        seq.store(i as u64 + 1, Ordering::Release);
-        self.sent = i.wrapping_add(1);
+        seq.store(i + 1, Ordering::Release);
+        self.sent = i + 1;
         link.send_word(tag | STAGED_TAG, data.len() as u64, timeout)
     }
 
@@ -314,7 +315,7 @@ impl Stage {
         let mut park = self.wait.park_initial;
         loop {
             let r = released.load(Ordering::Acquire);
-            if self.sent.wrapping_sub(r) < self.slots {
+            if (self.sent as u32).wrapping_sub(r) < self.slots {
                 self.seen_released = r;
                 return Ok(());
             }
@@ -371,7 +372,7 @@ impl Stage {
         let i = self.taken;
         let (seq, len) = self.header(self.inn, i);
         let n = w as usize;
-        if seq.load(Ordering::Acquire) != i as u64 + 1
+        if seq.load(Ordering::Acquire) != i + 1
             || len.load(Ordering::Relaxed) != w
             || n > self.bytes
         {
@@ -386,7 +387,7 @@ impl Stage {
             fn drop(&mut self) {
                 let s = self.0;
                 let released = s.released(s.inn);
-                released.store(s.taken.wrapping_add(1), Ordering::Release);
+                released.store((s.taken + 1) as u32, Ordering::Release);
                 crate::wake::waker_fence();
                 let waiting = s.waiting(s.inn);
                 if waiting.load(Ordering::Relaxed) != 0 {
@@ -394,7 +395,7 @@ impl Stage {
                 }
             }
         }
-        let at = (i % self.slots) as usize * self.stride;
+        let at = (i % self.slots as u64) as usize * self.stride;
         let r = {
             let _back = Release(self);
             // Why the slice is sound: the header's `seq` (Acquire, above) is stored by
@@ -406,7 +407,7 @@ impl Stage {
             let bytes = unsafe { std::slice::from_raw_parts(self.inn.data.add(at), n) };
             f(tag & !STAGED_TAG, bytes)
         };
-        self.taken = i.wrapping_add(1);
+        self.taken = i + 1;
         Ok(Ok(r))
     }
 }
