@@ -68,11 +68,14 @@ thread_local! {
     static LAST_LOOK: Cell<Option<Instant>> = const { Cell::new(None) };
 }
 
-/// One communicator's pending operations.
+/// One communicator's pending operations (kept, empty, until the communicator is
+/// freed: no allocation per call).
 struct Queue {
     /// The communicator's state (`*mut CommState` as a number).
     st: usize,
     ops: VecDeque<Op>,
+    /// Where fragments are received (the operations run one at a time).
+    tmp: Vec<u8>,
 }
 
 /// What an operation computes.
@@ -153,7 +156,6 @@ struct Op {
     comm: MPI_Comm,
     kind: Kind,
     data: Vec<u8>,
-    tmp: Vec<u8>,
     stages: Vec<Stage>,
     at: usize,
     out: Out,
@@ -215,11 +217,15 @@ fn wrong_len(c: &Context, got: usize, want: usize) -> GroupError {
 impl Op {
     /// Advances the operation as far as it goes without waiting (`patience`: one wait
     /// of that long, on the first link it is stuck on; used up by it). `Ok(true)`: done.
-    fn poll(&mut self, h: &mut Hier, patience: &mut Option<Duration>) -> Result<bool, Fail> {
+    fn poll(
+        &mut self,
+        h: &mut Hier,
+        tmp: &mut Vec<u8>,
+        patience: &mut Option<Duration>,
+    ) -> Result<bool, Fail> {
         let Op {
             kind,
             data,
-            tmp,
             stages,
             at,
             ..
@@ -569,15 +575,16 @@ fn queues() -> std::sync::MutexGuard<'static, Vec<Queue>> {
 /// this thread), completing the requests of those that finish. A failure aborts the
 /// job with a message (as the blocking collectives do).
 fn drive(q: &mut Queue, h: &mut Hier, patience: &mut Option<Duration>) {
-    while let Some(op) = q.ops.front_mut() {
-        match op.poll(h, patience).and_then(|done| {
+    let Queue { ops, tmp, .. } = q;
+    while let Some(op) = ops.front_mut() {
+        match op.poll(h, tmp, patience).and_then(|done| {
             if done {
                 op.deliver()?;
             }
             Ok(done)
         }) {
             Ok(true) => {
-                let op = q.ops.pop_front().expect("the front operation");
+                let op = ops.pop_front().expect("the front operation");
                 PENDING.fetch_sub(1, Ordering::AcqRel);
                 COMPLETED.fetch_add(1, Ordering::Relaxed);
                 // SAFETY: the generalized request this operation started, not yet
@@ -660,7 +667,6 @@ fn progress(own: Option<(usize, &mut Hier)>, patience: Option<Duration>) {
             }
         }
     }
-    qs.retain(|q| !q.ops.is_empty());
 }
 
 /// True while operations are pending anywhere.
@@ -759,7 +765,7 @@ pub fn settle(st: *mut CommState, h: &mut Hier) {
     let mut waited = Waited::default();
     let mut spins = 0u32;
     loop {
-        if !queues().iter().any(|q| q.st == key) {
+        if !queues().iter().any(|q| q.st == key && !q.ops.is_empty()) {
             return;
         }
         let patient = waited.patient(spins);
@@ -779,14 +785,18 @@ pub fn settle(st: *mut CommState, h: &mut Hier) {
 /// pending operations complete first (MPI lets a communicator be freed with operations
 /// pending; they complete normally).
 pub fn before_free(st: *mut CommState) {
-    if !pending() {
-        return;
-    }
     // SAFETY: the state being freed, used by this thread alone (no collective runs on
     // a communicator while it is freed).
-    if let super::comm::Takeover::On(h) = unsafe { &mut *(*st).mode.get() } {
+    let mode = unsafe { &mut *(*st).mode.get() };
+    let super::comm::Takeover::On(h) = mode else {
+        // Never set up: no operation of smelt's ever ran on it.
+        return;
+    };
+    if pending() {
         settle(st, h);
     }
+    let key = st as usize;
+    queues().retain(|q| q.st != key);
 }
 
 /// What an operation was planned as.
@@ -897,7 +907,6 @@ fn start(
         comm,
         kind: p.kind,
         data: p.data,
-        tmp: Vec::new(),
         stages: p.stages,
         at: 0,
         out: p.out,
@@ -910,6 +919,7 @@ fn start(
             qs.push(Queue {
                 st: key,
                 ops: VecDeque::new(),
+                tmp: Vec::new(),
             });
             qs.len() - 1
         }
@@ -917,9 +927,6 @@ fn start(
     qs[i].ops.push_back(op);
     // As far as it goes now: leaves send their part, a pair sends its data.
     drive(&mut qs[i], &mut held, &mut None);
-    if qs[i].ops.is_empty() {
-        qs.swap_remove(i);
-    }
     ffi::success()
 }
 
