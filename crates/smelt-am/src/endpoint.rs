@@ -1751,6 +1751,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
     }
 
     /// Runs the handler of a whole message.
+    #[inline(always)]
     fn dispatch(
         &mut self,
         from: usize,
