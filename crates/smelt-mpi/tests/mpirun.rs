@@ -1042,6 +1042,10 @@ fn nonblocking(np: usize, env: &[(&str, &str)], min: u64) -> Run {
 fn nonblocking_two_ranks() {
     let r = nonblocking(2, &[], 50);
     assert_stderr(&r, "1 node(s), 2 rank(s)");
+    // Past 4 KiB (2000 ints) MPI runs them, whatever the cut-offs.
+    for call in ["MPI_Iallreduce", "MPI_Ibcast"] {
+        assert!(r.fell_back(call, "past 4 KiB") > 0, "{}", r.show());
+    }
     // The default cut-offs and set-up: non-blocking calls never set a communicator up
     // (the program's blocking barrier does), and larger messages go to MPI.
     let r = nonblocking(

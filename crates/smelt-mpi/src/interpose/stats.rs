@@ -101,9 +101,10 @@ pub enum Why {
     Concurrent,
     NoGain,
     MpiFaster,
+    NonBlockingLarge,
 }
 
-const WHYS: usize = Why::MpiFaster as usize + 1;
+const WHYS: usize = Why::NonBlockingLarge as usize + 1;
 const ALL_WHY: [Why; WHYS] = [
     Why::Intercomm,
     Why::OneRank,
@@ -122,6 +123,7 @@ const ALL_WHY: [Why; WHYS] = [
     Why::Concurrent,
     Why::NoGain,
     Why::MpiFaster,
+    Why::NonBlockingLarge,
 ];
 
 impl Why {
@@ -148,6 +150,9 @@ impl Why {
             }
             Why::NoGain => {
                 "nodes of 1-2 ranks: the hierarchy adds a step and saves none (SMELT_MPI_FORCE=1 takes them)"
+            }
+            Why::NonBlockingLarge => {
+                "non-blocking call past 4 KiB: MPI's own is faster there (smelt's non-blocking path copies through its rings; docs/mpi.md)"
             }
             Why::MpiFaster => {
                 "MPI's own is faster (measured: docs/mpi.md; SMELT_MPI_MAX_BYTES takes it)"

@@ -209,7 +209,7 @@ static void sweep(MPI_Comm comm, int seed)
 {
     int size;
     MPI_Comm_size(comm, &size);
-    static const int counts[] = {1, 2, 7, 100, 400, 2000};
+    static const int counts[] = {1, 2, 7, 100, 400, 1000, 2000};
     int how = 0;
     for (unsigned k = 0; k < sizeof counts / sizeof counts[0]; k++)
         for (int c = 0; c < N_CASES; c++) {
