@@ -651,6 +651,32 @@ impl<L: Link> Mesh<L> {
             })
     }
 
+    /// Receives the next message from the member whose message the last receive
+    /// returned, if one is waiting on that link and nothing is held: `Ok(None)`
+    /// otherwise (nothing there, a departure, or a held message: ask
+    /// [`try_recv_any`](Self::try_recv_any), which reports them in order). What a
+    /// server draining a busy peer calls between messages: no round-robin pass and no
+    /// abort check (its next `try_recv_any` makes them).
+    #[inline]
+    pub fn try_recv_again(
+        &mut self,
+        buf: &mut [u8],
+    ) -> Result<Option<(Rank, u64, usize)>, MeshError> {
+        if !self.held.is_empty() {
+            return Ok(None);
+        }
+        let Some(p) = self.next.checked_sub(1).and_then(|i| self.peers.get_mut(i)) else {
+            return Ok(None);
+        };
+        let Some(link) = p.link.as_mut() else {
+            return Ok(None);
+        };
+        match link.try_recv(buf) {
+            Ok((tag, len)) => Ok(Some((p.rank, tag, len))),
+            Err(_) => Ok(None),
+        }
+    }
+
     /// Receives the next message from any linked member into `buf`, if one is waiting:
     /// `Ok(Some((from, tag, len)))`, `Ok(None)` if none.
     #[inline]

@@ -9,6 +9,34 @@ use std::time::{Duration, Instant};
 const T: Duration = Duration::from_secs(20);
 
 #[test]
+fn try_recv_again_drains_the_last_sender_and_leaves_the_rest_to_try_recv_any() {
+    let mut m = MeshBuilder::new(3).all_to_all().build().unwrap();
+    let mut c = m.pop().unwrap();
+    let mut b = m.pop().unwrap();
+    let mut a = m.pop().unwrap();
+    let mut buf = [0u8; 64];
+    // Nothing received yet: nothing to look at again.
+    assert_eq!(a.try_recv_again(&mut buf), Ok(None));
+    for t in 0..3 {
+        b.send_word(Rank(0), 10 + t, t, T).unwrap();
+    }
+    c.send_word(Rank(0), 20, 0, T).unwrap();
+    assert_eq!(a.try_recv_any(&mut buf), Ok(Some((Rank(1), 10, 8))));
+    // Member 1's next messages, in order, then nothing there (member 2's waits).
+    assert_eq!(a.try_recv_again(&mut buf), Ok(Some((Rank(1), 11, 8))));
+    assert_eq!(a.try_recv_again(&mut buf), Ok(Some((Rank(1), 12, 8))));
+    assert_eq!(a.try_recv_again(&mut buf), Ok(None));
+    assert_eq!(a.try_recv_any(&mut buf), Ok(Some((Rank(2), 20, 8))));
+    // A departure is not reported here but by try_recv_any.
+    drop(c);
+    assert_eq!(a.try_recv_again(&mut buf), Ok(None));
+    assert!(matches!(
+        a.try_recv_any(&mut buf),
+        Err(MeshError::PeerGone { peer: Rank(2), .. })
+    ));
+}
+
+#[test]
 fn ping_pong_and_tags() {
     let mut m = MeshBuilder::new(2).all_to_all().build().unwrap();
     let mut b = m.pop().unwrap();
