@@ -831,6 +831,12 @@ pub struct Endpoint<S, L: Link = WorldLink> {
     inbox: Vec<u8>,
     inbox_pos: usize,
     inbox_from: usize,
+    /// Set once this poll took a message from the links: the next is looked for on
+    /// the same link first (a busy sender's requests, without a round-robin pass).
+    again: bool,
+    /// Set when a request was handled with nothing else waiting (`Net::alone`): the
+    /// poll ends there instead of looking at the links once more.
+    drained: bool,
 }
 
 impl<S, L: Link> std::fmt::Debug for Endpoint<S, L> {
@@ -917,6 +923,8 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
             inbox: Vec::new(),
             inbox_pos: 0,
             inbox_from: 0,
+            again: false,
+            drained: false,
         })
     }
 
@@ -1175,6 +1183,8 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
 
     fn poll_loop(&mut self, max: usize) -> Result<usize, AmError> {
         let mut n = 0;
+        self.again = false;
+        self.drained = false;
         self.net.answered = false;
         while n < max {
             match self.poll_one() {
@@ -1382,6 +1392,11 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
         if self.inbox_pos < self.inbox.len() {
             return self.next_batched().map(|()| true);
         }
+        if self.drained {
+            // The request just handled was the last one waiting: what came since is
+            // for the next poll.
+            return Ok(false);
+        }
         if let Some(h) = self.net.held.pop_front() {
             let r = if h.tag == GONE {
                 Err(self.gone(h.from))
@@ -1399,8 +1414,17 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
                 return r.map(|()| true);
             }
         }
-        match self.net.mesh.try_recv_any(&mut self.rx) {
+        let again = match self.again {
+            true => self.net.mesh.try_recv_again(&mut self.rx).unwrap_or(None),
+            false => None,
+        };
+        let got = match again {
+            Some(m) => Ok(Some(m)),
+            None => self.net.mesh.try_recv_any(&mut self.rx),
+        };
+        match got {
             Ok(Some((r, tag, len))) => {
+                self.again = true;
                 let from = self.net.global[r.index()];
                 let Some(h) = wire::decode(tag) else {
                     self.net.stats.foreign += 1;
@@ -1581,6 +1605,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
         if h.kind == Kind::Request {
             // Its reply is batched only if more is waiting to be handled.
             self.net.alone = !self.more_waiting();
+            self.drained = self.net.alone;
             let r = self.dispatch(from, h.kind, h.handler, &args[..h.nargs], &[]);
             self.net.alone = false;
             self.net.decided = true;
