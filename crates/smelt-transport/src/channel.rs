@@ -859,6 +859,13 @@ impl Producer {
             self.advance(1);
             return Ok(());
         }
+        self.send_slots(tag, msg)
+    }
+
+    /// The rest of [`try_send_tagged`](Producer::try_send_tagged): a message of
+    /// several slots (out of line, so that the one-slot path inlines into callers).
+    #[inline(never)]
+    fn send_slots(&mut self, tag: u64, msg: &[u8]) -> Result<(), TransportError> {
         let n = slots_for(msg.len());
         if n > self.cap {
             return Err(TransportError::MessageTooLarge {
@@ -1181,7 +1188,7 @@ impl Consumer {
     /// Receives the next message into `buf` if one is ready; returns its tag and
     /// length. A too-short `buf` gives [`TransportError::BufferTooSmall`] and leaves
     /// the message queued.
-    #[inline]
+    #[inline(always)]
     pub fn try_recv_tagged(&mut self, buf: &mut [u8]) -> Result<(u64, usize), TransportError> {
         let h = self.next_header()?;
         let len = (h & LEN_MASK) as usize;
@@ -1198,6 +1205,18 @@ impl Consumer {
             self.advance(1);
             return Ok((tag, len));
         }
+        self.recv_slots(tag, len, buf)
+    }
+
+    /// The rest of [`try_recv_tagged`](Consumer::try_recv_tagged): a message of
+    /// several slots (out of line, so that the one-slot path inlines into callers).
+    #[inline(never)]
+    fn recv_slots(
+        &mut self,
+        tag: u64,
+        len: usize,
+        buf: &mut [u8],
+    ) -> Result<(u64, usize), TransportError> {
         let n = slots_for(len);
         let mut i = self.idx;
         for k in 0..n {
