@@ -648,15 +648,14 @@ fn progress(own: Option<(usize, &mut Hier)>, patience: Option<Duration>) {
     let mut patience = patience;
     let mut qs = queues();
     let mut own = own;
-    for q in qs.iter_mut() {
+    for q in qs.iter_mut().filter(|q| !q.ops.is_empty()) {
         match &mut own {
             Some((st, h)) if *st == q.st => drive(q, h, &mut patience),
             _ => {
                 let st = q.st as *mut CommState;
                 POLLING.fetch_add(1, Ordering::AcqRel);
-                // SAFETY: a live state: queued operations keep it alive (a
-                // communicator's state is freed only after its operations completed,
-                // `before_free`).
+                // SAFETY: a live state: a queue lives as long as its communicator's
+                // state (`before_free` completes its operations and removes it).
                 let s = unsafe { &*st };
                 let threaded = !super::serialized();
                 if threaded && s.busy.swap(true, Ordering::Acquire) {
