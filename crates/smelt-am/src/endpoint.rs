@@ -1514,32 +1514,31 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
     /// Handles the next reply of the batch being handled. A malformed one ends the
     /// batch (counted as foreign).
     fn next_batched(&mut self) -> Result<(), AmError> {
-        let inbox = std::mem::take(&mut self.inbox);
         let at = self.inbox_pos;
         let from = self.inbox_from;
-        let mut r = Ok(());
-        let entry = (at + 8 <= inbox.len())
-            .then(|| wire::word(&inbox[at..], 0))
-            .and_then(|t| Some((t, wire::decode(t)?)))
-            .filter(|(_, h)| {
+        let entry = (at + 8 <= self.inbox.len())
+            .then(|| wire::word(&self.inbox[at..], 0))
+            .and_then(wire::decode)
+            .filter(|h| {
                 h.kind == Kind::Reply
                     && h.first
                     && h.last
                     && !h.bulk
-                    && at + 8 * (1 + h.nargs) <= inbox.len()
+                    && at + 8 * (1 + h.nargs) <= self.inbox.len()
             });
-        match entry {
-            Some((t, h)) => {
-                let end = at + 8 * (1 + h.nargs);
-                self.inbox_pos = end;
-                let _ = t;
-                r = self.handle_head(from, &h, &inbox[at + 8..end]);
-            }
-            None => {
-                self.net.stats.foreign += 1;
-                self.inbox_pos = inbox.len();
-            }
+        let Some(h) = entry else {
+            self.net.stats.foreign += 1;
+            self.inbox_pos = self.inbox.len();
+            return Ok(());
+        };
+        let end = at + 8 * (1 + h.nargs);
+        self.inbox_pos = end;
+        // The fast path reads the words in place; the others get the bytes.
+        if let Some(args) = self.fast_args(from, &h, &self.inbox[at + 8..end]) {
+            return self.dispatch_fast(from, &h, &args);
         }
+        let inbox = std::mem::take(&mut self.inbox);
+        let r = self.handle_general(from, &h, &inbox[at + 8..end]);
         self.inbox = inbox;
         r
     }
