@@ -149,3 +149,38 @@ fn a_sender_with_no_free_buffer_fails_at_its_deadline_or_on_abort() {
         assert_eq!(r, Err(TransportError::Aborted));
     });
 }
+
+#[test]
+fn a_receive_whose_closure_panics_still_moves_on_to_the_next_chunk() {
+    // The buffer goes back when the closure unwinds; the next receive must hand over
+    // the next chunk, not the same buffer again (as the next chunk's, when the
+    // lengths match).
+    let job = ShmJob::create_world(2, b"stage", 64 << 20, false).unwrap();
+    let (a, b) = (attach(&job, 0), attach(&job, 1));
+    let link_at = ARENA_ALIGN as u64;
+    let stage_at = link_at + arena_link_bytes(16) as u64;
+    let w = WaitPolicy::DEDICATED;
+    let mut la = a.arena_link(link_at, 16, 1, None).unwrap();
+    let mut lb = b.arena_link(link_at, 16, 0, None).unwrap();
+    let mut sa = a.arena_stage(stage_at, 2, 64, 1, None, w).unwrap();
+    let mut sb = b.arena_stage(stage_at, 2, 64, 0, None, w).unwrap();
+    sa.send(&mut la, 1, &[1; 8], T).unwrap();
+    sa.send(&mut la, 2, &[2; 8], T).unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        sb.recv(&mut lb, T, |_, _| panic!("a combine that panics"))
+    }));
+    assert!(r.is_err());
+    let got = sb
+        .recv(&mut lb, T, |tag, bytes| (tag, bytes.to_vec()))
+        .unwrap();
+    assert_eq!(got, Ok((2, vec![2; 8])));
+    // Both buffers were given back: two more chunks go without waiting.
+    sa.send(&mut la, 3, &[3; 8], Some(Duration::ZERO)).unwrap();
+    sa.send(&mut la, 4, &[4; 8], Some(Duration::ZERO)).unwrap();
+    for k in [3u8, 4] {
+        let got = sb
+            .recv(&mut lb, T, |tag, bytes| (tag, bytes.to_vec()))
+            .unwrap();
+        assert_eq!(got, Ok((k as u64, vec![k; 8])));
+    }
+}

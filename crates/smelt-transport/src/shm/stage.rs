@@ -381,13 +381,16 @@ impl Stage {
                 self.peer
             )));
         }
-        /// Gives the buffer back when `f` returns or unwinds.
-        struct Release<'a>(&'a Stage);
+        /// Gives the buffer back and counts the chunk taken when `f` returns or
+        /// unwinds (a panic in `f` must not leave `taken` behind `released`: the next
+        /// receive would read this buffer again as the next chunk).
+        struct Release<'a>(&'a mut Stage);
         impl Drop for Release<'_> {
             fn drop(&mut self) {
-                let s = self.0;
+                let s = &mut *self.0;
+                s.taken += 1;
                 let released = s.released(s.inn);
-                released.store((s.taken + 1) as u32, Ordering::Release);
+                released.store(s.taken as u32, Ordering::Release);
                 crate::wake::waker_fence();
                 let waiting = s.waiting(s.inn);
                 if waiting.load(Ordering::Relaxed) != 0 {
@@ -396,18 +399,14 @@ impl Stage {
             }
         }
         let at = (i % self.slots as u64) as usize * self.stride;
-        let r = {
-            let _back = Release(self);
-            // Why the slice is sound: the header's `seq` (Acquire, above) is stored by
-            // the sender with Release after it copied the bytes, and the sender writes
-            // this buffer again only after `released` passes it, which `_back` stores
-            // once `f` returned; `f` cannot keep the slice.
-            // SAFETY: buffer `i % slots` of `n <= bytes` bytes inside this direction,
-            // not written while borrowed (see above).
-            let bytes = unsafe { std::slice::from_raw_parts(self.inn.data.add(at), n) };
-            f(tag & !STAGED_TAG, bytes)
-        };
-        self.taken = i + 1;
-        Ok(Ok(r))
+        // Why the slice is sound: the header's `seq` (Acquire, above) is stored by the
+        // sender with Release after it copied the bytes, and the sender writes this
+        // buffer again only after `released` passes it, which `_back` stores once `f`
+        // returned; `f` cannot keep the slice.
+        // SAFETY: buffer `i % slots` of `n <= bytes` bytes inside this direction, not
+        // written while borrowed (see above); the mapping outlives `_back`'s borrow.
+        let bytes = unsafe { std::slice::from_raw_parts(self.inn.data.add(at), n) };
+        let _back = Release(self);
+        Ok(Ok(f(tag & !STAGED_TAG, bytes)))
     }
 }
