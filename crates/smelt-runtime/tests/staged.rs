@@ -2,7 +2,7 @@
 //! (`smelt_transport::shm::Stage`, from 512 B): reductions, broadcasts and
 //! allreductions (the tree, the two-member exchange, Rabenseifner of two members)
 //! checked against a sequential computation at lengths around every boundary (one
-//! value, odd lengths, the 512 B threshold, the ring's 3 KiB message, a 16 KiB chunk,
+//! value, odd lengths, the 512 B threshold, the ring's 3 KiB message, a 16 368 B chunk,
 //! the four chunks a link holds), a member whose data are shorter named, and a member
 //! killed while the others stage to it failing them promptly. The test binary re-runs
 //! itself as each member (`TEST_SMELT_STAGED_MEMBER`).
@@ -14,7 +14,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// Lengths in bytes around every boundary of the staged path.
-const BYTES: [usize; 20] = [
+const BYTES: [usize; 22] = [
     1,
     47,
     48,
@@ -27,13 +27,15 @@ const BYTES: [usize; 20] = [
     3071,
     3072,
     3073,
-    16383,
+    16367,
+    16368,
+    16369,
     16384,
-    16385,
-    65535,
+    65471,
+    65472,
+    65473,
     65536,
-    65537,
-    16384 * 5 + 7,
+    16368 * 5 + 7,
     300_001,
 ];
 
@@ -151,6 +153,56 @@ fn check_all(m: &mut Member, first: Option<usize>) -> Result<(), GroupError> {
     Ok(())
 }
 
+/// Member `r`'s value `i` of `size` bytes for [`check_units`]: a key (unique among
+/// the members) in the first 4 bytes, then bytes that name the value and the member.
+fn value(r: usize, i: usize, size: usize) -> Vec<u8> {
+    let key = ((i as u32).wrapping_mul(2_654_435_761) & !0xff) | r as u32;
+    let mut v = key.to_le_bytes().to_vec();
+    v.extend((4..size).map(|k| (i.wrapping_mul(7) ^ k ^ (r << 5)) as u8));
+    v
+}
+
+/// Values of 12 and 24 bytes (sizes that divide 48, as `reduce_bytes` allows) under
+/// a combine that keeps the value with the larger key, whole: reduce and allreduce
+/// of more than one staged chunk, checked against the sequential result. A chunk that
+/// cut a value in two would combine its pieces under wrong keys.
+fn check_units(m: &mut Member) -> Result<(), GroupError> {
+    let n = m.size();
+    let me = m.rank().index();
+    for size in [12usize, 24] {
+        let keep_max = move |acc: &mut [u8], other: &[u8]| {
+            for (a, o) in acc.chunks_exact_mut(size).zip(other.chunks_exact(size)) {
+                let key = |v: &[u8]| u32::from_le_bytes(v[..4].try_into().unwrap());
+                if key(o) > key(a) {
+                    a.copy_from_slice(o);
+                }
+            }
+        };
+        for count in [1400usize, 6001] {
+            let mine: Vec<u8> = (0..count).flat_map(|i| value(me, i, size)).collect();
+            let want: Vec<u8> = (0..count)
+                .flat_map(|i| {
+                    (0..n)
+                        .map(|r| value(r, i, size))
+                        .max_by_key(|v| u32::from_le_bytes(v[..4].try_into().unwrap()))
+                        .unwrap()
+                })
+                .collect();
+            let mut v = mine.clone();
+            if m.reduce_bytes(&mut v, keep_max)? {
+                assert!(v == want, "reduce_bytes, {count} values of {size} B");
+            }
+            let mut v = mine;
+            m.allreduce_bytes(&mut v, keep_max)?;
+            assert!(
+                v == want,
+                "allreduce_bytes, {count} values of {size} B, member {me}"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Kills the calling process with SIGKILL (no destructors, no unwinding).
 fn kill_self() -> ! {
     let _ = Command::new("kill")
@@ -176,6 +228,10 @@ fn member_entry() {
             }
             check_all(&mut m, first).unwrap();
             // Every member ends every call before any leaves.
+            m.barrier().unwrap();
+        }
+        "units" => {
+            check_units(&mut m).unwrap();
             m.barrier().unwrap();
         }
         "shorter" => {
@@ -325,5 +381,23 @@ fn a_member_killed_mid_transfer_fails_the_other_promptly() {
         assert_eq!(c[other], Some(3), "victim {victim}: {c:?}");
         assert_eq!(c[victim], None, "victim {victim}: {c:?}");
         assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    }
+}
+
+#[test]
+fn values_whose_size_divides_48_are_never_cut_between_chunks() {
+    let cases = [
+        (pair(0), None),
+        (pair(1), Some("allreduce=rabenseifner")),
+        (pair(0), Some("allreduce=recursive-doubling")),
+        (
+            Tree::from_raw(vec![0, 1, 2], 1, vec![vec![], vec![0, 2], vec![]]).unwrap(),
+            None,
+        ),
+    ];
+    for (tree, rules) in cases {
+        let job = job(tree, rules);
+        let c = codes(spawn(&job, "units"));
+        assert!(c.iter().all(|&x| x == Some(0)), "{rules:?}: {c:?}");
     }
 }

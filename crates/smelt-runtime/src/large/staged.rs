@@ -27,8 +27,10 @@ type Res<T> = Result<T, GroupError>;
 
 /// Buffers per direction of a link.
 pub(crate) const STAGE_SLOTS: usize = 4;
-/// Bytes per buffer: the largest chunk.
-pub(crate) const STAGE_BYTES: usize = 16 << 10;
+/// Bytes per buffer: the largest chunk. A multiple of 48 (as the rings' fragments and
+/// [`LOAN_CHUNK`](crate::group::LOAN_CHUNK)), so no value whose size divides 48 bytes
+/// (what `reduce_bytes` allows a combine to work on) straddles two chunks.
+pub(crate) const STAGE_BYTES: usize = (16 << 10) / super::UNIT * super::UNIT;
 /// Messages of at least this many bytes go through the stages.
 pub(crate) const STAGE_FROM: usize = 512;
 
