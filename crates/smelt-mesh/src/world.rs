@@ -1071,6 +1071,10 @@ impl World {
     /// (`None` for the others), in the order given, made as
     /// [`queuepairs`](Self::queuepairs) makes links. Between processes only: members
     /// that are threads lend their buffers instead, and get `None` for every pair.
+    /// `slots` and `bytes` out of range (1 to
+    /// [`MAX_STAGE_SLOTS`](smelt_transport::shm::MAX_STAGE_SLOTS) buffers of 1 to
+    /// [`MAX_STAGE_BYTES`](smelt_transport::shm::MAX_STAGE_BYTES) bytes) are
+    /// [`WorldError::Invalid`] on every member.
     pub fn stages(
         &self,
         pairs: &[(Rank, Rank)],
@@ -1079,7 +1083,15 @@ impl World {
         wait: Option<WaitPolicy>,
         abort: Option<Abort>,
     ) -> Result<Vec<Option<smelt_transport::shm::Stage>>, WorldError> {
+        use smelt_transport::shm::{MAX_STAGE_BYTES, MAX_STAGE_SLOTS};
         let n = self.size();
+        // Before `arena_stage_bytes`, whose arithmetic would overflow, and before
+        // anything is carved: every member refuses alike.
+        if !(1..=MAX_STAGE_SLOTS).contains(&slots) || !(1..=MAX_STAGE_BYTES).contains(&bytes) {
+            return Err(WorldError::Invalid(format!(
+                "stages of {slots} buffers of {bytes} bytes (1 to {MAX_STAGE_SLOTS} buffers of 1 to {MAX_STAGE_BYTES} bytes)"
+            )));
+        }
         for &(a, b) in pairs {
             if a == b || a.index() >= n || b.index() >= n {
                 return Err(WorldError::Invalid(format!(
