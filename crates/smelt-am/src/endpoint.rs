@@ -229,6 +229,9 @@ pub struct Net<L: Link> {
     /// Set while the handler of a request runs that nothing else was waiting
     /// behind: its reply goes at once (after the batch, if there is one).
     alone: bool,
+    /// Unanswered requests to one destination above which a request first runs this
+    /// endpoint's handlers (half a link's slots).
+    poll_above: u32,
     /// Set when the message just handled already decided whether the batch goes
     /// (a request: see `alone`), so the poll need not look at the links again.
     decided: bool,
@@ -902,6 +905,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
             batch_max: 0,
             deferred: VecDeque::new(),
             alone: false,
+            poll_above: (cfg.link.capacity / 2).max(1) as u32,
             decided: false,
             abort,
             cfg,
@@ -1049,11 +1053,18 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
 
     /// Sends a short request (up to 8 argument words) to handler `handler` of `dest`.
     /// If the destination's queue is full, this endpoint runs its own handlers on what
-    /// arrives meanwhile, so endpoints flooding each other never deadlock.
+    /// arrives meanwhile, so endpoints flooding each other never deadlock. So it does,
+    /// before sending, while half a link's capacity of requests to `dest` is
+    /// unanswered: their replies are taken in before they fill the link back (a
+    /// destination answering a stream of requests then never waits for room, and
+    /// answers in batches).
     #[inline]
     pub fn request(&mut self, dest: usize, handler: u8, args: &[u64]) -> Result<(), AmError> {
         // The fast path: a valid short request to a destination with room now.
         if handler != 0 && args.len() <= MAX_ARGS && dest < self.net.outstanding.len() {
+            if self.net.outstanding[dest] >= self.net.poll_above {
+                self.serve_while_sending();
+            }
             // Counted first: a request to this endpoint itself is answered from the
             // held queue, later.
             self.net.outstanding[dest] += 1;
@@ -1067,6 +1078,15 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
             self.net.outstanding[dest] -= 1;
         }
         self.request_slow(dest, handler, args)
+    }
+
+    /// Runs this endpoint's handlers on what waits (a request's, while many of its
+    /// requests are unanswered); errors are reported by the next poll, in order.
+    #[inline(never)]
+    fn serve_while_sending(&mut self) {
+        if let Err(e) = self.poll_inner(64) {
+            self.pending.push_back(e);
+        }
     }
 
     #[inline(never)]

@@ -421,6 +421,34 @@ fn replies_to_queued_requests_travel_in_batches_in_order() {
 }
 
 #[test]
+fn a_requester_with_half_a_link_unanswered_takes_its_replies_in_first() {
+    // Links of 8 slots: at 4 unanswered requests to one endpoint, the next request
+    // runs the requester's handlers before it goes.
+    let mut eps = threads(2, cfg(8), |_| 0u64).unwrap();
+    let mut server = eps.pop().unwrap();
+    let mut client = eps.pop().unwrap();
+    server
+        .register(ECHO, |_, ctx, m| ctx.reply(GOT, m.args).unwrap())
+        .unwrap();
+    client
+        .register(GOT, |n: &mut u64, _, m| *n += m.args[0])
+        .unwrap();
+    for i in 1..=3 {
+        client.request(1, ECHO, &[i]).unwrap();
+    }
+    assert_eq!(server.poll().unwrap(), 3);
+    // 3 unanswered: sent without running a handler.
+    client.request(1, ECHO, &[4]).unwrap();
+    assert_eq!((*client.state(), client.outstanding(1)), (0, 4));
+    // 4 unanswered: the 3 replies waiting run first.
+    client.request(1, ECHO, &[5]).unwrap();
+    assert_eq!((*client.state(), client.outstanding(1)), (1 + 2 + 3, 2));
+    while server.poll().unwrap() > 0 {}
+    client.quiesce(T).unwrap();
+    assert_eq!(*client.state(), 15);
+}
+
+#[test]
 fn messages_to_self_and_requests_from_handlers_context() {
     let mut eps = threads(1, cfg(4), |_| 0u64).unwrap();
     let mut a = eps.pop().unwrap();
