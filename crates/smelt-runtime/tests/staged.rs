@@ -234,6 +234,50 @@ fn member_entry() {
             check_units(&mut m).unwrap();
             m.barrier().unwrap();
         }
+        "longer" => {
+            // Data that differ by whole chunks (one member's ends where the other's
+            // chunk is due): the call itself fails on the member named (exit 4), it
+            // does not end as if the lengths agreed.
+            const CHUNK: usize = 16368;
+            let me = m.rank().index();
+            let r = match parts[1] {
+                "reduce" => {
+                    let mut v = vec![1u8; if me == 0 { CHUNK } else { 2 * CHUNK }];
+                    m.reduce_slice_op(&mut v, ReduceOp::Sum).map(|_| ())
+                }
+                "broadcast" => {
+                    let mut v = vec![1u8; if me == 0 { 2 * CHUNK } else { CHUNK }];
+                    m.broadcast_into(&mut v)
+                }
+                _ => {
+                    let mut v = vec![1u8; if me == 0 { CHUNK } else { 3 * CHUNK }];
+                    m.allreduce_bytes(&mut v, |a, o| {
+                        for (x, y) in a.iter_mut().zip(o) {
+                            *x ^= *y;
+                        }
+                    })
+                }
+            };
+            match r {
+                Err(e) => {
+                    assert!(
+                        matches!(
+                            e,
+                            GroupError::Mismatch { .. } | GroupError::PeerFailed { .. }
+                        ),
+                        "{e}"
+                    );
+                    if matches!(e, GroupError::Mismatch { rank, .. } if rank == m.rank()) {
+                        assert!(e.to_string().contains("length"), "{e}");
+                    }
+                    std::process::exit(4);
+                }
+                Ok(()) => {
+                    let _ = m.barrier();
+                    std::process::exit(5);
+                }
+            }
+        }
         "shorter" => {
             // Member 1's data are shorter (through the ring) than the others' (staged).
             let len = if m.rank() == Rank(1) { 400 } else { 2000 };
@@ -399,5 +443,21 @@ fn values_whose_size_divides_48_are_never_cut_between_chunks() {
         let job = job(tree, rules);
         let c = codes(spawn(&job, "units"));
         assert!(c.iter().all(|&x| x == Some(0)), "{rules:?}: {c:?}");
+    }
+}
+
+#[test]
+fn data_longer_by_whole_chunks_fail_the_call() {
+    // (call, the member that must see it in the call itself)
+    for (call, named) in [("reduce", 0), ("broadcast", 1), ("allreduce", 0)] {
+        let job = job(pair(0), None);
+        let t = Instant::now();
+        let c = codes(spawn(&job, &format!("longer,{call}")));
+        assert_eq!(c[named], Some(4), "{call}: {c:?}");
+        assert!(
+            c.iter().all(|&x| x == Some(4) || x == Some(5)),
+            "{call}: {c:?}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
     }
 }

@@ -33,6 +33,21 @@ pub(crate) const STAGE_SLOTS: usize = 4;
 pub(crate) const STAGE_BYTES: usize = (16 << 10) / super::UNIT * super::UNIT;
 /// Messages of at least this many bytes go through the stages.
 pub(crate) const STAGE_FROM: usize = 512;
+/// Bit set in the tag of a message's last chunk (beside the call's tag): a receiver
+/// whose data end at another chunk than the sender's sees the bit where it expects
+/// none, or none where it expects it, and names the lengths' mismatch in that call
+/// (chunks of the same length would otherwise go unnoticed: the rings' pipelines end
+/// on a short or empty fragment).
+const LAST: u64 = 1 << 33;
+
+/// [`LAST`] if the chunk ending at `end` is the last of a range ending at `hi`.
+fn last(end: usize, hi: usize) -> u64 {
+    if end == hi {
+        LAST
+    } else {
+        0
+    }
+}
 
 /// A context's stages: one per tree link, in the order of its links.
 #[derive(Debug)]
@@ -110,10 +125,18 @@ impl<L: Link> Context<L> {
     fn staged_failed<R>(&self, r: Got<R>, peer: Rank, want: usize, t: Tag) -> GroupError {
         match r {
             Err(e) => self.fail(e, peer, t.op()),
-            Ok(Ok(Err((tag, n)))) | Ok(Err((tag, n))) if tag != 0 && tag != t.word() => {
+            Ok(Ok(Err((tag, n)))) | Ok(Err((tag, n)))
+                if tag != 0 && tag & !(LAST | 1 << 32) != t.word() =>
+            {
                 let _ = n;
                 self.crossed(tag, t, peer)
             }
+            Ok(Ok(Err((tag, n)))) if n == want => self.mismatch(format!(
+                "{}: member {peer} stages a chunk of {n} bytes {} where this member's data {} (the data differ in length)",
+                t.op(),
+                if tag & LAST != 0 { "that ends its data" } else { "and more after it" },
+                if tag & LAST != 0 { "go on" } else { "end" },
+            )),
             Ok(Ok(Err((_, n)))) => self.mismatch(format!(
                 "{}: member {peer} stages a chunk of {n} bytes where this member expects {want} (the data differ in length)",
                 t.op()
@@ -209,12 +232,13 @@ impl<L: Link> Context<L> {
         let chunk = self.chunk_bytes();
         self.with_stages(|c, st| {
             for (off, end) in chunks(0, data.len(), chunk) {
+                let tag = t.word() | last(end, data.len());
                 for i in 0..c.children.len() {
                     let acc = &mut data[off..end];
-                    c.staged_recv(st, Some(i), end - off, t.word(), t, |src| combine(acc, src))?;
+                    c.staged_recv(st, Some(i), end - off, tag, t, |src| combine(acc, src))?;
                 }
                 if c.parent.is_some() {
-                    c.staged_send(st, None, t.word(), &data[off..end], t)?;
+                    c.staged_send(st, None, tag, &data[off..end], t)?;
                 }
             }
             Ok(())
@@ -228,14 +252,13 @@ impl<L: Link> Context<L> {
         let chunk = self.chunk_bytes();
         self.with_stages(|c, st| {
             for (off, end) in chunks(0, buf.len(), chunk) {
+                let tag = t.word() | last(end, buf.len());
                 if c.parent.is_some() {
                     let dst = &mut buf[off..end];
-                    c.staged_recv(st, None, end - off, t.word(), t, |src| {
-                        dst.copy_from_slice(src)
-                    })?;
+                    c.staged_recv(st, None, end - off, tag, t, |src| dst.copy_from_slice(src))?;
                 }
                 for i in 0..c.children.len() {
-                    c.staged_send(st, Some(i), t.word(), &buf[off..end], t)?;
+                    c.staged_send(st, Some(i), tag, &buf[off..end], t)?;
                 }
             }
             Ok(())
@@ -282,9 +305,10 @@ impl<L: Link> Context<L> {
         let mut copy = std::mem::take(&mut self.packed);
         let r = self.with_stages(|c, st| {
             for (off, end) in chunks(0, data.len(), chunk) {
-                c.staged_send(st, other, t.word(), &data[off..end], t)?;
+                let tag = t.word() | last(end, data.len());
+                c.staged_send(st, other, tag, &data[off..end], t)?;
                 let acc = &mut data[off..end];
-                c.staged_recv(st, other, end - off, t.word(), t, |src| {
+                c.staged_recv(st, other, end - off, tag, t, |src| {
                     if root {
                         combine(acc, src);
                     } else {
@@ -338,11 +362,11 @@ impl<L: Link> Context<L> {
                     break;
                 }
                 if let Some((a, b)) = g {
-                    c.staged_send(st, other, rs, &data[a..b], t)?;
+                    c.staged_send(st, other, rs | last(b, give.1), &data[a..b], t)?;
                 }
                 if let Some((a, b)) = k {
                     let acc = &mut data[a..b];
-                    c.staged_recv(st, other, b - a, rs, t, |src| {
+                    c.staged_recv(st, other, b - a, rs | last(b, keep.1), t, |src| {
                         if root || commutative {
                             combine(acc, src);
                         } else {
@@ -362,11 +386,12 @@ impl<L: Link> Context<L> {
                     break;
                 }
                 if let Some((a, b)) = k {
-                    c.staged_send(st, other, ag, &data[a..b], t)?;
+                    c.staged_send(st, other, ag | last(b, keep.1), &data[a..b], t)?;
                 }
                 if let Some((a, b)) = g {
                     let dst = &mut data[a..b];
-                    c.staged_recv(st, other, b - a, ag, t, |src| dst.copy_from_slice(src))?;
+                    let tag = ag | last(b, give.1);
+                    c.staged_recv(st, other, b - a, tag, t, |src| dst.copy_from_slice(src))?;
                 }
             }
             Ok(())
@@ -380,5 +405,5 @@ impl<L: Link> Context<L> {
 /// member expecting ring data got from a member that stages: the data differ in
 /// length).
 pub(crate) fn staged_for(tag: u64, t: u64) -> bool {
-    tag & STAGED_TAG != 0 && tag & !STAGED_TAG == t
+    tag & STAGED_TAG != 0 && tag & !(STAGED_TAG | LAST) == t
 }
