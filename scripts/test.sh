@@ -49,6 +49,24 @@ for peer in pthread_barrier dissemination_barrier "omp_barrier (GOMP)" "omp_barr
     grep -F "$peer" <<<"$out" | grep -qv skipped \
         || { echo "$out" | tail -30; echo "[smelt] the bundle's $peer peer did not run" >&2; exit 1; }
 done
+echo "[smelt] the bundle's smelt report with PATH=/usr/bin:/bin and LD_LIBRARY_PATH only the bundle's lib/"
+rm -rf target/bundle-test-report
+out="$(env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$PWD/target/bundle-test/lib" HOME=/nonexistent \
+    XDG_CACHE_HOME="$PWD/target/bundle-test-cache" "$PWD/target/bundle-test/smelt" report \
+    --only machine,trees,collectives --time-limit 90 --out "$PWD/target/bundle-test-report" 2>&1)" \
+    || { echo "$out" | tail -30; echo "[smelt] the bundle's smelt report failed" >&2; exit 1; }
+python3 - "$PWD/target/bundle-test-report" <<'EOF' || { echo "$out" | tail -30; exit 1; }
+import json, sys
+d = sys.argv[1]
+html = open(f"{d}/report.html").read()
+r = json.load(open(f"{d}/report.json"))
+steps = {s["id"]: s["status"] for s in r["steps"]}
+bad = [k for k in ("probe", "collectives") if steps.get(k) != "ok"]
+missing = [k for k in ("machine", "trees", "collectives") if k not in r["data"]]
+if bad or missing or "<svg" not in html:
+    sys.exit(f"[smelt] the bundle's report is incomplete: steps {steps}, sections missing {missing}")
+print(f"[smelt] the bundle's report: {len(html)} bytes of HTML, steps {steps}")
+EOF
 echo "[smelt] loom model check of the queuepair protocol"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p smelt-transport --release --lib --test loom 2>&1
 echo "[smelt] loom model check of the task pool's worker latch"

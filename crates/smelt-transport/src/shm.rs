@@ -924,6 +924,53 @@ impl std::fmt::Debug for ShmMember {
     }
 }
 
+/// Claims `me`'s end of the two-member part at `p` (arena offset `offset`), shared with
+/// `peer`: the part's first line records the pair (the first opener writes it, every
+/// later one must name the same two members) and one flag per side, so a second opening
+/// of a side, or an opening by a third member, is [`TransportError::NotYours`]. `what`
+/// names the part in the error ("link", "stage").
+pub(crate) fn claim_pair_end(
+    p: *mut u8,
+    me: u32,
+    peer: u32,
+    offset: u64,
+    what: &str,
+) -> Result<(), TransportError> {
+    let (lo, hi) = (me.min(peer), me.max(peer));
+    let pair = ((lo as u64 + 1) << 32) | (hi as u64 + 1);
+    // SAFETY: `p` is the start of an arena part (the caller's `arena_part`), whose first
+    // line (128 bytes, aligned) lies in the mapping; its words are accessed only
+    // atomically, by every member.
+    let (who, low, high) = unsafe {
+        (
+            &*(p.add(8) as *const AtomicU64),
+            &*(p.add(16) as *const AtomicU32),
+            &*(p.add(20) as *const AtomicU32),
+        )
+    };
+    match who.compare_exchange(0, pair, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {}
+        Err(w) if w == pair => {}
+        Err(w) => {
+            return Err(TransportError::NotYours(format!(
+                "member {me}: the {what} at arena offset {offset} joins members {} and {}, not {lo} and {hi}",
+                (w >> 32).wrapping_sub(1),
+                (w & 0xffff_ffff).wrapping_sub(1)
+            )))
+        }
+    }
+    let side = if me == lo { low } else { high };
+    if side
+        .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return Err(TransportError::NotYours(format!(
+            "member {me}'s end of the {what} to member {peer} at arena offset {offset} is already open"
+        )));
+    }
+    Ok(())
+}
+
 fn parse_key(key: &str) -> Option<[u64; 2]> {
     if key.len() != 32 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
@@ -1263,43 +1310,13 @@ impl ShmMember {
         let p = self
             .arena_part(offset, arena_link_bytes(capacity) as u64)
             .map_err(|e| TransportError::NotYours(e.to_string()))?;
-        let (lo, hi) = (me.min(peer), me.max(peer));
-        let pair = ((lo as u64 + 1) << 32) | (hi as u64 + 1);
-        // SAFETY: the part's first line (128 bytes, aligned) lies in the mapping
-        // (`arena_part`); its words are accessed only atomically, by every member.
-        let (who, low, high) = unsafe {
-            (
-                &*(p.add(8) as *const AtomicU64),
-                &*(p.add(16) as *const AtomicU32),
-                &*(p.add(20) as *const AtomicU32),
-            )
-        };
-        match who.compare_exchange(0, pair, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => {}
-            Err(w) if w == pair => {}
-            Err(w) => {
-                return Err(TransportError::NotYours(format!(
-                    "member {me}: the link at arena offset {offset} joins members {} and {}, not {lo} and {hi}",
-                    (w >> 32).wrapping_sub(1),
-                    (w & 0xffff_ffff).wrapping_sub(1)
-                )))
-            }
-        }
-        let side = if me == lo { low } else { high };
-        if side
-            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
-            return Err(TransportError::NotYours(format!(
-                "member {me}'s end of the link to member {peer} at arena offset {offset} is already open"
-            )));
-        }
+        claim_pair_end(p, me, peer, offset, "link")?;
         // SAFETY: both rings lie inside the part (`arena_link_bytes`), aligned to 128
         // bytes, zero until first used (a fresh file's pages are zero); this member is
         // the only producer of its ring and the only consumer of the other (claimed
         // above, once per side); the mapping lives as long as the Arc given as Remote.
         let (low_to_high, high_to_low) = unsafe { (p.add(ARENA_ALIGN), p.add(ARENA_ALIGN + ring)) };
-        let (tx, rx) = if me == lo {
+        let (tx, rx) = if me < peer {
             (low_to_high, high_to_low)
         } else {
             (high_to_low, low_to_high)

@@ -164,37 +164,7 @@ impl ShmMember {
         let p = self
             .arena_part(offset, arena_stage_bytes(slots, bytes) as u64)
             .map_err(|e| TransportError::NotYours(e.to_string()))?;
-        let (lo, hi) = (me.min(peer), me.max(peer));
-        let pair = ((lo as u64 + 1) << 32) | (hi as u64 + 1);
-        // SAFETY: the part's first line (128 bytes, aligned) lies in the mapping
-        // (`arena_part`); its words are accessed only atomically, by every member.
-        let (who, low, high) = unsafe {
-            (
-                &*(p.add(8) as *const AtomicU64),
-                &*(p.add(16) as *const AtomicU32),
-                &*(p.add(20) as *const AtomicU32),
-            )
-        };
-        match who.compare_exchange(0, pair, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => {}
-            Err(w) if w == pair => {}
-            Err(w) => {
-                return Err(TransportError::NotYours(format!(
-                    "member {me}: the stage at arena offset {offset} joins members {} and {}, not {lo} and {hi}",
-                    (w >> 32).wrapping_sub(1),
-                    (w & 0xffff_ffff).wrapping_sub(1)
-                )))
-            }
-        }
-        let side = if me == lo { low } else { high };
-        if side
-            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
-            return Err(TransportError::NotYours(format!(
-                "member {me}'s end of the stage to member {peer} at arena offset {offset} is already open"
-            )));
-        }
+        super::claim_pair_end(p, me, peer, offset, "stage")?;
         let stride = bytes.next_multiple_of(ARENA_ALIGN);
         let dir = control_bytes(slots) + slots * stride;
         // SAFETY: both directions lie inside the part (`arena_stage_bytes`), 128-byte
@@ -207,7 +177,7 @@ impl ShmMember {
                 Dir::at(p.add(ARENA_ALIGN + dir), slots),
             )
         };
-        let (out, inn) = if me == lo {
+        let (out, inn) = if me < peer {
             (low_to_high, high_to_low)
         } else {
             (high_to_low, low_to_high)
