@@ -283,6 +283,10 @@ pub enum AggError {
     /// A bad setting.
     #[error("invalid aggregation setup: {0}")]
     Invalid(String),
+    /// The check over a whole job ([`tally::verify`]) found items sent short, lost,
+    /// duplicated, altered or at the wrong worker; the text says which.
+    #[error("aggregation check failed: {0}")]
+    Check(String),
     /// No worker with that index.
     #[error("no worker {dest} (the job has {size})")]
     NoSuchWorker {

@@ -164,8 +164,8 @@ pub fn run<L: Link + 'static>(
 }
 
 /// The check over the whole job: `expected` items were sent, every one arrived once,
-/// unaltered, at its destination. The error says what differs.
-pub fn verify(sent: &Tally, received: &Tally, expected: u64) -> Result<(), String> {
+/// unaltered, at its destination. The error ([`AggError::Check`]) says what differs.
+pub fn verify(sent: &Tally, received: &Tally, expected: u64) -> Result<(), AggError> {
     let wrong = if sent.items != expected {
         format!("{} items sent of {expected}", sent.items)
     } else if received.misplaced != 0 {
@@ -179,7 +179,7 @@ pub fn verify(sent: &Tally, received: &Tally, expected: u64) -> Result<(), Strin
     } else {
         return Ok(());
     };
-    Err(format!("aggregation check failed: {wrong}"))
+    Err(AggError::Check(wrong))
 }
 
 #[cfg(test)]
@@ -198,23 +198,21 @@ mod tests {
         // The same items in another order, merged from two workers: good.
         let mut got = of((5..10).rev());
         got.merge(&of(0..5));
-        assert_eq!(verify(&sent, &got, 10), Ok(()));
+        assert!(verify(&sent, &got, 10).is_ok());
+        let err = |t: &Tally| verify(&sent, t, 10).unwrap_err().to_string();
         assert!(verify(&sent, &got, 11)
             .unwrap_err()
-            .contains("10 items sent of 11"));
+            .to_string()
+            .contains("aggregation check failed: 10 items sent of 11"));
         let lost = of(1..10);
-        assert!(verify(&sent, &lost, 10).unwrap_err().contains("lost"));
+        assert!(err(&lost).contains("lost"));
         let twice = of((0..10).chain([3]));
-        assert!(verify(&sent, &twice, 10)
-            .unwrap_err()
-            .contains("duplicated"));
+        assert!(err(&twice).contains("duplicated"));
         let altered = of((0..9).chain([99]));
-        assert!(verify(&sent, &altered, 10).unwrap_err().contains("altered"));
+        assert!(err(&altered).contains("altered"));
         let mut misplaced = got;
         misplaced.misplaced = 1;
-        assert!(verify(&sent, &misplaced, 10)
-            .unwrap_err()
-            .contains("wrong worker"));
+        assert!(err(&misplaced).contains("wrong worker"));
         assert_eq!(Tally::from_words(got.words()), got);
     }
 

@@ -836,13 +836,14 @@ pub fn compare(f: &TuningFile, other: &TuningFile) -> String {
 /// Open MPI `tuned` collective id and algorithm (id, fan-in/out) of a smelt algorithm:
 /// the nearest to a tree ([`ompi_algorithm`]); the dissemination barrier is Open
 /// MPI's barrier 4 (bruck: the same rounds), recursive doubling its allreduce 3,
-/// Rabenseifner its allreduce 6.
+/// Rabenseifner its allreduce 6, the ring its allreduce 4.
 pub fn ompi_for(op: Op, a: Algorithm, group: usize) -> Option<(u32, u32, u32)> {
     match a {
         Algorithm::Tree(t) => ompi_algorithm(op, t, group),
         Algorithm::NonTree(NonTree::Dissemination) => Some((6, 4, 0)),
         Algorithm::NonTree(NonTree::RecursiveDoubling) => Some((2, 3, 0)),
         Algorithm::NonTree(NonTree::Rabenseifner) => Some((2, 6, 0)),
+        Algorithm::NonTree(NonTree::Ring) => Some((2, 4, 0)),
     }
 }
 

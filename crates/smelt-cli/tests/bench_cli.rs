@@ -567,7 +567,8 @@ fn bench_large_reports_bandwidth_against_memcpy() {
                 ("reduce", "tree"),
                 ("allreduce", "tree"),
                 ("allreduce", "recursive-doubling"),
-                ("allreduce", "rabenseifner")
+                ("allreduce", "rabenseifner"),
+                ("allreduce", "ring")
             ]
         );
         for o in r["ops"].as_array().unwrap() {

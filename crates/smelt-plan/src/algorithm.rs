@@ -32,6 +32,16 @@ pub enum NonTree {
     /// as in recursive doubling; the values are grouped as recursive doubling groups
     /// them, so both give the same bits.
     Rabenseifner,
+    /// Ring allreduce for long vectors (Patarasuk and Yuan): the vector cut into n
+    /// blocks; a reduce-scatter of n − 1 steps in which member `i` sends a block to
+    /// member `i + 1` (mod n) and combines the one member `i − 1` sends, then an
+    /// allgather of n − 1 steps passing the reduced blocks on round the ring. Each
+    /// member sends and receives 2·(n−1)/n of the vector, only ever to its
+    /// neighbours, for any n (no fold to a power of two). A block is combined along
+    /// the ring starting at the member of its index, so the operation must be
+    /// commutative (as the predefined ones are); an allreduce whose combine may not
+    /// be runs Rabenseifner instead.
+    Ring,
 }
 
 /// One non-tree algorithm of the registry: its name, aliases, the operations it
@@ -77,14 +87,24 @@ pub static NON_TREE: &[NonTreeEntry] = &[
                       beyond the tree)",
         algorithm: NonTree::Rabenseifner,
     },
+    NonTreeEntry {
+        name: "ring",
+        aliases: &["ring-allreduce"],
+        ops: &[Op::Allreduce],
+        description: "allreduce only, for long vectors and commutative operations: \
+                      reduce-scatter then allgather of n blocks round the ring i -> i+1 \
+                      (2(n-1) steps, neighbours only; links beyond the tree)",
+        algorithm: NonTree::Ring,
+    },
 ];
 
 impl NonTree {
     /// Every non-tree algorithm.
-    pub const ALL: [NonTree; 3] = [
+    pub const ALL: [NonTree; 4] = [
         NonTree::Dissemination,
         NonTree::RecursiveDoubling,
         NonTree::Rabenseifner,
+        NonTree::Ring,
     ];
 
     /// This algorithm's entry in [`NON_TREE`].

@@ -121,6 +121,10 @@ pub struct Context<L: Link = QueuePairEnd> {
     pub(crate) sync: SyncMode,
     /// Inside a strict collective: the collectives it is made of run as they are.
     pub(crate) in_strict: bool,
+    /// Inside a reduction with a predefined (commutative) operation
+    /// ([`Context::allreduce_bytes_op`]): the ring allreduce may run, which combines
+    /// each block in ring order rather than rank order.
+    pub(crate) commutes: bool,
     /// Messages of at least this many bytes are lent ([`GroupConfig::lend_from`]).
     pub(crate) lend_from: usize,
     /// Packed values of the slice reductions, kept between calls so a reduction in a

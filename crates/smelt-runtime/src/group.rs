@@ -973,6 +973,7 @@ pub(crate) fn build_contexts<L: Link>(
             max_message: cfg.max_message,
             sync: cfg.sync,
             in_strict: false,
+            commutes: false,
             lend_from: cfg.lend_from,
             packed: Vec::new(),
             seq: 0,

@@ -54,6 +54,24 @@ pub(crate) fn halving_ranges(len: usize, p: usize, me: usize) -> Vec<(usize, usi
     out
 }
 
+/// True for the algorithms that, between two members, are one exchange of halves
+/// (Rabenseifner, and the ring of two).
+pub(crate) fn halves(a: Option<NonTree>) -> bool {
+    matches!(a, Some(NonTree::Rabenseifner | NonTree::Ring))
+}
+
+/// The `(start, end)` byte range of block `b` of the ring allreduce of `len` bytes in
+/// `n` blocks: cut at multiples of [`UNIT`] bytes (so no value straddles two blocks),
+/// the first blocks one unit longer where the units do not divide evenly; blocks past
+/// the end are empty.
+pub(crate) fn ring_block(len: usize, n: usize, b: usize) -> (usize, usize) {
+    let units = len.div_ceil(UNIT);
+    let (q, r) = (units / n, units % n);
+    let start = b * q + b.min(r);
+    let end = start + q + usize::from(b < r);
+    ((start * UNIT).min(len), (end * UNIT).min(len))
+}
+
 impl<L: Link> Context<L> {
     /// Element-wise reduction of equally long slices to the root with a predefined
     /// operation ([`ReduceOp`]): on the root `data` holds the result and `true` is
@@ -89,7 +107,11 @@ impl<L: Link> Context<L> {
             let mut combine = |acc: &mut [u8], o: &[u8]| combine_bytes::<T>(op, acc, o);
             return self.allreduce_pair(bytes, &mut combine, true);
         }
-        self.allreduce_bytes(bytes, |acc, o| combine_bytes::<T>(op, acc, o))
+        // The predefined operations commute (bit for bit): the ring may run.
+        self.commutes = true;
+        let r = self.allreduce_bytes(bytes, |acc, o| combine_bytes::<T>(op, acc, o));
+        self.commutes = false;
+        r
     }
 
     /// Rabenseifner between two members by loans ([`allreduce_pair_lent`](Self::allreduce_pair_lent))
@@ -128,7 +150,7 @@ impl<L: Link> Context<L> {
             _ => return false,
         };
         let path = (len >= self.lend_from && link.can_lend()) || self.stages_for(len);
-        path && self.allreduce_non_tree(len) == Some(NonTree::Rabenseifner)
+        path && halves(self.allreduce_non_tree(len))
     }
 
     /// Rabenseifner's allreduce of two members that share memory, by loans over the
@@ -322,6 +344,56 @@ impl<L: Link> Context<L> {
         Ok(())
     }
 
+    /// The ring allreduce ([`NonTree::Ring`], `n > 2` members, a commutative
+    /// `combine`): the data cut into `n` blocks ([`ring_block`]).
+    /// 1. reduce-scatter, steps `s = 0 .. n − 2`: member `i` sends block `i − s`
+    ///    (mod n) to member `i + 1` and combines block `i − s − 1`, which member
+    ///    `i − 1` sends, into its own (`combine(mine, got)`); after it member `i`
+    ///    holds block `i + 1` reduced;
+    /// 2. allgather, steps `s = 0 .. n − 2`: member `i` sends block `i + 1 − s` to
+    ///    member `i + 1` and receives block `i − s` into place.
+    ///
+    /// Block `b` is combined once per member along the ring from member `b`:
+    /// `x(b−1) ⊕ (… ⊕ (x(b+1) ⊕ x(b)))` (indices mod n), then copied, so every member
+    /// holds the same bits.
+    pub(crate) fn allreduce_ring(
+        &mut self,
+        data: &mut [u8],
+        combine: &mut dyn FnMut(&mut [u8], &[u8]),
+        t: Tag,
+    ) -> Res<()> {
+        let mut nt = self.nontree.take().expect("checked by the caller");
+        let n = self.size();
+        let me = self.rank.index();
+        let (next, prev) = (Rank((me + 1) % n), Rank((me + n - 1) % n));
+        let len = data.len();
+        let block = |b: usize| ring_block(len, n, b % n);
+        let r = (|| {
+            let mut fold = |mine: &mut [u8], got: &mut [u8]| combine(mine, got);
+            for s in 0..n - 1 {
+                let (send, recv) = (block(me + n - s), block(me + 2 * n - s - 1));
+                let step = 2 + s as u64;
+                self.shift(
+                    &mut nt,
+                    (next, send),
+                    (prev, recv),
+                    data,
+                    step,
+                    t,
+                    Some(&mut fold),
+                )?;
+            }
+            for s in 0..n - 1 {
+                let (send, recv) = (block(me + 1 + n - s), block(me + n - s));
+                let step = 1 + n as u64 + s as u64;
+                self.shift(&mut nt, (next, send), (prev, recv), data, step, t, None)?;
+            }
+            Ok(())
+        })();
+        self.nontree = Some(nt);
+        r
+    }
+
     /// Sends `data[send]` to `peer` while receiving `peer`'s bytes for `data[recv]`,
     /// in pieces of half a link message, a send then a receive in turn (deadlock-free
     /// and never blocked on a full link: each side sends its next piece only after
@@ -337,8 +409,28 @@ impl<L: Link> Context<L> {
         data: &mut [u8],
         step: u64,
         t: Tag,
+        take: Option<Take<'_>>,
+    ) -> Res<()> {
+        self.shift(nt, (peer, send), (peer, recv), data, step, t, take)
+    }
+
+    /// [`exchange`](Self::exchange) with two peers: `data[to.1]` goes to member `to.0`
+    /// while member `from.0`'s bytes for `data[from.1]` come in, piece by piece in
+    /// turn. Round a ring a link may hold more than two pieces while its receiver is
+    /// behind; the mesh's send then takes in what arrives meanwhile, so no member
+    /// waits on another that waits on it.
+    #[allow(clippy::too_many_arguments)]
+    fn shift(
+        &self,
+        nt: &mut NonTreeLinks,
+        to: (Rank, (usize, usize)),
+        from: (Rank, (usize, usize)),
+        data: &mut [u8],
+        step: u64,
+        t: Tag,
         mut take: Option<Take<'_>>,
     ) -> Res<()> {
+        let ((peer, send), (source, recv)) = (to, from);
         let timeout: Duration = self.timeout;
         let tag = t.word() | (step << 32);
         // Pieces of half a link message (whole units): when a side sends piece i, its
@@ -369,14 +461,14 @@ impl<L: Link> Context<L> {
                 };
                 let (got, k) = nt
                     .mesh
-                    .recv_from(peer, into, timeout)
+                    .recv_from(source, into, timeout)
                     .map_err(|e| self.mesh_fail(e, t.op()))?;
                 if got != tag {
-                    return Err(self.crossed(got, t, peer));
+                    return Err(self.crossed(got, t, source));
                 }
                 if k != b - a {
                     return Err(self.mismatch(format!(
-                        "{}: member {peer} sent a piece of {k} bytes where member {} expected {} (the data differ in length)",
+                        "{}: member {source} sent a piece of {k} bytes where member {} expected {} (the data differ in length)",
                         t.op(),
                         self.rank,
                         b - a

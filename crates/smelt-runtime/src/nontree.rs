@@ -50,7 +50,8 @@ pub(crate) fn pow2_floor(n: usize) -> usize {
 
 /// The pairs of ranks the algorithms of `table` need links between, in a group of
 /// `n`: dissemination `{i, i + 2^k mod n}`; recursive doubling and Rabenseifner
-/// `{i, i XOR 2^k}` below the largest power of two p ≤ n and `{i − p, i}` above it.
+/// `{i, i XOR 2^k}` below the largest power of two p ≤ n and `{i − p, i}` above it;
+/// the ring `{i, i + 1 mod n}` and Rabenseifner's pairs (its fallback).
 pub(crate) fn pairs_for(table: &AlgorithmTable, n: usize) -> BTreeSet<(usize, usize)> {
     let mut out = BTreeSet::new();
     let mut add = |a: usize, b: usize| {
@@ -67,7 +68,16 @@ pub(crate) fn pairs_for(table: &AlgorithmTable, n: usize) -> BTreeSet<(usize, us
             d *= 2;
         }
     }
-    if table.may_use(NonTree::RecursiveDoubling) || table.may_use(NonTree::Rabenseifner) {
+    if table.may_use(NonTree::Ring) {
+        for i in 0..n {
+            add(i, (i + 1) % n);
+        }
+    }
+    // The ring falls back to Rabenseifner for a combine that may not commute.
+    if table.may_use(NonTree::RecursiveDoubling)
+        || table.may_use(NonTree::Rabenseifner)
+        || table.may_use(NonTree::Ring)
+    {
         let p = pow2_floor(n);
         let mut d = 1;
         while d < p {
@@ -148,7 +158,7 @@ impl<L: Link> Context<L> {
     }
 
     /// True if an allreduce of `bytes` runs by a non-tree algorithm (recursive
-    /// doubling or Rabenseifner; [`allreduce_doubling`](Self::allreduce_doubling) runs
+    /// doubling, Rabenseifner or the ring; [`allreduce_doubling`](Self::allreduce_doubling) runs
     /// either): the table's answer for the last size is kept.
     #[inline]
     pub(crate) fn allreduce_by_doubling(&mut self, bytes: usize) -> bool {
@@ -169,7 +179,12 @@ impl<L: Link> Context<L> {
         let a = nt
             .table
             .non_tree(sync, Op::Allreduce, bytes as u64)
-            .filter(|a| matches!(a, NonTree::RecursiveDoubling | NonTree::Rabenseifner));
+            .filter(|a| {
+                matches!(
+                    a,
+                    NonTree::RecursiveDoubling | NonTree::Rabenseifner | NonTree::Ring
+                )
+            });
         nt.last = Some((sync, bytes, a));
         a
     }
@@ -289,8 +304,16 @@ impl<L: Link> Context<L> {
     ) -> Res<()> {
         let t = self.begin(Coll::RecursiveDoubling)?;
         self.check_len(data.len(), t)?;
-        if self.allreduce_non_tree(data.len()) == Some(NonTree::Rabenseifner) {
-            return self.allreduce_rabenseifner(data, combine, t);
+        match self.allreduce_non_tree(data.len()) {
+            Some(NonTree::Ring) if self.size() > 2 && self.commutes => {
+                return self.allreduce_ring(data, combine, t);
+            }
+            // Two members' ring is Rabenseifner's one exchange of halves; a combine
+            // that may not commute needs rank order.
+            Some(NonTree::Rabenseifner | NonTree::Ring) => {
+                return self.allreduce_rabenseifner(data, combine, t);
+            }
+            _ => {}
         }
         let n = self.size();
         let me = self.rank.index();

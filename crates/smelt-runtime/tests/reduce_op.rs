@@ -1,12 +1,14 @@
 //! The typed reductions with a predefined operation (`reduce_slice_op`,
 //! `allreduce_slice_op`) on every algorithm (the tree, lent between threads or in
-//! fragments; recursive doubling; Rabenseifner's reduce-scatter + allgather): every
+//! fragments; recursive doubling; Rabenseifner's reduce-scatter + allgather; the
+//! ring's reduce-scatter + allgather): every
 //! element type × operation against a sequential computation at lengths around the
 //! algorithms' boundaries (1 value, odd lengths, lengths not divisible by the group
 //! size or by Rabenseifner's 48-byte units, around a link message, a fragment and a
 //! loan chunk), in place; identical bits on every member for floating point; the
-//! documented grouping of recursive doubling and Rabenseifner; 16 members on the
-//! machine's few CPUs; an operation a type does not have is refused.
+//! documented grouping of recursive doubling, Rabenseifner and the ring; 16 members on
+//! the machine's few CPUs; an operation a type does not have is refused; a caller's
+//! combine that may not commute never runs the ring.
 
 use smelt_runtime::{Elem, Group, GroupConfig, GroupError, ReduceOp, LOAN_CHUNK};
 use smelt_tree::tuning::AlgorithmTable;
@@ -19,7 +21,7 @@ mod common;
 type Body<'a> = &'a (dyn Fn(&mut smelt_runtime::Member) -> Result<(), GroupError> + Sync);
 
 /// The algorithms: (name, table rules or none for the tree, lend).
-const ALGOS: [(&str, Option<&str>, bool); 4] = [
+const ALGOS: [(&str, Option<&str>, bool); 5] = [
     ("tree (lent)", None, true),
     ("tree (fragments)", None, false),
     (
@@ -28,6 +30,7 @@ const ALGOS: [(&str, Option<&str>, bool); 4] = [
         true,
     ),
     ("rabenseifner", Some("allreduce=rabenseifner"), true),
+    ("ring", Some("allreduce=ring"), true),
 ];
 
 fn cfg(rules: Option<&str>, lend: bool) -> GroupConfig {
@@ -203,6 +206,19 @@ fn doubling_order(n: usize, i: usize) -> f64 {
     v[0]
 }
 
+/// The documented order of the ring (more than two members): value `i` lies in block
+/// `b` of `n` (blocks cut at 48-byte units, the first ones a unit longer), combined
+/// along the ring from member `b`: `x(b−1) + (… + (x(b+1) + x(b)))`.
+fn ring_order(n: usize, len: usize, i: usize) -> f64 {
+    let units = (len * 8).div_ceil(48);
+    let (q, rem) = (units / n, units % n);
+    let unit = i * 8 / 48;
+    let b = (0..n)
+        .find(|&b| unit < (b + 1) * q + (b + 1).min(rem))
+        .expect("in a block");
+    (1..n).fold(noisy(b, i), |acc, k| noisy((b + k) % n, i) + acc)
+}
+
 #[test]
 fn floating_point_results_are_the_same_bits_everywhere_in_the_documented_order() {
     for n in [2, 3, 5, 6, 8] {
@@ -231,7 +247,16 @@ fn floating_point_results_are_the_same_bits_everywhere_in_the_documented_order()
                 );
             }
             if rules.is_some() {
-                let want: Vec<f64> = (0..len).map(|i| doubling_order(n, i)).collect();
+                let ring = name == "ring" && n > 2;
+                let want: Vec<f64> = (0..len)
+                    .map(|i| {
+                        if ring {
+                            ring_order(n, len, i)
+                        } else {
+                            doubling_order(n, i)
+                        }
+                    })
+                    .collect();
                 assert!(
                     bits(&results[0]) == bits(&want),
                     "{name}, {n} members: not the documented order"
@@ -291,11 +316,17 @@ fn an_operation_the_type_lacks_is_refused_on_every_member() {
 }
 
 /// Two members whose data differ in length: an error on both (the exchange of loans
-/// checks what it borrows), no hang, on Rabenseifner's pair path and on the mesh.
+/// checks what it borrows), no hang, on Rabenseifner's pair path and on the mesh, and
+/// round the ring.
 #[test]
 fn lengths_that_differ_fail_on_every_member() {
-    for n in [2, 4] {
-        let r = Group::with_config(&[tree(n)], &cfg(Some("allreduce=rabenseifner"), true))
+    for (n, rules) in [
+        (2, "allreduce=rabenseifner"),
+        (4, "allreduce=rabenseifner"),
+        (3, "allreduce=ring"),
+        (4, "allreduce=ring"),
+    ] {
+        let r = Group::with_config(&[tree(n)], &cfg(Some(rules), true))
             .unwrap()
             .run(|m| {
                 let len = if m.rank().index() == 1 {
@@ -314,7 +345,7 @@ fn lengths_that_differ_fail_on_every_member() {
                 .collect(),
         };
         for e in errors {
-            assert!(e.contains("differ in length"), "{n} members: {e}");
+            assert!(e.contains("differ in length"), "{rules}, {n} members: {e}");
         }
     }
 }
@@ -359,4 +390,40 @@ fn a_callers_combine_runs_the_pair_by_loans_with_the_roots_value_first() {
     let a = out[0].as_ref().unwrap();
     let b = out[1].as_ref().unwrap();
     assert!(a == b, "the members' bytes differ");
+}
+
+/// The ring combines each block in ring order, so a combine of the caller's own
+/// (which may not commute) runs Rabenseifner instead, in rank order: with the left
+/// projection (`acc` kept), every member ends with member 0's bytes. The typed call
+/// of the same group runs the ring (its result checked against a sequential sum).
+#[test]
+fn a_combine_that_may_not_commute_never_runs_the_ring() {
+    for n in [3, 4, 5] {
+        let len = 100_003;
+        let out = Group::with_config(&[tree(n)], &cfg(Some("allreduce:1k-=ring"), true))
+            .unwrap()
+            .run(|m| -> Result<(), GroupError> {
+                let r = m.rank().index();
+                let c = m.context(0)?;
+                assert_eq!(c.non_tree_for(Op::Allreduce, len), Some(NonTree::Ring));
+                let mut v: Vec<u8> = (0..len).map(|i| (i * 7 + r * 13 + 1) as u8).collect();
+                m.allreduce_bytes(&mut v, |_acc, _other| {})?;
+                assert!(
+                    v.iter().enumerate().all(|(i, b)| *b == (i * 7 + 1) as u8),
+                    "{n} members: not member 0's bytes"
+                );
+                let mut w: Vec<u64> = (0..len as u64 / 8).map(|i| i * 5 + r as u64).collect();
+                m.allreduce_slice_op(&mut w, ReduceOp::Sum)?;
+                let tri = (n * (n - 1) / 2) as u64;
+                assert!(w
+                    .iter()
+                    .enumerate()
+                    .all(|(i, x)| *x == i as u64 * 5 * n as u64 + tri));
+                Ok(())
+            })
+            .unwrap();
+        for r in out {
+            r.unwrap();
+        }
+    }
 }

@@ -378,6 +378,27 @@ fn two_processes_run_rabenseifner_and_recursive_doubling_through_the_stages() {
     run_check(pair(1), Some("allreduce=recursive-doubling"), Some(0));
 }
 
+/// The ring allreduce between member processes (over the links beyond the tree): 3
+/// members (no power of two) and 4, typed reductions against sequential results.
+#[test]
+fn processes_run_the_ring_allreduce() {
+    run_check(
+        Tree::from_raw(vec![0, 1, 2], 0, vec![vec![1], vec![2], vec![]]).unwrap(),
+        Some("allreduce=ring"),
+        None,
+    );
+    run_check(
+        Tree::from_raw(
+            vec![0, 1, 2, 3],
+            1,
+            vec![vec![], vec![0, 2, 3], vec![], vec![]],
+        )
+        .unwrap(),
+        Some("allreduce=ring"),
+        None,
+    );
+}
+
 #[test]
 fn trees_of_processes_match_sequential_results_at_every_boundary() {
     // A chain (inner members forward) and a star (the root combines several).

@@ -409,8 +409,11 @@ pub fn predict(model: &Model, tree: &Tree, pl: Payload) -> Result<Prediction, Tr
 ///   `i`. Rabenseifner: the same folds and pairs, each step of the reduce-scatter
 ///   with half the previous step's message, then the steps in reverse (allgather)
 ///   doubling it back; a message is never less than one line (so on one-line
-///   payloads it costs twice recursive doubling's rounds, as on a machine). The time is when the last member holds the result. (Combining costs nothing,
-///   as in the tree simulations.)
+///   payloads it costs twice recursive doubling's rounds, as on a machine). Ring:
+///   2(n − 1) rounds in which member `i` sends a block of 1/n of the message (never
+///   less than one line) to `i + 1` (mod n) and takes the one of `i − 1`. The time is
+///   when the last member holds the result. (Combining costs nothing, as in the tree
+///   simulations.)
 pub fn simulate_non_tree(c: &Costs, alg: crate::NonTree, scale: f64) -> f64 {
     let n = c.len();
     if n <= 1 {
@@ -494,6 +497,20 @@ pub fn simulate_non_tree(c: &Costs, alg: crate::NonTree, scale: f64) -> f64 {
                 ready[e] = ready[e].max(sent) + r(h, e);
             }
         }
+        crate::NonTree::Ring => {
+            // 2(n − 1) rounds, each a block of 1/n of the vector (at least a line) to
+            // the next member round the ring and one taken from the previous.
+            let part = (1.0 / n as f64).max(1.0 / scale.max(1.0));
+            for _ in 0..2 * (n - 1) {
+                let sent: Vec<f64> = (0..n)
+                    .map(|i| ready[i] + s(i, (i + 1) % n) * part)
+                    .collect();
+                for j in 0..n {
+                    let from = (j + n - 1) % n;
+                    ready[j] = sent[j].max(sent[from]) + r(from, j) * part;
+                }
+            }
+        }
     }
     max_of(&ready).1
 }
@@ -509,7 +526,7 @@ mod tests {
             |n: usize| Costs::from_matrices(vec![1.0; n * n], vec![1.0; n * n], n).unwrap();
         // One round = one send + one receive = 2 units; recursive doubling of 5 = 4 + 1:
         // fold in (2), two steps (4), hand back (2); the payload scales every cost.
-        use NonTree::{Dissemination as D, Rabenseifner as B, RecursiveDoubling as R};
+        use NonTree::{Dissemination as D, Rabenseifner as B, RecursiveDoubling as R, Ring as G};
         for (n, algo, payload, want) in [
             (1, D, 1.0, 0.0),
             (2, D, 1.0, 2.0),
@@ -528,6 +545,13 @@ mod tests {
             (4, B, 8.0, 24.0),
             (4, R, 8.0, 32.0),
             (4, B, 2.0, 8.0),
+            // Ring: 2(n - 1) rounds of 1/n of the payload, at least a line each (so
+            // it ties Rabenseifner on long messages of a power of two members and
+            // needs no fold for the others).
+            (2, G, 1.0, 4.0),
+            (4, G, 1.0, 12.0),
+            (4, G, 8.0, 24.0),
+            (5, G, 10.0, 32.0),
         ] {
             assert_eq!(
                 simulate_non_tree(&uniform(n), algo, payload),

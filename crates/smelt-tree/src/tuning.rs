@@ -64,9 +64,9 @@ pub const LINE_BYTES: u64 = 64;
 /// every static tree (k-nomial radix 1 to 16), Smelt's adaptive family, `optimized`
 /// (scored by the operation tuned: `optimized:OP`), and the non-tree algorithms for
 /// the operations they implement (`dissemination` for the barrier,
-/// `recursive-doubling` for the allreduce).
+/// `recursive-doubling`, `rabenseifner` and `ring` for the allreduce).
 pub const DEFAULT_CANDIDATES: &str = "sequential,binary,fibonacci,knomial:1-16,mst,cluster,\
-adaptive,adaptive-sorted,adaptive-shuffled,optimized,dissemination,recursive-doubling,rabenseifner";
+adaptive,adaptive-sorted,adaptive-shuffled,optimized,dissemination,recursive-doubling,rabenseifner,ring";
 
 /// How the collectives of a tuning are synchronized (loose or strict): it lives in
 /// `smelt-plan` with the runtime's other plain data.
@@ -1493,7 +1493,8 @@ mod tests {
         assert!(c.contains(&Algorithm::NonTree(NonTree::Dissemination)));
         assert!(c.contains(&Algorithm::Tree(Topology::Knomial(16))));
         assert!(c.contains(&Algorithm::NonTree(NonTree::Rabenseifner)));
-        assert_eq!(c.len(), 4 + 16 + 2 + 3 + 1 - 1 + 3); // knomial:1-16 replaces one entry
+        assert!(c.contains(&Algorithm::NonTree(NonTree::Ring)));
+        assert_eq!(c.len(), 4 + 16 + 2 + 3 + 1 - 1 + 4); // knomial:1-16 replaces one entry
         assert!(parse_candidates("auto").is_err());
         assert!(parse_candidates("knomial:4-2").is_err());
         assert!(parse_candidates("").is_err());

@@ -3,7 +3,7 @@
 //! against Open MPI's `MPI_Bcast`, `MPI_Reduce` and `MPI_Allreduce` with as many
 //! ranks, in one run. Reductions are sums of doubles, as in the MPI program, through
 //! the typed reductions (`reduce_slice_op`, `allreduce_slice_op`); the allreduce has
-//! a row per algorithm (the tree, recursive doubling, Rabenseifner). A first section
+//! a row per algorithm (the tree, recursive doubling, Rabenseifner, the ring). A first section
 //! times the combine alone (the f64 sum kernel, a plain `for` loop, `memcpy`).
 
 use super::{BenchReport, Common};
@@ -24,12 +24,13 @@ use std::time::{Duration, Instant};
 
 /// The figures measured: operation, smelt's algorithm (`None`: the tree), the MPI
 /// program's name.
-const OPS: [(Op, Option<NonTree>, &str); 5] = [
+const OPS: [(Op, Option<NonTree>, &str); 6] = [
     (Op::Broadcast, None, "bcast"),
     (Op::Reduce, None, "reduce"),
     (Op::Allreduce, None, "allreduce"),
     (Op::Allreduce, Some(NonTree::RecursiveDoubling), "allreduce"),
     (Op::Allreduce, Some(NonTree::Rabenseifner), "allreduce"),
+    (Op::Allreduce, Some(NonTree::Ring), "allreduce"),
 ];
 
 fn algorithm_name(a: Option<NonTree>) -> &'static str {
@@ -57,7 +58,7 @@ struct Row {
 #[derive(Serialize)]
 struct OpRow {
     op: &'static str,
-    /// smelt's algorithm: `tree`, `recursive-doubling`, `rabenseifner`.
+    /// smelt's algorithm: `tree`, `recursive-doubling`, `rabenseifner`, `ring`.
     algorithm: &'static str,
     smelt_gbs: Option<f64>,
     smelt_error: Option<String>,

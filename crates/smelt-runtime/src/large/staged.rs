@@ -18,7 +18,6 @@
 use crate::context::{Coll, Context, Tag};
 use crate::{GroupError, World};
 use smelt_ids::Rank;
-use smelt_plan::NonTree;
 use smelt_transport::shm::{Stage, STAGED_TAG};
 use smelt_transport::{Abort, Link, TransportError, WaitPolicy};
 use std::collections::HashMap;
@@ -266,7 +265,8 @@ impl<L: Link> Context<L> {
     }
 
     /// An allreduce of two member processes whose table picks a non-tree algorithm,
-    /// through the stages of their link: Rabenseifner as
+    /// through the stages of their link: Rabenseifner (and the ring, which for two
+    /// members is the same exchange of halves) as
     /// [`allreduce_pair_staged`](Self::allreduce_pair_staged); recursive doubling,
     /// which for two members is one exchange, as
     /// [`exchange_staged`](Self::exchange_staged) with rank 0's value on the left
@@ -276,7 +276,7 @@ impl<L: Link> Context<L> {
         data: &mut [u8],
         combine: &mut dyn FnMut(&mut [u8], &[u8]),
     ) -> Res<()> {
-        if self.allreduce_non_tree(data.len()) == Some(NonTree::Rabenseifner) {
+        if super::halves(self.allreduce_non_tree(data.len())) {
             return self.allreduce_pair(data, combine, false);
         }
         let t = self.begin(Coll::RecursiveDoubling)?;
