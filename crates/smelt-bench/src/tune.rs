@@ -9,7 +9,7 @@
 use anyhow::{bail, Result};
 use smelt_model::Model;
 use smelt_runtime::measure::{back_to_back_member_with, measure_back_to_back_with, MeasureConfig};
-use smelt_runtime::{GroupConfig, Member, Pinning, SyncMode};
+use smelt_runtime::{GroupConfig, Member, Pinning, ReduceOp, SyncMode};
 use smelt_tree::tuning::{self, AlgorithmTable, Entry, Source, TuningFile};
 use smelt_tree::{Algorithm, Costs, NonTree, Op, Topology, Tree};
 use std::collections::BTreeMap;
@@ -397,7 +397,9 @@ fn member_loop(
         m.with_sync(sync, |m| match op {
             Op::Broadcast | Op::AtomicBroadcast => m.broadcast_into(&mut buf),
             Op::Reduce => m.reduce_bytes(&mut buf, xor).map(|_| ()),
-            Op::Allreduce => m.allreduce_bytes(&mut buf, xor),
+            // The typed call (a predefined operation, as MPI's and C's typed calls): the
+            // ring runs only there (a caller's combine may not commute).
+            Op::Allreduce => m.allreduce_bytes_op::<u8>(&mut buf, ReduceOp::BitXor),
             Op::Gather => m.gather_bytes(&buf, &mut all).map(|_| ()),
             Op::Scatter => m.scatter_bytes(&all, &mut buf),
             Op::Barrier | Op::TwoPhaseCommit => smelt_runtime::measure::run_once(op, m),

@@ -992,8 +992,8 @@ pub extern "C" fn smelt_reduce_typed(
 }
 
 /// Typed allreduce: as [`smelt_reduce_typed`], every member's `buf` gets the result
-/// (the algorithm the group's table picks for the size: the tree, recursive doubling
-/// or Rabenseifner).
+/// (the algorithm the group's table picks for the size: the tree, recursive doubling,
+/// Rabenseifner or the ring).
 #[no_mangle]
 pub extern "C" fn smelt_allreduce_typed(
     member: *mut smelt_member,

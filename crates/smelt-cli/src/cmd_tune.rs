@@ -97,7 +97,7 @@ pub struct SpaceArgs {
     #[arg(long)]
     pub ops: Option<String>,
     /// Candidates: trees (registry names; knomial:A-B for a range of radices) and
-    /// non-tree algorithms (dissemination: barrier; recursive-doubling: allreduce),
+    /// non-tree algorithms (dissemination: barrier; recursive-doubling, rabenseifner, ring: allreduce),
     /// each measured for the operations it runs.
     #[arg(long, default_value = tuning::DEFAULT_CANDIDATES)]
     pub candidates: String,
