@@ -9,7 +9,7 @@
 use crate::handle::{self, Kind, Object, Wait};
 use crate::{
     err, guard, id, out, slice, smelt_status, Error, Res, SMELT_ERR_INVALID_ARGUMENT,
-    SMELT_ERR_TIMEOUT,
+    SMELT_ERR_RUNTIME, SMELT_ERR_TIMEOUT,
 };
 use smelt_agg::{AggConfig, AggError, FlushPolicy, Scheme, Worker};
 use std::ffi::{c_int, c_void};
@@ -50,6 +50,8 @@ fn agg_error(e: AggError) -> Error {
             SMELT_ERR_INVALID_ARGUMENT
         }
         AggError::Am(e) => crate::am::am_error(e.clone()).0,
+        // A job's items were lost, duplicated or altered: the run failed.
+        AggError::Check(_) => SMELT_ERR_RUNTIME,
     };
     Error(code, e.to_string())
 }
