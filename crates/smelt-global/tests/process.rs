@@ -123,15 +123,25 @@ fn making_it_with_another_element_type_or_length_is_refused() {
     assert!(GlobalArray::<u64>::from_world(&World::threads(2).unwrap()[0], 0, cfg()).is_err());
 }
 
+/// The test's own segment is watched by its name: the other tests of this binary run
+/// at the same time and make segments of their own (comparing the whole of /dev/shm
+/// before and after saw theirs).
 #[test]
 fn a_killed_member_is_an_error_at_the_barrier_and_nothing_is_left_behind() {
-    let before = shm_entries();
     let job = WorldBuilder::new(2).create_job(false).unwrap();
+    let name = job
+        .path()
+        .file_name()
+        .expect("a segment file")
+        .to_string_lossy()
+        .into_owned();
+    let present = || shm_entries().contains(&name);
+    assert!(present(), "{name} is not in the shared-memory directory");
     let mut kid = spawn(&job, 1, "sleeper");
     let me = GlobalArray::<u64>::from_world(&job.join(Rank(0)).unwrap(), 64, cfg()).unwrap();
     // Both attached: the name is gone already.
     let t = std::time::Instant::now();
-    while job_attached_all(&before) && t.elapsed() < Duration::from_secs(30) {
+    while present() && t.elapsed() < Duration::from_secs(30) {
         std::thread::sleep(Duration::from_millis(10));
     }
     kid.kill().unwrap();
@@ -141,15 +151,5 @@ fn a_killed_member_is_an_error_at_the_barrier_and_nothing_is_left_behind() {
         r => panic!("{r:?}"),
     }
     drop(job);
-    let after: Vec<String> = shm_entries()
-        .into_iter()
-        .filter(|e| !before.contains(e))
-        .collect();
-    assert!(after.is_empty(), "left in /dev/shm: {after:?}");
-}
-
-/// True while a segment made since `before` still has its name (not every member
-/// attached yet).
-fn job_attached_all(before: &[String]) -> bool {
-    shm_entries().iter().any(|e| !before.contains(e))
+    assert!(!present(), "left in /dev/shm: {name}");
 }
