@@ -502,6 +502,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ring_blocks_partition_the_data_at_whole_units() {
+        for n in [1, 2, 3, 5, 8, 16] {
+            for len in [0, 1, 47, 48, 49, 48 * 3 + 5, 48 * 16, 10_000, 1 << 20] {
+                let mut at = 0;
+                for b in 0..n {
+                    let (lo, hi) = ring_block(len, n, b);
+                    assert_eq!(lo, at, "n={n} len={len} block {b}");
+                    assert!(hi >= lo && (hi == len || hi % UNIT == 0), "n={n} len={len}");
+                    // Blocks before the end are the first block's length or one unit
+                    // shorter (the first ones take the units left over).
+                    let (l0, h0) = ring_block(len, n, 0);
+                    if hi < len {
+                        let d = (h0 - l0) - (hi - lo);
+                        assert!(d == 0 || d == UNIT, "n={n} len={len} block {b}");
+                    }
+                    at = hi;
+                }
+                assert_eq!(at, len, "n={n} len={len}");
+            }
+        }
+    }
+
+    #[test]
     fn halving_ranges_partition_the_data() {
         for p in [1, 2, 4, 8, 16] {
             for len in [0, 1, 47, 48, 49, 48 * 3 + 5, 48 * 16, 10_000, 1 << 20] {
