@@ -12,7 +12,13 @@ fn smelt() -> Command {
 }
 
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = smelt().args(args).output().expect("cannot run smelt");
+    run_cmd(smelt(), args)
+}
+
+/// `cmd ARGS` (a `smelt` command with, say, variables of its own): exit code, stdout,
+/// stderr.
+fn run_cmd(mut cmd: Command, args: &[&str]) -> (i32, String, String) {
+    let out = cmd.args(args).output().expect("cannot run smelt");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -22,7 +28,12 @@ fn run(args: &[&str]) -> (i32, String, String) {
 
 /// `smelt ARGS`, which must exit 0; its standard output parsed as JSON.
 fn run_json(args: &[&str]) -> serde_json::Value {
-    let (code, out, err) = run(args);
+    run_json_cmd(smelt(), args)
+}
+
+/// [`run_json`] of `cmd`.
+fn run_json_cmd(cmd: Command, args: &[&str]) -> serde_json::Value {
+    let (code, out, err) = run_cmd(cmd, args);
     assert_eq!(code, 0, "{err}");
     serde_json::from_str(&out).unwrap()
 }
@@ -318,9 +329,11 @@ fn bench_processes_measures_process_members_beside_thread_members() {
     // Its segments in a directory of its own: the other tests of this binary make
     // theirs in /dev/shm at the same time.
     let shm = tempfile::tempdir().unwrap();
-    let out = smelt()
-        .env("SMELT_SHM_DIR", shm.path())
-        .args([
+    let mut cmd = smelt();
+    cmd.env("SMELT_SHM_DIR", shm.path());
+    let v = run_json_cmd(
+        cmd,
+        &[
             "bench",
             "processes",
             "--quick",
@@ -334,15 +347,8 @@ fn bench_processes_measures_process_members_beside_thread_members() {
             "binary",
             "--peer-threads",
             "2,5",
-        ])
-        .output()
-        .expect("cannot run smelt");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let peers = v["peers"].as_array().unwrap();
     for (metric, n) in [
         ("barrier", 2),

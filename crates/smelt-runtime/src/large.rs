@@ -267,8 +267,14 @@ impl<L: Link> Context<L> {
         combine: &mut dyn FnMut(&mut [u8], &[u8]),
         t: Tag,
     ) -> Res<()> {
+        self.with_nontree(|c, nt| c.rabenseifner_steps(nt, data, combine, t))
+    }
+
+    /// Runs `f` with this context's links beyond the tree taken out (so `f` may use
+    /// them beside `&self`), and puts them back whatever `f` returned.
+    fn with_nontree<R>(&mut self, f: impl FnOnce(&Self, &mut NonTreeLinks) -> Res<R>) -> Res<R> {
         let mut nt = self.nontree.take().expect("checked by the caller");
-        let r = self.rabenseifner_steps(&mut nt, data, combine, t);
+        let r = f(self, &mut nt);
         self.nontree = Some(nt);
         r
     }
@@ -362,36 +368,26 @@ impl<L: Link> Context<L> {
         combine: &mut dyn FnMut(&mut [u8], &[u8]),
         t: Tag,
     ) -> Res<()> {
-        let mut nt = self.nontree.take().expect("checked by the caller");
         let n = self.size();
         let me = self.rank.index();
         let (next, prev) = (Rank((me + 1) % n), Rank((me + n - 1) % n));
         let len = data.len();
         let block = |b: usize| ring_block(len, n, b % n);
-        let r = (|| {
+        self.with_nontree(|c, nt| {
             let mut fold = |mine: &mut [u8], got: &mut [u8]| combine(mine, got);
             for s in 0..n - 1 {
                 let (send, recv) = (block(me + n - s), block(me + 2 * n - s - 1));
                 let step = 2 + s as u64;
-                self.shift(
-                    &mut nt,
-                    (next, send),
-                    (prev, recv),
-                    data,
-                    step,
-                    t,
-                    Some(&mut fold),
-                )?;
+                let fold: Take<'_> = &mut fold;
+                c.shift(nt, (next, send), (prev, recv), data, step, t, Some(fold))?;
             }
             for s in 0..n - 1 {
                 let (send, recv) = (block(me + 1 + n - s), block(me + n - s));
                 let step = 1 + n as u64 + s as u64;
-                self.shift(&mut nt, (next, send), (prev, recv), data, step, t, None)?;
+                c.shift(nt, (next, send), (prev, recv), data, step, t, None)?;
             }
             Ok(())
-        })();
-        self.nontree = Some(nt);
-        r
+        })
     }
 
     /// Sends `data[send]` to `peer` while receiving `peer`'s bytes for `data[recv]`,
