@@ -1022,9 +1022,9 @@ pub unsafe fn ibcast(
                 Layout::Contiguous(off) => {
                     let at = buf.cast::<u8>().wrapping_offset(off);
                     if is_root {
-                        // SAFETY: MPI's contract: the root's buffer holds `count`
-                        // elements of `dt`, whose bytes are the `len` bytes at `at`.
                         (
+                            // SAFETY: MPI's contract: the root's buffer holds `count`
+                            // elements of `dt`, whose bytes are the `len` bytes at `at`.
                             unsafe { std::slice::from_raw_parts(at, len) }.to_vec(),
                             Out::Nothing,
                         )
