@@ -129,6 +129,11 @@ fn mpirun(np: usize, prog: &Path, args: &[&str], env: &[(&str, &str)], limit: Du
         // step there); forced, so that the multi-node paths run. The default is
         // tested by `nodes_of_two_go_to_mpi_unless_forced`.
         ("SMELT_MPI_FORCE".into(), "1".into()),
+        // No measuring of smelt's path against MPI's (forcing implies it; the tests that
+        // unset SMELT_MPI_FORCE check the layout's rules, not timings), so the counts of
+        // what smelt took do not depend on this machine's speed; measuring is tested by
+        // `measuring_decides_per_size_alike_on_every_rank`.
+        ("SMELT_MPI_MEASURE".into(), "0".into()),
         // No cached probe of this host unless a test makes one (the user's own cache
         // would change the trees, not the results).
         ("XDG_CACHE_HOME".into(), empty_cache().display().to_string()),
@@ -275,6 +280,56 @@ fn nodes_of_two_go_to_mpi_unless_forced() {
     } else {
         assert_taken(&r);
     }
+}
+
+/// Measuring (`SMELT_MPI_MEASURE`, on by default): each call and size class that smelt
+/// could take runs trial blocks of smelt's path and MPI's, then every rank picks the
+/// same one (a rank that picked otherwise would deadlock or fail the program's checks).
+/// On 2 and 4 ranks of one node and on uneven emulated nodes (3 + 1); the summary lists
+/// the decisions; with 0 nothing is measured.
+#[test]
+fn measuring_decides_per_size_alike_on_every_rank() {
+    for (np, env) in [
+        (2, vec![]),
+        (4, vec![]),
+        (4, vec![("SMELT_RANKS_PER_NODE", "3")]),
+    ] {
+        let mut env = env;
+        env.extend([("SMELT_MPI_FORCE", ""), ("SMELT_MPI_MEASURE", "1")]);
+        let r = collectives(np, &env);
+        let decided = r
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("smelt-mpi: measured: "))
+            .count();
+        assert!(
+            decided > 0,
+            "{np} ranks {env:?}: no decision:\n{}",
+            r.show()
+        );
+        assert!(
+            r.stderr
+                .contains(&format!("on a communicator of {np} ranks: smelt ")),
+            "{}",
+            r.show()
+        );
+        assert!(
+            r.fell_back("MPI_Allreduce", "a trial call") > 0,
+            "{}",
+            r.show()
+        );
+        let (taken, _) = r.counts("MPI_Allreduce").expect("summary");
+        assert!(taken > 0, "{}", r.show());
+    }
+    let r = collectives(2, &[("SMELT_MPI_FORCE", ""), ("SMELT_MPI_MEASURE", "0")]);
+    assert!(!r.stderr.contains("smelt-mpi: measured: "), "{}", r.show());
+    assert_eq!(
+        r.fell_back("MPI_Allreduce", "a trial call"),
+        0,
+        "{}",
+        r.show()
+    );
+    assert_taken(&r);
 }
 
 /// Forced tree shapes inside one node of 4 ranks (on 2 CPUs every node of 3 or more

@@ -167,6 +167,8 @@ pub const MPI_MODEL: &str = "SMELT_MPI_MODEL";
 /// See [`ALL`].
 pub const MPI_FORCE: &str = "SMELT_MPI_FORCE";
 /// See [`ALL`].
+pub const MPI_MEASURE: &str = "SMELT_MPI_MEASURE";
+/// See [`ALL`].
 pub const RANKS_PER_NODE: &str = "SMELT_RANKS_PER_NODE";
 /// See [`ALL`].
 pub const AM_TRANSPORT: &str = "SMELT_AM_TRANSPORT";
@@ -229,6 +231,8 @@ pub const ALL: &[Setting] = &[
         "the model the interposer builds its trees from"),
     user(MPI_FORCE, Kind::Flag, "off", "interposer",
         "take every call smelt can, also where its path does not win (nodes of 1-2 ranks)"),
+    user(MPI_MEASURE, Kind::Count { min: 0, max: 1024 }, "10", "interposer",
+        "trial calls per path (smelt, MPI) before a communicator picks the faster for each call and size; 0: the cut-offs alone"),
     user(RANKS_PER_NODE, Kind::Count { min: 0, max: 1 << 20 }, "0 (real nodes)", "mpi",
         "split each host's MPI ranks into emulated nodes of this many consecutive ranks"),
     user(AM_TRANSPORT, Kind::Text, "shm", "active messages",

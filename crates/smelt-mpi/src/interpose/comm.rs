@@ -120,6 +120,8 @@ pub struct Hier {
     /// Largest message smelt takes for MPI_Bcast, MPI_Reduce, MPI_Allreduce,
     /// MPI_Gather, MPI_Scatter (the smallest cut-offs of any rank).
     pub max_bytes: [usize; CUT_OFFS],
+    /// Smelt's path or MPI's, per call and size, as measured on this communicator.
+    pub routes: super::route::Routes,
     scratch: Vec<u8>,
 }
 
@@ -282,6 +284,7 @@ pub fn setup(comm: MPI_Comm, cfg: &InterposeConfig) -> Result<Takeover, MpiErr> 
         max_bytes: cfg.max_bytes.map(|m| m as i64),
         mask: cpu_mask(&allowed),
         force: cfg.force,
+        measure: if cfg.force { 0 } else { cfg.measure as u64 },
     };
     let all: Vec<Record> = mesh_mpi::allgather_words::<P>(comm, &mine.words(), None)?
         .chunks_exact(RECORD_WORDS)
@@ -304,6 +307,8 @@ pub fn setup(comm: MPI_Comm, cfg: &InterposeConfig) -> Result<Takeover, MpiErr> 
             *m = (*m).min(b.max(0) as usize);
         }
     }
+    // Every rank measures as few trials as any rank (all must decide at the same call).
+    let trials = all.iter().map(|r| r.measure).min().unwrap_or(0) as usize;
     let n_nodes = lay.node_sizes.len();
     if n_nodes == size {
         return Ok(off(Why::OneRankPerNode));
@@ -389,6 +394,7 @@ pub fn setup(comm: MPI_Comm, cfg: &InterposeConfig) -> Result<Takeover, MpiErr> 
             ..cfg.link
         },
         max_bytes,
+        routes: super::route::Routes::new(comm, size, trials),
         scratch: Vec::new(),
     };
     // Every node of more than one rank makes its leader's tree; all or none.
@@ -455,7 +461,7 @@ pub fn setup(comm: MPI_Comm, cfg: &InterposeConfig) -> Result<Takeover, MpiErr> 
 }
 
 /// Words of one rank's [`Record`] in the set-up's allgather.
-const RECORD_WORDS: usize = MASK + 16 + 1;
+const RECORD_WORDS: usize = MASK + 16 + 2;
 /// Where a record's CPU mask starts (after host, world rank, CPU and cut-offs).
 const MASK: usize = 3 + CUT_OFFS;
 
@@ -473,6 +479,8 @@ struct Record {
     mask: [u64; 16],
     /// `SMELT_MPI_FORCE`.
     force: bool,
+    /// `SMELT_MPI_MEASURE` (0 where forced).
+    measure: u64,
 }
 
 impl Record {
@@ -487,6 +495,7 @@ impl Record {
         }
         w[MASK..MASK + 16].copy_from_slice(&self.mask);
         w[MASK + 16] = self.force as u64;
+        w[MASK + 17] = self.measure;
         w
     }
 
@@ -504,6 +513,7 @@ impl Record {
             max_bytes,
             mask,
             force: w[MASK + 16] != 0,
+            measure: w[MASK + 17],
         }
     }
 }
@@ -609,6 +619,11 @@ fn decide(cpus: &[Option<u32>], oversubscribed: bool, cfg: &InterposeConfig) -> 
 }
 
 impl Hier {
+    /// Trees made for this communicator so far (a new root's tree is made on first use).
+    pub fn trees_made(&self) -> usize {
+        self.made
+    }
+
     /// The communicator ranks of this node, by local rank.
     pub fn node_ranks(&self) -> Vec<usize> {
         let mut v: Vec<(c_int, usize)> = (0..self.size)
@@ -1228,6 +1243,7 @@ mod tests {
             max_bytes: [0; CUT_OFFS],
             mask: cpu_mask(cpus),
             force: false,
+            measure: 10,
         }
     }
 
@@ -1237,11 +1253,13 @@ mod tests {
         r.cpu = 5;
         r.max_bytes = [1, 2, 3, 4, 1 << 40, 6, 7, 8, 9];
         r.force = true;
+        r.measure = 3;
         let back = Record::from_words(&r.words());
         assert_eq!(back.words(), r.words());
         assert_eq!(back.host, u64::MAX - 3);
         assert_eq!(back.mask, r.mask);
         assert!(back.force);
+        assert_eq!(back.measure, 3);
     }
 
     #[test]

@@ -27,6 +27,9 @@ pub const CUT_OFFS: usize = 9;
 pub const DEFAULT_SETUP_AFTER: u64 = 5;
 /// Default longest wait for a peer inside a node (see [`InterposeConfig::link`]).
 pub const DEFAULT_TIMEOUT_S: u64 = 3600;
+/// Default trial calls per path before a communicator picks smelt's or MPI's for a
+/// call and size class (see [`InterposeConfig::measure`]).
+pub const DEFAULT_MEASURE: usize = 10;
 
 /// The interposer's settings.
 #[derive(Debug, Clone)]
@@ -71,6 +74,12 @@ pub struct InterposeConfig {
     /// those go to MPI: [`super::stats::Why::NoGain`]). The tests use it to run the
     /// multi-node paths on emulated nodes.
     pub force: bool,
+    /// `SMELT_MPI_MEASURE=n`: on each communicator, the first `2n` calls of each call
+    /// and size class (powers of two) that smelt could take alternate between smelt's
+    /// path and MPI's, timed; then every rank agrees on the faster and sends the class
+    /// that way (`super::route`). Default [`DEFAULT_MEASURE`]; 0 (and
+    /// `SMELT_MPI_FORCE=1`): no measuring, the cut-offs alone decide.
+    pub measure: usize,
 }
 
 fn warn(var: &str, val: &str, why: &str) {
@@ -152,6 +161,7 @@ fn parse() -> InterposeConfig {
         setup_after: number("SMELT_MPI_SETUP_AFTER", DEFAULT_SETUP_AFTER, 1 << 32),
         model: get("SMELT_MPI_MODEL"),
         force: flag("SMELT_MPI_FORCE", false),
+        measure: number("SMELT_MPI_MEASURE", DEFAULT_MEASURE as u64, 1024) as usize,
     }
 }
 

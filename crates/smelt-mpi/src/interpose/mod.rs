@@ -11,6 +11,7 @@ mod fortran;
 mod model;
 mod more;
 mod nonblocking;
+mod route;
 mod stats;
 
 use crate::ops::{self, Elem};
@@ -370,6 +371,50 @@ fn never_taken(at: usize) -> bool {
     config().max_bytes[at] == 0
 }
 
+/// Runs a call smelt may take (its checks passed; `bytes` as its cut-off counts them)
+/// the way `x`'s communicator's measurements send it ([`route`]): `smelt` through
+/// smelt, `pmpi` through MPI, timing the trial calls. `hier` finds the communicator's
+/// hierarchy in `x` (a held one, or a gather's or scatter's plan).
+pub(crate) fn routed<T>(
+    x: &mut T,
+    hier: fn(&mut T) -> &mut comm::Hier,
+    call: Call,
+    bytes: usize,
+    pmpi: impl FnOnce() -> c_int,
+    smelt: impl FnOnce(&mut T) -> c_int,
+) -> c_int {
+    let trial = match hier(x).routes.pick(call, bytes) {
+        Ok(route::Go::Smelt(t)) => t,
+        Ok(route::Go::Mpi(t)) => {
+            let why = if t.is_some() {
+                Why::Measuring
+            } else {
+                Why::MeasuredFaster
+            };
+            stats::fell_back(call, why);
+            let rc = pmpi();
+            hier(x).routes.done(t, true);
+            return rc;
+        }
+        Err(e) => return e.0,
+    };
+    if trial.is_none() {
+        return smelt(x);
+    }
+    let made = hier(x).trees_made();
+    let rc = smelt(x);
+    let h = hier(x);
+    // A trial that made a tree for a new root timed the making too: not kept.
+    let keep = h.trees_made() == made;
+    h.routes.done(trial, keep);
+    rc
+}
+
+/// [`routed`]'s `hier` for a held communicator.
+pub(crate) fn held(h: &mut Held) -> &mut comm::Hier {
+    h
+}
+
 /// The outcome of a hierarchical collective: success, an MPI error code for the
 /// caller, or (smelt failed inside a node) the job aborted.
 fn finish(r: Result<(), Fail>, call: Call, comm: MPI_Comm, h: &comm::Hier) -> c_int {
@@ -479,11 +524,31 @@ unsafe fn bcast(
         stats::fell_back(Call::Bcast, Why::TooLarge);
         return pmpi();
     };
-    let rank = h.rank;
     if len == 0 {
         stats::taken(Call::Bcast);
         return ffi::success();
     }
+    routed(&mut h, held, Call::Bcast, len, &pmpi, |h| {
+        bcast_smelt(h, buf, count, dt, root, comm, len, lay)
+    })
+}
+
+/// The rest of [`bcast`]: through smelt.
+///
+/// # Safety
+/// MPI's contract for `MPI_Bcast`; `len` and `lay` are the call's bytes and layout.
+#[allow(clippy::too_many_arguments)]
+unsafe fn bcast_smelt(
+    h: &mut Held,
+    buf: *mut c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    root: c_int,
+    comm: MPI_Comm,
+    len: usize,
+    lay: Layout,
+) -> c_int {
+    let rank = h.rank;
     let r = match lay {
         Layout::Contiguous(off) => {
             let data = buf.cast::<u8>().wrapping_offset(off);
@@ -800,11 +865,19 @@ impl Rooted {
             Ok(p) => p,
             Err(rc) => return rc,
         };
-        match body(&mut p) {
-            Ok(true) => finish(Ok(()), self.call, self.comm, &p.h),
-            Ok(false) => self.fell(Why::NoTree),
-            Err(e) => finish(Err(e), self.call, self.comm, &p.h),
-        }
+        let k = p.k;
+        routed(
+            &mut p,
+            |p| &mut p.h,
+            self.call,
+            k,
+            || self.pmpi(),
+            |p| match body(p) {
+                Ok(true) => finish(Ok(()), self.call, self.comm, &p.h),
+                Ok(false) => self.fell(Why::NoTree),
+                Err(e) => finish(Err(e), self.call, self.comm, &p.h),
+            },
+        )
     }
 }
 
@@ -993,15 +1066,17 @@ unsafe fn reduce(
         stats::fell_back(Call::Reduce, Why::BadArgs);
         return pmpi();
     }
-    let (red, len) = match reduction(Call::Reduce, count, dt, op, h.max_bytes[1], pmpi) {
+    let (red, len) = match reduction(Call::Reduce, count, dt, op, h.max_bytes[1], &pmpi) {
         Ok(x) => x,
         Err(rc) => return rc,
     };
     let input = if in_place { recv.cast_const() } else { send };
-    // SAFETY: MPI's contract: `input` holds `count` elements of `dt` (`len` bytes);
-    // the root's `recv` has room for as many.
-    let r = unsafe { h.reduce(input.cast(), recv.cast(), len, red, root as usize) };
-    finish(r, Call::Reduce, comm, &h)
+    routed(&mut h, held, Call::Reduce, len, &pmpi, |h| {
+        // SAFETY: MPI's contract: `input` holds `count` elements of `dt` (`len` bytes);
+        // the root's `recv` has room for as many.
+        let r = unsafe { h.reduce(input.cast(), recv.cast(), len, red, root as usize) };
+        finish(r, Call::Reduce, comm, h)
+    })
 }
 
 /// `MPI_Allreduce` through smelt where it can; `pmpi` runs the call through MPI.
@@ -1025,19 +1100,21 @@ unsafe fn allreduce(
         stats::fell_back(Call::Allreduce, Why::BadArgs);
         return pmpi();
     }
-    let (red, len) = match reduction(Call::Allreduce, count, dt, op, h.max_bytes[2], pmpi) {
+    let (red, len) = match reduction(Call::Allreduce, count, dt, op, h.max_bytes[2], &pmpi) {
         Ok(x) => x,
         Err(rc) => return rc,
     };
-    if send != ffi::in_place().cast_const() {
-        // SAFETY: MPI's contract: both buffers hold `count` elements of `dt`; `copy`
-        // tolerates the (erroneous but common) case of equal buffers.
-        unsafe { std::ptr::copy(send.cast::<u8>(), recv.cast::<u8>(), len) };
-    }
-    // SAFETY: `recv` holds `len` bytes this call may read and write.
-    let acc = unsafe { std::slice::from_raw_parts_mut(recv.cast::<u8>(), len) };
-    let r = h.allreduce(acc, red);
-    finish(r, Call::Allreduce, comm, &h)
+    routed(&mut h, held, Call::Allreduce, len, &pmpi, |h| {
+        if send != ffi::in_place().cast_const() {
+            // SAFETY: MPI's contract: both buffers hold `count` elements of `dt`; `copy`
+            // tolerates the (erroneous but common) case of equal buffers.
+            unsafe { std::ptr::copy(send.cast::<u8>(), recv.cast::<u8>(), len) };
+        }
+        // SAFETY: `recv` holds `len` bytes this call may read and write.
+        let acc = unsafe { std::slice::from_raw_parts_mut(recv.cast::<u8>(), len) };
+        let r = h.allreduce(acc, red);
+        finish(r, Call::Allreduce, comm, h)
+    })
 }
 
 /// `MPI_Barrier` through smelt where it can; `pmpi` runs the call through MPI.
@@ -1046,8 +1123,10 @@ fn barrier(comm: MPI_Comm, pmpi: impl Fn() -> c_int) -> c_int {
         Ok(h) => h,
         Err(rc) => return rc,
     };
-    let r = h.barrier();
-    finish(r, Call::Barrier, comm, &h)
+    routed(&mut h, held, Call::Barrier, 0, &pmpi, |h| {
+        let r = h.barrier();
+        finish(r, Call::Barrier, comm, h)
+    })
 }
 
 /// `MPI_Bcast`, taken over (see the crate documentation).

@@ -12,7 +12,8 @@
 use super::ffi::{self, MPI_Comm, MPI_Datatype, MPI_Op};
 use super::stats::{self, Call, Why};
 use super::{
-    bytes_at, bytes_at_mut, finish, hier, hier_counting, reduction, take_over, Fail, Held, Side,
+    bytes_at, bytes_at_mut, finish, held, hier, hier_counting, reduction, routed, take_over, Fail,
+    Held, Side,
 };
 use std::os::raw::{c_int, c_void};
 
@@ -137,39 +138,43 @@ unsafe fn allgather(send: Side, recv: Side, comm: MPI_Comm, pmpi: impl Fn() -> c
         stats::taken(call);
         return ffi::success();
     }
-    let r = (|| {
-        if let Some(o) = roff {
-            // Straight in the receive buffer, this rank's part put in place first (in
-            // place: it is there).
-            // SAFETY: MPI's contract: room for `n` dense blocks of `k` bytes from `o`.
-            let out = unsafe { bytes_at_mut(recv.buf.cast_mut(), o, n * k) };
-            if !in_place {
-                let mine = &mut out[rank * k..(rank + 1) * k];
-                match soff {
-                    // SAFETY: MPI's contract: the send buffer holds one block, apart
-                    // from the receive buffer.
-                    Some(so) => mine.copy_from_slice(unsafe { bytes_at(send.buf, so, k) }),
-                    // SAFETY: as above.
-                    None => mine.copy_from_slice(&unsafe { send.read(send.buf, None, k, comm) }?),
+    routed(&mut h, held, call, k * n, &pmpi, |h| {
+        let r = (|| {
+            if let Some(o) = roff {
+                // Straight in the receive buffer, this rank's part put in place first (in
+                // place: it is there).
+                // SAFETY: MPI's contract: room for `n` dense blocks of `k` bytes from `o`.
+                let out = unsafe { bytes_at_mut(recv.buf.cast_mut(), o, n * k) };
+                if !in_place {
+                    let mine = &mut out[rank * k..(rank + 1) * k];
+                    match soff {
+                        // SAFETY: MPI's contract: the send buffer holds one block, apart
+                        // from the receive buffer.
+                        Some(so) => mine.copy_from_slice(unsafe { bytes_at(send.buf, so, k) }),
+                        // SAFETY: as above.
+                        None => {
+                            mine.copy_from_slice(&unsafe { send.read(send.buf, None, k, comm) }?)
+                        }
+                    }
                 }
+                return h.allgather_placed(out, k);
             }
-            return h.allgather_placed(out, k);
-        }
-        let mine = if in_place {
-            let at = recv.block(rank)?;
-            // SAFETY: MPI's contract: in place, this rank's block of the receive
-            // buffer holds its part.
-            unsafe { recv.read(at, roff, k, comm) }?
-        } else {
-            // SAFETY: MPI's contract: the send buffer holds one block.
-            unsafe { read_blocks(&send, soff, 1, k, comm) }?
-        };
-        let mut all = vec![0u8; n * k];
-        h.allgather(&mine, &mut all)?;
-        // SAFETY: MPI's contract: room for `n` blocks.
-        unsafe { write_blocks(&recv, None, &all, n, k, comm) }
-    })();
-    finish(r, call, comm, &h)
+            let mine = if in_place {
+                let at = recv.block(rank)?;
+                // SAFETY: MPI's contract: in place, this rank's block of the receive
+                // buffer holds its part.
+                unsafe { recv.read(at, roff, k, comm) }?
+            } else {
+                // SAFETY: MPI's contract: the send buffer holds one block.
+                unsafe { read_blocks(&send, soff, 1, k, comm) }?
+            };
+            let mut all = vec![0u8; n * k];
+            h.allgather(&mine, &mut all)?;
+            // SAFETY: MPI's contract: room for `n` blocks.
+            unsafe { write_blocks(&recv, None, &all, n, k, comm) }
+        })();
+        finish(r, call, comm, h)
+    })
 }
 
 /// `MPI_Allgatherv` through smelt where it can: the parts (`counts[i]` elements of
@@ -255,37 +260,41 @@ unsafe fn allgatherv(
         count: counts[i],
         dt: recv.dt,
     };
-    let r = (|| {
-        let mut all = vec![0u8; total];
-        let mine = at[rank]..at[rank] + k;
-        if k > 0 {
-            let data = if in_place {
-                let p = part(rank);
-                // SAFETY: MPI's contract: in place, this rank's part lies in the
-                // receive buffer at its displacement.
-                unsafe { p.read(p.buf, roff, k, comm) }?
-            } else {
-                // SAFETY: MPI's contract: the send buffer holds `scount` elements.
-                unsafe { read_blocks(&send, soff, 1, k, comm) }?
-            };
-            all[mine.clone()].copy_from_slice(&data);
-        }
-        h.allgather_at(&mut all, mine)?;
-        for i in (0..n).filter(|&i| counts[i] > 0) {
-            let p = part(i);
-            let ki = counts[i] as usize * size;
-            let data = &all[at[i]..at[i] + ki];
-            match roff {
-                // SAFETY: MPI's contract: room for `counts[i]` dense elements at the
-                // part's displacement.
-                Some(o) => unsafe { bytes_at_mut(p.buf.cast_mut(), o, ki) }.copy_from_slice(data),
-                // SAFETY: as above (unpacked where not dense).
-                None => unsafe { p.write(p.buf.cast_mut(), data, comm) }?,
+    routed(&mut h, held, call, total, &pmpi, |h| {
+        let r = (|| {
+            let mut all = vec![0u8; total];
+            let mine = at[rank]..at[rank] + k;
+            if k > 0 {
+                let data = if in_place {
+                    let p = part(rank);
+                    // SAFETY: MPI's contract: in place, this rank's part lies in the
+                    // receive buffer at its displacement.
+                    unsafe { p.read(p.buf, roff, k, comm) }?
+                } else {
+                    // SAFETY: MPI's contract: the send buffer holds `scount` elements.
+                    unsafe { read_blocks(&send, soff, 1, k, comm) }?
+                };
+                all[mine.clone()].copy_from_slice(&data);
             }
-        }
-        Ok(())
-    })();
-    finish(r, call, comm, &h)
+            h.allgather_at(&mut all, mine)?;
+            for i in (0..n).filter(|&i| counts[i] > 0) {
+                let p = part(i);
+                let ki = counts[i] as usize * size;
+                let data = &all[at[i]..at[i] + ki];
+                match roff {
+                    // SAFETY: MPI's contract: room for `counts[i]` dense elements at the
+                    // part's displacement.
+                    Some(o) => {
+                        unsafe { bytes_at_mut(p.buf.cast_mut(), o, ki) }.copy_from_slice(data)
+                    }
+                    // SAFETY: as above (unpacked where not dense).
+                    None => unsafe { p.write(p.buf.cast_mut(), data, comm) }?,
+                }
+            }
+            Ok(())
+        })();
+        finish(r, call, comm, h)
+    })
 }
 
 /// `MPI_Scan` (`exclusive` false) or `MPI_Exscan` through smelt where it can: every
@@ -332,25 +341,27 @@ unsafe fn scan(
     } else {
         send
     };
-    // SAFETY: MPI's contract: the input holds `count` elements of `dt` (`len` bytes).
-    let mine = unsafe { bytes_at(input, 0, len) }.to_vec();
-    let r = (|| {
-        let mut all = vec![0u8; n * len];
-        h.allgather(&mine, &mut all)?;
-        // The fold of ranks 0..=rank (0..rank), in rank order.
-        let upto = if exclusive { rank } else { rank + 1 };
-        if upto > 0 {
-            let mut acc = all[..len].to_vec();
-            for i in 1..upto {
-                (red.combine)(&mut acc, &all[i * len..(i + 1) * len]);
+    routed(&mut h, held, call, n * len, &pmpi, |h| {
+        // SAFETY: MPI's contract: the input holds `count` elements of `dt` (`len` bytes).
+        let mine = unsafe { bytes_at(input, 0, len) }.to_vec();
+        let r = (|| {
+            let mut all = vec![0u8; n * len];
+            h.allgather(&mine, &mut all)?;
+            // The fold of ranks 0..=rank (0..rank), in rank order.
+            let upto = if exclusive { rank } else { rank + 1 };
+            if upto > 0 {
+                let mut acc = all[..len].to_vec();
+                for i in 1..upto {
+                    (red.combine)(&mut acc, &all[i * len..(i + 1) * len]);
+                }
+                // SAFETY: MPI's contract: `recv` has room for `count` elements of `dt`;
+                // `acc` is this crate's buffer.
+                unsafe { bytes_at_mut(recv, 0, len) }.copy_from_slice(&acc);
             }
-            // SAFETY: MPI's contract: `recv` has room for `count` elements of `dt`;
-            // `acc` is this crate's buffer.
-            unsafe { bytes_at_mut(recv, 0, len) }.copy_from_slice(&acc);
-        }
-        Ok(())
-    })();
-    finish(r, call, comm, &h)
+            Ok(())
+        })();
+        finish(r, call, comm, h)
+    })
 }
 
 /// `MPI_Reduce_scatter_block` through smelt where it can: smelt's allreduce of the
@@ -389,16 +400,18 @@ unsafe fn reduce_scatter_block(
     } else {
         send
     };
-    // SAFETY: MPI's contract: the input holds `rcount` × ranks elements of `dt`.
-    let mut acc = unsafe { bytes_at(input, 0, len) }.to_vec();
-    let r = h.allreduce(&mut acc, red);
-    if r.is_ok() {
-        // SAFETY: MPI's contract: `recv` has room for `rcount` elements of `dt`;
-        // `acc` is this crate's buffer.
-        unsafe { bytes_at_mut(recv, 0, block) }
-            .copy_from_slice(&acc[rank * block..(rank + 1) * block]);
-    }
-    finish(r, call, comm, &h)
+    routed(&mut h, held, call, len, &pmpi, |h| {
+        // SAFETY: MPI's contract: the input holds `rcount` × ranks elements of `dt`.
+        let mut acc = unsafe { bytes_at(input, 0, len) }.to_vec();
+        let r = h.allreduce(&mut acc, red);
+        if r.is_ok() {
+            // SAFETY: MPI's contract: `recv` has room for `rcount` elements of `dt`;
+            // `acc` is this crate's buffer.
+            unsafe { bytes_at_mut(recv, 0, block) }
+                .copy_from_slice(&acc[rank * block..(rank + 1) * block]);
+        }
+        finish(r, call, comm, h)
+    })
 }
 
 /// `MPI_Alltoall` of small blocks through smelt where it can: every rank's blocks
@@ -444,37 +457,39 @@ unsafe fn alltoall(send: Side, recv: Side, comm: MPI_Comm, pmpi: impl Fn() -> c_
         return ffi::success();
     }
     let from = if in_place { recv } else { send };
-    let r = (|| {
-        let row = n * k;
-        let mut all = vec![0u8; n * row];
-        let mine = &mut all[rank * row..(rank + 1) * row];
-        match soff {
-            // SAFETY: MPI's contract: `from` holds `n` dense blocks from `o`.
-            Some(o) => mine.copy_from_slice(unsafe { bytes_at(from.buf, o, row) }),
-            // SAFETY: MPI's contract: `from` holds `n` blocks.
-            None => mine.copy_from_slice(&unsafe { read_blocks(&from, None, n, k, comm) }?),
-        }
-        h.allgather_placed(&mut all, row)?;
-        // Block `rank` of every rank j, in order of j.
-        if let Some(o) = roff {
-            // SAFETY: MPI's contract: room for `n` dense blocks from `o` (in place,
-            // its data was copied into `all` above).
-            let out = unsafe { bytes_at_mut(recv.buf.cast_mut(), o, row) };
+    routed(&mut h, held, call, k * n * n, &pmpi, |h| {
+        let r = (|| {
+            let row = n * k;
+            let mut all = vec![0u8; n * row];
+            let mine = &mut all[rank * row..(rank + 1) * row];
+            match soff {
+                // SAFETY: MPI's contract: `from` holds `n` dense blocks from `o`.
+                Some(o) => mine.copy_from_slice(unsafe { bytes_at(from.buf, o, row) }),
+                // SAFETY: MPI's contract: `from` holds `n` blocks.
+                None => mine.copy_from_slice(&unsafe { read_blocks(&from, None, n, k, comm) }?),
+            }
+            h.allgather_placed(&mut all, row)?;
+            // Block `rank` of every rank j, in order of j.
+            if let Some(o) = roff {
+                // SAFETY: MPI's contract: room for `n` dense blocks from `o` (in place,
+                // its data was copied into `all` above).
+                let out = unsafe { bytes_at_mut(recv.buf.cast_mut(), o, row) };
+                for j in 0..n {
+                    let at = j * row + rank * k;
+                    out[j * k..(j + 1) * k].copy_from_slice(&all[at..at + k]);
+                }
+                return Ok(());
+            }
+            let mut out = vec![0u8; row];
             for j in 0..n {
                 let at = j * row + rank * k;
                 out[j * k..(j + 1) * k].copy_from_slice(&all[at..at + k]);
             }
-            return Ok(());
-        }
-        let mut out = vec![0u8; row];
-        for j in 0..n {
-            let at = j * row + rank * k;
-            out[j * k..(j + 1) * k].copy_from_slice(&all[at..at + k]);
-        }
-        // SAFETY: MPI's contract: room for `n` blocks in the receive buffer.
-        unsafe { write_blocks(&recv, None, &out, n, k, comm) }
-    })();
-    finish(r, call, comm, &h)
+            // SAFETY: MPI's contract: room for `n` blocks in the receive buffer.
+            unsafe { write_blocks(&recv, None, &out, n, k, comm) }
+        })();
+        finish(r, call, comm, h)
+    })
 }
 
 /// `MPI_Allgather`, taken over (see the crate documentation).

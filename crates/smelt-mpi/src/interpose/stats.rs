@@ -38,7 +38,7 @@ pub enum Call {
     Allgatherv = 14,
 }
 
-const CALLS: usize = 15;
+pub const CALLS: usize = 15;
 
 impl Call {
     pub const ALL: [Call; CALLS] = [
@@ -102,9 +102,11 @@ pub enum Why {
     NoGain,
     MpiFaster,
     NonBlockingLarge,
+    Measuring,
+    MeasuredFaster,
 }
 
-const WHYS: usize = Why::NonBlockingLarge as usize + 1;
+const WHYS: usize = Why::MeasuredFaster as usize + 1;
 const ALL_WHY: [Why; WHYS] = [
     Why::Intercomm,
     Why::OneRank,
@@ -124,6 +126,8 @@ const ALL_WHY: [Why; WHYS] = [
     Why::NoGain,
     Why::MpiFaster,
     Why::NonBlockingLarge,
+    Why::Measuring,
+    Why::MeasuredFaster,
 ];
 
 impl Why {
@@ -154,6 +158,12 @@ impl Why {
             Why::NonBlockingLarge => {
                 "non-blocking call past 4 KiB: MPI's own is faster there (smelt's non-blocking path copies through its rings; docs/mpi.md)"
             }
+            Why::Measuring => {
+                "a trial call: this communicator times MPI's path against smelt's for the call and size (SMELT_MPI_MEASURE)"
+            }
+            Why::MeasuredFaster => {
+                "MPI measured faster on this communicator for the call and size (SMELT_MPI_MEASURE; the decisions are listed above)"
+            }
             Why::MpiFaster => {
                 "MPI's own is faster (measured: docs/mpi.md; SMELT_MPI_MAX_BYTES takes it)"
             }
@@ -164,6 +174,10 @@ impl Why {
 static TAKEN: [AtomicU64; CALLS] = [const { AtomicU64::new(0) }; CALLS];
 static FELL: [[AtomicU64; WHYS]; CALLS] = [const { [const { AtomicU64::new(0) }; WHYS] }; CALLS];
 static NOTES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static DECIDED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// At most this many decisions are listed (the rest are counted).
+const DECIDED_LISTED: usize = 64;
+static DECIDED_MORE: AtomicU64 = AtomicU64::new(0);
 /// Communicators set up (smelt's trees made or reused), and of those, how many reused
 /// a freed communicator's tree.
 static SETUPS: AtomicU64 = AtomicU64::new(0);
@@ -215,6 +229,16 @@ pub fn note(line: String) {
     }
 }
 
+/// Remembers a communicator's measured decision for the summary ([`super::route`]).
+pub fn decided(line: String) {
+    let mut d = DECIDED.lock().unwrap_or_else(|e| e.into_inner());
+    if d.len() < DECIDED_LISTED {
+        d.push(line);
+    } else {
+        DECIDED_MORE.fetch_add(1, Relaxed);
+    }
+}
+
 /// The summary rank 0 prints at MPI_Finalize, a line each (without the `smelt-mpi: `
 /// prefix [`say`] adds).
 pub fn summary() -> Vec<String> {
@@ -231,6 +255,14 @@ pub fn summary() -> Vec<String> {
         out.push(format!(
             "communicators set up: {n} ({r} reused the tree of a freed communicator of the same node)"
         ));
+    }
+    {
+        let d = DECIDED.lock().unwrap_or_else(|e| e.into_inner());
+        out.extend(d.iter().map(|l| format!("measured: {l}")));
+        let more = DECIDED_MORE.load(Relaxed);
+        if more > 0 {
+            out.push(format!("measured: {more} more decisions"));
+        }
     }
     for c in Call::ALL {
         let t = TAKEN[c as usize].load(Relaxed);
