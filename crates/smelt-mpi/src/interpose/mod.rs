@@ -576,7 +576,7 @@ unsafe fn bcast_smelt(
             })
         }
     };
-    finish(r, Call::Bcast, comm, &h)
+    finish(r, Call::Bcast, comm, h)
 }
 
 /// `count` elements of `dt` at `buf`, packed into `k` bytes (their signature's size).
