@@ -122,6 +122,8 @@ pub struct Hier {
     pub max_bytes: [usize; CUT_OFFS],
     /// Smelt's path or MPI's, per call and size, as measured on this communicator.
     pub routes: super::route::Routes,
+    /// The datatypes and operations of its last calls, looked up.
+    pub kinds: super::Kinds,
     scratch: Vec<u8>,
 }
 
@@ -217,13 +219,34 @@ fn node_tree(
 /// length is the same on all (MPI's matching signatures).
 fn tree_bcast(m: &mut Member, buf: &mut [u8]) -> Result<(), GroupError> {
     if buf.len() <= 8 {
-        let mut w = [0u8; 8];
-        w[..buf.len()].copy_from_slice(buf);
-        let got = m.broadcast_word(u64::from_ne_bytes(w))?.to_ne_bytes();
-        buf.copy_from_slice(&got[..buf.len()]);
+        let got = m.broadcast_word(word_of(buf))?;
+        set_word(buf, got);
         return Ok(());
     }
     m.broadcast_into(buf)
+}
+
+/// Up to 8 bytes as a word (zero-filled; the common 8 without a variable-length copy).
+#[inline(always)]
+fn word_of(b: &[u8]) -> u64 {
+    match <[u8; 8]>::try_from(b) {
+        Ok(w) => u64::from_ne_bytes(w),
+        Err(_) => {
+            let mut w = [0u8; 8];
+            w[..b.len()].copy_from_slice(b);
+            u64::from_ne_bytes(w)
+        }
+    }
+}
+
+/// The first `b.len()` (at most 8) bytes of `w` into `b`.
+#[inline(always)]
+fn set_word(b: &mut [u8], w: u64) {
+    let x = w.to_ne_bytes();
+    match <&mut [u8; 8]>::try_from(&mut *b) {
+        Ok(all) => *all = x,
+        Err(_) => b.copy_from_slice(&x[..b.len()]),
+    }
 }
 
 /// A reduction to `m`'s root: up to 8 bytes travel as one word, more as a byte
@@ -231,15 +254,13 @@ fn tree_bcast(m: &mut Member, buf: &mut [u8]) -> Result<(), GroupError> {
 fn tree_reduce(m: &mut Member, acc: &mut [u8], combine: Combine) -> Result<(), GroupError> {
     let n = acc.len();
     if n <= 8 {
-        let mut w = [0u8; 8];
-        w[..n].copy_from_slice(acc);
         let op = |a: u64, b: u64| {
             let (mut x, y) = (a.to_ne_bytes(), b.to_ne_bytes());
             combine(&mut x[..n], &y[..n]);
             u64::from_ne_bytes(x)
         };
-        if let Some(r) = m.reduce(u64::from_ne_bytes(w), op)? {
-            acc.copy_from_slice(&r.to_ne_bytes()[..n]);
+        if let Some(r) = m.reduce(word_of(acc), op)? {
+            set_word(acc, r);
         }
         return Ok(());
     }
@@ -395,6 +416,7 @@ pub fn setup(comm: MPI_Comm, cfg: &InterposeConfig) -> Result<Takeover, MpiErr> 
         },
         max_bytes,
         routes: super::route::Routes::new(comm, size, trials),
+        kinds: super::Kinds::default(),
         scratch: Vec::new(),
     };
     // Every node of more than one rank makes its leader's tree; all or none.
@@ -799,20 +821,24 @@ impl Hier {
     pub unsafe fn bcast(&mut self, data: *mut u8, len: usize, root: usize) -> Result<(), Fail> {
         let [rnode, rlocal] = self.place[root].map(|x| x as usize);
         let is_root = self.rank == root;
-        // The root's buffer is only read (it may be read-only memory): it is copied
-        // into scratch and sent from there.
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let buf: &mut [u8] = if is_root {
-            scratch.clear();
-            // SAFETY: the caller guarantees `data` is readable for `len` bytes.
-            scratch.extend_from_slice(unsafe { std::slice::from_raw_parts(data, len) });
-            &mut scratch
-        } else {
+        if !is_root {
             // SAFETY: the caller guarantees `data` is writable for `len` bytes and MPI
             // gives this call the buffer for its duration.
-            unsafe { std::slice::from_raw_parts_mut(data, len) }
-        };
-        let r = self.bcast_hier(buf, rnode, rlocal);
+            let buf = unsafe { std::slice::from_raw_parts_mut(data, len) };
+            return self.bcast_hier(buf, rnode, rlocal);
+        }
+        // The root's buffer is only read (it may be read-only memory): it is copied
+        // (a word's worth onto the stack, more into scratch) and sent from there.
+        // SAFETY: the caller guarantees `data` is readable for `len` bytes.
+        let src = unsafe { std::slice::from_raw_parts(data, len) };
+        if len <= 8 {
+            let mut word = word_of(src).to_ne_bytes();
+            return self.bcast_hier(&mut word[..len], rnode, rlocal);
+        }
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        scratch.extend_from_slice(src);
+        let r = self.bcast_hier(&mut scratch, rnode, rlocal);
         self.scratch = scratch;
         r
     }
@@ -847,10 +873,21 @@ impl Hier {
     ) -> Result<(), Fail> {
         let [rnode, rlocal] = self.place[root].map(|x| x as usize);
         let is_root = self.rank == root;
+        // SAFETY: the caller guarantees `input` is readable for `len` bytes.
+        let src = unsafe { std::slice::from_raw_parts(input, len) };
+        if len <= 8 {
+            // A word's worth: combined on the stack, no staging buffer to fill.
+            let mut word = word_of(src).to_ne_bytes();
+            let r = self.reduce_hier(&mut word[..len], red, rnode, rlocal);
+            if r.is_ok() && is_root {
+                // SAFETY: as below; `word` is this call's own.
+                unsafe { std::ptr::copy_nonoverlapping(word.as_ptr(), recv, len) };
+            }
+            return r;
+        }
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
-        // SAFETY: the caller guarantees `input` is readable for `len` bytes.
-        scratch.extend_from_slice(unsafe { std::slice::from_raw_parts(input, len) });
+        scratch.extend_from_slice(src);
         let r = self.reduce_hier(&mut scratch, red, rnode, rlocal);
         if r.is_ok() && is_root {
             // SAFETY: the caller guarantees `recv` is writable for `len` bytes on the

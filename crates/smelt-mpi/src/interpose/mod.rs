@@ -161,12 +161,19 @@ fn keyval() -> Result<c_int, ffi::MpiErr> {
 }
 
 /// The state of `comm`, made (not yet set up) on first use.
+#[inline(always)]
 fn state(comm: MPI_Comm) -> Result<*mut CommState, ffi::MpiErr> {
     let key = comm_key(comm);
     let last = LAST_STATE.load(Ordering::Relaxed);
     if !last.is_null() && LAST_COMM.load(Ordering::Relaxed) == key {
         return Ok(last);
     }
+    state_looked_up(comm, key)
+}
+
+/// [`state`] of a communicator other than the last one.
+#[inline(never)]
+fn state_looked_up(comm: MPI_Comm, key: usize) -> Result<*mut CommState, ffi::MpiErr> {
     let st = lookup(comm)?;
     if serialized() {
         LAST_COMM.store(key, Ordering::Relaxed);
@@ -375,6 +382,7 @@ fn never_taken(at: usize) -> bool {
 /// the way `x`'s communicator's measurements send it ([`route`]): `smelt` through
 /// smelt, `pmpi` through MPI, timing the trial calls. `hier` finds the communicator's
 /// hierarchy in `x` (a held one, or a gather's or scatter's plan).
+#[inline(always)]
 pub(crate) fn routed<T>(
     x: &mut T,
     hier: fn(&mut T) -> &mut comm::Hier,
@@ -417,14 +425,24 @@ pub(crate) fn held(h: &mut Held) -> &mut comm::Hier {
 
 /// The outcome of a hierarchical collective: success, an MPI error code for the
 /// caller, or (smelt failed inside a node) the job aborted.
+#[inline(always)]
 fn finish(r: Result<(), Fail>, call: Call, comm: MPI_Comm, h: &comm::Hier) -> c_int {
     match r {
         Ok(()) => {
             stats::taken(call);
             ffi::success()
         }
-        Err(Fail::Mpi(e)) => e.0,
-        Err(Fail::Smelt(e)) => {
+        Err(e) => failed(e, call, comm, h),
+    }
+}
+
+/// [`finish`] of a call that failed.
+#[cold]
+#[inline(never)]
+fn failed(e: Fail, call: Call, comm: MPI_Comm, h: &comm::Hier) -> c_int {
+    match e {
+        Fail::Mpi(e) => e.0,
+        Fail::Smelt(e) => {
             let e = e.to_string();
             let hint = if e.contains("timed out") {
                 "; SMELT_MPI_TIMEOUT (seconds) raises the limit"
@@ -450,6 +468,57 @@ enum Layout {
     Contiguous(isize),
     /// Elsewhere: packed with MPI_Pack, unpacked with MPI_Unpack.
     Packed,
+}
+
+/// The last predefined datatype (and datatype and operation) a communicator's calls
+/// used, with what [`layout`] (and [`kernel`]) made of them: programs repeat them call
+/// after call, so the lookups run once, not on every call. Only MPI's predefined
+/// handles are kept (they are never freed, so a handle always means the same type).
+#[derive(Debug, Default)]
+pub struct Kinds {
+    /// A predefined datatype of numbers or bytes, and its size.
+    ty: Option<(usize, usize)>,
+    /// A predefined datatype and operation, and their kernel and element size.
+    kernel: Option<(usize, usize, ops::Combine, usize)>,
+}
+
+impl Kinds {
+    /// [`layout`] of `dt`, from the memo where it holds `dt`.
+    #[inline(always)]
+    fn layout(
+        &mut self,
+        dt: MPI_Datatype,
+        buf: *const c_void,
+    ) -> Result<Option<(usize, Layout)>, ffi::MpiErr> {
+        let key = dt.0 as usize;
+        if let Some((k, size)) = self.ty {
+            if k == key {
+                return Ok(Some((size, Layout::Contiguous(0))));
+            }
+        }
+        let r = layout(dt, buf)?;
+        if let Some((size, Layout::Contiguous(0))) = r {
+            if ffi::type_class(dt).0 != ffi::T_DERIVED && ffi::type_class(dt).0 != ffi::T_OTHER {
+                self.ty = Some((key, size));
+            }
+        }
+        Ok(r)
+    }
+
+    /// [`kernel`] of `dt` and `op`, from the memo where it holds them.
+    #[inline(always)]
+    fn kernel(&mut self, dt: MPI_Datatype, op: MPI_Op) -> Result<(ops::Combine, usize), Why> {
+        let key = (dt.0 as usize, op.0 as usize);
+        if let Some((d, o, f, size)) = self.kernel {
+            if (d, o) == key {
+                return Ok((f, size));
+            }
+        }
+        // Only predefined types and operations have kernels.
+        let (f, size) = kernel(dt, op)?;
+        self.kernel = Some((key.0, key.1, f, size));
+        Ok((f, size))
+    }
 }
 
 /// The bytes of one element of `dt` and how `count` of them lie in memory.
@@ -509,7 +578,7 @@ unsafe fn bcast(
         stats::fell_back(Call::Bcast, Why::MpiFaster);
         return pmpi();
     }
-    let (size, lay) = match layout(dt, buf) {
+    let (size, lay) = match h.kinds.layout(dt, buf) {
         Ok(Some(x)) => x,
         Ok(None) => {
             stats::fell_back(Call::Bcast, Why::BadArgs);
@@ -1012,7 +1081,9 @@ fn kernel(dt: MPI_Datatype, op: MPI_Op) -> Result<(ops::Combine, usize), Why> {
 /// `dt` under `op` runs through smelt, and its size in bytes (at most `max`); `Err`: the
 /// call's return code without smelt (a fall-back, counted, runs `pmpi`; or nothing to
 /// move).
+#[allow(clippy::too_many_arguments)]
 fn reduction(
+    kinds: &mut Kinds,
     call: Call,
     count: c_int,
     dt: MPI_Datatype,
@@ -1024,7 +1095,7 @@ fn reduction(
         stats::fell_back(call, why);
         pmpi()
     };
-    let (combine, esize) = kernel(dt, op).map_err(fell)?;
+    let (combine, esize) = kinds.kernel(dt, op).map_err(fell)?;
     let Some(len) = esize.checked_mul(count as usize).filter(|&l| l <= max) else {
         return Err(fell(Why::TooLarge));
     };
@@ -1066,7 +1137,8 @@ unsafe fn reduce(
         stats::fell_back(Call::Reduce, Why::BadArgs);
         return pmpi();
     }
-    let (red, len) = match reduction(Call::Reduce, count, dt, op, h.max_bytes[1], &pmpi) {
+    let max = h.max_bytes[1];
+    let (red, len) = match reduction(&mut h.kinds, Call::Reduce, count, dt, op, max, &pmpi) {
         Ok(x) => x,
         Err(rc) => return rc,
     };
@@ -1100,7 +1172,8 @@ unsafe fn allreduce(
         stats::fell_back(Call::Allreduce, Why::BadArgs);
         return pmpi();
     }
-    let (red, len) = match reduction(Call::Allreduce, count, dt, op, h.max_bytes[2], &pmpi) {
+    let max = h.max_bytes[2];
+    let (red, len) = match reduction(&mut h.kinds, Call::Allreduce, count, dt, op, max, &pmpi) {
         Ok(x) => x,
         Err(rc) => return rc,
     };

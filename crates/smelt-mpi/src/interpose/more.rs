@@ -332,7 +332,7 @@ unsafe fn scan(
         return fell(call, Why::MpiFaster, pmpi);
     }
     let max = cut_off(&h, &[6]) / n;
-    let (red, len) = match reduction(call, count, dt, op, max, &pmpi) {
+    let (red, len) = match reduction(&mut h.kinds, call, count, dt, op, max, &pmpi) {
         Ok(x) => x,
         Err(rc) => return rc,
     };
@@ -390,7 +390,8 @@ unsafe fn reduce_scatter_block(
     let Some(total) = total.filter(|_| rcount >= 0) else {
         return fell(call, Why::BadArgs, pmpi);
     };
-    let (red, len) = match reduction(call, total as c_int, dt, op, h.max_bytes[7], &pmpi) {
+    let max = h.max_bytes[7];
+    let (red, len) = match reduction(&mut h.kinds, call, total as c_int, dt, op, max, &pmpi) {
         Ok(x) => x,
         Err(rc) => return rc,
     };

@@ -763,8 +763,20 @@ fn wait_until(
 /// before a blocking collective on it: they share its links and come first in the
 /// communicator's order. Other communicators' operations are polled meanwhile. Not
 /// while this thread starts a non-blocking operation (that one queues behind).
+#[inline(always)]
 pub fn settle(st: *mut CommState, h: &mut Hier) {
-    if !pending() || STARTING.with(|s| s.get()) {
+    // Nothing pending (every blocking call when the program makes no non-blocking
+    // one): one load, and the thread-local below is not touched (its address is
+    // computed where it is used, out of line).
+    if pending() {
+        settle_pending(st, h);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn settle_pending(st: *mut CommState, h: &mut Hier) {
+    if STARTING.with(|s| s.get()) {
         return;
     }
     let key = st as usize;

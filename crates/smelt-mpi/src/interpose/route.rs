@@ -89,9 +89,19 @@ pub struct Routes {
     trials: usize,
     comm: MPI_Comm,
     ranks: usize,
-    /// By `call × CLASSES + class`; `None`: no call of that class yet.
+    /// By `call × CLASSES + class`: [`OPEN`], [`SMELT`] or [`MPI`] (the fast path's
+    /// one load a call).
+    way: Box<[u8; CALLS * CLASSES]>,
+    /// By `call × CLASSES + class`, while open; `None`: no call of that class yet.
     cells: Vec<Option<Cell>>,
 }
+
+/// A class still measuring (or not called yet).
+const OPEN: u8 = 0;
+/// A class smelt runs.
+const SMELT: u8 = 1;
+/// A class MPI runs.
+const MPI: u8 = 2;
 
 impl Routes {
     /// The routes of `comm` (`ranks` ranks), measuring `trials` calls of each path per
@@ -101,6 +111,7 @@ impl Routes {
             trials,
             comm,
             ranks,
+            way: Box::new([if trials == 0 { SMELT } else { OPEN }; CALLS * CLASSES]),
             cells: vec![None; CALLS * CLASSES],
         }
     }
@@ -108,12 +119,19 @@ impl Routes {
     /// The path of a call of `call` with `bytes` (per rank, or the whole result: what
     /// the call's cut-off compares, the same on every rank). A decision takes one
     /// PMPI allgather on the communicator (hence the error).
-    #[inline]
+    #[inline(always)]
     pub fn pick(&mut self, call: Call, bytes: usize) -> Result<Go, MpiErr> {
-        if self.trials == 0 {
-            return Ok(Go::Smelt(None));
-        }
         let at = call as usize * CLASSES + class(bytes);
+        match self.way[at] {
+            SMELT => Ok(Go::Smelt(None)),
+            MPI => Ok(Go::Mpi(None)),
+            _ => self.trial(at),
+        }
+    }
+
+    /// [`pick`](Routes::pick) of a class still measuring.
+    #[inline(never)]
+    fn trial(&mut self, at: usize) -> Result<Go, MpiErr> {
         let trials = self.trials;
         let cell = self.cells[at].get_or_insert_with(|| Cell::Open {
             calls: 0,
@@ -185,6 +203,7 @@ impl Routes {
         let all = smelt_mesh::mpi::allgather_words::<P>(self.comm, &mine, None)?;
         let (s, m, by_smelt) = choose(&all);
         self.cells[at] = Some(if by_smelt { Cell::Smelt } else { Cell::Mpi });
+        self.way[at] = if by_smelt { SMELT } else { MPI };
         let call = Call::ALL[at / CLASSES];
         let (lo, hi) = class_range(at % CLASSES);
         let per = |t: u128| t as f64 / self.ranks.max(1) as f64 / 1e3;
