@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# What one small collective costs through the interposer, 2 ranks, back to back
+# (back_to_back.c: 8 bytes, root 0):
+#   1. instructions per call on rank 0 (the root), counted by callgrind (rank 1 runs
+#      natively): deterministic, unlike time on a shared VM;
+#   2. time per call, Open MPI alone and through the interposer, alternated PAIRS
+#      times, the median of each and of the ratios.
+#
+#   crates/smelt-mpi/bench/call_cost.sh [-p PAIRS] [-n CALLS] [-o OPS] [-c 0]
+#
+# -o: bcast,reduce,allreduce,barrier (default all); -c 0 skips the callgrind count.
+# The library: SMELT_MPI_LIB, else the release build (built when needed).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../../.." && pwd)"
+n=2
+pairs=5
+calls=500000
+ops=bcast,reduce,allreduce,barrier
+count=1
+while getopts "p:n:o:c:" o; do
+    case $o in
+    p) pairs=$OPTARG ;;
+    n) calls=$OPTARG ;;
+    o) ops=$OPTARG ;;
+    c) count=$OPTARG ;;
+    *) sed -n '2,13p' "$0" >&2; exit 2 ;;
+    esac
+done
+. "$here/common.sh"
+mpicc -O2 -o "$tmp/b2b" "$here/back_to_back.c"
+cat >"$tmp/vg.sh" <<VG
+#!/bin/sh
+if [ "\${OMPI_COMM_WORLD_RANK:-\${PMI_RANK:-0}}" = 0 ]; then
+    exec valgrind -q --tool=callgrind --callgrind-out-file="$tmp/cg.out" -- "\$@"
+fi
+exec "\$@"
+VG
+chmod +x "$tmp/vg.sh"
+time_of() { "$@" | awk '{print $2}'; }
+for op in ${ops//,/ }; do
+    if [ "$count" != 0 ] && command -v valgrind >/dev/null; then
+        k=200000
+        "${base[@]}" -x LD_PRELOAD="$lib" "$tmp/vg.sh" "$tmp/b2b" "$k" "$op" >/dev/null 2>&1
+        # MPI_Bcast's (...) inclusive count: the interposer's entry point and all it calls.
+        tot="$(callgrind_annotate --inclusive=yes "$tmp/cg.out" 2>/dev/null \
+            | grep -E "interpose/mod.rs:MPI_[A-Za-z]+ " | head -1 | awk '{gsub(",", "", $1); print $1}')"
+        echo "$op: $((tot / k)) instructions per call on the root (callgrind, $k calls)"
+    fi
+    : >"$tmp/pairs"
+    for ((i = 0; i < pairs; i++)); do
+        m="$(time_of "${base[@]}" "$tmp/b2b" "$calls" "$op")"
+        s="$(time_of "${base[@]}" -x LD_PRELOAD="$lib" "$tmp/b2b" "$calls" "$op")"
+        echo "$m $s" >>"$tmp/pairs"
+    done
+    sort -n -k1 "$tmp/pairs" | awk -v op="$op" '{m[NR] = $1} END {printf "%s: Open MPI %.1f ns a call (median of %d)", op, m[int((NR + 1) / 2)], NR}'
+    sort -n -k2 "$tmp/pairs" | awk '{s[NR] = $2} END {printf ", smelt %.1f ns", s[int((NR + 1) / 2)]}'
+    awk '{print $1 / $2}' "$tmp/pairs" | sort -n | awk '{r[NR] = $1} END {printf ", Open MPI / smelt %.2f (median of the pairs)\n", r[int((NR + 1) / 2)]}'
+done
