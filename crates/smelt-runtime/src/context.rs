@@ -1230,47 +1230,8 @@ impl<L: Link> Context<L> {
             let root = self.parent.is_none();
             return self.exchange_staged(data, &mut combine, root, t);
         }
-        let root_left = self.parent.is_none();
-        self.exchange_link(data, &mut combine, t, root_left)
-    }
-
-    /// The two members' exchange over the tree's one link: `data` sent to the other,
-    /// the other's received, then `combine` with this member's data on the left where
-    /// `left`, else the other's (both members pass opposite values, so both compute
-    /// the same bits).
-    pub(crate) fn exchange_link(
-        &mut self,
-        data: &mut [u8],
-        combine: &mut dyn FnMut(&mut [u8], &[u8]),
-        t: Tag,
-        left: bool,
-    ) -> Res<()> {
         let other_link = if self.parent.is_some() { None } else { Some(0) };
         self.send_fragments(other_link, data, t)?;
-        if data.len() <= smelt_transport::PAYLOAD_PER_SLOT && data.len() < self.segment {
-            // One slot each way: one fragment, read straight into the scratch buffer
-            // (which holds any fragment the other member may send).
-            let mut buf = std::mem::take(&mut self.scratch);
-            let r = self.recv_checked(other_link, &mut buf, t).and_then(|n| {
-                if n != data.len() {
-                    return Err(self.mismatch(format!(
-                        "{}: the other member sent {n} bytes, this member has {}",
-                        t.op(),
-                        data.len()
-                    )));
-                }
-                let other = &mut buf[..n];
-                if left {
-                    combine(data, other);
-                } else {
-                    combine(other, data);
-                    data.copy_from_slice(other);
-                }
-                Ok(())
-            });
-            self.scratch = buf;
-            return r;
-        }
         let mut other = std::mem::take(&mut self.packed);
         other.clear();
         let r = self.recv_bytes(other_link, &mut other, t).and_then(|()| {
@@ -1282,7 +1243,7 @@ impl<L: Link> Context<L> {
                     data.len()
                 )));
             }
-            if left {
+            if self.parent.is_none() {
                 combine(data, &other);
             } else {
                 combine(&mut other, data);

@@ -317,14 +317,6 @@ impl<L: Link> Context<L> {
         }
         let n = self.size();
         let me = self.rank.index();
-        if n == 2 && data.len() < self.segment {
-            // Two members: doubling is one exchange. Where it is one fragment (which
-            // an empty ring always holds, so the crossing sends cannot block each
-            // other) it runs over the tree's one link, as the two-member barrier does,
-            // not the mesh's general receive; the lower rank's data on the left, as
-            // below.
-            return self.exchange_link(data, combine, t, me == 0);
-        }
         let timeout = self.timeout;
         let mut nt = self.nontree.take().expect("checked by the caller");
         let r = (|| {
