@@ -1400,6 +1400,15 @@ impl Link for WorldLink {
     }
 
     #[inline]
+    fn pair_barrier(
+        &mut self,
+        tag: u64,
+        timeout: Option<Duration>,
+    ) -> Result<Option<u64>, TransportError> {
+        Link::pair_barrier(&mut self.ep, tag, timeout)
+    }
+
+    #[inline]
     fn is_ready(&self) -> bool {
         Link::is_ready(&self.ep)
     }

@@ -237,6 +237,9 @@ impl<L: Link> Context<L> {
                 sh.record(self.rank, err.to_string(), false);
                 err
             }
+            TransportError::PeerInBarrier { mark } => self.mismatch(format!(
+                "in {op} it found member {peer} in barrier #{mark}: members called different collectives"
+            )),
             other => self.mismatch(format!("{op} with member {peer}: {other}")),
         }
     }
@@ -704,14 +707,18 @@ impl<L: Link> Context<L> {
         }
         let t = self.begin(Coll::Barrier)?;
         if pair {
-            if self.parent.is_some() {
-                self.up_empty(t)?;
-                self.recv_parent_word(t)?;
-            } else {
-                self.down_empty(t)?;
-                self.recv_child_word(0, t)?;
-            }
-            return Ok(());
+            // One flag each way (the link's barrier), not a message each way.
+            let p = match self.parent.as_mut() {
+                Some(p) => p,
+                None => &mut self.children[0],
+            };
+            let r = p.link.pair_barrier(t.word(), Some(self.timeout));
+            let peer = p.rank;
+            return match r {
+                Ok(None) => Ok(()),
+                Ok(Some(got)) => Err(self.crossed(got, t, peer)),
+                Err(e) => Err(self.fail(e, peer, t.op())),
+            };
         }
         self.reduce_empty_tagged(t)?;
         self.recv_parent_word(t)?;

@@ -472,3 +472,85 @@ fn a_second_tree_names_members_by_rank_not_position() {
         assert_eq!(g, (rank == Rank(3)).then(|| vec![0, 10, 20, 30]));
     }
 }
+
+/// Two members: one enters the barrier (a flag each way, no message), the other
+/// another collective. Both fail with the mismatch (or the failure it recorded) long
+/// before the timeout, whichever side sends or waits.
+#[test]
+fn a_pair_barrier_against_another_collective_fails_both_at_once() {
+    type Call = fn(&mut Member) -> Result<(), GroupError>;
+    let barrier: Call = |m| m.barrier();
+    let broadcast: Call = |m| m.broadcast_word(7).map(|_| ());
+    let reduce: Call = |m| m.reduce(1u64, |a, b| a + b).map(|_| ());
+    let gather: Call = |m| m.gather_word(1).map(|_| ());
+    // (root's call, child's call): the child receives, the root sends, the child
+    // sends, the root receives, while the other waits on the barrier's flag.
+    let cases = [
+        ("barrier/broadcast", barrier, broadcast),
+        ("broadcast/barrier", broadcast, barrier),
+        ("barrier/reduce", barrier, reduce),
+        ("reduce/barrier", reduce, barrier),
+        ("gather/barrier", gather, barrier),
+    ];
+    let timeout = Duration::from_secs(60);
+    for (name, root_call, child_call) in cases {
+        let tree = Tree::from_raw(vec![0, 1], 0, vec![vec![1], vec![]]).unwrap();
+        let cfg = GroupConfig {
+            link: smelt_runtime::LinkConfig::default().timeout(timeout),
+            ..Default::default()
+        };
+        let group = Group::with_config(std::slice::from_ref(&tree), &cfg).unwrap();
+        let t = std::time::Instant::now();
+        let out = group.run(|m| {
+            // One matched barrier first: the marks are in use when they differ.
+            m.barrier().unwrap();
+            if m.rank() == Rank(0) {
+                root_call(m)
+            } else {
+                child_call(m)
+            }
+        });
+        assert!(t.elapsed() < timeout / 4, "{name}: took {:?}", t.elapsed());
+        let e = out.expect_err(name);
+        assert!(
+            matches!(
+                e,
+                GroupError::Mismatch { .. } | GroupError::PeerFailed { .. }
+            ) && e.to_string().contains("different collectives"),
+            "{name}: {e}"
+        );
+    }
+}
+
+/// Pair barriers among other collectives with one member often far ahead or behind
+/// (sleeps, yields): never a false mismatch, and a barrier still holds everyone back
+/// (a counter shows no member leaves barrier k before the other entered it).
+#[test]
+fn pair_barriers_with_one_member_ahead_stay_matched() {
+    let tree = Tree::from_raw(vec![0, 1], 0, vec![vec![1], vec![]]).unwrap();
+    let group = Group::new(&tree).unwrap();
+    let entered = [AtomicUsize::new(0), AtomicUsize::new(0)];
+    let rounds = 2000 * stress();
+    group
+        .run(|m| {
+            let me = m.rank().index();
+            let mut rng = Rng(17 + me as u64);
+            for k in 0..rounds {
+                match rng.next() % 8 {
+                    0 => std::thread::sleep(Duration::from_micros(rng.next() % 200)),
+                    1 | 2 => std::thread::yield_now(),
+                    _ => {}
+                }
+                entered[me].store(k + 1, Ordering::SeqCst);
+                m.barrier().unwrap();
+                assert!(entered[1 - me].load(Ordering::SeqCst) > k, "round {k}");
+                if k % 3 == 0 {
+                    assert_eq!(m.broadcast_word(k as u64).unwrap(), k as u64);
+                }
+                if k % 5 == 0 {
+                    assert_eq!(m.allreduce(1u64, |a, b| a + b).unwrap(), 2);
+                }
+            }
+        })
+        .unwrap();
+}

@@ -24,6 +24,10 @@
 //!   shared in both caches, so checking the peer's word after each operation is a
 //!   cache hit. The waiting word is the futex a process parks on when the ring is
 //!   shared between processes; the wake-up handshake is in [`crate::wake`].
+//! * `marks`: the producer's barrier marks, the tags of its last two two-party
+//!   barriers ([`Producer::set_mark`], [`Consumer::wait_mark`]). A barrier of two ends
+//!   is then one line written by each and read by the other, as a flag barrier is,
+//!   instead of a message each way (which also moves the ring's position).
 
 use crate::backoff::{Backoff, WaitPolicy};
 use crate::sync::{Arc, AtomicU32, AtomicU64, Ordering, UnsafeCell};
@@ -77,19 +81,31 @@ pub(crate) struct SideWords {
     closed: AtomicU32,
 }
 
+/// The producer's barrier marks (written only by the producer): the tag of its `k`-th
+/// two-party barrier (low 32 bits) and its position then (low 32 bits) in word `k % 2` (one store per barrier, so a consumer polling the
+/// line costs the producer no second transfer). The consumer counts its own barriers
+/// and looks at word `k % 2` for its `k`-th: the producer can be at most one barrier
+/// ahead (it cannot leave a barrier the consumer has not entered), and its next
+/// barrier's mark goes to the other word (0: no barrier yet).
+#[repr(C)]
+pub(crate) struct Marks {
+    words: [AtomicU64; 2],
+}
+
 /// The control block at the start of a ring's memory.
 #[repr(C)]
 pub(crate) struct Ctrl {
     head: Line<AtomicU64>,
     prod: Line<SideWords>,
     cons: Line<SideWords>,
+    marks: Line<Marks>,
 }
 
 /// Bytes of a ring's control block.
 #[cfg(not(loom))]
 pub(crate) const CTRL_BYTES: usize = std::mem::size_of::<Ctrl>();
 #[cfg(not(loom))]
-const _: () = assert!(CTRL_BYTES == 384);
+const _: () = assert!(CTRL_BYTES == 512);
 
 /// Bytes of memory a ring of `capacity` slots needs (control block + slots).
 #[cfg(not(loom))]
@@ -109,8 +125,17 @@ impl Ctrl {
             head: Line(AtomicU64::new(0)),
             prod: side(),
             cons: side(),
+            marks: Line(Marks {
+                words: [AtomicU64::new(0), AtomicU64::new(0)],
+            }),
         }
     }
+}
+
+/// A barrier mark's word: the tag's low 32 bits, then the producer's position's.
+#[inline(always)]
+fn mark_word(tag: u64, pos: u64) -> u64 {
+    ((tag as u32 as u64) << 32) | pos as u32 as u64
 }
 
 /// Header bits naming position `pos` as the first slot of a message.
@@ -336,6 +361,8 @@ pub struct Producer {
     limit: u64,
     cap: usize,
     policy: WaitPolicy,
+    /// Barrier marks set so far ([`Producer::set_mark`]; its parity picks the word).
+    marks: u64,
     _not_sync: PhantomData<std::cell::Cell<()>>,
 }
 
@@ -360,6 +387,15 @@ pub struct Consumer {
     ack_batch: u64,
     cap: usize,
     policy: WaitPolicy,
+    /// Two-party barriers this end matched ([`Consumer::wait_mark`]); its parity
+    /// names the word of the producer's marks the next one is in.
+    marks: u64,
+    /// The tags this end matched, by word: a receive that has waited a while and
+    /// finds word `marks % 2` changed tells the caller that the producer entered a
+    /// barrier this end is not in.
+    seen_marks: [u64; 2],
+    /// True while [`Consumer::wait_mark`] waits (a new mark is then what it waits for).
+    in_mark: bool,
     _not_sync: PhantomData<std::cell::Cell<()>>,
 }
 
@@ -480,6 +516,9 @@ impl Consumer {
         c.published = c.head;
         c.ack_at = c.head + c.ack_batch;
         c.idx = (c.head % capacity as u64) as usize;
+        // Both ends count their barriers again from here (a job's rings are
+        // re-opened between runs, not inside a barrier).
+        c.seen_marks = [c.mark(0), c.mark(1)];
         c
     }
 }
@@ -503,6 +542,7 @@ impl Producer {
             limit: cap as u64,
             cap,
             policy: WaitPolicy::default(),
+            marks: 0,
             _not_sync: PhantomData,
         }
     }
@@ -522,6 +562,9 @@ impl Consumer {
             ack_batch: default_ack_batch(cap),
             cap,
             policy: WaitPolicy::default(),
+            marks: 0,
+            seen_marks: [0; 2],
+            in_mark: false,
             _not_sync: PhantomData,
         }
     }
@@ -533,6 +576,11 @@ trait End {
     /// The side this end is.
     fn who(&self) -> Who;
     fn policy(&self) -> &WaitPolicy;
+    /// Why a wait that found nothing for a while should end although the peer lives
+    /// (checked before parking, never on the fast path). Default: no reason.
+    fn stalled(&self) -> Option<TransportError> {
+        None
+    }
 }
 
 /// Dropping either end: mark it closed and wake the other end if it is parked.
@@ -569,6 +617,20 @@ impl End for Consumer {
     #[inline(always)]
     fn policy(&self) -> &WaitPolicy {
         &self.policy
+    }
+    /// A receive waiting while the producer entered a two-party barrier this end has
+    /// not matched: the producer waits for this end's mark and sends nothing, so the
+    /// receive would only time out. (The producer stores its mark after every message
+    /// it sent before it, so the caller's retry still takes those.)
+    fn stalled(&self) -> Option<TransportError> {
+        if self.in_mark {
+            return None;
+        }
+        let i = (self.marks & 1) as usize;
+        let now = self.mark(i);
+        (now != self.seen_marks[i]).then_some(TransportError::PeerInBarrier {
+            mark: (now >> 32) as u32,
+        })
     }
 }
 
@@ -640,8 +702,9 @@ fn block_on<E: End, T>(
                 }
             }
         }
-        if let Some(e) = end.shared().remote_failure() {
-            // What the peer published before it died is still delivered.
+        if let Some(e) = end.shared().remote_failure().or_else(|| end.stalled()) {
+            // What the peer published before it died (or before it entered the
+            // barrier) is still delivered.
             let r = attempt(end);
             return if would_block(&r) { Err(e) } else { r };
         }
@@ -797,6 +860,21 @@ impl Producer {
     /// True once the consumer was dropped.
     pub fn is_disconnected(&self) -> bool {
         self.ring_ctrl().cons.0.closed.load(Ordering::Acquire) != 0
+    }
+
+    /// Enters the two-party barrier `tag` (its low 32 bits tell it from the previous
+    /// and the next barrier; the collectives put their sequence number there):
+    /// publishes it, with the ring position after every message sent so far, to the
+    /// consumer, which [`Consumer::wait_mark`]s for it. Both ends of a queuepair do
+    /// this on their producer and wait on their consumer
+    /// ([`QueuePairEnd`](crate::QueuePairEnd)'s [`Link::pair_barrier`](crate::Link::pair_barrier)).
+    #[inline]
+    pub fn set_mark(&mut self, tag: u64) {
+        let k = self.marks;
+        self.marks = k.wrapping_add(1);
+        let ctrl = self.ring_ctrl();
+        ctrl.marks.0.words[(k & 1) as usize].store(mark_word(tag, self.tail), Ordering::Release);
+        wake_peer(&self.shared, ctrl, self.sym, Who::Cons);
     }
 
     /// How blocking sends wait (default [`WaitPolicy::DEDICATED`]).
@@ -1089,6 +1167,63 @@ impl Consumer {
     /// True once the producer was dropped (messages it sent may still be queued).
     pub fn is_disconnected(&self) -> bool {
         self.ring_ctrl().prod.0.closed.load(Ordering::Acquire) != 0
+    }
+
+    /// Word `i` of the producer's barrier marks (Acquire: what the producer sent
+    /// before the mark is visible once the mark is).
+    #[inline(always)]
+    fn mark(&self, i: usize) -> u64 {
+        self.ring_ctrl().marks.0.words[i].load(Ordering::Acquire)
+    }
+
+    /// Checks once for the producer's barrier mark `tag` ([`Producer::set_mark`]) as
+    /// its barrier number `k`, this end's `k`-th: `Ok(None)` once the producer entered
+    /// that barrier (even if it already went on to its next) and every message it sent
+    /// before it was received; `Ok(Some(got))` if a message tagged `got` is waiting
+    /// instead (the producer is in something else, or was before the barrier: the
+    /// message stays queued); else [`TransportError::Empty`] (or `Disconnected` once
+    /// the producer is gone).
+    #[inline(always)]
+    pub fn try_mark(&mut self, tag: u64) -> Result<Option<u64>, TransportError> {
+        let i = (self.marks & 1) as usize;
+        let mut w = self.mark(i);
+        if w >> 32 != tag as u32 as u64 {
+            // Not there: a waiting message then means the producer did something
+            // else, since it stores a barrier's mark before any message it sends
+            // after the barrier (and before it closes its end), so the mark is read
+            // again after the message (or the close).
+            let next = self.next_header();
+            w = self.mark(i);
+            if w >> 32 != tag as u32 as u64 {
+                next?;
+                return Ok(Some(self.current_tag()));
+            }
+        }
+        if w as u32 != self.head as u32 {
+            // Messages the producer sent before the barrier are still queued.
+            self.next_header()?;
+            return Ok(Some(self.current_tag()));
+        }
+        self.seen_marks[i] = w;
+        self.marks = self.marks.wrapping_add(1);
+        Ok(None)
+    }
+
+    /// Waits, at most `timeout`, for the producer's barrier mark `tag` (see
+    /// [`try_mark`](Consumer::try_mark), which it repeats, backing off as every
+    /// blocking call does).
+    pub fn wait_mark(
+        &mut self,
+        tag: u64,
+        timeout: Option<Duration>,
+    ) -> Result<Option<u64>, TransportError> {
+        if let Ok(r) = self.try_mark(tag) {
+            return Ok(r);
+        }
+        self.in_mark = true;
+        let r = block_on(self, timeout, |c| c.try_mark(tag));
+        self.in_mark = false;
+        r
     }
 
     /// How blocking receives wait (default [`WaitPolicy::DEDICATED`]).

@@ -60,4 +60,12 @@ pub enum TransportError {
         /// Length of the waiting message.
         len: usize,
     },
+    /// A receive waited while the peer entered a two-party barrier
+    /// ([`Link::pair_barrier`](crate::Link::pair_barrier)) this end is not in: it would
+    /// send nothing until this end enters it too.
+    #[error("the peer entered a barrier (its tag's low 32 bits {mark}) instead of sending")]
+    PeerInBarrier {
+        /// The low 32 bits of the barrier's tag.
+        mark: u32,
+    },
 }

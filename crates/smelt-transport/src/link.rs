@@ -60,6 +60,24 @@ pub trait Link: Send {
             len => Err(TransportError::NotAWord { len }),
         }
     }
+    /// A barrier of the two ends of this link: both call it with the same `tag` (the
+    /// collectives' tag; its low 32 bits, their sequence number, differ from the
+    /// previous call's), and it returns `Ok(None)` once both did and every message the
+    /// peer sent before it was received. `Ok(Some(got))` if a message tagged `got`
+    /// from before the peer's barrier, or instead of it, is waiting (it stays queued). A receive of the peer that waits
+    /// while this end is in the barrier may fail with
+    /// [`TransportError::PeerInBarrier`]. Default: an empty message each way (the
+    /// peer's is consumed); queuepairs publish a mark in the ring's control block
+    /// instead, one cache line each way as a flag barrier.
+    fn pair_barrier(
+        &mut self,
+        tag: u64,
+        timeout: Option<Duration>,
+    ) -> Result<Option<u64>, TransportError> {
+        self.send_empty(tag, timeout)?;
+        let (got, _) = self.recv(&mut [], timeout)?;
+        Ok((got != tag).then_some(got))
+    }
     /// True if a message is waiting (a receive would not block).
     fn is_ready(&self) -> bool;
     /// True once the peer closed its end.
@@ -171,6 +189,15 @@ impl Link for QueuePairEnd {
     #[inline(always)]
     fn recv_word(&mut self, timeout: Option<Duration>) -> Result<(u64, u64), TransportError> {
         self.rx.recv_word_tagged(timeout)
+    }
+    #[inline]
+    fn pair_barrier(
+        &mut self,
+        tag: u64,
+        timeout: Option<Duration>,
+    ) -> Result<Option<u64>, TransportError> {
+        self.tx.set_mark(tag);
+        self.rx.wait_mark(tag, timeout)
     }
     #[inline]
     fn is_ready(&self) -> bool {

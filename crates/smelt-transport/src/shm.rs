@@ -58,7 +58,7 @@ use std::sync::Arc;
 /// First bytes of every segment.
 const MAGIC: [u8; 8] = *b"SMELTSHM";
 /// Version of the segment layout; a member of another layout refuses to attach.
-pub const LAYOUT_VERSION: u32 = 3;
+pub const LAYOUT_VERSION: u32 = 4;
 /// Bytes reserved for the segment header.
 const HEADER_BYTES: usize = 4096;
 /// Alignment of every ring in the segment (a pair of cache lines).

@@ -228,3 +228,54 @@ fn loom_sleep_bit_cas_never_loses_a_wakeup() {
 fn loom_sleep_bit_blind_loses_a_wakeup() {
     sleep_bit_model(true);
 }
+
+/// Two-party barriers on a queuepair: both ends' marks, one end a barrier ahead (it
+/// writes the other word), a message between two barriers delivered, and a barrier
+/// never left before the peer entered it.
+#[test]
+fn loom_pair_barrier_holds_and_lets_one_end_run_ahead() {
+    use loom::sync::atomic::{AtomicU64, Ordering};
+    use loom::sync::Arc;
+    use smelt_transport::{queuepair, Link};
+    bounded().check(|| {
+        let (mut a, mut b) = queuepair(2);
+        let entered = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let e2 = entered.clone();
+        let t = loom::thread::spawn(move || {
+            e2[1].store(1, Ordering::SeqCst);
+            assert_eq!(b.pair_barrier(11, None).unwrap(), None);
+            assert!(e2[0].load(Ordering::SeqCst) >= 1);
+            Link::send_word(&mut b, 12, 5, None).unwrap();
+            e2[1].store(2, Ordering::SeqCst);
+            assert_eq!(b.pair_barrier(13, None).unwrap(), None);
+            assert!(e2[0].load(Ordering::SeqCst) >= 2);
+        });
+        entered[0].store(1, Ordering::SeqCst);
+        assert_eq!(a.pair_barrier(11, None).unwrap(), None);
+        assert!(entered[1].load(Ordering::SeqCst) >= 1);
+        assert_eq!(Link::recv_word(&mut a, None).unwrap(), (12, 5));
+        entered[0].store(2, Ordering::SeqCst);
+        assert_eq!(a.pair_barrier(13, None).unwrap(), None);
+        assert!(entered[1].load(Ordering::SeqCst) >= 2);
+        t.join().unwrap();
+    });
+}
+
+/// One end in a barrier, the other sending a message: the barrier reports the
+/// message's tag (which stays queued); then the sender enters the barrier too.
+#[test]
+fn loom_pair_barrier_sees_a_message_instead() {
+    use smelt_transport::{queuepair, Link};
+    bounded().check(|| {
+        let (mut a, mut b) = queuepair(2);
+        let t = loom::thread::spawn(move || {
+            Link::send_word(&mut b, 21, 9, None).unwrap();
+            assert_eq!(b.pair_barrier(22, None).unwrap(), None);
+        });
+        assert_eq!(a.pair_barrier(22, None).unwrap(), Some(21));
+        assert_eq!(Link::recv_word(&mut a, None).unwrap(), (21, 9));
+        // The peer entered barrier 22 meanwhile: its mark is still there to match.
+        assert_eq!(a.rx.wait_mark(22, None).unwrap(), None);
+        t.join().unwrap();
+    });
+}
