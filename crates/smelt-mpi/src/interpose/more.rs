@@ -151,9 +151,11 @@ unsafe fn allgather(send: Side, recv: Side, comm: MPI_Comm, pmpi: impl Fn() -> c
                         // SAFETY: MPI's contract: the send buffer holds one block, apart
                         // from the receive buffer.
                         Some(so) => mine.copy_from_slice(unsafe { bytes_at(send.buf, so, k) }),
-                        // SAFETY: as above.
                         None => {
-                            mine.copy_from_slice(&unsafe { send.read(send.buf, None, k, comm) }?)
+                            // SAFETY: MPI's contract: the send buffer holds one block,
+                            // apart from the receive buffer.
+                            let v = unsafe { send.read(send.buf, None, k, comm) }?;
+                            mine.copy_from_slice(&v)
                         }
                     }
                 }
@@ -282,10 +284,11 @@ unsafe fn allgatherv(
                 let ki = counts[i] as usize * size;
                 let data = &all[at[i]..at[i] + ki];
                 match roff {
-                    // SAFETY: MPI's contract: room for `counts[i]` dense elements at the
-                    // part's displacement.
                     Some(o) => {
-                        unsafe { bytes_at_mut(p.buf.cast_mut(), o, ki) }.copy_from_slice(data)
+                        // SAFETY: MPI's contract: room for `counts[i]` dense elements at
+                        // the part's displacement.
+                        let out = unsafe { bytes_at_mut(p.buf.cast_mut(), o, ki) };
+                        out.copy_from_slice(data)
                     }
                     // SAFETY: as above (unpacked where not dense).
                     None => unsafe { p.write(p.buf.cast_mut(), data, comm) }?,
