@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # What one small collective costs through the interposer, 2 ranks, back to back
-# (back_to_back.c: 8 bytes, root 0):
+# (back_to_back.c: 8 bytes, root 0; -d: that many doubles):
 #   1. instructions per call on rank 0 (the root), counted by callgrind (rank 1 runs
 #      natively): deterministic, unlike time on a shared VM;
 #   2. time per call, Open MPI alone and through the interposer, alternated PAIRS
 #      times, the median of each and of the ratios.
 #
-#   crates/smelt-mpi/bench/call_cost.sh [-p PAIRS] [-n CALLS] [-o OPS] [-c 0]
+#   crates/smelt-mpi/bench/call_cost.sh [-p PAIRS] [-n CALLS] [-o OPS] [-c 0] [-d DOUBLES]
 #
 # -o: bcast,reduce,allreduce,barrier (default all); -c 0 skips the callgrind count.
 # The library: SMELT_MPI_LIB, else the release build (built when needed).
@@ -18,12 +18,14 @@ pairs=5
 calls=500000
 ops=bcast,reduce,allreduce,barrier
 count=1
-while getopts "p:n:o:c:" o; do
+doubles=1
+while getopts "p:n:o:c:d:" o; do
     case $o in
     p) pairs=$OPTARG ;;
     n) calls=$OPTARG ;;
     o) ops=$OPTARG ;;
     c) count=$OPTARG ;;
+    d) doubles=$OPTARG ;;
     *) sed -n '2,13p' "$0" >&2; exit 2 ;;
     esac
 done
@@ -41,7 +43,7 @@ time_of() { "$@" | awk '{print $2}'; }
 for op in ${ops//,/ }; do
     if [ "$count" != 0 ] && command -v valgrind >/dev/null; then
         k=200000
-        "${base[@]}" -x LD_PRELOAD="$lib" "$tmp/vg.sh" "$tmp/b2b" "$k" "$op" >/dev/null 2>&1
+        "${base[@]}" -x LD_PRELOAD="$lib" "$tmp/vg.sh" "$tmp/b2b" "$k" "$op" "$doubles" >/dev/null 2>&1
         # MPI_Bcast's (...) inclusive count: the interposer's entry point and all it calls.
         tot="$(callgrind_annotate --inclusive=yes "$tmp/cg.out" 2>/dev/null \
             | grep -E "interpose/mod.rs:MPI_[A-Za-z]+ " | head -1 | awk '{gsub(",", "", $1); print $1}')"
@@ -49,8 +51,8 @@ for op in ${ops//,/ }; do
     fi
     : >"$tmp/pairs"
     for ((i = 0; i < pairs; i++)); do
-        m="$(time_of "${base[@]}" "$tmp/b2b" "$calls" "$op")"
-        s="$(time_of "${base[@]}" -x LD_PRELOAD="$lib" "$tmp/b2b" "$calls" "$op")"
+        m="$(time_of "${base[@]}" "$tmp/b2b" "$calls" "$op" "$doubles")"
+        s="$(time_of "${base[@]}" -x LD_PRELOAD="$lib" "$tmp/b2b" "$calls" "$op" "$doubles")"
         echo "$m $s" >>"$tmp/pairs"
     done
     sort -n -k1 "$tmp/pairs" | awk -v op="$op" '{m[NR] = $1} END {printf "%s: Open MPI %.1f ns a call (median of %d)", op, m[int((NR + 1) / 2)], NR}'
