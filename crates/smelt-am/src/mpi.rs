@@ -525,10 +525,10 @@ impl Remote for MpiRemote {
         buf.clear();
         buf.extend_from_slice(msg);
         buf.extend_from_slice(&tag.to_le_bytes());
-        // The slot is off the free list until MPI_Testsome completes its send, and drop
-        // waits for it or leaks it; a Vec's heap block does not move with the Vec.
         // SAFETY: `buf` is untouched by us until the send completes (above); `reqs[slot]`
         // is null (free) and becomes the send's request; `comm` is valid; `to` its rank.
+        // The slot is off the free list until MPI_Testsome completes its send, and drop
+        // waits for it or leaks it; a Vec's heap block does not move with the Vec.
         let rc = unsafe {
             ffi::MPI_Isend(
                 buf.as_ptr().cast::<c_void>(),

@@ -523,9 +523,9 @@ fn run_member(
     ))));
     let p: *mut smelt_member = std::ptr::without_provenance_mut(h);
     let arg: *mut c_void = std::ptr::with_exposed_provenance_mut(arg_addr);
-    // `p` is a handle id the library checks on every use, never dereferenced.
     // SAFETY: `f` is the caller's smelt_member_fn; smelt.h requires `arg` to stay valid
     // until smelt_group_run returns and forbids `f` to unwind.
+    // `p` is a handle id the library checks on every use, never dereferenced.
     unsafe { f(p, arg) };
     // The handle expires now (after any other thread's call with it has finished).
     match handle::remove(h, Kind::Member, "member", Wait::Block, |_| Ok(())) {

@@ -374,9 +374,9 @@ impl MpiNet {
         }
         // SAFETY: a placeholder written over by MPI_Win_create.
         let mut win: ffi::MPI_Win = unsafe { ffi::RSMPI_WIN_NULL };
-        // The array holds the segment and frees the window before it.
         // SAFETY: `base` points at `elements` words of this rank's block, mapped for
         // the window's life; displacement unit 8 (a word); collective over `comm`.
+        // The array holds the segment and frees the window before it.
         check("MPI_Win_create", unsafe {
             ffi::MPI_Win_create(
                 base,

@@ -308,8 +308,8 @@ mod tests {
 
     #[test]
     fn a_world_needs_mpi_initialised() {
-        // No test of this binary initialises MPI (the mpirun tests are smelt-world's).
         // SAFETY: MPI_COMM_WORLD is a valid handle; MPI is checked first.
+        // No test of this binary initialises MPI (the mpirun tests are smelt-world's).
         let e = unsafe { World::from_raw_mpi(m::comm_world(), Nodes::Shared, DEFAULT_TIMEOUT) }
             .unwrap_err();
         assert!(e.to_string().contains("not initialised"), "{e}");

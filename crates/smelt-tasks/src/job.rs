@@ -88,8 +88,8 @@ impl<L: Latch, F: FnOnce(bool) -> R + Send, R: Send> StackJob<L, F, R> {
         };
         // SAFETY: as above, the owner does not read `result` before the latch is set.
         unsafe { *this.result.get() = r };
-        // `set` must be the last access: the owner may free the job right after it.
         // SAFETY: `this.latch` is live until this store publishes "set".
+        // `set` must be the last access: the owner may free the job right after it.
         unsafe { L::set(&this.latch as *const L) };
     }
 

@@ -29,8 +29,8 @@ pub fn prepare_member(cmd: &mut Command, cpu: Option<CpuId>, group: Option<u32>)
         cmd.process_group(i32::try_from(g).unwrap_or(0));
     }
     let set = cpu.and_then(|c| cpu_set(c.get()));
-    // The launcher's pid, read before the fork: the child compares its parent with it.
     // SAFETY: getpid takes no arguments and cannot fail.
+    // The launcher's pid, read before the fork: the child compares its parent with it.
     let launcher = unsafe { libc::getpid() };
     // SAFETY: the hook runs in the child between fork and exec. It calls only
     // async-signal-safe system calls (sched_setaffinity, prctl, getppid) on values

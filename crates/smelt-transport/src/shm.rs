@@ -782,8 +782,8 @@ impl ShmJob {
             unlink(&path);
             e
         };
-        // The file's full length (the arena sparse), then the pages before the arena.
         // SAFETY: fd is a valid open file.
+        // The file's full length (the arena sparse), then the pages before the arena.
         if unsafe { libc::ftruncate(fd.as_raw_fd(), total as libc::off_t) } != 0 {
             return Err(fail(io_err("cannot size", &path)));
         }
@@ -1073,8 +1073,8 @@ impl ShmMember {
                 "rank {rank} does not exist in a job of {members} members"
             )));
         }
-        // The liveness lock first: a member seen as joined always holds it.
         // SAFETY: flock is plain data.
+        // The liveness lock first: a member seen as joined always holds it.
         let mut fl: libc::flock = unsafe { std::mem::zeroed() };
         fl.l_type = libc::F_WRLCK as libc::c_short;
         fl.l_whence = libc::SEEK_SET as libc::c_short;
@@ -1136,9 +1136,9 @@ impl ShmMember {
         if h.words_len == 0 {
             return &[];
         }
-        // The creator zeroed the words; every process reaches them through atomics.
         // SAFETY: `validate` checked they lie inside the mapping, 128-byte aligned;
         // the mapping lives as long as `self.map`, which the borrow of `self` holds.
+        // The creator zeroed the words; every process reaches them through atomics.
         unsafe {
             std::slice::from_raw_parts(
                 self.map.base.add(h.words_offset as usize) as *const AtomicU64,
@@ -1178,9 +1178,9 @@ impl ShmMember {
                 self.rank
             )));
         }
-        // Only this rank opens this end: the rank's lock and joined state are exclusive.
         // SAFETY: `validate` checked the ring lies inside the mapping, aligned; the
         // creator zeroed it; the mapping lives as long as the Arc passed as its Remote.
+        // Only this rank opens this end: the rank's lock and joined state are exclusive.
         let shared = unsafe {
             shared_ring(
                 self.map.base.add(r.offset as usize),

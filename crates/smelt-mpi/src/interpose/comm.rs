@@ -827,9 +827,9 @@ impl Hier {
             let buf = unsafe { std::slice::from_raw_parts_mut(data, len) };
             return self.bcast_hier(buf, rnode, rlocal);
         }
+        // SAFETY: the caller guarantees `data` is readable for `len` bytes.
         // The root's buffer is only read (it may be read-only memory): it is copied
         // (a word's worth onto the stack, more into scratch) and sent from there.
-        // SAFETY: the caller guarantees `data` is readable for `len` bytes.
         let src = unsafe { std::slice::from_raw_parts(data, len) };
         if len <= 8 {
             let mut word = word_of(src).to_ne_bytes();

@@ -369,12 +369,11 @@ impl Stage {
             }
         }
         let at = (i % self.slots as u64) as usize * self.stride;
-        // Why the slice is sound: the header's `seq` (Acquire, above) is stored by the
-        // sender with Release after it copied the bytes, and the sender writes this
-        // buffer again only after `released` passes it, which `_back` stores once `f`
-        // returned; `f` cannot keep the slice.
         // SAFETY: buffer `i % slots` of `n <= bytes` bytes inside this direction, not
-        // written while borrowed (see above); the mapping outlives `_back`'s borrow.
+        // written while borrowed; the mapping outlives `_back`'s borrow. The header's
+        // `seq` (Acquire, above) is stored by the sender with Release after it copied
+        // the bytes, and the sender writes this buffer again only after `released`
+        // passes it, which `_back` stores once `f` returned; `f` cannot keep the slice.
         let bytes = unsafe { std::slice::from_raw_parts(self.inn.data.add(at), n) };
         let _back = Release(self);
         Ok(Ok(f(tag & !STAGED_TAG, bytes)))
