@@ -100,6 +100,7 @@ impl Tag {
 /// A context is `Send`: a member may move one context to another thread, so that
 /// several contexts (trees with different roots) run concurrently on the same members.
 #[derive(Debug)]
+#[repr(align(128))]
 pub struct Context<L: Link = QueuePairEnd> {
     pub(crate) id: usize,
     pub(crate) rank: Rank,

@@ -381,12 +381,12 @@ impl<L: Link> Member<L> {
     }
 
     /// Context 0's [`Context::broadcast_word`].
-    #[inline]
+    #[inline(always)]
     pub fn broadcast_word(&mut self, w: u64) -> Result<u64, GroupError> {
         ctx0!(self).broadcast_word(w)
     }
     /// Context 0's [`Context::broadcast_empty`].
-    #[inline]
+    #[inline(always)]
     pub fn broadcast_empty(&mut self) -> Result<(), GroupError> {
         ctx0!(self).broadcast_empty()
     }
@@ -395,7 +395,7 @@ impl<L: Link> Member<L> {
         ctx0!(self).broadcast(buf)
     }
     /// Context 0's [`Context::reduce`].
-    #[inline]
+    #[inline(always)]
     pub fn reduce<T: crate::Word>(
         &mut self,
         v: T,
@@ -404,12 +404,12 @@ impl<L: Link> Member<L> {
         ctx0!(self).reduce(v, op)
     }
     /// Context 0's [`Context::reduce_empty`].
-    #[inline]
+    #[inline(always)]
     pub fn reduce_empty(&mut self) -> Result<(), GroupError> {
         ctx0!(self).reduce_empty()
     }
     /// Context 0's [`Context::allreduce`].
-    #[inline]
+    #[inline(always)]
     pub fn allreduce<T: crate::Word>(
         &mut self,
         v: T,
