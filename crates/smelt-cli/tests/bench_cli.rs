@@ -725,6 +725,54 @@ fn offload_bench_reports_round_trips_rates_and_global_arrays() {
     );
 }
 
+/// `smelt bench am --quick --json`: the threads and processes rows (LogP figures or
+/// the reason they failed), the peers' medians over 5 interleaved rounds, and each of
+/// the two ratios with the threads row the median of its rounds' ratios.
+#[test]
+fn am_bench_ratios_are_medians_of_interleaved_rounds() {
+    let r = run_json(&["bench", "am", "--quick", "--json"]);
+    let rows = r["transports"].as_array().unwrap();
+    for t in ["threads", "processes"] {
+        let x = rows.iter().find(|x| x["transport"] == t).unwrap();
+        assert!(
+            x["logp"]["rtt_ns"].as_f64().is_some_and(|v| v > 0.0) || x["error"].is_string(),
+            "{x}"
+        );
+    }
+    assert_eq!(r["peers"]["rounds"], 5, "{}", r["peers"]);
+    for name in ["am_rtt_over_queuepair_rtt", "am_rate_over_crossbeam_rate"] {
+        let per: Vec<f64> = r["ratios"]["rounds"][name]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert!(per.len() <= 5, "{name}: {per:?}");
+        if per.is_empty() {
+            // No round measured both figures: no ratio is made up.
+            assert!(r["ratios"][name].is_null(), "{}", r["ratios"]);
+            continue;
+        }
+        assert!(
+            per.iter().all(|&v| v.is_finite() && v > 0.0),
+            "{name}: {per:?}"
+        );
+        let mut sorted = per.clone();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let median = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        };
+        let got = r["ratios"][name].as_f64().unwrap();
+        assert!(
+            (got - median).abs() <= 1e-9 * median,
+            "{name}: {got} vs {per:?}"
+        );
+    }
+}
+
 /// `smelt bench --help` lists every benchmark as a subcommand, each with its own
 /// `--help` and examples; the old flag-modes (and `smelt tune`'s) are usage errors
 /// (exit 2) naming the subcommand they became, a subcommand refuses another's options,

@@ -88,6 +88,9 @@ struct Peers {
     queuepair_rtt_ns: Option<f64>,
     /// `crossbeam-channel` (bounded) ns per message, one sender to one receiver.
     crossbeam_ns_per_msg: Option<f64>,
+    /// Interleaved rounds the two figures above are the medians of (each round also
+    /// measured the threads row).
+    rounds: usize,
     errors: Vec<String>,
 }
 
@@ -99,6 +102,8 @@ struct Ratios {
     /// Active messages per second one to one (a request and its reply count as one)
     /// / crossbeam-channel messages per second (target ≥ 1.5).
     am_rate_over_crossbeam_rate: Option<f64>,
+    /// The two ratios above, each round (they are the medians of these).
+    rounds: Interleaved,
     /// Round trip between emulated nodes over MPI / between threads (target ≥ 7).
     mpi_nodes_rtt_over_threads_rtt: Option<f64>,
     /// Round trip inside a node with the network also polled (adaptively) / without
@@ -377,24 +382,36 @@ pub fn measure(a: &Common) -> Result<AmReport> {
         warnings.push("this smelt is a debug build: build with --release for figures".into());
     }
     let mut rows = Vec::new();
-    eprintln!("active messages between threads...");
-    rows.push(transport_row(
-        "threads",
-        "queuepairs between two threads",
-        between_threads(&o, pair),
-    ));
+    // The threads row and the peers it is compared with (the queuepair round trip,
+    // crossbeam-channel's rate) are measured in interleaved rounds and each ratio is
+    // the median of its rounds' ratios: measured once each, one after the other, the
+    // two ratios moved 1.2-1.3x and 1.2-3.6x from run to run on a shared 2-CPU VM,
+    // with the machine's pace changing between the figures, not the figures.
+    eprintln!("active messages between threads, interleaved with the peers (queuepair round trip, crossbeam-channel rate)...");
+    let rounds = if a.quick { 5 } else { 7 };
+    let mut thread_rounds = Vec::with_capacity(rounds);
+    let mut peer_rounds = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        thread_rounds.push(transport_row(
+            "threads",
+            "queuepairs between two threads",
+            between_threads(&o, pair),
+        ));
+        peer_rounds.push(peer_figures(a.quick, pair));
+    }
+    let (threads_row, peers, interleaved) = interleave(thread_rounds, peer_rounds);
+    rows.push(threads_row);
     eprintln!("active messages between processes...");
     rows.push(transport_row(
         "processes",
         "queuepairs in shared memory between two processes",
         between_processes(&o, pair),
     ));
-    let peers = peer_figures(a.quick, pair);
     let (ucx_opts, ucx_rows, ucx_runs) = ucx_peer(a, pair);
     eprintln!("global arrays: get of 8 bytes inside a node...");
     let global_get = global_get(a.quick, pair);
     let mpi_rows = mpi_rows(a.quick, &o, &mut rows, &mut warnings);
-    let ratios = ratios(&rows, &peers);
+    let ratios = ratios(&rows, interleaved);
     let ucx = UcxSection {
         placement: smelt_peers::ucx::placement(&ucx_opts),
         comparisons: compare_with_ucx(logp_of(&rows, "processes"), &ucx_rows, &global_get),
@@ -442,7 +459,6 @@ fn peer_figures(quick: bool, pair: Pair) -> Peers {
     } else {
         Budget::full()
     };
-    eprintln!("peers: queuepair round trip, crossbeam-channel rate...");
     let ca = pair.0.unwrap_or(0);
     let cb = pair.1.unwrap_or(ca);
     let (ca, cb) = (smelt_mesh::CpuId(ca), smelt_mesh::CpuId(cb));
@@ -451,6 +467,7 @@ fn peer_figures(quick: bool, pair: Pair) -> Peers {
     let mut peers = Peers {
         queuepair_rtt_ns: qp.median().map(|l| 2.0 * l),
         crossbeam_ns_per_msg: cb_rate.median(),
+        rounds: 1,
         errors: Vec::new(),
     };
     for p in [&qp, &cb_rate] {
@@ -554,22 +571,73 @@ fn mpi_rows(
 }
 
 /// The ratios of the run, from the transports' rows and the peers.
-fn ratios(rows: &[TransportRow], peers: &Peers) -> Ratios {
-    let threads_p = logp_of(rows, "threads");
+/// The ratios of the threads row to the peers, round by round (none where a figure of
+/// that round is missing).
+#[derive(Serialize, Default, Clone)]
+struct Interleaved {
+    /// AM round trip / queuepair round trip, per round.
+    am_rtt_over_queuepair_rtt: Vec<f64>,
+    /// AM rate / crossbeam-channel's rate, per round.
+    am_rate_over_crossbeam_rate: Vec<f64>,
+}
+
+/// The median of `v`, if any.
+fn median_of(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| smelt_ids::stats::median(v))
+}
+
+/// From rounds of the threads row and of the peers: the threads row of the round with
+/// the median round trip (one round's figures, so that they stay consistent with each
+/// other), the peers' medians over the rounds, and each round's ratios.
+fn interleave(threads: Vec<TransportRow>, peers: Vec<Peers>) -> (TransportRow, Peers, Interleaved) {
+    let mut per = Interleaved::default();
+    for (t, p) in threads.iter().zip(&peers) {
+        let Some(l) = t.logp else { continue };
+        if let Some(q) = p.queuepair_rtt_ns {
+            per.am_rtt_over_queuepair_rtt.push(l.rtt_ns / q);
+        }
+        if let Some(c) = p.crossbeam_ns_per_msg {
+            per.am_rate_over_crossbeam_rate.push(c / l.g_ns);
+        }
+    }
+    let all = |f: fn(&Peers) -> Option<f64>| peers.iter().filter_map(f).collect::<Vec<_>>();
+    let mut errors: Vec<String> = peers
+        .iter()
+        .flat_map(|p| p.errors.iter().cloned())
+        .collect();
+    errors.dedup();
+    let merged = Peers {
+        queuepair_rtt_ns: median_of(&all(|p| p.queuepair_rtt_ns)),
+        crossbeam_ns_per_msg: median_of(&all(|p| p.crossbeam_ns_per_msg)),
+        rounds: peers.len(),
+        errors,
+    };
+    let mut measured: Vec<(f64, usize)> = threads
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| t.logp.map(|l| (l.rtt_ns, i)))
+        .collect();
+    measured.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // The median round, or (none measured) the last round's error.
+    let pick = measured
+        .get(measured.len() / 2)
+        .map_or(threads.len().saturating_sub(1), |m| m.1);
+    let row = threads.into_iter().nth(pick).expect("at least one round");
+    (row, merged, per)
+}
+
+fn ratios(rows: &[TransportRow], interleaved: Interleaved) -> Ratios {
     let over_shm_only = |t: &str| {
         logp_of(rows, t)
             .zip(logp_of(rows, "mpi-shm-only"))
             .map(|(m, s)| m.rtt_ns / s.rtt_ns)
     };
     Ratios {
-        am_rtt_over_queuepair_rtt: threads_p
-            .zip(peers.queuepair_rtt_ns)
-            .map(|(p, q)| p.rtt_ns / q),
-        am_rate_over_crossbeam_rate: threads_p
-            .zip(peers.crossbeam_ns_per_msg)
-            .map(|(p, c)| c / p.g_ns),
+        am_rtt_over_queuepair_rtt: median_of(&interleaved.am_rtt_over_queuepair_rtt),
+        am_rate_over_crossbeam_rate: median_of(&interleaved.am_rate_over_crossbeam_rate),
+        rounds: interleaved,
         mpi_nodes_rtt_over_threads_rtt: logp_of(rows, "mpi-nodes")
-            .zip(threads_p)
+            .zip(logp_of(rows, "threads"))
             .map(|(m, t)| m.rtt_ns / t.rtt_ns),
         multi_protocol_shm_rtt_over_shm_only_rtt: over_shm_only("multi-protocol-shm"),
         always_poll_shm_rtt_over_shm_only_rtt: over_shm_only("multi-protocol-shm-always"),
@@ -744,7 +812,11 @@ fn table(r: &AmReport) -> String {
             (None, None) => {}
         }
     }
-    let _ = writeln!(s, "\nPeers, same CPUs:");
+    let _ = writeln!(
+        s,
+        "\nPeers, same CPUs (medians of {} rounds interleaved with the threads row):",
+        r.peers.rounds
+    );
     if let Some(q) = r.peers.queuepair_rtt_ns {
         let _ = writeln!(s, "  smelt queuepair round trip   {} µs", us(q));
     }
@@ -755,40 +827,54 @@ fn table(r: &AmReport) -> String {
         let _ = writeln!(s, "  {e}");
     }
     let _ = writeln!(s, "\nRatios:");
-    let mut ratio = |name: &str, v: Option<f64>, target: &str| {
+    let rounds = |v: &[f64]| {
+        let each: Vec<String> = v.iter().map(|x| format!("{x:.2}")).collect();
+        format!(
+            "; median of {} interleaved rounds ({})",
+            v.len(),
+            each.join(" ")
+        )
+    };
+    let mut ratio = |name: &str, v: Option<f64>, target: &str, per: String| {
         if let Some(v) = v {
-            let _ = writeln!(s, "  {name:<48} {v:>6.2}  (target {target})");
+            let _ = writeln!(s, "  {name:<48} {v:>6.2}  (target {target}{per})");
         }
     };
     ratio(
         "AM round trip / queuepair round trip",
         r.ratios.am_rtt_over_queuepair_rtt,
         "≤ 1.25",
+        rounds(&r.ratios.rounds.am_rtt_over_queuepair_rtt),
     );
     ratio(
         "AM rate / crossbeam-channel rate",
         r.ratios.am_rate_over_crossbeam_rate,
         "≥ 1.5",
+        rounds(&r.ratios.rounds.am_rate_over_crossbeam_rate),
     );
     ratio(
         "RTT between emulated nodes (MPI) / threads",
         r.ratios.mpi_nodes_rtt_over_threads_rtt,
         "≥ 7",
+        String::new(),
     );
     ratio(
         "RTT in a node, network polled adaptively / not",
         r.ratios.multi_protocol_shm_rtt_over_shm_only_rtt,
         "≤ 1.12",
+        String::new(),
     );
     ratio(
         "RTT in a node, network polled always / not",
         r.ratios.always_poll_shm_rtt_over_shm_only_rtt,
         "-",
+        String::new(),
     );
     ratio(
         "RTT in a node, network polled 1/8 / not",
         r.ratios.every8_poll_shm_rtt_over_shm_only_rtt,
         "-",
+        String::new(),
     );
     let _ = writeln!(s, "\nUCX (ucx_perftest; {}):", r.ucx.placement);
     for row in &r.ucx.rows {
