@@ -1,17 +1,21 @@
-//! With more members than CPUs a group lends nothing by default (issue 28): a loan is
-//! a rendezvous at every hop, the rings' fragments are buffered (2–7× faster measured,
-//! `examples/oversub_reduce`). Observable: a leaf's long reduction returns while its
-//! parent is still away (through the ring), where a loan would wait for the parent.
+//! With more members than CPUs a group lends no reduction by default (issue 28): a
+//! loan is a rendezvous at every hop, the rings' fragments are buffered (2–7× faster
+//! measured, `examples/oversub_reduce`). Observable: a leaf's long reduction returns
+//! while its parent is still away (through the ring), where a loan would wait for the
+//! parent. Broadcasts of [`OVERSUBSCRIBED_BROADCAST_LEND_FROM`] bytes and more are
+//! still lent (each child copies the root's buffer once, instead of twice through the
+//! rings): the root's broadcast then returns only once a child, away, took part.
 
-use smelt_runtime::{Group, GroupConfig, LinkConfig, ReduceOp, LEND_FROM};
+use smelt_runtime::{
+    Group, GroupConfig, LinkConfig, ReduceOp, LEND_FROM, OVERSUBSCRIBED_BROADCAST_LEND_FROM,
+};
 use smelt_tree::Tree;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// A flat group of more members than this process may use CPUs (at least 3), with
-/// rings long enough to hold one 64 KiB message; whether a leaf's 64 KiB reduction
-/// returned before the root, away 500 ms, took part.
-fn leaf_returns_before_the_root_took_part(lend_from: usize) -> bool {
+/// rings of 4096 slots (192 KiB).
+fn flat_oversubscribed(lend_from: usize) -> Group {
     let cpus = smelt_transport::allowed_cpus().map_or(1, |c| c.len());
     let n = (cpus + 1).max(3);
     let tree = Tree::from_raw(
@@ -31,6 +35,13 @@ fn leaf_returns_before_the_root_took_part(lend_from: usize) -> bool {
     };
     let g = Group::with_config(&[tree], &cfg).unwrap();
     assert!(g.placement().oversubscribed);
+    g
+}
+
+/// Whether a leaf's 64 KiB reduction returned before the root, away 500 ms, took part.
+fn leaf_returns_before_the_root_took_part(lend_from: usize) -> bool {
+    let g = flat_oversubscribed(lend_from);
+    let n = g.len();
     let root_done = AtomicBool::new(false);
     let early = AtomicBool::new(false);
     g.run(|m| {
@@ -59,4 +70,43 @@ fn an_oversubscribed_group_lends_nothing_by_default() {
     assert!(leaf_returns_before_the_root_took_part(LEND_FROM));
     // A threshold set otherwise applies as given: the leaf's loan waits for the root.
     assert!(!leaf_returns_before_the_root_took_part(32 << 10));
+}
+
+/// Whether the root's broadcast of `bytes` returned before member 1, away 500 ms,
+/// took part (every member gets the root's bytes either way).
+fn root_returns_before_a_leaf_took_part(bytes: usize) -> bool {
+    let g = flat_oversubscribed(LEND_FROM);
+    let leaf_in = AtomicBool::new(false);
+    let early = AtomicBool::new(false);
+    g.run(|m| {
+        let mut v: Vec<u8> = if m.is_root() {
+            (0..bytes).map(|i| (i * 7 % 251) as u8).collect()
+        } else {
+            vec![0; bytes]
+        };
+        if m.rank().index() == 1 {
+            std::thread::sleep(Duration::from_millis(500));
+            leaf_in.store(true, Ordering::SeqCst);
+        }
+        m.broadcast_into(&mut v)?;
+        if m.is_root() && !leaf_in.load(Ordering::SeqCst) {
+            early.store(true, Ordering::SeqCst);
+        }
+        assert!(v.iter().enumerate().all(|(i, &b)| b == (i * 7 % 251) as u8));
+        m.barrier()
+    })
+    .unwrap()
+    .into_iter()
+    .for_each(|r| r.unwrap());
+    early.load(Ordering::SeqCst)
+}
+
+#[test]
+fn an_oversubscribed_group_lends_long_broadcasts_only() {
+    // 64 KiB goes through the rings (they hold it): the root does not wait.
+    assert!(root_returns_before_a_leaf_took_part(64 << 10));
+    // From the threshold on it is lent: the root waits for its borrowers.
+    assert!(!root_returns_before_a_leaf_took_part(
+        OVERSUBSCRIBED_BROADCAST_LEND_FROM
+    ));
 }
