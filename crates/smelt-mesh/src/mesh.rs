@@ -377,6 +377,23 @@ impl<L: Link> Mesh<L> {
         Ok(())
     }
 
+    /// The link to `peer` itself (`None`: no link, or the peer left), for what the
+    /// mesh's messages do not carry, such as loans
+    /// ([`Link::exchange_loans`]). Messages from `peer` the mesh holds
+    /// (taken in while a send waited for room) are not on the link any more: use it
+    /// only where none can be held, e.g. where every message of the exchange goes
+    /// through the link itself.
+    pub fn link_mut(&mut self, peer: Rank) -> Option<&mut L> {
+        let i = self.peer_index(peer)?;
+        self.peers[i].link.as_mut()
+    }
+
+    /// Whether messages from `peer` wait in the mesh (taken in while a send waited
+    /// for room), not on the link.
+    pub fn holds_from(&self, peer: Rank) -> bool {
+        self.held.iter().any(|h| h.from == peer)
+    }
+
     /// How this member waits.
     pub fn wait_policy(&self) -> WaitPolicy {
         self.wait

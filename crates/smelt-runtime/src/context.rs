@@ -128,9 +128,10 @@ pub struct Context<L: Link = QueuePairEnd> {
     pub(crate) commutes: bool,
     /// Messages of at least this many bytes are lent ([`GroupConfig::lend_from`]).
     pub(crate) lend_from: usize,
-    /// Broadcasts of at least this many bytes are lent: `lend_from`, except with more
-    /// members than CPUs and the default `lend_from` ([`OVERSUBSCRIBED_BROADCAST_LEND_FROM`](crate::group::OVERSUBSCRIBED_BROADCAST_LEND_FROM)).
-    pub(crate) lend_broadcast_from: usize,
+    /// Broadcasts and Rabenseifner's pair exchanges of at least this many bytes are
+    /// lent: `lend_from`, except with more members than CPUs and the default
+    /// `lend_from` ([`OVERSUBSCRIBED_LEND_FROM`](crate::group::OVERSUBSCRIBED_LEND_FROM)).
+    pub(crate) lend_direct_from: usize,
     /// Packed values of the slice reductions, kept between calls so a reduction in a
     /// loop does not allocate.
     pub(crate) packed: Vec<u8>,
@@ -1092,7 +1093,7 @@ impl<L: Link> Context<L> {
     fn broadcast_into_inner(&mut self, buf: &mut [u8], scratch: &mut [u8], t: Tag) -> Res<()> {
         let max = self.segment;
         self.check_len(buf.len(), t)?;
-        if self.lends_from(buf.len(), self.lend_broadcast_from) {
+        if self.lends_from(buf.len(), self.lend_direct_from) {
             return self.broadcast_lent(buf, t);
         }
         if self.stages_for(buf.len()) {

@@ -19,6 +19,8 @@ type Res<T> = Result<T, GroupError>;
 
 /// What an exchange does with a received piece: `take(mine, got)`.
 type Take<'a> = &'a mut dyn FnMut(&mut [u8], &mut [u8]);
+/// What a pair step by loans does with the partner's lent bytes (`fold(mine, theirs)`).
+type Fold<'a> = &'a mut dyn FnMut(&mut [u8], &[u8]);
 
 /// Rabenseifner's blocks are cut at multiples of this many bytes, so no value of a
 /// basic type (1, 2, 4, 8, 16 bytes) straddles two blocks.
@@ -259,6 +261,12 @@ impl<L: Link> Context<L> {
     ///    and receiving its partner's into place;
     /// 4. `e − p` sends the result to `e`.
     ///
+    /// Where n is a power of two (steps 1 and 4 are empty), the links can lend
+    /// (members that are threads) and the data are at least the context's
+    /// `lend_direct_from` long, each pair step is one exchange of loans instead
+    /// ([`rabenseifner_lent`](Self::rabenseifner_lent)): each member reads its
+    /// partner's half directly.
+    ///
     /// Each value is combined once, by the member that keeps it, grouped as
     /// recursive doubling groups it: `((x0 ⊕ x(p)) ⊕ (x1 ⊕ x(p+1))) ⊕ ((x2 ⊕ …) ⊕ …)`.
     pub(crate) fn allreduce_rabenseifner(
@@ -303,6 +311,19 @@ impl<L: Link> Context<L> {
             self.exchange(nt, e, none, whole, data, 0, t, Some(&mut fold))?;
         }
         let ranges = halving_ranges(len, p, me);
+        // Between threads, the pairs' halves are lent (each side reads the other's
+        // directly, one exchange a step) where the steps are only pairs (n a power of
+        // two: no message of this call goes through the mesh, so none can be held
+        // there) and the data are long enough.
+        let lent = p == n
+            && len >= self.lend_direct_from
+            && (0..n.trailing_zeros()).all(|b| {
+                let link = nt.mesh.link_mut(Rank(me ^ (1 << b)));
+                link.is_some_and(|l| l.can_lend())
+            });
+        if lent {
+            return self.rabenseifner_lent(nt, data, combine, &ranges, t);
+        }
         let mut step = 2u64;
         let mut d = 1;
         let mut k = 0;
@@ -348,6 +369,112 @@ impl<L: Link> Context<L> {
             self.exchange(nt, e, whole, none, data, 1, t, None)?;
         }
         Ok(())
+    }
+
+    /// [`rabenseifner_steps`](Self::rabenseifner_steps) for `n` a power of two, each
+    /// step's pair exchanging loans of the halves: the same ranges, grouping and
+    /// order of combination (the lower rank's value on the left).
+    fn rabenseifner_lent(
+        &self,
+        nt: &mut NonTreeLinks,
+        data: &mut [u8],
+        combine: &mut dyn FnMut(&mut [u8], &[u8]),
+        ranges: &[(usize, usize)],
+        t: Tag,
+    ) -> Res<()> {
+        let (n, me) = (self.size(), self.rank.index());
+        let commutes = self.commutes;
+        let mut step = 2u64;
+        let (mut d, mut k) = (1, 0);
+        while d < n {
+            let partner = me ^ d;
+            let (lo, hi) = ranges[k];
+            let keep = ranges[k + 1];
+            let give = if me & d == 0 {
+                (keep.1, hi)
+            } else {
+                (lo, keep.0)
+            };
+            let lower = me < partner;
+            let mut fold = |mine: &mut [u8], theirs: &[u8]| {
+                if lower || commutes {
+                    combine(mine, theirs);
+                } else {
+                    let mut c = theirs.to_vec();
+                    combine(&mut c, mine);
+                    mine.copy_from_slice(&c);
+                }
+            };
+            self.lend_step(
+                nt,
+                Rank(partner),
+                give,
+                keep,
+                data,
+                step,
+                t,
+                Some(&mut fold),
+            )?;
+            d *= 2;
+            k += 1;
+            step += 1;
+        }
+        while d > 1 {
+            d /= 2;
+            let partner = me ^ d;
+            let held = ranges[k];
+            let (lo, hi) = ranges[k - 1];
+            let theirs = if me & d == 0 {
+                (held.1, hi)
+            } else {
+                (lo, held.0)
+            };
+            self.lend_step(nt, Rank(partner), held, theirs, data, step, t, None)?;
+            k -= 1;
+            step += 1;
+        }
+        Ok(())
+    }
+
+    /// One pair step by loans: lends `data[give]` to `peer` and, while it is out,
+    /// takes `peer`'s loan for `data[keep]` (`fold(mine, theirs)`, else a copy into
+    /// place); the two ranges do not overlap.
+    #[allow(clippy::too_many_arguments)]
+    fn lend_step(
+        &self,
+        nt: &mut NonTreeLinks,
+        peer: Rank,
+        give: (usize, usize),
+        keep: (usize, usize),
+        data: &mut [u8],
+        step: u64,
+        t: Tag,
+        fold: Option<Fold<'_>>,
+    ) -> Res<()> {
+        let tag = t.word() | (step << 32);
+        let (given, kept): (&[u8], &mut [u8]) = if give.0 < keep.0 {
+            let (a, b) = data.split_at_mut(keep.0);
+            (&a[give.0..give.1], &mut b[..keep.1 - keep.0])
+        } else {
+            let (a, b) = data.split_at_mut(give.0);
+            (&b[..give.1 - give.0], &mut a[keep.0..keep.1])
+        };
+        let want = kept.len();
+        debug_assert!(!nt.mesh.holds_from(peer));
+        let Some(link) = nt.mesh.link_mut(peer) else {
+            return Err(self.fail(smelt_transport::TransportError::Disconnected, peer, t.op()));
+        };
+        let r = link.exchange_loans(tag, given, Some(self.timeout), |got, theirs| {
+            if got != tag || theirs.len() != want {
+                return Err((got, theirs.len()));
+            }
+            match fold {
+                Some(f) => f(kept, theirs),
+                None => kept.copy_from_slice(theirs),
+            }
+            Ok(())
+        });
+        self.pair_checked(r, tag, want, peer, t)
     }
 
     /// The ring allreduce ([`NonTree::Ring`], `n > 2` members, a commutative

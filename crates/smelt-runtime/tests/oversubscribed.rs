@@ -2,12 +2,12 @@
 //! loan is a rendezvous at every hop, the rings' fragments are buffered (2–7× faster
 //! measured, `examples/oversub_reduce`). Observable: a leaf's long reduction returns
 //! while its parent is still away (through the ring), where a loan would wait for the
-//! parent. Broadcasts of [`OVERSUBSCRIBED_BROADCAST_LEND_FROM`] bytes and more are
+//! parent. Broadcasts of [`OVERSUBSCRIBED_LEND_FROM`] bytes and more are
 //! still lent (each child copies the root's buffer once, instead of twice through the
 //! rings): the root's broadcast then returns only once a child, away, took part.
 
 use smelt_runtime::{
-    Group, GroupConfig, LinkConfig, ReduceOp, LEND_FROM, OVERSUBSCRIBED_BROADCAST_LEND_FROM,
+    Group, GroupConfig, LinkConfig, ReduceOp, LEND_FROM, OVERSUBSCRIBED_LEND_FROM,
 };
 use smelt_tree::Tree;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -107,6 +107,6 @@ fn an_oversubscribed_group_lends_long_broadcasts_only() {
     assert!(root_returns_before_a_leaf_took_part(64 << 10));
     // From the threshold on it is lent: the root waits for its borrowers.
     assert!(!root_returns_before_a_leaf_took_part(
-        OVERSUBSCRIBED_BROADCAST_LEND_FROM
+        OVERSUBSCRIBED_LEND_FROM
     ));
 }

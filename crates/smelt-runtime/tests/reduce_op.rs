@@ -320,20 +320,24 @@ fn an_operation_the_type_lacks_is_refused_on_every_member() {
 /// round the ring.
 #[test]
 fn lengths_that_differ_fail_on_every_member() {
-    for (n, rules) in [
-        (2, "allreduce=rabenseifner"),
-        (4, "allreduce=rabenseifner"),
-        (3, "allreduce=ring"),
-        (4, "allreduce=ring"),
+    // Doubles on member 1, on the others: also across the length from which the pair
+    // steps of 4 members on few CPUs are lent (member 1 sends pieces where the others
+    // lend).
+    let across = (
+        smelt_runtime::OVERSUBSCRIBED_LEND_FROM / 8 - 6,
+        smelt_runtime::OVERSUBSCRIBED_LEND_FROM / 8 + 6,
+    );
+    for (n, rules, (one, others)) in [
+        (2, "allreduce=rabenseifner", (20_006, 20_000)),
+        (4, "allreduce=rabenseifner", (20_006, 20_000)),
+        (4, "allreduce=rabenseifner", across),
+        (3, "allreduce=ring", (20_006, 20_000)),
+        (4, "allreduce=ring", (20_006, 20_000)),
     ] {
         let r = Group::with_config(&[tree(n)], &cfg(Some(rules), true))
             .unwrap()
             .run(|m| {
-                let len = if m.rank().index() == 1 {
-                    20_006
-                } else {
-                    20_000
-                };
+                let len = if m.rank().index() == 1 { one } else { others };
                 let mut v = vec![1.0f64; len];
                 m.allreduce_slice_op(&mut v, ReduceOp::Sum)
             });
