@@ -3,7 +3,9 @@
 
 use smelt_mesh::mesh::{Mesh, MeshBuilder, MeshError};
 use smelt_mesh::Rank;
-use smelt_transport::{stress_scale, try_queuepair, QueuePairEnd, TransportError, WaitPolicy};
+use smelt_transport::{
+    stress_scale, try_queuepair, Link, QueuePairEnd, TransportError, WaitPolicy,
+};
 use std::time::{Duration, Instant};
 
 const T: Duration = Duration::from_secs(20);
@@ -507,4 +509,48 @@ fn quiet_links_deliver_everything() {
             }
         }
     });
+}
+
+/// `Mesh::link_mut` is the link itself (none to this member or to no peer), and
+/// `Mesh::holds_from` says when messages of a peer were taken off that link while a
+/// send waited for room: they are then in the mesh, not on the link, and the next
+/// receive returns them in order.
+#[test]
+fn link_mut_is_the_link_and_holds_from_says_what_left_it() {
+    let mut m = MeshBuilder::new(2)
+        .all_to_all()
+        .capacity(4)
+        .build()
+        .unwrap();
+    let mut b = m.pop().unwrap();
+    let mut a = m.pop().unwrap();
+    assert!(a.link_mut(Rank(0)).is_none() && a.link_mut(Rank(7)).is_none());
+    assert!(a.link_mut(Rank(1)).is_some() && !a.holds_from(Rank(1)));
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            for t in 0..3u64 {
+                b.send_word(Rank(0), 100 + t, t, T).unwrap();
+            }
+            // Until `a` is blocked on the full link (taking in these three).
+            std::thread::sleep(Duration::from_millis(200));
+            let mut buf = [0u8; 8];
+            for t in 0..12u64 {
+                assert_eq!(b.recv_from(Rank(0), &mut buf, T).unwrap(), (t, 8));
+            }
+        });
+        // More than the link holds: the sends wait for `b`, taking in its messages.
+        for t in 0..12u64 {
+            a.send_word(Rank(1), t, t, T).unwrap();
+        }
+    });
+    assert!(a.holds_from(Rank(1)));
+    assert!(
+        !Link::is_ready(a.link_mut(Rank(1)).unwrap()),
+        "held, not on the link"
+    );
+    let mut buf = [0u8; 8];
+    for t in 0..3u64 {
+        assert_eq!(a.recv_from(Rank(1), &mut buf, T).unwrap(), (100 + t, 8));
+    }
+    assert!(!a.holds_from(Rank(1)));
 }
