@@ -19,6 +19,60 @@ type Res<T> = Result<T, GroupError>;
 
 /// What an exchange does with a received piece: `take(mine, got)`.
 type Take<'a> = &'a mut dyn FnMut(&mut [u8], &mut [u8]);
+/// One pair step of Rabenseifner's halving and doubling: the partner, the range
+/// sent, the range received, and whether the received range is combined into this
+/// member's (reduce-scatter) or copied into place (allgather).
+struct PairStep {
+    partner: usize,
+    send: (usize, usize),
+    recv: (usize, usize),
+    combine: bool,
+}
+
+/// The pair steps of member `me` of `p` (a power of two) over its `ranges`
+/// ([`halving_ranges`]), in order: for d = 1, 2, …, p/2 the reduce-scatter with
+/// `me XOR d` (keep one half of the current range, send the other), then the
+/// allgather with the same partners in reverse (send the range held, receive the
+/// partner's).
+fn pair_steps(me: usize, p: usize, ranges: &[(usize, usize)]) -> Vec<PairStep> {
+    // The half of `whole` that is not `part`: the upper one for the lower member of
+    // the pair (`me & d == 0`), else the lower one.
+    let other = |d: usize, part: (usize, usize), whole: (usize, usize)| {
+        if me & d == 0 {
+            (part.1, whole.1)
+        } else {
+            (whole.0, part.0)
+        }
+    };
+    let mut steps = Vec::new();
+    let (mut d, mut k) = (1, 0);
+    while d < p {
+        let keep = ranges[k + 1];
+        let give = other(d, keep, ranges[k]);
+        steps.push(PairStep {
+            partner: me ^ d,
+            send: give,
+            recv: keep,
+            combine: true,
+        });
+        d *= 2;
+        k += 1;
+    }
+    while d > 1 {
+        d /= 2;
+        let held = ranges[k];
+        let theirs = other(d, held, ranges[k - 1]);
+        steps.push(PairStep {
+            partner: me ^ d,
+            send: held,
+            recv: theirs,
+            combine: false,
+        });
+        k -= 1;
+    }
+    steps
+}
+
 /// What a pair step by loans does with the partner's lent bytes (`fold(mine, theirs)`).
 type Fold<'a> = &'a mut dyn FnMut(&mut [u8], &[u8]);
 
@@ -264,7 +318,7 @@ impl<L: Link> Context<L> {
     /// Where n is a power of two (steps 1 and 4 are empty), the links can lend
     /// (members that are threads) and the data are at least the context's
     /// `lend_direct_from` long, each pair step is one exchange of loans instead
-    /// ([`rabenseifner_lent`](Self::rabenseifner_lent)): each member reads its
+    /// ([`lend_step`](Self::lend_step)): each member reads its
     /// partner's half directly.
     ///
     /// Each value is combined once, by the member that keeps it, grouped as
@@ -321,49 +375,37 @@ impl<L: Link> Context<L> {
                 let link = nt.mesh.link_mut(Rank(me ^ (1 << b)));
                 link.is_some_and(|l| l.can_lend())
             });
-        if lent {
-            return self.rabenseifner_lent(nt, data, combine, &ranges, t);
-        }
-        let mut step = 2u64;
-        let mut d = 1;
-        let mut k = 0;
-        while d < p {
-            let partner = me ^ d;
-            let (lo, hi) = ranges[k];
-            let keep = ranges[k + 1];
-            let give = if me & d == 0 {
-                (keep.1, hi)
-            } else {
-                (lo, keep.0)
-            };
-            let lower = me < partner;
-            let mut fold = |mine: &mut [u8], got: &mut [u8]| {
-                if lower {
-                    combine(mine, got);
-                } else {
-                    combine(got, mine);
-                    mine.copy_from_slice(got);
+        let commutes = self.commutes;
+        for (i, s) in pair_steps(me, p, &ranges).into_iter().enumerate() {
+            let step = 2 + i as u64;
+            let (peer, lower) = (Rank(s.partner), me < s.partner);
+            match (lent, s.combine) {
+                (false, true) => {
+                    let mut fold = |mine: &mut [u8], got: &mut [u8]| {
+                        if lower {
+                            combine(mine, got);
+                        } else {
+                            combine(got, mine);
+                            mine.copy_from_slice(got);
+                        }
+                    };
+                    self.exchange(nt, peer, s.send, s.recv, data, step, t, Some(&mut fold))?;
                 }
-            };
-            let fold: Take<'_> = &mut fold;
-            self.exchange(nt, Rank(partner), give, keep, data, step, t, Some(fold))?;
-            d *= 2;
-            k += 1;
-            step += 1;
-        }
-        while d > 1 {
-            d /= 2;
-            let partner = me ^ d;
-            let held = ranges[k];
-            let (lo, hi) = ranges[k - 1];
-            let theirs = if me & d == 0 {
-                (held.1, hi)
-            } else {
-                (lo, held.0)
-            };
-            self.exchange(nt, Rank(partner), held, theirs, data, step, t, None)?;
-            k -= 1;
-            step += 1;
+                (false, false) => self.exchange(nt, peer, s.send, s.recv, data, step, t, None)?,
+                (true, true) => {
+                    let mut fold = |mine: &mut [u8], theirs: &[u8]| {
+                        if lower || commutes {
+                            combine(mine, theirs);
+                        } else {
+                            let mut c = theirs.to_vec();
+                            combine(&mut c, mine);
+                            mine.copy_from_slice(&c);
+                        }
+                    };
+                    self.lend_step(nt, &s, data, (step, t), Some(&mut fold))?;
+                }
+                (true, false) => self.lend_step(nt, &s, data, (step, t), None)?,
+            }
         }
         if let Some(e) = extra {
             self.exchange(nt, e, whole, none, data, 1, t, None)?;
@@ -371,86 +413,18 @@ impl<L: Link> Context<L> {
         Ok(())
     }
 
-    /// [`rabenseifner_steps`](Self::rabenseifner_steps) for `n` a power of two, each
-    /// step's pair exchanging loans of the halves: the same ranges, grouping and
-    /// order of combination (the lower rank's value on the left).
-    fn rabenseifner_lent(
-        &self,
-        nt: &mut NonTreeLinks,
-        data: &mut [u8],
-        combine: &mut dyn FnMut(&mut [u8], &[u8]),
-        ranges: &[(usize, usize)],
-        t: Tag,
-    ) -> Res<()> {
-        let (n, me) = (self.size(), self.rank.index());
-        let commutes = self.commutes;
-        let mut step = 2u64;
-        let (mut d, mut k) = (1, 0);
-        while d < n {
-            let partner = me ^ d;
-            let (lo, hi) = ranges[k];
-            let keep = ranges[k + 1];
-            let give = if me & d == 0 {
-                (keep.1, hi)
-            } else {
-                (lo, keep.0)
-            };
-            let lower = me < partner;
-            let mut fold = |mine: &mut [u8], theirs: &[u8]| {
-                if lower || commutes {
-                    combine(mine, theirs);
-                } else {
-                    let mut c = theirs.to_vec();
-                    combine(&mut c, mine);
-                    mine.copy_from_slice(&c);
-                }
-            };
-            self.lend_step(
-                nt,
-                Rank(partner),
-                give,
-                keep,
-                data,
-                step,
-                t,
-                Some(&mut fold),
-            )?;
-            d *= 2;
-            k += 1;
-            step += 1;
-        }
-        while d > 1 {
-            d /= 2;
-            let partner = me ^ d;
-            let held = ranges[k];
-            let (lo, hi) = ranges[k - 1];
-            let theirs = if me & d == 0 {
-                (held.1, hi)
-            } else {
-                (lo, held.0)
-            };
-            self.lend_step(nt, Rank(partner), held, theirs, data, step, t, None)?;
-            k -= 1;
-            step += 1;
-        }
-        Ok(())
-    }
-
-    /// One pair step by loans: lends `data[give]` to `peer` and, while it is out,
-    /// takes `peer`'s loan for `data[keep]` (`fold(mine, theirs)`, else a copy into
-    /// place); the two ranges do not overlap.
-    #[allow(clippy::too_many_arguments)]
+    /// Pair step `s` (number `step`) by loans: lends `data[s.send]` to the partner
+    /// and, while it is out, takes the partner's loan for `data[s.recv]`
+    /// (`fold(mine, theirs)`, else a copy into place); the two ranges do not overlap.
     fn lend_step(
         &self,
         nt: &mut NonTreeLinks,
-        peer: Rank,
-        give: (usize, usize),
-        keep: (usize, usize),
+        s: &PairStep,
         data: &mut [u8],
-        step: u64,
-        t: Tag,
+        (step, t): (u64, Tag),
         fold: Option<Fold<'_>>,
     ) -> Res<()> {
+        let (peer, give, keep) = (Rank(s.partner), s.send, s.recv);
         let tag = t.word() | (step << 32);
         let (given, kept): (&[u8], &mut [u8]) = if give.0 < keep.0 {
             let (a, b) = data.split_at_mut(keep.0);

@@ -7,7 +7,8 @@
 //! rings): the root's broadcast then returns only once a child, away, took part.
 
 use smelt_runtime::{
-    Group, GroupConfig, LinkConfig, ReduceOp, LEND_FROM, OVERSUBSCRIBED_LEND_FROM,
+    Group, GroupConfig, GroupError, LinkConfig, Member, ReduceOp, LEND_FROM,
+    OVERSUBSCRIBED_LEND_FROM,
 };
 use smelt_tree::Tree;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,24 +39,26 @@ fn flat_oversubscribed(lend_from: usize) -> Group {
     g
 }
 
-/// Whether a leaf's 64 KiB reduction returned before the root, away 500 ms, took part.
-fn leaf_returns_before_the_root_took_part(lend_from: usize) -> bool {
+/// Runs `op` on every member of [`flat_oversubscribed`]`(lend_from)`, member `away`
+/// first sleeping 500 ms: whether member `watch`'s `op` returned before `away` woke.
+fn returns_before(
+    lend_from: usize,
+    away: usize,
+    watch: usize,
+    op: impl Fn(&mut Member) -> Result<(), GroupError> + Sync,
+) -> bool {
     let g = flat_oversubscribed(lend_from);
-    let n = g.len();
-    let root_done = AtomicBool::new(false);
+    let woke = AtomicBool::new(false);
     let early = AtomicBool::new(false);
     g.run(|m| {
-        let mut v = vec![1.0f64; 8192];
-        if m.is_root() {
+        let me = m.rank().index();
+        if me == away {
             std::thread::sleep(Duration::from_millis(500));
-            root_done.store(true, Ordering::SeqCst);
-            assert!(m.reduce_slice_op(&mut v, ReduceOp::Sum)?);
-            assert!(v.iter().all(|&x| x == n as f64));
-        } else {
-            m.reduce_slice_op(&mut v, ReduceOp::Sum)?;
-            if m.rank().index() == 1 && !root_done.load(Ordering::SeqCst) {
-                early.store(true, Ordering::SeqCst);
-            }
+            woke.store(true, Ordering::SeqCst);
+        }
+        op(m)?;
+        if me == watch && !woke.load(Ordering::SeqCst) {
+            early.store(true, Ordering::SeqCst);
         }
         m.barrier()
     })
@@ -63,6 +66,18 @@ fn leaf_returns_before_the_root_took_part(lend_from: usize) -> bool {
     .into_iter()
     .for_each(|r| r.unwrap());
     early.load(Ordering::SeqCst)
+}
+
+/// Whether a leaf's 64 KiB reduction returned before the root, away 500 ms, took part.
+fn leaf_returns_before_the_root_took_part(lend_from: usize) -> bool {
+    returns_before(lend_from, 0, 1, |m| {
+        let n = m.size();
+        let mut v = vec![1.0f64; 8192];
+        if m.reduce_slice_op(&mut v, ReduceOp::Sum)? {
+            assert!(v.iter().all(|&x| x == n as f64));
+        }
+        Ok(())
+    })
 }
 
 #[test]
@@ -75,30 +90,17 @@ fn an_oversubscribed_group_lends_nothing_by_default() {
 /// Whether the root's broadcast of `bytes` returned before member 1, away 500 ms,
 /// took part (every member gets the root's bytes either way).
 fn root_returns_before_a_leaf_took_part(bytes: usize) -> bool {
-    let g = flat_oversubscribed(LEND_FROM);
-    let leaf_in = AtomicBool::new(false);
-    let early = AtomicBool::new(false);
-    g.run(|m| {
+    let byte = |i: usize| (i * 7 % 251) as u8;
+    returns_before(LEND_FROM, 1, 0, |m| {
         let mut v: Vec<u8> = if m.is_root() {
-            (0..bytes).map(|i| (i * 7 % 251) as u8).collect()
+            (0..bytes).map(byte).collect()
         } else {
             vec![0; bytes]
         };
-        if m.rank().index() == 1 {
-            std::thread::sleep(Duration::from_millis(500));
-            leaf_in.store(true, Ordering::SeqCst);
-        }
         m.broadcast_into(&mut v)?;
-        if m.is_root() && !leaf_in.load(Ordering::SeqCst) {
-            early.store(true, Ordering::SeqCst);
-        }
-        assert!(v.iter().enumerate().all(|(i, &b)| b == (i * 7 % 251) as u8));
-        m.barrier()
+        assert!(v.iter().enumerate().all(|(i, &b)| b == byte(i)));
+        Ok(())
     })
-    .unwrap()
-    .into_iter()
-    .for_each(|r| r.unwrap());
-    early.load(Ordering::SeqCst)
 }
 
 #[test]
