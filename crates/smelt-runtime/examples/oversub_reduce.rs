@@ -1,11 +1,13 @@
-//! The reduction of long vectors with more members than CPUs (issue 28): the same
-//! `reduce_slice_op` (doubles, sum) over several tree shapes, with loans between
-//! threads (the default from 64 KiB) and without them (fragments through the rings),
-//! interleaved pass by pass on the same members, measured back to back as `smelt bench
-//! large` measures (`measure_back_to_back_with`). Prints µs per reduction (median of
-//! the passes) and each configuration's time over the flat tree's with loans.
+//! The reduction (or, with `OP=broadcast`, the broadcast) of long vectors with more
+//! members than CPUs (issue 28): the same `reduce_slice_op` (doubles, sum) or
+//! `broadcast_into` over several tree shapes, with loans between threads (every
+//! message from 1 KiB lent), without them (fragments through the rings), and with the
+//! default `lend_from` (which, oversubscribed, lends neither), interleaved pass by pass on the same members, measured
+//! back to back as `smelt bench large` measures (`measure_back_to_back_with`). Prints
+//! µs per call (median of the passes) and each configuration's time over the flat
+//! tree's with loans.
 //!
-//! `cargo run --release -p smelt-runtime --example oversub_reduce [-- MEMBERS PASSES BYTES...]`
+//! `[OP=broadcast] cargo run --release -p smelt-runtime --example oversub_reduce [-- MEMBERS PASSES BYTES...]`
 //!
 //! Members run unpinned (made-up CPU ids), as `smelt bench large --threads 8` runs
 //! them on 2 CPUs.
@@ -35,6 +37,9 @@ fn main() {
     }
     let shapes: Vec<(&str, Tree)> = vec![
         ("flat", tree_of(n, |_| 0)),
+        // The root with half the members as children, each with at most one child:
+        // two levels, as `adaptive-shuffled` builds 8 members on 2 CPUs.
+        ("two-level", tree_of(n, |i| i.saturating_sub(n / 2))),
         ("binary", tree_of(n, |i| (i - 1) / 2)),
         ("binomial", tree_of(n, |i| i & (i - 1))),
         ("chain", tree_of(n, |i| i - 1)),
@@ -42,12 +47,13 @@ fn main() {
     // (name, tree index, lend_from)
     let mut configs: Vec<(String, usize, usize)> = Vec::new();
     for (k, (name, _)) in shapes.iter().enumerate() {
-        configs.push((format!("{name}, loans"), k, smelt_runtime::LEND_FROM));
+        configs.push((format!("{name}, loans"), k, 1 << 10));
         configs.push((format!("{name}, rings"), k, usize::MAX));
+        configs.push((format!("{name}, default"), k, smelt_runtime::LEND_FROM));
     }
-    println!(
-        "{n} members, unpinned, {passes} passes; µs per reduce (x the flat tree's with loans)"
-    );
+    let broadcast = std::env::var("OP").is_ok_and(|o| o == "broadcast");
+    let op = if broadcast { "broadcast" } else { "reduce" };
+    println!("{n} members, unpinned, {passes} passes; µs per {op} (x the flat tree's with loans)");
     for bytes in sizes {
         let mut t: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
         for _ in 0..passes {
@@ -69,8 +75,13 @@ fn main() {
                 let doubles = bytes / 8;
                 let m = measure_back_to_back_with(&shapes[*k].1, &cfg, |m| {
                     let mut v = vec![m.rank().index() as f64; doubles];
+                    let mut b = vec![m.rank().index() as u8; bytes];
                     back_to_back_member_with(m, &cfg, |m| {
-                        m.reduce_slice_op(&mut v, ReduceOp::Sum).map(|_| ())
+                        if broadcast {
+                            m.broadcast_into(&mut b)
+                        } else {
+                            m.reduce_slice_op(&mut v, ReduceOp::Sum).map(|_| ())
+                        }
                     })
                 })
                 .expect("measured");

@@ -128,10 +128,10 @@ pub struct Context<L: Link = QueuePairEnd> {
     pub(crate) commutes: bool,
     /// Messages of at least this many bytes are lent ([`GroupConfig::lend_from`]).
     pub(crate) lend_from: usize,
-    /// Broadcasts and Rabenseifner's pair exchanges of at least this many bytes are
-    /// lent: `lend_from`, except with more members than CPUs and the default
-    /// `lend_from` ([`OVERSUBSCRIBED_LEND_FROM`](crate::group::OVERSUBSCRIBED_LEND_FROM)).
-    pub(crate) lend_direct_from: usize,
+    /// Rabenseifner's pair exchanges of at least this many bytes are lent:
+    /// `lend_from`, except with more members than CPUs and the default `lend_from`
+    /// ([`OVERSUBSCRIBED_PAIR_LEND_FROM`](crate::group::OVERSUBSCRIBED_PAIR_LEND_FROM)).
+    pub(crate) lend_pairs_from: usize,
     /// Packed values of the slice reductions, kept between calls so a reduction in a
     /// loop does not allocate.
     pub(crate) packed: Vec<u8>,
@@ -883,13 +883,7 @@ impl<L: Link> Context<L> {
     /// member can lend (the same answer at both ends of each link).
     #[inline]
     fn lends(&self, len: usize) -> bool {
-        self.lends_from(len, self.lend_from)
-    }
-
-    /// [`lends`](Self::lends) with the threshold `from`.
-    #[inline]
-    fn lends_from(&self, len: usize, from: usize) -> bool {
-        len >= from
+        len >= self.lend_from
             && self.parent.as_ref().is_none_or(|p| p.link.can_lend())
             && self.children.iter().all(|c| c.link.can_lend())
     }
@@ -1093,7 +1087,7 @@ impl<L: Link> Context<L> {
     fn broadcast_into_inner(&mut self, buf: &mut [u8], scratch: &mut [u8], t: Tag) -> Res<()> {
         let max = self.segment;
         self.check_len(buf.len(), t)?;
-        if self.lends_from(buf.len(), self.lend_direct_from) {
+        if self.lends(buf.len()) {
             return self.broadcast_lent(buf, t);
         }
         if self.stages_for(buf.len()) {

@@ -70,12 +70,11 @@ pub struct GroupConfig {
     /// through the channel's cache-line slots. Default [`LEND_FROM`] (64 KiB), except
     /// with more members than CPUs: there the default lends no reduction (a loan
     /// waits for its borrower to be scheduled at every hop; the rings' buffered
-    /// fragments were 2–7× faster) and only broadcasts and the pair exchanges of
-    /// Rabenseifner's allreduce of [`OVERSUBSCRIBED_LEND_FROM`] (128 KiB) and more,
-    /// where no pipeline of hops waits on a loan (each child copies the root's chunk
-    /// once; the two members of a pair read each other's halves at once): 1.3–1.8×
-    /// and 2–3× faster than the rings there; any other value applies as given, to
-    /// every collective. `usize::MAX` turns lending off.
+    /// fragments were 2–7× faster), but for the pair exchanges of Rabenseifner's
+    /// allreduce of [`OVERSUBSCRIBED_PAIR_LEND_FROM`] (1 MiB) and more (both members
+    /// of a pair are there at once and read each other's halves directly:
+    /// 1.4–2.9× faster than the rings from 1 MiB); any other value applies as given,
+    /// to every collective. `usize::MAX` turns lending off.
     /// Must be the same on every member.
     pub lend_from: usize,
     /// Which algorithm runs the barrier and the allreduces, per mode and message size,
@@ -93,10 +92,10 @@ pub struct GroupConfig {
 
 /// The default [`GroupConfig::lend_from`]: 64 KiB.
 pub const LEND_FROM: usize = 64 << 10;
-/// With more members than CPUs and the default [`GroupConfig::lend_from`], broadcasts
-/// and the pair exchanges of Rabenseifner's allreduce of at least this many bytes are
-/// still lent (reductions along the tree are not): 128 KiB.
-pub const OVERSUBSCRIBED_LEND_FROM: usize = 128 << 10;
+/// With more members than CPUs and the default [`GroupConfig::lend_from`], the pair
+/// exchanges of Rabenseifner's allreduce of at least this many bytes are still lent
+/// (nothing else is): 1 MiB.
+pub const OVERSUBSCRIBED_PAIR_LEND_FROM: usize = 1 << 20;
 /// Bytes per loan of a lent message (a multiple of 48, so no value of an MPI basic
 /// type straddles two loans): 256 KiB rounded down.
 pub const LOAN_CHUNK: usize = (256 << 10) / 48 * 48;
@@ -599,18 +598,15 @@ impl Group {
         // With more members than CPUs a loan is a rendezvous at every hop (the lender
         // waits until its borrower is scheduled), where the rings' fragments are
         // buffered: the rings were 2-7x faster for reductions of 64 KiB to 4 MiB with
-        // 8 threads on 2 CPUs (examples/oversub_reduce). The default threshold then
-        // lends no reduction along the tree. Broadcasts and Rabenseifner's pair steps
-        // are the exception (no pipeline of hops waits on a loan there): a lent chunk
-        // is copied once by each child (the root lends it to all its children at
-        // once) and the two members of a pair read each other's halves at once, where
-        // the rings copy each fragment twice and hand it over fragment by fragment.
-        // With 8 threads on 2 CPUs the broadcast lent was 1.3-1.8x faster from 128 KiB
-        // to 4 MiB and even at 64-96 KiB (`smelt bench large --threads 8 --sizes ...`,
-        // 2-3 alternated runs), Rabenseifner's allreduce 1.1-1.5x at 1 MiB and 2-3x
-        // at 16 MiB.
-        let lend_direct_from = if oversubscribed && cfg.lend_from == LEND_FROM {
-            OVERSUBSCRIBED_LEND_FROM
+        // 8 threads on 2 CPUs (examples/oversub_reduce), and for broadcasts of
+        // 256 KiB to 4 MiB as fast or faster (`smelt bench large --threads 8`, 4
+        // alternated pairs). The default threshold then lends nothing, but for the
+        // pair steps of Rabenseifner's allreduce from 1 MiB: there both members of a
+        // pair are in the step at once (no pipeline waits on a loan) and each reads
+        // the other's half directly, 1.4-2.9x faster than the pieces through the
+        // rings from 1 MiB (4 pairs at 1 and 4 MiB), 0.5-1.0x below it.
+        let lend_pairs_from = if oversubscribed && cfg.lend_from == LEND_FROM {
+            OVERSUBSCRIBED_PAIR_LEND_FROM
         } else {
             cfg.lend_from
         };
@@ -699,7 +695,7 @@ impl Group {
         }
         for m in &mut members {
             for c in m.contexts.iter_mut().flatten() {
-                c.lend_direct_from = lend_direct_from;
+                c.lend_pairs_from = lend_pairs_from;
             }
         }
         for (ctx, m) in meshes.into_iter().enumerate() {
@@ -1002,7 +998,7 @@ pub(crate) fn build_contexts<L: Link>(
             in_strict: false,
             commutes: false,
             lend_from: cfg.lend_from,
-            lend_direct_from: cfg.lend_from,
+            lend_pairs_from: cfg.lend_from,
             packed: Vec::new(),
             seq: 0,
             nontree: None,

@@ -10,7 +10,7 @@
 //! the machine's few CPUs; an operation a type does not have is refused; a caller's
 //! combine that may not commute never runs the ring.
 
-use smelt_runtime::{Elem, Group, GroupConfig, GroupError, ReduceOp, LOAN_CHUNK};
+use smelt_runtime::{Elem, Group, GroupConfig, GroupError, ReduceOp, LEND_FROM, LOAN_CHUNK};
 use smelt_tree::tuning::AlgorithmTable;
 use smelt_tree::{NonTree, Op, Tree};
 use std::sync::{Arc, Mutex};
@@ -20,28 +20,32 @@ mod common;
 /// One member's part of a test.
 type Body<'a> = &'a (dyn Fn(&mut smelt_runtime::Member) -> Result<(), GroupError> + Sync);
 
-/// The algorithms: (name, table rules or none for the tree, lend).
-const ALGOS: [(&str, Option<&str>, bool); 5] = [
-    ("tree (lent)", None, true),
-    ("tree (fragments)", None, false),
+/// The algorithms: (name, table rules or none for the tree, `lend_from`). The
+/// default `lend_from` lends nothing with more members than CPUs but Rabenseifner's
+/// pairs from 1 MiB; 32 KiB set explicitly lends Rabenseifner's pairs at the lengths
+/// here on any machine.
+const ALGOS: [(&str, Option<&str>, usize); 6] = [
+    ("tree (lent)", None, LEND_FROM),
+    ("tree (fragments)", None, usize::MAX),
     (
         "recursive doubling",
         Some("allreduce=recursive-doubling"),
-        true,
+        LEND_FROM,
     ),
-    ("rabenseifner", Some("allreduce=rabenseifner"), true),
-    ("ring", Some("allreduce=ring"), true),
+    ("rabenseifner", Some("allreduce=rabenseifner"), LEND_FROM),
+    (
+        "rabenseifner (pairs lent)",
+        Some("allreduce=rabenseifner"),
+        32 << 10,
+    ),
+    ("ring", Some("allreduce=ring"), LEND_FROM),
 ];
 
-fn cfg(rules: Option<&str>, lend: bool) -> GroupConfig {
+fn cfg(rules: Option<&str>, lend_from: usize) -> GroupConfig {
     GroupConfig {
         algorithms: rules.map(|r| Arc::new(AlgorithmTable::parse(r).unwrap())),
         link: smelt_runtime::LinkConfig::default().timeout(Duration::from_secs(60)),
-        lend_from: if lend {
-            smelt_runtime::LEND_FROM
-        } else {
-            usize::MAX
-        },
+        lend_from,
         ..GroupConfig::default()
     }
 }
@@ -107,7 +111,7 @@ fn check<T: Elem>(g: &mut dyn FnMut(Body<'_>), n: usize, lens: &[usize]) {
     });
 }
 
-fn run_all_types(n: usize, rules: Option<&str>, lend: bool, small: &[usize], big: &[usize]) {
+fn run_all_types(n: usize, rules: Option<&str>, lend: usize, small: &[usize], big: &[usize]) {
     let mut g = |f: Body<'_>| {
         let out = Group::with_config(&[tree(n)], &cfg(rules, lend))
             .unwrap()
@@ -269,7 +273,7 @@ fn floating_point_results_are_the_same_bits_everywhere_in_the_documented_order()
 #[test]
 fn the_table_picks_rabenseifner_by_size_and_in_place_is_fine() {
     let rules = "allreduce:0-1k=recursive-doubling;allreduce:1k-=rabenseifner";
-    let out = Group::with_config(&[tree(4)], &cfg(Some(rules), true))
+    let out = Group::with_config(&[tree(4)], &cfg(Some(rules), LEND_FROM))
         .unwrap()
         .run(|m| -> Result<(), GroupError> {
             let c = m.context(0)?;
@@ -297,7 +301,7 @@ fn the_table_picks_rabenseifner_by_size_and_in_place_is_fine() {
 
 #[test]
 fn an_operation_the_type_lacks_is_refused_on_every_member() {
-    let out = Group::with_config(&[tree(3)], &cfg(None, true))
+    let out = Group::with_config(&[tree(3)], &cfg(None, LEND_FROM))
         .unwrap()
         .run(|m| {
             let mut v = vec![1.0f64; 10];
@@ -324,8 +328,8 @@ fn lengths_that_differ_fail_on_every_member() {
     // steps of 4 members on few CPUs are lent (member 1 sends pieces where the others
     // lend).
     let across = (
-        smelt_runtime::OVERSUBSCRIBED_LEND_FROM / 8 - 6,
-        smelt_runtime::OVERSUBSCRIBED_LEND_FROM / 8 + 6,
+        smelt_runtime::OVERSUBSCRIBED_PAIR_LEND_FROM / 8 - 6,
+        smelt_runtime::OVERSUBSCRIBED_PAIR_LEND_FROM / 8 + 6,
     );
     for (n, rules, (one, others)) in [
         (2, "allreduce=rabenseifner", (20_006, 20_000)),
@@ -334,7 +338,7 @@ fn lengths_that_differ_fail_on_every_member() {
         (3, "allreduce=ring", (20_006, 20_000)),
         (4, "allreduce=ring", (20_006, 20_000)),
     ] {
-        let r = Group::with_config(&[tree(n)], &cfg(Some(rules), true))
+        let r = Group::with_config(&[tree(n)], &cfg(Some(rules), LEND_FROM))
             .unwrap()
             .run(|m| {
                 let len = if m.rank().index() == 1 { one } else { others };
@@ -364,7 +368,7 @@ fn a_callers_combine_runs_the_pair_by_loans_with_the_roots_value_first() {
     let lend = smelt_runtime::LEND_FROM;
     let lens = [lend - 1, lend, lend + 1, lend + 47, 3 * lend + 5, 1 << 20];
     let f = |a: u8, b: u8| a.wrapping_mul(3).wrapping_add(b);
-    let out = Group::with_config(&[tree(2)], &cfg(Some("allreduce=rabenseifner"), true))
+    let out = Group::with_config(&[tree(2)], &cfg(Some("allreduce=rabenseifner"), LEND_FROM))
         .unwrap()
         .run(|m| -> Result<Vec<Vec<u8>>, GroupError> {
             let r = m.rank().index();
@@ -404,7 +408,7 @@ fn a_callers_combine_runs_the_pair_by_loans_with_the_roots_value_first() {
 fn a_combine_that_may_not_commute_never_runs_the_ring() {
     for n in [3, 4, 5] {
         let len = 100_003;
-        let out = Group::with_config(&[tree(n)], &cfg(Some("allreduce:1k-=ring"), true))
+        let out = Group::with_config(&[tree(n)], &cfg(Some("allreduce:1k-=ring"), LEND_FROM))
             .unwrap()
             .run(|m| -> Result<(), GroupError> {
                 let r = m.rank().index();
