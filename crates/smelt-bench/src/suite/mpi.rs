@@ -102,7 +102,10 @@ struct Speedup {
     ranks: usize,
     ranks_per_node: Option<usize>,
     versus: String,
+    /// The median of `rounds`.
     value: f64,
+    /// The ratio of each round (one for a system run once).
+    rounds: Vec<f64>,
 }
 
 fn median(s: &Status) -> Option<f64> {
@@ -182,7 +185,12 @@ pub fn measure(o: &Options) -> Result<MpiReport> {
     let peers = CPeers::new(smelt_peers::c::default_cache_dir());
     let mut rows = Vec::new();
     let mut figures: Vec<(Config, MpiFigure)> = Vec::new();
-    let total = configs.len() * 4;
+    let mut speedups = Vec::new();
+    // Open MPI's default (tuned) and smelt run alternately, ROUNDS times each, and
+    // each cell's tuned/smelt is the median of its rounds' ratios: one mpirun after
+    // the other, a change of the machine's pace between them moved cells by 0.7-1.3x.
+    // The other two systems run once, for reference.
+    let total = configs.len() * (2 * ROUNDS + 2);
     let mut step = 0;
     for c in &configs {
         let smelt = MpiSystem::Smelt {
@@ -191,21 +199,50 @@ pub fn measure(o: &Options) -> Result<MpiReport> {
                 .unwrap_or_else(|| PathBuf::from("libsmelt_mpi.so")),
             ranks_per_node: c.nodes_of,
         };
-        for sys in [MpiSystem::Tuned, MpiSystem::Sm, MpiSystem::Han, smelt] {
-            step += 1;
-            eprintln!(
-                "[{step}/{total}] {} with {} ranks{}",
-                sys.label(),
-                c.ranks,
-                c.nodes_of
-                    .map(|k| format!(" (smelt: nodes of {k})"))
-                    .unwrap_or_default()
-            );
-            let ids = smelt_mesh::CpuId::list(cpus.iter().copied());
-            for f in peers.mpi_sizes(&ids, c.ranks, &budget, &sizes, &ops, &sys) {
-                figures.push((*c, f));
+        let mut once = Vec::new();
+        let mut tuned_rounds = Vec::new();
+        let mut smelt_rounds = Vec::new();
+        for round in 0..ROUNDS {
+            let mut systems = vec![MpiSystem::Tuned, smelt.clone()];
+            if round == 0 {
+                systems.extend([MpiSystem::Sm, MpiSystem::Han]);
+            }
+            for sys in systems {
+                step += 1;
+                eprintln!(
+                    "[{step}/{total}] {} with {} ranks{}{}",
+                    sys.label(),
+                    c.ranks,
+                    c.nodes_of
+                        .map(|k| format!(" (smelt: nodes of {k})"))
+                        .unwrap_or_default(),
+                    match sys {
+                        MpiSystem::Tuned | MpiSystem::Smelt { .. } =>
+                            format!(", round {} of {ROUNDS}", round + 1),
+                        _ => String::new(),
+                    }
+                );
+                let ids = smelt_mesh::CpuId::list(cpus.iter().copied());
+                let f = peers.mpi_sizes(&ids, c.ranks, &budget, &sizes, &ops, &sys);
+                match sys {
+                    MpiSystem::Tuned => tuned_rounds.push(f),
+                    MpiSystem::Smelt { .. } => smelt_rounds.push(f),
+                    _ => once.push(f),
+                }
             }
         }
+        speedups.extend(interleaved_speedups(*c, &tuned_rounds, &smelt_rounds));
+        let [sm, han] = [once.remove(0), once.remove(0)];
+        for f in [
+            median_round(&tuned_rounds),
+            sm,
+            han,
+            median_round(&smelt_rounds),
+        ] {
+            figures.extend(f.into_iter().map(|f| (*c, f)));
+        }
+        // smelt against the sm component: the figures of one run each.
+        speedups.extend(speedups_versus(&figures, *c, "Open MPI (sm)"));
     }
     for (c, f) in &figures {
         rows.push(Row {
@@ -217,7 +254,6 @@ pub fn measure(o: &Options) -> Result<MpiReport> {
             status: f.status.clone(),
         });
     }
-    let speedups = speedups(&figures);
     let report = MpiReport {
         tool: format!("smelt {}", env!("CARGO_PKG_VERSION")),
         date: smelt_model::host::now_rfc3339(),
@@ -235,7 +271,7 @@ pub fn measure(o: &Options) -> Result<MpiReport> {
 
 impl BenchReport for MpiReport {
     fn table(&self) -> String {
-        table(&self.figures, &self.configs, &self.ops)
+        table(&self.figures, &self.speedups, &self.configs, &self.ops)
     }
 
     fn failed(&self) -> Vec<String> {
@@ -255,33 +291,100 @@ impl MpiReport {
     }
 }
 
-fn speedups(figures: &[(Config, MpiFigure)]) -> Vec<Speedup> {
-    let mut out = Vec::new();
-    for (c, s) in figures
+/// Rounds of tuned and of smelt alternated per configuration.
+const ROUNDS: usize = 3;
+
+/// Each (op, bytes) figure of the round whose median is the median of the rounds'
+/// (the figures of one round stay together); a cell no round measured keeps the first
+/// round's status (why it is missing).
+fn median_round(rounds: &[Vec<MpiFigure>]) -> Vec<MpiFigure> {
+    let Some(first) = rounds.first() else {
+        return Vec::new();
+    };
+    first
         .iter()
-        .filter(|(_, f)| f.system.starts_with("smelt"))
+        .map(|f0| {
+            let mut ok: Vec<&MpiFigure> = rounds
+                .iter()
+                .filter_map(|r| r.iter().find(|f| f.op == f0.op && f.bytes == f0.bytes))
+                .filter(|f| median(&f.status).is_some())
+                .collect();
+            ok.sort_by(|a, b| {
+                median(&a.status)
+                    .unwrap()
+                    .total_cmp(&median(&b.status).unwrap())
+            });
+            ok.get(ok.len().saturating_sub(1) / 2)
+                .map_or_else(|| f0.clone(), |f| (*f).clone())
+        })
+        .collect()
+}
+
+/// Open MPI (tuned) over smelt per cell of configuration `c`: the median of the
+/// ratios of the rounds that measured both (round k's tuned against round k's smelt).
+fn interleaved_speedups(
+    c: Config,
+    tuned: &[Vec<MpiFigure>],
+    smelt: &[Vec<MpiFigure>],
+) -> Vec<Speedup> {
+    let mut out = Vec::new();
+    let Some(first) = smelt.first() else {
+        return out;
+    };
+    for s0 in first {
+        let per: Vec<f64> = tuned
+            .iter()
+            .zip(smelt)
+            .filter_map(|(t, m)| {
+                let find = |v: &Vec<MpiFigure>| {
+                    v.iter()
+                        .find(|f| f.op == s0.op && f.bytes == s0.bytes)
+                        .and_then(|f| median(&f.status))
+                };
+                Some(find(t)? / find(m)?)
+            })
+            .collect();
+        if per.is_empty() {
+            continue;
+        }
+        out.push(Speedup {
+            op: s0.op.clone(),
+            bytes: s0.bytes,
+            ranks: s0.ranks,
+            ranks_per_node: c.nodes_of,
+            versus: "Open MPI (tuned)".into(),
+            value: smelt_ids::stats::median(&per),
+            rounds: per,
+        });
+    }
+    out
+}
+
+/// `versus` (a system run once) over smelt per cell of configuration `c`, from the
+/// figures kept.
+fn speedups_versus(figures: &[(Config, MpiFigure)], c: Config, versus: &str) -> Vec<Speedup> {
+    let mut out = Vec::new();
+    let same = |c2: &Config| c2.ranks == c.ranks && c2.nodes_of == c.nodes_of;
+    for (_, s) in figures
+        .iter()
+        .filter(|(c2, f)| same(c2) && f.system.starts_with("smelt"))
     {
         let Some(mine) = median(&s.status) else {
             continue;
         };
-        for versus in ["Open MPI (tuned)", "Open MPI (sm)"] {
-            let theirs = figures.iter().find(|(c2, f)| {
-                c2.ranks == c.ranks
-                    && c2.nodes_of == c.nodes_of
-                    && f.system == versus
-                    && f.op == s.op
-                    && f.bytes == s.bytes
+        let theirs = figures
+            .iter()
+            .find(|(c2, f)| same(c2) && f.system == versus && f.op == s.op && f.bytes == s.bytes);
+        if let Some(t) = theirs.and_then(|(_, f)| median(&f.status)) {
+            out.push(Speedup {
+                op: s.op.clone(),
+                bytes: s.bytes,
+                ranks: s.ranks,
+                ranks_per_node: c.nodes_of,
+                versus: versus.into(),
+                value: t / mine,
+                rounds: vec![t / mine],
             });
-            if let Some(t) = theirs.and_then(|(_, f)| median(&f.status)) {
-                out.push(Speedup {
-                    op: s.op.clone(),
-                    bytes: s.bytes,
-                    ranks: s.ranks,
-                    ranks_per_node: c.nodes_of,
-                    versus: versus.into(),
-                    value: t / mine,
-                });
-            }
         }
     }
     out
@@ -296,7 +399,12 @@ fn cell(s: &Status) -> String {
     }
 }
 
-fn table(figures: &[(Config, MpiFigure)], configs: &[Config], ops: &[&str]) -> String {
+fn table(
+    figures: &[(Config, MpiFigure)],
+    speedups: &[Speedup],
+    configs: &[Config],
+    ops: &[&str],
+) -> String {
     let mut t = String::new();
     let mut notes: Vec<String> = Vec::new();
     for c in configs {
@@ -328,11 +436,11 @@ fn table(figures: &[(Config, MpiFigure)], configs: &[Config], ops: &[&str]) -> S
             for s in &systems {
                 t.push_str(&format!("  {s:>9}"));
             }
-            t.push_str("  tuned/smelt\n");
+            t.push_str(&format!(
+                "  tuned/smelt (median of {ROUNDS} alternated rounds)\n"
+            ));
             for b in sizes {
                 t.push_str(&format!("{b:>9}"));
-                let mut tuned = None;
-                let mut smelt = None;
                 for (s, w) in systems.iter().zip(&w) {
                     let f = mine.iter().find(|f| f.system == *s && f.bytes == b);
                     let st = f.map(|f| &f.status);
@@ -343,16 +451,21 @@ fn table(figures: &[(Config, MpiFigure)], configs: &[Config], ops: &[&str]) -> S
                             notes.push(n);
                         }
                     }
-                    let m = st.and_then(median);
-                    if s.starts_with("Open MPI (tuned)") {
-                        tuned = m;
-                    } else if s.starts_with("smelt") {
-                        smelt = m;
-                    }
                 }
-                match (tuned, smelt) {
-                    (Some(x), Some(y)) => t.push_str(&format!("  {:>10.2}×\n", x / y)),
-                    _ => t.push_str(&format!("  {:>11}\n", "—")),
+                let ratio = speedups.iter().find(|x| {
+                    x.versus == "Open MPI (tuned)"
+                        && x.op == *op
+                        && x.bytes == b
+                        && x.ranks == c.ranks
+                        && x.ranks_per_node == c.nodes_of
+                });
+                match ratio {
+                    Some(x) => {
+                        let each: Vec<String> =
+                            x.rounds.iter().map(|r| format!("{r:.2}")).collect();
+                        t.push_str(&format!("  {:>10.2}×  ({})\n", x.value, each.join(" ")))
+                    }
+                    None => t.push_str(&format!("  {:>11}\n", "—")),
                 }
             }
         }
@@ -440,7 +553,7 @@ mod tests {
     }
 
     #[test]
-    fn speedup_is_tuned_over_smelt_for_the_same_cell() {
+    fn speedup_is_the_median_of_the_alternated_rounds_ratios() {
         let summary = |m: f64| smelt_tree::stats::summarize(&[m]).unwrap();
         let f = |system: &str, m: f64| MpiFigure {
             system: system.into(),
@@ -449,20 +562,46 @@ mod tests {
             ranks: 2,
             status: Status::Ok { ns: summary(m) },
         };
+        let failed = |system: &str| MpiFigure {
+            status: Status::Failed {
+                reason: "timed out".into(),
+            },
+            ..f(system, 1.0)
+        };
         let c = Config {
             ranks: 2,
             nodes_of: None,
         };
-        let figs = vec![
-            (c, f("Open MPI (tuned)", 300.0)),
-            (c, f("Open MPI (sm)", 200.0)),
-            (c, f("smelt (interposer)", 100.0)),
+        let tuned = |m: f64| vec![f("Open MPI (tuned)", m)];
+        let smelt = |m: f64| vec![f("smelt (interposer)", m)];
+        // Round by round 3.0, 1.5 and 3.3: the median is 3.0, though the medians of
+        // each system's rounds (300 and 100) would say 3.0 too only by chance; a
+        // round that failed does not count.
+        let t = vec![
+            tuned(300.0),
+            tuned(150.0),
+            tuned(330.0),
+            vec![failed("Open MPI (tuned)")],
         ];
-        let s = speedups(&figs);
-        assert_eq!(s.len(), 2);
+        let m = vec![smelt(100.0), smelt(100.0), smelt(100.0), smelt(100.0)];
+        let s = interleaved_speedups(c, &t, &m);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].rounds.len(), 3, "{:?}", s[0].rounds);
         assert!((s[0].value - 3.0).abs() < 1e-9 && s[0].versus == "Open MPI (tuned)");
-        assert!((s[1].value - 2.0).abs() < 1e-9);
-        let t = table(&figs, &[c], &["bcast"]);
-        assert!(t.contains("3.00×"), "{t}");
+        // The kept figure is the median round's.
+        let kept = median_round(&t);
+        assert_eq!(median(&kept[0].status), Some(300.0));
+        assert!(matches!(
+            median_round(&[vec![failed("x")]])[0].status,
+            Status::Failed { .. }
+        ));
+        let mut figs: Vec<(Config, MpiFigure)> = kept.into_iter().map(|f| (c, f)).collect();
+        figs.push((c, f("Open MPI (sm)", 200.0)));
+        figs.push((c, f("smelt (interposer)", 100.0)));
+        let mut all = s;
+        all.extend(speedups_versus(&figs, c, "Open MPI (sm)"));
+        assert!((all[1].value - 2.0).abs() < 1e-9 && all[1].versus == "Open MPI (sm)");
+        let table = table(&figs, &all, &[c], &["bcast"]);
+        assert!(table.contains("3.00×  (3.00 1.50 3.30)"), "{table}");
     }
 }
