@@ -128,10 +128,6 @@ pub struct Context<L: Link = QueuePairEnd> {
     pub(crate) commutes: bool,
     /// Messages of at least this many bytes are lent ([`GroupConfig::lend_from`]).
     pub(crate) lend_from: usize,
-    /// Rabenseifner's pair exchanges of at least this many bytes are lent:
-    /// `lend_from`, except with more members than CPUs and the default `lend_from`
-    /// ([`OVERSUBSCRIBED_PAIR_LEND_FROM`](crate::group::OVERSUBSCRIBED_PAIR_LEND_FROM)).
-    pub(crate) lend_pairs_from: usize,
     /// Packed values of the slice reductions, kept between calls so a reduction in a
     /// loop does not allocate.
     pub(crate) packed: Vec<u8>,

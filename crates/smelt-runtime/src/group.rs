@@ -671,9 +671,14 @@ impl Group {
         let mut meshes: Vec<Option<Vec<crate::nontree::NonTreeLinks>>> = Vec::new();
         for _ in trees {
             meshes.push(match &table {
-                Some(table) => {
-                    crate::nontree::build_meshes(table, n, cfg.link.capacity, wait, &shared.abort)?
-                }
+                Some(table) => crate::nontree::build_meshes(
+                    table,
+                    n,
+                    cfg.link.capacity,
+                    wait,
+                    &shared.abort,
+                    lend_pairs_from,
+                )?,
                 None => None,
             });
         }
@@ -692,11 +697,6 @@ impl Group {
                         .expect("each end taken once"))
                 },
             )?);
-        }
-        for m in &mut members {
-            for c in m.contexts.iter_mut().flatten() {
-                c.lend_pairs_from = lend_pairs_from;
-            }
         }
         for (ctx, m) in meshes.into_iter().enumerate() {
             let Some(m) = m else { continue };
@@ -998,7 +998,6 @@ pub(crate) fn build_contexts<L: Link>(
             in_strict: false,
             commutes: false,
             lend_from: cfg.lend_from,
-            lend_pairs_from: cfg.lend_from,
             packed: Vec::new(),
             seq: 0,
             nontree: None,

@@ -41,6 +41,11 @@ pub(crate) struct NonTreeLinks {
     pub(crate) last: Option<(SyncMode, usize, Option<NonTree>)>,
     /// Receive buffer (one chunk).
     pub(crate) buf: Vec<u8>,
+    /// Rabenseifner's pair exchanges of at least this many bytes are lent (where the
+    /// links can lend): the group's `lend_from`, except with more members than CPUs
+    /// and the default `lend_from`
+    /// ([`OVERSUBSCRIBED_PAIR_LEND_FROM`](crate::group::OVERSUBSCRIBED_PAIR_LEND_FROM)).
+    pub(crate) lend_pairs_from: usize,
 }
 
 /// The largest power of two not above `n` (n ≥ 1).
@@ -101,6 +106,7 @@ pub(crate) fn build_meshes(
     capacity: usize,
     wait: WaitPolicy,
     abort: &Abort,
+    lend_pairs_from: usize,
 ) -> Result<Option<Vec<NonTreeLinks>>, GroupError> {
     let pairs = pairs_for(table, n);
     if n < 2 || pairs.is_empty() {
@@ -116,7 +122,7 @@ pub(crate) fn build_meshes(
     Ok(Some(
         meshes
             .into_iter()
-            .map(|mesh| NonTreeLinks::new(mesh, table.clone()))
+            .map(|mesh| NonTreeLinks::new(mesh, table.clone(), lend_pairs_from))
             .collect(),
     ))
 }
@@ -124,7 +130,11 @@ pub(crate) fn build_meshes(
 impl NonTreeLinks {
     /// A context's links beyond its tree (`mesh`, with a link for each pair of
     /// [`pairs_for`] this member is in) and the table that says when to use them.
-    pub(crate) fn new(mesh: Mesh, table: Arc<AlgorithmTable>) -> NonTreeLinks {
+    pub(crate) fn new(
+        mesh: Mesh,
+        table: Arc<AlgorithmTable>,
+        lend_pairs_from: usize,
+    ) -> NonTreeLinks {
         let dissemination = [SyncMode::Loose, SyncMode::Strict]
             .map(|s| table.non_tree(s, Op::Barrier, 0) == Some(NonTree::Dissemination));
         let chunk = mesh.max_message_len_all();
@@ -134,6 +144,7 @@ impl NonTreeLinks {
             dissemination,
             last: None,
             buf: vec![0; chunk],
+            lend_pairs_from,
         }
     }
 }
