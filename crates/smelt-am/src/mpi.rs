@@ -470,9 +470,10 @@ impl MpiRemote {
             return Ok(());
         }
         let mut out: c_int = 0;
-        // SAFETY: `reqs` holds `reqs.len()` requests (active ones, and null ones which
-        // MPI skips) and `done` as many ints; completed requests are set to null by
-        // MPI and their slots freed below; statuses are ignored.
+        // `reqs` holds `reqs.len()` requests (active ones, and null ones which MPI skips)
+        // and `done` as many ints; completed requests are set to null by MPI and their
+        // slots freed below; statuses are ignored.
+        // SAFETY: as argued in the lines above.
         let rc = unsafe {
             ffi::MPI_Testsome(
                 self.reqs.len() as c_int,
@@ -525,10 +526,10 @@ impl Remote for MpiRemote {
         buf.clear();
         buf.extend_from_slice(msg);
         buf.extend_from_slice(&tag.to_le_bytes());
-        // SAFETY: `buf` is untouched by us until the send completes (above); `reqs[slot]`
-        // is null (free) and becomes the send's request; `comm` is valid; `to` its rank.
-        // The slot is off the free list until MPI_Testsome completes its send, and drop
-        // waits for it or leaks it; a Vec's heap block does not move with the Vec.
+        // `reqs[slot]` is null (free) and becomes the send's request; `comm` is valid; `to`
+        // its rank. The slot is off the free list until MPI_Testsome completes its send,
+        // and drop waits for it or leaks it; a Vec's heap block does not move with the Vec.
+        // SAFETY: `buf` is untouched by us until the send completes (above).
         let rc = unsafe {
             ffi::MPI_Isend(
                 buf.as_ptr().cast::<c_void>(),

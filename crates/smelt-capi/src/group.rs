@@ -523,9 +523,9 @@ fn run_member(
     ))));
     let p: *mut smelt_member = std::ptr::without_provenance_mut(h);
     let arg: *mut c_void = std::ptr::with_exposed_provenance_mut(arg_addr);
-    // SAFETY: `f` is the caller's smelt_member_fn; smelt.h requires `arg` to stay valid
-    // until smelt_group_run returns and forbids `f` to unwind.
-    // `p` is a handle id the library checks on every use, never dereferenced.
+    // Smelt.h requires `arg` to stay valid until smelt_group_run returns and forbids `f` to
+    // unwind. `p` is a handle id the library checks on every use, never dereferenced.
+    // SAFETY: `f` is the caller's smelt_member_fn.
     unsafe { f(p, arg) };
     // The handle expires now (after any other thread's call with it has finished).
     match handle::remove(h, Kind::Member, "member", Wait::Block, |_| Ok(())) {
@@ -1139,9 +1139,10 @@ fn reduce_args<'a>(buf: *mut c_void, len: usize, op: smelt_reduce_op) -> Res<(&'
 /// Applies the C operator to two byte buffers of equal length.
 pub(crate) fn apply(op: OpFn, acc: &mut [u8], other: &[u8], arg: *mut c_void) {
     let n = acc.len().min(other.len());
-    // SAFETY: `op` is the caller's operator (smelt.h: it reads `len` bytes of `in` and
-    // updates `len` bytes of `inout`); both buffers are live Rust buffers of at least
-    // `n` bytes for the duration of the call, and `arg` is passed through untouched.
+    // `op` is the caller's operator (smelt.h: it reads `len` bytes of `in` and updates
+    // `len` bytes of `inout`); both buffers are live Rust buffers of at least `n` bytes for
+    // the duration of the call, and `arg` is passed through untouched.
+    // SAFETY: as argued in the lines above.
     unsafe {
         op(
             acc.as_mut_ptr() as *mut c_void,

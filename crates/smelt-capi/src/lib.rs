@@ -159,9 +159,8 @@ pub(crate) fn out<T>(p: *mut T, v: T, what: &str) -> Res<()> {
     if p.is_null() {
         return err(SMELT_ERR_INVALID_ARGUMENT, format!("{what} is NULL"));
     }
-    // SAFETY: smelt.h requires output pointers to point to writable storage of their
-    // type; p is not NULL. `write` does not read or drop the old (maybe uninitialised)
-    // value.
+    // P is not NULL. `write` does not read or drop the old (maybe uninitialised) value.
+    // SAFETY: smelt.h requires output pointers to point to writable storage of their type.
     unsafe { p.write(v) };
     Ok(())
 }

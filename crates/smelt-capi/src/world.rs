@@ -385,10 +385,11 @@ pub extern "C" fn smelt_world_from_mpi_f(comm: i32, world: *mut *mut smelt_world
         from_mpi(
             "smelt_world_from_mpi_f",
             || {
-                // SAFETY: MPI_Comm_f2c takes any integer and MPI is initialised
-                // (from_mpi checked it before calling this). An integer that is no
-                // communicator's handle gives MPI_COMM_NULL (refused by from_raw_mpi)
-                // or a handle MPI itself reports as invalid, as for any MPI call.
+                // MPI_Comm_f2c takes any integer and MPI is initialised (from_mpi checked
+                // it before calling this). An integer that is no communicator's handle
+                // gives MPI_COMM_NULL (refused by from_raw_mpi) or a handle MPI itself
+                // reports as invalid, as for any MPI call.
+                // SAFETY: as argued in the lines above.
                 unsafe { smelt_mesh::mpi::ffi::MPI_Comm_f2c(comm) }
             },
             world,

@@ -374,9 +374,10 @@ impl MpiNet {
         }
         // SAFETY: a placeholder written over by MPI_Win_create.
         let mut win: ffi::MPI_Win = unsafe { ffi::RSMPI_WIN_NULL };
-        // SAFETY: `base` points at `elements` words of this rank's block, mapped for
-        // the window's life; displacement unit 8 (a word); collective over `comm`.
-        // The array holds the segment and frees the window before it.
+        // `base` points at `elements` words of this rank's block, mapped for the window's
+        // life; displacement unit 8 (a word); collective over `comm`. The array holds the
+        // segment and frees the window before it.
+        // SAFETY: as argued in the lines above.
         check("MPI_Win_create", unsafe {
             ffi::MPI_Win_create(
                 base,
@@ -504,9 +505,9 @@ impl MpiNet {
         out: &mut [u64],
     ) -> Result<(), GlobalError> {
         self.flush(st, owner)?;
-        // SAFETY: `out` holds `out.len()` writable words, alive until the flush below
-        // completes the get; the range lies in the owner's block (checked by the
-        // caller's layout).
+        // `out` holds `out.len()` writable words, alive until the flush below completes the
+        // get; the range lies in the owner's block (checked by the caller's layout).
+        // SAFETY: as argued in the lines above.
         let rc = unsafe {
             ffi::MPI_Get(
                 out.as_mut_ptr().cast(),

@@ -174,9 +174,9 @@ calls! {
 pub fn error_string(code: c_int) -> String {
     let mut buf = vec![0u8; 1024];
     let mut len: c_int = 0;
-    // SAFETY: `buf` has room for MPI_MAX_ERROR_STRING (256 in Open MPI and MPICH; 1024
-    // is ample) bytes; `len` is a valid out-pointer. MPI_Error_string may be called at
-    // any time.
+    // `buf` has room for MPI_MAX_ERROR_STRING (256 in Open MPI and MPICH; 1024 is ample)
+    // bytes; `len` is a valid out-pointer. MPI_Error_string may be called at any time.
+    // SAFETY: as argued in the lines above.
     let rc = unsafe { ffi::MPI_Error_string(code, buf.as_mut_ptr().cast(), &mut len) };
     if rc != ffi::MPI_SUCCESS as c_int {
         return format!("MPI error {code}");

@@ -90,9 +90,10 @@ impl SpinLatch {
 
 impl Latch for SpinLatch {
     unsafe fn set(this: *const Self) {
-        // SAFETY: `this` is live until the store in `CoreLatch::set`; the registry it
-        // points to outlives every job (each job runs on one of the registry's workers,
-        // which hold it), so reading it before and using it after is sound.
+        // The registry it points to outlives every job (each job runs on one of the
+        // registry's workers, which hold it), so reading it before and using it after is
+        // sound.
+        // SAFETY: `this` is live until the store in `CoreLatch::set`.
         let (registry, owner) = unsafe { ((*this).registry, (*this).owner) };
         // SAFETY: `this` is live for this call (the caller's guarantee).
         if unsafe { CoreLatch::set(&(*this).core) } {
@@ -124,9 +125,10 @@ impl LockLatch {
 
 impl Latch for LockLatch {
     unsafe fn set(this: *const Self) {
-        // SAFETY: the waiter cannot return from `wait` (and free the latch) before it
-        // retakes the mutex, which it can only do after this guard is dropped; nothing is
-        // touched after that.
+        // The waiter cannot return from `wait` (and free the latch) before it retakes the
+        // mutex, which it can only do after this guard is dropped; nothing is touched after
+        // that.
+        // SAFETY: as argued in the lines above.
         let this = unsafe { &*this };
         let mut g = this.done.lock().unwrap_or_else(|e| e.into_inner());
         *g = true;

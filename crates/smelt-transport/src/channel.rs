@@ -804,9 +804,10 @@ fn published_from(slots: *const Slot, cap: usize, from: u64) -> usize {
 fn write_payload(slot: &Slot, src: &[u8]) {
     debug_assert!(src.len() <= PAYLOAD_PER_SLOT);
     slot.body.with_mut(|p| {
-        // SAFETY: the caller owns the slot (it is free: `has_room`), so only this
-        // producer accesses its body; the payload starts after the tag word and
-        // src.len() <= 48 = the payload's size.
+        // The caller owns the slot (it is free: `has_room`), so only this producer accesses
+        // its body; the payload starts after the tag word and src.len() <= 48 = the
+        // payload's size.
+        // SAFETY: as argued in the lines above.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), (p as *mut u8).add(8), src.len()) }
     });
 }
@@ -816,9 +817,10 @@ fn write_payload(slot: &Slot, src: &[u8]) {
 fn read_payload(slot: &Slot, dst: &mut [u8]) {
     debug_assert!(dst.len() <= PAYLOAD_PER_SLOT);
     slot.body.with(|p| {
-        // SAFETY: the message's header (Acquire) published this slot, so the producer
-        // finished writing it and will not touch it until `head` moves past it; the
-        // payload starts after the tag word and dst.len() <= 48.
+        // The message's header (Acquire) published this slot, so the producer finished
+        // writing it and will not touch it until `head` moves past it; the payload starts
+        // after the tag word and dst.len() <= 48.
+        // SAFETY: as argued in the lines above.
         unsafe {
             std::ptr::copy_nonoverlapping((p as *const u8).add(8), dst.as_mut_ptr(), dst.len())
         }

@@ -105,14 +105,14 @@ impl Consumer {
             b.ptr.load(Ordering::Relaxed) as *const u8,
             b.len.load(Ordering::Relaxed),
         );
-        // SAFETY: a live, unaliased-for-writes buffer of `len` bytes: `ptr`/`len` were
-        // stored from a live `&[u8]` by `lend_all` before it set POSTED (Release); our
-        // POSTED -> TAKEN (Acquire) makes them and the bytes visible. `lend_all` holds
-        // that shared borrow (nothing can write the bytes) and does not return while
-        // the state is TAKEN, i.e. until `_back` stores DONE after `f` returned; `f`
-        // cannot keep the slice (its lifetime ends with the call). A zero-length loan
-        // may carry a dangling but aligned pointer, which from_raw_parts accepts for
-        // len 0.
+        // `ptr`/`len` were stored from a live `&[u8]` by `lend_all` before it set POSTED
+        // (Release); our POSTED -> TAKEN (Acquire) makes them and the bytes visible.
+        // `lend_all` holds that shared borrow (nothing can write the bytes) and does not
+        // return while the state is TAKEN, i.e. until `_back` stores DONE after `f`
+        // returned; `f` cannot keep the slice (its lifetime ends with the call). A zero-
+        // length loan may carry a dangling but aligned pointer, which from_raw_parts
+        // accepts for len 0.
+        // SAFETY: a live, unaliased-for-writes buffer of `len` bytes.
         let data = unsafe { std::slice::from_raw_parts(ptr, len) };
         Ok(f(tag, data))
     }

@@ -32,9 +32,10 @@ pub fn prepare_member(cmd: &mut Command, cpu: Option<CpuId>, group: Option<u32>)
     // SAFETY: getpid takes no arguments and cannot fail.
     // The launcher's pid, read before the fork: the child compares its parent with it.
     let launcher = unsafe { libc::getpid() };
-    // SAFETY: the hook runs in the child between fork and exec. It calls only
-    // async-signal-safe system calls (sched_setaffinity, prctl, getppid) on values
-    // computed before the fork, and allocates nothing (a raw OS error needs no heap).
+    // It calls only async-signal-safe system calls (sched_setaffinity, prctl, getppid) on
+    // values computed before the fork, and allocates nothing (a raw OS error needs no
+    // heap).
+    // SAFETY: the hook runs in the child between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
             if let Some(s) = &set {

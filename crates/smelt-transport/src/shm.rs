@@ -351,9 +351,10 @@ impl Mapping {
         let bytes = what.as_bytes();
         let n = bytes.len().min(FAILURE_BYTES);
         let hp = self.base as *mut Header;
-        // SAFETY: winning the compare-exchange gives this process the only right to
-        // write the failure fields until it stores 2 (Release); readers read them only
-        // after seeing 2 (Acquire). The fields lie inside the header.
+        // Winning the compare-exchange gives this process the only right to write the
+        // failure fields until it stores 2 (Release); readers read them only after seeing 2
+        // (Acquire). The fields lie inside the header.
+        // SAFETY: as argued in the lines above.
         unsafe {
             std::ptr::addr_of_mut!((*hp).failure_rank).write(rank);
             std::ptr::addr_of_mut!((*hp).failure_len).write(n as u32);
@@ -813,9 +814,10 @@ impl ShmJob {
             path: path.clone(),
         };
         let hp = base as *mut Header;
-        // SAFETY: the mapping is `total >= HEADER_BYTES` bytes of zeroed memory that
-        // no other process can have opened yet (the name is new and unpublished);
-        // every write below stays inside the tables computed above.
+        // The mapping is `total >= HEADER_BYTES` bytes of zeroed memory that no other
+        // process can have opened yet (the name is new and unpublished); every write below
+        // stays inside the tables computed above.
+        // SAFETY: as argued in the lines above.
         unsafe {
             std::ptr::addr_of_mut!((*hp).layout).write(LAYOUT_VERSION);
             std::ptr::addr_of_mut!((*hp).members).write(members);
@@ -938,9 +940,10 @@ pub(crate) fn claim_pair_end(
 ) -> Result<(), TransportError> {
     let (lo, hi) = (me.min(peer), me.max(peer));
     let pair = ((lo as u64 + 1) << 32) | (hi as u64 + 1);
-    // SAFETY: `p` is the start of an arena part (the caller's `arena_part`), whose first
-    // line (128 bytes, aligned) lies in the mapping; its words are accessed only
-    // atomically, by every member.
+    // `p` is the start of an arena part (the caller's `arena_part`), whose first line (128
+    // bytes, aligned) lies in the mapping; its words are accessed only atomically, by every
+    // member.
+    // SAFETY: as argued in the lines above.
     let (who, low, high) = unsafe {
         (
             &*(p.add(8) as *const AtomicU64),
@@ -1136,9 +1139,9 @@ impl ShmMember {
         if h.words_len == 0 {
             return &[];
         }
-        // SAFETY: `validate` checked they lie inside the mapping, 128-byte aligned;
-        // the mapping lives as long as `self.map`, which the borrow of `self` holds.
-        // The creator zeroed the words; every process reaches them through atomics.
+        // The mapping lives as long as `self.map`, which the borrow of `self` holds. The
+        // creator zeroed the words; every process reaches them through atomics.
+        // SAFETY: `validate` checked they lie inside the mapping, 128-byte aligned.
         unsafe {
             std::slice::from_raw_parts(
                 self.map.base.add(h.words_offset as usize) as *const AtomicU64,
@@ -1178,9 +1181,9 @@ impl ShmMember {
                 self.rank
             )));
         }
-        // SAFETY: `validate` checked the ring lies inside the mapping, aligned; the
-        // creator zeroed it; the mapping lives as long as the Arc passed as its Remote.
+        // The creator zeroed it; the mapping lives as long as the Arc passed as its Remote.
         // Only this rank opens this end: the rank's lock and joined state are exclusive.
+        // SAFETY: `validate` checked the ring lies inside the mapping, aligned.
         let shared = unsafe {
             shared_ring(
                 self.map.base.add(r.offset as usize),
@@ -1311,10 +1314,11 @@ impl ShmMember {
             .arena_part(offset, arena_link_bytes(capacity) as u64)
             .map_err(|e| TransportError::NotYours(e.to_string()))?;
         claim_pair_end(p, me, peer, offset, "link")?;
-        // SAFETY: both rings lie inside the part (`arena_link_bytes`), aligned to 128
-        // bytes, zero until first used (a fresh file's pages are zero); this member is
-        // the only producer of its ring and the only consumer of the other (claimed
-        // above, once per side); the mapping lives as long as the Arc given as Remote.
+        // Both rings lie inside the part (`arena_link_bytes`), aligned to 128 bytes, zero
+        // until first used (a fresh file's pages are zero); this member is the only
+        // producer of its ring and the only consumer of the other (claimed above, once per
+        // side); the mapping lives as long as the Arc given as Remote.
+        // SAFETY: as argued in the lines above.
         let (low_to_high, high_to_low) = unsafe { (p.add(ARENA_ALIGN), p.add(ARENA_ALIGN + ring)) };
         let (tx, rx) = if me < peer {
             (low_to_high, high_to_low)

@@ -264,9 +264,10 @@ impl<T> SleepQueue<T> {
                     Ordering::Relaxed,
                 ) {
                     Ok(_) => {
-                        // SAFETY: the CAS made this thread the only owner of the slot
-                        // until it publishes it (seq = pos + 1); the consumer released
-                        // the previous value (seq == pos), so it holds no live value.
+                        // The CAS made this thread the only owner of the slot until it
+                        // publishes it (seq = pos + 1); the consumer released the previous
+                        // value (seq == pos), so it holds no live value.
+                        // SAFETY: as argued in the lines above.
                         slot.val.with_mut(|p| unsafe { (*p).write(v) });
                         slot.seq.store(pos + 1, Ordering::Release);
                         self.publish();
@@ -321,9 +322,10 @@ impl<T> SleepQueue<T> {
                     Ordering::Relaxed,
                 ) {
                     Ok(_) => {
-                        // SAFETY: seq == pos + 1 (Acquire) says the producer wrote the
-                        // value and published it; the CAS made this thread the only one
-                        // to take it; after the read the slot is handed back below.
+                        // Seq == pos + 1 (Acquire) says the producer wrote the value and
+                        // published it; the CAS made this thread the only one to take it;
+                        // after the read the slot is handed back below.
+                        // SAFETY: as argued in the lines above.
                         let v = slot.val.with(|p| unsafe { (*p).assume_init_read() });
                         slot.seq.store(pos + self.mask + 1, Ordering::Release);
                         return Some(v);

@@ -136,9 +136,10 @@ pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
         tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
     };
-    // SAFETY: `word` is a live, aligned 32-bit atomic for the call (the caller holds
-    // its mapping or allocation); FUTEX_WAIT only reads it; `ts` outlives the call.
-    // Errors (EAGAIN, EINTR, ETIMEDOUT) are fine: the caller re-checks.
+    // `word` is a live, aligned 32-bit atomic for the call (the caller holds its mapping or
+    // allocation); FUTEX_WAIT only reads it; `ts` outlives the call. Errors (EAGAIN, EINTR,
+    // ETIMEDOUT) are fine: the caller re-checks.
+    // SAFETY: as argued in the lines above.
     unsafe {
         libc::syscall(
             libc::SYS_futex,

@@ -827,9 +827,9 @@ impl Hier {
             let buf = unsafe { std::slice::from_raw_parts_mut(data, len) };
             return self.bcast_hier(buf, rnode, rlocal);
         }
+        // The root's buffer is only read (it may be read-only memory): it is copied (a
+        // word's worth onto the stack, more into scratch) and sent from there.
         // SAFETY: the caller guarantees `data` is readable for `len` bytes.
-        // The root's buffer is only read (it may be read-only memory): it is copied
-        // (a word's worth onto the stack, more into scratch) and sent from there.
         let src = unsafe { std::slice::from_raw_parts(data, len) };
         if len <= 8 {
             let mut word = word_of(src).to_ne_bytes();
@@ -967,9 +967,9 @@ impl Hier {
                     recv
                 };
                 let root = rnode as c_int;
-                // SAFETY: `acc` (and `own`, its copy) holds `count` elements of `dt`
-                // (its size is count × the size of `dt`); at the leaders' root the
-                // result replaces it.
+                // `acc` (and `own`, its copy) holds `count` elements of `dt` (its size is
+                // count × the size of `dt`); at the leaders' root the result replaces it.
+                // SAFETY: as argued in the lines above.
                 ffi::check(unsafe {
                     mpi_sys::PMPI_Reduce(send, recv, count, dt, op, root, leaders)
                 })?;

@@ -159,9 +159,9 @@ pub fn gatherv_bytes(
         Some(m) => (m.as_ptr().cast::<c_void>(), m.len() as c_int),
         None => (in_place().cast_const(), 0),
     };
-    // SAFETY: `mine` is valid for its `sn` bytes (or MPI_IN_PLACE on the root); on the
-    // root `all` holds every member's `counts[i]` bytes at `displs[i]` (the caller
+    // On the root `all` holds every member's `counts[i]` bytes at `displs[i]` (the caller
     // sized it so), `counts` and `displs` having one entry per member.
+    // SAFETY: `mine` is valid for its `sn` bytes (or MPI_IN_PLACE on the root).
     check(unsafe {
         mpi_sys::PMPI_Gatherv(
             sp,
@@ -192,9 +192,10 @@ pub fn scatterv_bytes(
         Some(m) => (m.as_mut_ptr().cast::<c_void>(), m.len() as c_int),
         None => (in_place(), 0),
     };
-    // SAFETY: on the root `all` holds every member's `counts[i]` bytes at `displs[i]`
-    // (one entry per member); `mine` is valid for writes of its `rn` bytes (or
-    // MPI_IN_PLACE on the root).
+    // On the root `all` holds every member's `counts[i]` bytes at `displs[i]` (one entry
+    // per member); `mine` is valid for writes of its `rn` bytes (or MPI_IN_PLACE on the
+    // root).
+    // SAFETY: as argued in the lines above.
     check(unsafe {
         mpi_sys::PMPI_Scatterv(
             all.as_ptr().cast(),

@@ -621,9 +621,9 @@ unsafe fn bcast_smelt(
     let r = match lay {
         Layout::Contiguous(off) => {
             let data = buf.cast::<u8>().wrapping_offset(off);
-            // SAFETY: MPI's contract: the buffer holds `count` elements of `dt`, whose
-            // bytes are the `len` bytes at `data` (readable on the root, writable
-            // elsewhere).
+            // The buffer holds `count` elements of `dt`, whose bytes are the `len` bytes at
+            // `data` (readable on the root, writable elsewhere).
+            // SAFETY: MPI's contract.
             unsafe { h.bcast(data, len, root as usize) }
         }
         Layout::Packed => {

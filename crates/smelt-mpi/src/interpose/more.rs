@@ -141,9 +141,9 @@ unsafe fn allgather(send: Side, recv: Side, comm: MPI_Comm, pmpi: impl Fn() -> c
     routed(&mut h, held, call, k * n, &pmpi, |h| {
         let r = (|| {
             if let Some(o) = roff {
-                // SAFETY: MPI's contract: room for `n` dense blocks of `k` bytes from `o`.
-                // Straight in the receive buffer, this rank's part put in place first (in
-                // place: it is there).
+                // Room for `n` dense blocks of `k` bytes from `o`. Straight in the receive
+                // buffer, this rank's part put in place first (in place: it is there).
+                // SAFETY: MPI's contract.
                 let out = unsafe { bytes_at_mut(recv.buf.cast_mut(), o, n * k) };
                 if !in_place {
                     let mine = &mut out[rank * k..(rank + 1) * k];

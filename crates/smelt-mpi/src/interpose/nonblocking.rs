@@ -472,10 +472,11 @@ impl Op {
                     if req.is_none() {
                         let mut r = request_null();
                         let p = data.as_mut_ptr().cast::<c_void>();
-                        // SAFETY: `data` lives in the operation, unmoved until the request
-                        // completes; it holds `count` elements of `dt` (the reduction's)
-                        // or the broadcast's `len` bytes; the leaders' communicator is
-                        // this crate's.
+                        // `data` lives in the operation, unmoved until the request
+                        // completes; it holds `count` elements of `dt` (the reduction's) or
+                        // the broadcast's `len` bytes; the leaders' communicator is this
+                        // crate's.
+                        // SAFETY: as argued in the lines above.
                         ffi::check(unsafe {
                             match &*kind {
                                 Kind::Barrier => mpi_sys::PMPI_Ibarrier(v.leaders, &mut r),
@@ -516,9 +517,9 @@ impl Op {
         match self.out {
             Out::Nothing => {}
             Out::Bytes(p) => {
-                // SAFETY: MPI's contract: the caller's buffer has room for the result's
-                // bytes and is not used until the request completes; `data` is this
-                // operation's own.
+                // The caller's buffer has room for the result's bytes and is not used until
+                // the request completes; `data` is this operation's own.
+                // SAFETY: MPI's contract.
                 unsafe { std::ptr::copy_nonoverlapping(self.data.as_ptr(), p, self.data.len()) };
             }
             Out::Unpack { buf, count, dt } => {

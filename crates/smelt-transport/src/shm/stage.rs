@@ -167,10 +167,11 @@ impl ShmMember {
         super::claim_pair_end(p, me, peer, offset, "stage")?;
         let stride = bytes.next_multiple_of(ARENA_ALIGN);
         let dir = control_bytes(slots) + slots * stride;
-        // SAFETY: both directions lie inside the part (`arena_stage_bytes`), 128-byte
-        // aligned, zero until first used; this member is the only sender of one and
-        // the only receiver of the other (claimed above, once per side); the mapping
-        // lives as long as `self.map`, whose clone the Stage holds.
+        // Both directions lie inside the part (`arena_stage_bytes`), 128-byte aligned, zero
+        // until first used; this member is the only sender of one and the only receiver of
+        // the other (claimed above, once per side); the mapping lives as long as
+        // `self.map`, whose clone the Stage holds.
+        // SAFETY: as argued in the lines above.
         let (low_to_high, high_to_low) = unsafe {
             (
                 Dir::at(p.add(ARENA_ALIGN), slots),
@@ -260,10 +261,11 @@ impl Stage {
         let i = self.sent;
         let (seq, len) = self.header(self.out, i);
         let at = (i % self.slots as u64) as usize * self.stride;
-        // SAFETY: buffer `i % slots` lies inside this direction (Dir::at's contract)
-        // and holds `bytes >= data.len()` bytes; this member is its only writer, and
-        // the receiver released it (`sent - released < slots`, Acquire in
-        // `wait_released`), so nobody reads it until the header below says so.
+        // Buffer `i % slots` lies inside this direction (Dir::at's contract) and holds
+        // `bytes >= data.len()` bytes; this member is its only writer, and the receiver
+        // released it (`sent - released < slots`, Acquire in `wait_released`), so nobody
+        // reads it until the header below says so.
+        // SAFETY: as argued in the lines above.
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.out.data.add(at), data.len());
         }
@@ -369,11 +371,12 @@ impl Stage {
             }
         }
         let at = (i % self.slots as u64) as usize * self.stride;
-        // SAFETY: buffer `i % slots` of `n <= bytes` bytes inside this direction, not
-        // written while borrowed; the mapping outlives `_back`'s borrow. The header's
-        // `seq` (Acquire, above) is stored by the sender with Release after it copied
-        // the bytes, and the sender writes this buffer again only after `released`
-        // passes it, which `_back` stores once `f` returned; `f` cannot keep the slice.
+        // Buffer `i % slots` of `n <= bytes` bytes inside this direction, not written while
+        // borrowed; the mapping outlives `_back`'s borrow. The header's `seq` (Acquire,
+        // above) is stored by the sender with Release after it copied the bytes, and the
+        // sender writes this buffer again only after `released` passes it, which `_back`
+        // stores once `f` returned; `f` cannot keep the slice.
+        // SAFETY: as argued in the lines above.
         let bytes = unsafe { std::slice::from_raw_parts(self.inn.data.add(at), n) };
         let _back = Release(self);
         Ok(Ok(f(tag & !STAGED_TAG, bytes)))
