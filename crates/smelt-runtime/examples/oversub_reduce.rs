@@ -1,13 +1,16 @@
-//! The reduction (or, with `OP=broadcast`, the broadcast) of long vectors with more
-//! members than CPUs (issue 28): the same `reduce_slice_op` (doubles, sum) or
-//! `broadcast_into` over several tree shapes, with loans between threads (every
-//! message from 1 KiB lent), without them (fragments through the rings), and with the
-//! default `lend_from` (which, oversubscribed, lends neither), interleaved pass by pass on the same members, measured
-//! back to back as `smelt bench large` measures (`measure_back_to_back_with`). Prints
-//! µs per call (median of the passes) and each configuration's time over the flat
-//! tree's with loans.
+//! Long messages with more members than CPUs (issue 28): the reduction
+//! (`reduce_slice_op`, doubles, sum; the default), with `OP=broadcast` the broadcast
+//! (`broadcast_into`) over several tree shapes, or with `OP=allreduce` Rabenseifner's
+//! allreduce (`allreduce_slice_op` with `allreduce=rabenseifner` in the table; it runs
+//! on the links beyond the tree, so only on the flat tree), each with loans between
+//! threads (every message from 1 KiB lent), without them (fragments through the rings),
+//! and with the default `lend_from` (which, oversubscribed, lends only Rabenseifner's
+//! pair steps from `OVERSUBSCRIBED_PAIR_LEND_FROM`), interleaved pass by pass on the
+//! same members, measured back to back as `smelt bench large` measures
+//! (`measure_back_to_back_with`). Prints µs per call (median of the passes) and each
+//! configuration's time over the first's.
 //!
-//! `[OP=broadcast] cargo run --release -p smelt-runtime --example oversub_reduce [-- MEMBERS PASSES BYTES...]`
+//! `[OP=broadcast|allreduce] cargo run --release -p smelt-runtime --example oversub_reduce [-- MEMBERS PASSES BYTES...]`
 //!
 //! Members run unpinned (made-up CPU ids), as `smelt bench large --threads 8` runs
 //! them on 2 CPUs.
@@ -44,6 +47,20 @@ fn main() {
         ("binomial", tree_of(n, |i| i & (i - 1))),
         ("chain", tree_of(n, |i| i - 1)),
     ];
+    let op = std::env::var("OP").unwrap_or_else(|_| "reduce".into());
+    let op = match op.as_str() {
+        "reduce" | "broadcast" | "allreduce" => op,
+        other => panic!("OP={other}: reduce, broadcast or allreduce"),
+    };
+    // Rabenseifner runs beside the tree: one shape is enough.
+    let shapes = if op == "allreduce" {
+        &shapes[..1]
+    } else {
+        &shapes[..]
+    };
+    let table = (op == "allreduce").then(|| {
+        std::sync::Arc::new(smelt_plan::AlgorithmTable::parse("allreduce=rabenseifner").unwrap())
+    });
     // (name, tree index, lend_from)
     let mut configs: Vec<(String, usize, usize)> = Vec::new();
     for (k, (name, _)) in shapes.iter().enumerate() {
@@ -51,9 +68,7 @@ fn main() {
         configs.push((format!("{name}, rings"), k, usize::MAX));
         configs.push((format!("{name}, default"), k, smelt_runtime::LEND_FROM));
     }
-    let broadcast = std::env::var("OP").is_ok_and(|o| o == "broadcast");
-    let op = if broadcast { "broadcast" } else { "reduce" };
-    println!("{n} members, unpinned, {passes} passes; µs per {op} (x the flat tree's with loans)");
+    println!("{n} members, unpinned, {passes} passes; µs per {op} (x the first configuration's)");
     for bytes in sizes {
         let mut t: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
         for _ in 0..passes {
@@ -64,6 +79,7 @@ fn main() {
                         .timeout(Duration::from_secs(60)),
                     pinning: Pinning::Never,
                     lend_from: *lend,
+                    algorithms: table.clone(),
                     ..GroupConfig::default()
                 };
                 let cfg = MeasureConfig {
@@ -74,15 +90,25 @@ fn main() {
                 };
                 let doubles = bytes / 8;
                 let m = measure_back_to_back_with(&shapes[*k].1, &cfg, |m| {
-                    let mut v = vec![m.rank().index() as f64; doubles];
-                    let mut b = vec![m.rank().index() as u8; bytes];
-                    back_to_back_member_with(m, &cfg, |m| {
-                        if broadcast {
-                            m.broadcast_into(&mut b)
-                        } else {
-                            m.reduce_slice_op(&mut v, ReduceOp::Sum).map(|_| ())
+                    let r = m.rank().index();
+                    match op.as_str() {
+                        "broadcast" => {
+                            let mut b = vec![r as u8; bytes];
+                            back_to_back_member_with(m, &cfg, |m| m.broadcast_into(&mut b))
                         }
-                    })
+                        "allreduce" => {
+                            let mut v = vec![r as f64; doubles];
+                            back_to_back_member_with(m, &cfg, |m| {
+                                m.allreduce_slice_op(&mut v, ReduceOp::Sum)
+                            })
+                        }
+                        _ => {
+                            let mut v = vec![r as f64; doubles];
+                            back_to_back_member_with(m, &cfg, |m| {
+                                m.reduce_slice_op(&mut v, ReduceOp::Sum).map(drop)
+                            })
+                        }
+                    }
                 })
                 .expect("measured");
                 t[c].push(m.stats.median / 1e3);

@@ -605,13 +605,14 @@ impl Group {
         // pair are in the step at once (no pipeline waits on a loan) and each reads
         // the other's half directly, 1.4-2.9x faster than the pieces through the
         // rings from 1 MiB (4 pairs at 1 and 4 MiB), 0.5-1.0x below it.
-        let lend_pairs_from = if oversubscribed && cfg.lend_from == LEND_FROM {
+        let default_oversubscribed = oversubscribed && cfg.lend_from == LEND_FROM;
+        let lend_pairs_from = if default_oversubscribed {
             OVERSUBSCRIBED_PAIR_LEND_FROM
         } else {
             cfg.lend_from
         };
         let unlent;
-        let cfg = if oversubscribed && cfg.lend_from == LEND_FROM {
+        let cfg = if default_oversubscribed {
             unlent = GroupConfig {
                 lend_from: usize::MAX,
                 ..cfg.clone()

@@ -35,6 +35,21 @@ pub struct Runner {
     values: Vec<u64>,
 }
 
+/// One instance of each word collective as the measurements run it (the same body
+/// in [`Runner::run`] and in [`back_to_back_member`]'s monomorphic loops).
+#[inline(always)]
+fn broadcast_once<L: smelt_transport::Link>(m: &mut Member<L>) -> Result<(), GroupError> {
+    m.broadcast_word(0x5eed).map(drop)
+}
+#[inline(always)]
+fn reduce_once<L: smelt_transport::Link>(m: &mut Member<L>) -> Result<(), GroupError> {
+    m.reduce(1u64, |a, b| a + b).map(drop)
+}
+#[inline(always)]
+fn allreduce_once<L: smelt_transport::Link>(m: &mut Member<L>) -> Result<(), GroupError> {
+    m.allreduce(1u64, |a, b| a + b).map(drop)
+}
+
 impl Runner {
     /// Prepares `op` on `m`.
     pub fn new<L: smelt_transport::Link>(op: Op, m: &Member<L>) -> Runner {
@@ -50,9 +65,9 @@ impl Runner {
     /// Runs one instance (see [`run_once`]).
     pub fn run<L: smelt_transport::Link>(&self, m: &mut Member<L>) -> Result<(), GroupError> {
         match self.op {
-            Op::Broadcast | Op::AtomicBroadcast => m.broadcast_word(0x5eed).map(|_| ()),
-            Op::Reduce => m.reduce(1u64, |a, b| a + b).map(|_| ()),
-            Op::Allreduce => m.allreduce(1u64, |a, b| a + b).map(|_| ()),
+            Op::Broadcast | Op::AtomicBroadcast => broadcast_once(m),
+            Op::Reduce => reduce_once(m),
+            Op::Allreduce => allreduce_once(m),
             Op::Barrier => m.barrier(),
             Op::Gather => m.gather_word(m.rank().index() as u64).map(|_| ()),
             Op::Scatter => {
@@ -274,13 +289,9 @@ pub fn back_to_back_member<L: smelt_transport::Link>(
     // the dispatch too, and inlining every collective into one loop body costs the
     // word collectives registers (measured: 3-4 ns a broadcast between two threads).
     match op {
-        Op::Broadcast | Op::AtomicBroadcast => {
-            back_to_back_member_with(m, cfg, |m| m.broadcast_word(0x5eed).map(drop))
-        }
-        Op::Reduce => back_to_back_member_with(m, cfg, |m| m.reduce(1u64, |a, b| a + b).map(drop)),
-        Op::Allreduce => {
-            back_to_back_member_with(m, cfg, |m| m.allreduce(1u64, |a, b| a + b).map(drop))
-        }
+        Op::Broadcast | Op::AtomicBroadcast => back_to_back_member_with(m, cfg, broadcast_once),
+        Op::Reduce => back_to_back_member_with(m, cfg, reduce_once),
+        Op::Allreduce => back_to_back_member_with(m, cfg, allreduce_once),
         Op::Barrier => back_to_back_member_with(m, cfg, |m| m.barrier()),
         _ => {
             let runner = Runner::new(op, m);
