@@ -137,8 +137,8 @@ pub struct Context<L: Link = QueuePairEnd> {
     /// [`GroupConfig::algorithms`](crate::GroupConfig::algorithms) may pick one.
     pub(crate) nontree: Option<Box<crate::nontree::NonTreeLinks>>,
     /// The group's algorithm table, when it tunes fragment sizes per operation and
-    /// message size ([`AlgorithmTable::segment`]).
-    pub(crate) tuned: Option<Arc<AlgorithmTable>>,
+    /// message size ([`AlgorithmTable::segment`]), with the fragment of the last call.
+    pub(crate) tuned: Option<Box<TunedFragments>>,
     /// Inside a call whose fragment size the table set (the collectives it is made of
     /// keep it).
     pub(crate) in_tuned: bool,
@@ -149,6 +149,37 @@ pub struct Context<L: Link = QueuePairEnd> {
 }
 
 type Res<T> = Result<T, GroupError>;
+
+/// A table that tunes fragment sizes, and the fragment its last lookup for each of
+/// broadcast, reduce and allreduce gave. The lookup (the table's rules, then the
+/// nearest of its size classes on a log scale) costs several hundred instructions,
+/// more than a small collective itself; programs repeat one size call after call.
+#[derive(Debug)]
+pub(crate) struct TunedFragments {
+    table: Arc<AlgorithmTable>,
+    /// Per operation: the mode and length looked up, and the fragment.
+    last: [Option<(SyncMode, usize, usize)>; 3],
+}
+
+impl TunedFragments {
+    /// `table` where it tunes fragment sizes, else `None` (the group's own size).
+    pub(crate) fn of(table: Option<&Arc<AlgorithmTable>>) -> Option<Box<TunedFragments>> {
+        let table = table.filter(|t| t.tunes_segments())?.clone();
+        Some(Box::new(TunedFragments {
+            table,
+            last: [None; 3],
+        }))
+    }
+
+    fn slot(op: Op) -> Option<usize> {
+        match op {
+            Op::Broadcast => Some(0),
+            Op::Reduce => Some(1),
+            Op::Allreduce => Some(2),
+            _ => None,
+        }
+    }
+}
 
 /// The `(start, end)` ranges of `len` items in pieces of `chunk` (the last shorter).
 fn loan_chunks(len: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)> {
@@ -732,26 +763,41 @@ impl<L: Link> Context<L> {
     /// `SMELT_TUNE` rule's `segment=`, or the host's tuning file), rounded as
     /// [`GroupConfig::segment`](crate::GroupConfig::segment) is, else the group's own.
     /// Every member looks up the same table with the same length, so all of them cut
-    /// the message alike.
-    pub fn fragment_bytes(&self, op: Op, len: usize) -> usize {
-        let want = self
-            .tuned
-            .as_ref()
-            .and_then(|t| t.segment(self.sync, op, len as u64));
-        match want {
+    /// the message alike. The answer for each of the three operations is remembered
+    /// until the mode or the length changes (the lookup costs more than a small
+    /// collective; programs repeat one size call after call).
+    pub fn fragment_bytes(&mut self, op: Op, len: usize) -> usize {
+        let sync = self.sync;
+        let Some(t) = self.tuned.as_ref() else {
+            return self.segment;
+        };
+        let i = TunedFragments::slot(op);
+        if let Some((s, l, f)) = i.and_then(|i| t.last[i]) {
+            if s == sync && l == len {
+                return f;
+            }
+        }
+        let want = t.table.segment(sync, op, len as u64);
+        let f = match want {
             Some(w) => {
                 let slot = smelt_transport::PAYLOAD_PER_SLOT;
                 w.clamp(slot, self.scratch.len().max(slot)) / slot * slot
             }
             None => self.segment,
+        };
+        if let (Some(t), Some(i)) = (self.tuned.as_mut(), i) {
+            t.last[i] = Some((sync, len, f));
         }
+        f
     }
 
     /// Runs `f` with [`fragment_bytes`](Context::fragment_bytes) of `op` and `len`
     /// (kept by the collectives `f` is made of).
     #[inline]
     fn tuned_segment<R>(&mut self, op: Op, len: usize, f: impl FnOnce(&mut Self) -> R) -> R {
-        if self.tuned.is_none() || self.in_tuned {
+        // A message of one slot is one fragment whatever the size (every fragment is at
+        // least a slot): no lookup.
+        if self.tuned.is_none() || self.in_tuned || len <= smelt_transport::PAYLOAD_PER_SLOT {
             return f(self);
         }
         let keep = self.segment;
@@ -999,13 +1045,7 @@ impl<L: Link> Context<L> {
                 for i in 0..self.children.len() {
                     let n = self.recv_checked(Some(i), &mut scratch, t)?;
                     if n != want {
-                        let what = if unit == 1 { "bytes" } else { "values" };
-                        return Err(self.mismatch(format!(
-                            "{}: member {} sends another length than this member's {} {what} ({n} bytes where {want} were due at byte {off})",
-                            t.op(),
-                            self.children[i].rank,
-                            data.len() / unit.max(1),
-                        )));
+                        return Err(self.part_mismatch(t, i, n, want, off, data.len(), unit));
                     }
                     combine(&mut data[off..off + n], &scratch[..n]);
                 }
@@ -1173,12 +1213,85 @@ impl<L: Link> Context<L> {
     ) -> Res<bool> {
         let t = self.begin(Coll::ReduceSlice)?;
         self.check_len(data.len(), t)?;
-        if self.lends(data.len()) {
+        if data.len() <= smelt_transport::PAYLOAD_PER_SLOT {
+            self.reduce_one_slot(data, &mut combine, t, 1)?;
+        } else if self.lends(data.len()) {
             self.reduce_lent(data, &mut combine, t)?;
         } else {
             self.reduce_pipeline(data, &mut combine, t, 1)?;
         }
         Ok(self.parent.is_none())
+    }
+
+    /// [`reduce_pipeline`](Context::reduce_pipeline) of a message of one slot: each
+    /// child's part received on the stack, no fragments, no scratch buffer to lend out
+    /// and back (the interposer's reductions of 9 to 48 bytes come this way).
+    #[inline]
+    fn reduce_one_slot(
+        &mut self,
+        data: &mut [u8],
+        combine: &mut dyn FnMut(&mut [u8], &[u8]),
+        t: Tag,
+        unit: usize,
+    ) -> Res<()> {
+        let mut part = [0u8; smelt_transport::PAYLOAD_PER_SLOT];
+        let want = data.len();
+        for i in 0..self.children.len() {
+            let c = &mut self.children[i];
+            let n = match c.link.recv(&mut part, Some(self.timeout)) {
+                Ok((tag, n)) => {
+                    let r = c.rank;
+                    self.expect(tag, t, r)?;
+                    n
+                }
+                // Longer than a slot: received as the pipeline would (its tag checked
+                // too), then reported as the other length it is.
+                Err(TransportError::BufferTooSmall { .. }) => {
+                    let mut scratch = std::mem::take(&mut self.scratch);
+                    let r = self.recv_checked(Some(i), &mut scratch, t);
+                    self.scratch = scratch;
+                    r?
+                }
+                Err(e) => {
+                    let r = c.rank;
+                    return Err(self.fail(e, r, t.op()));
+                }
+            };
+            if n != want {
+                return Err(self.part_mismatch(t, i, n, want, 0, data.len(), unit));
+            }
+            combine(data, &part[..n]);
+        }
+        if let Some(p) = self.parent.as_mut() {
+            if let Err(e) = p.link.send(t.word(), data, Some(self.timeout)) {
+                let r = p.rank;
+                return Err(self.fail(e, r, t.op()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The error of a reduction whose child `i` sent `n` bytes where `want` were due at
+    /// byte `off` of this member's `len` (in items of `unit` bytes).
+    #[cold]
+    #[allow(clippy::too_many_arguments)]
+    fn part_mismatch(
+        &mut self,
+        t: Tag,
+        i: usize,
+        n: usize,
+        want: usize,
+        off: usize,
+        len: usize,
+        unit: usize,
+    ) -> GroupError {
+        let what = if unit == 1 { "bytes" } else { "values" };
+        self.mismatch(format!(
+            "{}: member {} sends another length than this member's {} {what} ({n} bytes where {want} were due at byte {off})",
+            t.op(),
+            self.children[i].rank,
+            len / unit.max(1),
+        ))
     }
 
     /// [`reduce_bytes`](Context::reduce_bytes) then

@@ -1002,7 +1002,7 @@ pub(crate) fn build_contexts<L: Link>(
             packed: Vec::new(),
             seq: 0,
             nontree: None,
-            tuned: cfg.algorithms.clone().filter(|t| t.tunes_segments()),
+            tuned: crate::context::TunedFragments::of(cfg.algorithms.as_ref()),
             in_tuned: false,
             stages: None,
         }));

@@ -120,6 +120,32 @@ fn a_length_mismatch_fails_every_member() {
     assert!(out.is_err(), "{out:?}");
 }
 
+/// A reduction of one slot (at most 48 bytes, received on the stack) against a member
+/// with a longer message, either way round: the root reports the other length (the
+/// longer message is received as the pipeline would, not failed as a transport error),
+/// and the group fails instead of hanging.
+#[test]
+fn a_one_slot_reduction_against_a_longer_one_fails_with_the_lengths() {
+    let tree = &shapes(3, 0)[2];
+    for (root_len, child_len) in [(16, 100), (48, 49), (100, 16), (47, 48)] {
+        let out = Group::new(tree).unwrap().run(|m: &mut Member| {
+            let len = if m.rank().index() == 0 {
+                root_len
+            } else {
+                child_len
+            };
+            let mut b = vec![1u8; len];
+            m.reduce_bytes(&mut b, |a, x| a[0] = a[0].wrapping_add(x[0]))
+        });
+        match out {
+            Err(GroupError::PeerFailed { what, .. }) | Err(GroupError::Mismatch { what, .. }) => {
+                assert!(what.contains("another length"), "{what}")
+            }
+            other => panic!("{root_len} vs {child_len}: expected a failure, got {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn two_members_allreduce_exchanges_and_combines_root_first() {
     // Root is CPU 21 (rank 1): the result on both is combine(root's, child's), shown

@@ -179,6 +179,21 @@ fn tuned_fragment_sizes_per_operation_and_size() {
                 assert_eq!(c.fragment_bytes(Op::Reduce, 5000), 144);
                 assert_eq!(c.fragment_bytes(Op::Allreduce, 5000), 48);
                 assert_eq!(c.fragment_bytes(Op::Allreduce, 1000), own);
+                // Remembered per operation, mode and length: a repeat gives the same,
+                // another length or mode its own.
+                for (op, len, want) in [
+                    (Op::Broadcast, 1000, 96),
+                    (Op::Broadcast, 1000, 96),
+                    (Op::Reduce, 5000, 144),
+                    (Op::Broadcast, 5000, 480),
+                    (Op::Broadcast, 1000, 96),
+                    (Op::Allreduce, 5000, 48),
+                    (Op::Allreduce, 1000, own),
+                    (Op::Allreduce, 1000, own),
+                    (Op::Allreduce, 5000, 48),
+                ] {
+                    assert_eq!(c.fragment_bytes(op, len), want, "{op:?} of {len} B");
+                }
                 Ok(())
             })
             .unwrap();

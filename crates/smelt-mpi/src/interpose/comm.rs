@@ -885,6 +885,17 @@ impl Hier {
             }
             return r;
         }
+        if len <= smelt_transport::PAYLOAD_PER_SLOT {
+            // One slot's worth: on the stack too.
+            let mut part = [0u8; smelt_transport::PAYLOAD_PER_SLOT];
+            part[..len].copy_from_slice(src);
+            let r = self.reduce_hier(&mut part[..len], red, rnode, rlocal);
+            if r.is_ok() && is_root {
+                // SAFETY: as below; `part` is this call's own.
+                unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), recv, len) };
+            }
+            return r;
+        }
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
         scratch.extend_from_slice(src);
