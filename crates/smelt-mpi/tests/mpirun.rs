@@ -84,6 +84,8 @@ trait Summary {
     fn counts(&self, call: &str) -> Option<(u64, u64)>;
     /// Calls of `call` that fell back for a reason containing `why`.
     fn fell_back(&self, call: &str, why: &str) -> u64;
+    /// Calls of `call` the express lane ran (0 without its summary line).
+    fn express(&self, call: &str) -> u64;
 }
 
 impl Summary for Run {
@@ -93,6 +95,13 @@ impl Summary for Run {
         let rest = &line[prefix.len()..];
         let (t, f) = rest.split_once(", fell back ")?;
         Some((t.trim().parse().ok()?, f.trim().parse().ok()?))
+    }
+    fn express(&self, call: &str) -> u64 {
+        let prefix = format!("smelt-mpi: {call}: express ");
+        self.stderr
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix)?.split(' ').next()?.parse().ok())
+            .unwrap_or(0)
     }
     fn fell_back(&self, call: &str, why: &str) -> u64 {
         let prefix = format!("smelt-mpi: {call}: fell back ");
@@ -374,6 +383,9 @@ fn two_ranks() {
     let r = taken(2, &[]);
     // The split communicators have one rank each: MPI's business.
     assert!(r.fell_back("MPI_Reduce", "one rank") > 0, "{}", r.show());
+    // Small calls repeated on one communicator with one datatype (and operation) take
+    // the express lane; the program checks their results as every other call's.
+    assert_express(&r, true);
     // The default cut-offs and set-up threshold: the first 5 calls on each
     // communicator go to MPI, the rest (most) to smelt.
     let r = collectives(
@@ -430,12 +442,26 @@ fn two_ranks_run_the_non_tree_algorithms_auto_picks() {
 fn four_ranks_oversubscribed() {
     let r = taken(4, &[]);
     assert_stderr(&r, "1 node(s), 4 rank(s)");
+    assert_express(&r, true);
+}
+
+/// The express lane's counts of MPI_Bcast, MPI_Reduce, MPI_Allreduce and MPI_Barrier
+/// are among the calls taken, and (`must_run`) some of each ran on it. On emulated
+/// nodes it runs only on the communicators inside one node.
+fn assert_express(r: &Run, must_run: bool) {
+    for call in ["MPI_Bcast", "MPI_Reduce", "MPI_Allreduce", "MPI_Barrier"] {
+        let (taken, _) = r.counts(call).expect("summary");
+        let x = r.express(call);
+        assert!(x <= taken, "{call}: {x} of {taken}:\n{}", r.show());
+        assert!(x > 0 || !must_run, "{call}: express {x}:\n{}", r.show());
+    }
 }
 
 #[test]
 fn four_ranks_as_two_emulated_nodes() {
     let r = taken(4, &[("SMELT_RANKS_PER_NODE", "2")]);
     assert_stderr(&r, "2 node(s), 2 rank(s)");
+    assert_express(&r, false);
     // The reordered communicator: gather and scatter put the nodes' parts in order.
     assert_stderr(&r, "2 node(s) of ranks not in rank order");
 }

@@ -1114,10 +1114,54 @@ impl<L: Link> Context<L> {
     #[inline]
     fn broadcast_into_loose(&mut self, buf: &mut [u8]) -> Res<()> {
         let t = self.begin(Coll::Broadcast)?;
+        if self.one_slot(buf.len()) {
+            self.check_len(buf.len(), t)?;
+            if let Some(r) = self.broadcast_one_slot(buf, t) {
+                return r;
+            }
+        }
         let mut scratch = std::mem::take(&mut self.scratch);
         let r = self.broadcast_into_inner(buf, &mut scratch, t);
         self.scratch = scratch;
         r
+    }
+
+    /// [`broadcast_into_inner`](Context::broadcast_into_inner) of one slot
+    /// ([`one_slot`](Context::one_slot)): received on the stack. `None`: the parent
+    /// sent a longer message, still queued, for the general path to receive and report.
+    #[inline]
+    fn broadcast_one_slot(&mut self, buf: &mut [u8], t: Tag) -> Option<Res<()>> {
+        let Some(p) = self.parent.as_mut() else {
+            return Some(self.send_children(buf, t));
+        };
+        let mut part = [0u8; smelt_transport::PAYLOAD_PER_SLOT];
+        let n = match p.link.recv(&mut part, Some(self.timeout)) {
+            Ok((tag, n)) => {
+                let r = p.rank;
+                if let Err(e) = self.expect(tag, t, r) {
+                    return Some(Err(e));
+                }
+                n
+            }
+            Err(TransportError::BufferTooSmall { .. }) => return None,
+            Err(e) => {
+                let r = p.rank;
+                return Some(Err(self.fail(e, r, t.op())));
+            }
+        };
+        if n != buf.len() {
+            return Some(Err(self.mismatch(format!(
+                "{}: the root sent {n} bytes, this member expects {}",
+                t.op(),
+                buf.len()
+            ))));
+        }
+        // Children first, then this member's copy (as the general path).
+        if let Err(e) = self.send_children(&part[..n], t) {
+            return Some(Err(e));
+        }
+        buf.copy_from_slice(&part[..n]);
+        Some(Ok(()))
     }
 
     fn broadcast_into_inner(&mut self, buf: &mut [u8], scratch: &mut [u8], t: Tag) -> Res<()> {
@@ -1213,7 +1257,7 @@ impl<L: Link> Context<L> {
     ) -> Res<bool> {
         let t = self.begin(Coll::ReduceSlice)?;
         self.check_len(data.len(), t)?;
-        if data.len() <= smelt_transport::PAYLOAD_PER_SLOT {
+        if self.one_slot(data.len()) {
             self.reduce_one_slot(data, &mut combine, t, 1)?;
         } else if self.lends(data.len()) {
             self.reduce_lent(data, &mut combine, t)?;
@@ -1221,6 +1265,16 @@ impl<L: Link> Context<L> {
             self.reduce_pipeline(data, &mut combine, t, 1)?;
         }
         Ok(self.parent.is_none())
+    }
+
+    /// True when a byte collective of `len` bytes per member travels as one message of
+    /// one slot whatever path it takes (shorter than a fragment, not lent): the one-slot
+    /// paths ([`reduce_one_slot`](Context::reduce_one_slot),
+    /// [`broadcast_one_slot`](Context::broadcast_one_slot)) send and receive exactly
+    /// what the general ones would, without their buffers and loops.
+    #[inline(always)]
+    fn one_slot(&self, len: usize) -> bool {
+        len <= smelt_transport::PAYLOAD_PER_SLOT && len < self.segment && !self.lends(len)
     }
 
     /// [`reduce_pipeline`](Context::reduce_pipeline) of a message of one slot: each

@@ -274,6 +274,56 @@ fn bor_bytes(acc: &mut [u8], x: &[u8]) {
     }
 }
 
+/// The express lane's largest broadcast and reduction: one channel slot.
+pub const SMALL: usize = smelt_transport::PAYLOAD_PER_SLOT;
+
+/// A reduction of `src` (at most [`SMALL`] bytes) run by `f` on a copy on the stack
+/// (no staging buffer to fill); on the root the result goes to `recv`.
+///
+/// # Safety
+/// On the root `recv` is writable for `src.len()` bytes.
+#[inline(always)]
+unsafe fn reduce_on_stack(
+    src: &[u8],
+    recv: *mut u8,
+    is_root: bool,
+    f: impl FnOnce(&mut [u8]) -> Result<(), Fail>,
+) -> Result<(), Fail> {
+    let len = src.len();
+    if len <= 8 {
+        // A word's worth: a fixed-size copy each way.
+        let mut word = word_of(src).to_ne_bytes();
+        let r = f(&mut word[..len]);
+        if r.is_ok() && is_root {
+            // SAFETY: the caller's guarantee.
+            unsafe { copy_out(&word[..len], recv) };
+        }
+        return r;
+    }
+    let mut part = [0u8; SMALL];
+    part[..len].copy_from_slice(src);
+    let r = f(&mut part[..len]);
+    if r.is_ok() && is_root {
+        // SAFETY: the caller's guarantee.
+        unsafe { copy_out(&part[..len], recv) };
+    }
+    r
+}
+
+/// `src` to `dst` (8 bytes, the common case, as one unaligned store).
+///
+/// # Safety
+/// `dst` is writable for `src.len()` bytes and does not overlap `src`.
+#[inline(always)]
+unsafe fn copy_out(src: &[u8], dst: *mut u8) {
+    match <[u8; 8]>::try_from(src) {
+        // SAFETY: the caller's guarantee (8 bytes).
+        Ok(w) => unsafe { dst.cast::<[u8; 8]>().write_unaligned(w) },
+        // SAFETY: the caller's guarantee.
+        Err(_) => unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) },
+    }
+}
+
 /// Whether a communicator is one smelt can never take, decided locally (the same on
 /// every rank, without communication): `Some(why)` for an intercommunicator or a
 /// communicator of one rank.
@@ -875,26 +925,14 @@ impl Hier {
         let is_root = self.rank == root;
         // SAFETY: the caller guarantees `input` is readable for `len` bytes.
         let src = unsafe { std::slice::from_raw_parts(input, len) };
-        if len <= 8 {
-            // A word's worth: combined on the stack, no staging buffer to fill.
-            let mut word = word_of(src).to_ne_bytes();
-            let r = self.reduce_hier(&mut word[..len], red, rnode, rlocal);
-            if r.is_ok() && is_root {
-                // SAFETY: as below; `word` is this call's own.
-                unsafe { std::ptr::copy_nonoverlapping(word.as_ptr(), recv, len) };
-            }
-            return r;
-        }
-        if len <= smelt_transport::PAYLOAD_PER_SLOT {
-            // One slot's worth: on the stack too.
-            let mut part = [0u8; smelt_transport::PAYLOAD_PER_SLOT];
-            part[..len].copy_from_slice(src);
-            let r = self.reduce_hier(&mut part[..len], red, rnode, rlocal);
-            if r.is_ok() && is_root {
-                // SAFETY: as below; `part` is this call's own.
-                unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), recv, len) };
-            }
-            return r;
+        if len <= SMALL {
+            // One slot's worth: combined on the stack, no staging buffer to fill.
+            // SAFETY: the caller guarantees `recv` is writable for `len` bytes on the root.
+            return unsafe {
+                reduce_on_stack(src, recv, is_root, |acc| {
+                    self.reduce_hier(acc, red, rnode, rlocal)
+                })
+            };
         }
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
@@ -1005,6 +1043,106 @@ impl Hier {
             tree_bcast(self.leader_tree(), acc)?;
         }
         Ok(())
+    }
+
+    /// The express lane's tree for a call rooted at communicator rank `root`: on one
+    /// node only, the tree of the root's local rank if it is made (`None`: the general
+    /// path, which makes it or forwards through the leader).
+    #[inline(always)]
+    fn express_tree(&mut self, root: usize) -> Option<&mut Member> {
+        if self.n_nodes != 1 {
+            return None;
+        }
+        let local = *self.place.get(root)?.get(1)? as usize;
+        self.ready_tree(local)
+    }
+
+    /// The express lane's `MPI_Reduce` of at most one slot (`len` ≤ 48 bytes) on one
+    /// node, where the root's tree is made: [`Hier::reduce`] without its layers (the
+    /// same tree, the same word or byte reduction, so every rank may take either
+    /// path). `None`: the general path must run it.
+    ///
+    /// # Safety
+    /// As [`Hier::reduce`].
+    #[inline(always)]
+    pub unsafe fn reduce_small(
+        &mut self,
+        input: *const u8,
+        recv: *mut u8,
+        len: usize,
+        combine: Combine,
+        root: usize,
+    ) -> Option<Result<(), Fail>> {
+        debug_assert!(len <= SMALL);
+        let is_root = self.rank == root;
+        let m = self.express_tree(root)?;
+        // SAFETY: the caller guarantees `input` is readable for `len` bytes.
+        let src = unsafe { std::slice::from_raw_parts(input, len) };
+        // SAFETY: the caller guarantees `recv` is writable for `len` bytes on the root.
+        let r = unsafe {
+            reduce_on_stack(src, recv, is_root, |acc| {
+                tree_reduce(m, acc, combine).map_err(Fail::from)
+            })
+        };
+        Some(r)
+    }
+
+    /// The express lane's `MPI_Bcast` of at most one slot (`len` ≤ 48 bytes) on one
+    /// node, where the root's tree is made ([`Hier::reduce_small`] for broadcasts).
+    ///
+    /// # Safety
+    /// As [`Hier::bcast`].
+    #[inline(always)]
+    pub unsafe fn bcast_small(
+        &mut self,
+        data: *mut u8,
+        len: usize,
+        root: usize,
+    ) -> Option<Result<(), Fail>> {
+        debug_assert!(len <= SMALL);
+        let is_root = self.rank == root;
+        let m = self.express_tree(root)?;
+        // As `tree_bcast`: up to 8 bytes as a word, more as one byte message. The
+        // root's buffer is only read (it may be read-only memory): sent from a copy.
+        let r = if is_root {
+            // SAFETY: the caller guarantees `data` is readable for `len` bytes.
+            let src = unsafe { std::slice::from_raw_parts(data, len) };
+            if len <= 8 {
+                m.broadcast_word(word_of(src)).map(drop)
+            } else {
+                let mut part = [0u8; SMALL];
+                part[..len].copy_from_slice(src);
+                m.broadcast_into(&mut part[..len])
+            }
+        } else {
+            // SAFETY: the caller guarantees `data` is writable for `len` bytes off the
+            // root.
+            let buf = unsafe { std::slice::from_raw_parts_mut(data, len) };
+            if len <= 8 {
+                m.broadcast_word(0).map(|got| set_word(buf, got))
+            } else {
+                m.broadcast_into(buf)
+            }
+        };
+        Some(r.map_err(Fail::from))
+    }
+
+    /// The express lane's `MPI_Allreduce` (in place in `acc`) and `MPI_Barrier`
+    /// (`acc` `None`) on one node: the leader's tree, as [`Hier::allreduce`] and
+    /// [`Hier::barrier`] run them there.
+    #[inline(always)]
+    pub fn one_node(&mut self, acc: Option<(&mut [u8], Combine)>) -> Option<Result<(), Fail>> {
+        if self.n_nodes != 1 {
+            return None;
+        }
+        let m = self.leader_tree();
+        Some(
+            match acc {
+                Some((acc, combine)) => m.allreduce_bytes(acc, combine),
+                None => m.barrier(),
+            }
+            .map_err(Fail::from),
+        )
     }
 
     /// The tree rooted at communicator rank `root` (on one node, where local ranks are
@@ -1271,6 +1409,7 @@ impl Hier {
     /// The node's tree rooted at local rank `local` if it is made already (never makes
     /// one: that is collective over the node). The leader's (0) is made at set-up on
     /// every node of more than one rank.
+    #[inline]
     pub fn ready_tree(&mut self, local: usize) -> Option<&mut Member> {
         match self.trees.get_mut(local) {
             Some(Slot::Ready(m)) => Some(&mut **m),

@@ -678,7 +678,7 @@ fn progress(own: Option<(usize, &mut Hier)>, patience: Option<Duration>) {
 
 /// True while operations are pending anywhere.
 #[inline(always)]
-fn pending() -> bool {
+pub(crate) fn pending() -> bool {
     PENDING.load(Ordering::Acquire) != 0
 }
 

@@ -129,6 +129,13 @@ impl Routes {
         }
     }
 
+    /// True when the class of `bytes` is decided for smelt (measured, or never
+    /// measured): [`pick`](Routes::pick) would say `Go::Smelt(None)`. Reads only.
+    #[inline(always)]
+    pub fn smelt_decided(&self, call: Call, bytes: usize) -> bool {
+        self.way[call as usize * CLASSES + class(bytes)] == SMELT
+    }
+
     /// [`pick`](Routes::pick) of a class still measuring.
     #[inline(never)]
     fn trial(&mut self, at: usize) -> Result<Go, MpiErr> {

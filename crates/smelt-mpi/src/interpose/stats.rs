@@ -172,6 +172,8 @@ impl Why {
 }
 
 static TAKEN: [AtomicU64; CALLS] = [const { AtomicU64::new(0) }; CALLS];
+/// Of the calls taken, those the express lane ran (`super::express`).
+static EXPRESS: [AtomicU64; CALLS] = [const { AtomicU64::new(0) }; CALLS];
 static FELL: [[AtomicU64; WHYS]; CALLS] = [const { [const { AtomicU64::new(0) }; WHYS] }; CALLS];
 static NOTES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static DECIDED: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -214,6 +216,12 @@ fn bump(c: &AtomicU64) {
 #[inline(always)]
 pub fn taken(c: Call) {
     bump(&TAKEN[c as usize]);
+}
+
+/// Counts a call taken by the express lane (also counted by [`taken`]).
+#[inline(always)]
+pub fn express(c: Call) {
+    bump(&EXPRESS[c as usize]);
 }
 
 #[inline]
@@ -273,6 +281,13 @@ pub fn summary() -> Vec<String> {
             continue;
         }
         out.push(format!("{}: taken {t}, fell back {f}", c.name()));
+        let x = EXPRESS[c as usize].load(Relaxed);
+        if x > 0 {
+            out.push(format!(
+                "{}: express {x} of those taken: small calls repeated on the communicator last used, past the general path's layers",
+                c.name()
+            ));
+        }
         for w in ALL_WHY {
             let n = FELL[c as usize][w as usize].load(Relaxed);
             if n > 0 {
