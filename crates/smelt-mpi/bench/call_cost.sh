@@ -2,7 +2,8 @@
 # What one small collective costs through the interposer, 2 ranks, back to back
 # (back_to_back.c: 8 bytes, root 0; -d: that many doubles):
 #   1. instructions per call on rank 0 (the root), counted by callgrind (rank 1 runs
-#      natively): deterministic, unlike time on a shared VM;
+#      natively; smelt's path, SMELT_MPI_MEASURE=0): deterministic, unlike time on a
+#      shared VM, but for the polls of a wait;
 #   2. time per call, Open MPI alone and through the interposer, alternated PAIRS
 #      times, the median of each and of the ratios.
 #
@@ -43,7 +44,9 @@ time_of() { "$@" | awk '{print $2}'; }
 for op in ${ops//,/ }; do
     if [ "$count" != 0 ] && command -v valgrind >/dev/null; then
         k=200000
-        "${base[@]}" -x LD_PRELOAD="$lib" "$tmp/vg.sh" "$tmp/b2b" "$k" "$op" "$doubles" >/dev/null 2>&1
+        # SMELT_MPI_MEASURE=0: smelt's path is counted (timing trials under callgrind,
+        # 50x slower on rank 0 alone, would route at random).
+        "${base[@]}" -x SMELT_MPI_MEASURE=0 -x LD_PRELOAD="$lib" "$tmp/vg.sh" "$tmp/b2b" "$k" "$op" "$doubles" >/dev/null 2>&1
         # MPI_Bcast's (...) inclusive count: the interposer's entry point and all it calls.
         tot="$(callgrind_annotate --inclusive=yes "$tmp/cg.out" 2>/dev/null \
             | grep -E "interpose/mod.rs:MPI_[A-Za-z]+ " | head -1 | awk '{gsub(",", "", $1); print $1}')"

@@ -1127,6 +1127,12 @@ impl Hier {
         Some(r.map_err(Fail::from))
     }
 
+    /// True when the communicator lies on one node.
+    #[inline(always)]
+    pub fn on_one_node(&self) -> bool {
+        self.n_nodes == 1
+    }
+
     /// The express lane's `MPI_Allreduce` (in place in `acc`) and `MPI_Barrier`
     /// (`acc` `None`) on one node: the leader's tree, as [`Hier::allreduce`] and
     /// [`Hier::barrier`] run them there.

@@ -1221,8 +1221,8 @@ fn barrier(comm: MPI_Comm, pmpi: impl Fn() -> c_int) -> c_int {
 /// and no non-blocking operation is pending anywhere (those come first: the general
 /// path settles them). `f` returns `None` where the call needs the general path (a
 /// datatype or size not seen on this communicator's last calls, a class still
-/// measuring or routed to MPI, a tree not made yet, several nodes); the express lane
-/// then did nothing. Every rank reaches the same trees either way, so ranks may take
+/// measuring, a tree not made yet, several nodes); the express lane then did nothing.
+/// Calls its checks send to MPI (the cut-off, the measurements) go there from it. Every rank reaches the same trees either way, so ranks may take
 /// different lanes for one call.
 ///
 /// Small collectives called back to back spend about half their time in the general
@@ -1247,10 +1247,29 @@ fn express(comm: MPI_Comm, f: impl FnOnce(&mut comm::Hier) -> Option<c_int>) -> 
     }
 }
 
-/// [`express`] for `MPI_Reduce` of at most one slot ([`comm::Hier::reduce_small`]).
+/// The express lane's way for a call of `bytes` that smelt may take by its cut-off
+/// (`max`): `Some(true)` smelt's, `Some(false)` MPI's (counted as the general path
+/// counts it), `None` a class still measuring (the general path times it).
+#[inline(always)]
+fn express_way(h: &comm::Hier, call: Call, bytes: usize, max: usize) -> Option<bool> {
+    if bytes > max {
+        stats::fell_back(call, Why::TooLarge);
+        return Some(false);
+    }
+    let way = h.routes.decided(call, bytes)?;
+    if !way {
+        stats::fell_back(call, Why::MeasuredFaster);
+    }
+    Some(way)
+}
+
+/// [`express`] for `MPI_Reduce`: of at most one slot through smelt
+/// ([`comm::Hier::reduce_small`]), or to MPI (`pmpi`) where the cut-off or the
+/// measurements send it.
 ///
 /// # Safety
 /// MPI's contract for `MPI_Reduce`.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn reduce_express(
     send: *const c_void,
@@ -1260,19 +1279,19 @@ unsafe fn reduce_express(
     op: MPI_Op,
     root: c_int,
     comm: MPI_Comm,
+    pmpi: impl FnOnce() -> c_int,
 ) -> Option<c_int> {
     express(comm, |h| {
         let (combine, esize) = h.kinds.known_kernel(dt, op)?;
         let len = esize.checked_mul(usize::try_from(count).ok()?)?;
         let root = usize::try_from(root).ok().filter(|&r| r < h.size)?;
-        if len == 0
-            || len > comm::SMALL
-            || len > h.max_bytes[1]
-            || send == ffi::in_place().cast_const()
-        {
+        if len == 0 || send == ffi::in_place().cast_const() {
             return None;
         }
-        if !h.routes.smelt_decided(Call::Reduce, len) {
+        if !express_way(h, Call::Reduce, len, h.max_bytes[1])? {
+            return Some(pmpi());
+        }
+        if len > comm::SMALL {
             return None;
         }
         // SAFETY: MPI's contract: `send` holds `count` elements of `dt` (`len` bytes);
@@ -1283,7 +1302,8 @@ unsafe fn reduce_express(
     })
 }
 
-/// [`express`] for `MPI_Bcast` of at most one slot ([`comm::Hier::bcast_small`]).
+/// [`express`] for `MPI_Bcast`: of at most one slot through smelt
+/// ([`comm::Hier::bcast_small`]), or to MPI as [`reduce_express`].
 ///
 /// # Safety
 /// MPI's contract for `MPI_Bcast`.
@@ -1294,15 +1314,19 @@ unsafe fn bcast_express(
     dt: MPI_Datatype,
     root: c_int,
     comm: MPI_Comm,
+    pmpi: impl FnOnce() -> c_int,
 ) -> Option<c_int> {
     express(comm, |h| {
         let size = h.kinds.known_size(dt)?;
         let len = size.checked_mul(usize::try_from(count).ok()?)?;
         let root = usize::try_from(root).ok().filter(|&r| r < h.size)?;
-        if len == 0 || len > comm::SMALL || len > h.max_bytes[0] || buf.is_null() {
+        if len == 0 || buf.is_null() || h.max_bytes[0] == 0 {
             return None;
         }
-        if !h.routes.smelt_decided(Call::Bcast, len) {
+        if !express_way(h, Call::Bcast, len, h.max_bytes[0])? {
+            return Some(pmpi());
+        }
+        if len > comm::SMALL {
             return None;
         }
         // SAFETY: MPI's contract: `buf` holds `count` elements of `dt`, the `len` bytes
@@ -1313,7 +1337,8 @@ unsafe fn bcast_express(
     })
 }
 
-/// [`express`] for `MPI_Allreduce` on one node ([`comm::Hier::one_node`]).
+/// [`express`] for `MPI_Allreduce`: on one node through smelt
+/// ([`comm::Hier::one_node`]), or to MPI as [`reduce_express`].
 ///
 /// # Safety
 /// MPI's contract for `MPI_Allreduce`.
@@ -1325,11 +1350,18 @@ unsafe fn allreduce_express(
     dt: MPI_Datatype,
     op: MPI_Op,
     comm: MPI_Comm,
+    pmpi: impl FnOnce() -> c_int,
 ) -> Option<c_int> {
     express(comm, |h| {
         let (combine, esize) = h.kinds.known_kernel(dt, op)?;
         let len = esize.checked_mul(usize::try_from(count).ok()?)?;
-        if len == 0 || len > h.max_bytes[2] || !h.routes.smelt_decided(Call::Allreduce, len) {
+        if len == 0 {
+            return None;
+        }
+        if !express_way(h, Call::Allreduce, len, h.max_bytes[2])? {
+            return Some(pmpi());
+        }
+        if !h.on_one_node() {
             return None;
         }
         if send != ffi::in_place().cast_const() {
@@ -1341,6 +1373,21 @@ unsafe fn allreduce_express(
         let r = h.one_node(Some((acc, combine)))?;
         stats::express(Call::Allreduce);
         Some(finish(r, Call::Allreduce, comm, h))
+    })
+}
+
+/// [`express`] for `MPI_Barrier`: on one node through smelt, or to MPI as
+/// [`reduce_express`].
+#[inline(always)]
+fn barrier_express(comm: MPI_Comm, pmpi: impl FnOnce() -> c_int) -> Option<c_int> {
+    express(comm, |h| {
+        if !h.routes.decided(Call::Barrier, 0)? {
+            stats::fell_back(Call::Barrier, Why::MeasuredFaster);
+            return Some(pmpi());
+        }
+        let r = h.one_node(None)?;
+        stats::express(Call::Barrier);
+        Some(finish(r, Call::Barrier, comm, h))
     })
 }
 
@@ -1360,7 +1407,7 @@ pub unsafe extern "C" fn MPI_Bcast(
     let pmpi = || unsafe { mpi_sys::PMPI_Bcast(buf, count, dt, root, comm) };
     // SAFETY: the caller upholds MPI's contract.
     take_over("MPI_Bcast", pmpi, || unsafe {
-        bcast_express(buf, count, dt, root, comm)
+        bcast_express(buf, count, dt, root, comm, pmpi)
             .unwrap_or_else(|| bcast(buf, count, dt, root, comm, pmpi))
     })
 }
@@ -1383,7 +1430,7 @@ pub unsafe extern "C" fn MPI_Reduce(
     let pmpi = || unsafe { mpi_sys::PMPI_Reduce(send, recv, count, dt, op, root, comm) };
     // SAFETY: the caller upholds MPI's contract.
     take_over("MPI_Reduce", pmpi, || unsafe {
-        reduce_express(send, recv, count, dt, op, root, comm)
+        reduce_express(send, recv, count, dt, op, root, comm, pmpi)
             .unwrap_or_else(|| reduce(send, recv, count, dt, op, root, comm, pmpi))
     })
 }
@@ -1405,7 +1452,7 @@ pub unsafe extern "C" fn MPI_Allreduce(
     let pmpi = || unsafe { mpi_sys::PMPI_Allreduce(send, recv, count, dt, op, comm) };
     // SAFETY: the caller upholds MPI's contract.
     take_over("MPI_Allreduce", pmpi, || unsafe {
-        allreduce_express(send, recv, count, dt, op, comm)
+        allreduce_express(send, recv, count, dt, op, comm, pmpi)
             .unwrap_or_else(|| allreduce(send, recv, count, dt, op, comm, pmpi))
     })
 }
@@ -1419,15 +1466,7 @@ pub unsafe extern "C" fn MPI_Barrier(comm: MPI_Comm) -> c_int {
     // SAFETY: the caller's argument, passed on unchanged.
     let pmpi = || unsafe { mpi_sys::PMPI_Barrier(comm) };
     take_over("MPI_Barrier", pmpi, || {
-        express(comm, |h| {
-            if !h.routes.smelt_decided(Call::Barrier, 0) {
-                return None;
-            }
-            let r = h.one_node(None)?;
-            stats::express(Call::Barrier);
-            Some(finish(r, Call::Barrier, comm, h))
-        })
-        .unwrap_or_else(|| barrier(comm, pmpi))
+        barrier_express(comm, pmpi).unwrap_or_else(|| barrier(comm, pmpi))
     })
 }
 

@@ -129,11 +129,17 @@ impl Routes {
         }
     }
 
-    /// True when the class of `bytes` is decided for smelt (measured, or never
-    /// measured): [`pick`](Routes::pick) would say `Go::Smelt(None)`. Reads only.
+    /// The path the class of `bytes` is decided for: `Some(true)` smelt's (measured,
+    /// or never measured), `Some(false)` MPI's, `None` still measuring (as
+    /// [`pick`](Routes::pick) would say `Go::Smelt(None)`, `Go::Mpi(None)`, or a trial).
+    /// Reads only.
     #[inline(always)]
-    pub fn smelt_decided(&self, call: Call, bytes: usize) -> bool {
-        self.way[call as usize * CLASSES + class(bytes)] == SMELT
+    pub fn decided(&self, call: Call, bytes: usize) -> Option<bool> {
+        match self.way[call as usize * CLASSES + class(bytes)] {
+            SMELT => Some(true),
+            MPI => Some(false),
+            _ => None,
+        }
     }
 
     /// [`pick`](Routes::pick) of a class still measuring.
