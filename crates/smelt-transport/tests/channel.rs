@@ -325,8 +325,11 @@ fn affinity_queries() {
 
 #[test]
 fn acknowledgements_are_batched_but_never_withheld() {
+    // The default: an eighth of the ring, 1 to 64 slots.
+    for (cap, batch) in [(2, 1), (16, 2), (64, 8), (1024, 64)] {
+        assert_eq!(channel(cap).1.ack_batch(), batch, "capacity {cap}");
+    }
     let (mut tx, mut rx) = channel(64);
-    assert_eq!(rx.ack_batch(), 4);
     rx.set_ack_batch(16);
     for i in 0..64 {
         tx.try_send_word(i).unwrap();
