@@ -74,9 +74,9 @@ pub struct InterposeConfig {
     /// those go to MPI: [`super::stats::Why::NoGain`]). The tests use it to run the
     /// multi-node paths on emulated nodes.
     pub force: bool,
-    /// `SMELT_MPI_MEASURE=n`: on each communicator, the first `2n` calls of each call
-    /// and size class (powers of two) that smelt could take alternate between smelt's
-    /// path and MPI's, timed; then every rank agrees on the faster and sends the class
+    /// `SMELT_MPI_MEASURE=n`: on each communicator, the first `2n` blocks of calls
+    /// (`super::route::BLOCK` each) of each call and size class (powers of two) that
+    /// smelt could take alternate between smelt's path and MPI's, timed; then every rank agrees on the faster and sends the class
     /// that way (`super::route`). Default [`DEFAULT_MEASURE`]; 0 (and
     /// `SMELT_MPI_FORCE=1`): no measuring, the cut-offs alone decide.
     pub measure: usize,

@@ -6,9 +6,15 @@
 //! CPUs), smelt's path can lose where they say it wins. So the first calls of each
 //! (call, size class) that smelt could take go in blocks of [`BLOCK`] calls, smelt's
 //! path and MPI's block by block, `trials` blocks each. A block's sample is the mean
-//! time of its calls but the first (from entering the call to leaving it: what the
-//! program does between calls is not counted; the first call is left out because it
-//! inherits the other path's skew between the ranks). At the
+//! time of its calls but the first [`UNTIMED`] (from entering the call to leaving it:
+//! what the program does between calls is not counted; the first calls are left out
+//! because they inherit the other path's state: the skew between the ranks, and rings
+//! or eager-send queues still filling or draining). Blocks are long enough for a
+//! back-to-back loop to reach its steady state: with blocks of 4 calls (the first
+//! untimed) a 128-byte reduction's ring never filled, the trials said smelt's path was
+//! as fast as MPI's (0.17-0.19 against 0.18-0.20 µs), and the loop then ran at 250 ns
+//! a call against MPI's 140; blocks of 32 (8 untimed) measure 0.17 against 0.13 µs
+//! and pick MPI. At the
 //! next such call every rank sends its two medians to every other (one `MPI_Allgather`
 //! of two words through PMPI), and all pick smelt unless its medians sum to more than
 //! [`MARGIN`] times MPI's (the cut-offs' choice stands unless the measurement clearly
@@ -27,8 +33,12 @@ use super::stats::{self, Call, CALLS};
 use mpi_sys::MPI_Comm;
 use std::time::Instant;
 
-/// Calls per trial block (the first untimed).
-pub const BLOCK: usize = 4;
+/// Calls per trial block (the first [`UNTIMED`] not timed).
+pub const BLOCK: usize = 32;
+/// The calls at the start of a block that are not timed: they inherit the other
+/// path's state (the skew between the ranks, a pipeline of eager sends still
+/// draining or not yet filled).
+pub const UNTIMED: usize = 8;
 /// Smelt keeps a class unless its medians sum to more than this times MPI's.
 const MARGIN: f64 = 1.05;
 
@@ -168,7 +178,7 @@ impl Routes {
             cell: at,
             smelt: block % 2 == 0,
             pos,
-            start: (pos > 0).then(Instant::now),
+            start: (pos >= UNTIMED).then(Instant::now),
         };
         let smelt = t.smelt;
         Ok(if smelt {
@@ -194,14 +204,16 @@ impl Routes {
             return;
         };
         let Some(start) = t.start else {
-            *acc = 0;
-            *spoilt = false;
+            if t.pos == 0 {
+                *acc = 0;
+                *spoilt = false;
+            }
             return;
         };
         *acc += start.elapsed().as_nanos();
         *spoilt |= !keep;
         if t.pos + 1 == BLOCK && !*spoilt {
-            let ns = *acc / (BLOCK as u128 - 1);
+            let ns = *acc / (BLOCK - UNTIMED) as u128;
             if t.smelt { smelt } else { mpi }.push(ns.min(u64::MAX as u128) as u64);
         }
     }
@@ -338,18 +350,29 @@ mod tests {
             r.pick(Call::Reduce, 8).unwrap(),
             Go::Smelt(Some(_))
         ));
-        // A block with one call not kept keeps no sample; the calls still count.
+        // A block with one timed call not kept keeps no sample; the calls still count.
         let mut r = Routes::new(super::super::ffi::comm_null(), 2, 3);
-        assert_eq!(ways(&mut r, Call::Barrier, 0, 1, true), "s");
-        assert_eq!(ways(&mut r, Call::Barrier, 0, 1, false), "s");
+        let s = |n: usize| "s".repeat(n);
         assert_eq!(
-            ways(&mut r, Call::Barrier, 0, BLOCK - 2, true),
-            "s".repeat(BLOCK - 2)
+            ways(&mut r, Call::Barrier, 0, UNTIMED + 1, true),
+            s(UNTIMED + 1)
         );
+        assert_eq!(ways(&mut r, Call::Barrier, 0, 1, false), "s");
+        let rest = BLOCK - UNTIMED - 2;
+        assert_eq!(ways(&mut r, Call::Barrier, 0, rest, true), s(rest));
         assert_eq!(open(&r, Call::Barrier, 0), (BLOCK, 0, 0));
         // The next block of smelt's is kept again.
         ways(&mut r, Call::Barrier, 0, 2 * BLOCK, true);
         assert_eq!(open(&r, Call::Barrier, 0), (3 * BLOCK, 1, 1));
+        // A call not kept among the untimed ones spoils nothing (its cost is not in
+        // the sample).
+        let mut r = Routes::new(super::super::ffi::comm_null(), 2, 3);
+        assert_eq!(ways(&mut r, Call::Barrier, 0, 1, false), "s");
+        assert_eq!(
+            ways(&mut r, Call::Barrier, 0, BLOCK - 1, true),
+            s(BLOCK - 1)
+        );
+        assert_eq!(open(&r, Call::Barrier, 0), (BLOCK, 1, 0));
         let mut off = Routes::new(super::super::ffi::comm_null(), 2, 0);
         assert!(matches!(off.pick(Call::Bcast, 8).unwrap(), Go::Smelt(None)));
     }
