@@ -32,10 +32,13 @@ while getopts "p:n:o:c:d:" o; do
 done
 . "$here/common.sh"
 mpicc -O2 -o "$tmp/b2b" "$here/back_to_back.c"
+# Rank 0 under callgrind, counting only inside the MPI call named by CALL_COST_FN
+# (and what it calls): the total is the call's inclusive count, however the compiler
+# inlined the interposer.
 cat >"$tmp/vg.sh" <<VG
 #!/bin/sh
 if [ "\${OMPI_COMM_WORLD_RANK:-\${PMI_RANK:-0}}" = 0 ]; then
-    exec valgrind -q --tool=callgrind --callgrind-out-file="$tmp/cg.out" -- "\$@"
+    exec valgrind -q --tool=callgrind --collect-atstart=no --toggle-collect="\$CALL_COST_FN" --callgrind-out-file="$tmp/cg.out" -- "\$@"
 fi
 exec "\$@"
 VG
@@ -46,10 +49,13 @@ for op in ${ops//,/ }; do
         k=200000
         # SMELT_MPI_MEASURE=0: smelt's path is counted (timing trials under callgrind,
         # 50x slower on rank 0 alone, would route at random).
-        "${base[@]}" -x SMELT_MPI_MEASURE=0 -x LD_PRELOAD="$lib" "$tmp/vg.sh" "$tmp/b2b" "$k" "$op" "$doubles" >/dev/null 2>&1
-        # MPI_Bcast's (...) inclusive count: the interposer's entry point and all it calls.
-        tot="$(callgrind_annotate --inclusive=yes "$tmp/cg.out" 2>/dev/null \
-            | grep -E "interpose/mod.rs:MPI_[A-Za-z]+ " | head -1 | awk '{gsub(",", "", $1); print $1}')"
+        case $op in
+        bcast) fn=MPI_Bcast ;; reduce) fn=MPI_Reduce ;; allreduce) fn=MPI_Allreduce ;; *) fn=MPI_Barrier ;;
+        esac
+        "${base[@]}" -x SMELT_MPI_MEASURE=0 -x CALL_COST_FN="$fn" -x LD_PRELOAD="$lib" "$tmp/vg.sh" "$tmp/b2b" "$k" "$op" "$doubles" >/dev/null 2>&1
+        # Everything counted was inside the call: its inclusive count.
+        tot="$(callgrind_annotate "$tmp/cg.out" 2>/dev/null \
+            | awk '/PROGRAM TOTALS/ && !done {gsub(",", "", $1); print $1; done = 1}')"
         echo "$op: $((tot / k)) instructions per call on the root (callgrind, $k calls)"
     fi
     : >"$tmp/pairs"
