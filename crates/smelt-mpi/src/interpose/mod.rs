@@ -512,11 +512,20 @@ impl Kinds {
         self.ty.filter(|&(k, _)| k == dt.0 as usize).map(|(_, s)| s)
     }
 
-    /// The memo's kernel and element size for `dt` and `op` if it holds them.
+    /// The memo's kernel for `dt` and `op` if it holds them, and the bytes of `count`
+    /// (not negative) elements.
     #[inline(always)]
-    fn known_kernel(&self, dt: MPI_Datatype, op: MPI_Op) -> Option<(ops::Combine, usize)> {
+    fn known_reduction(
+        &self,
+        dt: MPI_Datatype,
+        op: MPI_Op,
+        count: c_int,
+    ) -> Option<(ops::Combine, usize)> {
         let (d, o, f, size) = self.kernel?;
-        ((d, o) == (dt.0 as usize, op.0 as usize)).then_some((f, size))
+        if (d, o) != (dt.0 as usize, op.0 as usize) {
+            return None;
+        }
+        Some((f, size.checked_mul(usize::try_from(count).ok()?)?))
     }
 
     /// [`kernel`] of `dt` and `op`, from the memo where it holds them.
@@ -1282,8 +1291,7 @@ unsafe fn reduce_express(
     pmpi: impl FnOnce() -> c_int,
 ) -> Option<c_int> {
     express(comm, |h| {
-        let (combine, esize) = h.kinds.known_kernel(dt, op)?;
-        let len = esize.checked_mul(usize::try_from(count).ok()?)?;
+        let (combine, len) = h.kinds.known_reduction(dt, op, count)?;
         let root = usize::try_from(root).ok().filter(|&r| r < h.size)?;
         if len == 0 || send == ffi::in_place().cast_const() {
             return None;
@@ -1353,8 +1361,7 @@ unsafe fn allreduce_express(
     pmpi: impl FnOnce() -> c_int,
 ) -> Option<c_int> {
     express(comm, |h| {
-        let (combine, esize) = h.kinds.known_kernel(dt, op)?;
-        let len = esize.checked_mul(usize::try_from(count).ok()?)?;
+        let (combine, len) = h.kinds.known_reduction(dt, op, count)?;
         if len == 0 {
             return None;
         }
