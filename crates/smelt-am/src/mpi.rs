@@ -220,8 +220,7 @@ pub fn finish<S, L: Link + 'static>(
     }
     // SAFETY: a placeholder written over by MPI_Ibarrier.
     let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
-    // SAFETY: the world's communicator is valid while the world lives; `req` a valid
-    // out-pointer.
+    // SAFETY: the world's communicator is valid while the world lives; `req` a valid out-pointer.
     check("MPI_Ibarrier", unsafe {
         ffi::MPI_Ibarrier(m.comm(), &mut req)
     })
@@ -553,8 +552,9 @@ impl Remote for MpiRemote {
             let mut flag: c_int = 0;
             // SAFETY: placeholders written over by MPI_Improbe when it finds a message.
             let mut msg: ffi::MPI_Message = unsafe { ffi::RSMPI_MESSAGE_NULL };
-            // SAFETY: MPI_Status is a plain C struct of integers; all zeros is a valid
+            // MPI_Status is a plain C struct of integers; all zeros is a valid
             // value, written over by MPI_Improbe.
+            // SAFETY: as argued in the lines above.
             let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
             // SAFETY: `comm` is valid; out-pointers are valid.
             let rc = unsafe {
@@ -581,8 +581,7 @@ impl Remote for MpiRemote {
             }
             let n = count.max(0) as usize;
             buf.resize(n, 0);
-            // SAFETY: `msg` is the matched message (received exactly once here); `buf`
-            // has room for its `n` bytes.
+            // SAFETY: `msg` is the matched message (received exactly once here); `buf` has room for its `n` bytes.
             let rc = unsafe {
                 ffi::MPI_Mrecv(
                     buf.as_mut_ptr().cast(),
@@ -635,8 +634,9 @@ impl Drop for MpiRemote {
                 if self.reqs[slot] == null {
                     continue;
                 }
-                // SAFETY: an active send request of this channel: cancelled, then
+                // An active send request of this channel: cancelled, then
                 // freed (MPI completes or drops the send on its own).
+                // SAFETY: as argued in the lines above.
                 unsafe {
                     ffi::MPI_Cancel(&mut self.reqs[slot]);
                     ffi::MPI_Request_free(&mut self.reqs[slot]);

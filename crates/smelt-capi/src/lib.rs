@@ -121,8 +121,9 @@ pub(crate) fn cstr<'a>(p: *const c_char, what: &str) -> Res<&'a str> {
     if p.is_null() {
         return err(SMELT_ERR_INVALID_ARGUMENT, format!("{what} is NULL"));
     }
-    // SAFETY: smelt.h requires string arguments to be NUL-terminated and valid for the
+    // Smelt.h requires string arguments to be NUL-terminated and valid for the
     // duration of the call; p is not NULL.
+    // SAFETY: as argued in the lines above.
     let s = unsafe { CStr::from_ptr(p) };
     s.to_str()
         .map_err(|_| Error(SMELT_ERR_INVALID_ARGUMENT, format!("{what} is not UTF-8")))
@@ -136,8 +137,9 @@ pub(crate) fn slice<'a, T>(p: *const T, len: usize, what: &str) -> Res<&'a [T]> 
     if p.is_null() {
         return err(SMELT_ERR_INVALID_ARGUMENT, format!("{what} is NULL"));
     }
-    // SAFETY: smelt.h requires array arguments to point to `len` initialised elements
+    // Smelt.h requires array arguments to point to `len` initialised elements
     // that stay valid and unmodified during the call; p is not NULL.
+    // SAFETY: as argued in the lines above.
     Ok(unsafe { std::slice::from_raw_parts(p, len) })
 }
 
@@ -149,8 +151,9 @@ pub(crate) fn slice_mut<'a>(p: *mut u8, len: usize, what: &str) -> Res<&'a mut [
     if p.is_null() {
         return err(SMELT_ERR_INVALID_ARGUMENT, format!("{what} is NULL"));
     }
-    // SAFETY: smelt.h requires buffer arguments to point to `len` writable bytes that no
+    // Smelt.h requires buffer arguments to point to `len` writable bytes that no
     // other thread touches during the call; p is not NULL.
+    // SAFETY: as argued in the lines above.
     Ok(unsafe { std::slice::from_raw_parts_mut(p, len) })
 }
 
@@ -536,8 +539,9 @@ mod tests {
 
     /// This thread's last error message (for the tests of every module).
     pub(crate) fn last() -> String {
-        // SAFETY: smelt_last_error returns a NUL-terminated string that stays valid
+        // Smelt_last_error returns a NUL-terminated string that stays valid
         // until the next smelt call on this thread.
+        // SAFETY: as argued in the lines above.
         unsafe { CStr::from_ptr(smelt_last_error()) }
             .to_string_lossy()
             .into_owned()

@@ -35,8 +35,9 @@ fn task_error(e: TaskError) -> Error {
 fn run_frame(f: unsafe extern "C" fn(*mut c_void), arg_addr: usize) -> Result<(), TaskError> {
     FRAMES.with(|fr| fr.borrow_mut().push(TaskGroup::new()));
     let arg: *mut c_void = std::ptr::with_exposed_provenance_mut(arg_addr);
-    // SAFETY: `f` is the caller's smelt_task_fn; smelt.h requires `arg` to stay valid
+    // `f` is the caller's smelt_task_fn; smelt.h requires `arg` to stay valid
     // (and usable from any thread) until the task finished, and forbids `f` to unwind.
+    // SAFETY: as argued in the lines above.
     unsafe { f(arg) };
     let g = FRAMES.with(|fr| fr.borrow_mut().pop());
     match g {

@@ -358,8 +358,9 @@ fn from_mpi(
     let nodes = smelt_mesh::mpi::Nodes::from_settings().map_err(|e| fail(e.into()))?;
     let slot = handle::reserve()?;
     let comm = comm();
-    // SAFETY: smelt.h requires `comm` to be a valid intracommunicator handle of this
+    // Smelt.h requires `comm` to be a valid intracommunicator handle of this
     // process with MPI initialised (checked above); the world keeps a duplicate.
+    // SAFETY: as argued in the lines above.
     let w = unsafe { World::from_raw_mpi(comm, nodes, smelt_mesh::world::MPI_TIMEOUT) }
         .map_err(fail)?;
     let h = slot.fill(Object::World(Arc::new(w)));

@@ -83,8 +83,9 @@ pub fn plain_get_ns(
     // SAFETY: a placeholder written over by MPI_Win_allocate / MPI_Win_create.
     let mut win: ffi::MPI_Win = unsafe { ffi::RSMPI_WIN_NULL };
     if allocate {
-        // SAFETY: 8 bytes with a displacement unit of 8 over this world's
+        // 8 bytes with a displacement unit of 8 over this world's
         // communicator; `base` and `win` are valid out-pointers.
+        // SAFETY: as argued in the lines above.
         check("MPI_Win_allocate", unsafe {
             ffi::MPI_Win_allocate(
                 8,
@@ -97,14 +98,16 @@ pub fn plain_get_ns(
         })?;
     } else {
         base = (&*heap as *const u64) as *mut c_void;
-        // SAFETY: `heap` is 8 bytes that outlive the window (freed below, before
+        // `heap` is 8 bytes that outlive the window (freed below, before
         // `heap` drops); collective over this world's communicator.
+        // SAFETY: as argued in the lines above.
         check("MPI_Win_create", unsafe {
             ffi::MPI_Win_create(base, 8, 8, ffi::RSMPI_INFO_NULL, comm, &mut win)
         })?;
     }
-    // SAFETY: `base` points at the window's 8 bytes (MPI's or `heap`), written
+    // `base` points at the window's 8 bytes (MPI's or `heap`), written
     // before any rank reads them (the barrier below).
+    // SAFETY: as argued in the lines above.
     unsafe { (base as *mut u64).write(0x5EED) };
     // SAFETY: `win` is the window just made.
     check("MPI_Win_lock_all", unsafe { ffi::MPI_Win_lock_all(0, win) })?;
@@ -116,8 +119,9 @@ pub fn plain_get_ns(
         for _ in 0..samples.max(1) {
             let t = Instant::now();
             for _ in 0..rounds.max(1) {
-                // SAFETY: `v` is 8 writable bytes that stay alive until the flush
+                // `v` is 8 writable bytes that stay alive until the flush
                 // below completes the get; the target's window has one word.
+                // SAFETY: as argued in the lines above.
                 let rc = unsafe {
                     ffi::MPI_Get(
                         (&mut v as *mut u64).cast(),
@@ -364,8 +368,9 @@ impl MpiNet {
         // SAFETY: reading MPI's predefined datatype handles.
         let olds = unsafe { [ffi::RSMPI_UINT32_T, ffi::RSMPI_INT32_T] };
         for (t, old) in resized32.iter_mut().zip(olds) {
-            // SAFETY: a predefined type resized to lower bound 0 and extent 8 (one
+            // A predefined type resized to lower bound 0 and extent 8 (one
             // element per word); `t` is a valid out-pointer, committed before use.
+            // SAFETY: as argued in the lines above.
             check("MPI_Type_create_resized", unsafe {
                 ffi::MPI_Type_create_resized(old, 0, 8, t)
             })?;
@@ -469,8 +474,9 @@ impl MpiNet {
         let mut cur = 0u64;
         loop {
             let mut seen = 0u64;
-            // SAFETY: one word each for origin, compare and result, alive until the
+            // One word each for origin, compare and result, alive until the
             // flush below completes the operation; `offset` lies in the owner's block.
+            // SAFETY: as argued in the lines above.
             let rc = unsafe {
                 ffi::MPI_Compare_and_swap(
                     (&word as *const u64).cast(),
@@ -550,8 +556,9 @@ impl Net for MpiNet {
         self.buffered(
             owner,
             words,
-            // SAFETY: the origin buffer is kept (pending) until a flush completes the
+            // The origin buffer is kept (pending) until a flush completes the
             // put; the range lies in the owner's block.
+            // SAFETY: as argued in the lines above.
             |buf| unsafe {
                 ffi::MPI_Put(
                     buf,
@@ -591,8 +598,9 @@ impl Net for MpiNet {
         self.buffered(
             owner,
             words,
-            // SAFETY: the origin buffer is kept until a flush completes the
+            // The origin buffer is kept until a flush completes the
             // accumulate; `dt` has an extent of one word on both sides.
+            // SAFETY: as argued in the lines above.
             |buf| unsafe {
                 ffi::MPI_Accumulate(
                     buf,
@@ -626,8 +634,9 @@ impl Net for MpiNet {
         self.flush(&mut st, owner)?;
         let dt = word_type(ty, &self.resized32);
         let mut old = 0u64;
-        // SAFETY: one element each way, alive until the flush completes the operation;
+        // One element each way, alive until the flush completes the operation;
         // `offset` lies in the owner's block.
+        // SAFETY: as argued in the lines above.
         let rc = unsafe {
             ffi::MPI_Fetch_and_op(
                 (&word as *const u64).cast(),
@@ -684,11 +693,13 @@ impl Drop for MpiNet {
         if !mesh_mpi::is_active() {
             return;
         }
-        // SAFETY: the window's epoch opened at creation; completing it also completes
+        // The window's epoch opened at creation; completing it also completes
         // every pending operation, after which their buffers may go.
+        // SAFETY: as argued in the lines above.
         unsafe { ffi::MPI_Win_unlock_all(self.win) };
-        // SAFETY: collective over the array's communicator (every rank drops its
+        // Collective over the array's communicator (every rank drops its
         // arrays in the same order, see the module's documentation).
+        // SAFETY: as argued in the lines above.
         unsafe { ffi::MPI_Win_free(&mut self.win) };
         for t in self.resized32.iter_mut() {
             // SAFETY: datatypes this window's creation committed, freed once.

@@ -284,8 +284,9 @@ pub fn split<S: Calls>(comm: MPI_Comm, color: c_int, key: c_int) -> Result<MPI_C
 /// `MPI_COMM_TYPE_SHARED`, ordered by `key`); free it with [`free`].
 pub fn split_shared<S: Calls>(comm: MPI_Comm, key: c_int) -> Result<MPI_Comm, MpiError> {
     let mut out = comm_null();
-    // SAFETY: `comm` is a communicator of this process; the split type and info handle
+    // `comm` is a communicator of this process; the split type and info handle
     // are MPI's constants; `out` a valid out-pointer.
+    // SAFETY: as argued in the lines above.
     check("MPI_Comm_split_type", unsafe {
         S::comm_split_type(
             comm,
@@ -305,8 +306,7 @@ pub fn free<S: Calls>(comm: &mut MPI_Comm) {
         return;
     }
     if is_active() {
-        // SAFETY: a communicator the caller created and frees once (set to null
-        // below); MPI is active.
+        // SAFETY: a communicator the caller created and frees once (set to null below); MPI is active.
         unsafe { S::comm_free(comm) };
     }
     *comm = comm_null();
@@ -323,8 +323,9 @@ pub fn wait<S: Calls>(
     let mut spins = 0u32;
     loop {
         let mut flag: c_int = 0;
-        // SAFETY: `req` is an active request of this process (or null, which MPI_Test
+        // `req` is an active request of this process (or null, which MPI_Test
         // completes at once); STATUS_IGNORE is allowed.
+        // SAFETY: as argued in the lines above.
         check(call, unsafe {
             S::test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE)
         })?;
@@ -362,8 +363,9 @@ pub fn bcast_bytes<S: Calls>(
     };
     let mut own = buf.to_vec();
     let mut req = request_null();
-    // SAFETY: `own` holds `n` bytes and lives until the request completes (or is leaked
+    // `own` holds `n` bytes and lives until the request completes (or is leaked
     // below); `req` is a valid out-pointer.
+    // SAFETY: as argued in the lines above.
     check("MPI_Ibcast", unsafe {
         S::ibcast(
             own.as_mut_ptr().cast(),
@@ -401,8 +403,9 @@ pub fn allgather_words<S: Calls>(
     let send = mine.to_vec();
     let mut recv = vec![0u64; size * mine.len()];
     let Some(bound) = bound else {
-        // SAFETY: `send` holds `k` words, `recv` `size` times as many (`size` being the
+        // `send` holds `k` words, `recv` `size` times as many (`size` being the
         // communicator's); the datatype is a 64-bit unsigned integer.
+        // SAFETY: as argued in the lines above.
         check("MPI_Allgather", unsafe {
             S::allgather(
                 send.as_ptr().cast(),
@@ -417,8 +420,7 @@ pub fn allgather_words<S: Calls>(
         return Ok(recv);
     };
     let mut req = request_null();
-    // SAFETY: as above; both buffers live until the request completes (or are leaked
-    // below).
+    // SAFETY: as above; both buffers live until the request completes (or are leaked below).
     check("MPI_Iallgather", unsafe {
         S::iallgather(
             send.as_ptr().cast(),
@@ -468,8 +470,7 @@ pub fn allreduce_min<S: Calls>(
         return Ok(*recv);
     };
     let mut req = request_null();
-    // SAFETY: one 64-bit word each way, boxed so they stay put until the request
-    // completes (or are leaked below).
+    // SAFETY: one 64-bit word each way, boxed so they stay put until the request completes (or are leaked below).
     check("MPI_Iallreduce", unsafe {
         S::iallreduce(
             (&*send as *const u64).cast(),
@@ -510,8 +511,7 @@ pub fn barrier<S: Calls>(comm: MPI_Comm, bound: Option<Duration>) -> Result<(), 
 }
 
 fn request_null() -> MPI_Request {
-    // SAFETY: reading MPI's predefined null request (a placeholder written over by the
-    // non-blocking call).
+    // SAFETY: reading MPI's predefined null request (a placeholder written over by the non-blocking call).
     unsafe { ffi::RSMPI_REQUEST_NULL }
 }
 

@@ -183,8 +183,7 @@ impl World {
         nodes: Nodes,
         timeout: Duration,
     ) -> Result<World, WorldError> {
-        // SAFETY: rsmpi's communicators hold valid handles while they live, and `comm`
-        // is borrowed for the whole call.
+        // SAFETY: rsmpi's communicators hold valid handles while they live, and `comm` is borrowed for the whole call.
         unsafe { World::from_raw_mpi(comm.as_raw(), nodes, timeout) }
     }
 
@@ -308,8 +307,9 @@ mod tests {
 
     #[test]
     fn a_world_needs_mpi_initialised() {
-        // SAFETY: MPI_COMM_WORLD is a valid handle; MPI is checked first.
+        // MPI_COMM_WORLD is a valid handle; MPI is checked first.
         // No test of this binary initialises MPI (the mpirun tests are smelt-world's).
+        // SAFETY: as argued in the lines above.
         let e = unsafe { World::from_raw_mpi(m::comm_world(), Nodes::Shared, DEFAULT_TIMEOUT) }
             .unwrap_err();
         assert!(e.to_string().contains("not initialised"), "{e}");

@@ -36,8 +36,9 @@ impl PartialEq for JobRef {
 impl JobRef {
     /// Runs the job (once: each JobRef is popped or stolen by exactly one worker).
     pub(crate) fn execute(self) {
-        // SAFETY: `data` points to a live job of the type `run` expects (set together by
+        // `data` points to a live job of the type `run` expects (set together by
         // `as_job_ref`/`into_job_ref`), and the deque hands each JobRef out once.
+        // SAFETY: as argued in the lines above.
         unsafe { (self.run)(self.data) }
     }
 }
@@ -76,11 +77,13 @@ impl<L: Latch, F: FnOnce(bool) -> R + Send, R: Send> StackJob<L, F, R> {
 
     /// Runs a job another worker took: the closure gets `true` (stolen).
     unsafe fn run_stolen(this: *const ()) {
-        // SAFETY: `this` came from `as_job_ref` on a live StackJob of this type (its owner
+        // `this` came from `as_job_ref` on a live StackJob of this type (its owner
         // waits on the latch before letting it go).
+        // SAFETY: as argued in the lines above.
         let this = unsafe { &*(this as *const Self) };
-        // SAFETY: only the one worker that took the JobRef touches `func` and `result`
+        // Only the one worker that took the JobRef touches `func` and `result`
         // until it sets the latch; the owner reads `result` only after the latch is set.
+        // SAFETY: as argued in the lines above.
         let func = unsafe { (*this.func.get()).take() }.expect("a job runs once");
         let r = match panic::catch_unwind(AssertUnwindSafe(|| func(true))) {
             Ok(v) => JobResult::Ok(v),
@@ -88,8 +91,9 @@ impl<L: Latch, F: FnOnce(bool) -> R + Send, R: Send> StackJob<L, F, R> {
         };
         // SAFETY: as above, the owner does not read `result` before the latch is set.
         unsafe { *this.result.get() = r };
-        // SAFETY: `this.latch` is live until this store publishes "set".
+        // `this.latch` is live until this store publishes "set".
         // `set` must be the last access: the owner may free the job right after it.
+        // SAFETY: as argued in the lines above.
         unsafe { L::set(&this.latch as *const L) };
     }
 

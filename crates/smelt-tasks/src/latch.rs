@@ -160,8 +160,9 @@ impl CountLatch {
 
 impl Latch for CountLatch {
     unsafe fn set(this: *const Self) {
-        // SAFETY: `this` is live until the count reaches zero: its owner waits for the
+        // `this` is live until the count reaches zero: its owner waits for the
         // inner latch, which only the last decrement sets.
+        // SAFETY: as argued in the lines above.
         if unsafe { (*this).count.fetch_sub(1, Ordering::AcqRel) } == 1 {
             // SAFETY: as above; `SpinLatch::set` touches nothing after its store.
             unsafe { Latch::set(&(*this).inner as *const SpinLatch) }
@@ -174,8 +175,9 @@ impl Latch for CountLatch {
 /// The caller is a job that holds the only remaining claim on the latch (see `job.rs`)
 /// and passes a pointer made from a live reference; it does not use it again.
 pub(crate) fn set_raw<L: Latch>(latch: *const L) {
-    // SAFETY: the caller made `latch` from a live reference just before; the callee
+    // The caller made `latch` from a live reference just before; the callee
     // touches nothing after its publishing store.
+    // SAFETY: as argued in the lines above.
     unsafe { L::set(latch) }
 }
 

@@ -21,8 +21,7 @@ pub fn pin_current_thread(cpu: CpuId) -> io::Result<()> {
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `cpu < CPU_SETSIZE` was checked above, so the bit is inside `set`.
     unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: `set` is a valid, initialised cpu_set_t and the size passed is its size;
-    // pid 0 means the calling thread.
+    // SAFETY: `set` is a valid, initialised cpu_set_t and the size passed is its size; pid 0 means the calling thread.
     let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
     if r == 0 {
         Ok(())
@@ -46,8 +45,7 @@ pub fn pin_current_thread(_cpu: CpuId) -> io::Result<()> {
 pub fn allowed_cpus() -> io::Result<Vec<u32>> {
     // SAFETY: all-zero is a valid empty cpu_set_t.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is valid and writable and the size passed is its size; pid 0 is the
-    // calling thread.
+    // SAFETY: `set` is valid and writable and the size passed is its size; pid 0 is the calling thread.
     let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     if r != 0 {
         return Err(io::Error::last_os_error());
@@ -116,8 +114,9 @@ pub fn signal_process(pid: u32, sig: i32) -> io::Result<()> {
             "not a single process",
         ));
     }
-    // SAFETY: kill takes plain integers; a positive pid names one process, so no
+    // Kill takes plain integers; a positive pid names one process, so no
     // process group or broadcast is signalled by mistake.
+    // SAFETY: as argued in the lines above.
     if unsafe { libc::kill(pid, sig) } == 0 {
         Ok(())
     } else {

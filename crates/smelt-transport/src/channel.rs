@@ -227,8 +227,9 @@ unsafe impl Send for Shared {}
 impl Drop for Shared {
     fn drop(&mut self) {
         if let Memory::Heap { ctrl, slots, .. } = self.mem {
-            // SAFETY: both were made by Box::into_raw in `heap_ring` and are freed only
+            // Both were made by Box::into_raw in `heap_ring` and are freed only
             // here, once, when the last end (the last Arc) is gone.
+            // SAFETY: as argued in the lines above.
             unsafe {
                 drop(Box::from_raw(ctrl));
                 drop(Box::from_raw(slots));
@@ -240,8 +241,9 @@ impl Drop for Shared {
 impl Shared {
     #[inline(always)]
     fn ctrl(&self) -> &Ctrl {
-        // SAFETY: `ctrl` points to a live, initialised Ctrl for as long as `self.mem`
+        // `ctrl` points to a live, initialised Ctrl for as long as `self.mem`
         // lives (see the Sync impl); Ctrl holds only atomics.
+        // SAFETY: as argued in the lines above.
         unsafe { &*self.ctrl }
     }
 
@@ -777,8 +779,9 @@ macro_rules! ring_access {
 
             #[inline(always)]
             fn ring_slot(&self, i: usize) -> &Slot {
-                // SAFETY: callers pass i < capacity (ring indices wrap at capacity); the
+                // Callers pass i < capacity (ring indices wrap at capacity); the
                 // slots live while `shared` does.
+                // SAFETY: as argued in the lines above.
                 unsafe { &*self.slots.add(i) }
             }
         }
@@ -794,8 +797,7 @@ fn published_from(slots: *const Slot, cap: usize, from: u64) -> usize {
     let mut n = 0;
     while n < cap {
         let pos = from + n as u64;
-        // SAFETY: the index is below `cap`, and the slots live as long as the end that
-        // passed them (see Shared).
+        // SAFETY: the index is below `cap`, and the slots live as long as the end that passed them (see Shared).
         let slot = unsafe { &*slots.add((pos % cap as u64) as usize) };
         if slot.header.load(Ordering::Acquire) & !(LEN_MASK | CONT) != seq_bits(pos) {
             break;
@@ -1305,8 +1307,9 @@ impl Consumer {
     #[inline(always)]
     fn current_tag(&self) -> u64 {
         self.ring_slot(self.idx).body.with(|p| {
-            // SAFETY: called only after `next_header` returned this message's header
+            // Called only after `next_header` returned this message's header
             // (Acquire), which published the slot's body.
+            // SAFETY: as argued in the lines above.
             unsafe { (*p)[0] }
         })
     }
@@ -1517,8 +1520,9 @@ impl std::fmt::Debug for Consumer {
 /// `base` must point to a ring's memory as for [`shared_ring`], mapped for the call.
 #[cfg(not(loom))]
 pub(crate) unsafe fn wake_ring(base: *const u8) {
-    // SAFETY: the caller guarantees a live, initialised ring at base; Ctrl holds only
+    // The caller guarantees a live, initialised ring at base; Ctrl holds only
     // atomics, so a shared reference to it is sound while other processes use it.
+    // SAFETY: as argued in the lines above.
     let ctrl = unsafe { &*(base as *const Ctrl) };
     for side in [&ctrl.prod.0, &ctrl.cons.0] {
         if side.waiting.swap(0, Ordering::AcqRel) != 0 {
@@ -1555,8 +1559,9 @@ mod tests {
         let mem = unsafe { std::alloc::alloc_zeroed(layout) };
         assert!(!mem.is_null());
         let remote: Arc<dyn Remote> = Arc::new(Alive);
-        // SAFETY: ring_bytes(cap) zeroed bytes aligned to 128, alive until dealloc below;
+        // Ring_bytes(cap) zeroed bytes aligned to 128, alive until dealloc below;
         // the ends opened at once are one producer and one consumer.
+        // SAFETY: as argued in the lines above.
         let open = || unsafe { shared_ring(mem, cap, remote.clone(), 1, None) }.unwrap();
         // Where a producer end opened now would write (the end is forgotten: dropping
         // it would close the ring).
@@ -1599,8 +1604,7 @@ mod tests {
         assert_eq!(rx.try_recv_word(), Err(TransportError::Empty));
         assert_eq!(tail_now(), 5);
         drop((tx, rx));
-        // SAFETY: allocated above with this layout; every end using it is gone or
-        // forgotten (never used again).
+        // SAFETY: allocated above with this layout; every end using it is gone or forgotten (never used again).
         unsafe { std::alloc::dealloc(mem, layout) };
     }
 }

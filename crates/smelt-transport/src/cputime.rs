@@ -8,8 +8,7 @@ fn clock(id: libc::clockid_t) -> Option<Duration> {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid, writable timespec for the duration of the call, and
-    // clock_gettime writes nothing else.
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call, and clock_gettime writes nothing else.
     let r = unsafe { libc::clock_gettime(id, &mut ts) };
     (r == 0).then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }

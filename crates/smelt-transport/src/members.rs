@@ -29,8 +29,9 @@ pub fn prepare_member(cmd: &mut Command, cpu: Option<CpuId>, group: Option<u32>)
         cmd.process_group(i32::try_from(g).unwrap_or(0));
     }
     let set = cpu.and_then(|c| cpu_set(c.get()));
-    // SAFETY: getpid takes no arguments and cannot fail.
+    // Getpid takes no arguments and cannot fail.
     // The launcher's pid, read before the fork: the child compares its parent with it.
+    // SAFETY: as argued in the lines above.
     let launcher = unsafe { libc::getpid() };
     // It calls only async-signal-safe system calls (sched_setaffinity, prctl, getppid) on
     // values computed before the fork, and allocates nothing (a raw OS error needs no
@@ -81,8 +82,9 @@ pub fn signal_group(group: u32, sig: i32) -> io::Result<()> {
         .ok()
         .filter(|g| *g > 1)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a process group"))?;
-    // SAFETY: killpg takes plain integers; `g > 1` names one process group, never the
+    // Killpg takes plain integers; `g > 1` names one process group, never the
     // caller's own (0) or every process.
+    // SAFETY: as argued in the lines above.
     if unsafe { libc::killpg(g, sig) } == 0 {
         Ok(())
     } else {

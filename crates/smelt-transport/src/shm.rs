@@ -222,8 +222,9 @@ unsafe impl Sync for Mapping {}
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        // SAFETY: base/len are exactly what mmap returned; nothing borrows the mapping
+        // Base/len are exactly what mmap returned; nothing borrows the mapping
         // any more (every ring end holds an Arc to the Mapping's owner).
+        // SAFETY: as argued in the lines above.
         unsafe {
             libc::munmap(self.base as *mut libc::c_void, self.len);
         }
@@ -233,15 +234,17 @@ impl Drop for Mapping {
 impl Mapping {
     #[inline]
     fn header(&self) -> &Header {
-        // SAFETY: every mapping is at least HEADER_BYTES long (checked at create and
+        // Every mapping is at least HEADER_BYTES long (checked at create and
         // attach) and page-aligned; Header is plain data and atomics.
+        // SAFETY: as argued in the lines above.
         unsafe { &*(self.base as *const Header) }
     }
 
     fn members(&self) -> &[MemberEntry] {
         let h = self.header();
-        // SAFETY: the member table lies inside the mapping (checked by `validate`),
+        // The member table lies inside the mapping (checked by `validate`),
         // 8-byte aligned, and holds `members` entries of atomics.
+        // SAFETY: as argued in the lines above.
         unsafe {
             std::slice::from_raw_parts(
                 self.base.add(h.member_table as usize) as *const MemberEntry,
@@ -252,8 +255,9 @@ impl Mapping {
 
     fn rings(&self) -> &[RingEntry] {
         let h = self.header();
-        // SAFETY: as for `members`; the ring table is written once by the creator before
+        // As for `members`; the ring table is written once by the creator before
         // any member attaches and never changes.
+        // SAFETY: as argued in the lines above.
         unsafe {
             std::slice::from_raw_parts(
                 self.base.add(h.ring_table as usize) as *const RingEntry,
@@ -264,8 +268,7 @@ impl Mapping {
 
     fn blob(&self) -> &[u8] {
         let h = self.header();
-        // SAFETY: inside the mapping (checked by `validate`); written once by the
-        // creator before any member attaches.
+        // SAFETY: inside the mapping (checked by `validate`); written once by the creator before any member attaches.
         unsafe {
             std::slice::from_raw_parts(self.base.add(h.blob_offset as usize), h.blob_len as usize)
         }
@@ -500,22 +503,25 @@ impl NameGuard {
     fn start(path: &Path) -> Result<NameGuard, ShmError> {
         let c = cpath(path)?;
         let mut fds = [0 as libc::c_int; 2];
-        // SAFETY: fds is a valid array of two ints for pipe2 to fill. O_CLOEXEC keeps
+        // Fds is a valid array of two ints for pipe2 to fill. O_CLOEXEC keeps
         // the write end out of every program this process executes (the members).
+        // SAFETY: as argued in the lines above.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
             return Err(io_err("cannot make the pipe guarding", path));
         }
         // SAFETY: pipe2 just opened both descriptors; nothing else owns them.
         let (rx, tx) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        // SAFETY: fork has no preconditions; the child runs only `watch`, which
+        // Fork has no preconditions; the child runs only `watch`, which
         // calls async-signal-safe functions alone (this process may have threads).
+        // SAFETY: as argued in the lines above.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(io_err("cannot start the process guarding", path));
         }
         if pid == 0 {
-            // SAFETY: this is the freshly forked child; the descriptors and the C
+            // This is the freshly forked child; the descriptors and the C
             // string were made before the fork and stay valid in its copy of memory.
+            // SAFETY: as argued in the lines above.
             unsafe { watch(rx.as_raw_fd(), tx.as_raw_fd(), c.as_ptr()) }
         }
         drop(rx);
@@ -526,8 +532,9 @@ impl NameGuard {
     fn cancel(&mut self) {
         let Some(tx) = self.tx.take() else { return };
         let b = 1u8;
-        // SAFETY: tx is open; writes one byte from a valid buffer. A watcher already
+        // Tx is open; writes one byte from a valid buffer. A watcher already
         // gone (EPIPE: SIGPIPE is ignored by Rust programs) changes nothing.
+        // SAFETY: as argued in the lines above.
         unsafe { libc::write(tx.as_raw_fd(), &b as *const u8 as *const libc::c_void, 1) };
         drop(tx);
         // The watcher exits as soon as it reads; reap it, but never wait long (someone
@@ -560,8 +567,9 @@ impl Drop for NameGuard {
 /// Call only in a child just forked by [`NameGuard::start`], with the pipe's two
 /// descriptors and a valid C string. It uses only async-signal-safe functions.
 unsafe fn watch(rx: libc::c_int, tx: libc::c_int, path: *const libc::c_char) -> ! {
-    // SAFETY: (the whole body) plain system calls on integers and the valid C
+    // (the whole body) plain system calls on integers and the valid C
     // string `path`; nothing allocates, takes a lock or runs Rust destructors.
+    // SAFETY: as argued in the lines above.
     unsafe {
         libc::close(tx);
         // Out of the terminal's foreground group: a Ctrl-C meant for the launcher
@@ -783,8 +791,7 @@ impl ShmJob {
             unlink(&path);
             e
         };
-        // SAFETY: fd is a valid open file.
-        // The file's full length (the arena sparse), then the pages before the arena.
+        // SAFETY: fd is a valid open file. The file's full length (the arena sparse), then the pages before the arena.
         if unsafe { libc::ftruncate(fd.as_raw_fd(), total as libc::off_t) } != 0 {
             return Err(fail(io_err("cannot size", &path)));
         }
@@ -1076,8 +1083,7 @@ impl ShmMember {
                 "rank {rank} does not exist in a job of {members} members"
             )));
         }
-        // SAFETY: flock is plain data.
-        // The liveness lock first: a member seen as joined always holds it.
+        // SAFETY: flock is plain data. The liveness lock first: a member seen as joined always holds it.
         let mut fl: libc::flock = unsafe { std::mem::zeroed() };
         fl.l_type = libc::F_WRLCK as libc::c_short;
         fl.l_whence = libc::SEEK_SET as libc::c_short;
@@ -1229,8 +1235,9 @@ impl ShmMember {
             )));
         }
         let start = h.arena_offset + offset;
-        // SAFETY: the file descriptor is open for the mapping's lifetime; the range
+        // The file descriptor is open for the mapping's lifetime; the range
         // lies inside the file (checked above and by `validate`).
+        // SAFETY: as argued in the lines above.
         let r = unsafe {
             libc::posix_fallocate(
                 self.map.fd.as_raw_fd(),
@@ -1259,8 +1266,9 @@ impl ShmMember {
                 }
             });
         }
-        // SAFETY: `start + len` lies inside the mapping (the arena lies inside the
+        // `start + len` lies inside the mapping (the arena lies inside the
         // file, checked by `validate`, and the mapping covers the whole file).
+        // SAFETY: as argued in the lines above.
         Ok(unsafe { self.map.base.add(start as usize) })
     }
 
@@ -1272,8 +1280,9 @@ impl ShmMember {
     pub fn arena_mark(&self, offset: u64, tag: u64) -> Result<(), ShmError> {
         let tag = tag.max(1);
         let p = self.arena_part(offset, ARENA_ALIGN as u64)?;
-        // SAFETY: `arena_part` checked that 128 aligned bytes lie in the mapping; the
+        // `arena_part` checked that 128 aligned bytes lie in the mapping; the
         // word is only ever accessed atomically (by every member, the same way).
+        // SAFETY: as argued in the lines above.
         let word = unsafe { &*(p as *const AtomicU64) };
         match word.compare_exchange(0, tag, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => Ok(()),
@@ -1408,8 +1417,9 @@ impl std::fmt::Debug for SharedWords {
 impl std::ops::Deref for SharedWords {
     type Target = [AtomicU64];
     fn deref(&self) -> &[AtomicU64] {
-        // SAFETY: `ptr..ptr + len` lies inside the mapping (checked by `arena_part`),
+        // `ptr..ptr + len` lies inside the mapping (checked by `arena_part`),
         // 128-byte aligned, initially zero; `_map` keeps it mapped for `self`'s life.
+        // SAFETY: as argued in the lines above.
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 }

@@ -40,8 +40,9 @@ fn decide() -> u8 {
     const QUERY: libc::c_long = 0;
     const GLOBAL_EXPEDITED: libc::c_long = 1 << 1;
     const REGISTER_GLOBAL_EXPEDITED: libc::c_long = 1 << 2;
-    // SAFETY: membarrier takes two integer arguments and touches no memory of ours;
+    // Membarrier takes two integer arguments and touches no memory of ours;
     // an unsupported command only returns an error.
+    // SAFETY: as argued in the lines above.
     let supported = unsafe { libc::syscall(libc::SYS_membarrier, QUERY, 0) };
     if supported < 0
         || supported & GLOBAL_EXPEDITED == 0

@@ -42,8 +42,7 @@ macro_rules! handle {
     ($($name:ident: $t:ty = $sym:ident;)*) => {$(
         #[inline(always)]
         pub fn $name() -> $t {
-            // SAFETY: a constant defined in shim.c, initialized before any code runs
-            // and never written.
+            // SAFETY: a constant defined in shim.c, initialized before any code runs and never written.
             unsafe { $sym }
         }
     )*};
@@ -67,8 +66,9 @@ handle! {
 #[inline]
 pub fn type_class(t: MPI_Datatype) -> (c_int, usize) {
     let mut size: c_int = 0;
-    // SAFETY: `size` is a valid out-pointer; the shim only compares the handle and,
+    // `size` is a valid out-pointer; the shim only compares the handle and,
     // for Fortran and unknown types, asks MPI about it.
+    // SAFETY: as argued in the lines above.
     let class = unsafe { smelt_mpi_type_class(t, &mut size) };
     (class, size.max(0) as usize)
 }

@@ -37,8 +37,9 @@ macro_rules! fortran_symbol {
         #[no_mangle]
         #[allow(clippy::too_many_arguments)]
         pub unsafe extern "C" fn $sym($($a: P),*) {
-            // SAFETY: the caller's arguments, passed on unchanged (MPI's contract for
+            // The caller's arguments, passed on unchanged (MPI's contract for
             // this Fortran call), and this symbol's name as a NUL-terminated string.
+            // SAFETY: as argued in the lines above.
             unsafe { $body($($a,)* concat!(stringify!($sym), "\0").as_ptr().cast()) }
         }
     };

@@ -148,12 +148,10 @@ unsafe fn allgather(send: Side, recv: Side, comm: MPI_Comm, pmpi: impl Fn() -> c
                 if !in_place {
                     let mine = &mut out[rank * k..(rank + 1) * k];
                     match soff {
-                        // SAFETY: MPI's contract: the send buffer holds one block, apart
-                        // from the receive buffer.
+                        // SAFETY: MPI's contract: the send buffer holds one block, apart from the receive buffer.
                         Some(so) => mine.copy_from_slice(unsafe { bytes_at(send.buf, so, k) }),
                         None => {
-                            // SAFETY: MPI's contract: the send buffer holds one block,
-                            // apart from the receive buffer.
+                            // SAFETY: MPI's contract: the send buffer holds one block, apart from the receive buffer.
                             let v = unsafe { send.read(send.buf, None, k, comm) }?;
                             mine.copy_from_slice(&v)
                         }
@@ -163,8 +161,7 @@ unsafe fn allgather(send: Side, recv: Side, comm: MPI_Comm, pmpi: impl Fn() -> c
             }
             let mine = if in_place {
                 let at = recv.block(rank)?;
-                // SAFETY: MPI's contract: in place, this rank's block of the receive
-                // buffer holds its part.
+                // SAFETY: MPI's contract: in place, this rank's block of the receive buffer holds its part.
                 unsafe { recv.read(at, roff, k, comm) }?
             } else {
                 // SAFETY: MPI's contract: the send buffer holds one block.
@@ -269,8 +266,9 @@ unsafe fn allgatherv(
             if k > 0 {
                 let data = if in_place {
                     let p = part(rank);
-                    // SAFETY: MPI's contract: in place, this rank's part lies in the
+                    // MPI's contract: in place, this rank's part lies in the
                     // receive buffer at its displacement.
+                    // SAFETY: as argued in the lines above.
                     unsafe { p.read(p.buf, roff, k, comm) }?
                 } else {
                     // SAFETY: MPI's contract: the send buffer holds `scount` elements.
@@ -285,8 +283,7 @@ unsafe fn allgatherv(
                 let data = &all[at[i]..at[i] + ki];
                 match roff {
                     Some(o) => {
-                        // SAFETY: MPI's contract: room for `counts[i]` dense elements at
-                        // the part's displacement.
+                        // SAFETY: MPI's contract: room for `counts[i]` dense elements at the part's displacement.
                         let out = unsafe { bytes_at_mut(p.buf.cast_mut(), o, ki) };
                         out.copy_from_slice(data)
                     }
@@ -357,8 +354,7 @@ unsafe fn scan(
                 for i in 1..upto {
                     (red.combine)(&mut acc, &all[i * len..(i + 1) * len]);
                 }
-                // SAFETY: MPI's contract: `recv` has room for `count` elements of `dt`;
-                // `acc` is this crate's buffer.
+                // SAFETY: MPI's contract: `recv` has room for `count` elements of `dt`; `acc` is this crate's buffer.
                 unsafe { bytes_at_mut(recv, 0, len) }.copy_from_slice(&acc);
             }
             Ok(())
@@ -409,8 +405,7 @@ unsafe fn reduce_scatter_block(
         let mut acc = unsafe { bytes_at(input, 0, len) }.to_vec();
         let r = h.allreduce(&mut acc, red);
         if r.is_ok() {
-            // SAFETY: MPI's contract: `recv` has room for `rcount` elements of `dt`;
-            // `acc` is this crate's buffer.
+            // SAFETY: MPI's contract: `recv` has room for `rcount` elements of `dt`; `acc` is this crate's buffer.
             unsafe { bytes_at_mut(recv, 0, block) }
                 .copy_from_slice(&acc[rank * block..(rank + 1) * block]);
         }
@@ -475,8 +470,9 @@ unsafe fn alltoall(send: Side, recv: Side, comm: MPI_Comm, pmpi: impl Fn() -> c_
             h.allgather_placed(&mut all, row)?;
             // Block `rank` of every rank j, in order of j.
             if let Some(o) = roff {
-                // SAFETY: MPI's contract: room for `n` dense blocks from `o` (in place,
+                // MPI's contract: room for `n` dense blocks from `o` (in place,
                 // its data was copied into `all` above).
+                // SAFETY: as argued in the lines above.
                 let out = unsafe { bytes_at_mut(recv.buf.cast_mut(), o, row) };
                 for j in 0..n {
                     let at = j * row + rank * k;

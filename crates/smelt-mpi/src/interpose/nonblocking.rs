@@ -439,8 +439,9 @@ impl Op {
                     if req.is_none() {
                         let mut r = request_null();
                         let (p, n) = (data.as_mut_ptr().cast::<c_void>(), data.len() as c_int);
-                        // SAFETY: `data` lives in the operation, unmoved (a Vec's heap
+                        // `data` lives in the operation, unmoved (a Vec's heap
                         // buffer) until the request completes; `n` is its length.
+                        // SAFETY: as argued in the lines above.
                         ffi::check(unsafe {
                             if *send {
                                 mpi_sys::PMPI_Isend(
@@ -595,8 +596,9 @@ fn drive(q: &mut Queue, h: &mut Hier, patience: &mut Option<Duration>) {
                 let op = ops.pop_front().expect("the front operation");
                 PENDING.fetch_sub(1, Ordering::AcqRel);
                 COMPLETED.fetch_add(1, Ordering::Relaxed);
-                // SAFETY: the generalized request this operation started, not yet
+                // The generalized request this operation started, not yet
                 // completed (MPI keeps it valid until then, even if freed).
+                // SAFETY: as argued in the lines above.
                 let rc = unsafe { mpi_sys::PMPI_Grequest_complete(op.req) };
                 if rc != ffi::success() {
                     ffi::abort(
@@ -655,8 +657,9 @@ fn progress(own: Option<(usize, &mut Hier)>, patience: Option<Duration>) {
             _ => {
                 let st = q.st as *mut CommState;
                 POLLING.fetch_add(1, Ordering::AcqRel);
-                // SAFETY: a live state: a queue lives as long as its communicator's
+                // A live state: a queue lives as long as its communicator's
                 // state (`before_free` completes its operations and removes it).
+                // SAFETY: as argued in the lines above.
                 let s = unsafe { &*st };
                 let threaded = !super::serialized();
                 if threaded && s.busy.swap(true, Ordering::Acquire) {
@@ -804,8 +807,9 @@ fn settle_pending(st: *mut CommState, h: &mut Hier) {
 /// pending operations complete first (MPI lets a communicator be freed with operations
 /// pending; they complete normally).
 pub fn before_free(st: *mut CommState) {
-    // SAFETY: the state being freed, used by this thread alone (no collective runs on
+    // The state being freed, used by this thread alone (no collective runs on
     // a communicator while it is freed).
+    // SAFETY: as argued in the lines above.
     let mode = unsafe { &mut *(*st).mode.get() };
     let super::comm::Takeover::On(h) = mode else {
         // Never set up: no operation of smelt's ever ran on it.
@@ -902,8 +906,7 @@ fn start(
         Err(e) => return e.0,
     };
     let mut r = request_null();
-    // SAFETY: valid callbacks of the signatures MPI expects (they use no state) and a
-    // valid out-pointer.
+    // SAFETY: valid callbacks of the signatures MPI expects (they use no state) and a valid out-pointer.
     let rc = unsafe {
         mpi_sys::PMPI_Grequest_start(
             Some(query),
@@ -960,8 +963,9 @@ fn count_towards_setup(comm: MPI_Comm) {
     let Ok(st) = super::state(comm) else {
         return;
     };
-    // SAFETY: a live state of `comm` (freed only by MPI_Comm_free, which the program
+    // A live state of `comm` (freed only by MPI_Comm_free, which the program
     // does not call while a collective runs on `comm`).
+    // SAFETY: as argued in the lines above.
     let s = unsafe { &*st };
     let threaded = !super::serialized();
     if threaded && !acquire(&s.busy) {
@@ -1036,8 +1040,9 @@ pub unsafe fn ibcast(
                     let at = buf.cast::<u8>().wrapping_offset(off);
                     if is_root {
                         (
-                            // SAFETY: MPI's contract: the root's buffer holds `count`
+                            // MPI's contract: the root's buffer holds `count`
                             // elements of `dt`, whose bytes are the `len` bytes at `at`.
+                            // SAFETY: as argued in the lines above.
                             unsafe { std::slice::from_raw_parts(at, len) }.to_vec(),
                             Out::Nothing,
                         )
@@ -1149,8 +1154,7 @@ pub unsafe fn iallreduce(
         let (data, out, stages) = if len == 0 {
             (Vec::new(), Out::Nothing, Vec::new())
         } else {
-            // SAFETY: MPI's contract: the input holds `count` elements of `dt` (`len`
-            // bytes), readable at the call.
+            // SAFETY: MPI's contract: the input holds `count` elements of `dt` (`len` bytes), readable at the call.
             let data = unsafe { std::slice::from_raw_parts(input.cast::<u8>(), len) }.to_vec();
             (data, Out::Bytes(recv.cast()), reduce_stages(h))
         };
@@ -1308,8 +1312,7 @@ pub unsafe extern "C" fn MPI_Waitall(
     completing("MPI_Waitall", pmpi, || {
         let test = || {
             let mut flag: c_int = 0;
-            // SAFETY: the caller's arguments; MPI writes the flag (and, once all
-            // completed, the statuses).
+            // SAFETY: the caller's arguments; MPI writes the flag (and, once all completed, the statuses).
             ffi::check(unsafe { mpi_sys::PMPI_Testall(count, reqs, &mut flag, statuses) })
                 .map(|()| flag != 0)
                 .map_err(|e| e.0)
@@ -1394,8 +1397,7 @@ fn p2p_polling(
         let r = Cell::new(r);
         let test = || {
             let (mut x, mut flag) = (r.get(), 0);
-            // SAFETY: the request just started; MPI writes the flag and the status (and,
-            // completing it, the handle).
+            // SAFETY: the request just started; MPI writes the flag and the status (and, completing it, the handle).
             let rc = unsafe { mpi_sys::PMPI_Test(&mut x, &mut flag, status) };
             r.set(x);
             ffi::check(rc).map(|()| flag != 0).map_err(|e| e.0)

@@ -228,8 +228,9 @@ impl Stage {
 
     fn header(&self, d: Dir, i: u64) -> (&AtomicU64, &AtomicU64) {
         let i = (i % self.slots as u64) as usize;
-        // SAFETY: header `i < slots` lies inside the part (Dir::at's contract), 8-byte
+        // Header `i < slots` lies inside the part (Dir::at's contract), 8-byte
         // aligned; its words are only accessed atomically.
+        // SAFETY: as argued in the lines above.
         unsafe {
             let h = d.headers.add(i * HEADER);
             (&*(h as *const AtomicU64), &*(h.add(8) as *const AtomicU64))
