@@ -872,8 +872,9 @@ impl Hier {
         let [rnode, rlocal] = self.place[root].map(|x| x as usize);
         let is_root = self.rank == root;
         if !is_root {
-            // SAFETY: the caller guarantees `data` is writable for `len` bytes and MPI
+            // The caller guarantees `data` is writable for `len` bytes and MPI
             // gives this call the buffer for its duration.
+            // SAFETY: as argued in the lines above.
             let buf = unsafe { std::slice::from_raw_parts_mut(data, len) };
             return self.bcast_hier(buf, rnode, rlocal);
         }
@@ -939,8 +940,9 @@ impl Hier {
         scratch.extend_from_slice(src);
         let r = self.reduce_hier(&mut scratch, red, rnode, rlocal);
         if r.is_ok() && is_root {
-            // SAFETY: the caller guarantees `recv` is writable for `len` bytes on the
+            // The caller guarantees `recv` is writable for `len` bytes on the
             // root; `scratch` is this crate's own buffer, so they do not overlap.
+            // SAFETY: as argued in the lines above.
             unsafe { std::ptr::copy_nonoverlapping(scratch.as_ptr(), recv, len) };
         }
         self.scratch = scratch;
@@ -1115,8 +1117,7 @@ impl Hier {
                 m.broadcast_into(&mut part[..len])
             }
         } else {
-            // SAFETY: the caller guarantees `data` is writable for `len` bytes off the
-            // root.
+            // SAFETY: the caller guarantees `data` is writable for `len` bytes off the root.
             let buf = unsafe { std::slice::from_raw_parts_mut(data, len) };
             if len <= 8 {
                 m.broadcast_word(0).map(|got| set_word(buf, got))
@@ -1127,28 +1128,11 @@ impl Hier {
         Some(r.map_err(Fail::from))
     }
 
-    /// True when the communicator lies on one node.
+    /// True when the communicator lies on one node (where [`Hier::allreduce`] and
+    /// [`Hier::barrier`] are the leader's tree's alone: the express lane's calls).
     #[inline(always)]
     pub fn on_one_node(&self) -> bool {
         self.n_nodes == 1
-    }
-
-    /// The express lane's `MPI_Allreduce` (in place in `acc`) and `MPI_Barrier`
-    /// (`acc` `None`) on one node: the leader's tree, as [`Hier::allreduce`] and
-    /// [`Hier::barrier`] run them there.
-    #[inline(always)]
-    pub fn one_node(&mut self, acc: Option<(&mut [u8], Combine)>) -> Option<Result<(), Fail>> {
-        if self.n_nodes != 1 {
-            return None;
-        }
-        let m = self.leader_tree();
-        Some(
-            match acc {
-                Some((acc, combine)) => m.allreduce_bytes(acc, combine),
-                None => m.barrier(),
-            }
-            .map_err(Fail::from),
-        )
     }
 
     /// The tree rooted at communicator rank `root` (on one node, where local ranks are

@@ -143,8 +143,9 @@ unsafe extern "C" fn delete_state(
             LAST_STATE.store(std::ptr::null_mut(), Ordering::Relaxed);
         }
         FREED.fetch_add(1, Ordering::AcqRel);
-        // SAFETY: `attr` is the pointer `state` stored with this keyval: a Box
+        // `attr` is the pointer `state` stored with this keyval: a Box
         // leaked by it, released exactly once, here.
+        // SAFETY: as argued in the lines above.
         drop(unsafe { Box::from_raw(attr.cast::<CommState>()) });
         ffi::success()
     })
@@ -251,8 +252,7 @@ fn release_all() {
         return;
     }
     for p in live {
-        // SAFETY: `p` is a live state (states leave LIVE when freed); reading its
-        // communicator handle only.
+        // SAFETY: `p` is a live state (states leave LIVE when freed); reading its communicator handle only.
         let comm = unsafe { (*(p as *const CommState)).comm };
         // SAFETY: deletes the attribute `state` set; MPI calls `delete_state`.
         unsafe { mpi_sys::PMPI_Comm_delete_attr(comm, kv) };
@@ -288,8 +288,7 @@ impl std::ops::DerefMut for Held {
 impl Drop for Held {
     fn drop(&mut self) {
         if let Some(b) = self.busy {
-            // SAFETY: the flag of a live state (a communicator is not freed while a
-            // collective runs on it).
+            // SAFETY: the flag of a live state (a communicator is not freed while a collective runs on it).
             unsafe { b.as_ref() }.store(false, Ordering::Release);
         }
     }
@@ -329,8 +328,9 @@ fn hier_counting(
         Why::BadArgs
     } else {
         let st = state(comm).map_err(|e| e.0)?;
-        // SAFETY: `st` is a live state of `comm` (freed only by MPI_Comm_free, which
+        // `st` is a live state of `comm` (freed only by MPI_Comm_free, which
         // the program does not call while a collective runs on `comm`).
+        // SAFETY: as argued in the lines above.
         let st = unsafe { &*st };
         let busy = if serialized() {
             None
@@ -1005,16 +1005,16 @@ fn gather(c: Rooted) -> c_int {
         } else {
             (c.send, c.send.buf)
         };
-        // SAFETY: MPI's contract: the send buffer (the root's block of the receive
+        // MPI's contract: the send buffer (the root's block of the receive
         // buffer, in place) holds a block: `k` bytes of data.
+        // SAFETY: as argued in the lines above.
         let mine = unsafe { side.read(at, p.off, k, c.comm) }?;
         if !p.is_root {
             return p.h.gather(&mine, &mut [], root);
         }
         match p.roff {
             Some(o) => {
-                // SAFETY: MPI's contract: room for n blocks of `k` bytes, back to back
-                // (a dense datatype), from `o`.
+                // SAFETY: MPI's contract: room for n blocks of `k` bytes, back to back (a dense datatype), from `o`.
                 let out = unsafe { bytes_at_mut(c.recv.buf.cast_mut(), o, n * k) };
                 p.h.gather(&mine, out, root)
             }
@@ -1049,8 +1049,9 @@ fn scatter(c: Rooted) -> c_int {
         let all: &[u8] = if !p.is_root {
             &[]
         } else if let Some(o) = p.off {
-            // SAFETY: MPI's contract: n blocks of `k` bytes back to back (a dense
+            // MPI's contract: n blocks of `k` bytes back to back (a dense
             // datatype) from `o` in the send buffer.
+            // SAFETY: as argued in the lines above.
             unsafe { bytes_at(c.send.buf, o, n * k) }
         } else {
             let mut v = Vec::with_capacity(n * k);
@@ -1184,8 +1185,9 @@ unsafe fn reduce(
     };
     let input = if in_place { recv.cast_const() } else { send };
     routed(&mut h, held, Call::Reduce, len, &pmpi, |h| {
-        // SAFETY: MPI's contract: `input` holds `count` elements of `dt` (`len` bytes);
+        // MPI's contract: `input` holds `count` elements of `dt` (`len` bytes);
         // the root's `recv` has room for as many.
+        // SAFETY: as argued in the lines above.
         let r = unsafe { h.reduce(input.cast(), recv.cast(), len, red, root as usize) };
         finish(r, Call::Reduce, comm, h)
     })
@@ -1219,8 +1221,9 @@ unsafe fn allreduce(
     };
     routed(&mut h, held, Call::Allreduce, len, &pmpi, |h| {
         if send != ffi::in_place().cast_const() {
-            // SAFETY: MPI's contract: both buffers hold `count` elements of `dt`; `copy`
+            // MPI's contract: both buffers hold `count` elements of `dt`; `copy`
             // tolerates the (erroneous but common) case of equal buffers.
+            // SAFETY: as argued in the lines above.
             unsafe { std::ptr::copy(send.cast::<u8>(), recv.cast::<u8>(), len) };
         }
         // SAFETY: `recv` holds `len` bytes this call may read and write.
@@ -1263,16 +1266,29 @@ fn express(comm: MPI_Comm, f: impl FnOnce(&mut comm::Hier) -> Option<c_int>) -> 
         if nonblocking::pending() {
             return None;
         }
-        // SAFETY: `LAST_STATE` is a live state (cleared when freed), set only while
-        // calls are serialized: this thread is the only one using it now.
+        // SAFETY: `LAST_STATE` is live (cleared when freed) and set only while calls are serialized.
         let st = unsafe { &*last };
-        // SAFETY: as above: no other reference to the mode exists during this call.
-        return match unsafe { &mut *st.mode.get() } {
-            Takeover::On(h) => f(h),
-            _ => None,
-        };
+        // SAFETY: calls are serialized: this thread is the only one using the state.
+        return unsafe { if_set_up(st, f) };
     }
     express_threaded(key, f)
+}
+
+/// `f` on `st`'s hierarchy if smelt runs its communicator, else `None`.
+///
+/// # Safety
+/// The calling thread is the only one using `st`'s mode now (calls serialized, or the
+/// state's busy flag held).
+#[inline(always)]
+unsafe fn if_set_up(
+    st: &CommState,
+    f: impl FnOnce(&mut comm::Hier) -> Option<c_int>,
+) -> Option<c_int> {
+    // SAFETY: the caller's guarantee: no other reference to the mode exists.
+    match unsafe { &mut *st.mode.get() } {
+        Takeover::On(h) => f(h),
+        _ => None,
+    }
 }
 
 /// [`express`] under MPI_THREAD_MULTIPLE: the state from this thread's memory of its
@@ -1290,17 +1306,15 @@ fn express_threaded(key: usize, f: impl FnOnce(&mut comm::Hier) -> Option<c_int>
     if nonblocking::pending() {
         return None;
     }
-    // SAFETY: a state looked up by this thread for this handle, none freed since (the
-    // count), and MPI forbids freeing it during this call: live.
+    // Looked up by this thread for this handle, no state freed since (the count), and
+    // MPI forbids freeing it during this call.
+    // SAFETY: a live state, as argued above.
     let st = unsafe { &*st };
     if !nonblocking::acquire(&st.busy) {
         return None;
     }
     // SAFETY: this thread holds the state's busy flag: the only one using its mode.
-    let r = match unsafe { &mut *st.mode.get() } {
-        Takeover::On(h) => f(h),
-        _ => None,
-    };
+    let r = unsafe { if_set_up(st, f) };
     st.busy.store(false, Ordering::Release);
     r
 }
@@ -1351,8 +1365,9 @@ unsafe fn reduce_express(
         if len > comm::SMALL {
             return None;
         }
-        // SAFETY: MPI's contract: `send` holds `count` elements of `dt` (`len` bytes);
+        // MPI's contract: `send` holds `count` elements of `dt` (`len` bytes);
         // the root's `recv` has room for as many.
+        // SAFETY: as argued in the lines above.
         let r = unsafe { h.reduce_small(send.cast(), recv.cast(), len, combine, root) }?;
         stats::express(Call::Reduce);
         Some(finish(r, Call::Reduce, comm, h))
@@ -1386,8 +1401,9 @@ unsafe fn bcast_express(
         if len > comm::SMALL {
             return None;
         }
-        // SAFETY: MPI's contract: `buf` holds `count` elements of `dt`, the `len` bytes
+        // MPI's contract: `buf` holds `count` elements of `dt`, the `len` bytes
         // at its start (a predefined type): readable on the root, writable elsewhere.
+        // SAFETY: as argued in the lines above.
         let r = unsafe { h.bcast_small(buf.cast(), len, root) }?;
         stats::express(Call::Bcast);
         Some(finish(r, Call::Bcast, comm, h))
@@ -1395,7 +1411,7 @@ unsafe fn bcast_express(
 }
 
 /// [`express`] for `MPI_Allreduce`: on one node through smelt
-/// ([`comm::Hier::one_node`]), or to MPI as [`reduce_express`].
+/// ([`comm::Hier::allreduce`]), or to MPI as [`reduce_express`].
 ///
 /// # Safety
 /// MPI's contract for `MPI_Allreduce`.
@@ -1426,7 +1442,13 @@ unsafe fn allreduce_express(
         }
         // SAFETY: `recv` holds `len` bytes this call may read and write.
         let acc = unsafe { std::slice::from_raw_parts_mut(recv.cast::<u8>(), len) };
-        let r = h.one_node(Some((acc, combine)))?;
+        let red = Reduction {
+            count,
+            dt,
+            op,
+            combine,
+        };
+        let r = h.allreduce(acc, red);
         stats::express(Call::Allreduce);
         Some(finish(r, Call::Allreduce, comm, h))
     })
@@ -1441,7 +1463,10 @@ fn barrier_express(comm: MPI_Comm, pmpi: impl FnOnce() -> c_int) -> Option<c_int
             stats::fell_back(Call::Barrier, Why::MeasuredFaster);
             return Some(pmpi());
         }
-        let r = h.one_node(None)?;
+        if !h.on_one_node() {
+            return None;
+        }
+        let r = h.barrier();
         stats::express(Call::Barrier);
         Some(finish(r, Call::Barrier, comm, h))
     })

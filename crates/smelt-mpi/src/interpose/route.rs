@@ -7,14 +7,14 @@
 //! (call, size class) that smelt could take go in blocks of [`BLOCK`] calls, smelt's
 //! path and MPI's block by block, `trials` blocks each. A block's sample is the mean
 //! time of its calls but the first [`UNTIMED`] (from entering the call to leaving it:
-//! what the program does between calls is not counted; the first calls are left out
-//! because they inherit the other path's state: the skew between the ranks, and rings
-//! or eager-send queues still filling or draining). Blocks are long enough for a
-//! back-to-back loop to reach its steady state: with blocks of 4 calls (the first
-//! untimed) a 128-byte reduction's ring never filled, the trials said smelt's path was
-//! as fast as MPI's (0.17-0.19 against 0.18-0.20 µs), and the loop then ran at 250 ns
-//! a call against MPI's 140; blocks of 32 (8 untimed) measure 0.17 against 0.13 µs
-//! and pick MPI. At the
+//! what the program does between calls is not counted; the first call is left out
+//! because it inherits the other path's skew between the ranks). Short blocks keep
+//! the trials short (80 calls a class by default, half through MPI). Blocks of 32 (8
+//! untimed) were tried: they measured a back-to-back 128-byte reduction in its steady
+//! state (its ring full) and routed it to MPI, where blocks of 4 keep smelt at 1.8x
+//! MPI's time; but `latency.c`'s 2000 calls a size then ran a third of their calls as
+//! trials, half of them through MPI: 16-32 byte bcast and reduce 1.25-1.3x slower in
+//! `mpi_ab.sh`. At the
 //! next such call every rank sends its two medians to every other (one `MPI_Allgather`
 //! of two words through PMPI), and all pick smelt unless its medians sum to more than
 //! [`MARGIN`] times MPI's (the cut-offs' choice stands unless the measurement clearly
@@ -34,11 +34,10 @@ use mpi_sys::MPI_Comm;
 use std::time::Instant;
 
 /// Calls per trial block (the first [`UNTIMED`] not timed).
-pub const BLOCK: usize = 32;
+pub const BLOCK: usize = 4;
 /// The calls at the start of a block that are not timed: they inherit the other
-/// path's state (the skew between the ranks, a pipeline of eager sends still
-/// draining or not yet filled).
-pub const UNTIMED: usize = 8;
+/// path's state (the skew between the ranks).
+pub const UNTIMED: usize = 1;
 /// Smelt keeps a class unless its medians sum to more than this times MPI's.
 const MARGIN: f64 = 1.05;
 
@@ -131,11 +130,10 @@ impl Routes {
     /// PMPI allgather on the communicator (hence the error).
     #[inline(always)]
     pub fn pick(&mut self, call: Call, bytes: usize) -> Result<Go, MpiErr> {
-        let at = call as usize * CLASSES + class(bytes);
-        match self.way[at] {
-            SMELT => Ok(Go::Smelt(None)),
-            MPI => Ok(Go::Mpi(None)),
-            _ => self.trial(at),
+        match self.decided(call, bytes) {
+            Some(true) => Ok(Go::Smelt(None)),
+            Some(false) => Ok(Go::Mpi(None)),
+            None => self.trial(call as usize * CLASSES + class(bytes)),
         }
     }
 
