@@ -4,8 +4,8 @@
 //! allreduce (`allreduce_slice_op` with `allreduce=rabenseifner` in the table; it runs
 //! on the links beyond the tree, so only on the flat tree), each with loans between
 //! threads (every message from 1 KiB lent), without them (fragments through the rings),
-//! and with the default `lend_from` (which, oversubscribed, lends only Rabenseifner's
-//! pair steps from `OVERSUBSCRIBED_PAIR_LEND_FROM`), interleaved pass by pass on the
+//! and with the default `lend_from` (which, oversubscribed, lends from
+//! `OVERSUBSCRIBED_LEND_FROM`), interleaved pass by pass on the
 //! same members, measured back to back as `smelt bench large` measures
 //! (`measure_back_to_back_with`). Prints µs per call (median of the passes) and each
 //! configuration's time over the first's.

@@ -67,14 +67,9 @@ pub struct GroupConfig {
     /// can lend ([`Link::can_lend`]: members that are threads of one process): each
     /// receiver copies the sender's buffer directly (or combines it in place), once,
     /// in chunks of [`LOAN_CHUNK`] bytes pipelined along the tree, instead of twice
-    /// through the channel's cache-line slots. Default [`LEND_FROM`] (64 KiB), except
-    /// with more members than CPUs: there the default lends no reduction (a loan
-    /// waits for its borrower to be scheduled at every hop; the rings' buffered
-    /// fragments were 2–7× faster), but for the pair exchanges of Rabenseifner's
-    /// allreduce of [`OVERSUBSCRIBED_PAIR_LEND_FROM`] (1 MiB) and more (both members
-    /// of a pair are there at once and read each other's halves directly:
-    /// 1.4–2.9× faster than the rings from 1 MiB); any other value applies as given,
-    /// to every collective. `usize::MAX` turns lending off.
+    /// through the channel's cache-line slots. Default [`LEND_FROM`] (64 KiB), and
+    /// [`OVERSUBSCRIBED_LEND_FROM`] (32 KiB) with more members than CPUs; any other
+    /// value applies as given, to every collective. `usize::MAX` turns lending off.
     /// Must be the same on every member.
     pub lend_from: usize,
     /// Which algorithm runs the barrier and the allreduces, per mode and message size,
@@ -92,10 +87,11 @@ pub struct GroupConfig {
 
 /// The default [`GroupConfig::lend_from`]: 64 KiB.
 pub const LEND_FROM: usize = 64 << 10;
-/// With more members than CPUs and the default [`GroupConfig::lend_from`], the pair
-/// exchanges of Rabenseifner's allreduce of at least this many bytes are still lent
-/// (nothing else is): 1 MiB.
-pub const OVERSUBSCRIBED_PAIR_LEND_FROM: usize = 1 << 20;
+/// With more members than CPUs, the default [`GroupConfig::lend_from`]: 32 KiB (8
+/// threads on 2 CPUs, `examples/oversub_reduce`: loans 1.2-4x faster than the rings
+/// from 32 KiB for broadcasts and reductions on every tree shape, level or slower at
+/// 16 KiB for some).
+pub const OVERSUBSCRIBED_LEND_FROM: usize = 32 << 10;
 /// Bytes per loan of a lent message (a multiple of 48, so no value of an MPI basic
 /// type straddles two loans): 256 KiB rounded down.
 pub const LOAN_CHUNK: usize = (256 << 10) / 48 * 48;
@@ -595,32 +591,22 @@ impl Group {
             WaitPolicy::DEDICATED
         });
         let flattened = cfg.flatten_oversubscribed && oversubscribed;
-        // With more members than CPUs a loan is a rendezvous at every hop (the lender
-        // waits until its borrower is scheduled), where the rings' fragments are
-        // buffered: the rings were 2-7x faster for reductions of 64 KiB to 4 MiB with
-        // 8 threads on 2 CPUs (examples/oversub_reduce), and for broadcasts of
-        // 256 KiB to 4 MiB as fast or faster (`smelt bench large --threads 8`, 4
-        // alternated pairs). The default threshold then lends nothing, but for the
-        // pair steps of Rabenseifner's allreduce from 1 MiB: there both members of a
-        // pair are in the step at once (no pipeline waits on a loan) and each reads
-        // the other's half directly, 1.4-2.9x faster than the pieces through the
-        // rings from 1 MiB (4 pairs at 1 and 4 MiB), 0.5-1.0x below it.
-        let default_oversubscribed = oversubscribed && cfg.lend_from == LEND_FROM;
-        let lend_pairs_from = if default_oversubscribed {
-            OVERSUBSCRIBED_PAIR_LEND_FROM
-        } else {
-            cfg.lend_from
-        };
-        let unlent;
-        let cfg = if default_oversubscribed {
-            unlent = GroupConfig {
-                lend_from: usize::MAX,
+        // With more members than CPUs the default threshold is lower
+        // ([`OVERSUBSCRIBED_LEND_FROM`]): a loan's lender and borrowers wait with the
+        // oversubscribed policy (yield, then park), so one copy straight from the
+        // lender's buffer beats two through the rings' slots from 32 KiB on every
+        // tree shape (8 threads on 2 CPUs, examples/oversub_reduce).
+        let lowered;
+        let cfg = if oversubscribed && cfg.lend_from == LEND_FROM {
+            lowered = GroupConfig {
+                lend_from: OVERSUBSCRIBED_LEND_FROM,
                 ..cfg.clone()
             };
-            &unlent
+            &lowered
         } else {
             cfg
         };
+        let lend_pairs_from = cfg.lend_from;
         let flat_trees: Vec<Tree>;
         let trees: &[Tree] = if flattened {
             flat_trees = trees

@@ -42,9 +42,7 @@ pub(crate) struct NonTreeLinks {
     /// Receive buffer (one chunk).
     pub(crate) buf: Vec<u8>,
     /// Rabenseifner's pair exchanges of at least this many bytes are lent (where the
-    /// links can lend): the group's `lend_from`, except with more members than CPUs
-    /// and the default `lend_from`
-    /// ([`OVERSUBSCRIBED_PAIR_LEND_FROM`](crate::group::OVERSUBSCRIBED_PAIR_LEND_FROM)).
+    /// links can lend): the group's `lend_from` (as [`Group`](crate::Group) resolved it).
     pub(crate) lend_pairs_from: usize,
 }
 

@@ -21,9 +21,8 @@ mod common;
 type Body<'a> = &'a (dyn Fn(&mut smelt_runtime::Member) -> Result<(), GroupError> + Sync);
 
 /// The algorithms: (name, table rules or none for the tree, `lend_from`). The
-/// default `lend_from` lends nothing with more members than CPUs but Rabenseifner's
-/// pairs from 1 MiB; 32 KiB set explicitly lends Rabenseifner's pairs at the lengths
-/// here on any machine.
+/// default `lend_from` is 64 KiB, 32 KiB with more members than CPUs; 32 KiB set
+/// explicitly lends Rabenseifner's pairs at the lengths here on any machine.
 const ALGOS: [(&str, Option<&str>, usize); 6] = [
     ("tree (lent)", None, LEND_FROM),
     ("tree (fragments)", None, usize::MAX),
@@ -328,8 +327,8 @@ fn lengths_that_differ_fail_on_every_member() {
     // steps of 4 members on few CPUs are lent (member 1 sends pieces where the others
     // lend).
     let across = (
-        smelt_runtime::OVERSUBSCRIBED_PAIR_LEND_FROM / 8 - 6,
-        smelt_runtime::OVERSUBSCRIBED_PAIR_LEND_FROM / 8 + 6,
+        smelt_runtime::OVERSUBSCRIBED_LEND_FROM / 8 - 6,
+        smelt_runtime::OVERSUBSCRIBED_LEND_FROM / 8 + 6,
     );
     for (n, rules, (one, others)) in [
         (2, "allreduce=rabenseifner", (20_006, 20_000)),

@@ -892,6 +892,11 @@ impl Producer {
         self.policy = p;
     }
 
+    /// How blocking sends (and [`crate::lend_all`]'s wait for its loans) wait.
+    pub fn wait_policy(&self) -> &WaitPolicy {
+        &self.policy
+    }
+
     /// The ring this end belongs to (for `crate::loan`).
     pub(crate) fn ring(&self) -> &Shared {
         &self.shared

@@ -218,8 +218,11 @@ fn wait_returned(
     give_up: bool,
 ) -> Result<(), TransportError> {
     let b = p.ring().loan_box().expect("lent");
-    let mut backoff = Backoff::new();
-    let mut park = Duration::from_micros(20);
+    // The producer's own wait policy: with more threads than CPUs the borrowers need
+    // the CPU this thread would spin on (DEDICATED's spin is tens of microseconds).
+    let policy = *p.wait_policy();
+    let mut backoff = Backoff::with_policy(&policy);
+    let mut park = policy.park_initial.min(Duration::from_micros(20));
     loop {
         match b.state.load(Ordering::Acquire) {
             DONE => {
@@ -253,7 +256,7 @@ fn wait_returned(
         }
         if backoff.is_completed() {
             std::thread::park_timeout(park);
-            park = (park * 2).min(Duration::from_millis(1));
+            park = (park * 2).min(policy.park_max);
         } else {
             backoff.snooze();
         }
