@@ -1449,4 +1449,14 @@ impl Link for WorldLink {
     ) -> Result<R, TransportError> {
         self.ep.exchange_loans(tag, data, timeout, f)
     }
+
+    fn exchange_loans_mut<R>(
+        &mut self,
+        tag: u64,
+        data: &mut [u8],
+        timeout: Option<Duration>,
+        f: impl FnOnce(u64, &mut [u8]) -> R,
+    ) -> Result<R, TransportError> {
+        self.ep.exchange_loans_mut(tag, data, timeout, f)
+    }
 }

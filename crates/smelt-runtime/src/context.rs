@@ -128,6 +128,10 @@ pub struct Context<L: Link = QueuePairEnd> {
     pub(crate) commutes: bool,
     /// Messages of at least this many bytes are lent ([`GroupConfig::lend_from`]).
     pub(crate) lend_from: usize,
+    /// Two-member broadcasts of at least this many bytes are copied by both members
+    /// at once ([`broadcast_pair_lent`](Context::broadcast_pair_lent)); `usize::MAX`
+    /// with more members than CPUs.
+    pub(crate) pair_copy_from: usize,
     /// Packed values of the slice reductions, kept between calls so a reduction in a
     /// loop does not allocate.
     pub(crate) packed: Vec<u8>,
@@ -1168,6 +1172,9 @@ impl<L: Link> Context<L> {
         let max = self.segment;
         self.check_len(buf.len(), t)?;
         if self.lends(buf.len()) {
+            if self.size() == 2 && buf.len() >= self.pair_copy_from {
+                return self.broadcast_pair_lent(buf, t);
+            }
             return self.broadcast_lent(buf, t);
         }
         if self.stages_for(buf.len()) {

@@ -92,6 +92,11 @@ pub const LEND_FROM: usize = 64 << 10;
 /// from 32 KiB for broadcasts and reductions on every tree shape, level or slower at
 /// 16 KiB for some).
 pub const OVERSUBSCRIBED_LEND_FROM: usize = 32 << 10;
+/// A broadcast between two members (threads with a CPU each) of at least this many
+/// bytes (and at least `lend_from`) is copied by both at once: each lends the other
+/// part of its buffer and copies one half (the lower half the other member, the upper
+/// one the root).
+pub const PAIR_COPY_FROM: usize = 256 << 10;
 /// Bytes per loan of a lent message (a multiple of 48, so no value of an MPI basic
 /// type straddles two loans): 256 KiB rounded down.
 pub const LOAN_CHUNK: usize = (256 << 10) / 48 * 48;
@@ -685,6 +690,15 @@ impl Group {
                 },
             )?);
         }
+        // Sharing a copy needs two CPUs at once.
+        if oversubscribed {
+            for c in members
+                .iter_mut()
+                .flat_map(|m| m.contexts.iter_mut().flatten())
+            {
+                c.pair_copy_from = usize::MAX;
+            }
+        }
         for (ctx, m) in meshes.into_iter().enumerate() {
             let Some(m) = m else { continue };
             for (member, links) in members.iter_mut().zip(m) {
@@ -985,6 +999,7 @@ pub(crate) fn build_contexts<L: Link>(
             in_strict: false,
             commutes: false,
             lend_from: cfg.lend_from,
+            pair_copy_from: PAIR_COPY_FROM.max(cfg.lend_from),
             packed: Vec::new(),
             seq: 0,
             nontree: None,

@@ -276,6 +276,52 @@ impl<L: Link> Context<L> {
         self.pair_checked(r, ag, want_out, rank, t)
     }
 
+    /// [`broadcast_into`](Context::broadcast_into) between two members by loans, both
+    /// copying at once (two cores copy a long message faster than one): the buffer is
+    /// cut at half its length (rounded down to a cache line); the root lends its lower
+    /// part and writes its upper part straight into the other member's, which it lent
+    /// for writing; meanwhile the other member copies the root's lower part into its
+    /// own. One exchange of loans ([`smelt_transport::Link::exchange_loans_mut`]); a member whose
+    /// buffer has another length sees a loan of another length, so the two fail.
+    pub(crate) fn broadcast_pair_lent(&mut self, buf: &mut [u8], t: Tag) -> Res<()> {
+        let mid = buf.len() / 2 / 64 * 64;
+        let root = self.parent.is_none();
+        let (lo, hi) = buf.split_at_mut(mid);
+        let timeout = Some(self.timeout);
+        let tag = t.word();
+        let peer = match self.parent.as_mut() {
+            Some(p) => p,
+            None => &mut self.children[0],
+        };
+        let rank = peer.rank;
+        let (want, r) = if root {
+            let want = hi.len();
+            let r = peer
+                .link
+                .exchange_loans_mut(tag, lo, timeout, |got, theirs| {
+                    if got != tag || theirs.len() != want {
+                        return Err((got, theirs.len()));
+                    }
+                    theirs.copy_from_slice(hi);
+                    Ok(())
+                });
+            (want, r)
+        } else {
+            let want = lo.len();
+            let r = peer
+                .link
+                .exchange_loans_mut(tag, hi, timeout, |got, theirs| {
+                    if got != tag || theirs.len() != want {
+                        return Err((got, theirs.len()));
+                    }
+                    lo.copy_from_slice(theirs);
+                    Ok(())
+                });
+            (want, r)
+        };
+        self.pair_checked(r, tag, want, rank, t)
+    }
+
     /// The outcome of one exchange of loans as the group's result.
     fn pair_checked(
         &self,

@@ -240,6 +240,66 @@ fn lent_and_fragmented_paths_agree() {
     }
 }
 
+/// Two members with a CPU each copy a long broadcast together (each lends the other
+/// part of its buffer; from `PAIR_COPY_FROM`): sizes around the threshold and around
+/// the cache-line rounding of the half, either member the root.
+#[test]
+fn two_members_share_the_copy_of_a_long_broadcast() {
+    let from = smelt_runtime::PAIR_COPY_FROM;
+    let cfg = GroupConfig::default();
+    for len in [
+        from - 1,
+        from,
+        from + 1,
+        from + 63,
+        from + 64,
+        from + 127,
+        (1 << 20) + 3,
+    ] {
+        for root in [0, 1] {
+            check_all(&shapes(2, root)[0], &cfg, len);
+        }
+    }
+}
+
+/// A shared copy where the two members' buffers differ in length (both past the
+/// threshold, or one on each side of it): the group fails, without a hang.
+#[test]
+fn a_shared_copy_of_buffers_of_other_lengths_fails_the_group() {
+    let from = smelt_runtime::PAIR_COPY_FROM;
+    for root in [0, 1] {
+        for (a, b) in [
+            (from, from + 64),
+            (from + 64, from),
+            (from + 1, from),
+            (2 * from, from - 1),
+            (from - 1, 2 * from),
+        ] {
+            let t0 = std::time::Instant::now();
+            let out = Group::with_config(&shapes(2, root)[..1], &GroupConfig::default())
+                .unwrap()
+                .run(|m: &mut Member| {
+                    let len = if m.rank().index() == 0 { a } else { b };
+                    let mut v = vec![1u8; len];
+                    m.broadcast_into(&mut v)
+                });
+            let failed = match out {
+                Err(_) => true,
+                Ok(rs) => rs.iter().any(|r| r.is_err()),
+            };
+            assert!(
+                failed,
+                "root {root}, lengths {a} and {b}: the group must fail"
+            );
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(20),
+                "root {root}, lengths {a} and {b}: took {:?}",
+                t0.elapsed()
+            );
+        }
+    }
+}
+
 #[test]
 fn sixteen_mebibytes_and_one() {
     let big = (16 << 20) + 1;

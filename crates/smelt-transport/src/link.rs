@@ -141,6 +141,26 @@ pub trait Link: Send {
             "a transport that cannot lend".into(),
         ))
     }
+    /// As [`exchange_loans`](Link::exchange_loans), both loans writable: lends `data`
+    /// for writing and, while it is out, borrows the peer's writable loan
+    /// (`f(tag, bytes)` may write it; see [`crate::lend_mut_while`] and
+    /// [`Consumer::borrow_mut`](crate::Consumer::borrow_mut)). Two members fill each
+    /// other's buffers at once this way. Default: [`TransportError::NoLoan`].
+    fn exchange_loans_mut<R>(
+        &mut self,
+        tag: u64,
+        data: &mut [u8],
+        timeout: Option<Duration>,
+        f: impl FnOnce(u64, &mut [u8]) -> R,
+    ) -> Result<R, TransportError>
+    where
+        Self: Sized,
+    {
+        let _ = (tag, data, timeout, f);
+        Err(TransportError::NoLoan(
+            "a transport that cannot lend".into(),
+        ))
+    }
 }
 
 impl Link for QueuePairEnd {
@@ -234,6 +254,20 @@ impl Link for QueuePairEnd {
         f: impl FnOnce(u64, &[u8]) -> R,
     ) -> Result<R, TransportError> {
         let rx = &mut self.rx;
-        crate::lend_while(&mut self.tx, tag, data, timeout, || rx.borrow(timeout, f))?
+        let lent = crate::loan::Lent::Shared(data);
+        crate::loan::exchange(&mut self.tx, tag, lent, timeout, || rx.borrow(timeout, f))
+    }
+    fn exchange_loans_mut<R>(
+        &mut self,
+        tag: u64,
+        data: &mut [u8],
+        timeout: Option<Duration>,
+        f: impl FnOnce(u64, &mut [u8]) -> R,
+    ) -> Result<R, TransportError> {
+        let rx = &mut self.rx;
+        let lent = crate::loan::Lent::Exclusive(data);
+        crate::loan::exchange(&mut self.tx, tag, lent, timeout, || {
+            rx.borrow_mut(timeout, f)
+        })
     }
 }

@@ -19,7 +19,7 @@
 
 use crate::channel::{Consumer, Producer};
 use crate::{Backoff, TransportError};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -40,6 +40,9 @@ pub(crate) struct LoanBox {
     state: AtomicU32,
     ptr: AtomicUsize,
     len: AtomicUsize,
+    /// The loan may be written ([`lend_mut_while`]; [`Consumer::borrow_mut`] takes
+    /// only such a loan). Stored before `state` = POSTED (Release).
+    writable: AtomicBool,
     /// The lending thread, unparked when the loan comes back.
     lender: Mutex<Option<std::thread::Thread>>,
 }
@@ -68,6 +71,59 @@ impl Consumer {
         timeout: Option<Duration>,
         f: impl FnOnce(u64, &[u8]) -> R,
     ) -> Result<R, TransportError> {
+        let (tag, b) = self.take_loan(timeout, false)?;
+        let _back = GiveBack(b);
+        let (ptr, len) = (
+            b.ptr.load(Ordering::Relaxed) as *const u8,
+            b.len.load(Ordering::Relaxed),
+        );
+        // `ptr`/`len` were stored from a live `&[u8]` (or `&mut [u8]`) by the lender
+        // before it set POSTED (Release); `take_loan`'s POSTED -> TAKEN (Acquire) makes
+        // them and the bytes visible. The lender holds that borrow (nothing else writes
+        // the bytes) and does not return while the state is TAKEN, i.e. until `_back`
+        // stores DONE after `f` returned; `f` cannot keep the slice (its lifetime ends
+        // with the call). A zero-length loan may carry a dangling but aligned pointer,
+        // which from_raw_parts accepts for len 0.
+        // SAFETY: a live, unaliased-for-writes buffer of `len` bytes.
+        let data = unsafe { std::slice::from_raw_parts(ptr, len) };
+        Ok(f(tag, data))
+    }
+
+    /// As [`borrow`](Consumer::borrow), for a loan the producer lent for writing
+    /// ([`lend_mut_while`]): `f` may write the lent bytes (the lender reads them once
+    /// its call returns). A read-only loan is given back untouched and gives
+    /// [`TransportError::NoLoan`].
+    pub fn borrow_mut<R>(
+        &mut self,
+        timeout: Option<Duration>,
+        f: impl FnOnce(u64, &mut [u8]) -> R,
+    ) -> Result<R, TransportError> {
+        let (tag, b) = self.take_loan(timeout, true)?;
+        let _back = GiveBack(b);
+        let (ptr, len) = (
+            b.ptr.load(Ordering::Relaxed) as *mut u8,
+            b.len.load(Ordering::Relaxed),
+        );
+        // `ptr`/`len` were stored from a live `&mut [u8]` by `lend_mut_while` (the
+        // writable flag, checked by `take_loan`, is set only there) before POSTED
+        // (Release), made visible by `take_loan`'s Acquire. `lend_mut_while` holds that
+        // exclusive borrow and neither it nor its `during` closure can touch the bytes
+        // (the borrow is moved into the call) until the state leaves TAKEN, which only
+        // `_back` does after `f` returned; only this consumer took the loan (the CAS
+        // from POSTED), so this is the one reference to the bytes meanwhile, and `f`
+        // cannot keep it. Zero length: a dangling, aligned pointer is valid.
+        // SAFETY: an exclusively lent buffer of `len` bytes.
+        let data = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
+        Ok(f(tag, data))
+    }
+
+    /// Receives a loan's signal and takes the loan (POSTED -> TAKEN); with `write`,
+    /// only a writable one (a read-only one is given back).
+    fn take_loan(
+        &mut self,
+        timeout: Option<Duration>,
+        write: bool,
+    ) -> Result<(u64, &LoanBox), TransportError> {
         if self.ring().loan_box().is_none() {
             return Err(TransportError::NoLoan(
                 "a channel between processes (nothing can be lent across them)".into(),
@@ -89,32 +145,27 @@ impl Consumer {
                 "an empty message with nothing lent".into(),
             ));
         }
-        /// Gives the loan back when `f` returns or unwinds.
-        struct GiveBack<'a>(&'a LoanBox);
-        impl Drop for GiveBack<'_> {
-            fn drop(&mut self) {
-                self.0.state.store(DONE, Ordering::Release);
-                let lender = self.0.lender.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(t) = lender.as_ref() {
-                    t.unpark();
-                }
-            }
+        if write && !b.writable.load(Ordering::Relaxed) {
+            drop(GiveBack(b));
+            return Err(TransportError::NoLoan(
+                "a read-only loan where a writable one was expected".into(),
+            ));
         }
-        let _back = GiveBack(b);
-        let (ptr, len) = (
-            b.ptr.load(Ordering::Relaxed) as *const u8,
-            b.len.load(Ordering::Relaxed),
-        );
-        // `ptr`/`len` were stored from a live `&[u8]` by `lend_all` before it set POSTED
-        // (Release); our POSTED -> TAKEN (Acquire) makes them and the bytes visible.
-        // `lend_all` holds that shared borrow (nothing can write the bytes) and does not
-        // return while the state is TAKEN, i.e. until `_back` stores DONE after `f`
-        // returned; `f` cannot keep the slice (its lifetime ends with the call). A zero-
-        // length loan may carry a dangling but aligned pointer, which from_raw_parts
-        // accepts for len 0.
-        // SAFETY: a live, unaliased-for-writes buffer of `len` bytes.
-        let data = unsafe { std::slice::from_raw_parts(ptr, len) };
-        Ok(f(tag, data))
+        Ok((tag, b))
+    }
+}
+
+/// Gives a taken loan back when dropped (after the borrower's closure returned or
+/// unwound) and wakes the lender.
+struct GiveBack<'a>(&'a LoanBox);
+
+impl Drop for GiveBack<'_> {
+    fn drop(&mut self) {
+        self.0.state.store(DONE, Ordering::Release);
+        let lender = self.0.lender.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = lender.as_ref() {
+            t.unpark();
+        }
     }
 }
 
@@ -148,6 +199,7 @@ pub fn lend_all(
         *b.lender.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::thread::current());
         b.ptr.store(data.as_ptr() as usize, Ordering::Relaxed);
         b.len.store(data.len(), Ordering::Relaxed);
+        b.writable.store(false, Ordering::Relaxed);
         b.state.store(POSTED, Ordering::Release);
         posted = i + 1;
         if let Err(e) = p.send_empty_tagged(tag, timeout) {
@@ -179,6 +231,61 @@ pub fn lend_while<R>(
     timeout: Option<Duration>,
     during: impl FnOnce() -> R,
 ) -> Result<R, TransportError> {
+    let raw = (data.as_ptr() as usize, data.len(), false);
+    lend_raw_while(to, tag, raw, timeout, || Ok(during()))
+}
+
+/// As [`lend_while`], lending `data` for writing: the consumer takes it with
+/// [`Consumer::borrow_mut`] (or reads it with [`Consumer::borrow`]) and may write it;
+/// `data` holds what it wrote once this returns. Two members fill each other's
+/// buffers this way (each copies its share of a message straight into the other's).
+pub fn lend_mut_while<R>(
+    to: &mut Producer,
+    tag: u64,
+    data: &mut [u8],
+    timeout: Option<Duration>,
+    during: impl FnOnce() -> R,
+) -> Result<R, TransportError> {
+    let raw = (data.as_mut_ptr() as usize, data.len(), true);
+    lend_raw_while(to, tag, raw, timeout, || Ok(during()))
+}
+
+/// A buffer an end lends in an exchange ([`exchange`]): read-only, or for writing.
+pub(crate) enum Lent<'a> {
+    Shared(&'a [u8]),
+    Exclusive(&'a mut [u8]),
+}
+
+/// One end's half of an exchange of loans: lends `data` on `to` and, while it is out,
+/// borrows the peer's loan with `borrow`. A borrow that fails withdraws this end's
+/// loan (or waits for it, if the peer already took it) instead of waiting for the
+/// peer to take it: the exchange failed, and the peer learns it from its own borrow
+/// or from the group's abort.
+pub(crate) fn exchange<R>(
+    to: &mut Producer,
+    tag: u64,
+    data: Lent<'_>,
+    timeout: Option<Duration>,
+    borrow: impl FnOnce() -> Result<R, TransportError>,
+) -> Result<R, TransportError> {
+    // `data` stays borrowed until this returns, as `lend_raw_while` needs.
+    let raw = match data {
+        Lent::Shared(d) => (d.as_ptr() as usize, d.len(), false),
+        Lent::Exclusive(d) => (d.as_mut_ptr() as usize, d.len(), true),
+    };
+    lend_raw_while(to, tag, raw, timeout, borrow)
+}
+
+/// [`lend_while`]'s body: `(ptr, len, writable)` from a borrow its caller holds for
+/// the whole call. When `during` fails, the loan is withdrawn (or, taken, waited for)
+/// and its error returned.
+fn lend_raw_while<R>(
+    to: &mut Producer,
+    tag: u64,
+    (ptr, len, writable): (usize, usize, bool),
+    timeout: Option<Duration>,
+    during: impl FnOnce() -> Result<R, TransportError>,
+) -> Result<R, TransportError> {
     let Some(b) = to.ring().loan_box() else {
         return Err(TransportError::NoLoan(
             "a channel between processes: nothing can be lent".into(),
@@ -187,8 +294,9 @@ pub fn lend_while<R>(
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
     debug_assert_eq!(b.state.load(Ordering::Acquire), IDLE);
     *b.lender.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::thread::current());
-    b.ptr.store(data.as_ptr() as usize, Ordering::Relaxed);
-    b.len.store(data.len(), Ordering::Relaxed);
+    b.ptr.store(ptr, Ordering::Relaxed);
+    b.len.store(len, Ordering::Relaxed);
+    b.writable.store(writable, Ordering::Relaxed);
     b.state.store(POSTED, Ordering::Release);
     /// Withdraws or waits for the loan if `during` unwinds.
     struct Back<'a>(&'a Producer, bool);
@@ -206,7 +314,9 @@ pub fn lend_while<R>(
     let mut back = Back(to, true);
     let r = during();
     back.1 = false;
-    wait_returned(back.0, deadline, timeout, false).map(|()| r)
+    let back = wait_returned(back.0, deadline, timeout, r.is_err());
+    let r = r?;
+    back.map(|()| r)
 }
 
 /// Waits until `p`'s loan is given back, or withdraws it (not taken yet) when

@@ -1,12 +1,15 @@
 //! Loans: a buffer lent to the consumers of several channels at once is read by each
 //! exactly as it is; a data message where a loan is expected is refused and stays
 //! queued; a loan nobody takes is withdrawn at the deadline or on abort, and the
-//! lender returns; rings between processes cannot lend.
+//! lender returns; rings between processes cannot lend; two ends that lend their
+//! buffers for writing fill each other's (`exchange_loans_mut`), and a read-only loan
+//! is never handed out for writing.
 
 #![cfg(not(loom))]
 
 use smelt_transport::{
-    channel, channel_with_abort, lend_all, queuepair, Abort, Link, Producer, TransportError,
+    channel, channel_with_abort, lend_all, lend_while, queuepair, Abort, Link, Producer,
+    TransportError,
 };
 use std::time::{Duration, Instant};
 
@@ -104,4 +107,52 @@ fn rings_between_processes_cannot_lend() {
     let mut rx = me.consumer(1).unwrap();
     let e = rx.borrow(T, |_, _| ()).unwrap_err();
     assert!(matches!(e, TransportError::NoLoan(_)), "{e}");
+}
+
+#[test]
+fn two_ends_fill_each_others_lent_buffers() {
+    let (mut a, mut b) = queuepair(8);
+    let len = 100_003;
+    let src: Vec<u8> = (0..len).map(|i| (i * 13 + 1) as u8).collect();
+    let mid = len / 2;
+    let mut a_buf = src.clone();
+    let mut b_buf = vec![0u8; len];
+    std::thread::scope(|s| {
+        let src = &src;
+        s.spawn(move || {
+            // b lends its upper part for a to fill, and copies a's lower part.
+            let (lo, hi) = b_buf.split_at_mut(mid);
+            let n = b
+                .exchange_loans_mut(9, hi, T, |tag, theirs| {
+                    assert_eq!(tag, 9);
+                    lo.copy_from_slice(theirs);
+                    theirs.len()
+                })
+                .unwrap();
+            assert_eq!(n, mid);
+            assert!(b_buf == *src, "b has a's bytes, both halves");
+        });
+        let (lo, hi) = a_buf.split_at_mut(mid);
+        a.exchange_loans_mut(9, lo, T, |tag, theirs| {
+            assert_eq!(tag, 9);
+            theirs.copy_from_slice(hi);
+        })
+        .unwrap();
+    });
+    assert!(a_buf == src, "the lender's own bytes are unchanged");
+}
+
+#[test]
+fn a_read_only_loan_is_not_lent_for_writing() {
+    let (mut tx, mut rx) = channel(8);
+    let data = vec![7u8; 1000];
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let e = rx.borrow_mut(T, |_, bytes| bytes.fill(0)).unwrap_err();
+            assert!(e.to_string().contains("read-only"), "{e}");
+        });
+        // The loan comes back untouched and the lender returns.
+        lend_while(&mut tx, 3, &data, T, || ()).unwrap();
+    });
+    assert!(data.iter().all(|&b| b == 7));
 }
