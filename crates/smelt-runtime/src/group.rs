@@ -96,7 +96,7 @@ pub const OVERSUBSCRIBED_LEND_FROM: usize = 32 << 10;
 /// bytes (and at least `lend_from`) is copied by both at once: each lends the other
 /// part of its buffer and copies one half (the lower half the other member, the upper
 /// one the root).
-pub const PAIR_COPY_FROM: usize = 256 << 10;
+pub const PAIR_COPY_FROM: usize = 64 << 10;
 /// Bytes per loan of a lent message (a multiple of 48, so no value of an MPI basic
 /// type straddles two loans): 256 KiB rounded down.
 pub const LOAN_CHUNK: usize = (256 << 10) / 48 * 48;
