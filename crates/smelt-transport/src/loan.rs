@@ -104,11 +104,12 @@ impl Consumer {
             b.ptr.load(Ordering::Relaxed) as *mut u8,
             b.len.load(Ordering::Relaxed),
         );
-        // `ptr`/`len` were stored from a live `&mut [u8]` by `lend_mut_while` (the
-        // writable flag, checked by `take_loan`, is set only there) before POSTED
-        // (Release), made visible by `take_loan`'s Acquire. `lend_mut_while` holds that
-        // exclusive borrow and neither it nor its `during` closure can touch the bytes
-        // (the borrow is moved into the call) until the state leaves TAKEN, which only
+        // `ptr`/`len` were stored from a live `&mut [u8]` (the writable flag, checked by
+        // `take_loan`, is set only from one: `lend_mut_while`, `exchange`'s
+        // `Lent::Exclusive`) before POSTED (Release), made visible by `take_loan`'s
+        // Acquire. The lender holds that exclusive borrow and neither it nor its `during`
+        // closure can touch the bytes (the borrow is moved into the call) until the
+        // state leaves TAKEN, which only
         // `_back` does after `f` returned; only this consumer took the loan (the CAS
         // from POSTED), so this is the one reference to the bytes meanwhile, and `f`
         // cannot keep it. Zero length: a dangling, aligned pointer is valid.
