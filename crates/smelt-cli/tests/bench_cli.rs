@@ -594,6 +594,23 @@ fn bench_large_reports_bandwidth_against_memcpy() {
             assert!(o["vs_memcpy"].as_f64().unwrap() > 0.0, "{o}");
             assert_eq!(o["open_mpi_note"], "--no-peers");
         }
+        // Exactly one allreduce row is what `auto` picks at this size; the other
+        // operations have one algorithm, theirs.
+        let autos: Vec<&serde_json::Value> = r["ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["op"] == "allreduce" && o["auto"] == true)
+            .collect();
+        assert_eq!(autos.len(), 1, "{r}");
+        assert!(
+            r["ops"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|o| o["op"] == "allreduce" || o["auto"] == true),
+            "{r}"
+        );
     }
     let (code, _, err) = run(&["bench", "large", "--quick", "--no-peers", "--sizes", "100"]);
     assert_eq!(code, 2, "{err}");

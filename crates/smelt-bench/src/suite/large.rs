@@ -68,6 +68,10 @@ struct OpRow {
     vs_memcpy: Option<f64>,
     /// smelt / Open MPI bandwidth (> 1: smelt is faster).
     vs_open_mpi: Option<f64>,
+    /// This row's algorithm is the one `auto` (this machine's tuning file, else the
+    /// prediction) picks for the operation at this size: what a program with the
+    /// `auto` table gets (allreduce rows; the one-algorithm operations always).
+    auto: bool,
 }
 
 /// The combine alone on one core: `acc[i] += other[i]` over `bytes` of doubles.
@@ -274,6 +278,14 @@ pub fn measure(o: &Options, model: &Model) -> Result<LargeReport> {
         combine.push(combine_row(bytes));
         progress.inc();
     }
+    // What `auto` picks for the allreduce per size (None: the tree, or no table).
+    let auto = smelt_tree::tuning::auto_table(tree_model, &pos)
+        .ok()
+        .map(|(t, _)| t);
+    let auto_pick = |bytes: usize| {
+        auto.as_ref()
+            .and_then(|t| t.non_tree(smelt_runtime::SyncMode::Loose, Op::Allreduce, bytes as u64))
+    };
     let mut rows = Vec::new();
     for &bytes in &sizes {
         progress.step(format!("memcpy {bytes} B"));
@@ -308,6 +320,7 @@ pub fn measure(o: &Options, model: &Model) -> Result<LargeReport> {
                 open_mpi_note: o_note,
                 vs_memcpy: s_gbs.map(|x| x / mc),
                 vs_open_mpi: s_gbs.zip(o_gbs).map(|(x, y)| x / y),
+                auto: op != Op::Allreduce || algorithm == auto_pick(bytes),
             });
         }
         rows.push(Row {
@@ -396,7 +409,11 @@ fn table(r: &LargeReport) -> String {
                 row.bytes,
                 f(row.memcpy_gbs, 2),
                 o.op,
-                o.algorithm,
+                if o.auto && o.op == "allreduce" {
+                    format!("{} (auto)", o.algorithm)
+                } else {
+                    o.algorithm.to_string()
+                },
                 f(o.smelt_gbs, 2),
                 f(o.vs_memcpy, 2),
                 f(o.open_mpi_gbs, 2),
@@ -404,6 +421,10 @@ fn table(r: &LargeReport) -> String {
             );
         }
     }
+    let _ = writeln!(
+        s,
+        "(auto): the allreduce `auto` picks at that size (this machine's tuning file, else the prediction)"
+    );
     for w in &r.warnings {
         let _ = writeln!(s, "warning: {w}");
     }
