@@ -292,7 +292,7 @@ impl MpiReport {
 }
 
 /// Rounds of tuned and of smelt alternated per configuration.
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 
 /// Each (op, bytes) figure of the round whose median is the median of the rounds'
 /// (the figures of one round stay together); a cell no round measured keeps the first
