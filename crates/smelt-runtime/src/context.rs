@@ -1138,7 +1138,7 @@ impl<L: Link> Context<L> {
         let Some(p) = self.parent.as_mut() else {
             return Some(self.send_children(buf, t));
         };
-        let mut part = [0u8; smelt_transport::PAYLOAD_PER_SLOT];
+        let mut part = [0u8; crate::group::SMALL_MESSAGE_BYTES];
         let n = match p.link.recv(&mut part, Some(self.timeout)) {
             Ok((tag, n)) => {
                 let r = p.rank;
@@ -1275,18 +1275,20 @@ impl<L: Link> Context<L> {
     }
 
     /// True when a byte collective of `len` bytes per member travels as one message of
-    /// one slot whatever path it takes (shorter than a fragment, not lent): the one-slot
+    /// at most [`SMALL_MESSAGE_BYTES`](crate::SMALL_MESSAGE_BYTES) (four slots) whatever
+    /// path it takes (shorter than a fragment, not lent): the small-message
     /// paths ([`reduce_one_slot`](Context::reduce_one_slot),
     /// [`broadcast_one_slot`](Context::broadcast_one_slot)) send and receive exactly
     /// what the general ones would, without their buffers and loops.
     #[inline(always)]
     fn one_slot(&self, len: usize) -> bool {
-        len <= smelt_transport::PAYLOAD_PER_SLOT && len < self.segment && !self.lends(len)
+        len <= crate::group::SMALL_MESSAGE_BYTES && len < self.segment && !self.lends(len)
     }
 
-    /// [`reduce_pipeline`](Context::reduce_pipeline) of a message of one slot: each
-    /// child's part received on the stack, no fragments, no scratch buffer to lend out
-    /// and back (the interposer's reductions of 9 to 48 bytes come this way).
+    /// [`reduce_pipeline`](Context::reduce_pipeline) of a small message
+    /// ([`one_slot`](Context::one_slot)): each child's part received on the stack, no
+    /// fragments, no scratch buffer to lend out and back (the interposer's reductions of
+    /// 9 to 192 bytes come this way).
     #[inline]
     fn reduce_one_slot(
         &mut self,
@@ -1295,7 +1297,7 @@ impl<L: Link> Context<L> {
         t: Tag,
         unit: usize,
     ) -> Res<()> {
-        let mut part = [0u8; smelt_transport::PAYLOAD_PER_SLOT];
+        let mut part = [0u8; crate::group::SMALL_MESSAGE_BYTES];
         let want = data.len();
         for i in 0..self.children.len() {
             let c = &mut self.children[i];

@@ -97,6 +97,10 @@ pub const OVERSUBSCRIBED_LEND_FROM: usize = 32 << 10;
 /// part of its buffer and copies one half (the lower half the other member, the upper
 /// one the root).
 pub const PAIR_COPY_FROM: usize = 64 << 10;
+/// Byte collectives of at most this many bytes that travel as one message (shorter
+/// than a fragment, not lent) are received on the stack, without the pipeline's
+/// buffers and loops: four channel slots (192 bytes).
+pub const SMALL_MESSAGE_BYTES: usize = 4 * smelt_transport::PAYLOAD_PER_SLOT;
 /// Bytes per loan of a lent message (a multiple of 48, so no value of an MPI basic
 /// type straddles two loans): 256 KiB rounded down.
 pub const LOAN_CHUNK: usize = (256 << 10) / 48 * 48;

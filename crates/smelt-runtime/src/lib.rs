@@ -50,7 +50,7 @@ pub use context::Context;
 pub use error::{panic_message, GroupError};
 pub use group::{
     tree_edges, Group, GroupConfig, LinkEnd, Member, Pinning, Placement, LEND_FROM, LOAN_CHUNK,
-    MAX_MESSAGE_BYTES, OVERSUBSCRIBED_LEND_FROM, PAIR_COPY_FROM,
+    MAX_MESSAGE_BYTES, OVERSUBSCRIBED_LEND_FROM, PAIR_COPY_FROM, SMALL_MESSAGE_BYTES,
 };
 pub use smelt_ids::{CpuId, Pos, Rank};
 pub use smelt_plan::SyncMode;

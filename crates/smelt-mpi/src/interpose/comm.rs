@@ -274,8 +274,9 @@ fn bor_bytes(acc: &mut [u8], x: &[u8]) {
     }
 }
 
-/// The express lane's largest broadcast and reduction: one channel slot.
-pub const SMALL: usize = smelt_transport::PAYLOAD_PER_SLOT;
+/// The express lane's largest broadcast and reduction: the runtime's small message
+/// (four channel slots, 192 bytes), received on the stack there too.
+pub const SMALL: usize = smelt_runtime::SMALL_MESSAGE_BYTES;
 
 /// A reduction of `src` (at most [`SMALL`] bytes) run by `f` on a copy on the stack
 /// (no staging buffer to fill); on the root the result goes to `recv`.
@@ -1059,7 +1060,7 @@ impl Hier {
         self.ready_tree(local)
     }
 
-    /// The express lane's `MPI_Reduce` of at most one slot (`len` ≤ 48 bytes) on one
+    /// The express lane's `MPI_Reduce` of at most [`SMALL`] bytes (192) on one
     /// node, where the root's tree is made: [`Hier::reduce`] without its layers (the
     /// same tree, the same word or byte reduction, so every rank may take either
     /// path). `None`: the general path must run it.
@@ -1089,7 +1090,7 @@ impl Hier {
         Some(r)
     }
 
-    /// The express lane's `MPI_Bcast` of at most one slot (`len` ≤ 48 bytes) on one
+    /// The express lane's `MPI_Bcast` of at most [`SMALL`] bytes (192) on one
     /// node, where the root's tree is made ([`Hier::reduce_small`] for broadcasts).
     ///
     /// # Safety

@@ -1335,7 +1335,7 @@ fn express_way(h: &comm::Hier, call: Call, bytes: usize, max: usize) -> Option<b
     Some(way)
 }
 
-/// [`express`] for `MPI_Reduce`: of at most one slot through smelt
+/// [`express`] for `MPI_Reduce`: of at most [`comm::SMALL`] bytes through smelt
 /// ([`comm::Hier::reduce_small`]), or to MPI (`pmpi`) where the cut-off or the
 /// measurements send it.
 ///
@@ -1374,7 +1374,7 @@ unsafe fn reduce_express(
     })
 }
 
-/// [`express`] for `MPI_Bcast`: of at most one slot through smelt
+/// [`express`] for `MPI_Bcast`: of at most [`comm::SMALL`] bytes through smelt
 /// ([`comm::Hier::bcast_small`]), or to MPI as [`reduce_express`].
 ///
 /// # Safety
