@@ -294,31 +294,24 @@ impl<L: Link> Context<L> {
             None => &mut self.children[0],
         };
         let rank = peer.rank;
-        let (want, r) = if root {
-            let want = hi.len();
-            let r = peer
-                .link
-                .exchange_loans_mut(tag, lo, timeout, |got, theirs| {
-                    if got != tag || theirs.len() != want {
-                        return Err((got, theirs.len()));
-                    }
-                    theirs.copy_from_slice(hi);
-                    Ok(())
-                });
-            (want, r)
-        } else {
-            let want = lo.len();
-            let r = peer
-                .link
-                .exchange_loans_mut(tag, hi, timeout, |got, theirs| {
-                    if got != tag || theirs.len() != want {
-                        return Err((got, theirs.len()));
-                    }
-                    lo.copy_from_slice(theirs);
-                    Ok(())
-                });
-            (want, r)
-        };
+        // The root lends its lower half and writes its upper half into the other's
+        // loan; the other lends its upper half and copies the root's loan into its
+        // lower half.
+        let (lent, mine) = if root { (lo, hi) } else { (hi, lo) };
+        let want = mine.len();
+        let r = peer
+            .link
+            .exchange_loans_mut(tag, lent, timeout, |got, theirs| {
+                if got != tag || theirs.len() != want {
+                    return Err((got, theirs.len()));
+                }
+                if root {
+                    theirs.copy_from_slice(mine);
+                } else {
+                    mine.copy_from_slice(theirs);
+                }
+                Ok(())
+            });
         self.pair_checked(r, tag, want, rank, t)
     }
 
