@@ -128,10 +128,6 @@ pub struct Context<L: Link = QueuePairEnd> {
     pub(crate) commutes: bool,
     /// Messages of at least this many bytes are lent ([`GroupConfig::lend_from`]).
     pub(crate) lend_from: usize,
-    /// Two-member broadcasts of at least this many bytes are copied by both members
-    /// at once ([`broadcast_pair_lent`](Context::broadcast_pair_lent)); `usize::MAX`
-    /// with more members than CPUs.
-    pub(crate) pair_copy_from: usize,
     /// Packed values of the slice reductions, kept between calls so a reduction in a
     /// loop does not allocate.
     pub(crate) packed: Vec<u8>,
@@ -1172,7 +1168,7 @@ impl<L: Link> Context<L> {
         let max = self.segment;
         self.check_len(buf.len(), t)?;
         if self.lends(buf.len()) {
-            if self.size() == 2 && buf.len() >= self.pair_copy_from {
+            if self.size() == 2 && buf.len() >= crate::PAIR_COPY_FROM && self.shared.shares_copies {
                 return self.broadcast_pair_lent(buf, t);
             }
             return self.broadcast_lent(buf, t);
