@@ -166,8 +166,9 @@ pub(crate) struct GroupShared {
     pub(crate) failure: Mutex<Option<Failure>>,
     pub(crate) job: Option<Arc<ShmMember>>,
     /// Two members may copy a long broadcast together (`Context::broadcast_pair_lent`):
-    /// threads with a CPU each. Here, not in each context: a field more there moved the
-    /// word collectives' fields and made back-to-back word reductions 5-10 % slower.
+    /// threads with a CPU each. Here, not in each context, whose layout the word
+    /// collectives' loops are sensitive to (a field added there read 3-19 % slower
+    /// back-to-back word reductions in alternated builds).
     pub(crate) shares_copies: bool,
 }
 
