@@ -1114,9 +1114,9 @@ impl<L: Link> Context<L> {
     #[inline]
     fn broadcast_into_loose(&mut self, buf: &mut [u8]) -> Res<()> {
         let t = self.begin(Coll::Broadcast)?;
-        if self.one_slot(buf.len()) {
+        if self.is_small(buf.len()) {
             self.check_len(buf.len(), t)?;
-            if let Some(r) = self.broadcast_one_slot(buf, t) {
+            if let Some(r) = self.broadcast_small(buf, t) {
                 return r;
             }
         }
@@ -1126,11 +1126,11 @@ impl<L: Link> Context<L> {
         r
     }
 
-    /// [`broadcast_into_inner`](Context::broadcast_into_inner) of one slot
-    /// ([`one_slot`](Context::one_slot)): received on the stack. `None`: the parent
+    /// [`broadcast_into_inner`](Context::broadcast_into_inner) of a small message
+    /// ([`is_small`](Context::is_small)): received on the stack. `None`: the parent
     /// sent a longer message, still queued, for the general path to receive and report.
     #[inline]
-    fn broadcast_one_slot(&mut self, buf: &mut [u8], t: Tag) -> Option<Res<()>> {
+    fn broadcast_small(&mut self, buf: &mut [u8], t: Tag) -> Option<Res<()>> {
         let Some(p) = self.parent.as_mut() else {
             return Some(self.send_children(buf, t));
         };
@@ -1260,8 +1260,8 @@ impl<L: Link> Context<L> {
     ) -> Res<bool> {
         let t = self.begin(Coll::ReduceSlice)?;
         self.check_len(data.len(), t)?;
-        if self.one_slot(data.len()) {
-            self.reduce_one_slot(data, &mut combine, t, 1)?;
+        if self.is_small(data.len()) {
+            self.reduce_small(data, &mut combine, t, 1)?;
         } else if self.lends(data.len()) {
             self.reduce_lent(data, &mut combine, t)?;
         } else {
@@ -1273,20 +1273,20 @@ impl<L: Link> Context<L> {
     /// True when a byte collective of `len` bytes per member travels as one message of
     /// at most [`SMALL_MESSAGE_BYTES`](crate::SMALL_MESSAGE_BYTES) (four slots) whatever
     /// path it takes (shorter than a fragment, not lent): the small-message
-    /// paths ([`reduce_one_slot`](Context::reduce_one_slot),
-    /// [`broadcast_one_slot`](Context::broadcast_one_slot)) send and receive exactly
+    /// paths ([`reduce_small`](Context::reduce_small),
+    /// [`broadcast_small`](Context::broadcast_small)) send and receive exactly
     /// what the general ones would, without their buffers and loops.
     #[inline(always)]
-    fn one_slot(&self, len: usize) -> bool {
+    fn is_small(&self, len: usize) -> bool {
         len <= crate::group::SMALL_MESSAGE_BYTES && len < self.segment && !self.lends(len)
     }
 
     /// [`reduce_pipeline`](Context::reduce_pipeline) of a small message
-    /// ([`one_slot`](Context::one_slot)): each child's part received on the stack, no
+    /// ([`is_small`](Context::is_small)): each child's part received on the stack, no
     /// fragments, no scratch buffer to lend out and back (the interposer's reductions of
     /// 9 to 192 bytes come this way).
     #[inline]
-    fn reduce_one_slot(
+    fn reduce_small(
         &mut self,
         data: &mut [u8],
         combine: &mut dyn FnMut(&mut [u8], &[u8]),

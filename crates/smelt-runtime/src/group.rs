@@ -621,7 +621,6 @@ impl Group {
         } else {
             cfg
         };
-        let lend_pairs_from = cfg.lend_from;
         let flat_trees: Vec<Tree>;
         let trees: &[Tree] = if flattened {
             flat_trees = trees
@@ -677,14 +676,9 @@ impl Group {
         let mut meshes: Vec<Option<Vec<crate::nontree::NonTreeLinks>>> = Vec::new();
         for _ in trees {
             meshes.push(match &table {
-                Some(table) => crate::nontree::build_meshes(
-                    table,
-                    n,
-                    cfg.link.capacity,
-                    wait,
-                    &shared.abort,
-                    lend_pairs_from,
-                )?,
+                Some(table) => {
+                    crate::nontree::build_meshes(table, n, cfg.link.capacity, wait, &shared.abort)?
+                }
                 None => None,
             });
         }

@@ -355,8 +355,8 @@ impl<L: Link> Context<L> {
     /// 4. `e − p` sends the result to `e`.
     ///
     /// Where n is a power of two (steps 1 and 4 are empty), the links can lend
-    /// (members that are threads) and the data are at least the links'
-    /// `lend_pairs_from` long, each pair step is one exchange of loans instead
+    /// (members that are threads) and the data are at least the group's
+    /// `lend_from` long, each pair step is one exchange of loans instead
     /// ([`lend_step`](Self::lend_step)): each member reads its
     /// partner's half directly.
     ///
@@ -409,7 +409,7 @@ impl<L: Link> Context<L> {
         // two: no message of this call goes through the mesh, so none can be held
         // there) and the data are long enough.
         let lent = p == n
-            && len >= nt.lend_pairs_from
+            && len >= self.lend_from
             && (0..n.trailing_zeros()).all(|b| {
                 let link = nt.mesh.link_mut(Rank(me ^ (1 << b)));
                 link.is_some_and(|l| l.can_lend())

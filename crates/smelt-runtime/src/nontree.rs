@@ -41,9 +41,6 @@ pub(crate) struct NonTreeLinks {
     pub(crate) last: Option<(SyncMode, usize, Option<NonTree>)>,
     /// Receive buffer (one chunk).
     pub(crate) buf: Vec<u8>,
-    /// Rabenseifner's pair exchanges of at least this many bytes are lent (where the
-    /// links can lend): the group's `lend_from` (as [`Group`](crate::Group) resolved it).
-    pub(crate) lend_pairs_from: usize,
 }
 
 /// The largest power of two not above `n` (n ≥ 1).
@@ -104,7 +101,6 @@ pub(crate) fn build_meshes(
     capacity: usize,
     wait: WaitPolicy,
     abort: &Abort,
-    lend_pairs_from: usize,
 ) -> Result<Option<Vec<NonTreeLinks>>, GroupError> {
     let pairs = pairs_for(table, n);
     if n < 2 || pairs.is_empty() {
@@ -120,7 +116,7 @@ pub(crate) fn build_meshes(
     Ok(Some(
         meshes
             .into_iter()
-            .map(|mesh| NonTreeLinks::new(mesh, table.clone(), lend_pairs_from))
+            .map(|mesh| NonTreeLinks::new(mesh, table.clone()))
             .collect(),
     ))
 }
@@ -128,11 +124,7 @@ pub(crate) fn build_meshes(
 impl NonTreeLinks {
     /// A context's links beyond its tree (`mesh`, with a link for each pair of
     /// [`pairs_for`] this member is in) and the table that says when to use them.
-    pub(crate) fn new(
-        mesh: Mesh,
-        table: Arc<AlgorithmTable>,
-        lend_pairs_from: usize,
-    ) -> NonTreeLinks {
+    pub(crate) fn new(mesh: Mesh, table: Arc<AlgorithmTable>) -> NonTreeLinks {
         let dissemination = [SyncMode::Loose, SyncMode::Strict]
             .map(|s| table.non_tree(s, Op::Barrier, 0) == Some(NonTree::Dissemination));
         let chunk = mesh.max_message_len_all();
@@ -142,7 +134,6 @@ impl NonTreeLinks {
             dissemination,
             last: None,
             buf: vec![0; chunk],
-            lend_pairs_from,
         }
     }
 }

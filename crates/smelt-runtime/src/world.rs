@@ -137,11 +137,7 @@ impl Member<QueuePairEnd> {
                 let m =
                     smelt_mesh::mesh::Mesh::with_links(rank, n, links, Some(abort.clone()), wait)
                         .map_err(|e| GroupError::Job(format!("links beyond the tree: {e}")))?;
-                nontree.push(crate::nontree::NonTreeLinks::new(
-                    m,
-                    table.clone(),
-                    cfg.lend_from,
-                ));
+                nontree.push(crate::nontree::NonTreeLinks::new(m, table.clone()));
             }
         }
         let mut member = Member::build(trees, rank, &cfg, shared, None, |id, e, side| {

@@ -79,6 +79,6 @@ pub use channel::{
 pub use cputime::{process_cpu_time, thread_cpu_time};
 pub use error::TransportError;
 pub use link::Link;
-pub use loan::{lend_all, lend_mut_while, lend_while};
+pub use loan::{lend_all, lend_while};
 pub use queuepair::{queuepair, try_queuepair, QueuePairEnd};
 pub use sleepq::{SleepOutcome, SleepQueue, SLEEPQ_MAX_CAPACITY};

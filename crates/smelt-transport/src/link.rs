@@ -101,10 +101,7 @@ pub trait Link: Send {
         Self: Sized,
     {
         let _ = (links, tag, data, timeout);
-        Err((
-            0,
-            TransportError::NoLoan("a transport that cannot lend".into()),
-        ))
+        Err((0, cannot_lend()))
     }
     /// Borrows what the peer lends: calls `f(tag, bytes)` with the lent bytes (see
     /// [`Consumer::borrow`](crate::Consumer::borrow)). Default:
@@ -118,9 +115,7 @@ pub trait Link: Send {
         Self: Sized,
     {
         let _ = (timeout, f);
-        Err(TransportError::NoLoan(
-            "a transport that cannot lend".into(),
-        ))
+        Err(cannot_lend())
     }
     /// Lends `data` to the peer and, while it is out, borrows what the peer lends
     /// (`f(tag, bytes)`), then waits for this end's loan to come back: both ends call
@@ -137,13 +132,11 @@ pub trait Link: Send {
         Self: Sized,
     {
         let _ = (tag, data, timeout, f);
-        Err(TransportError::NoLoan(
-            "a transport that cannot lend".into(),
-        ))
+        Err(cannot_lend())
     }
     /// As [`exchange_loans`](Link::exchange_loans), both loans writable: lends `data`
     /// for writing and, while it is out, borrows the peer's writable loan
-    /// (`f(tag, bytes)` may write it; see [`crate::lend_mut_while`] and
+    /// (`f(tag, bytes)` may write it; see
     /// [`Consumer::borrow_mut`](crate::Consumer::borrow_mut)). Two members fill each
     /// other's buffers at once this way. Default: [`TransportError::NoLoan`].
     fn exchange_loans_mut<R>(
@@ -157,10 +150,13 @@ pub trait Link: Send {
         Self: Sized,
     {
         let _ = (tag, data, timeout, f);
-        Err(TransportError::NoLoan(
-            "a transport that cannot lend".into(),
-        ))
+        Err(cannot_lend())
     }
+}
+
+/// The error of the lending methods' defaults: a transport that cannot lend.
+fn cannot_lend() -> TransportError {
+    TransportError::NoLoan("a transport that cannot lend".into())
 }
 
 impl Link for QueuePairEnd {

@@ -40,8 +40,8 @@ pub(crate) struct LoanBox {
     state: AtomicU32,
     ptr: AtomicUsize,
     len: AtomicUsize,
-    /// The loan may be written ([`lend_mut_while`]; [`Consumer::borrow_mut`] takes
-    /// only such a loan). Stored before `state` = POSTED (Release).
+    /// The loan may be written (lent from a `&mut [u8]` by [`exchange`];
+    /// [`Consumer::borrow_mut`] takes only such a loan). Stored before `state` = POSTED (Release).
     writable: AtomicBool,
     /// The lending thread, unparked when the loan comes back.
     lender: Mutex<Option<std::thread::Thread>>,
@@ -71,26 +71,21 @@ impl Consumer {
         timeout: Option<Duration>,
         f: impl FnOnce(u64, &[u8]) -> R,
     ) -> Result<R, TransportError> {
-        let (tag, b) = self.take_loan(timeout, false)?;
-        let _back = GiveBack(b);
-        let (ptr, len) = (
-            b.ptr.load(Ordering::Relaxed) as *const u8,
-            b.len.load(Ordering::Relaxed),
-        );
-        // `ptr`/`len` were stored from a live `&[u8]` (or `&mut [u8]`) by the lender
+        let t = self.take_loan(timeout, false)?;
+        // `t.ptr`/`t.len` were stored from a live `&[u8]` (or `&mut [u8]`) by the lender
         // before it set POSTED (Release); `take_loan`'s POSTED -> TAKEN (Acquire) makes
         // them and the bytes visible. The lender holds that borrow (nothing else writes
-        // the bytes) and does not return while the state is TAKEN, i.e. until `_back`
+        // the bytes) and does not return while the state is TAKEN, i.e. until `t._back`
         // stores DONE after `f` returned; `f` cannot keep the slice (its lifetime ends
         // with the call). A zero-length loan may carry a dangling but aligned pointer,
         // which from_raw_parts accepts for len 0.
         // SAFETY: a live, unaliased-for-writes buffer of `len` bytes.
-        let data = unsafe { std::slice::from_raw_parts(ptr, len) };
-        Ok(f(tag, data))
+        let data = unsafe { std::slice::from_raw_parts(t.ptr, t.len) };
+        Ok(f(t.tag, data))
     }
 
     /// As [`borrow`](Consumer::borrow), for a loan the producer lent for writing
-    /// ([`lend_mut_while`]): `f` may write the lent bytes (the lender reads them once
+    /// ([`Link::exchange_loans_mut`](crate::Link::exchange_loans_mut)): `f` may write the lent bytes (the lender reads them once
     /// its call returns). A read-only loan is given back untouched and gives
     /// [`TransportError::NoLoan`].
     pub fn borrow_mut<R>(
@@ -98,24 +93,18 @@ impl Consumer {
         timeout: Option<Duration>,
         f: impl FnOnce(u64, &mut [u8]) -> R,
     ) -> Result<R, TransportError> {
-        let (tag, b) = self.take_loan(timeout, true)?;
-        let _back = GiveBack(b);
-        let (ptr, len) = (
-            b.ptr.load(Ordering::Relaxed) as *mut u8,
-            b.len.load(Ordering::Relaxed),
-        );
-        // `ptr`/`len` were stored from a live `&mut [u8]` (the writable flag, checked by
-        // `take_loan`, is set only from one: `lend_mut_while`, `exchange`'s
-        // `Lent::Exclusive`) before POSTED (Release), made visible by `take_loan`'s
-        // Acquire. The lender holds that exclusive borrow and neither it nor its `during`
-        // closure can touch the bytes (the borrow is moved into the call) until the
-        // state leaves TAKEN, which only
-        // `_back` does after `f` returned; only this consumer took the loan (the CAS
+        let t = self.take_loan(timeout, true)?;
+        // `t.ptr`/`t.len` were stored from a live `&mut [u8]` (the writable flag, checked
+        // by `take_loan`, is set only from one: `exchange`'s `Lent::Exclusive`) before
+        // POSTED (Release), made visible by `take_loan`'s Acquire. The lender holds that
+        // exclusive borrow and neither it nor its `borrow` closure can touch the bytes
+        // (the borrow is moved into the call) until the state leaves TAKEN, which only
+        // `t._back` does after `f` returned; only this consumer took the loan (the CAS
         // from POSTED), so this is the one reference to the bytes meanwhile, and `f`
         // cannot keep it. Zero length: a dangling, aligned pointer is valid.
         // SAFETY: an exclusively lent buffer of `len` bytes.
-        let data = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
-        Ok(f(tag, data))
+        let data = unsafe { std::slice::from_raw_parts_mut(t.ptr, t.len) };
+        Ok(f(t.tag, data))
     }
 
     /// Receives a loan's signal and takes the loan (POSTED -> TAKEN); with `write`,
@@ -124,7 +113,7 @@ impl Consumer {
         &mut self,
         timeout: Option<Duration>,
         write: bool,
-    ) -> Result<(u64, &LoanBox), TransportError> {
+    ) -> Result<Taken<'_>, TransportError> {
         if self.ring().loan_box().is_none() {
             return Err(TransportError::NoLoan(
                 "a channel between processes (nothing can be lent across them)".into(),
@@ -152,8 +141,23 @@ impl Consumer {
                 "a read-only loan where a writable one was expected".into(),
             ));
         }
-        Ok((tag, b))
+        Ok(Taken {
+            tag,
+            ptr: b.ptr.load(Ordering::Relaxed) as *mut u8,
+            len: b.len.load(Ordering::Relaxed),
+            _back: GiveBack(b),
+        })
     }
+}
+
+/// A loan [`Consumer::take_loan`] took: its signal's tag, the lent bytes' address
+/// and length, and the guard that gives it back.
+struct Taken<'a> {
+    tag: u64,
+    ptr: *mut u8,
+    len: usize,
+    /// Gives the loan back when the borrow ends (dropped with it).
+    _back: GiveBack<'a>,
 }
 
 /// Gives a taken loan back when dropped (after the borrower's closure returned or
@@ -232,61 +236,33 @@ pub fn lend_while<R>(
     timeout: Option<Duration>,
     during: impl FnOnce() -> R,
 ) -> Result<R, TransportError> {
-    let raw = (data.as_ptr() as usize, data.len(), false);
-    lend_raw_while(to, tag, raw, timeout, || Ok(during()))
+    exchange(to, tag, Lent::Shared(data), timeout, || Ok(during()))
 }
 
-/// As [`lend_while`], lending `data` for writing: the consumer takes it with
-/// [`Consumer::borrow_mut`] (or reads it with [`Consumer::borrow`]) and may write it;
-/// `data` holds what it wrote once this returns. Two members fill each other's
-/// buffers this way (each copies its share of a message straight into the other's).
-pub fn lend_mut_while<R>(
-    to: &mut Producer,
-    tag: u64,
-    data: &mut [u8],
-    timeout: Option<Duration>,
-    during: impl FnOnce() -> R,
-) -> Result<R, TransportError> {
-    let raw = (data.as_mut_ptr() as usize, data.len(), true);
-    lend_raw_while(to, tag, raw, timeout, || Ok(during()))
-}
-
-/// A buffer an end lends in an exchange ([`exchange`]): read-only, or for writing.
+/// A buffer an end lends ([`exchange`]): read-only, or for writing.
 pub(crate) enum Lent<'a> {
     Shared(&'a [u8]),
     Exclusive(&'a mut [u8]),
 }
 
-/// One end's half of an exchange of loans: lends `data` on `to` and, while it is out,
-/// borrows the peer's loan with `borrow`. A borrow that fails withdraws this end's
-/// loan (or waits for it, if the peer already took it) instead of waiting for the
-/// peer to take it: the exchange failed, and the peer learns it from its own borrow
-/// or from the group's abort.
+/// Lends `data` on `to` and, while it is out, runs `during` (one end's half of an
+/// exchange of loans: it borrows the peer's loan), then waits for the loan to come
+/// back ([`lend_while`]'s body). When `during` fails, this end's loan is withdrawn
+/// (or, if the peer already took it, waited for) instead of waited for, and its error
+/// returned: the exchange failed, and the peer learns it from its own borrow or from
+/// the group's abort.
 pub(crate) fn exchange<R>(
     to: &mut Producer,
     tag: u64,
     data: Lent<'_>,
     timeout: Option<Duration>,
-    borrow: impl FnOnce() -> Result<R, TransportError>,
+    during: impl FnOnce() -> Result<R, TransportError>,
 ) -> Result<R, TransportError> {
-    // `data` stays borrowed until this returns, as `lend_raw_while` needs.
-    let raw = match data {
+    // `data` stays borrowed (read-only, or exclusively) until this returns.
+    let (ptr, len, writable) = match data {
         Lent::Shared(d) => (d.as_ptr() as usize, d.len(), false),
         Lent::Exclusive(d) => (d.as_mut_ptr() as usize, d.len(), true),
     };
-    lend_raw_while(to, tag, raw, timeout, borrow)
-}
-
-/// [`lend_while`]'s body: `(ptr, len, writable)` from a borrow its caller holds for
-/// the whole call. When `during` fails, the loan is withdrawn (or, taken, waited for)
-/// and its error returned.
-fn lend_raw_while<R>(
-    to: &mut Producer,
-    tag: u64,
-    (ptr, len, writable): (usize, usize, bool),
-    timeout: Option<Duration>,
-    during: impl FnOnce() -> Result<R, TransportError>,
-) -> Result<R, TransportError> {
     let Some(b) = to.ring().loan_box() else {
         return Err(TransportError::NoLoan(
             "a channel between processes: nothing can be lent".into(),
