@@ -186,6 +186,11 @@ smelt-tree = { path = \"$src/crates/smelt-tree\", default-features = false }"
         deps="$deps
 smelt-am = { path = \"$src/crates/smelt-am\", optional = true }"
     fi
+    # The probe is built as the revision builds its own release binaries (its
+    # workspace's codegen-units), so a change of the profile shows in the figures.
+    local cgu
+    cgu=$(awk '/^\[/{r=($0=="[profile.release]")} r && /^codegen-units *=/{gsub(/[^0-9]/,"");print;exit}' "$src/Cargo.toml")
+    cgu=${cgu:-16}
     cat >"$work/probe/Cargo.toml" <<EOF
 # Written by scripts/bench-compare.sh for the crates in $src.
 [package]
@@ -212,7 +217,7 @@ am = [$(grep -q '^smelt-am' <<<"$deps" && echo '"dep:smelt-am"')]
 
 [profile.release]
 debug = 1
-codegen-units = 4
+codegen-units = $cgu
 
 [workspace]
 EOF
