@@ -1084,9 +1084,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
     /// requests are unanswered); errors are reported by the next poll, in order.
     #[inline(never)]
     fn serve_while_sending(&mut self) {
-        if let Err(e) = self.poll_inner(64) {
-            self.pending.push_back(e);
-        }
+        self.poll_inner(64);
     }
 
     #[inline(never)]
@@ -1145,14 +1143,9 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
                     }
                 }
                 // No room: serve this endpoint's own queue (run its handlers) meanwhile.
-                let served = match self.poll_inner(64) {
-                    Ok(n) => n > 0,
-                    // Reported by the next poll, in order.
-                    Err(e) => {
-                        self.pending.push_back(e);
-                        true
-                    }
-                };
+                // An error is reported by the next poll, in order.
+                let errors = self.pending.len();
+                let served = self.poll_inner(64) > 0 || self.pending.len() > errors;
                 let w = waiter
                     .get_or_insert_with(|| Waiter::new(&self.net.wait, self.net.cfg.link.timeout));
                 if let Err(e) = w.step(served, &self.net.abort, || {
@@ -1182,15 +1175,32 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
         if let Some(e) = self.net.deferred.pop_front() {
             return Err(e);
         }
-        self.poll_inner(max)
+        let n = self.poll_inner(max);
+        if n == 0 {
+            // What went wrong before any handler ran (nothing else is queued: the
+            // errors queued before were reported first).
+            if let Some(e) = self.pending.pop_front() {
+                return Err(e);
+            }
+        }
+        Ok(n)
     }
 
     /// Runs handlers (as [`poll_some`](Self::poll_some)), then sends the replies they
-    /// batched.
-    fn poll_inner(&mut self, max: usize) -> Result<usize, AmError> {
-        let r = self.poll_loop(max);
+    /// batched: how many ran. An error is queued in `pending`, for the caller to
+    /// report. (A count, not a `Result`: the fast path's `Result`, kept across the
+    /// flush and copied out whole, was read back with one 16-byte load from two 8-byte
+    /// stores, which the store buffer cannot forward: a stall of every poll.)
+    fn poll_inner(&mut self, max: usize) -> usize {
+        let n = match self.poll_loop(max) {
+            Ok(n) => n,
+            Err(e) => {
+                self.pending.push_back(e);
+                0
+            }
+        };
         self.net.flush_batch();
-        r
+        n
     }
 
     /// True if a message is waiting: in a batch being handled, held, or on a link.
@@ -1332,10 +1342,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
                 match r? {
                     0 => continue,
                     n => {
-                        let more = self.poll_inner(64).unwrap_or_else(|e| {
-                            self.pending.push_back(e);
-                            0
-                        });
+                        let more = self.poll_inner(64);
                         return Ok(n + more);
                     }
                 }
@@ -1451,7 +1458,8 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
                     return Ok(true);
                 };
                 // The fast path reads the words in place; the others get the buffer.
-                if let Some(args) = self.fast_args(from, &h, &self.rx[..len]) {
+                let mut args = [0u64; MAX_ARGS];
+                if self.fast_args(from, &h, &self.rx[..len], &mut args) {
                     return self.dispatch_fast(from, &h, &args).map(|()| true);
                 }
                 let rx = std::mem::take(&mut self.rx);
@@ -1554,7 +1562,8 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
         let end = at + 8 * (1 + h.nargs);
         self.inbox_pos = end;
         // The fast path reads the words in place; the others get the bytes.
-        if let Some(args) = self.fast_args(from, &h, &self.inbox[at + 8..end]) {
+        let mut args = [0u64; MAX_ARGS];
+        if self.fast_args(from, &h, &self.inbox[at + 8..end], &mut args) {
             return self.dispatch_fast(from, &h, &args);
         }
         let inbox = std::mem::take(&mut self.inbox);
@@ -1576,7 +1585,8 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
     /// Handles one link message from `from` whose tag decoded as `h`.
     #[inline]
     fn handle_head(&mut self, from: usize, h: &Head, bytes: &[u8]) -> Result<(), AmError> {
-        if let Some(args) = self.fast_args(from, h, bytes) {
+        let mut args = [0u64; MAX_ARGS];
+        if self.fast_args(from, h, bytes, &mut args) {
             return self.dispatch_fast(from, h, &args);
         }
         self.handle_general(from, h, bytes)
@@ -1584,11 +1594,14 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
 
     /// The fast path's checks: a whole short request or reply that passes every
     /// check (tag, handler, an outstanding request for a reply) gives its argument
-    /// words; anything else goes to [`handle_general`](Self::handle_general).
+    /// words in `args` (true); anything else goes to
+    /// [`handle_general`](Self::handle_general). (The words go to the caller's array,
+    /// not back in an `Option`: that copy read them with 16-byte loads from the 8-byte
+    /// stores just made, which the store buffer cannot forward.)
     #[inline]
-    fn fast_args(&self, from: usize, h: &Head, bytes: &[u8]) -> Option<[u64; MAX_ARGS]> {
+    fn fast_args(&self, from: usize, h: &Head, bytes: &[u8], args: &mut [u64; MAX_ARGS]) -> bool {
         if !(h.first && h.last && !h.bulk && from < self.asm.len()) {
-            return None;
+            return false;
         }
         let keyed = h.kind == Kind::Request;
         let words = keyed as usize + h.nargs;
@@ -1601,16 +1614,15 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
                 self.net.outstanding[from] > 0
             })
         {
-            return None;
+            return false;
         }
-        let mut args = [0u64; MAX_ARGS];
         for (a, w) in args
             .iter_mut()
             .zip(bytes[8 * keyed as usize..].chunks_exact(8))
         {
             *a = u64::from_le_bytes(w.try_into().expect("8 bytes"));
         }
-        Some(args)
+        true
     }
 
     /// Runs the handler of a message [`fast_args`](Self::fast_args) accepted.

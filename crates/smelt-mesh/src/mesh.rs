@@ -610,7 +610,7 @@ impl<L: Link> Mesh<L> {
     /// One non-blocking pass over the links (starting at the round-robin position):
     /// the first message found, or `None`. A link found closed (after its last
     /// message) is reported once as [`MeshError::PeerGone`] and dropped.
-    #[inline]
+    #[inline(always)]
     fn poll(&mut self, buf: &mut [u8]) -> Result<Option<(Rank, u64, usize)>, MeshError> {
         let n = self.peers.len();
         self.pass = self.pass.wrapping_add(1);
@@ -632,6 +632,11 @@ impl<L: Link> Mesh<L> {
             match link.try_recv(buf) {
                 Ok((tag, len)) => {
                     self.next = i + 1;
+                    // The length on its own (opaque to the optimizer): a copy of the
+                    // (tag, length) pair whole reads it with one 16-byte load from
+                    // the transport's two 8-byte stores, which the store buffer
+                    // cannot forward (a stall of every message received).
+                    let len = std::hint::black_box(len);
                     return Ok(Some((self.peers[i].rank, tag, len)));
                 }
                 Err(TransportError::Empty) => i += 1,

@@ -1342,7 +1342,7 @@ impl Link for WorldLink {
         Link::max_message_len(&self.ep)
     }
 
-    #[inline]
+    #[inline(always)]
     fn try_send(&mut self, tag: u64, msg: &[u8]) -> Result<(), TransportError> {
         match &mut self.watch {
             // Between threads: no liveness to check.
@@ -1376,7 +1376,7 @@ impl Link for WorldLink {
         Link::send_empty(&mut self.ep, tag, timeout)
     }
 
-    #[inline]
+    #[inline(always)]
     fn try_recv(&mut self, buf: &mut [u8]) -> Result<(u64, usize), TransportError> {
         match &mut self.watch {
             // Between threads: no liveness to check.
