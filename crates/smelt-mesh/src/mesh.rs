@@ -473,9 +473,16 @@ impl<L: Link> Mesh<L> {
     /// ([`TransportError::Full`] otherwise, as [`MeshError::Transport`]).
     #[inline]
     pub fn try_send(&mut self, to: Rank, tag: u64, msg: &[u8]) -> Result<(), MeshError> {
-        let i = self.linked(to)?;
-        let p = &mut self.peers[i];
-        let link = p.link.as_mut().expect("linked");
+        // One look at the link (`linked` and then the link again read its
+        // discriminant twice, on the way of every message sent).
+        let aborted = self.abort.is_triggered();
+        let p = match self.peer_index(to) {
+            Some(i) if !aborted => &mut self.peers[i],
+            _ => return Err(self.not_linked(to)),
+        };
+        let Some(link) = p.link.as_mut() else {
+            return Err(self.not_linked(to));
+        };
         match link.try_send(tag, msg) {
             Ok(()) => {
                 if let Some(b) = &p.bell {
@@ -487,24 +494,31 @@ impl<L: Link> Mesh<L> {
         }
     }
 
+    /// Why there is no live link to `to` now: the mesh aborted, no link was made to
+    /// it, or it left.
+    #[cold]
+    fn not_linked(&self, to: Rank) -> MeshError {
+        if self.abort.is_triggered() {
+            return MeshError::Aborted { rank: self.rank };
+        }
+        match self.peer_index(to) {
+            None => MeshError::NoLink {
+                rank: self.rank,
+                peer: to,
+            },
+            Some(_) => MeshError::PeerGone {
+                rank: self.rank,
+                peer: to,
+            },
+        }
+    }
+
     /// Index of a live link to `to`.
     fn linked(&self, to: Rank) -> Result<usize, MeshError> {
-        if self.abort.is_triggered() {
-            return Err(MeshError::Aborted { rank: self.rank });
+        match self.peer_index(to) {
+            Some(i) if !self.abort.is_triggered() && self.peers[i].link.is_some() => Ok(i),
+            _ => Err(self.not_linked(to)),
         }
-        let Some(i) = self.peer_index(to) else {
-            return Err(MeshError::NoLink {
-                rank: self.rank,
-                peer: to,
-            });
-        };
-        if self.peers[i].link.is_none() {
-            return Err(MeshError::PeerGone {
-                rank: self.rank,
-                peer: to,
-            });
-        }
-        Ok(i)
     }
 
     fn send_with(
