@@ -1453,15 +1453,20 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
             Ok(Some((r, tag, len))) => {
                 self.again = true;
                 let from = self.net.global[r.index()];
+                // The fast path (a whole short request or reply, told by one compare of
+                // its tag) reads the words in place; the others get the buffer.
+                if let Some((kind, handler, nargs)) = wire::short(tag) {
+                    let mut args = [0u64; MAX_ARGS];
+                    if self.short_args(from, kind, handler, nargs, &self.rx[..len], &mut args) {
+                        return self
+                            .dispatch_fast(from, kind, handler, &args[..nargs])
+                            .map(|()| true);
+                    }
+                }
                 let Some(h) = wire::decode(tag) else {
                     self.net.stats.foreign += 1;
                     return Ok(true);
                 };
-                // The fast path reads the words in place; the others get the buffer.
-                let mut args = [0u64; MAX_ARGS];
-                if self.fast_args(from, &h, &self.rx[..len], &mut args) {
-                    return self.dispatch_fast(from, &h, &args).map(|()| true);
-                }
                 let rx = std::mem::take(&mut self.rx);
                 let r = self.handle_general(from, &h, &rx[..len]);
                 self.rx = rx;
@@ -1564,7 +1569,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
         // The fast path reads the words in place; the others get the bytes.
         let mut args = [0u64; MAX_ARGS];
         if self.fast_args(from, &h, &self.inbox[at + 8..end], &mut args) {
-            return self.dispatch_fast(from, &h, &args);
+            return self.dispatch_fast(from, h.kind, h.handler, &args[..h.nargs]);
         }
         let inbox = std::mem::take(&mut self.inbox);
         let r = self.handle_general(from, &h, &inbox[at + 8..end]);
@@ -1587,27 +1592,42 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
     fn handle_head(&mut self, from: usize, h: &Head, bytes: &[u8]) -> Result<(), AmError> {
         let mut args = [0u64; MAX_ARGS];
         if self.fast_args(from, h, bytes, &mut args) {
-            return self.dispatch_fast(from, h, &args);
+            return self.dispatch_fast(from, h.kind, h.handler, &args[..h.nargs]);
         }
         self.handle_general(from, h, bytes)
     }
 
-    /// The fast path's checks: a whole short request or reply that passes every
-    /// check (tag, handler, an outstanding request for a reply) gives its argument
-    /// words in `args` (true); anything else goes to
-    /// [`handle_general`](Self::handle_general). (The words go to the caller's array,
-    /// not back in an `Option`: that copy read them with 16-byte loads from the 8-byte
-    /// stores just made, which the store buffer cannot forward.)
+    /// The fast path's checks on a message [`decode`](wire::decode) read: a whole
+    /// short request or reply goes to [`short_args`](Self::short_args).
     #[inline]
     fn fast_args(&self, from: usize, h: &Head, bytes: &[u8], args: &mut [u64; MAX_ARGS]) -> bool {
-        if !(h.first && h.last && !h.bulk && from < self.asm.len()) {
-            return false;
-        }
-        let keyed = h.kind == Kind::Request;
-        let words = keyed as usize + h.nargs;
-        if !(bytes.len() == 8 * words
+        h.first
+            && h.last
+            && !h.bulk
             && matches!(h.kind, Kind::Request | Kind::Reply)
-            && self.handlers[h.handler as usize].is_some()
+            && self.short_args(from, h.kind, h.handler, h.nargs, bytes, args)
+    }
+
+    /// The fast path's checks on a whole short request or reply ([`wire::short`]):
+    /// one that passes every check (length, handler, the tag for a request, an
+    /// outstanding request for a reply) gives its argument words in `args` (true);
+    /// anything else goes to [`handle_general`](Self::handle_general). (The words go to
+    /// the caller's array, not back in an `Option`: that copy read them with 16-byte
+    /// loads from the 8-byte stores just made, which the store buffer cannot forward.)
+    #[inline]
+    fn short_args(
+        &self,
+        from: usize,
+        kind: Kind,
+        handler: u8,
+        nargs: usize,
+        bytes: &[u8],
+        args: &mut [u64; MAX_ARGS],
+    ) -> bool {
+        let keyed = kind == Kind::Request;
+        if !(from < self.asm.len()
+            && bytes.len() == 8 * (keyed as usize + nargs)
+            && self.handlers[handler as usize].is_some()
             && if keyed {
                 wire::word(bytes, 0) == self.net.key
             } else {
@@ -1625,19 +1645,20 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
         true
     }
 
-    /// Runs the handler of a message [`fast_args`](Self::fast_args) accepted.
+    /// Runs the handler of a message [`short_args`](Self::short_args) accepted.
     #[inline]
     fn dispatch_fast(
         &mut self,
         from: usize,
-        h: &Head,
-        args: &[u64; MAX_ARGS],
+        kind: Kind,
+        handler: u8,
+        args: &[u64],
     ) -> Result<(), AmError> {
-        if h.kind == Kind::Request {
+        if kind == Kind::Request {
             // Its reply is batched only if more is waiting to be handled.
             self.net.alone = !self.more_waiting();
             self.drained = self.net.alone;
-            let r = self.dispatch(from, h.kind, h.handler, &args[..h.nargs], &[]);
+            let r = self.dispatch(from, kind, handler, args, &[]);
             self.net.alone = false;
             self.net.decided = true;
             return r;
@@ -1646,7 +1667,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
         let o = &mut self.net.outstanding[from];
         *o -= 1;
         self.net.answered |= *o == 0;
-        self.dispatch(from, h.kind, h.handler, &args[..h.nargs], &[])
+        self.dispatch(from, kind, handler, args, &[])
     }
 
     /// Every other message (bulk, returned, batches, and those a check refuses).

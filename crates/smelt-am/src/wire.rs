@@ -191,6 +191,29 @@ pub fn decode(t: u64) -> Option<Head> {
     })
 }
 
+/// The kind, handler and argument words of a whole short request or reply (one link
+/// message, no data): the messages of the fast path, told apart from every other tag
+/// with one compare; `None` for the others (which [`decode`] reads).
+#[inline(always)]
+pub fn short(t: u64) -> Option<(Kind, u8, usize)> {
+    // What may vary: the handler, the argument count and the kind's low bit (request
+    // or reply); the rest is the magic and both chunk flags.
+    const VARIES: u64 = HANDLER | (0xf << NARGS_SHIFT) | (1 << KIND_SHIFT);
+    if t & !VARIES != (MAGIC << MAGIC_SHIFT) | FIRST | LAST {
+        return None;
+    }
+    let nargs = ((t >> NARGS_SHIFT) & 0xf) as usize;
+    if nargs > MAX_ARGS {
+        return None;
+    }
+    let kind = if t & (1 << KIND_SHIFT) == 0 {
+        Kind::Request
+    } else {
+        Kind::Reply
+    };
+    Some((kind, (t & HANDLER) as u8, nargs))
+}
+
 /// The tag of a batch of replies.
 pub fn batch_tag() -> u64 {
     tag(Kind::Batch, 0, 0, false, FIRST | LAST)
@@ -235,6 +258,43 @@ mod tests {
             (h.kind, h.handler, h.nargs, h.bulk),
             (Kind::Batch, 0, 0, false)
         );
+    }
+
+    /// `short` takes every tag a sender makes for a whole short request or reply, and
+    /// reads each tag it takes as `decode` does; every other tag (the bits `decode`
+    /// ignores set, too) goes to `decode` and the general path.
+    #[test]
+    fn short_is_decode_of_the_fast_path() {
+        let mut tags = vec![0, u64::MAX, batch_tag()];
+        for kind in [Kind::Request, Kind::Reply, Kind::Returned, Kind::Batch] {
+            for nargs in 0..=MAX_ARGS {
+                for bulk in [false, true] {
+                    for chunk in [0, FIRST, LAST, FIRST | LAST] {
+                        for handler in [0, 1, 200, 255] {
+                            let t = tag(kind, handler, nargs, bulk, chunk);
+                            let fast = !bulk
+                                && chunk == FIRST | LAST
+                                && matches!(kind, Kind::Request | Kind::Reply);
+                            assert_eq!(
+                                short(t),
+                                fast.then_some((kind, handler, nargs)),
+                                "tag {t:#x}"
+                            );
+                            tags.push(t);
+                            tags.extend((0..64).map(|b| t ^ (1 << b)));
+                        }
+                    }
+                }
+            }
+        }
+        tags.push(returned_tag(7, 3, Reason::NoReply, true));
+        for t in tags {
+            if let Some((kind, handler, nargs)) = short(t) {
+                let h = decode(t).expect("a tag short takes decodes");
+                assert!(h.first && h.last && !h.bulk, "tag {t:#x}");
+                assert_eq!((h.kind, h.handler, h.nargs), (kind, handler, nargs));
+            }
+        }
     }
 
     #[test]
