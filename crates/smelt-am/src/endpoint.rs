@@ -755,6 +755,14 @@ struct Waiter {
     timeout: Duration,
 }
 
+/// Rounds a dedicated wait (one that spins before it yields) polls back to back,
+/// before the spin phase's pauses: a request or a reply often comes within a round
+/// trip, a few hundred nanoseconds, and a pause between two polls delays finding it
+/// by half a pause on average (`am_cost rtt`, this and the build without it
+/// alternated 10 times: 0.958, faster in 10 of 10). A wait that yields early (the
+/// oversubscribed policy) keeps its pauses.
+const EAGER_ROUNDS: u32 = 64;
+
 impl Waiter {
     fn new(wait: &WaitPolicy, timeout: Duration) -> Waiter {
         Waiter {
@@ -789,6 +797,10 @@ impl Waiter {
         self.rounds = self.rounds.saturating_add(1);
         if abort.is_triggered() {
             return Err(AmError::Aborted);
+        }
+        if self.rounds <= EAGER_ROUNDS && self.spin_polls >= EAGER_ROUNDS {
+            // Poll again at once (see EAGER_ROUNDS).
+            return Ok(());
         }
         if !self.backoff.is_completed() {
             self.backoff.snooze();
