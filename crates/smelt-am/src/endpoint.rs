@@ -1658,7 +1658,7 @@ impl<S, L: Link + 'static> Endpoint<S, L> {
     }
 
     /// Runs the handler of a message [`short_args`](Self::short_args) accepted.
-    #[inline]
+    #[inline(always)]
     fn dispatch_fast(
         &mut self,
         from: usize,
