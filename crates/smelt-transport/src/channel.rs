@@ -1069,10 +1069,13 @@ impl Producer {
         w: u64,
         timeout: Option<Duration>,
     ) -> Result<(), TransportError> {
-        // The fast path inline, the wait out of line (no closure between them).
+        // The fast path inline, the wait out of line (no closure between them). The
+        // arms build their results: passing the fast path's on whole copied it with
+        // loads that straddle its stores, which the store buffer cannot forward.
         match self.try_send_word_tagged(tag, w) {
+            Ok(()) => Ok(()),
             Err(TransportError::Full) => self.send_word_wait(tag, w, timeout),
-            r => r,
+            Err(e) => Err(e),
         }
     }
 
@@ -1094,9 +1097,11 @@ impl Producer {
         tag: u64,
         timeout: Option<Duration>,
     ) -> Result<(), TransportError> {
+        // As send_word_tagged.
         match self.try_send_empty_tagged(tag) {
+            Ok(()) => Ok(()),
             Err(TransportError::Full) => self.send_empty_wait(tag, timeout),
-            r => r,
+            Err(e) => Err(e),
         }
     }
 
@@ -1445,9 +1450,11 @@ impl Consumer {
         &mut self,
         timeout: Option<Duration>,
     ) -> Result<(u64, u64), TransportError> {
+        // As Producer::send_word_tagged.
         match self.try_recv_word_tagged() {
+            Ok((tag, w)) => Ok((tag, w)),
             Err(TransportError::Empty) => self.recv_word_wait(timeout),
-            r => r,
+            Err(e) => Err(e),
         }
     }
 
