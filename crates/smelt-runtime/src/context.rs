@@ -63,20 +63,31 @@ impl Coll {
     }
 }
 
-/// The tag of one collective call: operation and sequence number.
+/// The tag of one collective call: the operation's code in the top byte, the
+/// sequence number in the low 32 bits. Made once per call, as the word its messages
+/// carry: a loop holds one word (as an operation and a number, the word was put
+/// together again on the stack for every message).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Tag {
-    coll: Coll,
-    seq: u32,
-}
+pub(crate) struct Tag(u64);
 
 impl Tag {
     #[inline(always)]
+    fn new(coll: Coll, seq: u32) -> Tag {
+        Tag(((coll as u64) << 56) | seq as u64)
+    }
+    #[inline(always)]
     pub(crate) fn word(self) -> u64 {
-        ((self.coll as u64) << 56) | self.seq as u64
+        self.0
+    }
+    fn seq(self) -> u32 {
+        self.0 as u32
     }
     pub(crate) fn op(self) -> &'static str {
-        self.coll.name()
+        let code = (self.0 >> 56) as u8;
+        Coll::ALL
+            .iter()
+            .find(|c| **c as u8 == code)
+            .map_or("collective", |c| c.name())
     }
     /// What a received tag says, for error messages.
     fn describe(w: u64) -> String {
@@ -284,10 +295,7 @@ impl<L: Link> Context<L> {
             return Err(self.fail(TransportError::Aborted, self.rank, coll.name()));
         }
         self.seq = self.seq.wrapping_add(1);
-        Ok(Tag {
-            coll,
-            seq: self.seq,
-        })
+        Ok(Tag::new(coll, self.seq))
     }
 
     /// How this context's collectives synchronize (default: the group's
@@ -393,7 +401,7 @@ impl<L: Link> Context<L> {
         self.mismatch(format!(
             "in {} #{} on context {} it received {} from member {peer}: members called different collectives",
             t.op(),
-            t.seq,
+            t.seq(),
             self.id,
             Tag::describe(got)
         ))
