@@ -1289,9 +1289,12 @@ impl Watch {
         tag: u64,
         msg: &[u8],
     ) -> Result<(), TransportError> {
+        // Each arm builds its result (as the transport's blocking sends do: the
+        // result passed on whole was copied with loads across its stores).
         match Link::try_send(ep, tag, msg) {
+            Ok(()) => Ok(()),
             Err(TransportError::Full) if self.peer_dead() => Err(self.died()),
-            r => r,
+            Err(e) => Err(e),
         }
     }
 
@@ -1303,7 +1306,9 @@ impl Watch {
         ep: &mut QueuePairEnd,
         buf: &mut [u8],
     ) -> Result<(u64, usize), TransportError> {
+        // As try_send.
         match Link::try_recv(ep, buf) {
+            Ok((tag, len)) => Ok((tag, len)),
             Err(TransportError::Empty) if self.peer_dead() => {
                 // Dead: nothing more will be published; take what it published before.
                 match Link::try_recv(ep, buf) {
@@ -1311,7 +1316,7 @@ impl Watch {
                     r => r,
                 }
             }
-            r => r,
+            Err(e) => Err(e),
         }
     }
 }
