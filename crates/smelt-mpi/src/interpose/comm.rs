@@ -29,11 +29,14 @@ const MAX_TREES: usize = 16;
 /// only this crate uses).
 const FORWARD_TAG: c_int = 0x5e17;
 
-/// Why a hierarchical collective did not complete.
+/// Why a hierarchical collective did not complete. Two words (smelt's error boxed):
+/// the express lane's results then come back in registers. As a larger value they
+/// were moved between stack slots with loads across their stores, which the store
+/// buffer cannot forward: a stall of every call.
 #[derive(Debug)]
 pub enum Fail {
     /// smelt failed inside a node (a dead or failed peer, a timeout): the job is aborted.
-    Smelt(GroupError),
+    Smelt(Box<GroupError>),
     /// An MPI call returned an error: returned to the caller.
     Mpi(MpiErr),
 }
@@ -45,10 +48,13 @@ impl From<MpiErr> for Fail {
 }
 
 impl From<GroupError> for Fail {
+    #[cold]
     fn from(e: GroupError) -> Fail {
-        Fail::Smelt(e)
+        Fail::Smelt(Box::new(e))
     }
 }
+
+const _: () = assert!(std::mem::size_of::<Result<(), Fail>>() <= 16);
 
 /// What a reduction combines: `count` elements of `dt` under `op`, which smelt
 /// computes inside a node with `combine` and leaders between nodes with `PMPI_*`.
