@@ -36,6 +36,14 @@ fn try_recv_again_drains_the_last_sender_and_leaves_the_rest_to_try_recv_any() {
         a.try_recv_any(&mut buf),
         Err(MeshError::PeerGone { peer: Rank(2), .. })
     ));
+    // Reported, its link is gone: a send to it is refused without waiting.
+    assert_eq!(
+        a.try_send(Rank(2), 0, b"x"),
+        Err(MeshError::PeerGone {
+            rank: Rank(0),
+            peer: Rank(2)
+        })
+    );
 }
 
 #[test]
@@ -317,6 +325,10 @@ fn abort_ends_every_wait() {
                     m.send(Rank((m.rank().index() + 1) % 4), 0, b"", T),
                     Err(MeshError::Aborted { .. })
                 ));
+                assert!(matches!(
+                    m.try_send(Rank((m.rank().index() + 1) % 4), 0, b""),
+                    Err(MeshError::Aborted { .. })
+                ));
             });
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -366,6 +378,16 @@ fn bad_requests_are_errors() {
             peer: Rank(9)
         })
     );
+    // The same refusals without waiting (try_send looks at its link once).
+    for to in [Rank(2), Rank(9)] {
+        assert_eq!(
+            m[0].try_send(to, 0, b"x"),
+            Err(MeshError::NoLink {
+                rank: Rank(0),
+                peer: to
+            })
+        );
+    }
     let mut buf = [0u8; 4];
     assert_eq!(
         m[2].recv_any(&mut buf, T),
