@@ -7,6 +7,9 @@
 //! # drives both endpoints: bursts of 32 requests, then their replies):
 //! valgrind --tool=callgrind target/release/examples/am_cost burst 20000
 //! valgrind --tool=callgrind target/release/examples/am_cost burst 20000 1   # bursts of 1
+//! # Time of the same loop (ns per request and its reply, nothing to wait for): two
+//! # builds compared by running each alternately several times (their minimum):
+//! target/release/examples/am_cost burst 2000000 1
 //! ```
 
 use smelt_am::{threads, AmConfig, Endpoint};
@@ -108,6 +111,7 @@ fn main() {
             // Requests per burst (third argument; 1: no reply is ever batched).
             let burst: u64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(32);
             let mut sent = 0;
+            let t = Instant::now();
             while sent < n {
                 for i in 0..burst {
                     a.request(1, PING, &[i]).expect("request");
@@ -121,8 +125,9 @@ fn main() {
                     a.poll().expect("poll");
                 }
             }
+            let ns = t.elapsed().as_nanos() as f64 / sent as f64;
             assert_eq!(a.state().pongs, sent);
-            println!("burst: {sent} requests and replies");
+            println!("burst: {sent} requests and replies, {ns:.1} ns each (one thread)");
         }
         other => {
             eprintln!("unknown mode {other:?}: stream, rtt or burst");

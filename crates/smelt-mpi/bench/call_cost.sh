@@ -5,12 +5,15 @@
 #      natively; smelt's path, SMELT_MPI_MEASURE=0): deterministic, unlike time on a
 #      shared VM, but for the polls of a wait;
 #   2. time per call, Open MPI alone and through the interposer, alternated PAIRS
-#      times, the median of each and of the ratios.
+#      times, the median of each and of the ratios; with -b, through a second build
+#      of the interposer too, in the same rounds (a before/after of a change: the
+#      median of the pairs' B / A).
 #
 #   crates/smelt-mpi/bench/call_cost.sh [-p PAIRS] [-n CALLS] [-o OPS] [-c 0] [-d DOUBLES]
+#                                       [-b LIB_B]
 #
 # -o: bcast,reduce,allreduce,barrier (default all); -c 0 skips the callgrind count.
-# The library: SMELT_MPI_LIB, else the release build (built when needed).
+# The library (A): SMELT_MPI_LIB, else the release build (built when needed).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
@@ -20,14 +23,16 @@ calls=500000
 ops=bcast,reduce,allreduce,barrier
 count=1
 doubles=1
-while getopts "p:n:o:c:d:" o; do
+lib_b=""
+while getopts "p:n:o:c:d:b:" o; do
     case $o in
     p) pairs=$OPTARG ;;
     n) calls=$OPTARG ;;
     o) ops=$OPTARG ;;
     c) count=$OPTARG ;;
     d) doubles=$OPTARG ;;
-    *) sed -n '2,13p' "$0" >&2; exit 2 ;;
+    b) lib_b=$OPTARG ;;
+    *) sed -n '2,16p' "$0" >&2; exit 2 ;;
     esac
 done
 . "$here/common.sh"
@@ -62,9 +67,16 @@ for op in ${ops//,/ }; do
     for ((i = 0; i < pairs; i++)); do
         m="$(time_of "${base[@]}" "$tmp/b2b" "$calls" "$op" "$doubles")"
         s="$(time_of "${base[@]}" -x LD_PRELOAD="$lib" "$tmp/b2b" "$calls" "$op" "$doubles")"
-        echo "$m $s" >>"$tmp/pairs"
+        b=""
+        [ -n "$lib_b" ] && b="$(time_of "${base[@]}" -x LD_PRELOAD="$lib_b" "$tmp/b2b" "$calls" "$op" "$doubles")"
+        echo "$m $s $b" >>"$tmp/pairs"
     done
     sort -n -k1 "$tmp/pairs" | awk -v op="$op" '{m[NR] = $1} END {printf "%s: Open MPI %.1f ns a call (median of %d)", op, m[int((NR + 1) / 2)], NR}'
     sort -n -k2 "$tmp/pairs" | awk '{s[NR] = $2} END {printf ", smelt %.1f ns", s[int((NR + 1) / 2)]}'
     awk '{print $1 / $2}' "$tmp/pairs" | sort -n | awk '{r[NR] = $1} END {printf ", Open MPI / smelt %.2f (median of the pairs)\n", r[int((NR + 1) / 2)]}'
+    if [ -n "$lib_b" ]; then
+        sort -n -k3 "$tmp/pairs" | awk -v op="$op" '{b[NR] = $3} END {printf "%s: B %.1f ns a call", op, b[int((NR + 1) / 2)]}'
+        awk '{print $1 / $3}' "$tmp/pairs" | sort -n | awk '{r[NR] = $1} END {printf ", Open MPI / B %.2f", r[int((NR + 1) / 2)]}'
+        awk '{print $3 / $2}' "$tmp/pairs" | sort -n | awk '{r[NR] = $1} END {printf ", B / A %.3f (median of the pairs)\n", r[int((NR + 1) / 2)]}'
+    fi
 done

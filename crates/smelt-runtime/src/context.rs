@@ -49,6 +49,11 @@ impl Coll {
         Coll::RecursiveDoubling,
     ];
 
+    /// The collective whose code a tag word carries in its top byte.
+    fn of_code(code: u8) -> Option<Coll> {
+        Coll::ALL.into_iter().find(|c| *c as u8 == code)
+    }
+
     pub(crate) fn name(self) -> &'static str {
         match self {
             Coll::Broadcast => "broadcast",
@@ -83,16 +88,11 @@ impl Tag {
         self.0 as u32
     }
     pub(crate) fn op(self) -> &'static str {
-        let code = (self.0 >> 56) as u8;
-        Coll::ALL
-            .iter()
-            .find(|c| **c as u8 == code)
-            .map_or("collective", |c| c.name())
+        Coll::of_code((self.0 >> 56) as u8).map_or("collective", Coll::name)
     }
     /// What a received tag says, for error messages.
     fn describe(w: u64) -> String {
-        let code = (w >> 56) as u8;
-        match Coll::ALL.iter().find(|c| **c as u8 == code) {
+        match Coll::of_code((w >> 56) as u8) {
             Some(c) => format!("{} #{}", c.name(), w as u32),
             None => format!("an untagged message ({w:#x})"),
         }

@@ -522,6 +522,37 @@ fn a_pair_barrier_against_another_collective_fails_both_at_once() {
     }
 }
 
+/// A mismatch names both collectives and their numbers (from the one tag word each
+/// call makes): after a matched barrier (#1), the root broadcasts and the child
+/// reduces (#2: each only sends, so both return), and the barrier (#3) finds the other's
+/// message waiting.
+#[test]
+fn a_mismatch_names_both_calls_and_their_numbers() {
+    let tree = Tree::from_raw(vec![0, 1], 0, vec![vec![1], vec![]]).unwrap();
+    let cfg = GroupConfig {
+        link: smelt_runtime::LinkConfig::default().timeout(Duration::from_secs(60)),
+        ..Default::default()
+    };
+    let group = Group::with_config(std::slice::from_ref(&tree), &cfg).unwrap();
+    let out = group.run(|m| {
+        m.barrier()?;
+        if m.rank() == Rank(0) {
+            m.broadcast_word(7)?;
+        } else {
+            m.reduce(1u64, |a, b| a + b)?;
+        }
+        m.barrier()
+    });
+    let e = out
+        .expect_err("the barrier finds the other call's message")
+        .to_string();
+    assert!(
+        e.contains("in barrier #3 on context 0 it received reduce #2 from member 1")
+            || e.contains("in barrier #3 on context 0 it received broadcast #2 from member 0"),
+        "{e}"
+    );
+}
+
 /// Pair barriers among other collectives with one member often far ahead or behind
 /// (sleeps, yields): never a false mismatch, and a barrier still holds everyone back
 /// (a counter shows no member leaves barrier k before the other entered it).
