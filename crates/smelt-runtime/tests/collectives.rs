@@ -473,6 +473,16 @@ fn a_second_tree_names_members_by_rank_not_position() {
     }
 }
 
+/// A group of two members, CPUs 0 and 1, whose waits end after `timeout`.
+fn pair_group(timeout: Duration) -> Group {
+    let tree = Tree::from_raw(vec![0, 1], 0, vec![vec![1], vec![]]).unwrap();
+    let cfg = GroupConfig {
+        link: smelt_runtime::LinkConfig::default().timeout(timeout),
+        ..Default::default()
+    };
+    Group::with_config(std::slice::from_ref(&tree), &cfg).unwrap()
+}
+
 /// Two members: one enters the barrier (a flag each way, no message), the other
 /// another collective. Both fail with the mismatch (or the failure it recorded) long
 /// before the timeout, whichever side sends or waits.
@@ -494,12 +504,7 @@ fn a_pair_barrier_against_another_collective_fails_both_at_once() {
     ];
     let timeout = Duration::from_secs(60);
     for (name, root_call, child_call) in cases {
-        let tree = Tree::from_raw(vec![0, 1], 0, vec![vec![1], vec![]]).unwrap();
-        let cfg = GroupConfig {
-            link: smelt_runtime::LinkConfig::default().timeout(timeout),
-            ..Default::default()
-        };
-        let group = Group::with_config(std::slice::from_ref(&tree), &cfg).unwrap();
+        let group = pair_group(timeout);
         let t = std::time::Instant::now();
         let out = group.run(|m| {
             // One matched barrier first: the marks are in use when they differ.
@@ -528,13 +533,7 @@ fn a_pair_barrier_against_another_collective_fails_both_at_once() {
 /// message waiting.
 #[test]
 fn a_mismatch_names_both_calls_and_their_numbers() {
-    let tree = Tree::from_raw(vec![0, 1], 0, vec![vec![1], vec![]]).unwrap();
-    let cfg = GroupConfig {
-        link: smelt_runtime::LinkConfig::default().timeout(Duration::from_secs(60)),
-        ..Default::default()
-    };
-    let group = Group::with_config(std::slice::from_ref(&tree), &cfg).unwrap();
-    let out = group.run(|m| {
+    let out = pair_group(Duration::from_secs(60)).run(|m| {
         m.barrier()?;
         if m.rank() == Rank(0) {
             m.broadcast_word(7)?;
