@@ -584,3 +584,60 @@ fn pair_barriers_with_one_member_ahead_stay_matched() {
         })
         .unwrap();
 }
+
+/// Two members' small allreduce (up to one slot, 48 bytes, a message each way; 8
+/// bytes as a word): every length from 1 to 49 (past the slot: the general path) with
+/// a combine that does not commute, so the root's value must come first on both, and
+/// the same length on both members every time.
+#[test]
+fn a_pair_allreduces_small_bytes_root_first() {
+    let out = pair_group(Duration::from_secs(60)).run(|m| -> Result<(), GroupError> {
+        let me = m.rank().0 as u8;
+        for len in 1..=49usize {
+            let mut d: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(7) ^ me).collect();
+            m.allreduce_bytes(&mut d, |a, o| {
+                for (x, y) in a.iter_mut().zip(o) {
+                    *x = x.wrapping_mul(3).wrapping_add(*y);
+                }
+            })?;
+            for (i, x) in d.iter().enumerate() {
+                let root = (i as u8).wrapping_mul(7);
+                let child = root ^ 1;
+                assert_eq!(
+                    *x,
+                    root.wrapping_mul(3).wrapping_add(child),
+                    "{len} B, byte {i}"
+                );
+            }
+        }
+        Ok(())
+    });
+    out.unwrap();
+}
+
+/// Two members whose small allreduces differ in length (4 and 8 bytes, 8 and 16, 3
+/// and 5): both fail with an error long before the timeout, neither hangs nor returns
+/// a result.
+#[test]
+fn a_pair_allreduce_of_different_small_lengths_fails_both() {
+    let timeout = Duration::from_secs(60);
+    for (a, b) in [(4usize, 8usize), (8, 16), (3, 5), (8, 4)] {
+        let t = std::time::Instant::now();
+        let out = pair_group(timeout).run(|m| {
+            let len = if m.rank() == Rank(0) { a } else { b };
+            let mut d = vec![1u8; len];
+            m.allreduce_bytes(&mut d, |x, y| {
+                for (p, q) in x.iter_mut().zip(y) {
+                    *p ^= *q;
+                }
+            })
+        });
+        assert!(t.elapsed() < timeout / 4, "{a}/{b}: took {:?}", t.elapsed());
+        let e = out.expect_err("lengths differ");
+        let s = e.to_string();
+        assert!(
+            s.contains("sent") || s.contains("word") || s.contains("failed"),
+            "{a}/{b}: {s}"
+        );
+    }
+}

@@ -66,6 +66,48 @@ pub struct Reduction {
     pub combine: Combine,
 }
 
+/// A call the express lane ran, remembered with what its checks found, so that the
+/// same call again (programs repeat their calls, back to back in a loop) runs with one
+/// compare of its arguments instead of the checks: the hot lane
+/// ([`Hier::hot_bcast`] and the others). What the checks depend on besides the
+/// arguments is fixed once they passed: the cut-offs, a decided route (decisions are
+/// final), the node layout, predefined datatypes and operations (never freed); the
+/// tree is looked at again on every call.
+#[derive(Clone, Copy)]
+pub struct HotCall {
+    /// The arguments that must match ([`hot_key`]).
+    key: [usize; 3],
+    /// The tree's local root (its index in `trees`).
+    local: usize,
+    len: usize,
+    is_root: bool,
+    combine: Combine,
+}
+
+/// The hot lane's calls of a communicator, one of each kind (the last one remembered).
+#[derive(Clone, Copy, Default)]
+pub struct Hot {
+    bcast: Option<HotCall>,
+    reduce: Option<HotCall>,
+    allreduce: Option<HotCall>,
+    /// The barrier runs on the leader's tree (one node, smelt's route decided).
+    barrier: bool,
+}
+
+/// The arguments a [`HotCall`] is remembered by: datatype, operation (0 for a
+/// broadcast), and count with root (0 for an allreduce).
+#[inline(always)]
+pub fn hot_key(dt: MPI_Datatype, op: usize, count: c_int, root: c_int) -> [usize; 3] {
+    [
+        dt.0 as usize,
+        op,
+        ((count as u32 as usize) << 32) | root as u32 as usize,
+    ]
+}
+
+/// The combine of a broadcast's [`HotCall`] (it combines nothing).
+fn no_combine(_: &mut [u8], _: &[u8]) {}
+
 /// Whether smelt runs this communicator's collectives.
 pub enum Takeover {
     /// Not set up yet: this many collective calls went to MPI so far
@@ -130,6 +172,8 @@ pub struct Hier {
     pub routes: super::route::Routes,
     /// The datatypes and operations of its last calls, looked up.
     pub kinds: super::Kinds,
+    /// The express lane's last calls, for the hot lane.
+    hot: Hot,
     scratch: Vec<u8>,
 }
 
@@ -474,6 +518,7 @@ pub fn setup(comm: MPI_Comm, cfg: &InterposeConfig) -> Result<Takeover, MpiErr> 
         max_bytes,
         routes: super::route::Routes::new(comm, size, trials),
         kinds: super::Kinds::default(),
+        hot: Hot::default(),
         scratch: Vec::new(),
     };
     // Every node of more than one rank makes its leader's tree; all or none.
@@ -1055,21 +1100,23 @@ impl Hier {
     }
 
     /// The express lane's tree for a call rooted at communicator rank `root`: on one
-    /// node only, the tree of the root's local rank if it is made (`None`: the general
+    /// node only, the local root of the root's tree if it is made (`None`: the general
     /// path, which makes it or forwards through the leader).
     #[inline(always)]
-    fn express_tree(&mut self, root: usize) -> Option<&mut Member> {
+    fn express_local(&mut self, root: usize) -> Option<usize> {
         if self.n_nodes != 1 {
             return None;
         }
         let local = *self.place.get(root)?.get(1)? as usize;
-        self.ready_tree(local)
+        self.ready_tree(local)?;
+        Some(local)
     }
 
     /// The express lane's `MPI_Reduce` of at most [`SMALL`] bytes (192) on one
     /// node, where the root's tree is made: [`Hier::reduce`] without its layers (the
     /// same tree, the same word or byte reduction, so every rank may take either
-    /// path). `None`: the general path must run it.
+    /// path), remembered for the hot lane under `key`. `None`: the general path must
+    /// run it.
     ///
     /// # Safety
     /// As [`Hier::reduce`].
@@ -1081,23 +1128,65 @@ impl Hier {
         len: usize,
         combine: Combine,
         root: usize,
+        key: [usize; 3],
     ) -> Option<Result<(), Fail>> {
         debug_assert!(len <= SMALL);
-        let is_root = self.rank == root;
-        let m = self.express_tree(root)?;
+        let local = self.express_local(root)?;
+        let call = HotCall {
+            key,
+            local,
+            len,
+            is_root: self.rank == root,
+            combine,
+        };
+        self.hot.reduce = Some(call);
+        // SAFETY: the caller's guarantee.
+        unsafe { self.run_reduce(call, input, recv) }
+    }
+
+    /// The hot lane's `MPI_Reduce`: the one [`Hier::reduce_small`] remembered, if
+    /// `key` is its arguments' (and the call is not in place).
+    ///
+    /// # Safety
+    /// As [`Hier::reduce`].
+    #[inline(always)]
+    pub unsafe fn hot_reduce(
+        &mut self,
+        key: [usize; 3],
+        input: *const u8,
+        recv: *mut u8,
+    ) -> Option<Result<(), Fail>> {
+        let call = self.hot.reduce.filter(|c| c.key == key)?;
+        // SAFETY: the caller's guarantee.
+        unsafe { self.run_reduce(call, input, recv) }
+    }
+
+    /// [`Hier::reduce_small`]'s reduction, `None` if its tree is not there.
+    ///
+    /// # Safety
+    /// As [`Hier::reduce`], for `call.len` bytes.
+    #[inline(always)]
+    unsafe fn run_reduce(
+        &mut self,
+        call: HotCall,
+        input: *const u8,
+        recv: *mut u8,
+    ) -> Option<Result<(), Fail>> {
+        let m = self.ready_tree(call.local)?;
         // SAFETY: the caller guarantees `input` is readable for `len` bytes.
-        let src = unsafe { std::slice::from_raw_parts(input, len) };
+        let src = unsafe { std::slice::from_raw_parts(input, call.len) };
         // SAFETY: the caller guarantees `recv` is writable for `len` bytes on the root.
         let r = unsafe {
-            reduce_on_stack(src, recv, is_root, |acc| {
-                tree_reduce(m, acc, combine).map_err(Fail::from)
+            reduce_on_stack(src, recv, call.is_root, |acc| {
+                tree_reduce(m, acc, call.combine).map_err(Fail::from)
             })
         };
         Some(r)
     }
 
     /// The express lane's `MPI_Bcast` of at most [`SMALL`] bytes (192) on one
-    /// node, where the root's tree is made ([`Hier::reduce_small`] for broadcasts).
+    /// node, where the root's tree is made ([`Hier::reduce_small`] for broadcasts),
+    /// remembered for the hot lane under `key`.
     ///
     /// # Safety
     /// As [`Hier::bcast`].
@@ -1107,17 +1196,54 @@ impl Hier {
         data: *mut u8,
         len: usize,
         root: usize,
+        key: [usize; 3],
     ) -> Option<Result<(), Fail>> {
         debug_assert!(len <= SMALL);
-        let is_root = self.rank == root;
-        let m = self.express_tree(root)?;
+        let local = self.express_local(root)?;
+        let call = HotCall {
+            key,
+            local,
+            len,
+            is_root: self.rank == root,
+            combine: no_combine,
+        };
+        self.hot.bcast = Some(call);
+        // SAFETY: the caller's guarantee.
+        unsafe { self.run_bcast(call, data) }
+    }
+
+    /// The hot lane's `MPI_Bcast`: the one [`Hier::bcast_small`] remembered, if `key`
+    /// is its arguments'.
+    ///
+    /// # Safety
+    /// As [`Hier::bcast`].
+    #[inline(always)]
+    pub unsafe fn hot_bcast(&mut self, key: [usize; 3], data: *mut u8) -> Option<Result<(), Fail>> {
+        let call = self.hot.bcast.filter(|c| c.key == key)?;
+        // SAFETY: the caller's guarantee.
+        unsafe { self.run_bcast(call, data) }
+    }
+
+    /// [`Hier::bcast_small`]'s broadcast, `None` if its tree is not there.
+    ///
+    /// # Safety
+    /// As [`Hier::bcast`], for `call.len` bytes.
+    #[inline(always)]
+    unsafe fn run_bcast(&mut self, call: HotCall, data: *mut u8) -> Option<Result<(), Fail>> {
+        let len = call.len;
+        let m = self.ready_tree(call.local)?;
         // As `tree_bcast`: up to 8 bytes as a word, more as one byte message. The
         // root's buffer is only read (it may be read-only memory): sent from a copy.
-        let r = if is_root {
+        // Each arm builds its result itself: `.map(drop)` on the runtime's result made
+        // the compiler write it to the stack and read it back whole (a stalled load).
+        let r = if call.is_root {
             // SAFETY: the caller guarantees `data` is readable for `len` bytes.
             let src = unsafe { std::slice::from_raw_parts(data, len) };
             if len <= 8 {
-                m.broadcast_word(word_of(src)).map(drop)
+                match m.broadcast_word(word_of(src)) {
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(e),
+                }
             } else {
                 let mut part = [0u8; SMALL];
                 part[..len].copy_from_slice(src);
@@ -1127,12 +1253,70 @@ impl Hier {
             // SAFETY: the caller guarantees `data` is writable for `len` bytes off the root.
             let buf = unsafe { std::slice::from_raw_parts_mut(data, len) };
             if len <= 8 {
-                m.broadcast_word(0).map(|got| set_word(buf, got))
+                match m.broadcast_word(0) {
+                    Ok(got) => {
+                        set_word(buf, got);
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
             } else {
                 m.broadcast_into(buf)
             }
         };
         Some(r.map_err(Fail::from))
+    }
+
+    /// The express lane's `MPI_Allreduce` on one node ([`Hier::allreduce`] there),
+    /// remembered for the hot lane under `key`: `acc` is this rank's contribution and
+    /// the result on return.
+    #[inline(always)]
+    pub fn allreduce_one_node(
+        &mut self,
+        acc: &mut [u8],
+        combine: Combine,
+        key: [usize; 3],
+    ) -> Result<(), Fail> {
+        debug_assert!(self.on_one_node());
+        self.hot.allreduce = Some(HotCall {
+            key,
+            local: 0,
+            len: acc.len(),
+            is_root: self.rank == 0,
+            combine,
+        });
+        Ok(self.leader_tree().allreduce_bytes(acc, combine)?)
+    }
+
+    /// The hot lane's `MPI_Allreduce`: the length and combine of the one
+    /// [`Hier::allreduce_one_node`] remembered, if `key` is its arguments'.
+    #[inline(always)]
+    pub fn hot_allreduce(&self, key: [usize; 3]) -> Option<(usize, Combine)> {
+        self.hot
+            .allreduce
+            .filter(|c| c.key == key)
+            .map(|c| (c.len, c.combine))
+    }
+
+    /// The hot lane's `MPI_Allreduce` on `acc` (as [`Hier::allreduce_one_node`]).
+    #[inline(always)]
+    pub fn run_allreduce(&mut self, acc: &mut [u8], combine: Combine) -> Result<(), Fail> {
+        Ok(self.leader_tree().allreduce_bytes(acc, combine)?)
+    }
+
+    /// The express lane's `MPI_Barrier` on one node ([`Hier::barrier`] there),
+    /// remembered for the hot lane.
+    #[inline(always)]
+    pub fn barrier_one_node(&mut self) -> Result<(), Fail> {
+        debug_assert!(self.on_one_node());
+        self.hot.barrier = true;
+        Ok(self.leader_tree().barrier()?)
+    }
+
+    /// True if the express lane ran this communicator's barrier (the hot lane may).
+    #[inline(always)]
+    pub fn hot_barrier(&self) -> bool {
+        self.hot.barrier
     }
 
     /// True when the communicator lies on one node (where [`Hier::allreduce`] and

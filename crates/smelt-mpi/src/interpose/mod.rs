@@ -1335,6 +1335,126 @@ fn express_way(h: &comm::Hier, call: Call, bytes: usize, max: usize) -> Option<b
     Some(way)
 }
 
+/// The hot lane: a call the express lane ran before on the same communicator, with
+/// the same datatype, count, root and operation ([`comm::HotCall`]), runs again after
+/// one compare of those, without the express lane's checks. The `MPI_*` functions try
+/// it first, before [`take_over`]'s closures are built: on an 8-byte broadcast called
+/// back to back, the checks and that setting-up were about 110 of the 285
+/// instructions a call took on the root (callgrind). It runs outside [`guard`]: it
+/// calls only smelt's collectives on a tree already made, which report failures as
+/// errors (to [`finish`]); a panic there (a bug) aborts the process with its message,
+/// as Rust does for a panic that would leave an `extern "C"` function.
+///
+/// # Safety
+/// MPI's contract for `MPI_Bcast`.
+#[inline(always)]
+unsafe fn bcast_hot(
+    h: &mut comm::Hier,
+    buf: *mut c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    root: c_int,
+    comm: MPI_Comm,
+) -> Option<c_int> {
+    if buf.is_null() {
+        return None;
+    }
+    // The remembered call had this datatype and count (so this length), and this
+    // root: MPI's contract for it holds for this buffer as in `bcast_express`.
+    // SAFETY: as argued in the lines above.
+    let r = unsafe { h.hot_bcast(comm::hot_key(dt, 0, count, root), buf.cast()) }?;
+    stats::express(Call::Bcast);
+    Some(finish(r, Call::Bcast, comm, h))
+}
+
+/// [`bcast_hot`] for `MPI_Reduce` (not in place, as in [`reduce_express`]).
+///
+/// # Safety
+/// MPI's contract for `MPI_Reduce`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn reduce_hot(
+    h: &mut comm::Hier,
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    op: MPI_Op,
+    root: c_int,
+    comm: MPI_Comm,
+) -> Option<c_int> {
+    if send == ffi::in_place().cast_const() {
+        return None;
+    }
+    let key = comm::hot_key(dt, op.0 as usize, count, root);
+    // As in `bcast_hot`: the remembered call's length, the contract of `reduce_express`.
+    // SAFETY: as argued in the lines above.
+    let r = unsafe { h.hot_reduce(key, send.cast(), recv.cast()) }?;
+    stats::express(Call::Reduce);
+    Some(finish(r, Call::Reduce, comm, h))
+}
+
+/// [`bcast_hot`] for `MPI_Allreduce` (in place or not, as in [`allreduce_express`]).
+///
+/// # Safety
+/// MPI's contract for `MPI_Allreduce`.
+#[inline(always)]
+unsafe fn allreduce_hot(
+    h: &mut comm::Hier,
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    op: MPI_Op,
+    comm: MPI_Comm,
+) -> Option<c_int> {
+    let (len, combine) = h.hot_allreduce(comm::hot_key(dt, op.0 as usize, count, 0))?;
+    if send != ffi::in_place().cast_const() {
+        // SAFETY: as in `allreduce` (`len` bytes: the remembered call's datatype and count).
+        unsafe { std::ptr::copy(send.cast::<u8>(), recv.cast::<u8>(), len) };
+    }
+    // SAFETY: `recv` holds `len` bytes this call may read and write.
+    let acc = unsafe { std::slice::from_raw_parts_mut(recv.cast::<u8>(), len) };
+    let r = h.run_allreduce(acc, combine);
+    stats::express(Call::Allreduce);
+    Some(finish(r, Call::Allreduce, comm, h))
+}
+
+/// [`bcast_hot`] for `MPI_Barrier`.
+#[inline(always)]
+fn barrier_hot(h: &mut comm::Hier, comm: MPI_Comm) -> Option<c_int> {
+    if !h.hot_barrier() {
+        return None;
+    }
+    let r = h.barrier_one_node();
+    stats::express(Call::Barrier);
+    Some(finish(r, Call::Barrier, comm, h))
+}
+
+/// The hierarchy of `comm` where the serialized express lane would run (see
+/// [`express`]): `comm` is the communicator looked up last, smelt runs it and nothing
+/// non-blocking is pending.
+///
+/// # Safety
+/// Only for the current MPI call (no other reference to the state is made meanwhile:
+/// `LAST_STATE` is set only while calls are serialized).
+#[inline(always)]
+unsafe fn last_hier<'a>(comm: MPI_Comm) -> Option<&'a mut comm::Hier> {
+    let last = LAST_STATE.load(Ordering::Relaxed);
+    if last.is_null()
+        || LAST_COMM.load(Ordering::Relaxed) != comm_key(comm)
+        || nonblocking::pending()
+    {
+        return None;
+    }
+    // SAFETY: `LAST_STATE` is live (cleared when freed) and set only while calls are
+    // serialized: this call is the only user of its mode.
+    match unsafe { &mut *(*last).mode.get() } {
+        Takeover::On(h) => Some(h),
+        _ => None,
+    }
+}
+
 /// [`express`] for `MPI_Reduce`: of at most [`comm::SMALL`] bytes through smelt
 /// ([`comm::Hier::reduce_small`]), or to MPI (`pmpi`) where the cut-off or the
 /// measurements send it.
@@ -1354,6 +1474,11 @@ unsafe fn reduce_express(
     pmpi: impl FnOnce() -> c_int,
 ) -> Option<c_int> {
     express(comm, |h| {
+        // As in `bcast_express`.
+        // SAFETY: the caller upholds MPI's contract.
+        if let Some(rc) = unsafe { reduce_hot(h, send, recv, count, dt, op, root, comm) } {
+            return Some(rc);
+        }
         let (combine, len) = h.kinds.known_reduction(dt, op, count)?;
         let root = usize::try_from(root).ok().filter(|&r| r < h.size)?;
         if len == 0 || send == ffi::in_place().cast_const() {
@@ -1368,7 +1493,8 @@ unsafe fn reduce_express(
         // MPI's contract: `send` holds `count` elements of `dt` (`len` bytes);
         // the root's `recv` has room for as many.
         // SAFETY: as argued in the lines above.
-        let r = unsafe { h.reduce_small(send.cast(), recv.cast(), len, combine, root) }?;
+        let key = comm::hot_key(dt, op.0 as usize, count, root as c_int);
+        let r = unsafe { h.reduce_small(send.cast(), recv.cast(), len, combine, root, key) }?;
         stats::express(Call::Reduce);
         Some(finish(r, Call::Reduce, comm, h))
     })
@@ -1389,6 +1515,12 @@ unsafe fn bcast_express(
     pmpi: impl FnOnce() -> c_int,
 ) -> Option<c_int> {
     express(comm, |h| {
+        // Under MPI_THREAD_MULTIPLE the hot lane is tried here (the express lane's
+        // state is this thread's, held by its busy flag).
+        // SAFETY: the caller upholds MPI's contract.
+        if let Some(rc) = unsafe { bcast_hot(h, buf, count, dt, root, comm) } {
+            return Some(rc);
+        }
         let size = h.kinds.known_size(dt)?;
         let len = size.checked_mul(usize::try_from(count).ok()?)?;
         let root = usize::try_from(root).ok().filter(|&r| r < h.size)?;
@@ -1404,7 +1536,8 @@ unsafe fn bcast_express(
         // MPI's contract: `buf` holds `count` elements of `dt`, the `len` bytes
         // at its start (a predefined type): readable on the root, writable elsewhere.
         // SAFETY: as argued in the lines above.
-        let r = unsafe { h.bcast_small(buf.cast(), len, root) }?;
+        let key = comm::hot_key(dt, 0, count, root as c_int);
+        let r = unsafe { h.bcast_small(buf.cast(), len, root, key) }?;
         stats::express(Call::Bcast);
         Some(finish(r, Call::Bcast, comm, h))
     })
@@ -1426,6 +1559,11 @@ unsafe fn allreduce_express(
     pmpi: impl FnOnce() -> c_int,
 ) -> Option<c_int> {
     express(comm, |h| {
+        // As in `bcast_express`.
+        // SAFETY: the caller upholds MPI's contract.
+        if let Some(rc) = unsafe { allreduce_hot(h, send, recv, count, dt, op, comm) } {
+            return Some(rc);
+        }
         let (combine, len) = h.kinds.known_reduction(dt, op, count)?;
         if len == 0 {
             return None;
@@ -1442,13 +1580,7 @@ unsafe fn allreduce_express(
         }
         // SAFETY: `recv` holds `len` bytes this call may read and write.
         let acc = unsafe { std::slice::from_raw_parts_mut(recv.cast::<u8>(), len) };
-        let red = Reduction {
-            count,
-            dt,
-            op,
-            combine,
-        };
-        let r = h.allreduce(acc, red);
+        let r = h.allreduce_one_node(acc, combine, comm::hot_key(dt, op.0 as usize, count, 0));
         stats::express(Call::Allreduce);
         Some(finish(r, Call::Allreduce, comm, h))
     })
@@ -1459,6 +1591,9 @@ unsafe fn allreduce_express(
 #[inline(always)]
 fn barrier_express(comm: MPI_Comm, pmpi: impl FnOnce() -> c_int) -> Option<c_int> {
     express(comm, |h| {
+        if let Some(rc) = barrier_hot(h, comm) {
+            return Some(rc);
+        }
         if !h.routes.decided(Call::Barrier, 0)? {
             stats::fell_back(Call::Barrier, Why::MeasuredFaster);
             return Some(pmpi());
@@ -1466,7 +1601,7 @@ fn barrier_express(comm: MPI_Comm, pmpi: impl FnOnce() -> c_int) -> Option<c_int
         if !h.on_one_node() {
             return None;
         }
-        let r = h.barrier();
+        let r = h.barrier_one_node();
         stats::express(Call::Barrier);
         Some(finish(r, Call::Barrier, comm, h))
     })
@@ -1478,6 +1613,30 @@ fn barrier_express(comm: MPI_Comm, pmpi: impl FnOnce() -> c_int) -> Option<c_int
 /// MPI's contract for `MPI_Bcast`.
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Bcast(
+    buf: *mut c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    root: c_int,
+    comm: MPI_Comm,
+) -> c_int {
+    // SAFETY: used for this call only; the caller upholds MPI's contract.
+    if let Some(h) = unsafe { last_hier(comm) } {
+        // SAFETY: as above.
+        if let Some(rc) = unsafe { bcast_hot(h, buf, count, dt, root, comm) } {
+            return rc;
+        }
+    }
+    // SAFETY: the caller upholds MPI's contract.
+    unsafe { bcast_entry(buf, count, dt, root, comm) }
+}
+
+/// `MPI_Bcast` past the hot lane (out of line: the hot lane's caller then saves no
+/// registers for it).
+///
+/// # Safety
+/// MPI's contract for `MPI_Bcast`.
+#[inline(never)]
+unsafe fn bcast_entry(
     buf: *mut c_void,
     count: c_int,
     dt: MPI_Datatype,
@@ -1499,6 +1658,31 @@ pub unsafe extern "C" fn MPI_Bcast(
 /// MPI's contract for `MPI_Reduce`.
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce(
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    op: MPI_Op,
+    root: c_int,
+    comm: MPI_Comm,
+) -> c_int {
+    // SAFETY: used for this call only; the caller upholds MPI's contract.
+    if let Some(h) = unsafe { last_hier(comm) } {
+        // SAFETY: as above.
+        if let Some(rc) = unsafe { reduce_hot(h, send, recv, count, dt, op, root, comm) } {
+            return rc;
+        }
+    }
+    // SAFETY: the caller upholds MPI's contract.
+    unsafe { reduce_entry(send, recv, count, dt, op, root, comm) }
+}
+
+/// `MPI_Reduce` past the hot lane (as [`bcast_entry`]).
+///
+/// # Safety
+/// MPI's contract for `MPI_Reduce`.
+#[inline(never)]
+unsafe fn reduce_entry(
     send: *const c_void,
     recv: *mut c_void,
     count: c_int,
@@ -1529,6 +1713,30 @@ pub unsafe extern "C" fn MPI_Allreduce(
     op: MPI_Op,
     comm: MPI_Comm,
 ) -> c_int {
+    // SAFETY: used for this call only; the caller upholds MPI's contract.
+    if let Some(h) = unsafe { last_hier(comm) } {
+        // SAFETY: as above.
+        if let Some(rc) = unsafe { allreduce_hot(h, send, recv, count, dt, op, comm) } {
+            return rc;
+        }
+    }
+    // SAFETY: the caller upholds MPI's contract.
+    unsafe { allreduce_entry(send, recv, count, dt, op, comm) }
+}
+
+/// `MPI_Allreduce` past the hot lane (as [`bcast_entry`]).
+///
+/// # Safety
+/// MPI's contract for `MPI_Allreduce`.
+#[inline(never)]
+unsafe fn allreduce_entry(
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dt: MPI_Datatype,
+    op: MPI_Op,
+    comm: MPI_Comm,
+) -> c_int {
     // SAFETY: the caller's arguments, passed on unchanged.
     let pmpi = || unsafe { mpi_sys::PMPI_Allreduce(send, recv, count, dt, op, comm) };
     // SAFETY: the caller upholds MPI's contract.
@@ -1544,6 +1752,18 @@ pub unsafe extern "C" fn MPI_Allreduce(
 /// MPI's contract for `MPI_Barrier`.
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Barrier(comm: MPI_Comm) -> c_int {
+    // SAFETY: used for this call only.
+    if let Some(h) = unsafe { last_hier(comm) } {
+        if let Some(rc) = barrier_hot(h, comm) {
+            return rc;
+        }
+    }
+    barrier_entry(comm)
+}
+
+/// `MPI_Barrier` past the hot lane (as [`bcast_entry`]).
+#[inline(never)]
+fn barrier_entry(comm: MPI_Comm) -> c_int {
     // SAFETY: the caller's argument, passed on unchanged.
     let pmpi = || unsafe { mpi_sys::PMPI_Barrier(comm) };
     take_over("MPI_Barrier", pmpi, || {

@@ -807,6 +807,76 @@ static void check_fallbacks(MPI_Comm comm)
 }
 
 /* Seconds on the host's monotonic clock (the same for every process of the host). */
+/* The same small call again and again (the interposer's hot lane runs repeats with one
+ * compare of the arguments): values, buffers and in-place change from call to call,
+ * while datatype, count, root and operation stay; then a change of root, count or
+ * datatype, and back. Every result is checked. */
+static void check_repeats(MPI_Comm comm)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    double a[4], b[4], r[4];
+    int ia[3], ir[3];
+    for (int i = 0; i < 60; i++) {
+        int root = i < 40 ? 0 : size - 1;
+        int count = (i / 10) % 2 ? 2 : 1; /* 1 or 2 doubles, then back */
+        double *buf = i % 2 ? a : b;      /* another buffer every other call */
+        /* MPI_Bcast */
+        for (int k = 0; k < count; k++)
+            buf[k] = rank == root ? 1000.0 * i + k : -1.0;
+        MPI_Bcast(buf, count, MPI_DOUBLE, root, comm);
+        for (int k = 0; k < count; k++)
+            if (buf[k] != 1000.0 * i + k) {
+                fprintf(stderr, "collectives: WRONG repeated MPI_Bcast call %d: got %g (rank %d)\n", i, buf[k], rank);
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
+        /* MPI_Reduce, in place on the root every third call */
+        int inplace = i % 3 == 0;
+        for (int k = 0; k < count; k++) {
+            buf[k] = rank + i + k;
+            r[k] = -7.0;
+        }
+        if (inplace && rank == root) {
+            for (int k = 0; k < count; k++)
+                r[k] = buf[k];
+            MPI_Reduce(MPI_IN_PLACE, r, count, MPI_DOUBLE, MPI_SUM, root, comm);
+        } else {
+            MPI_Reduce(buf, r, count, MPI_DOUBLE, MPI_SUM, root, comm);
+        }
+        for (int k = 0; k < count && rank == root; k++) {
+            double want = (double)size * (size - 1) / 2 + (double)size * (i + k);
+            if (r[k] != want) {
+                fprintf(stderr, "collectives: WRONG repeated MPI_Reduce call %d in_place=%d: got %g want %g\n", i,
+                        inplace, r[k], want);
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
+        }
+        /* MPI_Allreduce, in place every other call */
+        for (int k = 0; k < count; k++)
+            r[k] = buf[k] = rank * 2 + i + k;
+        MPI_Allreduce(i % 2 ? MPI_IN_PLACE : (void *)buf, r, count, MPI_DOUBLE, MPI_MAX, comm);
+        for (int k = 0; k < count; k++)
+            if (r[k] != (size - 1) * 2 + i + k) {
+                fprintf(stderr, "collectives: WRONG repeated MPI_Allreduce call %d: got %g (rank %d)\n", i, r[k], rank);
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
+        /* Another datatype and operation between repeats, every tenth call. */
+        if (i % 10 == 9) {
+            for (int k = 0; k < 3; k++)
+                ia[k] = rank + k;
+            MPI_Allreduce(ia, ir, 3, MPI_INT, MPI_SUM, comm);
+            for (int k = 0; k < 3; k++)
+                if (ir[k] != size * (size - 1) / 2 + size * k) {
+                    fprintf(stderr, "collectives: WRONG MPI_Allreduce between repeats: got %d\n", ir[k]);
+                    MPI_Abort(MPI_COMM_WORLD, 2);
+                }
+        }
+        MPI_Barrier(comm);
+        checks += 3;
+    }
+}
+
 static double now(void)
 {
     struct timespec ts;
@@ -873,6 +943,7 @@ int main(int argc, char **argv)
         check_float_identical(MPI_COMM_WORLD);
         check_fallbacks(MPI_COMM_WORLD);
         check_barrier(MPI_COMM_WORLD);
+        check_repeats(MPI_COMM_WORLD);
         /* Split communicators (even/odd, keys reversed) and a duplicate; freed after. */
         MPI_Comm split, dup;
         MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, -world_rank, &split);
@@ -899,6 +970,7 @@ int main(int argc, char **argv)
         check_more(perm, 21000 + 1000 * r, false);
         check_gather_scatter(perm, 13000 + 1000 * r);
         check_barrier(perm);
+        check_repeats(perm);
         MPI_Comm_free(&perm);
     }
     long total = 0;
