@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The largest allreduce two members exchange in one message each
-/// ([`Context::exchange_one`]): one channel slot's payload.
-const EXCHANGE_ONE: usize = smelt_transport::PAYLOAD_PER_SLOT;
+/// ([`Context::exchange_one`]): the runtime's small message (four channel slots).
+const EXCHANGE_ONE: usize = crate::group::SMALL_MESSAGE_BYTES;
 
 /// A link to one tree neighbour.
 #[derive(Debug)]
@@ -1392,7 +1392,7 @@ impl<L: Link> Context<L> {
         data: &mut [u8],
         mut combine: impl FnMut(&mut [u8], &[u8]),
     ) -> Res<()> {
-        if self.size() == 2 && data.len() <= EXCHANGE_ONE {
+        if self.size() == 2 && data.len() <= EXCHANGE_ONE && self.pair_carries(data.len()) {
             return self.exchange_one(data, combine);
         }
         if self.nontree.is_some() && self.allreduce_by_doubling(data.len()) {
@@ -1411,9 +1411,20 @@ impl<L: Link> Context<L> {
         self.broadcast_into(data)
     }
 
+    /// True if the two members' one link carries `len` bytes in one message (both
+    /// ends of a tree's link are alike, so both members answer the same).
+    #[inline(always)]
+    fn pair_carries(&self, len: usize) -> bool {
+        match (&self.parent, self.children.first()) {
+            (Some(p), _) => len <= p.link.max_message_len(),
+            (None, Some(c)) => len <= c.link.max_message_len(),
+            _ => false,
+        }
+    }
+
     /// The two-member allreduce of at most [`EXCHANGE_ONE`] bytes: each sends its data
-    /// to the other in one message of one slot over the tree's one link (crossing
-    /// sends cannot block each other: an empty ring holds it), then both combine the
+    /// to the other in one message over the tree's one link (crossing sends cannot
+    /// block each other: an empty ring holds it), then both combine the
     /// two in the order the picked algorithm does (member 0's first for recursive
     /// doubling, else the root's). With two members recursive doubling and the tree's
     /// reduce-then-broadcast both come to this exchange, so it is taken whatever the

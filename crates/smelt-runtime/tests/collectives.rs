@@ -585,15 +585,15 @@ fn pair_barriers_with_one_member_ahead_stay_matched() {
         .unwrap();
 }
 
-/// Two members' small allreduce (up to one slot, 48 bytes, a message each way; 8
-/// bytes as a word): every length from 1 to 49 (past the slot: the general path) with
+/// Two members' small allreduce (up to 192 bytes, four slots, a message each way; 8
+/// bytes as a word): every length from 1 to 200 (past 192: the general path) with
 /// a combine that does not commute, so the root's value must come first on both, and
 /// the same length on both members every time.
 #[test]
 fn a_pair_allreduces_small_bytes_root_first() {
     let out = pair_group(Duration::from_secs(60)).run(|m| -> Result<(), GroupError> {
         let me = m.rank().0 as u8;
-        for len in 1..=49usize {
+        for len in 1..=200usize {
             let mut d: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(7) ^ me).collect();
             m.allreduce_bytes(&mut d, |a, o| {
                 for (x, y) in a.iter_mut().zip(o) {
@@ -621,7 +621,14 @@ fn a_pair_allreduces_small_bytes_root_first() {
 #[test]
 fn a_pair_allreduce_of_different_small_lengths_fails_both() {
     let timeout = Duration::from_secs(60);
-    for (a, b) in [(4usize, 8usize), (8, 16), (3, 5), (8, 4)] {
+    for (a, b) in [
+        (4usize, 8usize),
+        (8, 16),
+        (3, 5),
+        (8, 4),
+        (64, 100),
+        (100, 300),
+    ] {
         let t = std::time::Instant::now();
         let out = pair_group(timeout).run(|m| {
             let len = if m.rank() == Rank(0) { a } else { b };
