@@ -1141,7 +1141,7 @@ impl Hier {
         };
         self.hot.reduce = Some(call);
         // SAFETY: the caller's guarantee.
-        unsafe { self.run_reduce(call, input, recv) }
+        unsafe { self.run_reduce(local, len, call.is_root, combine, input, recv) }
     }
 
     /// The hot lane's `MPI_Reduce`: the one [`Hier::reduce_small`] remembered, if
@@ -1156,29 +1156,36 @@ impl Hier {
         input: *const u8,
         recv: *mut u8,
     ) -> Option<Result<(), Fail>> {
-        let call = self.hot.reduce.filter(|c| c.key == key)?;
+        // The fields it needs, not the whole memo (a copy of six words on every call).
+        let (local, len, is_root, combine) = match &self.hot.reduce {
+            Some(c) if c.key == key => (c.local, c.len, c.is_root, c.combine),
+            _ => return None,
+        };
         // SAFETY: the caller's guarantee.
-        unsafe { self.run_reduce(call, input, recv) }
+        unsafe { self.run_reduce(local, len, is_root, combine, input, recv) }
     }
 
     /// [`Hier::reduce_small`]'s reduction, `None` if its tree is not there.
     ///
     /// # Safety
-    /// As [`Hier::reduce`], for `call.len` bytes.
+    /// As [`Hier::reduce`], for `len` bytes.
     #[inline(always)]
     unsafe fn run_reduce(
         &mut self,
-        call: HotCall,
+        local: usize,
+        len: usize,
+        is_root: bool,
+        combine: Combine,
         input: *const u8,
         recv: *mut u8,
     ) -> Option<Result<(), Fail>> {
-        let m = self.ready_tree(call.local)?;
+        let m = self.ready_tree(local)?;
         // SAFETY: the caller guarantees `input` is readable for `len` bytes.
-        let src = unsafe { std::slice::from_raw_parts(input, call.len) };
+        let src = unsafe { std::slice::from_raw_parts(input, len) };
         // SAFETY: the caller guarantees `recv` is writable for `len` bytes on the root.
         let r = unsafe {
-            reduce_on_stack(src, recv, call.is_root, |acc| {
-                tree_reduce(m, acc, call.combine).map_err(Fail::from)
+            reduce_on_stack(src, recv, is_root, |acc| {
+                tree_reduce(m, acc, combine).map_err(Fail::from)
             })
         };
         Some(r)
@@ -1209,7 +1216,7 @@ impl Hier {
         };
         self.hot.bcast = Some(call);
         // SAFETY: the caller's guarantee.
-        unsafe { self.run_bcast(call, data) }
+        unsafe { self.run_bcast(local, len, call.is_root, data) }
     }
 
     /// The hot lane's `MPI_Bcast`: the one [`Hier::bcast_small`] remembered, if `key`
@@ -1219,24 +1226,33 @@ impl Hier {
     /// As [`Hier::bcast`].
     #[inline(always)]
     pub unsafe fn hot_bcast(&mut self, key: [usize; 3], data: *mut u8) -> Option<Result<(), Fail>> {
-        let call = self.hot.bcast.filter(|c| c.key == key)?;
+        // As in `hot_reduce`.
+        let (local, len, is_root) = match &self.hot.bcast {
+            Some(c) if c.key == key => (c.local, c.len, c.is_root),
+            _ => return None,
+        };
         // SAFETY: the caller's guarantee.
-        unsafe { self.run_bcast(call, data) }
+        unsafe { self.run_bcast(local, len, is_root, data) }
     }
 
     /// [`Hier::bcast_small`]'s broadcast, `None` if its tree is not there.
     ///
     /// # Safety
-    /// As [`Hier::bcast`], for `call.len` bytes.
+    /// As [`Hier::bcast`], for `len` bytes.
     #[inline(always)]
-    unsafe fn run_bcast(&mut self, call: HotCall, data: *mut u8) -> Option<Result<(), Fail>> {
-        let len = call.len;
-        let m = self.ready_tree(call.local)?;
+    unsafe fn run_bcast(
+        &mut self,
+        local: usize,
+        len: usize,
+        is_root: bool,
+        data: *mut u8,
+    ) -> Option<Result<(), Fail>> {
+        let m = self.ready_tree(local)?;
         // As `tree_bcast`: up to 8 bytes as a word, more as one byte message. The
         // root's buffer is only read (it may be read-only memory): sent from a copy.
         // Each arm builds its result itself: `.map(drop)` on the runtime's result made
         // the compiler write it to the stack and read it back whole (a stalled load).
-        let r = if call.is_root {
+        let r = if is_root {
             // SAFETY: the caller guarantees `data` is readable for `len` bytes.
             let src = unsafe { std::slice::from_raw_parts(data, len) };
             if len <= 8 {
