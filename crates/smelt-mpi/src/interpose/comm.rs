@@ -105,6 +105,15 @@ pub fn hot_key(dt: MPI_Datatype, op: usize, count: c_int, root: c_int) -> [usize
     ]
 }
 
+/// True if two [`hot_key`]s are the same: word by word, in registers. The arrays'
+/// `==` was compiled to 16-byte loads of the caller's key from the stack, right
+/// after its 8-byte stores: a load the store buffer cannot forward, which waits for
+/// the stores to reach the cache (on every call of the hot lane).
+#[inline(always)]
+fn same_key(a: &[usize; 3], b: &[usize; 3]) -> bool {
+    ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2])) == 0
+}
+
 /// The combine of a broadcast's [`HotCall`] (it combines nothing).
 fn no_combine(_: &mut [u8], _: &[u8]) {}
 
@@ -1158,7 +1167,7 @@ impl Hier {
     ) -> Option<Result<(), Fail>> {
         // The fields it needs, not the whole memo (a copy of six words on every call).
         let (local, len, is_root, combine) = match &self.hot.reduce {
-            Some(c) if c.key == key => (c.local, c.len, c.is_root, c.combine),
+            Some(c) if same_key(&c.key, &key) => (c.local, c.len, c.is_root, c.combine),
             _ => return None,
         };
         // SAFETY: the caller's guarantee.
@@ -1228,7 +1237,7 @@ impl Hier {
     pub unsafe fn hot_bcast(&mut self, key: [usize; 3], data: *mut u8) -> Option<Result<(), Fail>> {
         // As in `hot_reduce`.
         let (local, len, is_root) = match &self.hot.bcast {
-            Some(c) if c.key == key => (c.local, c.len, c.is_root),
+            Some(c) if same_key(&c.key, &key) => (c.local, c.len, c.is_root),
             _ => return None,
         };
         // SAFETY: the caller's guarantee.
@@ -1308,10 +1317,10 @@ impl Hier {
     /// [`Hier::allreduce_one_node`] remembered, if `key` is its arguments'.
     #[inline(always)]
     pub fn hot_allreduce(&self, key: [usize; 3]) -> Option<(usize, Combine)> {
-        self.hot
-            .allreduce
-            .filter(|c| c.key == key)
-            .map(|c| (c.len, c.combine))
+        match &self.hot.allreduce {
+            Some(c) if same_key(&c.key, &key) => Some((c.len, c.combine)),
+            _ => None,
+        }
     }
 
     /// The hot lane's `MPI_Allreduce` on `acc` (as [`Hier::allreduce_one_node`]).
