@@ -80,7 +80,7 @@ suite() { # name np preload(0/1) [VAR=value ...] [THREAD_LEVEL=level]
     [ -z "$fail" ] && grep -qE 'FAILED \(|^(ERROR|FAIL):' "$log" && fail="tests failed"
     local took=""
     if [ "$preload" = 1 ] && [ -z "$fail" ]; then
-        for call in Bcast Reduce Allreduce Barrier Gather Scatter Allgather Allgatherv Reduce_scatter_block; do
+        for call in Bcast Reduce Allreduce Barrier Gather Scatter Allgather Allgatherv Reduce_scatter_block Reduce_scatter; do
             local n
             # the largest count: a test that spawns processes adds their (rank 0) summaries
             n="$(sed -nE "s/.*smelt-mpi: MPI_$call: taken ([0-9]+),.*/\1/p" "$log" | sort -n | tail -1)"

@@ -1,13 +1,13 @@
 /* Latency of MPI_Bcast, MPI_Reduce, MPI_Allreduce (MPI_DOUBLE, MPI_SUM), MPI_Gather,
- * MPI_Scatter, MPI_Allgather, MPI_Scan, MPI_Reduce_scatter_block and MPI_Alltoall
- * (bytes per rank, per block for the last) from 8 bytes to a maximum, and of MPI_Barrier. Two ways (see timed()): "osu", as the OSU
+ * MPI_Scatter, MPI_Allgather, MPI_Scan, MPI_Reduce_scatter_block, MPI_Alltoall and
+ * MPI_Reduce_scatter ("rs": every rank's part as long) (bytes per rank, per block for alltoall) from 8 bytes to a maximum, and of MPI_Barrier. Two ways (see timed()): "osu", as the OSU
  * micro-benchmarks do (root 0, each call after an MPI_Barrier, the call alone timed),
  * and "loop" (calls back to back, rotating roots). The figure is the mean per call,
  * averaged over ranks (the slowest rank's mean beside it). Whatever implements the calls (Open MPI's components, or
  * libsmelt_mpi.so preloaded) is measured the same way.
  *
  * Usage: mpirun -np N latency [max_bytes [label [osu|loop [ops]]]]
- * ops: names separated by commas (default: all; "new": allgather,scan,rsb,alltoall).
+ * ops: names separated by commas (default: all; "new": allgather,scan,rsb,alltoall,rs).
  * Prints one line per (operation, size): label op bytes avg_us max_us iterations. */
 #include <mpi.h>
 #include <stdio.h>
@@ -41,6 +41,13 @@ static double timed(int op, double *buf, double *out, int count, int iters, int 
         case 6: MPI_Scan(buf, out, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); break;
         case 7: MPI_Reduce_scatter_block(buf, out, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); break;
         case 8: MPI_Alltoall(buf, count, MPI_DOUBLE, out, count, MPI_DOUBLE, MPI_COMM_WORLD); break;
+        case 9: {
+            int counts[1024];
+            for (int k = 0; k < size && k < 1024; k++)
+                counts[k] = count;
+            MPI_Reduce_scatter(buf, out, counts, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            break;
+        }
         default: MPI_Barrier(MPI_COMM_WORLD); break;
         }
         if (!loop)
@@ -62,15 +69,15 @@ int main(int argc, char **argv)
     int loop = argc > 3 && strcmp(argv[3], "loop") == 0;
     const char *ops = argc > 4 ? argv[4] : "all";
     if (strcmp(ops, "new") == 0)
-        ops = "allgather,scan,rsb,alltoall";
+        ops = "allgather,scan,rsb,alltoall,rs";
     /* Room for a block per rank on both sides (alltoall, reduce_scatter_block). */
     size_t room = (size_t)(max > 8 ? max : 8) * (size_t)size;
     double *buf = malloc(room), *out = malloc(room);
     for (size_t i = 0; i < room / 8; i++)
         buf[i] = rank + (double)i * 0.5;
-    enum { NOPS = 10, BARRIER = NOPS - 1 };
-    static const char *names[NOPS] = {"bcast",     "reduce", "allreduce", "gather",   "scatter",
-                                      "allgather", "scan",   "rsb",       "alltoall", "barrier"};
+    enum { NOPS = 11, BARRIER = NOPS - 1 };
+    static const char *names[NOPS] = {"bcast", "reduce", "allreduce", "gather",   "scatter", "allgather",
+                                      "scan",  "rsb",    "alltoall",  "rs", "barrier"};
     for (size_t i = 0; i < room / 8; i++)
         out[i] = (double)i;
     for (int op = 0; op < NOPS; op++) {

@@ -9,7 +9,7 @@
 #                                         [-c CUT_OFF]
 #
 # -o: operations, comma-separated (latency.c's names: bcast, reduce, allreduce, gather,
-# scatter, allgather, scan, rsb, alltoall, barrier; "new" for the four after scatter;
+# scatter, allgather, scan, rsb, alltoall, rs, barrier; "new" for the five after scatter;
 # default all). -c: smelt's SMELT_MPI_MAX_BYTES (default: none, so the table shows
 # where smelt stops winning; "default" runs with the library's own cut-offs).
 # -k runs smelt with SMELT_MPI_FORCE=1 unless -f 0: nodes of 1-2 ranks otherwise go to

@@ -207,7 +207,7 @@ fn taken(np: usize, env: &[(&str, &str)]) -> Run {
 }
 
 /// The calls smelt takes.
-const CALLS: [&str; 12] = [
+const CALLS: [&str; 13] = [
     "MPI_Bcast",
     "MPI_Reduce",
     "MPI_Allreduce",
@@ -218,6 +218,7 @@ const CALLS: [&str; 12] = [
     "MPI_Scan",
     "MPI_Exscan",
     "MPI_Reduce_scatter_block",
+    "MPI_Reduce_scatter",
     "MPI_Alltoall",
     "MPI_Allgatherv",
 ];

@@ -84,14 +84,42 @@ pub struct HotCall {
     combine: Combine,
 }
 
-/// The hot lane's calls of a communicator, one of each kind (the last one remembered).
+/// The hot lane's calls of a communicator: the last two broadcasts and reductions
+/// (programs that rotate the root, as pipelined factorizations and benchmarks do,
+/// alternate between roots), the last allreduce.
 #[derive(Clone, Copy, Default)]
 pub struct Hot {
-    bcast: Option<HotCall>,
-    reduce: Option<HotCall>,
+    bcast: Two,
+    reduce: Two,
     allreduce: Option<HotCall>,
     /// The barrier runs on the leader's tree (one node, smelt's route decided).
     barrier: bool,
+}
+
+/// The last two [`HotCall`]s of a kind, the latest first.
+#[derive(Clone, Copy, Default)]
+struct Two([Option<HotCall>; 2]);
+
+impl Two {
+    /// The remembered call with arguments `key`.
+    #[inline(always)]
+    fn find(&self, key: &[usize; 3]) -> Option<&HotCall> {
+        match &self.0 {
+            [Some(c), _] if same_key(&c.key, key) => Some(c),
+            [_, Some(c)] if same_key(&c.key, key) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Remembers `call` as the latest (the other one stays unless it has the same
+    /// arguments).
+    #[inline(always)]
+    fn put(&mut self, call: HotCall) {
+        if !matches!(&self.0[0], Some(c) if same_key(&c.key, &call.key)) {
+            self.0[1] = self.0[0];
+        }
+        self.0[0] = Some(call);
+    }
 }
 
 /// The arguments a [`HotCall`] is remembered by: datatype, operation (0 for a
@@ -1148,7 +1176,7 @@ impl Hier {
             is_root: self.rank == root,
             combine,
         };
-        self.hot.reduce = Some(call);
+        self.hot.reduce.put(call);
         // SAFETY: the caller's guarantee.
         unsafe { self.run_reduce(local, len, call.is_root, combine, input, recv) }
     }
@@ -1166,10 +1194,8 @@ impl Hier {
         recv: *mut u8,
     ) -> Option<Result<(), Fail>> {
         // The fields it needs, not the whole memo (a copy of six words on every call).
-        let (local, len, is_root, combine) = match &self.hot.reduce {
-            Some(c) if same_key(&c.key, &key) => (c.local, c.len, c.is_root, c.combine),
-            _ => return None,
-        };
+        let c = self.hot.reduce.find(&key)?;
+        let (local, len, is_root, combine) = (c.local, c.len, c.is_root, c.combine);
         // SAFETY: the caller's guarantee.
         unsafe { self.run_reduce(local, len, is_root, combine, input, recv) }
     }
@@ -1223,7 +1249,7 @@ impl Hier {
             is_root: self.rank == root,
             combine: no_combine,
         };
-        self.hot.bcast = Some(call);
+        self.hot.bcast.put(call);
         // SAFETY: the caller's guarantee.
         unsafe { self.run_bcast(local, len, call.is_root, data) }
     }
@@ -1236,10 +1262,8 @@ impl Hier {
     #[inline(always)]
     pub unsafe fn hot_bcast(&mut self, key: [usize; 3], data: *mut u8) -> Option<Result<(), Fail>> {
         // As in `hot_reduce`.
-        let (local, len, is_root) = match &self.hot.bcast {
-            Some(c) if same_key(&c.key, &key) => (c.local, c.len, c.is_root),
-            _ => return None,
-        };
+        let c = self.hot.bcast.find(&key)?;
+        let (local, len, is_root) = (c.local, c.len, c.is_root);
         // SAFETY: the caller's guarantee.
         unsafe { self.run_bcast(local, len, is_root, data) }
     }

@@ -1,6 +1,6 @@
 //! The collectives smelt builds from its gathers, scatters, broadcasts and
-//! allreduces: `MPI_Allgather`, `MPI_Scan`, `MPI_Exscan`, `MPI_Reduce_scatter_block`
-//! and `MPI_Alltoall` (small messages), and the entry points of the non-blocking
+//! allreduces: `MPI_Allgather`, `MPI_Scan`, `MPI_Exscan`, `MPI_Reduce_scatter_block`,
+//! `MPI_Reduce_scatter` and `MPI_Alltoall` (small messages), and the entry points of the non-blocking
 //! `MPI_Ibarrier`, `MPI_Ibcast` and `MPI_Iallreduce` ([`super::nonblocking`]).
 //!
 //! Every choice between smelt and MPI depends only on what MPI requires to match on
@@ -363,30 +363,71 @@ unsafe fn scan(
     })
 }
 
-/// `MPI_Reduce_scatter_block` through smelt where it can: smelt's allreduce of the
-/// whole vector (`rcount` elements per rank), each rank keeping its block.
+/// How many elements each rank keeps of a reduce-scatter.
+#[derive(Clone, Copy)]
+enum Counts {
+    /// `MPI_Reduce_scatter_block`: this many, every rank.
+    Block(c_int),
+    /// `MPI_Reduce_scatter`: rank `i` keeps element count `i` of this array (one per
+    /// rank of the communicator, the same on every rank: MPI's rule).
+    Each(*const c_int),
+}
+
+/// `MPI_Reduce_scatter_block` and `MPI_Reduce_scatter` through smelt where they can:
+/// smelt's allreduce of the whole vector (the ranks' parts back to back), each rank
+/// keeping its part. Every rank sees the same counts, hence the same total, path and
+/// cut-off (`MPI_Reduce_scatter_block`'s).
 ///
 /// # Safety
-/// MPI's contract for `MPI_Reduce_scatter_block`.
-unsafe fn reduce_scatter_block(
+/// MPI's contract for `MPI_Reduce_scatter_block` / `MPI_Reduce_scatter` (for
+/// [`Counts::Each`], an array of one count per rank).
+#[allow(clippy::too_many_arguments)]
+unsafe fn reduce_scatter(
+    call: Call,
     send: *const c_void,
     recv: *mut c_void,
-    rcount: c_int,
+    counts: Counts,
     dt: MPI_Datatype,
     op: MPI_Op,
     comm: MPI_Comm,
     pmpi: impl Fn() -> c_int,
 ) -> c_int {
-    let call = Call::ReduceScatterBlock;
     let mut h = match hier(comm, call, &pmpi) {
         Ok(h) => h,
         Err(rc) => return rc,
     };
     let (n, rank) = (h.size, h.rank);
-    let total = (rcount as i64)
-        .checked_mul(n as i64)
-        .filter(|&t| t <= c_int::MAX as i64);
-    let Some(total) = total.filter(|_| rcount >= 0) else {
+    // Elements before this rank's part, its own, and the total (within an int, as
+    // MPI's counts are); `None` for a negative count or a null array.
+    let parts = (|| -> Option<(i64, i64, i64)> {
+        match counts {
+            Counts::Block(c) => {
+                let c = i64::from(c);
+                (c >= 0).then_some((c * rank as i64, c, c * n as i64))
+            }
+            Counts::Each(p) => {
+                if p.is_null() {
+                    return None;
+                }
+                // SAFETY: MPI's contract: one count per rank of the communicator.
+                let each = unsafe { std::slice::from_raw_parts(p, n) };
+                let mut before = 0i64;
+                let mut total = 0i64;
+                for (i, &c) in each.iter().enumerate() {
+                    if c < 0 {
+                        return None;
+                    }
+                    if i < rank {
+                        before += i64::from(c);
+                    }
+                    total += i64::from(c);
+                }
+                Some((before, i64::from(each[rank]), total))
+            }
+        }
+    })()
+    .filter(|&(_, _, t)| t <= c_int::MAX as i64);
+    let Some((before, mine, total)) = parts else {
         return fell(call, Why::BadArgs, pmpi);
     };
     let max = h.max_bytes[7];
@@ -394,20 +435,26 @@ unsafe fn reduce_scatter_block(
         Ok(x) => x,
         Err(rc) => return rc,
     };
-    let block = len / n;
+    // Bytes per element (none when the whole vector is empty: nothing to keep).
+    let elt = if total > 0 { len / total as usize } else { 0 };
+    let (from, keep) = (before as usize * elt, mine as usize * elt);
     let input = if send == ffi::in_place().cast_const() {
         recv.cast_const()
     } else {
         send
     };
     routed(&mut h, held, call, len, &pmpi, |h| {
-        // SAFETY: MPI's contract: the input holds `rcount` × ranks elements of `dt`.
-        let mut acc = unsafe { bytes_at(input, 0, len) }.to_vec();
+        // An empty vector may come with null buffers: nothing is read or written then.
+        let mut acc = if len == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: MPI's contract: the input holds the whole vector (`total` elements of `dt`).
+            unsafe { bytes_at(input, 0, len) }.to_vec()
+        };
         let r = h.allreduce(&mut acc, red);
-        if r.is_ok() {
-            // SAFETY: MPI's contract: `recv` has room for `rcount` elements of `dt`; `acc` is this crate's buffer.
-            unsafe { bytes_at_mut(recv, 0, block) }
-                .copy_from_slice(&acc[rank * block..(rank + 1) * block]);
+        if r.is_ok() && keep > 0 {
+            // SAFETY: MPI's contract: `recv` has room for this rank's part; `acc` is this crate's buffer.
+            unsafe { bytes_at_mut(recv, 0, keep) }.copy_from_slice(&acc[from..from + keep]);
         }
         finish(r, call, comm, h)
     })
@@ -653,7 +700,39 @@ pub unsafe extern "C" fn MPI_Reduce_scatter_block(
     let pmpi = || unsafe { mpi_sys::PMPI_Reduce_scatter_block(send, recv, rcount, dt, op, comm) };
     // SAFETY: the caller upholds MPI's contract.
     take_over("MPI_Reduce_scatter_block", pmpi, || unsafe {
-        reduce_scatter_block(send, recv, rcount, dt, op, comm, pmpi)
+        let counts = Counts::Block(rcount);
+        reduce_scatter(
+            Call::ReduceScatterBlock,
+            send,
+            recv,
+            counts,
+            dt,
+            op,
+            comm,
+            pmpi,
+        )
+    })
+}
+
+/// `MPI_Reduce_scatter`, taken over (see the crate documentation).
+///
+/// # Safety
+/// MPI's contract for `MPI_Reduce_scatter`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_scatter(
+    send: *const c_void,
+    recv: *mut c_void,
+    rcounts: *const c_int,
+    dt: MPI_Datatype,
+    op: MPI_Op,
+    comm: MPI_Comm,
+) -> c_int {
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let pmpi = || unsafe { mpi_sys::PMPI_Reduce_scatter(send, recv, rcounts, dt, op, comm) };
+    // SAFETY: the caller upholds MPI's contract.
+    take_over("MPI_Reduce_scatter", pmpi, || unsafe {
+        let counts = Counts::Each(rcounts);
+        reduce_scatter(Call::ReduceScatter, send, recv, counts, dt, op, comm, pmpi)
     })
 }
 

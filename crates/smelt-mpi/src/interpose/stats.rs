@@ -36,9 +36,10 @@ pub enum Call {
     Ibcast = 12,
     Iallreduce = 13,
     Allgatherv = 14,
+    ReduceScatter = 15,
 }
 
-pub const CALLS: usize = 15;
+pub const CALLS: usize = 16;
 
 impl Call {
     pub const ALL: [Call; CALLS] = [
@@ -57,6 +58,7 @@ impl Call {
         Call::Ibcast,
         Call::Iallreduce,
         Call::Allgatherv,
+        Call::ReduceScatter,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -75,6 +77,7 @@ impl Call {
             Call::Ibcast => "MPI_Ibcast",
             Call::Iallreduce => "MPI_Iallreduce",
             Call::Allgatherv => "MPI_Allgatherv",
+            Call::ReduceScatter => "MPI_Reduce_scatter",
         }
     }
 }

@@ -501,7 +501,7 @@ struct more_state {
     unsigned char *send, *recv, *want, *tmp;
 };
 
-/* MPI_Scan, MPI_Exscan and MPI_Reduce_scatter_block under every valid op, in place
+/* MPI_Scan, MPI_Exscan, MPI_Reduce_scatter_block and MPI_Reduce_scatter under every valid op, in place
  * and not; MPI_Allgather and MPI_Alltoall, in place and not. */
 static void check_more_case(MPI_Comm comm, const struct type *t, int count, int root, int ri, void *arg)
 {
@@ -561,6 +561,33 @@ static void check_more_case(MPI_Comm comm, const struct type *t, int count, int 
             }
             if (memcmp(recv, want + rank * bytes, bytes) != 0)
                 fail(comm, "MPI_Reduce_scatter_block", t, op, -1, inplace, count, recv, want + rank * bytes);
+            checks++;
+            /* MPI_Reduce_scatter: parts of different sizes (count or count + 1 elements,
+             * none for every third rank), each rank keeping its own. */
+            seed++;
+            int counts[64], before = 0, total = 0;
+            for (int k = 0; k < size && k < 64; k++) {
+                counts[k] = k % 3 == 1 ? 0 : count + k % 2;
+                if (k < rank)
+                    before += counts[k];
+                total += counts[k];
+            }
+            t->gen(want, total, 0, seed, op);
+            for (int k = 1; k < size; k++) {
+                t->gen(tmp, total, k, seed, op);
+                t->comb(want, tmp, total, op);
+            }
+            t->gen(send, total, rank, seed, op);
+            memset(recv, 0x5A, (size_t)total * t->size);
+            if (inplace) {
+                memcpy(recv, send, (size_t)total * t->size);
+                MPI_Reduce_scatter(MPI_IN_PLACE, recv, counts, t->dt, mpi_ops[op], comm);
+            } else {
+                MPI_Reduce_scatter(send, recv, counts, t->dt, mpi_ops[op], comm);
+            }
+            size_t mine = (size_t)counts[rank] * t->size, from = (size_t)before * t->size;
+            if (memcmp(recv, want + from, mine) != 0)
+                fail(comm, "MPI_Reduce_scatter", t, op, -1, inplace, counts[rank], recv, want + from);
             checks++;
         }
     }
