@@ -1521,6 +1521,14 @@ unsafe fn bcast_express(
         if let Some(rc) = unsafe { bcast_hot(h, buf, count, dt, root, comm) } {
             return Some(rc);
         }
+        // Broadcasts MPI runs faster here (more ranks than CPUs: the cut-off is 0) go
+        // to it from here, as the general path sends them, without its layers (8
+        // ranks on 2 CPUs, 8 bytes, rank 0, callgrind: 1507 -> 1476 instructions a
+        // call, most of them Open MPI's).
+        if h.max_bytes[0] == 0 && count > 0 && root >= 0 && (root as usize) < h.size {
+            stats::fell_back(Call::Bcast, Why::MpiFaster);
+            return Some(pmpi());
+        }
         let size = h.kinds.known_size(dt)?;
         let len = size.checked_mul(usize::try_from(count).ok()?)?;
         let root = usize::try_from(root).ok().filter(|&r| r < h.size)?;
