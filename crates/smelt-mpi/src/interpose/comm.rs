@@ -1149,6 +1149,27 @@ impl Hier {
         Some(local)
     }
 
+    /// The hot lane's memo of an express call of `len` bytes rooted at communicator
+    /// rank `root` with arguments `key`: `None` where the express lane cannot run it
+    /// ([`Hier::express_local`]).
+    #[inline(always)]
+    fn hot_call(
+        &mut self,
+        root: usize,
+        len: usize,
+        combine: Combine,
+        key: [usize; 3],
+    ) -> Option<HotCall> {
+        let local = self.express_local(root)?;
+        Some(HotCall {
+            key,
+            local,
+            len,
+            is_root: self.rank == root,
+            combine,
+        })
+    }
+
     /// The express lane's `MPI_Reduce` of at most [`SMALL`] bytes (192) on one
     /// node, where the root's tree is made: [`Hier::reduce`] without its layers (the
     /// same tree, the same word or byte reduction, so every rank may take either
@@ -1168,17 +1189,10 @@ impl Hier {
         key: [usize; 3],
     ) -> Option<Result<(), Fail>> {
         debug_assert!(len <= SMALL);
-        let local = self.express_local(root)?;
-        let call = HotCall {
-            key,
-            local,
-            len,
-            is_root: self.rank == root,
-            combine,
-        };
+        let call = self.hot_call(root, len, combine, key)?;
         self.hot.reduce.put(call);
         // SAFETY: the caller's guarantee.
-        unsafe { self.run_reduce(local, len, call.is_root, combine, input, recv) }
+        unsafe { self.run_reduce(call.local, len, call.is_root, combine, input, recv) }
     }
 
     /// The hot lane's `MPI_Reduce`: the one [`Hier::reduce_small`] remembered, if
@@ -1241,17 +1255,10 @@ impl Hier {
         key: [usize; 3],
     ) -> Option<Result<(), Fail>> {
         debug_assert!(len <= SMALL);
-        let local = self.express_local(root)?;
-        let call = HotCall {
-            key,
-            local,
-            len,
-            is_root: self.rank == root,
-            combine: no_combine,
-        };
+        let call = self.hot_call(root, len, no_combine, key)?;
         self.hot.bcast.put(call);
         // SAFETY: the caller's guarantee.
-        unsafe { self.run_bcast(local, len, call.is_root, data) }
+        unsafe { self.run_bcast(call.local, len, call.is_root, data) }
     }
 
     /// The hot lane's `MPI_Bcast`: the one [`Hier::bcast_small`] remembered, if `key`
