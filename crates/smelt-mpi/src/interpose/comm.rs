@@ -94,6 +94,22 @@ pub struct Hot {
     allreduce: Option<HotCall>,
     /// The barrier runs on the leader's tree (one node, smelt's route decided).
     barrier: bool,
+    allgather: Option<HotGather>,
+}
+
+/// An `MPI_Allgather` of predefined datatypes the general path ran through smelt,
+/// remembered for the hot lane ([`Hier::hot_allgather`]).
+#[derive(Clone, Copy)]
+pub struct HotGather {
+    /// Send datatype, receive datatype, and the two counts ([`hot_key`]'s layout).
+    key: [usize; 3],
+    /// Bytes of one rank's block.
+    pub k: usize,
+    /// Where the receive buffer's data starts (a dense datatype's offset).
+    pub roff: isize,
+    /// Where the send buffer's data starts; `None`: the call was in place and the send
+    /// side was not looked at.
+    pub soff: Option<isize>,
 }
 
 /// The last two [`HotCall`]s of a kind, the latest first.
@@ -1367,6 +1383,28 @@ impl Hier {
         debug_assert!(self.on_one_node());
         self.hot.barrier = true;
         Ok(self.leader_tree().barrier()?)
+    }
+
+    /// Remembers an `MPI_Allgather` the general path is about to run through smelt
+    /// (see [`HotGather`]): its key, block and offsets.
+    #[inline]
+    pub fn remember_allgather(
+        &mut self,
+        key: [usize; 3],
+        k: usize,
+        roff: isize,
+        soff: Option<isize>,
+    ) {
+        self.hot.allgather = Some(HotGather { key, k, roff, soff });
+    }
+
+    /// The remembered `MPI_Allgather` with arguments `key`.
+    #[inline(always)]
+    pub fn hot_allgather(&self, key: [usize; 3]) -> Option<HotGather> {
+        match &self.hot.allgather {
+            Some(g) if same_key(&g.key, &key) => Some(*g),
+            _ => None,
+        }
     }
 
     /// True if the express lane ran this communicator's barrier (the hot lane may).

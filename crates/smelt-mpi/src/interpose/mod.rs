@@ -1439,7 +1439,7 @@ fn barrier_hot(h: &mut comm::Hier, comm: MPI_Comm) -> Option<c_int> {
 /// Only for the current MPI call (no other reference to the state is made meanwhile:
 /// `LAST_STATE` is set only while calls are serialized).
 #[inline(always)]
-unsafe fn last_hier<'a>(comm: MPI_Comm) -> Option<&'a mut comm::Hier> {
+pub(crate) unsafe fn last_hier<'a>(comm: MPI_Comm) -> Option<&'a mut comm::Hier> {
     let last = LAST_STATE.load(Ordering::Relaxed);
     if last.is_null()
         || LAST_COMM.load(Ordering::Relaxed) != comm_key(comm)

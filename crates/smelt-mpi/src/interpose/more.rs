@@ -138,6 +138,19 @@ unsafe fn allgather(send: Side, recv: Side, comm: MPI_Comm, pmpi: impl Fn() -> c
         stats::taken(call);
         return ffi::success();
     }
+    // Dense predefined datatypes on both sides (or in place), the route decided for
+    // smelt: the hot lane may run this call again ([`allgather_hot`]).
+    if let Some(o) = roff {
+        let predefined = |dt| {
+            let c = ffi::type_class(dt).0;
+            c != ffi::T_DERIVED && c != ffi::T_OTHER
+        };
+        let dense_send = in_place || (soff.is_some() && predefined(send.dt));
+        if dense_send && predefined(recv.dt) && h.routes.decided(call, k * n) == Some(true) {
+            let key = gather_key(send.dt, send.count, recv.dt, recv.count);
+            h.remember_allgather(key, k, o, soff);
+        }
+    }
     routed(&mut h, held, call, k * n, &pmpi, |h| {
         let r = (|| {
             if let Some(o) = roff {
@@ -174,6 +187,57 @@ unsafe fn allgather(send: Side, recv: Side, comm: MPI_Comm, pmpi: impl Fn() -> c
         })();
         finish(r, call, comm, h)
     })
+}
+
+/// The hot lane's key of an `MPI_Allgather` ([`super::comm::HotGather`]).
+#[inline(always)]
+fn gather_key(
+    stype: MPI_Datatype,
+    scount: c_int,
+    rtype: MPI_Datatype,
+    rcount: c_int,
+) -> [usize; 3] {
+    [
+        stype.0 as usize,
+        rtype.0 as usize,
+        ((scount as u32 as usize) << 32) | rcount as u32 as usize,
+    ]
+}
+
+/// The hot lane ([`super::MPI_Bcast`]'s) for `MPI_Allgather`: a call with the
+/// datatypes and counts of the one [`allgather`] remembered (dense predefined types,
+/// smelt's route decided) runs as that one did, straight in the receive buffer.
+/// (See [`super::comm::HotGather`].)
+///
+/// # Safety
+/// MPI's contract for `MPI_Allgather`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn allgather_hot(
+    h: &mut super::comm::Hier,
+    send: *const c_void,
+    scount: c_int,
+    stype: MPI_Datatype,
+    recv: *mut c_void,
+    rcount: c_int,
+    rtype: MPI_Datatype,
+    comm: MPI_Comm,
+) -> Option<c_int> {
+    let g = h.hot_allgather(gather_key(stype, scount, rtype, rcount))?;
+    let in_place = send == ffi::in_place().cast_const();
+    let soff = if in_place { None } else { Some(g.soff?) };
+    let (n, rank, k) = (h.size, h.rank, g.k);
+    // The remembered call's datatypes and counts: `n` dense blocks of `k` bytes from
+    // `roff` in the receive buffer, one from `soff` in the send buffer (MPI's contract).
+    // SAFETY: as argued in the lines above.
+    let out = unsafe { bytes_at_mut(recv, g.roff, n * k) };
+    if let Some(so) = soff {
+        // SAFETY: as above; the send buffer is apart from the receive buffer.
+        out[rank * k..(rank + 1) * k].copy_from_slice(unsafe { bytes_at(send, so, k) });
+    }
+    let r = h.allgather_placed(out, k);
+    stats::express(Call::Allgather);
+    Some(finish(r, Call::Allgather, comm, h))
 }
 
 /// `MPI_Allgatherv` through smelt where it can: the parts (`counts[i]` elements of
@@ -553,6 +617,15 @@ pub unsafe extern "C" fn MPI_Allgather(
     rtype: MPI_Datatype,
     comm: MPI_Comm,
 ) -> c_int {
+    // SAFETY: used for this call only; the caller upholds MPI's contract.
+    if let Some(h) = unsafe { super::last_hier(comm) } {
+        // SAFETY: as above.
+        if let Some(rc) =
+            unsafe { allgather_hot(h, send, scount, stype, recv, rcount, rtype, comm) }
+        {
+            return rc;
+        }
+    }
     let pmpi = || {
         // SAFETY: the caller's arguments, passed on unchanged.
         unsafe { mpi_sys::PMPI_Allgather(send, scount, stype, recv, rcount, rtype, comm) }

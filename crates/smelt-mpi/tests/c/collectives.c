@@ -835,7 +835,7 @@ static void check_fallbacks(MPI_Comm comm)
 
 /* Seconds on the host's monotonic clock (the same for every process of the host). */
 /* The same small call again and again (the interposer's hot lane runs repeats with one
- * compare of the arguments): values, buffers and in-place change from call to call,
+ * compare of the arguments; MPI_Allgather too): values, buffers and in-place change from call to call,
  * while datatype, count, root and operation stay; then a change of root, count or
  * datatype, and back. Every result is checked. */
 static void check_repeats(MPI_Comm comm)
@@ -888,6 +888,27 @@ static void check_repeats(MPI_Comm comm)
                 fprintf(stderr, "collectives: WRONG repeated MPI_Allreduce call %d: got %g (rank %d)\n", i, r[k], rank);
                 MPI_Abort(MPI_COMM_WORLD, 2);
             }
+        /* MPI_Allgather, in place every other call */
+        double g[2 * 64];
+        int ip = i % 2 && size <= 64;
+        for (int k = 0; k < count * size && k < 2 * 64; k++)
+            g[k] = -1.0;
+        for (int k = 0; k < count; k++)
+            buf[k] = 100.0 * rank + i + k;
+        if (ip) {
+            for (int k = 0; k < count; k++)
+                g[rank * count + k] = buf[k];
+            MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, g, count, MPI_DOUBLE, comm);
+        } else if (size <= 64) {
+            MPI_Allgather(buf, count, MPI_DOUBLE, g, count, MPI_DOUBLE, comm);
+        }
+        for (int q = 0; q < size && size <= 64; q++)
+            for (int k = 0; k < count; k++)
+                if (g[q * count + k] != 100.0 * q + i + k) {
+                    fprintf(stderr, "collectives: WRONG repeated MPI_Allgather call %d in_place=%d: got %g\n", i, ip,
+                            g[q * count + k]);
+                    MPI_Abort(MPI_COMM_WORLD, 2);
+                }
         /* Another datatype and operation between repeats, every tenth call. */
         if (i % 10 == 9) {
             for (int k = 0; k < 3; k++)
