@@ -585,15 +585,15 @@ fn pair_barriers_with_one_member_ahead_stay_matched() {
         .unwrap();
 }
 
-/// Two members' small allreduce (up to 192 bytes, four slots, a message each way; 8
-/// bytes as a word): every length from 1 to 200 (past 192: the general path) with
+/// Two members' small allreduce (up to 384 bytes, a message each way; 8 bytes as a
+/// word): every length from 1 to 400 (past 384: the general path) with
 /// a combine that does not commute, so the root's value must come first on both, and
 /// the same length on both members every time.
 #[test]
 fn a_pair_allreduces_small_bytes_root_first() {
     let out = pair_group(Duration::from_secs(60)).run(|m| -> Result<(), GroupError> {
         let me = m.rank().0 as u8;
-        for len in 1..=200usize {
+        for len in 1..=400usize {
             let mut d: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(7) ^ me).collect();
             m.allreduce_bytes(&mut d, |a, o| {
                 for (x, y) in a.iter_mut().zip(o) {
@@ -628,6 +628,7 @@ fn a_pair_allreduce_of_different_small_lengths_fails_both() {
         (8, 4),
         (64, 100),
         (100, 300),
+        (300, 500),
     ] {
         let t = std::time::Instant::now();
         let out = pair_group(timeout).run(|m| {
