@@ -1414,6 +1414,16 @@ impl Link for WorldLink {
     }
 
     #[inline]
+    fn pair_barrier_checked(
+        &mut self,
+        tag: u64,
+        timeout: Option<Duration>,
+        failed: impl FnOnce() -> bool,
+    ) -> Result<Option<u64>, TransportError> {
+        Link::pair_barrier_checked(&mut self.ep, tag, timeout, failed)
+    }
+
+    #[inline]
     fn is_ready(&self) -> bool {
         Link::is_ready(&self.ep)
     }

@@ -769,21 +769,37 @@ impl<L: Link> Context<L> {
         if !pair && self.barrier_by_dissemination() {
             return self.barrier_dissemination();
         }
-        let t = self.begin(Coll::Barrier)?;
         if pair {
-            // One flag each way (the link's barrier), not a message each way.
+            // One flag each way (the link's barrier), not a message each way. The
+            // group's failure is looked at (as `begin` does) after this member's flag
+            // is set and before it waits: between seeing the other's flag and setting
+            // its own for the next barrier a member is on the other's critical path,
+            // and the look is a chain of dependent loads (the group's and the job's
+            // abort words).
+            self.seq = self.seq.wrapping_add(1);
+            let t = Tag::new(Coll::Barrier, self.seq);
+            let shared = &self.shared;
+            let mut failed = false;
             let p = match self.parent.as_mut() {
                 Some(p) => p,
                 None => &mut self.children[0],
             };
-            let r = p.link.pair_barrier(t.word(), Some(self.timeout));
+            let r = p
+                .link
+                .pair_barrier_checked(t.word(), Some(self.timeout), || {
+                    failed = shared.is_aborted();
+                    failed
+                });
             let peer = p.rank;
             return match r {
                 Ok(None) => Ok(()),
                 Ok(Some(got)) => Err(self.crossed(got, t, peer)),
+                // The group had failed before this barrier (what `begin` reports).
+                Err(_) if failed => Err(self.fail(TransportError::Aborted, self.rank, t.op())),
                 Err(e) => Err(self.fail(e, peer, t.op())),
             };
         }
+        let t = self.begin(Coll::Barrier)?;
         self.reduce_empty_tagged(t)?;
         self.recv_parent_word(t)?;
         self.down_empty(t)

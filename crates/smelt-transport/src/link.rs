@@ -74,7 +74,22 @@ pub trait Link: Send {
         tag: u64,
         timeout: Option<Duration>,
     ) -> Result<Option<u64>, TransportError> {
+        self.pair_barrier_checked(tag, timeout, || false)
+    }
+    /// [`pair_barrier`](Link::pair_barrier) that calls `failed` once this end's part
+    /// is published and before it waits for the peer's, and returns
+    /// [`TransportError::Aborted`] if it says so: a caller's own failure check, off the
+    /// peer's critical path (the peer waits for this end's mark, not for the check).
+    fn pair_barrier_checked(
+        &mut self,
+        tag: u64,
+        timeout: Option<Duration>,
+        failed: impl FnOnce() -> bool,
+    ) -> Result<Option<u64>, TransportError> {
         self.send_empty(tag, timeout)?;
+        if failed() {
+            return Err(TransportError::Aborted);
+        }
         let (got, _) = self.recv(&mut [], timeout)?;
         Ok((got != tag).then_some(got))
     }
@@ -212,7 +227,19 @@ impl Link for QueuePairEnd {
         tag: u64,
         timeout: Option<Duration>,
     ) -> Result<Option<u64>, TransportError> {
+        self.pair_barrier_checked(tag, timeout, || false)
+    }
+    #[inline]
+    fn pair_barrier_checked(
+        &mut self,
+        tag: u64,
+        timeout: Option<Duration>,
+        failed: impl FnOnce() -> bool,
+    ) -> Result<Option<u64>, TransportError> {
         self.tx.set_mark(tag);
+        if failed() {
+            return Err(TransportError::Aborted);
+        }
         self.rx.wait_mark(tag, timeout)
     }
     #[inline]
