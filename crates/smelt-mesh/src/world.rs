@@ -1405,15 +1405,6 @@ impl Link for WorldLink {
     }
 
     #[inline]
-    fn pair_barrier(
-        &mut self,
-        tag: u64,
-        timeout: Option<Duration>,
-    ) -> Result<Option<u64>, TransportError> {
-        Link::pair_barrier(&mut self.ep, tag, timeout)
-    }
-
-    #[inline]
     fn pair_barrier_checked(
         &mut self,
         tag: u64,

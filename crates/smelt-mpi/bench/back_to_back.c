@@ -1,5 +1,5 @@
 /* Back-to-back MPI_Bcast / MPI_Reduce / MPI_Allreduce (COUNT doubles, default 1 (8
- * bytes), MPI_SUM) or MPI_Barrier on MPI_COMM_WORLD, root 0: `back_to_back N OP [COUNT]`
+ * bytes), MPI_SUM), MPI_Allgather (COUNT doubles a rank) or MPI_Barrier on MPI_COMM_WORLD, root 0: `back_to_back N OP [COUNT]`
  * prints rank 0's mean time per call. Used by call_cost.sh (instructions per call under callgrind, and time with
  * and without the interposer, alternated). */
 #include <mpi.h>
@@ -13,10 +13,16 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     long n = argc > 1 ? atol(argv[1]) : 1000000;
     const char *op = argc > 2 ? argv[2] : "bcast";
-    int k = !strcmp(op, "bcast") ? 0 : !strcmp(op, "reduce") ? 1 : !strcmp(op, "allreduce") ? 2 : 3;
+    int k = !strcmp(op, "bcast")       ? 0
+            : !strcmp(op, "reduce")    ? 1
+            : !strcmp(op, "allreduce") ? 2
+            : !strcmp(op, "allgather") ? 4
+                                       : 3;
+    int size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
     int count = argc > 3 ? atoi(argv[3]) : 1;
     if (count < 1 || count > 1 << 20) count = 1;
-    double *x = calloc((size_t)count, sizeof *x), *y = calloc((size_t)count, sizeof *y);
+    double *x = calloc((size_t)count, sizeof *x), *y = calloc((size_t)count * (size_t)size, sizeof *y);
     for (int i = 0; i < count; i++) x[i] = rank + 1;
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
@@ -24,6 +30,7 @@ int main(int argc, char **argv) {
         if (k == 0) MPI_Bcast(x, count, MPI_DOUBLE, 0, MPI_COMM_WORLD);
         else if (k == 1) MPI_Reduce(x, y, count, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
         else if (k == 2) MPI_Allreduce(x, y, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        else if (k == 4) MPI_Allgather(x, count, MPI_DOUBLE, y, count, MPI_DOUBLE, MPI_COMM_WORLD);
         else MPI_Barrier(MPI_COMM_WORLD);
     }
     double t = MPI_Wtime() - t0;

@@ -12,7 +12,7 @@
 #   crates/smelt-mpi/bench/call_cost.sh [-p PAIRS] [-n CALLS] [-o OPS] [-c 0] [-d DOUBLES]
 #                                       [-b LIB_B]
 #
-# -o: bcast,reduce,allreduce,barrier (default all); -c 0 skips the callgrind count.
+# -o: bcast,reduce,allreduce,barrier (default), allgather; -c 0 skips the callgrind count.
 # The library (A): SMELT_MPI_LIB, else the release build (built when needed).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -55,7 +55,8 @@ for op in ${ops//,/ }; do
         # SMELT_MPI_MEASURE=0: smelt's path is counted (timing trials under callgrind,
         # 50x slower on rank 0 alone, would route at random).
         case $op in
-        bcast) fn=MPI_Bcast ;; reduce) fn=MPI_Reduce ;; allreduce) fn=MPI_Allreduce ;; *) fn=MPI_Barrier ;;
+        bcast) fn=MPI_Bcast ;; reduce) fn=MPI_Reduce ;; allreduce) fn=MPI_Allreduce ;;
+        allgather) fn=MPI_Allgather ;; *) fn=MPI_Barrier ;;
         esac
         "${base[@]}" -x SMELT_MPI_MEASURE=0 -x CALL_COST_FN="$fn" -x LD_PRELOAD="$lib" "$tmp/vg.sh" "$tmp/b2b" "$k" "$op" "$doubles" >/dev/null 2>&1
         # Everything counted was inside the call: its inclusive count.

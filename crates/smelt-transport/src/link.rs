@@ -222,14 +222,6 @@ impl Link for QueuePairEnd {
         self.rx.recv_word_tagged(timeout)
     }
     #[inline]
-    fn pair_barrier(
-        &mut self,
-        tag: u64,
-        timeout: Option<Duration>,
-    ) -> Result<Option<u64>, TransportError> {
-        self.pair_barrier_checked(tag, timeout, || false)
-    }
-    #[inline]
     fn pair_barrier_checked(
         &mut self,
         tag: u64,

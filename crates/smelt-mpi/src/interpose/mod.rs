@@ -1522,9 +1522,7 @@ unsafe fn bcast_express(
             return Some(rc);
         }
         // Broadcasts MPI runs faster here (more ranks than CPUs: the cut-off is 0) go
-        // to it from here, as the general path sends them, without its layers (8
-        // ranks on 2 CPUs, 8 bytes, rank 0, callgrind: 1507 -> 1476 instructions a
-        // call, most of them Open MPI's).
+        // to it from here, as the general path sends them, without its layers.
         if h.max_bytes[0] == 0 && count > 0 && root >= 0 && (root as usize) < h.size {
             stats::fell_back(Call::Bcast, Why::MpiFaster);
             return Some(pmpi());
